@@ -1,0 +1,264 @@
+"""Roofline estimate of one or many forward passes: FLOPs, HBM bytes, communication, time.
+
+A pass's time is max(compute time, memory time) + communication + a fixed per-pass
+overhead, with compute and bandwidth derated by the hardware profile's efficiencies.
+Weight reads happen once per pass whatever its token count — this is what makes decode
+bandwidth-bound and a verification prefill compute-bound, the mechanism SpecAgent uses.
+
+Simplifications (stated so they can be checked): KV of the attended context is read once
+per sequence per pass (an ideal flash-attention; tile re-reads hit L2); every GEMM reads
+its input activations and writes its outputs once; communication is not overlapped with
+compute; experts are routed uniformly (SPEC §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.dtypes import dtype_bytes
+from specagent.costmodel.moe import moe_union_experts
+from specagent.costmodel.passes import GDN_CHUNK, Passes
+
+WEIGHT_MODES = ("union", "active")
+
+FLOP_COMPONENTS = ("dense", "experts", "attention", "linear_attention", "lm_head")
+READ_COMPONENTS = ("dense_weights", "expert_weights", "embedding", "lm_head", "kv", "state", "activations")
+WRITE_COMPONENTS = ("kv", "state", "activations")
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """Per-token and per-pass constants of a deployment, computed once per estimate."""
+
+    dense_gemm_params: float  # per token, every GEMM except routed experts and LM head
+    expert_params: float  # one routed expert of one layer
+    moe_layers: int
+    num_experts: int
+    top_k: int
+    dense_weight_bytes: float  # read once per pass
+    expert_bytes: float  # one expert of one layer
+    embedding_row_bytes: float
+    lm_head_bytes: float
+    lm_head_flops_per_logit: float
+    attn_flops_per_pair: float
+    gdn_flops_decode: float
+    gdn_flops_prefill: float
+    kv_bytes_per_token: float
+    state_bytes: float
+    act_bytes_per_token: float
+    act_bytes_per_logit: float
+    allreduce_layers: int  # all-reduces of the hidden state per pass (per token)
+    a2a_layers: int  # MoE layers using all-to-all under expert parallelism
+    hidden: int
+    act_bytes: float
+
+
+def coefficients(dep: Deployment) -> Coefficients:
+    m = dep.model
+    h = m.hidden
+    wb = dep.weight_bytes_per_param
+    hp = dep.high_precision_bytes
+    ab = dtype_bytes(dep.activation_dtype)
+    p = m.param_counts()
+
+    attn_gemm = sum(i * o for i, o in m.attention.matmul_shapes(h))
+    gemm = m.num_full_layers * attn_gemm
+    act = m.num_full_layers * sum(i + o for i, o in m.attention.matmul_shapes(h))
+    gdn_dec = gdn_pre = 0.0
+    if m.linear:
+        la = m.linear
+        gemm += m.num_linear_layers * sum(i * o for i, o in la.matmul_shapes(h))
+        act += m.num_linear_layers * sum(i + o for i, o in la.matmul_shapes(h))
+        nv, dk, dv = la.num_value_heads, la.key_head_dim, la.value_head_dim
+        conv = 2 * la.qkv_dim * la.conv_kernel
+        # Recurrent step per value head: decay, S·k, rank-1 delta update, q·S  ≈ 7·dk·dv.
+        gdn_dec = m.num_linear_layers * (nv * 7 * dk * dv + conv)
+        # Chunked form: intra-chunk QKᵀ, KKᵀ and AV over a 64-token chunk, plus inter-chunk state terms.
+        gdn_pre = m.num_linear_layers * (nv * (2 * GDN_CHUNK * (2 * dk + dv) + 6 * dk * dv) + conv)
+    gemm += m.num_dense_ffn_layers * 3 * h * m.dense_intermediate
+    act += m.num_dense_ffn_layers * (h + 2 * m.dense_intermediate + m.dense_intermediate + h)
+    expert_params = 0.0
+    if m.moe and m.num_moe_layers:
+        mo = m.moe
+        n = m.num_moe_layers
+        gemm += n * (3 * h * mo.shared_intermediate + (h if mo.shared_gate else 0) + h * mo.num_experts)
+        expert_params = float(mo.expert_params(h))
+        per_expert_act = h + 2 * mo.expert_intermediate + mo.expert_intermediate + h
+        shared_act = (h + 3 * mo.shared_intermediate + h) if mo.shared_intermediate else 0
+        act += n * (mo.top_k * per_expert_act + shared_act + h + mo.num_experts)
+
+    hp_params = p.norms + p.router
+    dense_weight_params = p.total - p.embedding - p.lm_head - p.routed_experts
+    dense_weight_bytes = (dense_weight_params - hp_params) * wb + hp_params * hp
+    moe = m.moe if (m.moe and m.num_moe_layers) else None
+    g = dep.gpus
+    if g > 1:
+        a2a_layers = m.num_moe_layers if dep.parallelism == "tp+ep" else 0
+        allreduce_layers = 2 * m.num_layers - a2a_layers
+    else:
+        a2a_layers = allreduce_layers = 0
+    return Coefficients(
+        dense_gemm_params=float(gemm),
+        expert_params=expert_params,
+        moe_layers=m.num_moe_layers if moe else 0,
+        num_experts=moe.num_experts if moe else 0,
+        top_k=moe.top_k if moe else 0,
+        dense_weight_bytes=float(dense_weight_bytes),
+        expert_bytes=expert_params * wb,
+        embedding_row_bytes=h * hp,
+        lm_head_bytes=m.vocab * h * hp,
+        lm_head_flops_per_logit=2.0 * m.vocab * h,
+        attn_flops_per_pair=4.0 * m.attention.num_heads * m.attention.head_dim * m.num_full_layers,
+        gdn_flops_decode=float(gdn_dec),
+        gdn_flops_prefill=float(gdn_pre),
+        kv_bytes_per_token=dep.kv_bytes_per_token(),
+        state_bytes=dep.state_bytes_per_sequence(),
+        act_bytes_per_token=act * ab,
+        act_bytes_per_logit=(h + m.vocab) * ab,
+        allreduce_layers=allreduce_layers,
+        a2a_layers=a2a_layers,
+        hidden=h,
+        act_bytes=ab,
+    )
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """Columns of per-pass costs; every array has one entry per pass."""
+
+    flops: dict[str, np.ndarray]
+    bytes_read: dict[str, np.ndarray]
+    bytes_written: dict[str, np.ndarray]
+    comm_bytes: np.ndarray  # per GPU, over the interconnect
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    comm_s: np.ndarray
+    overhead_s: np.ndarray
+    experts_touched: np.ndarray  # distinct experts per MoE layer (0 for dense models)
+    weight_mode: str = "union"
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def total_flops(self) -> np.ndarray:
+        return sum(self.flops.values())  # type: ignore[return-value]
+
+    @property
+    def total_bytes_read(self) -> np.ndarray:
+        return sum(self.bytes_read.values())  # type: ignore[return-value]
+
+    @property
+    def total_bytes_written(self) -> np.ndarray:
+        return sum(self.bytes_written.values())  # type: ignore[return-value]
+
+    @property
+    def total_bytes(self) -> np.ndarray:
+        return self.total_bytes_read + self.total_bytes_written
+
+    @property
+    def time_s(self) -> np.ndarray:
+        return np.maximum(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        return self.compute_s >= self.memory_s
+
+    @property
+    def intensity(self) -> np.ndarray:
+        """Arithmetic intensity of the pass (FLOP per HBM byte)."""
+        return self.total_flops / self.total_bytes
+
+    def __len__(self) -> int:
+        return len(self.compute_s)
+
+    def to_frame(self) -> pd.DataFrame:
+        cols: dict[str, np.ndarray] = {}
+        cols.update({f"flops_{k}": v for k, v in self.flops.items()})
+        cols.update({f"read_{k}": v for k, v in self.bytes_read.items()})
+        cols.update({f"write_{k}": v for k, v in self.bytes_written.items()})
+        cols.update(
+            flops=self.total_flops, bytes_read=self.total_bytes_read, bytes_written=self.total_bytes_written,
+            comm_bytes=self.comm_bytes, experts_touched=self.experts_touched, compute_s=self.compute_s,
+            memory_s=self.memory_s, comm_s=self.comm_s, overhead_s=self.overhead_s, time_s=self.time_s,
+            bound=np.where(self.compute_bound, "compute", "memory"),
+        )
+        return pd.DataFrame(cols)
+
+
+def _interp_log(x: np.ndarray, curve: tuple[tuple[float, float], ...], default: float) -> np.ndarray:
+    if not curve:
+        return np.full_like(x, default, dtype=np.float64)
+    xs = np.log(np.array([c[0] for c in curve]))
+    ys = np.array([c[1] for c in curve])
+    return np.interp(np.log(np.maximum(x, 1e-30)), xs, ys)
+
+
+def compute_efficiency(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
+    """Fraction of peak FLOP/s reached; a calibrated curve over tokens per pass when present."""
+    hw = dep.hardware
+    return _interp_log(np.asarray(tokens, dtype=np.float64), hw.compute_efficiency_curve, float(hw.prefill_mfu.value))
+
+
+def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: Coefficients | None = None) -> PassCost:
+    """Price every pass in `passes` on `dep` (vectorised over passes)."""
+    if weight_mode not in WEIGHT_MODES:
+        raise ValueError(f"weight_mode must be one of {WEIGHT_MODES}, got '{weight_mode}'")
+    c = coef or coefficients(dep)
+    t = passes.tokens
+    prefill_tokens = t - passes.decode_tokens
+    one = np.ones_like(t)
+
+    if c.moe_layers:
+        if weight_mode == "union":
+            touched = moe_union_experts(t, c.num_experts, c.top_k)
+        else:
+            touched = np.full_like(t, float(c.top_k))
+    else:
+        touched = np.zeros_like(t)
+
+    flops = {
+        "dense": 2.0 * c.dense_gemm_params * t,
+        "experts": 2.0 * c.expert_params * c.top_k * c.moe_layers * t,
+        "attention": c.attn_flops_per_pair * passes.attn_pairs,
+        "linear_attention": c.gdn_flops_decode * passes.decode_tokens + c.gdn_flops_prefill * prefill_tokens,
+        "lm_head": c.lm_head_flops_per_logit * passes.logits,
+    }
+    read = {
+        "dense_weights": c.dense_weight_bytes * one,
+        "expert_weights": c.expert_bytes * c.moe_layers * touched,
+        "embedding": c.embedding_row_bytes * t,
+        "lm_head": c.lm_head_bytes * one,
+        "kv": c.kv_bytes_per_token * passes.kv_read_tokens,
+        "state": c.state_bytes * passes.state_touches,
+        "activations": 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits),
+    }
+    written = {
+        "kv": c.kv_bytes_per_token * t,
+        "state": c.state_bytes * passes.state_touches,
+        "activations": 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits),
+    }
+
+    g = dep.gpus
+    hw = dep.hardware
+    hidden_msg = t * c.hidden * c.act_bytes
+    comm = np.zeros_like(t)
+    if g > 1:
+        comm = c.allreduce_layers * 2.0 * (g - 1) / g * hidden_msg
+        if c.a2a_layers:
+            gpus_touched = g * (1.0 - (1.0 - 1.0 / g) ** c.top_k)
+            comm = comm + c.a2a_layers * 2.0 * hidden_msg / g * gpus_touched * (g - 1) / g
+    gemm_flops = flops["dense"] + flops["experts"] + flops["lm_head"]
+    attn_flops = flops["attention"] + flops["linear_attention"]
+    eff_c = compute_efficiency(dep, t)
+    compute_s = (gemm_flops / hw.peak_flops(dep.compute_dtype) + attn_flops / hw.peak_flops("bf16")) / (g * eff_c)
+    total_bytes = sum(read.values()) + sum(written.values())
+    memory_s = total_bytes / (g * hw.bandwidth_bytes_s * float(hw.bandwidth_efficiency.value))
+    comm_s = comm / hw.link_bytes_s if g > 1 else np.zeros_like(t)
+    overhead_s = np.full_like(t, float(hw.pass_overhead_us.value) * 1e-6)
+    return PassCost(
+        flops=flops, bytes_read=read, bytes_written=written, comm_bytes=comm, compute_s=compute_s,
+        memory_s=memory_s, comm_s=comm_s, overhead_s=overhead_s, experts_touched=touched, weight_mode=weight_mode,
+    )

@@ -1,0 +1,219 @@
+"""Hardware profiles: one TOML data file per accelerator, every figure with its source.
+
+Profiles are data, not code, so that a user can add a machine (or `specagent calibrate`
+can write one) without touching the package. Lookup order: explicit path, then the
+directories given by the caller, then ``$SPECAGENT_HARDWARE_DIR`` (``os.pathsep``
+separated), then the profiles shipped in this package.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+ENV_VAR = "SPECAGENT_HARDWARE_DIR"
+SCHEMA_VERSION = 1
+
+
+class HardwareProfileError(ValueError):
+    """A profile file is missing, malformed, or names an unknown GPU."""
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A figure together with where it comes from."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """Peak rates, memory and default efficiencies of one accelerator (per device)."""
+
+    id: str
+    name: str
+    vendor: str
+    peak_tflops: dict[str, Sourced]
+    memory_capacity_gb: Sourced
+    memory_bandwidth_tb_s: Sourced
+    memory_kind: Sourced | None
+    interconnect_kind: Sourced
+    interconnect_gb_s: Sourced
+    interconnect_unidirectional_gb_s: Sourced | None
+    prefill_mfu: Sourced
+    decode_mfu: Sourced | None
+    bandwidth_efficiency: Sourced
+    pass_overhead_us: Sourced
+    price_usd_per_gpu_hour: Sourced | None = None
+    aliases: tuple[str, ...] = ()
+    #: Optional calibrated compute efficiency as a function of tokens per pass:
+    #: ((tokens, efficiency), ...) interpolated in log(tokens). Written by `specagent calibrate`.
+    compute_efficiency_curve: tuple[tuple[float, float], ...] = ()
+    path: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    # --- derived figures -------------------------------------------------------------
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype; falls back to bf16 for unlisted dtypes."""
+        key = dtype.lower()
+        if key not in self.peak_tflops:
+            raise HardwareProfileError(
+                f"{self.path or self.id}: no peak_tflops.{key} figure "
+                f"(has: {', '.join(sorted(self.peak_tflops))})"
+            )
+        return float(self.peak_tflops[key].value) * 1e12
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        return float(self.memory_bandwidth_tb_s.value) * 1e12
+
+    @property
+    def capacity_bytes(self) -> float:
+        return float(self.memory_capacity_gb.value) * 1e9
+
+    @property
+    def link_bytes_s(self) -> float:
+        """One direction of the device's interconnect, which is what a ring collective uses."""
+        if self.interconnect_unidirectional_gb_s is not None:
+            return float(self.interconnect_unidirectional_gb_s.value) * 1e9
+        return float(self.interconnect_gb_s.value) * 1e9 / 2.0
+
+    def ridge(self, dtype: str = "bf16") -> float:
+        """Arithmetic intensity (FLOP per byte) at which compute and bandwidth balance."""
+        return self.peak_flops(dtype) / self.bandwidth_bytes_s
+
+
+def _sourced(data: dict[str, Any], section: str, key: str, path: str, required: bool = True) -> Sourced | None:
+    table = data.get(section, {}) if section else data
+    if not isinstance(table, dict):
+        raise HardwareProfileError(f"{path}: [{section}] must be a table")
+    if key not in table:
+        if required:
+            where = f"{section}.{key}" if section else key
+            raise HardwareProfileError(f"{path}: missing field '{where}' (expected {{ value = ..., source = \"...\" }})")
+        return None
+    item = table[key]
+    where = f"{section}.{key}" if section else key
+    if not isinstance(item, dict) or "value" not in item or "source" not in item:
+        raise HardwareProfileError(f"{path}: field '{where}' must be an inline table {{ value = ..., source = \"...\" }}, got {item!r}")
+    if not str(item["source"]).strip():
+        raise HardwareProfileError(f"{path}: field '{where}' has an empty source")
+    value = item["value"]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise HardwareProfileError(f"{path}: field '{where}' must be non-negative, got {value}")
+    return Sourced(value=value, source=str(item["source"]))
+
+
+def _curve(data: dict[str, Any], key: str, path: str) -> tuple[tuple[float, float], ...]:
+    raw = data.get("efficiency", {}).get(key)
+    if raw is None:
+        return ()
+    points = raw.get("value") if isinstance(raw, dict) else raw
+    try:
+        curve = tuple((float(x), float(y)) for x, y in points)
+    except (TypeError, ValueError) as exc:
+        raise HardwareProfileError(f"{path}: efficiency.{key} must be a list of [x, efficiency] pairs") from exc
+    if not curve or any(x <= 0 or not (0 < y <= 1.5) for x, y in curve):
+        raise HardwareProfileError(f"{path}: efficiency.{key} needs positive x and efficiencies in (0, 1.5]")
+    return tuple(sorted(curve))
+
+
+def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfile:
+    """Validate a profile's TOML table, naming the file and field on any problem."""
+    for key in ("id", "name"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise HardwareProfileError(f"{path}: missing field '{key}' (expected a string)")
+    peaks_raw = data.get("peak_tflops")
+    if not isinstance(peaks_raw, dict) or "bf16" not in peaks_raw:
+        raise HardwareProfileError(f"{path}: missing field 'peak_tflops.bf16'")
+    peaks = {k: _sourced(peaks_raw, "", k, path) for k in peaks_raw}
+    for k, v in peaks.items():
+        if not isinstance(v.value, (int, float)) or v.value <= 0:
+            raise HardwareProfileError(f"{path}: field 'peak_tflops.{k}' must be a positive number")
+    prof = HardwareProfile(
+        id=data["id"].lower(),
+        name=data["name"],
+        vendor=str(data.get("vendor", "")),
+        peak_tflops=peaks,  # type: ignore[arg-type]
+        memory_capacity_gb=_sourced(data, "memory", "capacity_gb", path),  # type: ignore[arg-type]
+        memory_bandwidth_tb_s=_sourced(data, "memory", "bandwidth_tb_s", path),  # type: ignore[arg-type]
+        memory_kind=_sourced(data, "memory", "kind", path, required=False),
+        interconnect_kind=_sourced(data, "interconnect", "kind", path),  # type: ignore[arg-type]
+        interconnect_gb_s=_sourced(data, "interconnect", "bandwidth_gb_s", path),  # type: ignore[arg-type]
+        interconnect_unidirectional_gb_s=_sourced(data, "interconnect", "unidirectional_gb_s", path, required=False),
+        prefill_mfu=_sourced(data, "efficiency", "prefill_mfu", path),  # type: ignore[arg-type]
+        decode_mfu=_sourced(data, "efficiency", "decode_mfu", path, required=False),
+        bandwidth_efficiency=_sourced(data, "efficiency", "bandwidth", path),  # type: ignore[arg-type]
+        pass_overhead_us=_sourced(data, "efficiency", "pass_overhead_us", path),  # type: ignore[arg-type]
+        price_usd_per_gpu_hour=_sourced(data, "price", "usd_per_gpu_hour", path, required=False),
+        aliases=tuple(str(a).lower() for a in data.get("aliases", [])),
+        compute_efficiency_curve=_curve(data, "compute_curve", path),
+        path=path,
+        provenance=dict(data.get("provenance", {})),
+    )
+    for fld in ("memory_capacity_gb", "memory_bandwidth_tb_s", "interconnect_gb_s"):
+        v = getattr(prof, fld).value
+        if not isinstance(v, (int, float)) or v <= 0:
+            raise HardwareProfileError(f"{path}: field '{fld}' must be a positive number, got {v!r}")
+    for fld in ("prefill_mfu", "bandwidth_efficiency"):
+        v = getattr(prof, fld).value
+        if not isinstance(v, (int, float)) or not 0 < v <= 1.5:
+            raise HardwareProfileError(f"{path}: efficiency '{fld}' must be in (0, 1.5], got {v!r}")
+    return prof
+
+
+def load_profile_file(path: str | Path) -> HardwareProfile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise HardwareProfileError(f"{p}: cannot read hardware profile ({exc.strerror})") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HardwareProfileError(f"{p}: not valid TOML: {exc}") from exc
+    return parse_profile(data, str(p))
+
+
+def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:
+    dirs = [Path(d) for d in (extra_dirs or [])]
+    env = os.environ.get(ENV_VAR, "")
+    dirs += [Path(d) for d in env.split(os.pathsep) if d]
+    dirs.append(Path(str(resources.files("specagent.hardware") / "profiles")))
+    return dirs
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def list_profiles(extra_dirs: Iterable[str | Path] | None = None) -> list[HardwareProfile]:
+    """All profiles visible from the search path; earlier directories shadow later ones."""
+    seen: dict[str, HardwareProfile] = {}
+    for d in _search_dirs(extra_dirs):
+        if not d.is_dir():
+            continue
+        for f in sorted(d.glob("*.toml")):
+            prof = load_profile_file(f)
+            seen.setdefault(prof.id, prof)
+    return list(seen.values())
+
+
+def load_hardware(name_or_path: str | Path, extra_dirs: Iterable[str | Path] | None = None) -> HardwareProfile:
+    """Find a profile by id, alias or file path; unknown names list the known ones."""
+    text = str(name_or_path)
+    if text.endswith(".toml") or os.sep in text:
+        return load_profile_file(text)
+    want = _normalise(text)
+    profiles = list_profiles(extra_dirs)
+    for prof in profiles:
+        names = {_normalise(prof.id), _normalise(prof.name)} | {_normalise(a) for a in prof.aliases}
+        if want in names:
+            return prof
+    known = ", ".join(sorted(p.id for p in profiles))
+    raise HardwareProfileError(f"unknown hardware '{text}'; known profiles: {known} (or pass a .toml path / --hardware-dir)")

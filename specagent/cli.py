@@ -1,0 +1,330 @@
+"""The `specagent` command line: thin wrappers over the Python API, tables for people, --json for machines."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specagent.costmodel.balance import balance_point
+from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
+from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
+from specagent.costmodel.roofline import WEIGHT_MODES
+from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
+
+HELP = """\
+specagent predicts, measures and plans the cost of weak-strong speculative tool-using agents.
+
+A small Weak model drafts an agent's next steps (running read-only tools as it goes and
+holding the first state-changing call); a large Strong model reviews the drafted segment
+in one prefill, keeps the longest valid prefix and repairs one step.
+
+Terms used throughout:
+
+  phase          what a forward pass is doing: prefill (reading a prompt), decode (one new
+                 token per sequence), verify (the Strong model prefilling a drafted segment
+                 on top of its cached context) and repair (the Strong model decoding its
+                 verdict or a repair turn).
+
+  ridge          peak FLOP/s divided by memory bandwidth (FLOP per byte). A pass whose
+                 arithmetic intensity is below it is bound by memory bandwidth.
+
+  balance point  the decode batch at which a model replica turns compute-bound. Below it,
+                 moving Strong tokens from decode into a verification prefill saves time
+                 and memory traffic.
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False)
+hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
+models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
+roofline_app = typer.Typer(
+    help="Roofline estimate of one forward pass: FLOPs and HBM bytes by component, time, and the bound.\n\n"
+    "A pass is compute-bound when its arithmetic intensity (FLOP/byte) exceeds the hardware ridge.",
+    invoke_without_command=True,
+)
+app.add_typer(hardware_app, name="hardware")
+app.add_typer(models_app, name="models")
+app.add_typer(roofline_app, name="roofline")
+
+console = Console()
+
+
+def _fail(msg: str) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}).")
+
+
+def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:
+    return [hardware_dir] if hardware_dir else []
+
+
+def build_deployment(model: str, hardware: str, gpus: int, parallelism: str, weight_dtype: str, kv_dtype: str, hardware_dir: Optional[Path] = None) -> Deployment:
+    try:
+        spec = load_model_spec(model)
+        hw = load_hardware(hardware, _hardware_dirs(hardware_dir))
+        return Deployment(spec, hw, gpus=gpus, parallelism=parallelism, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    except (ModelSpecError, HardwareProfileError, ValueError) as exc:
+        _fail(str(exc))
+        raise  # unreachable
+
+
+# ---------------------------------------------------------------- hardware
+@hardware_app.command("list")
+def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool = typer.Option(False, "--json")) -> None:
+    """List known GPU profiles with their BF16 ridge point (peak FLOP/s ÷ bandwidth)."""
+    try:
+        profs = list_profiles(_hardware_dirs(hardware_dir))
+    except HardwareProfileError as exc:
+        _fail(str(exc))
+    rows = [
+        dict(id=p.id, name=p.name, bf16_tflops=p.peak_tflops["bf16"].value, memory_gb=p.memory_capacity_gb.value,
+             bandwidth_tb_s=p.memory_bandwidth_tb_s.value, ridge_bf16=round(p.ridge("bf16"), 1),
+             usd_per_gpu_hour=p.price_usd_per_gpu_hour.value if p.price_usd_per_gpu_hour else None)
+        for p in profs
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title="Hardware profiles (dense peaks, per GPU)")
+    for col in ("id", "name", "BF16 TFLOP/s", "memory GB", "bandwidth TB/s", "ridge FLOP/B", "$/GPU-h"):
+        t.add_column(col, justify="left" if col in ("id", "name") else "right")
+    for r in rows:
+        t.add_row(r["id"], r["name"], f"{r['bf16_tflops']:g}", f"{r['memory_gb']:g}", f"{r['bandwidth_tb_s']:g}",
+                  f"{r['ridge_bf16']:.0f}", "-" if r["usd_per_gpu_hour"] is None else f"{r['usd_per_gpu_hour']:.2f}")
+    console.print(t)
+
+
+@hardware_app.command("show")
+def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or path to a .toml file."),
+                  hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every figure of one profile with its source, and its ridge points."""
+    try:
+        p = load_hardware(name, _hardware_dirs(hardware_dir))
+    except HardwareProfileError as exc:
+        _fail(str(exc))
+    items: list[tuple[str, object, str]] = []
+    for k, v in p.peak_tflops.items():
+        items.append((f"peak {k} TFLOP/s", v.value, v.source))
+    for label, v in (("memory GB", p.memory_capacity_gb), ("bandwidth TB/s", p.memory_bandwidth_tb_s), ("memory kind", p.memory_kind),
+                     ("interconnect", p.interconnect_kind), ("interconnect GB/s", p.interconnect_gb_s),
+                     ("interconnect GB/s one way", p.interconnect_unidirectional_gb_s), ("prefill MFU", p.prefill_mfu),
+                     ("decode MFU (reported)", p.decode_mfu), ("bandwidth efficiency", p.bandwidth_efficiency),
+                     ("pass overhead µs", p.pass_overhead_us), ("$/GPU-hour", p.price_usd_per_gpu_hour)):
+        if v is not None:
+            items.append((label, v.value, v.source))
+    ridges = {k: p.ridge(k) for k in p.peak_tflops}
+    for k, r in ridges.items():
+        items.append((f"ridge {k} FLOP/B", round(r, 1), "derived: peak ÷ bandwidth"))
+    if p.compute_efficiency_curve:
+        items.append(("compute efficiency curve", list(p.compute_efficiency_curve), "calibration (tokens per pass → MFU)"))
+    if as_json:
+        print(json.dumps({"id": p.id, "name": p.name, "path": p.path, "figures": [dict(name=a, value=b, source=c) for a, b, c in items]}, indent=2, default=str))
+        return
+    t = Table(title=f"{p.name} ({p.id}) — {p.path}")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("source", overflow="fold")
+    for a, b, c in items:
+        t.add_row(a, str(b), c)
+    console.print(t)
+
+
+# ---------------------------------------------------------------- models
+@models_app.command("list")
+def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Shipped model configs with parameter counts (total / active per token) re-derived from their fields."""
+    rows = []
+    for hf_id in shipped_models():
+        s = load_model_spec(hf_id)
+        p = s.param_counts()
+        rows.append(dict(model=hf_id, type=s.model_type, layers=s.num_layers, full=s.num_full_layers, linear=s.num_linear_layers,
+                         total_b=round(p.total / 1e9, 3), active_b=round(p.active / 1e9, 3),
+                         kv_kib_per_token=s.kv_bytes_per_token() / 1024, state_mb=round(s.state_bytes_per_sequence() / 1e6, 1)))
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title="Shipped model specs (text model, MTP head excluded)")
+    for col in ("model", "type", "layers (lin/full)", "total B", "active B", "KV KiB/token (bf16)", "state MB/seq"):
+        t.add_column(col, justify="left" if col in ("model", "type") else "right")
+    for r in rows:
+        t.add_row(r["model"], r["type"], f"{r['layers']} ({r['linear']}/{r['full']})", f"{r['total_b']:.3f}", f"{r['active_b']:.3f}",
+                  f"{r['kv_kib_per_token']:.1f}", f"{r['state_mb']:.1f}")
+    console.print(t)
+
+
+@models_app.command("show")
+def models_show(model: str = typer.Argument(..., help="HF id, short name, or path to a config.json."), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Parameter counts by component, KV bytes per token and recurrent state per sequence."""
+    try:
+        s = load_model_spec(model)
+    except ModelSpecError as exc:
+        _fail(str(exc))
+    p = s.param_counts().as_dict()
+    info = dict(model=s.name, model_type=s.model_type, source=s.source, layers=s.num_layers, full_attention_layers=s.num_full_layers,
+                linear_attention_layers=s.num_linear_layers, moe_layers=s.num_moe_layers, params=p,
+                kv_bytes_per_token_bf16=s.kv_bytes_per_token(), state_bytes_per_sequence=s.state_bytes_per_sequence())
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    t = Table(title=f"{s.name} ({s.model_type}) — {s.source}")
+    t.add_column("component")
+    t.add_column("parameters", justify="right")
+    for k, v in p.items():
+        t.add_row(k, f"{v:,}")
+    t.add_row("KV bytes / token (bf16)", f"{s.kv_bytes_per_token():,.0f}")
+    t.add_row("recurrent state bytes / sequence", f"{s.state_bytes_per_sequence():,.0f}")
+    console.print(t)
+
+
+# ---------------------------------------------------------------- roofline
+def _fmt_bytes(x: float) -> str:
+    for unit, div in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:,.2f} {unit}"
+    return f"{x:,.0f} B"
+
+
+def _fmt_flops(x: float) -> str:
+    for unit, div in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if abs(x) >= div:
+            return f"{x / div:,.2f} {unit}"
+    return f"{x:,.0f} FLOP"
+
+
+@roofline_app.callback()
+def roofline(
+    ctx: typer.Context,
+    model: str = typer.Option("qwen3.5-397b-a17b", help="Model: HF id, short name or config.json path."),
+    hardware: str = typer.Option("h20", help="GPU profile id or .toml path."),
+    gpus: int = typer.Option(8, help="GPUs in the replica."),
+    parallelism: str = typer.Option("tp", help="'tp' (tensor parallel) or 'tp+ep' (experts spread whole across GPUs)."),
+    weight_dtype: str = typer.Option("fp8", help="Weight storage: bf16, fp16, fp8, int8, int4."),
+    kv_dtype: str = typer.Option("bf16", help="KV cache dtype."),
+    phase: str = typer.Option("decode", help=f"One of {', '.join(PHASES)}."),
+    batch: int = typer.Option(1, help="Sequences in the pass."),
+    context: int = typer.Option(8192, help="Cached tokens per sequence before the pass."),
+    tokens: int = typer.Option(512, help="New tokens per sequence (prefill/verify only; decode adds 1)."),
+    weight_mode: str = typer.Option("union", help="'union': an MoE pass reads every distinct expert its tokens touch; 'active': only top-k per layer."),
+    hardware_dir: Optional[Path] = HardwareDirOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Break one pass down into FLOPs and bytes by component, and say which bound applies."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if phase not in PHASES:
+        _fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
+    if weight_mode not in WEIGHT_MODES:
+        _fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
+    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
+    new = 1 if phase in ("decode", "repair") else tokens
+    try:
+        dep.check_fit(batch, context + new)
+    except DeploymentDoesNotFit as exc:
+        _fail(str(exc))
+    fn = PHASE_FUNCTIONS[phase]
+    cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
+    row = cost.to_frame().iloc[0].to_dict()
+    hw = dep.hardware
+    out = dict(
+        deployment=dep.describe(), phase=phase, batch=batch, context=context, new_tokens_per_sequence=new, weight_mode=weight_mode,
+        ridge_flop_per_byte=hw.ridge(dep.compute_dtype), intensity_flop_per_byte=float(cost.intensity[0]),
+        efficiencies=dict(compute=float(hw.prefill_mfu.value), compute_source=hw.prefill_mfu.source,
+                          bandwidth=float(hw.bandwidth_efficiency.value), bandwidth_source=hw.bandwidth_efficiency.source,
+                          pass_overhead_us=float(hw.pass_overhead_us.value)),
+        **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
+    )
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]")
+    t.add_column("component")
+    t.add_column("FLOPs", justify="right")
+    t.add_column("HBM read", justify="right")
+    t.add_column("HBM written", justify="right")
+    comps = list(dict.fromkeys([*cost.flops, *cost.bytes_read, *cost.bytes_written]))
+    for k in comps:
+        t.add_row(k, _fmt_flops(cost.flops[k][0]) if k in cost.flops else "", _fmt_bytes(cost.bytes_read[k][0]) if k in cost.bytes_read else "",
+                  _fmt_bytes(cost.bytes_written[k][0]) if k in cost.bytes_written else "")
+    t.add_row("[b]total[/b]", _fmt_flops(cost.total_flops[0]), _fmt_bytes(cost.total_bytes_read[0]), _fmt_bytes(cost.total_bytes_written[0]))
+    console.print(t)
+    s = Table(show_header=False, title="time (per replica)")
+    s.add_column("k")
+    s.add_column("v", justify="right")
+    s.add_row("compute time", f"{out['compute_s'] * 1e3:.3f} ms  (MFU {hw.prefill_mfu.value:g})")
+    s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {hw.bandwidth_efficiency.value:g})")
+    s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU)")
+    s.add_row("fixed overhead", f"{out['overhead_s'] * 1e3:.3f} ms")
+    s.add_row("pass time", f"{out['time_s'] * 1e3:.3f} ms")
+    s.add_row("intensity / ridge", f"{out['intensity_flop_per_byte']:.1f} / {out['ridge_flop_per_byte']:.1f} FLOP/B")
+    s.add_row("bound", out["bound"])
+    if dep.model.is_moe:
+        s.add_row("distinct experts / layer", f"{out['experts_touched']:.1f} of {dep.model.moe.num_experts}")  # type: ignore[union-attr]
+    console.print(s)
+
+
+@roofline_app.command("balance")
+def roofline_balance(
+    model: str = typer.Option("qwen3.5-397b-a17b", help="Model: HF id, short name or config.json path."),
+    hardware: str = typer.Option("h20", help="GPU profile id or .toml path."),
+    gpus: int = typer.Option(8, help="GPUs in the replica."),
+    parallelism: str = typer.Option("tp", help="'tp' or 'tp+ep'."),
+    weight_dtype: str = typer.Option("fp8", help="Weight storage dtype."),
+    kv_dtype: str = typer.Option("bf16", help="KV cache dtype."),
+    context: int = typer.Option(0, help="Cached tokens per decoding sequence (0 isolates the weight traffic)."),
+    weight_mode: str = typer.Option("union", help="'union' or 'active' expert reads."),
+    hardware_dir: Optional[Path] = HardwareDirOpt,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The decode batch at which the replica turns compute-bound, next to the hardware ridge.
+
+    For a dense model with negligible KV reads it equals the ridge scaled by bytes per
+    weight / 2; KV and recurrent-state reads push it up, and for MoE so do the experts a
+    larger batch touches.
+    """
+    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
+    bp = balance_point(dep, context=context, weight_mode=weight_mode)
+    out = dict(deployment=dep.describe(), **bp.__dict__)
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    t = Table(title=f"Balance point — {dep.describe()}, context {context:,} [{weight_mode}]", show_header=False)
+    t.add_column("k")
+    t.add_column("v", justify="right")
+    t.add_row(f"hardware ridge ({bp.compute_dtype})", f"{bp.hardware_ridge:.1f} FLOP/B")
+    t.add_row("hardware ridge (bf16)", f"{bp.hardware_ridge_bf16:.1f} FLOP/B")
+    never = f"never (≤ {bp.max_batch_searched:,})"
+    t.add_row("decode batch turning compute-bound (peak rates)", never if bp.balance_batch_peak is None else f"{bp.balance_batch_peak:,}")
+    t.add_row("… with the profile's efficiencies", never if bp.balance_batch_effective is None else f"{bp.balance_batch_effective:,}")
+    console.print(t)
+
+
+def _mount_optional() -> None:
+    """Mount sub-command groups that live in the other subpackages."""
+    from specagent.traces.cli import app as traces_app
+
+    app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
+
+
+try:
+    _mount_optional()
+except ImportError as exc:  # pragma: no cover - only while a subpackage is absent
+    if os.environ.get("SPECAGENT_STRICT_IMPORTS"):
+        raise
+    _MOUNT_ERROR = exc
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
