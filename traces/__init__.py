@@ -1,0 +1,29 @@
+"""Agent traces: one schema, importers (τ²-Bench, OpenAI chat), fitted profiles and a synthetic generator.
+
+Knows nothing of hardware: it says who did what, with how many tokens and how
+long each wait took; the simulator prices it.
+"""
+
+from .columns import ACTOR_CODES, KIND_CODES, from_frame, step_arrays, to_frame
+from .errors import SkippedRecord, TraceFormatError
+from .io import default_workload_path, load_trajectories, save_trajectories
+from .schema import (
+    SCHEMA_VERSION,
+    Actor,
+    DraftedBy,
+    Outcome,
+    SpecLabel,
+    Step,
+    StepKind,
+    TokenSource,
+    Trajectory,
+    Verdict,
+)
+from .tau2 import import_tau2
+
+__all__ = [
+    "SCHEMA_VERSION", "Actor", "DraftedBy", "Outcome", "SpecLabel", "Step", "StepKind", "TokenSource",
+    "Trajectory", "Verdict", "ACTOR_CODES", "KIND_CODES", "to_frame", "from_frame", "step_arrays",
+    "SkippedRecord", "TraceFormatError", "load_trajectories", "save_trajectories", "default_workload_path",
+    "import_tau2",
+]

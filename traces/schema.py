@@ -1,0 +1,216 @@
+"""The trace schema: one validated record type for every agent trajectory.
+
+Why one schema: the simulator replays real runs (τ²-Bench, OpenAI-chat logs),
+synthetic runs and recorded protocol logs through the same code, so all of them
+must say the same things in the same units.
+
+Token semantics (the simulator's contract):
+
+* ``new_context_tokens`` — tokens this step adds to the *agent's* context. For an
+  agent step it is the step's visible output as the next agent call sees it (not
+  hidden reasoning); for a user message or tool result it is the message itself.
+  The agent context before step *i* is ``system_prompt_tokens`` plus the sum of
+  ``new_context_tokens`` of the agent-visible steps before *i*.
+* ``output_tokens`` — tokens the acting model decodes in this step (visible
+  output plus hidden reasoning). 0 for user messages and tool results (the user
+  simulator's tokens are not the agent's serving cost).
+* ``reasoning_tokens`` — the hidden-reasoning part of ``output_tokens`` where
+  known (``None`` = unknown, 0 = known to be none).
+* ``token_source`` — ``measured`` when the counts come from recorded usage
+  (including an exact-total split of one message's usage over its parallel
+  calls), ``estimated`` when they come from the text estimator.
+
+Holding rule: ``irreversible`` marks an action the protocol must hold until the
+Strong model has reviewed the segment leading to it. Importers set it on every
+WRITE call and on GENERIC calls that end or hand off the conversation
+(``transfer_to_human_agents``); the kind of such a GENERIC call stays
+``generic``.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, model_validator
+
+SCHEMA_VERSION = 1
+
+
+class StepKind(str, enum.Enum):
+    """What a step is. Tool-call kinds follow τ²-Bench's READ/WRITE/GENERIC/THINK tags."""
+
+    READ = "read"
+    WRITE = "write"
+    GENERIC = "generic"
+    THINK = "think"
+    REPLY = "reply"  # agent message to the user, no tool call
+    USER = "user"  # user message
+    TOOL_RESULT = "tool_result"
+
+
+TOOL_CALL_KINDS = frozenset({StepKind.READ, StepKind.WRITE, StepKind.GENERIC, StepKind.THINK})
+AGENT_KINDS = TOOL_CALL_KINDS | {StepKind.REPLY}
+
+
+class Actor(str, enum.Enum):
+    """Who produces the step."""
+
+    AGENT = "agent"
+    USER = "user"
+    TOOL = "tool"
+
+
+class TokenSource(str, enum.Enum):
+    """Whether a step's token counts were recorded or estimated from text."""
+
+    MEASURED = "measured"
+    ESTIMATED = "estimated"
+
+
+class DraftedBy(str, enum.Enum):
+    WEAK = "weak"
+    STRONG = "strong"
+
+
+class Verdict(str, enum.Enum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    REPAIR = "repair"
+
+
+class SpecLabel(BaseModel):
+    """Speculation label of an agent step in a recorded protocol log.
+
+    ``segment`` numbers the drafted segment (one verification prefill) the step
+    belonged to; ``verdict_tokens``/``repair_tokens`` are the Strong model's
+    decoded tokens attributed to this step (non-zero on the first rejected step
+    and on the repair step).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    drafted_by: DraftedBy
+    verdict: Verdict | None = None
+    verdict_tokens: NonNegativeInt = 0
+    repair_tokens: NonNegativeInt = 0
+    segment: NonNegativeInt = 0
+
+
+class Step(BaseModel):
+    """One step of a trajectory: an agent action, a user message or a tool result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: NonNegativeInt
+    actor: Actor
+    kind: StepKind
+    tool_name: str | None = None
+    irreversible: bool = False
+    in_agent_context: bool = True
+    new_context_tokens: NonNegativeInt
+    output_tokens: NonNegativeInt = 0
+    reasoning_tokens: NonNegativeInt | None = None
+    token_source: TokenSource = TokenSource.MEASURED
+    model_latency_s: NonNegativeFloat | None = None
+    tool_latency_s: NonNegativeFloat | None = None
+    user_latency_s: NonNegativeFloat | None = None
+    parallel_group: NonNegativeInt | None = None
+    tool_error: bool | None = None
+    label: SpecLabel | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Step":
+        k, a = self.kind, self.actor
+        if k == StepKind.TOOL_RESULT and a != Actor.TOOL:
+            raise ValueError(f"kind 'tool_result' needs actor 'tool', got {a.value!r}")
+        if a == Actor.TOOL and k != StepKind.TOOL_RESULT:
+            raise ValueError(f"actor 'tool' needs kind 'tool_result', got {k.value!r}")
+        if k == StepKind.REPLY and a != Actor.AGENT:
+            raise ValueError(f"kind 'reply' needs actor 'agent', got {a.value!r}")
+        if k == StepKind.USER and a != Actor.USER:
+            raise ValueError(f"kind 'user' needs actor 'user', got {a.value!r}")
+        if self.tool_name == "":
+            raise ValueError("tool_name must be a non-empty string or null (synthetic traces may omit it)")
+        if self.tool_name is not None and k not in TOOL_CALL_KINDS and k != StepKind.TOOL_RESULT:
+            raise ValueError(f"tool_name is only allowed on tool calls and tool results, not kind {k.value!r}")
+        if a != Actor.AGENT and self.output_tokens != 0:
+            raise ValueError(f"output_tokens must be 0 for actor {a.value!r} (only the agent decodes)")
+        if self.reasoning_tokens is not None and self.reasoning_tokens > self.output_tokens:
+            raise ValueError(
+                f"reasoning_tokens ({self.reasoning_tokens}) must not exceed output_tokens ({self.output_tokens})"
+            )
+        if self.label is not None and a != Actor.AGENT:
+            raise ValueError("speculation labels belong on agent steps only")
+        if not self.in_agent_context and self.new_context_tokens != 0:
+            raise ValueError("a step outside the agent's context must have new_context_tokens 0")
+        return self
+
+    @property
+    def is_tool_call(self) -> bool:
+        return self.kind in TOOL_CALL_KINDS
+
+    @property
+    def holds(self) -> bool:
+        """True when the protocol must hold this agent action for review."""
+        return self.actor == Actor.AGENT and self.irreversible
+
+
+class Outcome(BaseModel):
+    """Task outcome as recorded by the benchmark (None where not recorded)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reward: float | None = None
+    success: bool | None = None
+
+
+MetaValue = str | int | float | bool | None
+
+
+class Trajectory(BaseModel):
+    """One task's run: who did what, with token counts and latencies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    task_id: str
+    domain: str
+    source: str
+    outcome: Outcome = Field(default_factory=Outcome)
+    system_prompt_tokens: NonNegativeInt
+    system_prompt_source: TokenSource = TokenSource.MEASURED
+    steps: list[Step] = Field(min_length=1)
+    metadata: dict[str, MetaValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _indices(self) -> "Trajectory":
+        for i, s in enumerate(self.steps):
+            if s.index != i:
+                raise ValueError(f"steps[{i}].index is {s.index}; expected {i} (steps are numbered from 0 in order)")
+        return self
+
+    @property
+    def is_protocol_log(self) -> bool:
+        """A trace with speculation labels is a recorded protocol log, else a reference trajectory."""
+        return any(s.label is not None for s in self.steps)
+
+    @property
+    def n_turns(self) -> int:
+        """Agent messages plus user messages (parallel calls of one message count once)."""
+        n = 0
+        seen_groups: set[int] = set()
+        for s in self.steps:
+            if s.actor == Actor.TOOL:
+                continue
+            if s.parallel_group is not None:
+                if s.parallel_group in seen_groups:
+                    continue
+                seen_groups.add(s.parallel_group)
+            n += 1
+        return n
+
+
+def step_summary(s: Step) -> dict[str, Any]:
+    """Plain dict of a step (JSON mode) — handy for error messages and tables."""
+    return s.model_dump(mode="json")

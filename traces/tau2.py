@@ -1,0 +1,482 @@
+"""Import τ²-Bench simulation-results files into the trace schema.
+
+What maps to what (one simulation → one Trajectory):
+
+* assistant message with text and no tool calls → one ``reply`` step;
+* assistant message with N tool calls → N agent steps (kind from the tool's
+  READ/WRITE/GENERIC/THINK tag, ``parallel_group`` shared when N > 1), then each
+  ``tool`` message → a ``tool_result`` step (linked to its call by id);
+* user text message → ``user`` step; user-side tool calls (telecom's device
+  tools) → user steps of the tagged kind with ``in_agent_context=False`` (the
+  agent never sees them), and their results → ``tool_result`` steps, also outside
+  the agent's context.
+
+Tags: a packaged copy of τ²-Bench's tool tags (traces/data/tool_types.json,
+keyed by domain; user tools under ``<domain>_user``). A tool with no known tag is
+a WRITE (under irreversibility the safe default is to hold it). GENERIC stays
+``generic``; GENERIC tools in ``IRREVERSIBLE_GENERIC`` (``transfer_to_human_agents``,
+which ends the conversation) get ``irreversible=True``, as does every WRITE.
+
+Token counts (all from the recorded ``usage``; ``token_source=measured``):
+
+* agent step ``output_tokens`` = visible ``completion_tokens`` + hidden reasoning;
+  ``new_context_tokens`` = the visible part. Hidden reasoning is not in
+  ``usage`` but is in the recorded ``cost``: reasoning = (cost − prompt·p_in −
+  completion·p_out) / p_out with the model's list prices ``MODEL_PRICES``
+  (grok-3 has no reasoning and its costs are reproduced to the cent by these
+  prices; for grok-4 and grok-4-fast the derived reasoning matches the growth
+  of the next prompt inside tool loops to within the ~12-token tool-message
+  size). Unknown model → reasoning unknown (None).
+* N parallel calls split the message's completion and reasoning tokens, and
+  its model latency, in proportion to each call's text length (name + compact
+  JSON arguments; the message's text content is added to the first call's
+  weight) with largest-remainder rounding, so the parts sum exactly.
+* user message: the user simulator's own ``completion_tokens`` for it (the
+  user simulator decoded exactly that text).
+* tool results: the measured prompt growth between the assistant call before
+  and after them, ``Δprompt − completion_prev − retained_reasoning``, split over
+  the results by content length. Whether a model keeps its reasoning in the
+  prompt within a tool loop is decided per file from the data (majority of
+  tool-only gaps where Δprompt − completion ≥ reasoning) and recorded in
+  ``metadata['reasoning_retained']``. Where this residual is unavailable (no
+  following assistant call) or smaller than one token per result, the count
+  comes from the text estimator and the step is marked ``estimated``.
+* ``system_prompt_tokens`` = prompt tokens of the first assistant call minus
+  the tokens of the messages before it (the fixed greeting is estimated: ~9
+  tokens of a ~4,000-token prompt).
+
+Latencies: the wall-clock gap between a message's timestamp and the previous
+message's (the first one: the simulation's ``start_time``); assistant gaps are
+model latency, tool gaps tool latency, user gaps user latency. The greeting
+("Hi! How can I help you today?") is fixed text, not decoded: output 0, latency
+None.
+
+Outcome: ``reward_info.reward``; success means reward == 1 (τ²-Bench's pass
+criterion).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import SkippedRecord, TraceFormatError, from_validation_error
+from .schema import Actor, StepKind, TokenSource, Trajectory
+from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
+
+#: GENERIC tools the protocol treats as irreversible (they end or hand off the conversation).
+IRREVERSIBLE_GENERIC = frozenset({"transfer_to_human_agents"})
+
+#: USD per million tokens (input, output), xAI list prices as used by litellm's
+#: price table (which τ²-Bench uses to fill ``cost``). Check: grok-3 costs in
+#: the shared files equal prompt·3e-6 + completion·15e-6 exactly.
+MODEL_PRICES: dict[str, tuple[float, float]] = {
+    "xai/grok-3": (3.0, 15.0),
+    "xai/grok-3-mini": (0.3, 0.5),
+    "xai/grok-4": (3.0, 15.0),
+    "xai/grok-4-fast-reasoning": (0.2, 0.5),
+}
+
+_TAG_TO_KIND = {"READ": StepKind.READ, "WRITE": StepKind.WRITE, "GENERIC": StepKind.GENERIC, "THINK": StepKind.THINK}
+
+TagMap = Mapping[str, Mapping[str, str]]
+
+
+def default_tag_map() -> dict[str, dict[str, str]]:
+    """τ²-Bench's own tool tags (packaged copy), keyed by domain."""
+    with resources.files("specagent.traces").joinpath("data/tool_types.json").open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def load_tag_map(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """Load a user tag map: either ``{domain: {tool: TAG}}`` or flat ``{tool: TAG}`` (applies to all domains)."""
+    with open(path, encoding="utf-8") as fh:
+        try:
+            raw = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise TraceFormatError(str(path), f"line {e.lineno}", "<json>", f"valid JSON ({e.msg})") from None
+    return normalize_tag_map(raw, str(path))
+
+
+def normalize_tag_map(raw: Any, file: str = "<tag map>") -> dict[str, dict[str, str]]:
+    if not isinstance(raw, dict):
+        raise TraceFormatError(file, "top level", "<record>", "a JSON object of tool tags", type(raw).__name__)
+    if all(isinstance(v, str) for v in raw.values()):
+        raw = {"*": raw}
+    out: dict[str, dict[str, str]] = {}
+    for dom, tools in raw.items():
+        if not isinstance(tools, dict):
+            raise TraceFormatError(file, f"domain {dom!r}", dom, "an object {tool: TAG}", type(tools).__name__)
+        for name, tag in tools.items():
+            if str(tag).upper() not in _TAG_TO_KIND:
+                raise TraceFormatError(file, f"domain {dom!r}", name, f"one of {sorted(_TAG_TO_KIND)}", tag)
+        out[dom] = {k: str(v).upper() for k, v in tools.items()}
+    return out
+
+
+def tool_kind(name: str, domain: str, tags: TagMap, user_side: bool = False) -> tuple[StepKind, bool]:
+    """(kind, irreversible) for a tool; unknown tools are WRITE (held)."""
+    dom = f"{domain}_user" if user_side else domain
+    tag = tags.get(dom, {}).get(name) or tags.get("*", {}).get(name)
+    kind = _TAG_TO_KIND[tag] if tag else StepKind.WRITE
+    irreversible = kind == StepKind.WRITE or (kind == StepKind.GENERIC and name in IRREVERSIBLE_GENERIC)
+    return kind, irreversible
+
+
+def _ts(x: Any) -> datetime | None:
+    if not x:
+        return None
+    try:
+        return datetime.fromisoformat(str(x))
+    except ValueError:
+        return None
+
+
+def _gap(a: datetime | None, b: datetime | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return max(0.0, (b - a).total_seconds())
+
+
+def _reasoning(msg: dict, model: str) -> int | None:
+    usage = msg.get("usage") or {}
+    price = MODEL_PRICES.get(model)
+    cost = msg.get("cost")
+    if price is None or cost is None:
+        return None
+    pin, pout = price
+    extra = (float(cost) - usage["prompt_tokens"] * pin / 1e6 - usage["completion_tokens"] * pout / 1e6) / (pout / 1e6)
+    return max(0, int(round(extra)))
+
+
+class _Ctx:
+    def __init__(self, file: str, where: str):
+        self.file, self.where = file, where
+
+    def err(self, field: str, expected: str, got: Any = None) -> TraceFormatError:
+        return TraceFormatError(self.file, self.where, field, expected, got)
+
+
+def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
+    msgs = sim.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise ctx.err("messages", "a non-empty list of messages", type(msgs).__name__)
+    for j, m in enumerate(msgs):
+        mc = _Ctx(ctx.file, f"{ctx.where}, message {j}")
+        if not isinstance(m, dict):
+            raise mc.err("<message>", "an object", type(m).__name__)
+        role = m.get("role")
+        if role not in ("assistant", "user", "tool"):
+            raise mc.err("role", "'assistant', 'user' or 'tool'", role)
+        if role == "tool":
+            if not isinstance(m.get("id"), str):
+                raise mc.err("id", "the id of the tool call this result answers", m.get("id"))
+            if m.get("content") is not None and not isinstance(m.get("content"), str):
+                raise mc.err("content", "a string or null", m.get("content"))
+        else:
+            tcs = m.get("tool_calls")
+            if tcs is not None and not isinstance(tcs, list):
+                raise mc.err("tool_calls", "a list or null", tcs)
+            for k, tc in enumerate(tcs or []):
+                if not isinstance(tc, dict) or not isinstance(tc.get("name"), str) or not tc.get("name"):
+                    raise mc.err(f"tool_calls[{k}].name", "a non-empty tool name", tc)
+                if not isinstance(tc.get("id"), str):
+                    raise mc.err(f"tool_calls[{k}].id", "a string call id", tc.get("id"))
+            u = m.get("usage")
+            if u is not None:
+                for f in ("completion_tokens", "prompt_tokens"):
+                    v = u.get(f) if isinstance(u, dict) else None
+                    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                        raise mc.err(f"usage.{f}", "a non-negative integer", v)
+    return msgs
+
+
+def _is_user_tool_msg(m: dict) -> bool:
+    return m["role"] == "user" and bool(m.get("tool_calls"))
+
+
+def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags: TagMap, file: str,
+                             sim_index: int, reasoning_retained: bool) -> Trajectory:
+    """Convert one τ²-Bench simulation (already parsed JSON) into a Trajectory."""
+    sid = sim.get("id")
+    ctx = _Ctx(file, f"simulation {sim_index} (id={sid!r})")
+    msgs = _check_messages(sim, ctx)
+    model = model or ""
+    # ---- per-message visible-context tokens for non-assistant messages ----
+    n = len(msgs)
+    ctx_tokens: list[int | None] = [None] * n  # tokens added to agent context by message j
+    measured = [False] * n
+    calls_idx = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and m.get("usage")]
+    for j, m in enumerate(msgs):
+        if m["role"] == "user" and not m.get("tool_calls") and m.get("usage"):
+            ctx_tokens[j] = int(m["usage"]["completion_tokens"])
+            measured[j] = True
+    for a, b in zip(calls_idx, calls_idx[1:]):
+        between = range(a + 1, b)
+        agent_tools = [j for j in between if msgs[j]["role"] == "tool" and msgs[j].get("requestor", "assistant") != "user"]
+        if not agent_tools or any(msgs[j]["role"] != "tool" for j in between):
+            continue  # only tool-only gaps give a clean residual
+        ua, ub = msgs[a]["usage"], msgs[b]["usage"]
+        resid = ub["prompt_tokens"] - ua["prompt_tokens"] - ua["completion_tokens"]
+        if reasoning_retained:
+            resid -= _reasoning(msgs[a], model) or 0
+        if resid >= len(agent_tools):
+            weights = [max(1, len(msgs[j].get("content") or "")) for j in agent_tools]
+            for j, t in zip(agent_tools, split_total(resid, weights)):
+                ctx_tokens[j] = t
+                measured[j] = True
+
+    # ---- build steps ----
+    steps: list[dict] = []
+    call_pos: dict[str, tuple[int, str, int | None, bool]] = {}  # call id -> (step idx, name, group, user_side)
+    group_counter = 0
+    prev_ts = _ts(sim.get("start_time"))
+    first_call_prompt: int | None = None
+    ctx_before_first_call = 0
+    for j, m in enumerate(msgs):
+        ts = _ts(m.get("timestamp"))
+        gap = _gap(prev_ts, ts)
+        prev_ts = ts or prev_ts
+        role = m["role"]
+        mc = _Ctx(file, f"{ctx.where}, message {j}")
+        if role == "assistant":
+            usage = m.get("usage")
+            tcs = m.get("tool_calls") or []
+            content = m.get("content") or ""
+            if usage:
+                c = int(usage["completion_tokens"])
+                r = _reasoning(m, model)
+                src = TokenSource.MEASURED
+                lat = gap
+                if first_call_prompt is None:
+                    first_call_prompt = int(usage["prompt_tokens"])
+            else:  # fixed greeting: not decoded by the model
+                c = estimate_text_tokens(content) + sum(estimate_call_tokens(t["name"], t.get("arguments")) for t in tcs)
+                r = None
+                src = TokenSource.ESTIMATED
+                lat = None
+            if not tcs:
+                steps.append(dict(
+                    actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=c,
+                    output_tokens=(c + (r or 0)) if usage else 0, reasoning_tokens=r if usage else None,
+                    token_source=src, model_latency_s=lat,
+                ))
+            else:
+                weights = [len(t["name"]) + len(compact_json(t.get("arguments"))) for t in tcs]
+                weights[0] += len(content)
+                cs = split_total(c, weights)
+                rs = split_total(r, weights) if r is not None else [None] * len(tcs)
+                lats = split_float(lat, weights) if lat is not None else [None] * len(tcs)
+                group = None
+                if len(tcs) > 1:
+                    group = group_counter
+                    group_counter += 1
+                for t, ck, rk, lk in zip(tcs, cs, rs, lats):
+                    kind, irrev = tool_kind(t["name"], domain, tags)
+                    if t["id"] in call_pos:
+                        raise mc.err("tool_calls.id", "a call id unique within the simulation", t["id"])
+                    call_pos[t["id"]] = (len(steps), t["name"], group, False)
+                    steps.append(dict(
+                        actor=Actor.AGENT, kind=kind, tool_name=t["name"], irreversible=irrev,
+                        new_context_tokens=ck, output_tokens=(ck + (rk or 0)) if usage else 0,
+                        reasoning_tokens=rk if usage else None, token_source=src,
+                        model_latency_s=lk, parallel_group=group,
+                    ))
+        elif role == "user" and m.get("tool_calls"):
+            tcs = m["tool_calls"]
+            group = None
+            if len(tcs) > 1:
+                group = group_counter
+                group_counter += 1
+            lats = split_float(gap, [1] * len(tcs)) if gap is not None else [None] * len(tcs)
+            for t, lk in zip(tcs, lats):
+                kind, irrev = tool_kind(t["name"], domain, tags, user_side=True)
+                if t["id"] in call_pos:
+                    raise mc.err("tool_calls.id", "a call id unique within the simulation", t["id"])
+                call_pos[t["id"]] = (len(steps), t["name"], group, True)
+                steps.append(dict(
+                    actor=Actor.USER, kind=kind, tool_name=t["name"], irreversible=irrev,
+                    in_agent_context=False, new_context_tokens=0, output_tokens=0,
+                    token_source=TokenSource.MEASURED if m.get("usage") else TokenSource.ESTIMATED,
+                    user_latency_s=lk, parallel_group=group,
+                ))
+        elif role == "user":
+            tok = ctx_tokens[j]
+            src = TokenSource.MEASURED
+            if tok is None:
+                tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
+            steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok,
+                              token_source=src, user_latency_s=gap))
+            if first_call_prompt is None:
+                ctx_before_first_call += tok
+        else:  # tool result
+            cid = m["id"]
+            if cid not in call_pos:
+                raise mc.err("id", "the id of an earlier tool call", cid)
+            _, name, group, user_side = call_pos[cid]
+            if user_side:
+                tok, src, inctx = 0, TokenSource.MEASURED, False
+            else:
+                inctx = True
+                tok = ctx_tokens[j]
+                src = TokenSource.MEASURED
+                if tok is None:
+                    tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
+            err = m.get("error")
+            steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name,
+                              in_agent_context=inctx, new_context_tokens=tok, token_source=src,
+                              tool_latency_s=gap, parallel_group=group,
+                              tool_error=bool(err) if err is not None else None))
+        if role == "assistant" and first_call_prompt is None:
+            ctx_before_first_call += steps[-1]["new_context_tokens"] if not m.get("tool_calls") else sum(
+                s["new_context_tokens"] for s in steps[-len(m["tool_calls"]):])
+
+    for i, s in enumerate(steps):
+        s["index"] = i
+    if first_call_prompt is not None:
+        sys_tok = max(0, first_call_prompt - ctx_before_first_call)
+        sys_src = TokenSource.MEASURED
+    else:
+        sys_tok, sys_src = 0, TokenSource.ESTIMATED
+    ri = sim.get("reward_info") or {}
+    reward = ri.get("reward") if isinstance(ri, dict) else None
+    if reward is not None and not isinstance(reward, (int, float)):
+        raise ctx.err("reward_info.reward", "a number or null", reward)
+    meta = {
+        "simulation_id": sid, "trial": sim.get("trial"), "seed": sim.get("seed"),
+        "termination_reason": sim.get("termination_reason"), "duration_s": sim.get("duration"),
+        "agent_cost_usd": sim.get("agent_cost"), "user_cost_usd": sim.get("user_cost"),
+        "agent_llm": model or None, "reasoning_retained": reasoning_retained,
+        "start_time": sim.get("start_time"), "importer": "tau2",
+    }
+    meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    d = dict(
+        task_id=str(sim.get("task_id")), domain=domain, source=f"{Path(file).name}#simulation={sid}",
+        outcome=dict(reward=None if reward is None else float(reward),
+                     success=None if reward is None else bool(abs(float(reward) - 1.0) < 1e-9)),
+        system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta,
+    )
+    try:
+        return Trajectory.model_validate(d)
+    except ValidationError as e:
+        raise from_validation_error(file, ctx.where, e) from None
+
+
+def _detect_retention(sims: list[dict], model: str) -> bool:
+    """Does the model keep its hidden reasoning in the prompt within a tool loop? Majority vote over the data."""
+    yes = no = 0
+    for sim in sims:
+        msgs = sim.get("messages") or []
+        calls = [j for j, m in enumerate(msgs) if isinstance(m, dict) and m.get("role") == "assistant" and m.get("usage")]
+        for a, b in zip(calls, calls[1:]):
+            if not all(msgs[j].get("role") == "tool" for j in range(a + 1, b)) or b == a + 1:
+                continue
+            r = _reasoning(msgs[a], model)
+            if not r:
+                continue
+            resid = msgs[b]["usage"]["prompt_tokens"] - msgs[a]["usage"]["prompt_tokens"] - msgs[a]["usage"]["completion_tokens"]
+            if resid >= r:
+                yes += 1
+            else:
+                no += 1
+    return yes > no
+
+
+def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad: bool = False,
+                   skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
+    """Import every simulation of one τ²-Bench results file."""
+    path = str(path)
+    tags = tags if tags is not None else default_tag_map()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
+        raise TraceFormatError(path, "top level", "simulations", "a τ²-Bench results object with a 'simulations' list")
+    info = data.get("info") or {}
+    domain = ((info.get("environment_info") or {}).get("domain_name")) or Path(path).name.split("__")[0]
+    model = ((info.get("agent_info") or {}).get("llm")) or None
+    sims = data["simulations"]
+    retained = _detect_retention([s for s in sims if isinstance(s, dict)], model or "")
+    out: list[Trajectory] = []
+    for i, sim in enumerate(sims):
+        try:
+            if not isinstance(sim, dict):
+                raise TraceFormatError(path, f"simulation {i}", "<simulation>", "an object", type(sim).__name__)
+            out.append(simulation_to_trajectory(sim, domain=domain, model=model, tags=tags, file=path,
+                                                sim_index=i, reasoning_retained=retained))
+        except TraceFormatError as e:
+            if not skip_bad:
+                raise
+            rec = SkippedRecord(e.file, e.location, str(e))
+            if skipped is not None:
+                skipped.append(rec)
+            else:
+                import warnings
+
+                warnings.warn(str(rec), stacklevel=2)
+    return out
+
+
+def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,
+                skip_bad: bool = False, skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
+    """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file; merged over the defaults."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    tags: dict[str, dict[str, str]] = default_tag_map()
+    if tag_map is not None:
+        user = load_tag_map(tag_map) if isinstance(tag_map, (str, os.PathLike)) else normalize_tag_map(dict(tag_map))
+        for dom, m in user.items():
+            if dom == "*":  # a flat map overrides the tool in every domain
+                for dm in tags.values():
+                    dm.update({k: v for k, v in m.items() if k in dm})
+            tags.setdefault(dom, {}).update(m)
+    out: list[Trajectory] = []
+    for p in paths:
+        out.extend(read_tau2_file(p, tags, skip_bad=skip_bad, skipped=skipped))
+    return out
+
+
+def raw_counts(path: str | os.PathLike) -> dict[str, Any]:
+    """Counts computed directly from a raw results file (for loss checks): messages per role,
+    tool calls per requestor, completion-token sum of assistant messages with usage, simulations."""
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    c: dict[str, Any] = {"simulations": len(data["simulations"]), "assistant": 0, "user_text": 0, "user_tool_msgs": 0,
+                         "tool": 0, "agent_tool_calls": 0, "user_tool_calls": 0, "agent_completion_tokens": 0,
+                         "assistant_no_tool": 0}
+    for s in data["simulations"]:
+        for m in s["messages"]:
+            r = m["role"]
+            if r == "assistant":
+                c["assistant"] += 1
+                c["agent_tool_calls"] += len(m.get("tool_calls") or [])
+                c["assistant_no_tool"] += not m.get("tool_calls")
+                if m.get("usage"):
+                    c["agent_completion_tokens"] += m["usage"]["completion_tokens"]
+            elif r == "user":
+                if m.get("tool_calls"):
+                    c["user_tool_msgs"] += 1
+                    c["user_tool_calls"] += len(m["tool_calls"])
+                else:
+                    c["user_text"] += 1
+            else:
+                c["tool"] += 1
+    return c
+
+
+def shared_tau2_files(root: str | os.PathLike | None = None) -> list[Path]:
+    """The shared τ²-Bench result files (empty list if the shared data is absent)."""
+    base = Path(root) if root else Path(__file__).resolve().parents[2] / "shared" / "data" / "tau2"
+    if not base.is_dir():
+        base = Path("/work/shared/data/tau2")
+    return sorted(p for p in base.glob("*__*.json")) if base.is_dir() else []
+

@@ -1,0 +1,165 @@
+"""Token estimation from text, and exact-total integer splitting.
+
+Why an estimator: many agent logs (OpenAI-chat message lists) carry no usage.
+We need counts anyway, so we estimate them from the text and mark the step
+``estimated``.
+
+The estimator (a regex word-piece count, no tokenizer download):
+
+* every run of ASCII letters counts 1 token, every run of up to 3 digits counts
+  1, every other non-space character counts 1 (punctuation, JSON braces and
+  quotes, non-ASCII characters);
+* a tool call additionally costs ``CALL_OVERHEAD_TOKENS`` (= 14) for the
+  function-call framing the provider adds, counted on the call's name plus its
+  compact JSON arguments.
+
+Measured error against the usage recorded in the five shared τ²-Bench files
+(Grok tokenizers; 1,774 model messages whose ``completion_tokens`` is their
+visible text; see ``measure_estimator_error`` and tests/test_traces_tokens.py):
+
+=====================  ======  ======================  ==================
+message type            n       per-message MAPE         aggregate bias
+=====================  ======  ======================  ==================
+assistant replies       564     7.3 %                    +3.0 %
+assistant tool calls    524     5.6 %                    −1.6 %
+user messages           686     24.3 % (median 6.5 %)    +6.2 %
+=====================  ======  ======================  ==================
+
+(user MAPE is dominated by very short control messages such as ``###STOP###``:
+3 tokens measured, 7 estimated.) All 1,774 messages: MAPE 13.4 % (median 5.8 %),
+aggregate bias +2.4 %. For comparison chars/4 has +10 % bias on prose and −35 % on tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_PIECE = re.compile(r"[A-Za-z]+|[0-9]{1,3}|[^\sA-Za-z0-9]")
+
+#: Function-call framing tokens per tool call (median of measured minus
+#: estimated completion tokens over the 524 τ²-Bench tool-calling messages, per call).
+CALL_OVERHEAD_TOKENS = 14
+
+
+def estimate_text_tokens(text: str | None) -> int:
+    """Estimated token count of plain text (0 for empty)."""
+    if not text:
+        return 0
+    return len(_PIECE.findall(text))
+
+
+def compact_json(obj: Any) -> str:
+    """Canonical compact JSON of tool arguments (what the model emits)."""
+    if isinstance(obj, str):
+        return obj
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+
+
+def estimate_call_tokens(name: str, arguments: Any) -> int:
+    """Estimated decoded tokens of one tool call: name + compact JSON args + framing."""
+    return estimate_text_tokens(name) + estimate_text_tokens(compact_json(arguments)) + CALL_OVERHEAD_TOKENS
+
+
+def split_total(total: int, weights: Sequence[float]) -> list[int]:
+    """Split a non-negative integer ``total`` proportionally to ``weights``.
+
+    Largest-remainder rounding: the parts are integers that sum to ``total``
+    exactly; ties go to the earlier item. All-zero weights split evenly.
+    """
+    n = len(weights)
+    if n == 0:
+        if total:
+            raise ValueError(f"cannot split {total} over zero items")
+        return []
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total}")
+    w = np.asarray(weights, dtype=float)
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise ValueError(f"weights must be finite and >= 0, got {list(weights)}")
+    if w.sum() == 0:
+        w = np.ones(n)
+    exact = total * w / w.sum()
+    base = np.floor(exact).astype(np.int64)
+    rem = int(total - base.sum())
+    if rem:
+        frac = exact - base
+        order = np.argsort(-frac, kind="stable")
+        base[order[:rem]] += 1
+    return [int(x) for x in base]
+
+
+def split_float(total: float, weights: Sequence[float]) -> list[float]:
+    """Split a float proportionally; the last part absorbs rounding so the sum is exact."""
+    n = len(weights)
+    w = np.asarray(weights, dtype=float)
+    if w.sum() == 0:
+        w = np.ones(n)
+    parts = [float(total * x / w.sum()) for x in w]
+    parts[-1] = float(total - sum(parts[:-1]))
+    if parts[-1] < 0:  # float dust
+        parts[-1] = 0.0
+    return parts
+
+
+@dataclass(frozen=True)
+class EstimatorError:
+    """Error of the text estimator against recorded usage for one message type."""
+
+    kind: str
+    n: int
+    mape: float
+    median_ape: float
+    bias: float  # sum(estimated) / sum(measured) - 1
+
+
+def measure_estimator_error(simulation_files: Iterable[str]) -> dict[str, EstimatorError]:
+    """Compare the estimator with recorded ``completion_tokens`` in τ²-Bench result files.
+
+    Uses every assistant or user message with usage; for assistant messages
+    with tool calls the text is the content plus each call's name and args.
+    Keys: ``reply``, ``tool_call``, ``user``, ``all``.
+    """
+    rows: dict[str, tuple[list[int], list[int]]] = {"reply": ([], []), "tool_call": ([], []), "user": ([], [])}
+    for path in simulation_files:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        for sim in data.get("simulations", []):
+            for m in sim.get("messages", []):
+                usage = m.get("usage")
+                if m.get("role") not in ("assistant", "user") or not usage:
+                    continue
+                if m.get("role") == "user" and m.get("tool_calls"):
+                    continue  # user-side tool call: not a text message
+                measured = int(usage["completion_tokens"])
+                if measured <= 0:
+                    continue
+                if m["role"] == "user":
+                    key, est = "user", estimate_text_tokens(m.get("content"))
+                elif m.get("tool_calls"):
+                    key = "tool_call"
+                    est = estimate_text_tokens(m.get("content")) + sum(
+                        estimate_call_tokens(tc["name"], tc.get("arguments")) for tc in m["tool_calls"]
+                    )
+                else:
+                    key, est = "reply", estimate_text_tokens(m.get("content"))
+                rows[key][0].append(max(est, 1))
+                rows[key][1].append(measured)
+    out: dict[str, EstimatorError] = {}
+    all_e: list[int] = []
+    all_m: list[int] = []
+    for key, (e, m) in list(rows.items()) + [("all", (all_e, all_m))]:
+        if key != "all":
+            all_e.extend(e)
+            all_m.extend(m)
+        if not m:
+            continue
+        ea, ma = np.asarray(e, float), np.asarray(m, float)
+        ape = np.abs(ea - ma) / ma
+        out[key] = EstimatorError(key, len(m), float(ape.mean()), float(np.median(ape)), float(ea.sum() / ma.sum() - 1))
+    return out
