@@ -1,0 +1,102 @@
+"""Price every event of a call plan at batch 1: roofline for deployments, price list for APIs.
+
+Both engines use these per-event figures, which is why they agree step for step on
+uncontended resources; the fleet engine instead prices batched replica iterations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.passes import Passes
+from specagent.costmodel.phases import DecodeRun
+from specagent.costmodel.roofline import estimate
+from specagent.simulator.plan import DECODE_PHASES, PREFILL_PHASES, STRONG_PHASES, WAIT_PHASES, WEAK_PHASES, CallPlan
+from specagent.simulator.setting import ApiModel, Setting
+
+
+@dataclass(frozen=True)
+class EventCosts:
+    time_s: np.ndarray
+    flops: np.ndarray
+    bytes_read: np.ndarray
+    bytes_written: np.ndarray
+    usd: np.ndarray  # API charges (0 for self-hosted models)
+
+
+class Pricer:
+    """Holds each deployment's closed-form decode run so repeated runs reuse it."""
+
+    def __init__(self, setting: Setting):
+        self.setting = setting
+        self._runs: dict[int, DecodeRun] = {}
+
+    def _decode_run(self, dep: Deployment) -> DecodeRun:
+        key = id(dep)
+        if key not in self._runs:
+            self._runs[key] = DecodeRun(dep, self.setting.weight_mode)
+        return self._runs[key]
+
+    def price(self, plan: CallPlan) -> EventCosts:
+        n = len(plan)
+        time_s = np.zeros(n)
+        flops = np.zeros(n)
+        rd = np.zeros(n)
+        wr = np.zeros(n)
+        usd = np.zeros(n)
+        phase = plan.phase
+        is_prefill = np.isin(phase, PREFILL_PHASES)
+        is_decode = np.isin(phase, DECODE_PHASES)
+        for model, phases in ((self.setting.weak, WEAK_PHASES), (self.setting.strong, STRONG_PHASES)):
+            mine = np.isin(phase, phases)
+            pre = np.flatnonzero(mine & is_prefill)
+            dec = np.flatnonzero(mine & is_decode)
+            if isinstance(model, ApiModel):
+                self._price_api(model, plan, pre, dec, time_s, usd)
+                continue
+            if pre.size:
+                cost = estimate(model, Passes.uniform(plan.tokens[pre], plan.context[pre]), self.setting.weight_mode)
+                time_s[pre] = cost.time_s
+                flops[pre] = cost.total_flops
+                rd[pre] = cost.total_bytes_read
+                wr[pre] = cost.total_bytes_written
+            if dec.size:
+                tot = self._decode_run(model).totals(plan.context[dec], plan.tokens[dec])
+                time_s[dec] = tot["time_s"]
+                flops[dec] = sum(v for k, v in tot.items() if k.startswith("flops_"))
+                rd[dec] = sum(v for k, v in tot.items() if k.startswith("read_"))
+                wr[dec] = sum(v for k, v in tot.items() if k.startswith("write_"))
+        waits = np.isin(phase, WAIT_PHASES)
+        time_s[waits] = plan.wait_s[waits]
+        return EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=usd)
+
+    @staticmethod
+    def _price_api(api: ApiModel, plan: CallPlan, pre: np.ndarray, dec: np.ndarray, time_s: np.ndarray, usd: np.ndarray) -> None:
+        """A request sends its whole context; the cached prefix is billed at the cached-input price."""
+        if pre.size:
+            new, cached = plan.tokens[pre], plan.context[pre]
+            cached_price = api.usd_per_mtok_cached_input if api.prompt_caching else api.usd_per_mtok_input
+            usd[pre] = (new * api.usd_per_mtok_input + cached * cached_price) / 1e6
+            time_s[pre] = api.ttft_s
+        if dec.size:
+            usd[dec] = plan.tokens[dec] * api.usd_per_mtok_output / 1e6
+            time_s[dec] = plan.tokens[dec] / api.output_tokens_per_s
+
+
+def wall_time(plan: CallPlan, event_time: np.ndarray) -> np.ndarray:
+    """Per trajectory: groups run one after another; within a group, lanes run side by side."""
+    if len(plan) == 0:
+        return np.zeros(plan.n_traj)
+    key = plan.group * 4 + plan.lane
+    uniq, inv = np.unique(key, return_inverse=True)
+    lane_time = np.bincount(inv, weights=event_time, minlength=len(uniq))
+    lane_group = uniq // 4
+    g_uniq, g_inv = np.unique(lane_group, return_inverse=True)
+    group_time = np.zeros(len(g_uniq))
+    np.maximum.at(group_time, g_inv, lane_time)
+    group_traj = np.zeros(len(g_uniq), dtype=np.int64)
+    group_traj[np.unique(plan.group, return_inverse=True)[1]] = plan.traj
+    return np.bincount(group_traj, weights=group_time, minlength=plan.n_traj)

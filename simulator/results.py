@@ -1,0 +1,89 @@
+"""Per-trajectory accounting from a priced plan, and summaries relative to Strong-only.
+
+Reports read these frames only; column names are the contract between the simulator and
+everything downstream (Parquet files, HTML reports, notebooks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from specagent.simulator.plan import DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STAT_NAMES, STRONG_PHASES, WEAK_PHASES, CallPlan
+from specagent.simulator.pricing import EventCosts, wall_time
+
+METRICS = ("time_s", "flops", "bytes_read", "bytes_written", "tokens")
+#: Headline per-trajectory figures compared across strategies.
+HEADLINE = (
+    "total_bytes_read", "strong_bytes_read", "weak_bytes_read", "wall_time_s", "total_flops", "strong_flops",
+    "strong_decode_tokens", "strong_calls", "api_usd",
+)
+#: The split by phase SPEC §1 asks for.
+PHASE_GROUPS = {
+    "weak_drafting": ("weak_decode",),
+    "weak_prefill": ("weak_prefill",),
+    "strong_verification": ("strong_verify",),
+    "strong_repair_verdict": ("strong_decode", "strong_verdict"),
+    "strong_prefill": ("strong_prefill",),
+    "tool": ("tool",),
+    "user": ("user",),
+}
+
+
+def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:
+    """One row per trajectory: every metric by phase, totals by model, protocol counters."""
+    nt = plan.n_traj
+    n_ph = len(PHASE_NAMES)
+    key = plan.traj * n_ph + plan.phase
+    cols: dict[str, np.ndarray] = {}
+    values = {"time_s": costs.time_s, "flops": costs.flops, "bytes_read": costs.bytes_read,
+              "bytes_written": costs.bytes_written, "tokens": plan.tokens}
+    for metric, v in values.items():
+        table = np.bincount(key, weights=v, minlength=nt * n_ph).reshape(nt, n_ph)
+        for p, name in enumerate(PHASE_NAMES):
+            cols[f"{metric}_{name}"] = table[:, p]
+    usd = np.bincount(plan.traj, weights=costs.usd, minlength=nt)
+    df = pd.DataFrame(cols)
+    for model, phases in (("weak", WEAK_PHASES), ("strong", STRONG_PHASES)):
+        names = [PHASE_NAMES[p] for p in phases]
+        for metric in ("flops", "bytes_read", "bytes_written"):
+            df[f"{model}_{metric}"] = df[[f"{metric}_{n}" for n in names]].sum(axis=1)
+        df[f"{model}_prefill_tokens"] = df[[f"tokens_{PHASE_NAMES[p]}" for p in phases if p in PREFILL_PHASES]].sum(axis=1)
+        df[f"{model}_decode_tokens"] = df[[f"tokens_{PHASE_NAMES[p]}" for p in phases if p in DECODE_PHASES]].sum(axis=1)
+        df[f"{model}_model_time_s"] = df[[f"time_s_{n}" for n in names]].sum(axis=1)
+    for metric in ("flops", "bytes_read", "bytes_written"):
+        df[f"total_{metric}"] = df[f"weak_{metric}"] + df[f"strong_{metric}"]
+    df["wall_time_s"] = wall_time(plan, costs.time_s)
+    df["api_usd"] = usd
+    df["strong_verdict_tokens"] = df["tokens_strong_verdict"]
+    df["strong_repair_tokens"] = df["tokens_strong_decode"]
+    for i, name in enumerate(STAT_NAMES):
+        df[name] = plan.stats[:, i]
+    return df
+
+
+def summarize(frame: pd.DataFrame, baseline: str = "strongonly") -> pd.DataFrame:
+    """Totals per strategy (summed over trajectories) and ratios to the baseline strategy."""
+    num = frame.select_dtypes(include=[np.number]).columns.difference(["traj"])
+    tot = frame.groupby("strategy", sort=False)[list(num)].sum()
+    tot.insert(0, "trajectories", frame.groupby("strategy", sort=False).size())
+    if "label" in frame:
+        tot.insert(0, "label", frame.groupby("strategy", sort=False)["label"].first())
+    if baseline in tot.index:
+        base = tot.loc[baseline]
+        for col in HEADLINE:
+            if col in tot and float(base[col]) > 0:
+                tot[f"{col}_rel"] = tot[col] / float(base[col])
+    return tot
+
+
+def phase_split(frame: pd.DataFrame, metric: str = "time_s") -> pd.DataFrame:
+    """Per strategy, the metric summed per phase group (SPEC §1's split)."""
+    out = {}
+    for group, phases in PHASE_GROUPS.items():
+        cols = [f"{metric}_{p}" for p in phases if f"{metric}_{p}" in frame]
+        if cols:
+            out[group] = frame[cols].sum(axis=1)
+    df = pd.DataFrame(out)
+    df["strategy"] = frame["strategy"].values
+    return df.groupby("strategy", sort=False).sum()

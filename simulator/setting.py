@@ -1,0 +1,111 @@
+"""Where the two models run: deployments (or a priced API for the Strong model) and caching policy."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.hardware.profile import load_hardware
+
+VERIFIER_PROMPTS = ("cached", "fresh")
+
+
+@dataclass(frozen=True)
+class ApiModel:
+    """A hosted model priced per million tokens, with a simple latency model.
+
+    Latency of one request = time to first token + output tokens / output speed; the
+    provider's own hardware cost is not visible, so FLOPs and bytes are not counted.
+    """
+
+    name: str
+    usd_per_mtok_input: float
+    usd_per_mtok_cached_input: float
+    usd_per_mtok_output: float
+    ttft_s: float
+    output_tokens_per_s: float
+    source: str
+    prompt_caching: bool = True
+
+    def __post_init__(self) -> None:
+        for f in ("usd_per_mtok_input", "usd_per_mtok_cached_input", "usd_per_mtok_output", "ttft_s"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"ApiModel {self.name}: {f} must be >= 0")
+        if self.output_tokens_per_s <= 0:
+            raise ValueError(f"ApiModel {self.name}: output_tokens_per_s must be > 0")
+
+
+def load_api_models(path: str | Path | None = None) -> dict[str, ApiModel]:
+    """API price/latency entries from a TOML file (the shipped one by default)."""
+    p = Path(path) if path else Path(str(resources.files("specagent.simulator") / "data" / "api_models.toml"))
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{p}: cannot read API model file: {exc}") from exc
+    out = {}
+    for name, entry in data.get("api", {}).items():
+        try:
+            out[name] = ApiModel(name=name, **entry)
+        except TypeError as exc:
+            raise ValueError(f"{p}: [api.{name}] {exc}") from exc
+    return out
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Everything about *where* a strategy runs, separate from *what* the agent does."""
+
+    weak: Deployment
+    strong: Deployment | ApiModel
+    prefix_caching: bool = True
+    weight_mode: str = "union"
+    verifier_prompt: str = "cached"
+    #: Tokens of the verifier's own instructions, re-read by every `fresh` review.
+    verifier_system_tokens: int = 1024
+    assumptions: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verifier_prompt not in VERIFIER_PROMPTS:
+            raise ValueError(f"verifier_prompt must be one of {VERIFIER_PROMPTS}, got '{self.verifier_prompt}'")
+        if self.weight_mode not in ("union", "active"):
+            raise ValueError(f"weight_mode must be 'union' or 'active', got '{self.weight_mode}'")
+
+    @property
+    def strong_is_api(self) -> bool:
+        return isinstance(self.strong, ApiModel)
+
+    def describe(self) -> dict[str, str]:
+        strong = self.strong.name + " (API)" if isinstance(self.strong, ApiModel) else self.strong.describe()
+        return {
+            "weak": self.weak.describe(),
+            "strong": strong,
+            "prefix_caching": str(self.prefix_caching),
+            "weight_mode": self.weight_mode,
+            "verifier_prompt": self.verifier_prompt,
+            "verifier_system_tokens": str(self.verifier_system_tokens),
+        }
+
+
+def default_setting(**overrides) -> Setting:
+    """SPEC §2's evaluated setting: Qwen3.5-4B Weak and Qwen3.5-397B-A17B Strong on H20.
+
+    The Strong model's BF16 weights (≈793 GB) do not fit 8×H20 (768 GB); FP8 weights
+    (≈400 GB) do, so the default Strong replica is 8×H20 with FP8 weights.
+    """
+    h20 = load_hardware("h20")
+    weak = Deployment(load_model_spec("qwen3.5-4b"), h20, gpus=1, weight_dtype="bf16")
+    strong = Deployment(load_model_spec("qwen3.5-397b-a17b"), h20, gpus=8, weight_dtype="fp8")
+    return Setting(weak=weak, strong=strong, **overrides)
+
+
+def edge_setting(api: str = "qwen3.5-397b-a17b-api", **overrides) -> Setting:
+    """SPEC §2's edge–cloud setting: Weak on one local RTX 5090, Strong behind a provider's API."""
+    weak = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("rtx5090"), gpus=1, weight_dtype="bf16")
+    models = load_api_models()
+    if api not in models:
+        raise ValueError(f"unknown API model '{api}'; known: {', '.join(models)}")
+    return Setting(weak=weak, strong=models[api], **overrides)

@@ -1,0 +1,401 @@
+"""The strategies of SPEC §1, each turning an episode into model calls and waits.
+
+Every strategy commits each reference action exactly once (by the Weak or the Strong
+model); they differ in who decodes it, what gets reviewed, and what is thrown away.
+Caches: each model keeps its own KV/state per trajectory; with prefix caching a call
+prefills only what that model has not yet seen, without it the whole context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.plan import (
+    STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
+    Action, Episode, PlanBuilder, UserTurn,
+)
+
+WEAK, STRONG = 0, 1
+REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
+
+
+@dataclass
+class _State:
+    """Per-trajectory bookkeeping: committed context and each model's cached prefix."""
+
+    traj: int
+    plan: PlanBuilder
+    prefix_caching: bool
+    hist: int
+    seen: list[int] = field(default_factory=lambda: [0, 0])
+    stats: dict[str, int] = field(default_factory=dict)
+    #: When a list, every commit, execution and review is logged as a tuple (for invariant tests).
+    audit: list | None = None
+
+    def log(self, *event) -> None:
+        if self.audit is not None:
+            self.audit.append(event)
+
+    def bump(self, name: str, n: int = 1) -> None:
+        self.stats[name] = self.stats.get(name, 0) + n
+
+    def call(self, model: int, out: int, ctx_out: int, pending: int = 0, prefill_phase: int | None = None,
+             decode_phase: int | None = None, group: int | None = None, lane: int = 0) -> None:
+        """One model call: prefill what it has not seen of hist+pending, then decode `out` tokens."""
+        total = self.hist + pending
+        if self.prefix_caching:
+            n, c = total - self.seen[model], self.seen[model]
+        else:
+            n, c = total, 0
+        pp = prefill_phase if prefill_phase is not None else (WEAK_PREFILL if model == WEAK else STRONG_PREFILL)
+        dp = decode_phase if decode_phase is not None else (WEAK_DECODE if model == WEAK else STRONG_DECODE)
+        if n > 0:
+            self.plan.add(self.traj, pp, n, c, group=group, lane=lane)
+        if out > 0:
+            self.plan.add(self.traj, dp, out, total, group=group, lane=lane)
+        # What stays cached is the context as the next call sees it: reasoning is dropped,
+        # the visible message stays (prefilled later where it was not decoded).
+        self.seen[model] = total + min(out, ctx_out)
+        self.bump("weak_calls" if model == WEAK else "strong_calls")
+
+    def wait(self, phase: int, seconds: float, group: int | None = None, lane: int = 0) -> None:
+        if seconds > 0:
+            self.plan.add(self.traj, phase, wait_s=seconds, group=group, lane=lane)
+
+    def rollback(self) -> None:
+        self.seen[WEAK] = min(self.seen[WEAK], self.hist)
+        self.seen[STRONG] = min(self.seen[STRONG], self.hist)
+
+
+class Strategy:
+    """Base: a named way of running an episode; subclasses implement `run`."""
+
+    name = "base"
+    label = "base"
+    reviews_writes = False
+
+    def describe(self) -> dict:
+        return {"strategy": self.name, "label": self.label}
+
+    def plan_episode(self, ep: Episode, traj: int, builder: PlanBuilder, acc: AcceptanceModel, rng: np.random.Generator,
+                     prefix_caching: bool, verifier_prompt: str, verifier_system_tokens: int, audit: list | None = None) -> None:
+        st = _State(traj=traj, plan=builder, prefix_caching=prefix_caching, hist=ep.system_tokens, audit=audit)
+        st.stats["reference_actions"] = ep.actions
+        self.run(ep, st, acc, rng, verifier_prompt, verifier_system_tokens)
+        st.stats["committed_context_tokens"] = st.hist
+        builder.stats.append(st.stats)
+
+    def run(self, ep: Episode, st: _State, acc: AcceptanceModel, rng: np.random.Generator, verifier_prompt: str, vsys: int) -> None:
+        raise NotImplementedError
+
+
+def _weak_tokens(n: int, acc: AcceptanceModel) -> int:
+    return int(round(n * acc.weak_token_ratio))
+
+
+def _commit_action(st: _State, idx: int, a: Action, by: int, ctx: int, reviewed: bool) -> None:
+    st.hist += ctx
+    if a.has_tool:
+        st.log("exec", idx, by, reviewed)
+        st.wait(TOOL, a.tool_s)
+        st.hist += a.result_tokens
+    st.log("commit", idx, by)
+    st.bump("committed_weak" if by == WEAK else "committed_strong")
+
+
+class SingleModel(Strategy):
+    """One model decodes every step (Strong-only or Weak-only)."""
+
+    def __init__(self, model: int):
+        self.model = model
+        self.name = "strongonly" if model == STRONG else "weakonly"
+        self.label = "Strong-only" if model == STRONG else "Weak-only"
+
+    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+        for idx, u in enumerate(ep.units):
+            if isinstance(u, UserTurn):
+                st.wait(USER, u.latency_s)
+                st.hist += u.tokens
+                continue
+            out, ctx = (u.out_tokens, u.ctx_tokens) if self.model == STRONG else (_weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc))
+            st.call(self.model, out, ctx)
+            if self.model == WEAK and u.held:
+                st.bump("unreviewed_writes")
+            _commit_action(st, idx, u, self.model, ctx, reviewed=self.model == STRONG)
+
+
+class SpecAgent(Strategy):
+    """Weak drafts up to K steps with real reads; Strong verifies a segment in one prefill and repairs one step."""
+
+    reviews_writes = True
+
+    def __init__(self, k: int = 4, review: str = "on_write", verifier: str = "semantic", name: str | None = None, label: str | None = None):
+        if k < 1:
+            raise ValueError(f"K must be >= 1, got {k}")
+        if review not in REVIEW_POLICIES:
+            raise ValueError(f"review policy must be one of {REVIEW_POLICIES}, got '{review}'")
+        if verifier not in ("semantic", "exact"):
+            raise ValueError(f"verifier must be 'semantic' or 'exact', got '{verifier}'")
+        self.k, self.review, self.verifier = k, review, verifier
+        self.name = name or "specagent"
+        self.label = label or f"SpecAgent (K={k}, {review}{', exact-step verifier' if verifier == 'exact' else ''})"
+
+    def describe(self) -> dict:
+        return {**super().describe(), "k": self.k, "review": self.review, "verifier": self.verifier}
+
+    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+        units = ep.units
+        i, n_units = 0, len(units)
+        after_rej = False
+        exact = self.verifier == "exact"
+        while i < n_units:
+            u = units[i]
+            if isinstance(u, UserTurn):
+                st.wait(USER, u.latency_s)
+                st.hist += u.tokens
+                i += 1
+                continue
+            # --- draft a chunk: reads run for real, the first held action stops drafting
+            seg: list[int] = []
+            seg_ctx: list[int] = []  # tokens each drafted step adds (its message + read results)
+            pending = 0
+            j = i
+            while j < n_units and len(seg) < self.k:
+                a = units[j]
+                if isinstance(a, UserTurn):
+                    break
+                out, ctx = _weak_tokens(a.out_tokens, acc), _weak_tokens(a.ctx_tokens, acc)
+                st.call(WEAK, out, ctx, pending=pending)
+                seg.append(j)
+                add = ctx
+                if a.held:
+                    seg_ctx.append(add)
+                    pending += add
+                    break
+                if a.has_tool:
+                    st.log("exec", j, WEAK, False)
+                    st.wait(TOOL, a.tool_s)
+                    add += a.result_tokens
+                seg_ctx.append(add)
+                pending += add
+                j += 1
+                if a.kind == "reply":
+                    break
+            last = units[seg[-1]]
+            assert isinstance(last, Action)
+            review = last.held or self.review == "every_chunk" or (self.review == "hold_replies" and last.kind == "reply")
+            if not review:
+                st.hist += pending
+                st.bump("committed_weak", len(seg))
+                for idx in seg:
+                    st.log("commit", idx, WEAK)
+                i = seg[-1] + 1
+                continue
+            # --- one verification prefill over everything the Strong model has not read, segment included
+            st.bump("reviews")
+            st.log("review", tuple(seg))
+            if verifier_prompt == "fresh":
+                st.plan.add(st.traj, STRONG_VERIFY, vsys + st.hist + pending, 0)
+                verify_ctx = vsys + st.hist + pending
+            else:
+                total = st.hist + pending
+                n, c = (total - st.seen[STRONG], st.seen[STRONG]) if st.prefix_caching else (total, 0)
+                if n > 0:
+                    st.plan.add(st.traj, STRONG_VERIFY, n, c)
+                verify_ctx = total
+            st.bump("strong_calls")
+            rejected = -1
+            for pos, idx in enumerate(seg):
+                a = units[idx]
+                p = acc.p_accept(a.kind, pos, after_rej, exact)
+                if rng.random() < p:
+                    after_rej = False
+                else:
+                    rejected = pos
+                    after_rej = True
+                    break
+            if rejected < 0:
+                if acc.accept_verdict_tokens:
+                    st.plan.add(st.traj, STRONG_VERDICT, acc.accept_verdict_tokens, verify_ctx)
+                st.hist += pending
+                st.seen[STRONG] = st.hist if verifier_prompt == "cached" else st.seen[STRONG]
+                st.bump("committed_weak", len(seg))
+                for idx in seg:
+                    st.log("commit", idx, WEAK)
+                if last.held and last.has_tool:  # reviewed and accepted: now it may run
+                    st.log("exec", seg[-1], WEAK, True)
+                    st.wait(TOOL, last.tool_s)
+                    st.hist += last.result_tokens
+                i = seg[-1] + 1
+                continue
+            # --- rejection: keep the valid prefix, the verdict names the first bad step
+            st.bump("rejections")
+            keep = sum(seg_ctx[:rejected])
+            wasted = sum(_weak_tokens(units[idx].out_tokens, acc) for idx in seg[rejected:])
+            st.bump("wasted_weak_tokens", wasted)
+            st.bump("committed_weak", rejected)
+            for idx in seg[:rejected]:
+                st.log("commit", idx, WEAK)
+            bad = units[seg[rejected]]
+            assert isinstance(bad, Action)
+            st.plan.add(st.traj, STRONG_VERDICT, acc.verdict_tokens + bad.ctx_tokens, verify_ctx)
+            st.hist += keep
+            st.rollback()
+            if rng.random() < acc.p_valid_replacement:
+                st.bump("replacements")
+                st.hist += bad.ctx_tokens
+                st.seen[STRONG] = st.hist if verifier_prompt == "cached" else st.seen[STRONG]
+            else:
+                st.bump("repairs")
+                st.call(STRONG, bad.out_tokens, bad.ctx_tokens)
+                st.hist += bad.ctx_tokens
+            if bad.has_tool:  # the repair commits without a second review
+                st.log("exec", seg[rejected], STRONG, True)
+                st.wait(TOOL, bad.tool_s)
+                st.hist += bad.result_tokens
+            st.log("commit", seg[rejected], STRONG)
+            st.bump("committed_strong")
+            i = seg[rejected] + 1
+
+
+class ExactMatchSpeculative(Strategy):
+    """Weak drafts each step while Strong decodes its own; the draft is kept only when identical.
+
+    A matching read was already executed by the time Strong finishes, hiding its tool
+    latency; Strong still decodes every step, so its decode traffic equals Strong-only.
+    """
+
+    name = "exactmatch"
+    label = "Exact-match speculative agent"
+    reviews_writes = True
+
+    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+        for idx, u in enumerate(ep.units):
+            if isinstance(u, UserTurn):
+                st.wait(USER, u.latency_s)
+                st.hist += u.tokens
+                continue
+            g = st.plan.next_group()
+            wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
+            st.call(WEAK, wo, wc, group=g, lane=0)
+            st.call(STRONG, u.out_tokens, u.ctx_tokens, group=g, lane=1)
+            match = rng.random() < acc.p_accept(u.kind, 0, False, exact=True)
+            st.hist += u.ctx_tokens
+            if match and u.has_tool and not u.held:
+                st.log("exec", idx, WEAK, False)
+                st.wait(TOOL, u.tool_s, group=g, lane=0)  # executed speculatively, overlapped with Strong
+                st.hist += u.result_tokens
+                st.bump("committed_weak")
+                st.log("commit", idx, WEAK)
+            else:
+                st.bump("wasted_weak_tokens", 0 if match else wo)
+                if u.has_tool:
+                    st.log("exec", idx, STRONG, True)
+                    st.wait(TOOL, u.tool_s)
+                    st.hist += u.result_tokens
+                st.bump("committed_weak" if match else "committed_strong")
+                st.log("commit", idx, WEAK if match else STRONG)
+            st.seen[WEAK] = min(st.seen[WEAK], st.hist)  # Weak must read Strong's step and the results
+
+
+class Router(Strategy):
+    """A per-step router sends each step to Weak or Strong (probabilities per step kind)."""
+
+    name = "router"
+    label = "Router (per-step)"
+
+    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+        for idx, u in enumerate(ep.units):
+            if isinstance(u, UserTurn):
+                st.wait(USER, u.latency_s)
+                st.hist += u.tokens
+                continue
+            to_strong = rng.random() < acc.route_strong.get(u.kind, 1.0)
+            if to_strong:
+                st.call(STRONG, u.out_tokens, u.ctx_tokens)
+                _commit_action(st, idx, u, STRONG, u.ctx_tokens, reviewed=True)
+            else:
+                wc = _weak_tokens(u.ctx_tokens, acc)
+                st.call(WEAK, _weak_tokens(u.out_tokens, acc), wc)
+                if u.held:
+                    st.bump("unreviewed_writes")
+                _commit_action(st, idx, u, WEAK, wc, reviewed=False)
+
+
+class Collaborative(Strategy):
+    """AgentCollab-style: Weak acts, and escalates a step to Strong when it detects trouble.
+
+    Trouble = the step a semantic verifier would reject (drawn from the acceptance model);
+    the Weak model notices it with probability `escalation_recall`. Undetected bad steps are
+    committed and counted (their quality effect is not modelled); Weak's writes are unreviewed.
+    """
+
+    name = "collab"
+    label = "Collaborative (AgentCollab-style)"
+
+    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+        after_rej = False
+        for idx, u in enumerate(ep.units):
+            if isinstance(u, UserTurn):
+                st.wait(USER, u.latency_s)
+                st.hist += u.tokens
+                continue
+            wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
+            st.call(WEAK, wo, wc)
+            bad = rng.random() >= acc.p_accept(u.kind, 0, after_rej)
+            after_rej = bad
+            if bad and rng.random() < acc.escalation_recall:
+                st.bump("wasted_weak_tokens", wo)
+                st.seen[WEAK] = min(st.seen[WEAK], st.hist)
+                st.call(STRONG, u.out_tokens, u.ctx_tokens)
+                _commit_action(st, idx, u, STRONG, u.ctx_tokens, reviewed=True)
+                continue
+            if bad:
+                st.bump("undetected_bad_steps")
+            if u.held:
+                st.bump("unreviewed_writes")
+            _commit_action(st, idx, u, WEAK, wc, reviewed=False)
+
+
+def make_strategy(name: str, k: int = 4, review: str = "on_write") -> Strategy:
+    """Strategies by name; see STRATEGY_HELP."""
+    key = name.lower().replace("-", "").replace("_", "")
+    if key == "strongonly":
+        return SingleModel(STRONG)
+    if key == "weakonly":
+        return SingleModel(WEAK)
+    if key == "specagent":
+        return SpecAgent(k=k, review=review)
+    if key in ("specagentexact", "exactstep"):
+        return SpecAgent(k=k, review=review, verifier="exact", name="specagent_exact")
+    if key in ("specagentholdreplies", "holdreplies"):
+        return SpecAgent(k=k, review="hold_replies", name="specagent_hold_replies")
+    if key in ("specagenteverychunk", "everychunk"):
+        return SpecAgent(k=k, review="every_chunk", name="specagent_every_chunk")
+    if key in ("exactmatch", "exactmatchspeculative"):
+        return ExactMatchSpeculative()
+    if key == "router":
+        return Router()
+    if key in ("collab", "collaborative", "agentcollab"):
+        return Collaborative()
+    raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGY_NAMES)}")
+
+
+STRATEGY_NAMES = (
+    "strongonly", "weakonly", "specagent", "exactmatch", "router", "collab",
+    "specagent_exact", "specagent_hold_replies", "specagent_every_chunk",
+)
+STRATEGY_HELP = {
+    "strongonly": "Strong decodes every step",
+    "weakonly": "Weak decodes every step (writes unreviewed)",
+    "specagent": "Weak drafts ≤K steps with real reads, Strong verifies in one prefill and repairs one step",
+    "exactmatch": "Weak drafts, Strong decodes its own step too; draft kept only if identical",
+    "router": "per-step router to Weak or Strong",
+    "collab": "AgentCollab-style: Weak acts, escalates to Strong on detected trouble",
+    "specagent_exact": "ablation: exact-step verifier",
+    "specagent_hold_replies": "ablation: also hold and review replies to the user",
+    "specagent_every_chunk": "ablation: review every chunk, reads included",
+}
