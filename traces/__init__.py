@@ -19,11 +19,12 @@ from .schema import (
     Trajectory,
     Verdict,
 )
+from .openai_chat import import_openai
 from .tau2 import import_tau2
 
 __all__ = [
     "SCHEMA_VERSION", "Actor", "DraftedBy", "Outcome", "SpecLabel", "Step", "StepKind", "TokenSource",
     "Trajectory", "Verdict", "ACTOR_CODES", "KIND_CODES", "to_frame", "from_frame", "step_arrays",
     "SkippedRecord", "TraceFormatError", "load_trajectories", "save_trajectories", "default_workload_path",
-    "import_tau2",
+    "import_tau2", "import_openai",
 ]

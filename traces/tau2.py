@@ -84,6 +84,11 @@ MODEL_PRICES: dict[str, tuple[float, float]] = {
     "xai/grok-4-fast-reasoning": (0.2, 0.5),
 }
 
+#: Chat-template tokens around a user message in the agent's prompt, beyond the
+#: text the user simulator decoded: median of (prompt growth − user-simulator
+#: completion tokens) over the user-only gaps of the non-reasoning grok-3 files.
+USER_TEMPLATE_TOKENS = 8
+
 _TAG_TO_KIND = {"READ": StepKind.READ, "WRITE": StepKind.WRITE, "GENERIC": StepKind.GENERIC, "THINK": StepKind.THINK}
 
 TagMap = Mapping[str, Mapping[str, str]]
@@ -119,6 +124,20 @@ def normalize_tag_map(raw: Any, file: str = "<tag map>") -> dict[str, dict[str, 
                 raise TraceFormatError(file, f"domain {dom!r}", name, f"one of {sorted(_TAG_TO_KIND)}", tag)
         out[dom] = {k: str(v).upper() for k, v in tools.items()}
     return out
+
+
+def merged_tag_map(tag_map: TagMap | str | os.PathLike | None) -> dict[str, dict[str, str]]:
+    """τ²-Bench's tags with a user map (dict or JSON file) laid over them; a flat user map wins in every domain."""
+    tags: dict[str, dict[str, str]] = default_tag_map()
+    if tag_map is None:
+        return tags
+    user = load_tag_map(tag_map) if isinstance(tag_map, (str, os.PathLike)) else normalize_tag_map(dict(tag_map))
+    for dom, m in user.items():
+        if dom == "*":
+            for dm in tags.values():
+                dm.update({k: v for k, v in m.items() if k in dm})
+        tags.setdefault(dom, {}).update(m)
+    return tags
 
 
 def tool_kind(name: str, domain: str, tags: TagMap, user_side: bool = False) -> tuple[StepKind, bool]:
@@ -198,8 +217,11 @@ def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
     return msgs
 
 
-def _is_user_tool_msg(m: dict) -> bool:
-    return m["role"] == "user" and bool(m.get("tool_calls"))
+def _agent_visible(m: dict) -> bool:
+    """Messages the agent sees: its tools' results and the user's text messages (not user-side tool activity)."""
+    if m["role"] == "tool":
+        return m.get("requestor", "assistant") != "user"
+    return m["role"] == "user" and not m.get("tool_calls")
 
 
 def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags: TagMap, file: str,
@@ -214,22 +236,20 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
     ctx_tokens: list[int | None] = [None] * n  # tokens added to agent context by message j
     measured = [False] * n
     calls_idx = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and m.get("usage")]
-    for j, m in enumerate(msgs):
-        if m["role"] == "user" and not m.get("tool_calls") and m.get("usage"):
-            ctx_tokens[j] = int(m["usage"]["completion_tokens"])
-            measured[j] = True
     for a, b in zip(calls_idx, calls_idx[1:]):
-        between = range(a + 1, b)
-        agent_tools = [j for j in between if msgs[j]["role"] == "tool" and msgs[j].get("requestor", "assistant") != "user"]
-        if not agent_tools or any(msgs[j]["role"] != "tool" for j in between):
-            continue  # only tool-only gaps give a clean residual
+        visible = [j for j in range(a + 1, b) if _agent_visible(msgs[j])]
+        if not visible:
+            continue
+        has_user = any(msgs[j]["role"] == "user" for j in visible)
+        if has_user and reasoning_retained:
+            continue  # retained reasoning is dropped at a user turn: the residual is not the messages' size
         ua, ub = msgs[a]["usage"], msgs[b]["usage"]
         resid = ub["prompt_tokens"] - ua["prompt_tokens"] - ua["completion_tokens"]
         if reasoning_retained:
             resid -= _reasoning(msgs[a], model) or 0
-        if resid >= len(agent_tools):
-            weights = [max(1, len(msgs[j].get("content") or "")) for j in agent_tools]
-            for j, t in zip(agent_tools, split_total(resid, weights)):
+        if resid >= len(visible):
+            weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in visible]
+            for j, t in zip(visible, split_total(resid, weights)):
                 ctx_tokens[j] = t
                 measured[j] = True
 
@@ -310,6 +330,8 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
         elif role == "user":
             tok = ctx_tokens[j]
             src = TokenSource.MEASURED
+            if tok is None and m.get("usage"):
+                tok = int(m["usage"]["completion_tokens"]) + USER_TEMPLATE_TOKENS
             if tok is None:
                 tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
             steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok,
@@ -431,14 +453,7 @@ def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map:
     """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file; merged over the defaults."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    tags: dict[str, dict[str, str]] = default_tag_map()
-    if tag_map is not None:
-        user = load_tag_map(tag_map) if isinstance(tag_map, (str, os.PathLike)) else normalize_tag_map(dict(tag_map))
-        for dom, m in user.items():
-            if dom == "*":  # a flat map overrides the tool in every domain
-                for dm in tags.values():
-                    dm.update({k: v for k, v in m.items() if k in dm})
-            tags.setdefault(dom, {}).update(m)
+    tags = merged_tag_map(tag_map)
     out: list[Trajectory] = []
     for p in paths:
         out.extend(read_tau2_file(p, tags, skip_bad=skip_bad, skipped=skipped))
