@@ -42,6 +42,10 @@ class Action:
     ctx_tokens: int  # added to the agent's context by the message itself
     result_tokens: int  # tool results added to the context
     tool_s: float
+    #: Recorded protocol-log labels (None on reference trajectories): "accepted", "repair" or "unreviewed".
+    verdict: str | None = None
+    verdict_tokens: int = 0
+    repair_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class Episode:
     task_id: str
     system_tokens: int
     units: tuple[Unit, ...]
+    #: True for a recorded protocol log: verdicts come from its labels, not an acceptance model.
+    labelled: bool = False
 
     @property
     def actions(self) -> int:
@@ -70,7 +76,15 @@ _KIND_RANK = {"write": 4, "generic": 3, "read": 2, "think": 1, "reply": 0}
 
 
 def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_user_s: float = 0.0) -> Episode:
-    """Merge parallel calls into one action and attach the tool results that answer it."""
+    """Merge parallel calls into one action and attach the tool results that answer it.
+
+    A recorded protocol log lists the *committed* steps, each labelled: drafted_by weak with
+    verdict None (committed unreviewed) or "accepted"; or drafted_by strong with verdict
+    "repair" where the Weak draft at that position was rejected (verdict_tokens: the
+    Strong model's verdict; repair_tokens: its repair turn, 0 when the verdict's
+    replacement call ran directly). Replaying it through SpecAgent with the same K and
+    review policy reproduces the run's segments exactly, with no acceptance model.
+    """
     units: list[Unit] = []
     cur: dict | None = None
     cur_group: int | None = None
@@ -97,6 +111,17 @@ def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_
             cur["has_tool"] = cur["has_tool"] or s.is_tool_call
             cur["out_tokens"] += s.output_tokens
             cur["ctx_tokens"] += ctx
+            if s.label is not None:
+                v = s.label.verdict.value if s.label.verdict is not None else "unreviewed"
+                if v == "rejected":
+                    raise ValueError(
+                        f"{t.source}: step {s.index} is labelled 'rejected'; a protocol log lists committed steps only, "
+                        "with the repaired step labelled 'repair' (see simulator/plan.py)"
+                    )
+                if cur.get("verdict") != "repair":
+                    cur["verdict"] = v
+                cur["verdict_tokens"] = cur.get("verdict_tokens", 0) + s.label.verdict_tokens
+                cur["repair_tokens"] = cur.get("repair_tokens", 0) + s.label.repair_tokens
         elif s.actor == Actor.TOOL:
             if cur is None:  # a tool result with no call before it: keep its tokens in the context
                 cur = dict(kind="read", held=False, has_tool=True, out_tokens=0, ctx_tokens=0, result_tokens=0, tool_s=0.0)
@@ -109,7 +134,7 @@ def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_
             lat = s.user_latency_s if s.user_latency_s is not None else default_user_s
             units.append(UserTurn(tokens=ctx, latency_s=lat))
     flush()
-    return Episode(task_id=t.task_id, system_tokens=t.system_prompt_tokens, units=tuple(units))
+    return Episode(task_id=t.task_id, system_tokens=t.system_prompt_tokens, units=tuple(units), labelled=t.is_protocol_log)
 
 
 class PlanBuilder:

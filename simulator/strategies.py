@@ -210,16 +210,18 @@ class SpecAgent(Strategy):
             rejected = -1
             for pos, idx in enumerate(seg):
                 a = units[idx]
-                p = acc.p_accept(a.kind, pos, after_rej, exact)
-                if rng.random() < p:
-                    after_rej = False
+                if ep.labelled:
+                    ok = a.verdict != "repair"
                 else:
+                    ok = rng.random() < acc.p_accept(a.kind, pos, after_rej, exact)
+                after_rej = not ok
+                if not ok:
                     rejected = pos
-                    after_rej = True
                     break
             if rejected < 0:
-                if acc.accept_verdict_tokens:
-                    st.plan.add(st.traj, STRONG_VERDICT, acc.accept_verdict_tokens, verify_ctx)
+                vt = sum(units[idx].verdict_tokens for idx in seg) if ep.labelled else acc.accept_verdict_tokens
+                if vt:
+                    st.plan.add(st.traj, STRONG_VERDICT, vt, verify_ctx)
                 st.hist += pending
                 st.seen[STRONG] = st.hist if verifier_prompt == "cached" else st.seen[STRONG]
                 st.bump("committed_weak", len(seg))
@@ -241,16 +243,18 @@ class SpecAgent(Strategy):
                 st.log("commit", idx, WEAK)
             bad = units[seg[rejected]]
             assert isinstance(bad, Action)
-            st.plan.add(st.traj, STRONG_VERDICT, acc.verdict_tokens + bad.ctx_tokens, verify_ctx)
+            vt = bad.verdict_tokens if ep.labelled else acc.verdict_tokens + bad.ctx_tokens
+            if vt:
+                st.plan.add(st.traj, STRONG_VERDICT, vt, verify_ctx)
             st.hist += keep
             st.rollback()
-            if rng.random() < acc.p_valid_replacement:
+            if (bad.repair_tokens == 0) if ep.labelled else (rng.random() < acc.p_valid_replacement):
                 st.bump("replacements")
                 st.hist += bad.ctx_tokens
                 st.seen[STRONG] = st.hist if verifier_prompt == "cached" else st.seen[STRONG]
             else:
                 st.bump("repairs")
-                st.call(STRONG, bad.out_tokens, bad.ctx_tokens)
+                st.call(STRONG, bad.repair_tokens if ep.labelled else bad.out_tokens, bad.ctx_tokens)
                 st.hist += bad.ctx_tokens
             if bad.has_tool:  # the repair commits without a second review
                 st.log("exec", seg[rejected], STRONG, True)

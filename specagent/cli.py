@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -307,19 +307,20 @@ def roofline_balance(
     console.print(t)
 
 
-def _mount_optional() -> None:
-    """Mount sub-command groups that live in the other subpackages."""
-    from specagent.traces.cli import app as traces_app
+def _mount() -> None:
+    """Mount the command groups that live in the other subpackages."""
+    from specagent.simulator import cli as sim_cli
 
-    app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
+    if importlib.util.find_spec("specagent.traces.cli"):  # TEMP until traces/cli.py lands
+        from specagent.traces.cli import app as traces_app
+
+        app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
+    app.command("predict")(sim_cli.predict)
+    app.command("simulate")(sim_cli.simulate_cmd)
+    app.add_typer(sim_cli.predictor_app, name="predictor")
 
 
-try:
-    _mount_optional()
-except ImportError as exc:  # pragma: no cover - only while a subpackage is absent
-    if os.environ.get("SPECAGENT_STRICT_IMPORTS"):
-        raise
-    _MOUNT_ERROR = exc
+_mount()
 
 
 def main() -> None:
