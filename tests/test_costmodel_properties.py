@@ -1,0 +1,115 @@
+"""Hypothesis properties of the roofline: monotone in work, per-token bytes amortise with batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.costmodel.moe import moe_union_experts
+from specagent.costmodel.passes import Passes
+from specagent.costmodel.roofline import coefficients, estimate
+from specagent.hardware.profile import load_hardware
+
+H20 = load_hardware("h20")
+RTX = load_hardware("rtx5090")
+DEPLOYMENTS = [
+    Deployment(load_model_spec("qwen3.5-4b"), H20),
+    Deployment(load_model_spec("qwen3.5-4b"), RTX, weight_dtype="fp8"),
+    Deployment(load_model_spec("qwen3-4b"), H20, gpus=2),
+    Deployment(load_model_spec("qwen3-30b-a3b"), H20, gpus=4, parallelism="tp+ep"),
+    Deployment(load_model_spec("qwen3.5-397b-a17b"), H20, gpus=8, weight_dtype="fp8"),
+]
+COEF = [coefficients(d) for d in DEPLOYMENTS]
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
+
+dep_idx = st.integers(0, len(DEPLOYMENTS) - 1)
+tokens = st.integers(1, 20_000)
+context = st.integers(0, 200_000)
+batch = st.integers(1, 512)
+mode = st.sampled_from(["union", "active"])
+
+
+def _cost(i, n, c, b, wm="union"):
+    return estimate(DEPLOYMENTS[i], Passes.uniform(n, c, b), wm, COEF[i])
+
+
+def _monotone(i, lo, hi, wm):
+    """Every cost of pass `hi` (more work) is ≥ that of pass `lo`."""
+    a = _cost(i, *lo, wm)
+    z = _cost(i, *hi, wm)
+    assert z.time_s[0] >= a.time_s[0]
+    assert z.total_bytes_read[0] >= a.total_bytes_read[0]
+    assert z.total_bytes_written[0] >= a.total_bytes_written[0]
+    assert z.total_flops[0] >= a.total_flops[0]
+    assert z.memory_s[0] >= a.memory_s[0] and z.compute_s[0] >= a.compute_s[0]
+
+
+@SETTINGS
+@given(dep_idx, tokens, st.integers(1, 5000), context, batch, mode)
+def test_monotone_in_tokens(i, n, dn, c, b, wm):
+    _monotone(i, (n, c, b), (n + dn, c, b), wm)
+
+
+@SETTINGS
+@given(dep_idx, tokens, context, st.integers(1, 100_000), batch, mode)
+def test_monotone_in_context(i, n, c, dc, b, wm):
+    _monotone(i, (n, c, b), (n, c + dc, b), wm)
+
+
+@SETTINGS
+@given(dep_idx, st.integers(1, 4096), context, batch, st.integers(1, 512), mode)
+def test_monotone_in_batch(i, n, c, b, db, wm):
+    _monotone(i, (n, c, b), (n, c, b + db), wm)
+
+
+@SETTINGS
+@given(dep_idx, st.integers(1, 4096), context, batch, st.integers(1, 512), mode)
+def test_per_token_bytes_never_increase_with_batch(i, n, c, b, db, wm):
+    a = _cost(i, n, c, b, wm)
+    z = _cost(i, n, c, b + db, wm)
+    per_a = a.total_bytes[0] / (n * b)
+    per_z = z.total_bytes[0] / (n * (b + db))
+    assert per_z <= per_a * (1 + 1e-12)
+    assert z.time_s[0] / (b + db) <= a.time_s[0] / b * (1 + 1e-12)
+
+
+@SETTINGS
+@given(dep_idx, st.lists(st.integers(1, 10_000), min_size=1, max_size=6), context)
+def test_gemm_flops_additive_in_tokens(i, parts, c):
+    """Dense GEMM and routed-expert FLOPs are exactly per-token: a pass of Σn tokens costs the sum of its parts."""
+    whole = _cost(i, sum(parts), c, 1)
+    pieces = estimate(DEPLOYMENTS[i], Passes.uniform(np.array(parts), c, 1), "union", COEF[i])
+    for k in ("dense", "experts"):
+        assert whole.flops[k][0] == pytest.approx(pieces.flops[k].sum(), rel=1e-12, abs=0)
+    # and equals 2 FLOPs per GEMM weight per token
+    assert whole.flops["dense"][0] == pytest.approx(2 * COEF[i].dense_gemm_params * sum(parts), rel=1e-12)
+
+
+@SETTINGS
+@given(st.integers(1, 512), st.data())
+def test_union_experts_bounded_and_increasing(E, data):
+    k = data.draw(st.integers(1, E))
+    t = np.unique(np.array(data.draw(st.lists(st.integers(1, 1_000_000), min_size=2, max_size=30)), dtype=float))
+    u = moe_union_experts(t, E, k)
+    assert np.all(u >= k * (1 - 1e-12)) and np.all(u <= E * (1 + 1e-12))
+    assert np.all(np.diff(u) >= -1e-9 * E)
+    # strictly increasing while far from saturation (expected misses above 1e-6 of E)
+    far = (1 - u[:-1] / E) > 1e-6
+    assert np.all(np.diff(u)[far] > 0)
+    assert float(moe_union_experts(1, E, k)) == pytest.approx(k, rel=1e-12)
+
+
+@SETTINGS
+@given(dep_idx, st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 50_000)), min_size=1, max_size=12))
+def test_batch_costs_between_single_and_sum(i, seqs):
+    """A batch costs at least its largest sequence alone and at most all of them run separately."""
+    batch = estimate(DEPLOYMENTS[i], Passes.from_batches([seqs]), "union", COEF[i])
+    singles = estimate(DEPLOYMENTS[i], Passes.from_batches([[s] for s in seqs]), "union", COEF[i])
+    assert batch.total_bytes[0] <= singles.total_bytes.sum() * (1 + 1e-12)
+    assert batch.total_bytes[0] >= singles.total_bytes.max() * (1 - 1e-12)
+    assert batch.total_flops[0] == pytest.approx(singles.total_flops.sum(), rel=1e-12)
+    assert batch.time_s[0] <= singles.time_s.sum() * (1 + 1e-12)
