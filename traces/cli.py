@@ -1,0 +1,170 @@
+"""`specagent traces ...`: import, summarise, fit and synthesise agent traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import SkippedRecord, TraceFormatError
+from .fit import fit_profile
+from .io import load_trajectories, save_frame, save_trajectories
+from .openai_chat import import_openai
+from .profile import list_profiles, load_profile, save_profile
+from .stats import trace_stats
+from .synth import synthesize, synthesize_frame
+from .tau2 import import_tau2
+
+app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
+                       "READ/WRITE/GENERIC, replies, user messages, tool results) with token counts and latencies.",
+                  no_args_is_help=True)
+import_app = typer.Typer(help="Import recorded agent runs into the trace schema (JSONL or Parquet by -o suffix).",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+def _fail(e: Exception) -> None:
+    Console(stderr=True).print(f"[red]error:[/red] {e}")
+    raise typer.Exit(2)
+
+
+def _report_skips(skipped: list[SkippedRecord]) -> None:
+    err = Console(stderr=True)
+    for s in skipped:
+        err.print(f"[yellow]{s}[/yellow]")
+    if skipped:
+        err.print(f"[yellow]{len(skipped)} record(s) skipped[/yellow]")
+
+
+OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per step).")]
+SkipOpt = Annotated[bool, typer.Option("--skip-bad", help="Leave out malformed records and report each one, instead of stopping at the first.")]
+TagsOpt = Annotated[Optional[Path], typer.Option("--tags", help="JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}), laid over τ²-Bench's tags. Untagged tools count as WRITE (held).")]
+
+
+@import_app.command("tau2")
+def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench simulation-results JSON files.")],
+                    out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None) -> None:
+    """Import τ²-Bench results: measured tokens from usage, latencies from timestamps, reward."""
+    skipped: list[SkippedRecord] = []
+    try:
+        trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped)
+        save_trajectories(trajs, out)
+    except (TraceFormatError, FileNotFoundError) as e:
+        _fail(e)
+    _report_skips(skipped)
+    Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+
+
+@import_app.command("openai")
+def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI chat-completions logs (.json or .jsonl).")],
+                      out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None,
+                      domain: Annotated[str, typer.Option(help="Domain for conversations that do not name one.")] = "unknown") -> None:
+    """Import OpenAI-chat message lists; counts without usage are estimated (marked `estimated`)."""
+    skipped: list[SkippedRecord] = []
+    try:
+        trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped)
+        save_trajectories(trajs, out)
+    except (TraceFormatError, FileNotFoundError) as e:
+        _fail(e)
+    _report_skips(skipped)
+    Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+
+
+def _fmt(d: dict, key: str = "mean") -> str:
+    return "—" if not d or d.get("n", 0) == 0 else f"{d[key]:,.4g}"
+
+
+@app.command()
+def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parquet).")],
+          as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+          skip_bad: SkipOpt = False) -> None:
+    """Steps per task, read/write/reply mix, tokens per kind, latencies and success of a trace file."""
+    skipped: list[SkippedRecord] = []
+    try:
+        trajs = load_trajectories(file, skip_bad=skip_bad, skipped=skipped)
+        s = trace_stats(trajs)
+    except (TraceFormatError, FileNotFoundError, ValueError) as e:
+        _fail(e)
+    _report_skips(skipped)
+    if as_json:
+        typer.echo(json.dumps(s, indent=1))
+        return
+    c = Console()
+    t = Table(title=f"{file.name}: {s['trajectories']} trajectories, {s['steps']} steps")
+    for col in ("quantity", "mean", "median", "p10", "p90"):
+        t.add_column(col, justify="right" if col != "quantity" else "left")
+    for label, d in (("steps per task", s["steps_per_task"]), ("turns per task (agent+user messages)", s["turns_per_task"]),
+                     ("system prompt tokens", s["system_prompt_tokens"])):
+        t.add_row(label, _fmt(d), _fmt(d, "median"), _fmt(d, "p10"), _fmt(d, "p90"))
+    for lk, d in s["latency_s"].items():
+        t.add_row(f"{lk} latency (s)", _fmt(d), _fmt(d, "median"), _fmt(d, "p10"), _fmt(d, "p90"))
+    c.print(t)
+    k = Table(title="step kinds (new_context = tokens added to the agent's context; output = tokens the agent decodes)")
+    for col in ("kind", "share of steps", "new_context mean", "output mean", "reasoning mean"):
+        k.add_column(col, justify="right" if col != "kind" else "left")
+    for kind, share in s["kind_mix"].items():
+        tk = s["tokens"][kind]
+        k.add_row(kind, f"{share:.3f}", _fmt(tk["new_context_tokens"]), _fmt(tk.get("output_tokens", {})),
+                  _fmt(tk.get("reasoning_tokens", {})))
+    c.print(k)
+    succ = "—" if s["success_rate"] is None else f"{s['success_rate']:.3f} (n={s['success_known']})"
+    c.print(f"success rate: {succ}; measured token counts: {s['measured_token_share']:.1%} of steps; "
+            f"parallel calls: {s['parallel_call_share']:.1%} of tool calls; protocol logs: {s['protocol_logs']}")
+
+
+@app.command()
+def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.parquet) to fit.")],
+        out: Annotated[Path, typer.Option("-o", "--out", help="Output profile (.toml).")],
+        name: Annotated[str, typer.Option(help="Profile name.")] = "fitted") -> None:
+    """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
+    try:
+        trajs = [t for f in files for t in load_trajectories(f)]
+        prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
+        save_profile(prof, out)
+    except (TraceFormatError, FileNotFoundError, ValueError) as e:
+        _fail(e)
+    Console().print(f"wrote profile {name!r} fitted to {len(trajs)} trajectories to {out}")
+
+
+@app.command()
+def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profile name (see `profiles`) or a .toml path.")],
+          out: Annotated[Path, typer.Option("-o", "--out", help="Output file (.jsonl or .parquet).")],
+          n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1)] = 1000,
+          seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.")] = 0) -> None:
+    """Generate synthetic trajectories from a workload profile."""
+    try:
+        prof = load_profile(profile)
+        if out.suffix.lower() in (".parquet", ".pq"):
+            df = synthesize_frame(prof, n, seed)
+            save_frame(df, out)
+            steps = len(df)
+        else:
+            trajs = synthesize(prof, n, seed)
+            save_trajectories(trajs, out)
+            steps = sum(len(t.steps) for t in trajs)
+    except (TraceFormatError, FileNotFoundError, ValueError) as e:
+        _fail(e)
+    Console().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")
+
+
+@app.command()
+def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the shipped workload profiles and where their numbers come from."""
+    rows = []
+    for name in list_profiles():
+        p = load_profile(name)
+        rows.append({"name": name, "domain": p.domain, "turns_mean": p.turns.mean(), "description": p.description,
+                     "source": p.source})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    t = Table(title="shipped workload profiles")
+    for col in ("name", "domain", "mean turns", "description", "source"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"], r["source"])
+    Console().print(t)
