@@ -22,43 +22,52 @@ def run_des(plan: CallPlan, event_time: np.ndarray, weak_slots: int | None = Non
     cap = 10**9
     weak = simpy.Resource(env, capacity=weak_slots or cap)
     strong = simpy.Resource(env, capacity=strong_slots or cap)
-    resource_of = np.full(8, -1)
-    resource_of[list(WEAK_PHASES)] = 0
-    resource_of[list(STRONG_PHASES)] = 1
+    resource_of = [-1] * 8
+    for p_ in WEAK_PHASES:
+        resource_of[p_] = 0
+    for p_ in STRONG_PHASES:
+        resource_of[p_] = 1
     resources = (weak, strong)
 
     order = np.argsort(plan.traj, kind="stable")
     bounds = np.searchsorted(plan.traj[order], np.arange(plan.n_traj + 1))
     start = np.zeros(plan.n_traj) if start_times is None else np.asarray(start_times, dtype=np.float64)
     end = np.zeros(plan.n_traj)
-    group, lane, phase = plan.group, plan.lane, plan.phase
+    phase = plan.phase.tolist()
+    event_time = np.asarray(event_time, dtype=np.float64).tolist()
+    group, lane = plan.group, plan.lane
 
-    def run_events(idx: list[int]):
+    unlimited = weak_slots is None and strong_slots is None
+    timeout = env.timeout
+
+    def run_events(idx):
         for e in idx:
             r = resource_of[phase[e]]
-            d = float(event_time[e])
-            if r < 0:
-                yield env.timeout(d)
+            d = event_time[e]
+            if r < 0 or unlimited:  # a request that can never block changes nothing: skip it
+                yield timeout(d)
                 continue
             with resources[r].request() as req:
                 yield req
                 yield env.timeout(d)
 
+    group_l, lane_l = group.tolist(), lane.tolist()
+
     def trajectory(t: int):
         yield env.timeout(float(start[t]))
-        ev = order[bounds[t]:bounds[t + 1]]
-        i = 0
-        while i < len(ev):
-            g = group[ev[i]]
-            j = i
-            while j < len(ev) and group[ev[j]] == g:
+        ev = order[bounds[t]:bounds[t + 1]].tolist()
+        i, n = 0, len(ev)
+        while i < n:
+            g = group_l[ev[i]]
+            j = i + 1
+            while j < n and group_l[ev[j]] == g:
                 j += 1
             members = ev[i:j]
-            lanes = np.unique(lane[members])
+            lanes = sorted({lane_l[e] for e in members})
             if len(lanes) == 1:
-                yield from run_events(list(members))
+                yield from run_events(members)
             else:
-                procs = [env.process(run_events([e for e in members if lane[e] == ln])) for ln in lanes]
+                procs = [env.process(run_events([e for e in members if lane_l[e] == ln])) for ln in lanes]
                 yield simpy.AllOf(env, procs)
             i = j
         end[t] = env.now
