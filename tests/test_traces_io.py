@@ -62,7 +62,7 @@ def trajectories(draw):
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(trajs=st.lists(trajectories(), min_size=1, max_size=4))
 def test_round_trip_jsonl_parquet_frame(tmp_path, trajs):
     assert from_frame(to_frame(trajs)) == trajs
