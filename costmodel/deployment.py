@@ -67,7 +67,9 @@ class Deployment:
 
     @property
     def compute_dtype(self) -> str:
-        return COMPUTE_DTYPE[self.weight_dtype.lower()]
+        """GEMM precision: FP8 weights run FP8 GEMMs where the GPU has them, else dequantise to BF16."""
+        dt = COMPUTE_DTYPE[self.weight_dtype.lower()]
+        return dt if dt in self.hardware.peak_tflops else "bf16"
 
     def weight_bytes(self) -> float:
         p = self.model.param_counts()

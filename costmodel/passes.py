@@ -24,7 +24,7 @@ class Passes:
     decode_tokens: np.ndarray  # new tokens of sequences that add exactly one token
     attn_pairs: np.ndarray  # sum of n_i*c_i + n_i(n_i+1)/2: query-key pairs under a causal mask
     kv_read_tokens: np.ndarray  # sum of c_i + n_i: tokens whose K,V are read
-    state_touches: np.ndarray  # recurrent states read+written: 1 per sequence, + chunk states in prefill
+    state_touches: np.ndarray  # recurrent-state touches: 1 per sequence + 1 per chunk of a chunked prefill
     logits: np.ndarray  # positions that need the LM head (one per sequence)
 
     def __post_init__(self) -> None:

@@ -8,7 +8,9 @@ bandwidth-bound and a verification prefill compute-bound, the mechanism SpecAgen
 Simplifications (stated so they can be checked): KV of the attended context is read once
 per sequence per pass (an ideal flash-attention; tile re-reads hit L2); every GEMM reads
 its input activations and writes its outputs once; communication is not overlapped with
-compute; experts are routed uniformly (SPEC §3).
+compute; experts are routed uniformly (SPEC §3); chunked Gated DeltaNet prefill reads the
+float32 state once, writes it once, and materialises one state per 64-token chunk in the
+activation dtype (as flash-linear-attention's chunk kernels do).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class Coefficients:
     gdn_flops_decode: float
     gdn_flops_prefill: float
     kv_bytes_per_token: float
-    state_bytes: float
+    state_bytes: float  # float32 recurrent + conv state of one sequence
+    chunk_state_bytes: float  # one per-chunk state materialised by chunked prefill (activation dtype)
     act_bytes_per_token: float
     act_bytes_per_logit: float
     allreduce_layers: int  # all-reduces of the hidden state per pass (per token)
@@ -117,6 +120,7 @@ def coefficients(dep: Deployment) -> Coefficients:
         gdn_flops_prefill=float(gdn_pre),
         kv_bytes_per_token=dep.kv_bytes_per_token(),
         state_bytes=dep.state_bytes_per_sequence(),
+        chunk_state_bytes=(m.num_linear_layers * m.linear.state_elements() * ab) if m.linear else 0.0,
         act_bytes_per_token=act * ab,
         act_bytes_per_logit=(h + m.vocab) * ab,
         allreduce_layers=allreduce_layers,
@@ -232,12 +236,12 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
         "embedding": c.embedding_row_bytes * t,
         "lm_head": c.lm_head_bytes * one,
         "kv": c.kv_bytes_per_token * passes.kv_read_tokens,
-        "state": c.state_bytes * passes.state_touches,
+        "state": c.state_bytes * passes.seqs + c.chunk_state_bytes * (passes.state_touches - passes.seqs),
         "activations": 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits),
     }
     written = {
         "kv": c.kv_bytes_per_token * t,
-        "state": c.state_bytes * passes.state_touches,
+        "state": c.state_bytes * passes.seqs + c.chunk_state_bytes * (passes.state_touches - passes.seqs),
         "activations": 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits),
     }
 

@@ -59,7 +59,7 @@ class HardwareProfile:
 
     # --- derived figures -------------------------------------------------------------
     def peak_flops(self, dtype: str) -> float:
-        """Dense peak FLOP/s for a compute dtype; falls back to bf16 for unlisted dtypes."""
+        """Dense peak FLOP/s for a compute dtype listed in the profile."""
         key = dtype.lower()
         if key not in self.peak_tflops:
             raise HardwareProfileError(

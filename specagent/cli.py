@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Optional
@@ -27,14 +26,17 @@ in one prefill, keeps the longest valid prefix and repairs one step.
 
 Terms used throughout:
 
+\b
   phase          what a forward pass is doing: prefill (reading a prompt), decode (one new
                  token per sequence), verify (the Strong model prefilling a drafted segment
                  on top of its cached context) and repair (the Strong model decoding its
                  verdict or a repair turn).
 
+\b
   ridge          peak FLOP/s divided by memory bandwidth (FLOP per byte). A pass whose
                  arithmetic intensity is below it is bound by memory bandwidth.
 
+\b
   balance point  the decode batch at which a model replica turns compute-bound. Below it,
                  moving Strong tokens from decode into a verification prefill saves time
                  and memory traffic.
@@ -222,6 +224,8 @@ def roofline(
         return
     if phase not in PHASES:
         _fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
+    if batch < 1 or context < 0 or tokens < 1:
+        _fail(f"need --batch >= 1, --context >= 0 and --tokens >= 1 (got {batch}, {context}, {tokens})")
     if weight_mode not in WEIGHT_MODES:
         _fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
     dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
@@ -310,11 +314,9 @@ def roofline_balance(
 def _mount() -> None:
     """Mount the command groups that live in the other subpackages."""
     from specagent.simulator import cli as sim_cli
+    from specagent.traces.cli import app as traces_app
 
-    if importlib.util.find_spec("specagent.traces.cli"):  # TEMP until traces/cli.py lands
-        from specagent.traces.cli import app as traces_app
-
-        app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
+    app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
     app.command("predict")(sim_cli.predict)
     app.command("simulate")(sim_cli.simulate_cmd)
     app.add_typer(sim_cli.predictor_app, name="predictor")
