@@ -2,26 +2,35 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP_RUN := $(VENV)/.installed-run-$(HASH)
+STAMP_TEST := $(VENV)/.installed-test-$(HASH)
 
 .PHONY: run test setup bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip setuptools wheel >/dev/null
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e '.[test]'
-	rm -f $(VENV)/.installed-*; touch $@
+	touch $@ $(STAMP_RUN)
 
-setup: $(STAMP)
+setup: $(STAMP_RUN)
 
-run: $(STAMP)
-	$(BIN)/specagent predict
+run: $(STAMP_RUN)
+	$(BIN)/specagent predict --report out/predict/report.html
 
-test: $(STAMP)
+test: $(STAMP_TEST)
+	[ ! -f tools/install-browser.sh ] || bash tools/install-browser.sh
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP_TEST)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info out
