@@ -1,0 +1,805 @@
+"""A serving fleet: pools of replicas with routers and iteration-level continuous batching.
+
+Agent tasks arrive (Poisson, bursty, or at given times) and replay a strategy's call plan
+as simpy processes: model calls join a replica's running batch, tool and user waits pass
+outside it. Each replica iteration is priced by the roofline with the batch it actually
+holds (decode sequences with their contexts plus chunked-prefill chunks), so the MoE
+expert union, KV reads and the balance point emerge from the load instead of being set.
+
+Scheduling (per replica, vLLM V1 style): running decodes take one token each, then
+prefills fill the rest of a per-iteration token budget in admission order (chunked
+prefill). Defaults follow vLLM's SchedulerConfig: max_num_batched_tokens = 2048 and
+max_num_seqs = 128 (docs.vllm.ai/en/stable/api/vllm/config/scheduler/, DEFAULT_MAX_NUM_
+BATCHED_TOKENS / DEFAULT_MAX_NUM_SEQS); Sarathi-Serve (Agrawal et al., OSDI 2024) is the
+chunked-prefill design. Admission reserves a call's final KV (context + new + decoded
+tokens) and recurrent state; a call that does not fit waits in FIFO order (no
+preemption). A replica keeps every trajectory's prefix cache it has served (no
+eviction); a call routed to a replica that has not served its trajectory recomputes its
+whole context (a cache miss), which is why session affinity is the default router.
+
+To avoid one event per token, a replica with only decodes running advances in closed
+form to the earliest of (a sequence finishing, an admissible arrival's next iteration
+boundary): see `itercost.DecodeSegment`. `FleetSim(step_by_token=True)` steps every
+iteration instead; a test checks both agree.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from specagent.costmodel.deployment import Deployment
+from specagent.simulator.itercost import IterationCost, chunk_state_touches
+from specagent.simulator.plan import (
+    DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan,
+)
+from specagent.simulator.setting import ApiModel
+
+ROUTERS = ("session_affinity", "least_outstanding", "round_robin")
+ARRIVAL_KINDS = ("poisson", "bursty", "trace")
+SCHEDULER_SOURCE = ("vLLM SchedulerConfig defaults max_num_batched_tokens=2048, max_num_seqs=128 "
+                    "(docs.vllm.ai/en/stable/api/vllm/config/scheduler/); chunked prefill as in Sarathi-Serve (OSDI 2024)")
+WEAK_POOL, STRONG_POOL = 0, 1
+POOL_NAMES = ("weak", "strong")
+
+
+class FleetError(ValueError):
+    """A fleet that cannot serve the workload as specified (missing pool, call that never fits)."""
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Per-replica batching limits."""
+
+    max_num_seqs: int = 128
+    #: Token budget per iteration shared by decodes and prefill chunks; None: whole prefills in one pass.
+    max_batched_tokens: int | None = 2048
+    source: str = SCHEDULER_SOURCE
+
+    def __post_init__(self) -> None:
+        if self.max_num_seqs < 1:
+            raise ValueError(f"Scheduler.max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_batched_tokens is not None and self.max_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"Scheduler.max_batched_tokens ({self.max_batched_tokens}) must be >= max_num_seqs "
+                             f"({self.max_num_seqs}) so every running decode fits one iteration, as vLLM requires")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Identical replicas of one model behind one router; `replicas=None` is unlimited (no contention)."""
+
+    deployment: Deployment | ApiModel
+    replicas: int | None = 1
+    router: str = "session_affinity"
+    scheduler: Scheduler = field(default_factory=Scheduler)
+    usd_per_gpu_hour: float | None = None
+    price_source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise ValueError(f"router must be one of {ROUTERS}, got '{self.router}'")
+        if self.replicas is not None and self.replicas < 1:
+            raise ValueError(f"replicas must be >= 1 (or None for unlimited), got {self.replicas}")
+        if self.usd_per_gpu_hour is not None and self.usd_per_gpu_hour < 0:
+            raise ValueError(f"usd_per_gpu_hour must be >= 0, got {self.usd_per_gpu_hour}")
+
+    @property
+    def is_api(self) -> bool:
+        return isinstance(self.deployment, ApiModel)
+
+    @property
+    def gpus(self) -> int:
+        if self.is_api or self.replicas is None:
+            return 0
+        return self.replicas * self.deployment.gpus  # type: ignore[union-attr]
+
+    @property
+    def usd_per_hour(self) -> float:
+        if self.is_api or self.replicas is None:
+            return 0.0
+        return self.gpus * (self.usd_per_gpu_hour or 0.0)
+
+    def describe(self) -> str:
+        if self.is_api:
+            return f"{self.deployment.name} (API, unlimited concurrency)"
+        n = "unlimited" if self.replicas is None else str(self.replicas)
+        return f"{n} x [{self.deployment.describe()}] ({self.router})"  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The Weak and the Strong pool (either may be None when a strategy never calls it)."""
+
+    weak: Pool | None
+    strong: Pool | None
+    weight_mode: str = "union"
+
+    def pool(self, i: int) -> Pool | None:
+        return self.weak if i == WEAK_POOL else self.strong
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in (self.weak, self.strong) if p is not None)
+
+    @property
+    def usd_per_hour(self) -> float:
+        return sum(p.usd_per_hour for p in (self.weak, self.strong) if p is not None)
+
+    def describe(self) -> dict[str, str]:
+        return {name: (p.describe() if p is not None else "none") for name, p in zip(POOL_NAMES, (self.weak, self.strong))}
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """When tasks arrive: Poisson at `rate`, bursty (gamma gaps with coefficient of variation `cv`), or given times."""
+
+    kind: str = "poisson"
+    rate: float = 1.0  # tasks per second
+    cv: float = 3.0
+    times: tuple[float, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ARRIVAL_KINDS:
+            raise ValueError(f"arrival kind must be one of {ARRIVAL_KINDS}, got '{self.kind}'")
+        if self.kind != "trace" and not self.rate > 0:
+            raise ValueError(f"arrival rate must be > 0 tasks/s, got {self.rate}")
+        if self.kind == "bursty" and not self.cv > 0:
+            raise ValueError(f"bursty arrivals need cv > 0, got {self.cv}")
+
+    def sample(self, n: int) -> np.ndarray:
+        """n arrival times in seconds, starting at the first arrival (t=0 for trace times)."""
+        if self.kind == "trace":
+            t = np.sort(np.asarray(self.times, dtype=np.float64))
+            if len(t) < n:
+                raise ValueError(f"trace arrivals: {n} tasks requested but only {len(t)} timestamps given")
+            return t[:n] - (t[0] if len(t) else 0.0)
+        rng = np.random.default_rng([int(self.seed), 7919])
+        if self.kind == "poisson":
+            gaps = rng.exponential(1.0 / self.rate, n)
+        else:
+            shape = 1.0 / self.cv**2
+            gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
+        return np.cumsum(gaps)
+
+
+# --------------------------------------------------------------------------------------
+# Tasks: a call plan compiled into per-task step lists
+# --------------------------------------------------------------------------------------
+# step tuples: ("w", seconds, phase) | ("c", pool, new, ctx, decode, phase, n_events) | ("p", [steps per lane])
+
+def _pool_of(phase: int) -> int:
+    if phase in WEAK_PHASES:
+        return WEAK_POOL
+    if phase in STRONG_PHASES:
+        return STRONG_POOL
+    return -1
+
+
+def compile_steps(plan: CallPlan) -> list[list[tuple]]:
+    """Per task, its calls and waits in order; a prefill followed by the decode that continues it is one call."""
+    order = np.argsort(plan.traj, kind="stable")
+    traj, phase, tokens, context, wait_s = (plan.traj[order].tolist(), plan.phase[order].tolist(), plan.tokens[order].tolist(),
+                                            plan.context[order].tolist(), plan.wait_s[order].tolist())
+    group, lane = plan.group[order].tolist(), plan.lane[order].tolist()
+    out: list[list[tuple]] = [[] for _ in range(plan.n_traj)]
+
+    def append(seq: list, e: int) -> None:
+        ph = phase[e]
+        if ph in (TOOL, USER):
+            seq.append(("w", wait_s[e], ph))
+            return
+        pool = _pool_of(ph)
+        if ph in DECODE_PHASES:
+            prev = seq[-1] if seq else None
+            if (prev is not None and prev[0] == "c" and prev[1] == pool and prev[4] == 0 and prev[2] > 0
+                    and prev[3] + prev[2] == context[e]):
+                seq[-1] = ("c", pool, prev[2], prev[3], int(tokens[e]), prev[5], prev[6] + 1)
+            else:
+                seq.append(("c", pool, 0, int(context[e]), int(tokens[e]), ph, 1))
+        else:
+            seq.append(("c", pool, int(tokens[e]), int(context[e]), 0, ph, 1))
+
+    i, n = 0, len(traj)
+    while i < n:
+        j = i
+        while j < n and traj[j] == traj[i] and group[j] == group[i]:
+            j += 1
+        seq = out[traj[i]]
+        lanes = sorted(set(lane[i:j]))
+        if len(lanes) == 1:
+            for e in range(i, j):
+                append(seq, e)
+        else:
+            par: list[list[tuple]] = []
+            for ln in lanes:
+                sub: list[tuple] = []
+                for e in range(i, j):
+                    if lane[e] == ln:
+                        append(sub, e)
+                par.append(sub)
+            seq.append(("p", par))
+        i = j
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Requests and replicas
+# --------------------------------------------------------------------------------------
+class _Req:
+    __slots__ = ("task", "pool", "replica", "new", "ctx", "m", "phase", "n_events", "hit", "t_submit", "t_admit", "t_first",
+                 "t_done", "need", "done", "it0", "prefill_total", "ctx0")
+
+    def __init__(self, task: int, pool: int, new: int, ctx: int, m: int, phase: int, n_events: int):
+        self.task, self.pool, self.new, self.ctx, self.m, self.phase, self.n_events = task, pool, new, ctx, m, phase, n_events
+        self.replica = -1
+        self.hit = True
+        self.t_submit = self.t_admit = self.t_first = self.t_done = math.nan
+        self.need = 0.0
+        self.done = None
+        self.it0 = 0
+        self.prefill_total = new
+        self.ctx0 = ctx
+
+
+class _Replica:
+    """One model replica: waiting queue, running batch, and the segment it is executing."""
+
+    def __init__(self, sim: "FleetSim", pool: int, idx: int, cost: IterationCost, sched: Scheduler):
+        self.sim, self.pool, self.idx, self.cost, self.sched = sim, pool, idx, cost, sched
+        dep = cost.dep
+        self.free = dep.usable_bytes - dep.weight_bytes()
+        self.kv = dep.kv_bytes_per_token()
+        self.state = dep.state_bytes_per_sequence()
+        self.waiting: deque[_Req] = deque()
+        self.prefilling: list[_Req] = []
+        self.dec_heap: list[tuple[int, int, _Req]] = []
+        self.n_dec = 0
+        self.dec_ctx_sum = 0.0
+        self.it = 0
+        self.used = 0.0
+        self.n_running = 0
+        self.outstanding = 0
+        self.busy = False
+        self.gen = 0
+        self.seq_no = 0
+        # the segment in flight
+        self.seg_t0 = 0.0
+        self.seg_k = 0
+        self.seg_decode = None  # DecodeSegment for pure-decode runs
+        self.seg_chunks: list[tuple[_Req, int]] = []
+        self.seg_mixed: tuple[float, float, float, float] | None = None
+        self.busy_s = 0.0
+        self.cached: set[int] = set()
+
+    # --- admission ------------------------------------------------------------------------
+    def _admissible(self, r: _Req) -> bool:
+        return self.n_running < self.sched.max_num_seqs and self.used + r.need <= self.free
+
+    def _admit(self) -> None:
+        now = self.sim.env.now
+        while self.waiting and self._admissible(self.waiting[0]):
+            r = self.waiting.popleft()
+            self.used += r.need
+            self.n_running += 1
+            r.t_admit = now
+            if r.new > 0:
+                self.prefilling.append(r)
+            else:
+                self._enter_decode(r)
+
+    def _enter_decode(self, r: _Req) -> None:
+        if r.m <= 0:
+            self._finish(r)
+            return
+        r.it0 = self.it
+        r.ctx0 = r.ctx
+        self.seq_no += 1
+        heapq.heappush(self.dec_heap, (self.it + r.m, self.seq_no, r))
+        self.n_dec += 1
+        self.dec_ctx_sum += r.ctx
+
+    def _finish(self, r: _Req) -> None:
+        now = self.sim.env.now
+        self.used -= r.need
+        self.n_running -= 1
+        self.outstanding -= 1
+        if math.isnan(r.t_first):
+            r.t_first = now
+        r.t_done = now
+        self.sim._call_done(r)
+
+    # --- arrivals --------------------------------------------------------------------------
+    def submit(self, r: _Req) -> None:
+        r.need = (r.ctx + r.new + r.m) * self.kv + self.state
+        if r.need > self.free:
+            dep = self.cost.dep
+            raise FleetError(
+                f"{POOL_NAMES[self.pool]} pool: a call of task {r.task} needs {r.need / 1e9:,.2f} GB of KV cache and state "
+                f"({r.ctx + r.new + r.m:,} tokens) but a replica of {dep.describe()} has only {self.free / 1e9:,.2f} GB "
+                f"left after weights; use more GPUs per replica or a smaller KV dtype")
+        self.outstanding += 1
+        self.waiting.append(r)
+        if not self.busy:
+            self._start_segment()
+        elif (self.seg_decode is not None and self.seg_k > 1 and len(self.waiting) == 1 and self._admissible(r)
+              and not self.sim.step_by_token):
+            # join at the next iteration boundary: cut the closed-form decode run short there
+            dt = self.sim.env.now - self.seg_t0
+            j = self.seg_decode.iterations_done_by(dt, self.seg_k)
+            if j < self.seg_k:
+                self.seg_k = j
+                self._schedule(self.seg_t0 + self.seg_decode.elapsed(j) - self.sim.env.now)
+
+    # --- segments --------------------------------------------------------------------------
+    def _schedule(self, delay: float) -> None:
+        self.gen += 1
+        g = self.gen
+        ev = self.sim.env.timeout(max(delay, 0.0))
+        ev.callbacks.append(lambda _e, g=g: self._end_segment(g))
+
+    def _start_segment(self) -> None:
+        self._admit()
+        if self.n_running == 0:
+            self.busy = False
+            return
+        self.busy = True
+        self.seg_t0 = self.sim.env.now
+        if self.prefilling:
+            budget = math.inf if self.sched.max_batched_tokens is None else self.sched.max_batched_tokens - self.n_dec
+            b = float(self.n_dec)
+            t, dec, pairs, kvt, st, lg = b, b, self.dec_ctx_sum + b, self.dec_ctx_sum + b, b, b
+            chunks = []
+            for r in self.prefilling:
+                if budget <= 0:
+                    break
+                n = int(min(r.new, budget))
+                budget -= n
+                chunks.append((r, n))
+                t += n
+                dec += 1.0 if n == 1 else 0.0
+                pairs += n * r.ctx + n * (n + 1) / 2
+                kvt += r.ctx + n
+                st += chunk_state_touches(n)
+                lg += 1.0
+            self.seg_chunks = chunks
+            self.seg_decode = None
+            self.seg_k = 1
+            time_s, fl, rd, wr = self.cost.one(t, lg, dec, pairs, kvt, st, lg)
+            self.seg_mixed = (time_s, fl, rd, wr, t, len(chunks) + self.n_dec)
+            self._schedule(time_s)
+            return
+        seg = self.cost.decode_segment(self.n_dec, self.dec_ctx_sum)
+        self.seg_decode = seg
+        self.seg_chunks = []
+        self.seg_k = 1 if self.sim.step_by_token else self.dec_heap[0][0] - self.it
+        self._schedule(seg.elapsed(self.seg_k))
+
+    def _end_segment(self, g: int) -> None:
+        if g != self.gen:
+            return  # superseded by a shorter run (an arrival cut it)
+        now = self.sim.env.now
+        dur = now - self.seg_t0
+        self.busy_s += dur
+        sim = self.sim
+        if self.seg_decode is not None:
+            k = self.seg_k
+            tot = self.seg_decode.totals(k)
+            sim._record_segment(self, self.seg_t0, dur, k, self.n_dec, float(self.n_dec), 0, tot.flops, tot.bytes_read, tot.bytes_written)
+            self.it += k
+            self.dec_ctx_sum += self.n_dec * k
+        else:
+            time_s, fl, rd, wr, t, seqs = self.seg_mixed  # type: ignore[misc]
+            sim._record_segment(self, self.seg_t0, dur, 1, seqs, t, int(t) - self.n_dec, fl, rd, wr)
+            if self.n_dec:
+                self.it += 1
+                self.dec_ctx_sum += self.n_dec
+        # finished decodes
+        heap = self.dec_heap
+        while heap and heap[0][0] <= self.it:
+            _, _, r = heapq.heappop(heap)
+            self.n_dec -= 1
+            self.dec_ctx_sum -= r.ctx0 + (self.it - r.it0)
+            r.ctx = r.ctx0 + r.m
+            self._finish(r)
+        if self.n_dec == 0:
+            self.dec_ctx_sum = 0.0  # keep float drift from accumulating across busy periods
+        # advanced prefills
+        for r, n in self.seg_chunks:
+            r.ctx += n
+            r.new -= n
+            if r.new == 0:
+                self.prefilling.remove(r)
+                r.t_first = now
+                self._enter_decode(r)
+        self.seg_chunks = []
+        self._start_segment()
+
+
+# --------------------------------------------------------------------------------------
+# The simulation
+# --------------------------------------------------------------------------------------
+@dataclass
+class FleetResult:
+    """Everything one fleet run produced; frames are the contract with reports and the planner."""
+
+    tasks: pd.DataFrame  # one row per task
+    calls: pd.DataFrame  # one row per model call
+    turns: pd.DataFrame  # one row per agent turn (between user messages)
+    segments: pd.DataFrame  # one row per replica segment (one or more identical-composition iterations)
+    replicas: pd.DataFrame  # one row per replica
+    summary: dict
+    fleet: Fleet
+
+    def batch_histogram(self, pool: str = "strong", kind: str = "decode") -> pd.Series:
+        """Share of the pool's busy time spent at each batch size (sequences per iteration)."""
+        s = self.segments[self.segments["pool"] == pool]
+        if kind == "decode":
+            s = s[s["prefill_tokens"] == 0]
+        if s.empty:
+            return pd.Series(dtype=float)
+        h = s.groupby("batch")["duration_s"].sum()
+        return h / h.sum()
+
+
+class FleetSim:
+    """One run of a compiled workload on a fleet (build, `run()`, read `result`)."""
+
+    def __init__(self, plan: CallPlan, fleet: Fleet, arrival_times: np.ndarray, task_ids: Sequence[str] | None = None,
+                 step_by_token: bool = False, warmup: float = 0.1):
+        if len(arrival_times) != plan.n_traj:
+            raise ValueError(f"{len(arrival_times)} arrival times for {plan.n_traj} tasks")
+        if not 0 <= warmup < 1:
+            raise ValueError(f"warmup must be in [0, 1), got {warmup}")
+        self.plan, self.fleet, self.step_by_token, self.warmup = plan, fleet, step_by_token, warmup
+        self.arrivals = np.asarray(arrival_times, dtype=np.float64)
+        self.task_ids = list(task_ids) if task_ids is not None else [str(i) for i in range(plan.n_traj)]
+        self.steps = compile_steps(plan)
+        used = {s[1] for seq in self.steps for s in _flatten(seq) if s[0] == "c"}
+        for p in used:
+            if fleet.pool(p) is None:
+                raise FleetError(f"the strategy calls the {POOL_NAMES[p]} model but the fleet has no {POOL_NAMES[p]} pool")
+        self.env = simpy.Environment()
+        self.costs: list[IterationCost | None] = []
+        self.replicas: list[list[_Replica]] = [[], []]
+        self.rr = [0, 0]
+        self.affinity: list[dict[int, int]] = [{}, {}]
+        for i in (WEAK_POOL, STRONG_POOL):
+            pool = fleet.pool(i)
+            if pool is None or pool.is_api:
+                self.costs.append(None)
+                continue
+            cost = IterationCost(pool.deployment, fleet.weight_mode)  # type: ignore[arg-type]
+            self.costs.append(cost)
+            if pool.replicas is not None:
+                self.replicas[i] = [_Replica(self, i, r, cost, pool.scheduler) for r in range(pool.replicas)]
+        self._seg: list[tuple] = []
+        self._calls: list[tuple] = []
+        self._turns: list[tuple] = []
+        self.start = np.full(plan.n_traj, np.nan)
+        self.end = np.full(plan.n_traj, np.nan)
+        self.api_usd = np.zeros(plan.n_traj)
+        self.steps_done = 0
+
+    # --- routing ---------------------------------------------------------------------------
+    def _route(self, pool_i: int, task: int) -> _Replica:
+        pool = self.fleet.pool(pool_i)
+        reps = self.replicas[pool_i]
+        aff = self.affinity[pool_i]
+        if pool.replicas is None:  # unlimited: every task its own replica
+            r = aff.get(task)
+            if r is None:
+                r = len(reps)
+                reps.append(_Replica(self, pool_i, r, self.costs[pool_i], pool.scheduler))
+                aff[task] = r
+            return reps[r]
+        if pool.router == "round_robin":
+            r = self.rr[pool_i] % len(reps)
+            self.rr[pool_i] += 1
+        elif pool.router == "least_outstanding" or task not in aff:
+            r = min(range(len(reps)), key=lambda i: (reps[i].outstanding, i))
+        else:
+            r = aff[task]
+        aff[task] = r
+        return reps[r]
+
+    def _submit(self, task: int, step: tuple):
+        _, pool_i, new, ctx, m, phase, n_events = step
+        r = _Req(task, pool_i, new, ctx, m, phase, n_events)
+        r.t_submit = self.env.now
+        r.done = self.env.event()
+        pool = self.fleet.pool(pool_i)
+        if pool.is_api:
+            api: ApiModel = pool.deployment  # type: ignore[assignment]
+            cached = api.usd_per_mtok_cached_input if api.prompt_caching else api.usd_per_mtok_input
+            if new > 0:
+                self.api_usd[task] += (new * api.usd_per_mtok_input + ctx * cached) / 1e6
+            self.api_usd[task] += m * api.usd_per_mtok_output / 1e6
+            r.t_admit = self.env.now
+            r.t_first = self.env.now + (api.ttft_s if new > 0 else 0.0)
+            d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
+            ev = self.env.timeout(d)
+            ev.callbacks.append(lambda _e: self._api_done(r))
+            return r.done
+        rep = self._route(pool_i, task)
+        r.replica = rep.idx
+        if task not in rep.cached and (ctx > 0):
+            r.hit = False  # this replica never served the task: recompute the whole context
+            r.new, r.ctx = new + ctx, 0
+            r.prefill_total = r.new
+        rep.cached.add(task)
+        rep.submit(r)
+        return r.done
+
+    def _api_done(self, r: _Req) -> None:
+        r.t_done = self.env.now
+        self._call_done(r)
+
+    def _call_done(self, r: _Req) -> None:
+        self._calls.append((r.task, r.pool, r.replica, PHASE_NAMES[r.phase], r.n_events, r.prefill_total, r.ctx0 if r.m else r.ctx,
+                            r.m, r.hit, r.t_submit, r.t_admit, r.t_first, r.t_done))
+        self.steps_done += r.n_events
+        r.done.succeed()
+
+    def _record_segment(self, rep: _Replica, t0: float, dur: float, k: int, seqs: int, tokens: float, prefill: int,
+                        flops: float, rd: float, wr: float) -> None:
+        self._seg.append((rep.pool, rep.idx, t0, dur, k, seqs, tokens, prefill, flops, rd, wr))
+
+    # --- processes -------------------------------------------------------------------------
+    def _run_steps(self, task: int, steps: list[tuple], turn: list[float]):
+        env = self.env
+        for s in steps:
+            kind = s[0]
+            if kind == "c":
+                yield self._submit(task, s)
+                turn[1] = 1.0
+            elif kind == "w":
+                if s[2] == USER and turn[1]:
+                    self._turns.append((task, turn[0], env.now))
+                    turn[1] = 0.0
+                yield env.timeout(s[1])
+                self.steps_done += 1
+                if s[2] == USER:
+                    turn[0] = env.now
+            else:
+                procs = [env.process(self._run_steps(task, sub, turn)) for sub in s[1]]
+                yield simpy.AllOf(env, procs)
+
+    def _task(self, task: int):
+        yield self.env.timeout(float(self.arrivals[task]))
+        self.start[task] = self.env.now
+        turn = [self.env.now, 0.0]
+        yield from self._run_steps(task, self.steps[task], turn)
+        if turn[1]:
+            self._turns.append((task, turn[0], self.env.now))
+        self.end[task] = self.env.now
+
+    def run(self) -> FleetResult:
+        for t in range(self.plan.n_traj):
+            self.env.process(self._task(t))
+        self.env.run()
+        return self._result()
+
+    # --- results ---------------------------------------------------------------------------
+    def _result(self) -> FleetResult:
+        n = self.plan.n_traj
+        seg = pd.DataFrame(self._seg, columns=["pool_i", "replica", "t_start_s", "duration_s", "iterations", "batch", "tokens",
+                                               "prefill_tokens", "flops", "bytes_read", "bytes_written"])
+        seg.insert(0, "pool", np.array(POOL_NAMES)[seg["pool_i"].to_numpy(dtype=np.int64)] if len(seg) else [])
+        calls = pd.DataFrame(self._calls, columns=["task", "pool_i", "replica", "phase", "plan_events", "prefill_tokens", "decode_context",
+                                                   "decode_tokens", "cache_hit", "t_submit_s", "t_admit_s", "t_first_token_s", "t_done_s"])
+        calls.insert(1, "pool", np.array(POOL_NAMES)[calls["pool_i"].to_numpy(dtype=np.int64)] if len(calls) else [])
+        calls["queue_s"] = calls["t_admit_s"] - calls["t_submit_s"]
+        calls["service_s"] = calls["t_done_s"] - calls["t_admit_s"]
+        turns = pd.DataFrame(self._turns, columns=["task", "t_start_s", "t_end_s"])
+        turns["latency_s"] = turns["t_end_s"] - turns["t_start_s"]
+        latency = self.end - self.start
+        tasks = pd.DataFrame({
+            "task": np.arange(n), "task_id": self.task_ids, "arrival_s": self.arrivals, "start_s": self.start, "end_s": self.end,
+            "latency_s": latency,
+        })
+        for name, i in (("weak", WEAK_POOL), ("strong", STRONG_POOL)):
+            c = calls[calls["pool_i"] == i]
+            tasks[f"{name}_calls"] = np.bincount(c["task"], minlength=n) if len(c) else 0
+            tasks[f"{name}_queue_s"] = np.bincount(c["task"], weights=c["queue_s"], minlength=n) if len(c) else 0.0
+            tasks[f"{name}_service_s"] = np.bincount(c["task"], weights=c["service_s"], minlength=n) if len(c) else 0.0
+        tasks["api_usd"] = self.api_usd
+        if len(turns):
+            g = turns.groupby("task")["latency_s"]
+            tasks["turns"] = g.size().reindex(range(n), fill_value=0).to_numpy()
+            tasks["turn_latency_mean_s"] = g.mean().reindex(range(n)).to_numpy()
+            tasks["turn_latency_max_s"] = g.max().reindex(range(n)).to_numpy()
+        makespan = float(np.nanmax(self.end)) if n else 0.0
+        rows = []
+        for i in (WEAK_POOL, STRONG_POOL):
+            for rep in self.replicas[i]:
+                s = seg[(seg["pool_i"] == i) & (seg["replica"] == rep.idx)]
+                dec = s[s["prefill_tokens"] == 0]
+                rows.append({
+                    "pool": POOL_NAMES[i], "replica": rep.idx, "busy_s": rep.busy_s,
+                    "utilisation": rep.busy_s / makespan if makespan > 0 else 0.0,
+                    "iterations": int(s["iterations"].sum()),
+                    "mean_batch": float((s["batch"] * s["iterations"]).sum() / max(s["iterations"].sum(), 1)),
+                    "mean_decode_batch": float((dec["batch"] * dec["iterations"]).sum() / max(dec["iterations"].sum(), 1)),
+                    "flops": float(s["flops"].sum()), "bytes_read": float(s["bytes_read"].sum()),
+                    "bytes_written": float(s["bytes_written"].sum()),
+                })
+        replicas = pd.DataFrame(rows, columns=["pool", "replica", "busy_s", "utilisation", "iterations", "mean_batch",
+                                               "mean_decode_batch", "flops", "bytes_read", "bytes_written"])
+        summary = summarize_fleet(tasks, calls, seg, replicas, self.fleet, self.warmup, self.steps_done)
+        return FleetResult(tasks=tasks, calls=calls, turns=turns, segments=seg, replicas=replicas, summary=summary, fleet=self.fleet)
+
+    def write_trace(self, path: str | Path, result: FleetResult, max_tasks: int = 200) -> Path:
+        """Chrome/Perfetto trace JSON: replica segments per pool, and the first `max_tasks` tasks' calls and waits."""
+        return write_chrome_trace(path, result, max_tasks)
+
+
+def _flatten(seq: list[tuple]):
+    for s in seq:
+        if s[0] == "p":
+            for sub in s[1]:
+                yield from _flatten(sub)
+        else:
+            yield s
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if len(x) else math.nan
+
+
+def summarize_fleet(tasks: pd.DataFrame, calls: pd.DataFrame, seg: pd.DataFrame, replicas: pd.DataFrame, fleet: Fleet,
+                    warmup: float, steps: int) -> dict:
+    """Headline figures: latency percentiles after a warm-up share of tasks, utilisation, batches, traffic, $ per task."""
+    n = len(tasks)
+    measured = tasks.sort_values("arrival_s").iloc[int(math.floor(warmup * n)):]
+    lat = measured["latency_s"].to_numpy()
+    makespan = float(tasks["end_s"].max()) if n else 0.0
+    span = makespan - float(tasks["arrival_s"].min()) if n else 0.0
+    out: dict = {
+        "tasks": n, "tasks_completed": int(np.isfinite(tasks["end_s"]).sum()), "warmup_share": warmup,
+        "tasks_measured": len(measured), "latency_p50_s": _pct(lat, 50), "latency_p95_s": _pct(lat, 95),
+        "latency_p99_s": _pct(lat, 99), "latency_mean_s": float(lat.mean()) if len(lat) else math.nan,
+        "makespan_s": makespan, "plan_steps": steps, "calls": len(calls),
+        "gpus": fleet.gpus, "usd_per_hour": fleet.usd_per_hour,
+        "weight_mode": fleet.weight_mode,
+    }
+    turns = tasks["turn_latency_mean_s"] if "turn_latency_mean_s" in tasks else None
+    out["turn_latency_mean_s"] = float(turns.mean()) if turns is not None and len(turns.dropna()) else math.nan
+    gpu_usd = fleet.usd_per_hour * span / 3600.0
+    api = float(tasks["api_usd"].sum())
+    out["usd_per_task"] = (gpu_usd + api) / n if n else math.nan
+    out["api_usd_per_task"] = api / n if n else math.nan
+    for name, i in (("weak", WEAK_POOL), ("strong", STRONG_POOL)):
+        pool = fleet.pool(i)
+        s = seg[seg["pool_i"] == i] if len(seg) else seg
+        c = calls[calls["pool_i"] == i] if len(calls) else calls
+        r = replicas[replicas["pool"] == name]
+        dec = s[s["prefill_tokens"] == 0] if len(s) else s
+        it = float(s["iterations"].sum()) if len(s) else 0.0
+        dit = float(dec["iterations"].sum()) if len(dec) else 0.0
+        out.update({
+            f"{name}_replicas": (len(r) if pool is not None and not pool.is_api else 0),
+            f"{name}_utilisation": float(r["utilisation"].mean()) if len(r) else 0.0,
+            f"{name}_busy_s": float(r["busy_s"].sum()) if len(r) else 0.0,
+            f"{name}_iterations": it,
+            f"{name}_mean_batch": float((s["batch"] * s["iterations"]).sum() / it) if it else 0.0,
+            f"{name}_mean_decode_batch": float((dec["batch"] * dec["iterations"]).sum() / dit) if dit else 0.0,
+            f"{name}_flops": float(s["flops"].sum()) if len(s) else 0.0,
+            f"{name}_bytes_read": float(s["bytes_read"].sum()) if len(s) else 0.0,
+            f"{name}_bytes_written": float(s["bytes_written"].sum()) if len(s) else 0.0,
+            f"{name}_queue_mean_s": float(c["queue_s"].mean()) if len(c) else 0.0,
+            f"{name}_service_mean_s": float(c["service_s"].mean()) if len(c) else 0.0,
+            f"{name}_cache_misses": int((~c["cache_hit"].astype(bool)).sum()) if len(c) else 0,
+            f"{name}_pool": pool.describe() if pool is not None else "none",
+        })
+    out["fleet_flops"] = out["weak_flops"] + out["strong_flops"]
+    out["fleet_bytes_read"] = out["weak_bytes_read"] + out["strong_bytes_read"]
+    out["fleet_bytes"] = out["fleet_bytes_read"] + out["weak_bytes_written"] + out["strong_bytes_written"]
+    return out
+
+
+def write_chrome_trace(path: str | Path, result: FleetResult, max_tasks: int = 200) -> Path:
+    """Write the trace atomically (temp file in the same directory, then os.replace)."""
+    ev: list[dict] = []
+    pid_of = {"weak": 1, "strong": 2}
+    for name, pid in pid_of.items():
+        ev.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"{name} pool"}})
+    ev.append({"name": "process_name", "ph": "M", "pid": 3, "tid": 0, "args": {"name": "tasks"}})
+    for row in result.segments.itertuples(index=False):
+        ev.append({"name": "prefill+decode" if row.prefill_tokens else f"decode x{row.iterations}", "ph": "X",
+                   "pid": pid_of[row.pool], "tid": int(row.replica), "ts": row.t_start_s * 1e6, "dur": row.duration_s * 1e6,
+                   "args": {"batch": int(row.batch), "iterations": int(row.iterations), "tokens_per_iteration": float(row.tokens),
+                            "prefill_tokens": int(row.prefill_tokens)}})
+    keep = set(range(min(max_tasks, len(result.tasks))))
+    for row in result.calls.itertuples(index=False):
+        if row.task in keep:
+            ev.append({"name": f"{row.pool} {row.phase}", "ph": "X", "pid": 3, "tid": int(row.task), "ts": row.t_submit_s * 1e6,
+                       "dur": (row.t_done_s - row.t_submit_s) * 1e6,
+                       "args": {"queue_s": row.queue_s, "replica": int(row.replica), "prefill_tokens": int(row.prefill_tokens),
+                                "decode_tokens": int(row.decode_tokens), "cache_hit": bool(row.cache_hit)}})
+    for row in result.tasks.itertuples(index=False):
+        if row.task in keep:
+            ev.append({"name": f"task {row.task_id}", "ph": "X", "pid": 3, "tid": int(row.task), "ts": row.start_s * 1e6,
+                       "dur": row.latency_s * 1e6, "args": {}})
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({"traceEvents": ev, "displayTimeUnit": "ms"})
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=p.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+# --------------------------------------------------------------------------------------
+# Convenience: from trajectories to a fleet run
+# --------------------------------------------------------------------------------------
+def sample_tasks(n_episodes: int, n_tasks: int, seed: int) -> np.ndarray:
+    """Which workload episode each task replays (uniform with replacement, seeded)."""
+    if n_episodes < 1:
+        raise ValueError("the workload has no trajectories")
+    return np.random.default_rng([int(seed), 104729]).integers(0, n_episodes, n_tasks)
+
+
+def simulate_fleet(episodes, strategy, fleet: Fleet, n_tasks: int, arrivals: Arrivals, setting=None, acceptance=None,
+                   seed: int = 0, k: int = 4, review: str = "on_write", trace_path: str | Path | None = None,
+                   warmup: float = 0.1, step_by_token: bool = False) -> FleetResult:
+    """Sample n_tasks from the workload, plan `strategy` for each, and serve them on `fleet`."""
+    from specagent.simulator.acceptance import AcceptanceModel
+    from specagent.simulator.run import plan_strategy, to_episodes
+    from specagent.simulator.setting import default_setting
+    from specagent.simulator.strategies import Strategy, make_strategy
+
+    eps = to_episodes(episodes)
+    idx = sample_tasks(len(eps), n_tasks, seed)
+    chosen = [eps[i] for i in idx]
+    strat = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, k=k, review=review)
+    plan = plan_strategy(chosen, strat, setting or default_setting(), acceptance or AcceptanceModel(), seed)
+    sim = FleetSim(plan, fleet, arrivals.sample(n_tasks), [e.task_id for e in chosen], step_by_token=step_by_token, warmup=warmup)
+    res = sim.run()
+    res.summary["strategy"] = strat.name
+    res.summary["strategy_label"] = strat.label
+    if trace_path is not None:
+        write_chrome_trace(trace_path, res)
+    return res
+
+
+def fleet_from_setting(setting, weak_replicas: int | None = 1, strong_replicas: int | None = 1, router: str = "session_affinity",
+                       scheduler: Scheduler | None = None, prices: dict[str, float] | None = None) -> Fleet:
+    """Pools from a Setting's deployments (an API Strong model becomes an unlimited API pool)."""
+    sched = scheduler or Scheduler()
+
+    def pool(dep, n):
+        if isinstance(dep, ApiModel):
+            return Pool(dep, None, router, sched)
+        price, src = resolve_price(dep.hardware, prices)
+        return Pool(dep, n, router, sched, price, src)
+
+    return Fleet(weak=pool(setting.weak, weak_replicas), strong=pool(setting.strong, strong_replicas), weight_mode=setting.weight_mode)
+
+
+def resolve_price(hw, prices: dict[str, float] | None) -> tuple[float | None, str]:
+    """$/GPU-hour: the user's figure first, then the profile's sourced price, else None (unpriced)."""
+    prices = prices or {}
+    for key in (hw.id, *hw.aliases):
+        if key in prices:
+            return float(prices[key]), f"user-supplied ({key}={prices[key]})"
+    if hw.price_usd_per_gpu_hour is not None:
+        return float(hw.price_usd_per_gpu_hour.value), f"profile: {hw.price_usd_per_gpu_hour.source}"
+    return None, "no price (profile has none; pass one)"

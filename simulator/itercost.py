@@ -1,0 +1,210 @@
+"""The roofline of one replica iteration as plain float arithmetic on a pass's aggregates.
+
+The fleet prices every iteration a replica runs (10^5 or more per simulation), and
+`costmodel.roofline.estimate` carries numpy and dict overhead per call that would
+dominate. `IterationCost` reads the affine coefficients off `estimate` once per
+deployment, so a pass costs a few float operations and still follows the roofline;
+tests check it against `estimate` on random ragged batches to 1e-9.
+
+A run of k pure-decode iterations over B sequences is affine in the iteration index
+(every sequence's context grows by one per iteration), so its time, FLOPs and bytes sum
+in closed form; `DecodeSegment` does that and answers "how many iterations have finished
+by time t", which the fleet needs to let a new arrival join at the next iteration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.passes import GDN_CHUNK, Passes
+from specagent.costmodel.roofline import WEIGHT_MODES, compute_efficiency, estimate
+
+
+@dataclass(frozen=True)
+class IterationTotals:
+    """Time and work of one segment (one or more iterations) on one replica."""
+
+    time_s: float
+    flops: float
+    bytes_read: float
+    bytes_written: float
+
+
+def _sum_affine(a: float, b: float, lo: int, hi: int) -> float:
+    """sum over integer j in [lo, hi) of a + b*j."""
+    n = hi - lo
+    if n <= 0:
+        return 0.0
+    return n * a + b * (hi * (hi - 1) / 2 - lo * (lo - 1) / 2)
+
+
+def max_affine_sum(a1: float, b1: float, a2: float, b2: float, m: int) -> float:
+    """sum over j in [0, m) of max(a1 + b1*j, a2 + b2*j), exactly, by splitting at the crossover."""
+    if m <= 0:
+        return 0.0
+    db = b1 - b2
+    if db == 0:
+        return _sum_affine(max(a1, a2), b1, 0, m)
+    j_star = -(a1 - a2) / db  # a1 + b1 j >= a2 + b2 j  <=>  (a1 - a2) + db j >= 0
+    if db > 0:  # the first function wins from j >= j_star
+        split = m if j_star >= m else (0 if j_star <= 0 else math.ceil(j_star))
+        return _sum_affine(a2, b2, 0, split) + _sum_affine(a1, b1, split, m)
+    split = m if j_star >= m else (0 if j_star < 0 else math.floor(j_star) + 1)  # the first function wins for j <= j_star
+    return _sum_affine(a1, b1, 0, split) + _sum_affine(a2, b2, split, m)
+
+
+FEATURES = ("tokens", "seqs", "decode_tokens", "attn_pairs", "kv_read_tokens", "state_touches", "logits")
+_PROBE_STEP = 1024.0  # a power of two, so probe differences divide exactly
+
+
+class IterationCost:
+    """The roofline of one pass as affine functions of its aggregates, read off `estimate` itself.
+
+    `estimate` is affine in the `Passes` aggregates except for two functions of the token
+    total: the distinct MoE experts read (union mode) and the compute efficiency curve.
+    Probing it at a base point and one step along each aggregate recovers the affine parts
+    exactly (the two nonlinear factors are divided out), so this class follows any change
+    to the roofline; a test checks it against `estimate` on random ragged batches.
+    """
+
+    def __init__(self, dep: Deployment, weight_mode: str = "union"):
+        if weight_mode not in WEIGHT_MODES:
+            raise ValueError(f"weight_mode must be one of {WEIGHT_MODES}, got '{weight_mode}'")
+        self.dep = dep
+        self.weight_mode = weight_mode
+        moe = dep.model.moe if (dep.model.is_moe and dep.model.num_moe_layers) else None
+        self.is_moe = moe is not None
+        self.num_experts = moe.num_experts if moe else 0
+        self.top_k = moe.top_k if moe else 0
+        self._log_miss = math.log1p(-self.top_k / self.num_experts) if (moe and self.top_k < self.num_experts) else None
+        hw = dep.hardware
+        self._curve = bool(hw.compute_efficiency_curve)
+        self._eff_const = float(hw.prefill_mfu.value)
+        self._eff_cache: dict[float, float] = {}
+
+        nf = len(FEATURES)
+        x = np.ones((nf + 1, nf))
+        for i in range(nf):
+            x[i + 1, i] += _PROBE_STEP
+        cost = estimate(dep, Passes(**{f: x[:, i].copy() for i, f in enumerate(FEATURES)}), weight_mode)
+        tokens = x[:, 0]
+        touched = np.array([self.touched(t) for t in tokens])
+        expert_read = cost.bytes_read.get("expert_weights", np.zeros(nf + 1))
+        self.expert_bytes = float(expert_read[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0
+        eff = np.array([self.efficiency(t) for t in tokens])
+        read_lin = cost.total_bytes_read - self.expert_bytes * touched
+        written = cost.total_bytes_written
+        total_bytes = cost.total_bytes_read + written
+        self.inv_bw = float(cost.memory_s[0] / total_bytes[0])
+
+        def affine(q: np.ndarray) -> tuple[float, ...]:
+            slopes = (q[1:] - q[0]) / _PROBE_STEP
+            return (float(q[0] - slopes.sum()), *map(float, slopes))
+
+        self.flops = affine(cost.total_flops)
+        self.read = affine(read_lin)
+        self.written = affine(written)
+        self.compute_work = affine(cost.compute_s * eff)  # compute seconds at efficiency 1
+        self.fixed = affine(cost.comm_s + cost.overhead_s)
+
+    # --- the two nonlinear factors ------------------------------------------------------
+    def touched(self, tokens: float) -> float:
+        """Distinct experts per MoE layer read by a pass of `tokens` tokens (SPEC §3; costmodel.moe)."""
+        if not self.is_moe:
+            return 0.0
+        if self.weight_mode == "active":
+            return float(self.top_k)
+        if self._log_miss is None:
+            return float(self.num_experts)
+        return self.num_experts * (1.0 - math.exp(tokens * self._log_miss))
+
+    def efficiency(self, tokens: float) -> float:
+        if not self._curve:
+            return self._eff_const
+        e = self._eff_cache.get(tokens)
+        if e is None:
+            e = float(compute_efficiency(self.dep, np.array([tokens]))[0])
+            self._eff_cache[tokens] = e
+        return e
+
+    # --- one pass -----------------------------------------------------------------------
+    @staticmethod
+    def _dot(a: tuple[float, ...], t: float, s: float, d: float, p: float, k: float, st: float, lg: float) -> float:
+        return a[0] + a[1] * t + a[2] * s + a[3] * d + a[4] * p + a[5] * k + a[6] * st + a[7] * lg
+
+    def one(self, t: float, seqs: float, dec: float, pairs: float, kv_tokens: float, state: float, logits: float) -> tuple[float, float, float, float]:
+        """(time_s, flops, bytes_read, bytes_written) of one pass given its aggregates."""
+        args = (t, seqs, dec, pairs, kv_tokens, state, logits)
+        dot = self._dot
+        read = dot(self.read, *args) + self.expert_bytes * self.touched(t)
+        written = dot(self.written, *args)
+        compute_s = dot(self.compute_work, *args) / self.efficiency(t)
+        memory_s = (read + written) * self.inv_bw
+        return max(compute_s, memory_s) + dot(self.fixed, *args), dot(self.flops, *args), read, written
+
+    def decode_segment(self, batch: int, ctx_sum: float) -> "DecodeSegment":
+        """k iterations of `batch` sequences decoding one token each; contexts sum to ctx_sum at the first.
+
+        Iteration j has tokens = seqs = decode tokens = state touches = logits = batch and
+        attended pairs = KV tokens read = ctx_sum + batch + batch*j.
+        """
+        b = float(batch)
+        p0 = ctx_sum + b
+        dot = self._dot
+        args0 = (b, b, b, p0, p0, b, b)
+        eff = self.efficiency(b)
+        extra = self.expert_bytes * self.touched(b)
+        read0 = dot(self.read, *args0) + extra
+        dread = (self.read[4] + self.read[5]) * b
+        written0 = dot(self.written, *args0)
+        dwritten = (self.written[4] + self.written[5]) * b
+        return DecodeSegment(
+            c0=dot(self.compute_work, *args0) / eff, c1=(self.compute_work[4] + self.compute_work[5]) * b / eff,
+            m0=(read0 + written0) * self.inv_bw, m1=(dread + dwritten) * self.inv_bw,
+            fixed=dot(self.fixed, *args0), fixed1=(self.fixed[4] + self.fixed[5]) * b,
+            f0=dot(self.flops, *args0), f1=(self.flops[4] + self.flops[5]) * b, r0=read0, r1=dread, w0=written0, w1=dwritten,
+        )
+
+
+class DecodeSegment:
+    """Per-iteration compute/memory time and work as affine functions of the iteration index j.
+
+    A plain slotted class, not a dataclass: the fleet builds one per decode segment.
+    """
+
+    __slots__ = ("c0", "c1", "m0", "m1", "fixed", "fixed1", "f0", "f1", "r0", "r1", "w0", "w1")
+
+    def __init__(self, c0: float, c1: float, m0: float, m1: float, fixed: float, fixed1: float, f0: float, f1: float, r0: float,
+                 r1: float, w0: float, w1: float):
+        self.c0, self.c1, self.m0, self.m1, self.fixed, self.fixed1 = c0, c1, m0, m1, fixed, fixed1
+        self.f0, self.f1, self.r0, self.r1, self.w0, self.w1 = f0, f1, r0, r1, w0, w1
+
+    def elapsed(self, k: int) -> float:
+        """Time taken by the first k iterations."""
+        return max_affine_sum(self.c0, self.c1, self.m0, self.m1, k) + _sum_affine(self.fixed, self.fixed1, 0, k)
+
+    def iterations_done_by(self, dt: float, k: int) -> int:
+        """Smallest j in [1, k] whose iteration ends at or after dt (the boundary a newcomer joins at)."""
+        lo, hi = 1, k
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.elapsed(mid) >= dt:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def totals(self, k: int) -> IterationTotals:
+        return IterationTotals(
+            time_s=self.elapsed(k), flops=_sum_affine(self.f0, self.f1, 0, k), bytes_read=_sum_affine(self.r0, self.r1, 0, k),
+            bytes_written=_sum_affine(self.w0, self.w1, 0, k),
+        )
+
+
+def chunk_state_touches(n: int) -> float:
+    """Recurrent-state touches of a sequence adding n tokens (as `Passes.from_sequences` counts them)."""
+    return 1.0 + (math.ceil(n / GDN_CHUNK) if n > 1 else 0.0)
