@@ -8,6 +8,7 @@ prefills only what that model has not yet seen, without it the whole context.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,8 @@ from specagent.simulator.plan import (
 )
 
 WEAK, STRONG = 0, 1
+_CALL_PHASES = ((WEAK_PREFILL, WEAK_DECODE), (STRONG_PREFILL, STRONG_DECODE))
+_CALL_STAT = ("weak_calls", "strong_calls")
 REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
 
 
@@ -42,24 +45,21 @@ class _State:
     def bump(self, name: str, n: int = 1) -> None:
         self.stats[name] = self.stats.get(name, 0) + n
 
-    def call(self, model: int, out: int, ctx_out: int, pending: int = 0, prefill_phase: int | None = None,
-             decode_phase: int | None = None, group: int | None = None, lane: int = 0) -> None:
+    def call(self, model: int, out: int, ctx_out: int, pending: int = 0, group: int | None = None, lane: int = 0) -> None:
         """One model call: prefill what it has not seen of hist+pending, then decode `out` tokens."""
         total = self.hist + pending
-        if self.prefix_caching:
-            n, c = total - self.seen[model], self.seen[model]
-        else:
-            n, c = total, 0
-        pp = prefill_phase if prefill_phase is not None else (WEAK_PREFILL if model == WEAK else STRONG_PREFILL)
-        dp = decode_phase if decode_phase is not None else (WEAK_DECODE if model == WEAK else STRONG_DECODE)
+        seen = self.seen[model]
+        n, c = (total - seen, seen) if self.prefix_caching else (total, 0)
+        pp, dp = _CALL_PHASES[model]
         if n > 0:
-            self.plan.add(self.traj, pp, n, c, group=group, lane=lane)
+            self.plan.add(self.traj, pp, n, c, 0.0, group, lane)
         if out > 0:
-            self.plan.add(self.traj, dp, out, total, group=group, lane=lane)
+            self.plan.add(self.traj, dp, out, total, 0.0, group, lane)
         # What stays cached is the context as the next call sees it: reasoning is dropped,
         # the visible message stays (prefilled later where it was not decoded).
         self.seen[model] = total + min(out, ctx_out)
-        self.bump("weak_calls" if model == WEAK else "strong_calls")
+        key = _CALL_STAT[model]
+        self.stats[key] = self.stats.get(key, 0) + 1
 
     def wait(self, phase: int, seconds: float, group: int | None = None, lane: int = 0) -> None:
         if seconds > 0:
@@ -80,7 +80,7 @@ class Strategy:
     def describe(self) -> dict:
         return {"strategy": self.name, "label": self.label}
 
-    def plan_episode(self, ep: Episode, traj: int, builder: PlanBuilder, acc: AcceptanceModel, rng: np.random.Generator,
+    def plan_episode(self, ep: Episode, traj: int, builder: PlanBuilder, acc: AcceptanceModel, rng: random.Random,
                      prefix_caching: bool, verifier_prompt: str, verifier_system_tokens: int, audit: list | None = None) -> None:
         st = _State(traj=traj, plan=builder, prefix_caching=prefix_caching, hist=ep.system_tokens, audit=audit)
         st.stats["reference_actions"] = ep.actions
@@ -88,7 +88,7 @@ class Strategy:
         st.stats["committed_context_tokens"] = st.hist
         builder.stats.append(st.stats)
 
-    def run(self, ep: Episode, st: _State, acc: AcceptanceModel, rng: np.random.Generator, verifier_prompt: str, vsys: int) -> None:
+    def run(self, ep: Episode, st: _State, acc: AcceptanceModel, rng: random.Random, verifier_prompt: str, vsys: int) -> None:
         raise NotImplementedError
 
 
