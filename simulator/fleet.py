@@ -108,7 +108,9 @@ class Pool:
     def usd_per_hour(self) -> float:
         if self.is_api or self.replicas is None:
             return 0.0
-        return self.gpus * (self.usd_per_gpu_hour or 0.0)
+        if self.usd_per_gpu_hour is None:
+            return math.nan  # unpriced GPU type: never silently free
+        return self.gpus * self.usd_per_gpu_hour
 
     def describe(self) -> str:
         if self.is_api:
@@ -457,7 +459,7 @@ class FleetSim:
     """One run of a compiled workload on a fleet (build, `run()`, read `result`)."""
 
     def __init__(self, plan: CallPlan, fleet: Fleet, arrival_times: np.ndarray, task_ids: Sequence[str] | None = None,
-                 step_by_token: bool = False, warmup: float = 0.1):
+                 step_by_token: bool = False, warmup: float = 0.1, steps: list[list[tuple]] | None = None):
         if len(arrival_times) != plan.n_traj:
             raise ValueError(f"{len(arrival_times)} arrival times for {plan.n_traj} tasks")
         if not 0 <= warmup < 1:
@@ -465,7 +467,7 @@ class FleetSim:
         self.plan, self.fleet, self.step_by_token, self.warmup = plan, fleet, step_by_token, warmup
         self.arrivals = np.asarray(arrival_times, dtype=np.float64)
         self.task_ids = list(task_ids) if task_ids is not None else [str(i) for i in range(plan.n_traj)]
-        self.steps = compile_steps(plan)
+        self.steps = steps if steps is not None else compile_steps(plan)  # callers that rerun one plan pass them in
         used = {s[1] for seq in self.steps for s in _flatten(seq) if s[0] == "c"}
         for p in used:
             if fleet.pool(p) is None:
