@@ -206,6 +206,7 @@ class SpecAgent(Strategy):
                 if n > 0:
                     st.plan.add(st.traj, STRONG_VERIFY, n, c)
                 verify_ctx = total
+                st.seen[STRONG] = total  # the segment is now in Strong's cache (rolled back below if rejected)
             st.bump("strong_calls")
             rejected = -1
             for pos, idx in enumerate(seg):

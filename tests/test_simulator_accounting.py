@@ -1,0 +1,180 @@
+"""Hand-traced protocol plans, caching policies, API pricing, protocol-log replay, predictor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.plan import (
+    STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
+    Action, Episode, UserTurn, episode_from_trajectory, episodes_from_arrays,
+)
+from specagent.simulator.predictor import validate_predictor
+from specagent.simulator.pricing import Pricer
+from specagent.simulator.run import compare, plan_strategy, simulate
+from specagent.simulator.setting import ApiModel, Setting, default_setting
+from specagent.simulator.strategies import SpecAgent, make_strategy
+from specagent.traces import default_workload_path, load_trajectories, step_arrays
+from specagent.traces.schema import Actor, SpecLabel, Step, StepKind, Trajectory
+
+SETTING = default_setting()
+READ = Action("read", False, True, 30, 20, 100, 0.5)
+WRITE = Action("write", True, True, 40, 25, 10, 0.25)
+EP = Episode("hand", 1000, (UserTurn(50, 2.0), READ, READ, WRITE))
+
+
+def rows(plan):
+    return [(int(p), int(t), int(c), float(w)) for p, t, c, w in zip(plan.phase, plan.tokens, plan.context, plan.wait_s)]
+
+
+def test_specagent_all_accepted_hand_trace():
+    acc = AcceptanceModel.constant(1.0)
+    plan = plan_strategy([EP], SpecAgent(k=4), SETTING, acc, 0)
+    # context: 1000 system + 50 user = 1050 committed before drafting
+    assert rows(plan) == [
+        (USER, 0, 0, 2.0),
+        (WEAK_PREFILL, 1050, 0, 0.0), (WEAK_DECODE, 30, 1050, 0.0), (TOOL, 0, 0, 0.5),          # read 1, result 100
+        (WEAK_PREFILL, 100, 1070, 0.0), (WEAK_DECODE, 30, 1170, 0.0), (TOOL, 0, 0, 0.5),        # read 2
+        (WEAK_PREFILL, 100, 1190, 0.0), (WEAK_DECODE, 40, 1290, 0.0),                           # write held
+        (STRONG_VERIFY, 1050 + 120 + 120 + 25, 0, 0.0),                                          # one prefill of everything
+        (STRONG_VERDICT, acc.accept_verdict_tokens, 1315, 0.0),
+        (TOOL, 0, 0, 0.25),                                                                       # the write runs after review
+    ]
+    assert plan.stat("reviews")[0] == 1 and plan.stat("strong_calls")[0] == 1 and plan.stat("committed_weak")[0] == 3
+    assert plan.stat("committed_context_tokens")[0] == 1000 + 50 + 120 + 120 + 25 + 10
+
+
+def test_specagent_rejection_with_repair_turn_hand_trace():
+    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48)
+    plan = plan_strategy([Episode("r", 1000, (READ, WRITE))], SpecAgent(k=4), SETTING, acc, 0)
+    r = rows(plan)
+    # drafted read then held write; review rejects the first step (the read)
+    assert r[:5] == [(WEAK_PREFILL, 1000, 0, 0.0), (WEAK_DECODE, 30, 1000, 0.0), (TOOL, 0, 0, 0.5),
+                     (WEAK_PREFILL, 100, 1020, 0.0), (WEAK_DECODE, 40, 1120, 0.0)]
+    assert r[5] == (STRONG_VERIFY, 1145, 0, 0.0)
+    assert r[6] == (STRONG_VERDICT, 48 + READ.ctx_tokens, 1145, 0.0)
+    # rolled back to the committed 1000 tokens, Strong decodes the repair turn there, then the read runs again
+    assert r[7] == (STRONG_DECODE, 30, 1000, 0.0)
+    assert r[8] == (TOOL, 0, 0, 0.5)
+    # Weak resumes: it must prefill the repaired step and its result, then re-drafts the write
+    assert r[9] == (WEAK_PREFILL, 120, 1000, 0.0)
+    assert plan.stat("rejections")[0] == 2 and plan.stat("repairs")[0] == 2
+    assert plan.stat("wasted_weak_tokens")[0] == 70 + 40
+
+
+def test_fresh_verifier_prompt_costs_flops_not_memory():
+    """With many reviews per task (every chunk reviewed), re-reading the history each time shows."""
+    trajs = load_trajectories(default_workload_path())[:40]
+    cached = simulate(trajs, "specagent_every_chunk", SETTING)
+    fresh = simulate(trajs, "specagent_every_chunk", Setting(**{**SETTING.__dict__, "verifier_prompt": "fresh"}))
+    f_ratio = fresh["flops_strong_verify"].sum() / cached["flops_strong_verify"].sum()
+    b_ratio = fresh["bytes_read_strong_verify"].sum() / cached["bytes_read_strong_verify"].sum()
+    assert f_ratio > 5            # re-reading the whole history each review multiplies prefill FLOPs
+    assert b_ratio < 1.5          # ...while the verification pass still reads the weights about once
+    assert fresh["verifier_prompt"].iloc[0] == "fresh"
+
+
+def test_no_prefix_caching_reprefills_everything():
+    ep = Episode("c", 500, (READ, UserTurn(10, 0.0), READ))
+    on = plan_strategy([ep], make_strategy("strongonly"), SETTING, AcceptanceModel(), 0)
+    off = plan_strategy([ep], make_strategy("strongonly"), Setting(**{**SETTING.__dict__, "prefix_caching": False}), AcceptanceModel(), 0)
+    pre_on = on.tokens[on.phase == STRONG_PREFILL]
+    pre_off = off.tokens[off.phase == STRONG_PREFILL]
+    assert pre_on.tolist() == [500, 100 + 10]  # second call: the read result and the user turn
+    assert pre_off.tolist() == [500, 500 + 20 + 100 + 10]
+    assert (off.context[off.phase == STRONG_PREFILL] == 0).all()
+
+
+def test_api_pricing_by_hand():
+    api = ApiModel("x", usd_per_mtok_input=2.0, usd_per_mtok_cached_input=0.5, usd_per_mtok_output=8.0, ttft_s=0.4,
+                   output_tokens_per_s=100.0, source="test")
+    s = Setting(weak=SETTING.weak, strong=api)
+    ep = Episode("a", 1000, (READ, UserTurn(10, 0.0), READ))
+    frame = simulate([ep], "strongonly", s)
+    # call 1: 1000 new input; call 2: 110 new + 1020 cached; outputs 30 + 30
+    expect = (1000 * 2.0 + 110 * 2.0 + 1020 * 0.5 + 60 * 8.0) / 1e6
+    assert frame["api_usd"].iloc[0] == pytest.approx(expect, rel=1e-12)
+    assert frame["strong_model_time_s"].iloc[0] == pytest.approx(2 * 0.4 + 60 / 100.0)
+    assert frame["strong_bytes_read"].iloc[0] == 0  # a hosted model's traffic is not visible
+
+
+def test_columnar_fast_path_equals_object_path():
+    trajs = load_trajectories(default_workload_path())
+    a = [episode_from_trajectory(t) for t in trajs]
+    b = episodes_from_arrays(step_arrays(trajs), [t.task_id for t in trajs])
+    assert a == b
+
+
+def _labelled_log() -> Trajectory:
+    """Committed steps of a live run: read accepted, write repaired by Strong (repair turn of 33 tokens)."""
+    L = SpecLabel
+    steps = [
+        Step(index=0, actor=Actor.USER, kind=StepKind.USER, new_context_tokens=40, user_latency_s=1.0),
+        Step(index=1, actor=Actor.AGENT, kind=StepKind.READ, tool_name="get_user", new_context_tokens=20, output_tokens=30,
+             label=L(drafted_by="weak", verdict="accepted", segment=0)),
+        Step(index=2, actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name="get_user", new_context_tokens=100, tool_latency_s=0.1),
+        Step(index=3, actor=Actor.AGENT, kind=StepKind.WRITE, tool_name="book", irreversible=True, new_context_tokens=25,
+             output_tokens=40, label=L(drafted_by="strong", verdict="repair", verdict_tokens=17, repair_tokens=33, segment=0)),
+        Step(index=4, actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name="book", new_context_tokens=10, tool_latency_s=0.2),
+    ]
+    return Trajectory(task_id="log", domain="airline", source="test", system_prompt_tokens=900, steps=steps)
+
+
+def test_protocol_log_replayed_exactly_without_acceptance_model():
+    log = _labelled_log()
+    assert log.is_protocol_log
+    # whatever the acceptance model says, the labels decide
+    for acc in (AcceptanceModel.constant(1.0), AcceptanceModel.constant(0.0)):
+        plan = plan_strategy([episode_from_trajectory(log)], SpecAgent(k=4), SETTING, acc, seed=5)
+        verdicts = plan.tokens[plan.phase == STRONG_VERDICT].tolist()
+        repairs = plan.tokens[plan.phase == STRONG_DECODE].tolist()
+        assert verdicts == [17] and repairs == [33]
+        assert plan.stat("rejections")[0] == 1 and plan.stat("committed_weak")[0] == 1 and plan.stat("committed_strong")[0] == 1
+
+
+def test_rejected_label_is_refused_with_a_clear_error():
+    log = _labelled_log()
+    steps = list(log.steps)
+    steps[1] = steps[1].model_copy(update={"label": SpecLabel(drafted_by="weak", verdict="rejected")})
+    bad = log.model_copy(update={"steps": steps})
+    with pytest.raises(ValueError, match="step 1 is labelled 'rejected'"):
+        episode_from_trajectory(bad)
+
+
+def test_predictor_error_is_the_gap_between_prediction_and_accounting():
+    trajs = load_trajectories(default_workload_path())[:30]
+    table = validate_predictor({"w": trajs}, strategies=("specagent",))
+    assert set(table["weight_mode"]) == {"union", "active"}
+    for _, r in table.iterrows():
+        assert 0 < r["predicted_strong_share"] < 1 and 0 < r["accounted_strong_share"] < 1
+        assert r["abs_error"] == pytest.approx(abs(r["predicted_strong_share"] - r["accounted_strong_share"]))
+    # union mode adds verification-prefill expert reads the decode-token predictor does not see
+    union = table.set_index("weight_mode").loc["union"]
+    active = table.set_index("weight_mode").loc["active"]
+    assert union["accounted_strong_share"] > active["accounted_strong_share"]
+
+
+def test_compare_summary_ratios_and_assumptions():
+    trajs = load_trajectories(default_workload_path())[:20]
+    c = compare(trajs, ["strongonly", "specagent", "weakonly"], success_rates={"strongonly": 0.5})
+    s = c.summary
+    assert s.loc["strongonly", "total_bytes_read_rel"] == 1.0
+    assert s.loc["weakonly", "strong_bytes_read_rel"] == 0.0
+    assert s.loc["specagent", "strong_decode_tokens_rel"] < 0.5
+    assert s.loc["strongonly", "measured_success"] == 0.5 and np.isnan(s.loc["specagent", "measured_success"])
+    assert "illustrative" in c.assumptions["acceptance_model"]["source"]
+    assert c.phase_time.loc["strongonly", "weak_drafting"] == 0
+    # the phase split adds up to the wall time for purely sequential strategies
+    assert c.phase_time.loc["specagent"].sum() == pytest.approx(s.loc["specagent", "wall_time_s"], rel=1e-9)
+
+
+def test_pricer_events_match_roofline_for_verify():
+    from specagent.costmodel.phases import verify
+
+    plan = plan_strategy([EP], SpecAgent(k=4), SETTING, AcceptanceModel.constant(1.0), 0)
+    costs = Pricer(SETTING).price(plan)
+    i = int(np.flatnonzero(plan.phase == STRONG_VERIFY)[0])
+    ref = verify(SETTING.strong, plan.tokens[i], plan.context[i])
+    assert costs.bytes_read[i] == pytest.approx(float(ref.total_bytes_read[0]), rel=1e-12)
+    assert costs.time_s[i] == pytest.approx(float(ref.time_s[0]), rel=1e-12)
