@@ -1,0 +1,105 @@
+"""`specagent predict`, `simulate` and `predictor validate` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from specagent.cli import app
+from specagent.traces import default_workload_path, load_trajectories, save_trajectories
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    p = tmp_path_factory.mktemp("trace") / "small.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:12], p)
+    return p
+
+
+def test_predict_writes_outputs_and_shows_assumptions(small_trace, tmp_path):
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(out), "--strategies", "strongonly,specagent,weakonly"])
+    assert r.exit_code == 0, r.output
+    for text in ("Relative to Strong-only", "Memory traffic by phase", "Assumptions", "illustrative default", "K=4"):
+        assert text in r.output
+    frame = pd.read_parquet(out / "per_trajectory.parquet")
+    assert set(frame["strategy"]) == {"strongonly", "specagent", "weakonly"} and len(frame) == 36
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["strategy"]: r for r in summary["summary"]}
+    assert rows["strongonly"]["total_bytes_read_rel"] == 1.0
+    assert summary["assumptions"]["setting"]["weight_mode"] == "union"
+    assert not list(out.glob(".*.tmp"))  # atomic writes leave no temp files
+
+
+def test_predict_is_byte_identical_for_the_same_seed(small_trace, tmp_path):
+    for name in ("a", "b"):
+        r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path / name), "--strategies", "specagent", "--seed", "3"])
+        assert r.exit_code == 0, r.output
+    for f in ("per_trajectory.parquet", "summary.json"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_predict_json_and_active_mode(small_trace, tmp_path):
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent",
+                            "--weight-mode", "active", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["assumptions"]["setting"]["weight_mode"] == "active"
+    assert {row["strategy"] for row in d["summary"]} == {"strongonly", "specagent"}
+
+
+def test_predict_edge_setting_reports_api_cost(small_trace, tmp_path):
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent", "--edge", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["strategy"]: row for row in json.loads(r.output)["summary"]}
+    assert rows["strongonly"]["api_usd"] > rows["specagent"]["api_usd"] > 0
+    assert "RTX 5090" in json.loads(r.output)["assumptions"]["setting"]["weak"]
+
+
+def test_bad_inputs_get_clear_errors(small_trace, tmp_path):
+    r = runner.invoke(app, ["predict", "--trace", str(tmp_path / "missing.jsonl")])
+    assert r.exit_code == 2 and "missing.jsonl" in r.output
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "--strategies", "nope"])
+    assert r.exit_code == 2 and "unknown strategies" in r.output
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "--strong-dtype", "bf16"])
+    assert r.exit_code == 2 and "does not fit" in r.output and "GPU" in r.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id": 1}\n')
+    r = runner.invoke(app, ["simulate", "specagent", "--trace", str(bad)])
+    assert r.exit_code == 2 and "bad.jsonl" in r.output
+
+
+def test_simulate_one_strategy_json(small_trace):
+    r = runner.invoke(app, ["simulate", "specagent", "--trace", str(small_trace), "--k", "2", "--review", "every_chunk", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["totals"]["reviews"] > 0 and d["totals"]["strong_calls"] >= d["totals"]["reviews"]
+
+
+def test_simulate_engines_agree_on_the_cli(small_trace):
+    outs = []
+    for engine in ("analytic", "simpy"):
+        r = runner.invoke(app, ["simulate", "exactmatch", "--trace", str(small_trace), "--engine", engine, "--json"])
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(r.output)["totals"]["wall_time_s"])
+    assert outs[0] == pytest.approx(outs[1], rel=1e-12)
+
+
+def test_predictor_validate_reports_both_modes(small_trace, tmp_path):
+    r = runner.invoke(app, ["predictor", "validate", "--trace", str(small_trace), "--strategies", "specagent", "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((tmp_path / "p.json").read_text())
+    assert {row["weight_mode"] for row in rows} == {"union", "active"}
+    assert "abs error" in r.output
+
+
+def test_help_explains_the_strategies():
+    r = runner.invoke(app, ["predict", "--help"])
+    assert r.exit_code == 0
+    for s in ("strongonly", "specagent", "exactmatch", "router", "collab"):
+        assert s in r.output
