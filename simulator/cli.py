@@ -134,7 +134,8 @@ def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: s
         t.add_column(c.replace("_", " "), justify="right")
     for strat, row in phase.iterrows():
         t.add_row(str(strat), *[f"{v / baseline_total:.3f}" if baseline_total else f"{v:.3g}" for v in row.values])
-    t.caption = f"each phase's {unit} relative to Strong-only's total"
+    t.caption = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
+                 else f"absolute {unit}: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
     return t
 
 
