@@ -9,6 +9,7 @@ replay the very same plan.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,7 +221,8 @@ class PlanBuilder:
         for i, st in enumerate(self.stats):
             for j, name in enumerate(STAT_NAMES):
                 stats[i, j] = st.get(name, 0)
-        cols = np.array(self.rows, dtype=np.float64).reshape(-1, 7).T
+        flat = np.fromiter(itertools.chain.from_iterable(self.rows), dtype=np.float64, count=7 * len(self.rows))
+        cols = flat.reshape(-1, 7).T
         ints = cols[[0, 1, 5, 6]].astype(np.int64)
         return CallPlan(
             traj=ints[0], phase=ints[1], tokens=cols[2].copy(), context=cols[3].copy(), wait_s=cols[4].copy(),

@@ -25,6 +25,10 @@ _CALL_STAT = ("weak_calls", "strong_calls")
 REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
 
 
+def _no_log(*event) -> None:
+    return None
+
+
 @dataclass
 class _State:
     """Per-trajectory bookkeeping: committed context and each model's cached prefix."""
@@ -38,9 +42,12 @@ class _State:
     #: When a list, every commit, execution and review is logged as a tuple (for invariant tests).
     audit: list | None = None
 
+    def __post_init__(self) -> None:
+        if self.audit is None:
+            self.log = _no_log  # type: ignore[method-assign]
+
     def log(self, *event) -> None:
-        if self.audit is not None:
-            self.audit.append(event)
+        self.audit.append(event)  # type: ignore[union-attr]
 
     def bump(self, name: str, n: int = 1) -> None:
         self.stats[name] = self.stats.get(name, 0) + n
@@ -93,7 +100,8 @@ class Strategy:
 
 
 def _weak_tokens(n: int, acc: AcceptanceModel) -> int:
-    return int(round(n * acc.weak_token_ratio))
+    r = acc.weak_token_ratio
+    return n if r == 1.0 else int(round(n * r))
 
 
 def _commit_action(st: _State, idx: int, a: Action, by: int, ctx: int, reviewed: bool) -> None:
