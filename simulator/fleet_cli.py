@@ -1,0 +1,181 @@
+"""Command line for fleets: `plan` (capacity), `sweep` (grids of fleet runs), `study balance`.
+
+Mount in specagent/cli.py:
+    app.command("plan")(plan_command); app.command("sweep")(sweep_command); app.add_typer(study_app, name="study")
+`app` here holds all three for testing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def _fail(msg: str) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+def _load(workload: Optional[Path]):
+    from specagent.traces import default_workload_path, load_trajectories
+    try:
+        return load_trajectories(workload or default_workload_path())
+    except (OSError, ValueError) as exc:
+        _fail(f"{workload}: cannot load trajectories: {exc}")
+
+
+def _fmt(v, nd: int = 2) -> str:
+    if isinstance(v, float):
+        return "—" if math.isnan(v) else f"{v:,.{nd}f}"
+    return str(v)
+
+
+def plan_command(
+    rate: str = typer.Option(..., help="Arrival rate of agent tasks (Poisson), e.g. 2/s, 120/min."),
+    slo: str = typer.Option("p95-task=120s", help="Latency objective: pNN-task=SECONDS (end-to-end task) or pNN-turn=SECONDS (one agent turn between user messages)."),
+    strategy: str = typer.Option("strongonly,specagent", help="Comma-separated strategies to size a fleet for."),
+    gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types to build replicas from (hardware profile ids or aliases)."),
+    price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, e.g. --price h20=2.1 (overrides the profile; needed where a profile has no price)."),
+    tasks: int = typer.Option(120, help="Tasks simulated per candidate fleet (more: steadier percentiles, slower)."),
+    seed: int = typer.Option(0, help="Seed for task sampling, arrivals and acceptance draws."),
+    k: int = typer.Option(4, help="SpecAgent's K: max drafted steps per chunk."),
+    mix_gpus: bool = typer.Option(False, "--mix-gpus", help="Also try Weak and Strong pools on different GPU types."),
+    max_replicas: int = typer.Option(64, help="Largest replica count per pool the search tries."),
+    workload: Optional[Path] = typer.Option(None, help="Trajectories (JSONL/Parquet); the shipped τ²-airline workload by default."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at an arrival rate, per strategy.
+
+    Search: replicas get the fewest GPUs their model fits on; Strong replicas are found by
+    doubling then bisection with an uncontended Weak pool, then Weak replicas the same way with
+    the Strong count fixed. Every candidate replays the same tasks and arrival times.
+    """
+    from specagent.simulator.planner import SLO, PlanRequest, parse_prices, parse_rate, plan_capacity
+    try:
+        req = PlanRequest(rate=parse_rate(rate), slo=SLO.parse(slo), strategies=tuple(s.strip() for s in strategy.split(",") if s.strip()),
+                          gpus=tuple(g.strip() for g in gpu.split(",") if g.strip()), prices=parse_prices(price), n_tasks=tasks,
+                          seed=seed, k=k, mix_gpus=mix_gpus, max_replicas=max_replicas)
+        res = plan_capacity(_load(workload), req)
+    except ValueError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps({"request": {"rate_per_s": req.rate, "slo": str(req.slo), "tasks": req.n_tasks, "seed": req.seed},
+                          "candidates": json.loads(res.table.to_json(orient="records")),
+                          "best": json.loads(res.best.to_json(orient="records")) if len(res.best) else [],
+                          "price_sources": res.price_sources, "notes": res.notes}, indent=1))
+        return
+    t = Table(title=f"Cheapest fleet per strategy at {req.rate:g} tasks/s with {req.slo} ({req.n_tasks} simulated tasks)")
+    for c in ("strategy", "weak pool", "strong pool", "GPUs", "$/hour", "p50 s", "p95 s", "util W/S", "Strong dec. batch", "saving vs Strong-only"):
+        t.add_column(c)
+    for r in res.best.to_dict("records"):
+        sav = r.get("usd_saving_vs_strongonly", math.nan)
+        gsav = r.get("gpu_saving_vs_strongonly", math.nan)
+        t.add_row(r["label"], f"{r['weak_replicas']}x{r['weak_gpus_per_replica']} {r['weak_gpu']}" if r["weak_replicas"] else "—",
+                  f"{r['strong_replicas']}x{r['strong_gpus_per_replica']} {r['strong_gpu']}" if r["strong_replicas"] else "—",
+                  str(r["gpus"]), _fmt(r["usd_per_hour"]), _fmt(r["latency_p50_s"], 1), _fmt(r["latency_p95_s"], 1),
+                  f"{r['weak_utilisation']:.2f}/{r['strong_utilisation']:.2f}", _fmt(r["strong_mean_decode_batch"], 1),
+                  f"$ {_fmt(100 * sav, 0)}%, GPUs {_fmt(100 * gsav, 0)}%" if isinstance(sav, float) else "—")
+    console.print(t)
+    console.print("All candidates (one per strategy and GPU pairing):")
+    console.print(res.table[["strategy", "weak_gpu", "strong_gpu", "feasible", "evaluations"] +
+                            [c for c in ("weak_replicas", "strong_replicas", "gpus", "usd_per_hour", "latency_p95_s") if c in res.table]]
+                  .to_string(index=False))
+    console.print("Prices:")
+    for g, src in res.price_sources.items():
+        console.print(f"  {g}: {src}", highlight=False)
+    for n in res.notes:
+        console.print(f"note: {n}", highlight=False)
+
+
+def sweep_command(
+    config: Path = typer.Argument(..., help="Sweep config TOML: [sweep] fixed settings, [grid] lists, [fleet.NAME] replica counts."),
+    out: Optional[Path] = typer.Option(None, help="Result directory (one Parquet file per cell under cells/); default CONFIG's name + '_results'."),
+    backend: str = typer.Option("local", help="local (process pool) or ray (a Ray cluster; local instance unless --address)."),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
+    workers: int = typer.Option(1, help="Parallel cells (processes for local, CPUs for a local Ray instance)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run's counts as JSON (no progress bar)."),
+) -> None:
+    """Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably.
+
+    Each finished cell is written atomically as its own Parquet file, so rerunning the same
+    command after an interruption skips the cells already done.
+    """
+    from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
+    try:
+        cfg = SweepConfig.from_toml(config)
+        out_dir = out or config.with_name(config.stem + "_results")
+        rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json)
+    except (SweepConfigError, ValueError, RuntimeError) as exc:
+        _fail(str(exc))
+    info = {"cells": rep.total, "skipped_existing": rep.skipped, "ran": rep.ran, "out": str(rep.out_dir)}
+    if as_json:
+        print(json.dumps(info))
+        return
+    console.print(f"{rep.ran} cell(s) run, {rep.skipped} already done, {rep.total} in the grid -> {rep.out_dir}/cells/*.parquet")
+    df = load_sweep(rep.out_dir)
+    if len(df):
+        cols = ["strategy", "k", "acceptance", "rate", "fleet", "hardware", "latency_p50_s", "latency_p95_s", "usd_per_task",
+                "strong_mean_decode_batch"]
+        console.print(df[cols].to_string(index=False))
+
+
+study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is_help=True)
+
+
+@study_app.command("balance")
+def study_balance(
+    gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types for the Strong replica."),
+    rates: str = typer.Option("0.05,0.2,0.8,3.2,12.8", help="Comma-separated arrival rates (tasks/s): the load knob."),
+    tasks: int = typer.Option(150, help="Minimum tasks per rate (each rate runs at least rate x 60 s of arrivals)."),
+    seed: int = typer.Option(0, help="Seed for task sampling, arrivals and acceptance draws."),
+    k: int = typer.Option(4, help="SpecAgent's K."),
+    out: Optional[Path] = typer.Option(None, help="Write the table as Parquet (.parquet) or CSV (anything else), atomically."),
+    workload: Optional[Path] = typer.Option(None, help="Trajectories; the shipped τ²-airline workload by default."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """SpecAgent's Strong time and memory saving vs Strong-only against the Strong replica's mean decode batch.
+
+    The balance point is the decode batch at which a replica turns compute-bound; below it,
+    moving Strong tokens from decode into one verification prefill saves time and traffic.
+    Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
+    """
+    import os
+    import tempfile
+
+    from specagent.simulator.study import balance_study
+    try:
+        df = balance_study(_load(workload), hardware=[g.strip() for g in gpu.split(",") if g.strip()],
+                           rates=[float(r) for r in rates.split(",") if r.strip()], n_tasks=tasks, seed=seed, k=k)
+    except ValueError as exc:
+        _fail(str(exc))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
+        os.close(fd)
+        df.to_parquet(tmp, index=False) if out.suffix == ".parquet" else df.to_csv(tmp, index=False)
+        os.replace(tmp, out)
+    if as_json:
+        print(df.to_json(orient="records"))
+        return
+    t = Table(title="Balance-point study: SpecAgent vs Strong-only on one Strong replica")
+    cols = ("hardware", "rate", "strongonly_decode_batch", "specagent_decode_batch", "balance_batch", "strong_time_saving",
+            "strong_bytes_saving", "strongonly_strong_utilisation")
+    for c in cols:
+        t.add_column(c.replace("_", " "))
+    for r in df.to_dict("records"):
+        t.add_row(*(_fmt(r[c], 2) if isinstance(r[c], float) else str(r[c]) for c in cols))
+    console.print(t)
+
+
+app = typer.Typer(help="Fleet planning, sweeps and studies.", no_args_is_help=True)
+app.command("plan")(plan_command)
+app.command("sweep")(sweep_command)
+app.add_typer(study_app, name="study")

@@ -1,0 +1,99 @@
+"""The balance-point study: SpecAgent's saving against the Strong replica's decode batch.
+
+SpecAgent moves Strong tokens from bandwidth-bound decode into compute-bound verification
+prefills; that pays while the Strong replica's decode batch is below its balance point
+(SPEC §1). Here load is the knob: one Strong replica per GPU type, a Weak pool without
+contention (so only the Strong replica's batching changes), and a range of arrival rates.
+At each rate Strong-only and SpecAgent replay the same tasks at the same arrival times;
+the row says how large Strong-only's mean decode batch got and how much Strong replica
+time and memory traffic SpecAgent saved per task. Where the saving columns reach zero is
+where SpecAgent stops paying; `balance_batch` (costmodel.balance_point at the workload's
+median Strong context) is the roofline's prediction of that batch (NaN: decode never turns
+compute-bound up to the searched batch, e.g. when per-sequence state reads dominate).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from specagent.costmodel.balance import balance_point
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.fleet import Arrivals, Fleet, FleetSim, Pool, Scheduler, compile_steps, sample_tasks
+from specagent.simulator.planner import fitting_deployment
+from specagent.simulator.plan import STRONG_PHASES
+from specagent.simulator.run import plan_strategy, to_episodes
+from specagent.simulator.setting import default_setting
+from specagent.simulator.strategies import make_strategy
+
+STUDY_COLUMNS = (
+    "hardware", "strong_gpus", "rate", "strongonly_decode_batch", "specagent_decode_batch", "balance_batch",
+    "hardware_ridge", "strong_time_saving", "strong_bytes_saving", "fleet_bytes_saving", "latency_p50_saving",
+    "strongonly_strong_utilisation", "specagent_strong_utilisation", "strongonly_latency_p50_s", "specagent_latency_p50_s",
+    "strongonly_strong_s_per_task", "specagent_strong_s_per_task", "strongonly_strong_bytes_per_task",
+    "specagent_strong_bytes_per_task", "tasks", "k", "weight_mode",
+)
+
+
+def balance_study(trajectories, hardware: Sequence[str] = ("h20", "h200"), rates: Sequence[float] = (0.05, 0.2, 0.8, 3.2, 12.8),
+                  n_tasks: int = 150, horizon_s: float = 60.0, seed: int = 0, k: int = 4, strong_model: str = "qwen3.5-397b-a17b", strong_dtype: str = "fp8",
+                  max_num_seqs: int = 256, acceptance: AcceptanceModel | None = None) -> pd.DataFrame:
+    """One row per (hardware, rate); columns STUDY_COLUMNS (savings are 1 - SpecAgent / Strong-only, per task).
+
+    Each rate simulates max(n_tasks, rate * horizon_s) tasks, so high rates reach a steady
+    batch. The Weak pool is uncontended (one replica per task at batch 1), so
+    `fleet_bytes_saving` is a lower bound: a shared Weak pool would batch its decodes.
+    """
+    eps = to_episodes(trajectories)
+    setting = default_setting()
+    acc = acceptance or AcceptanceModel()
+    counts = sorted({max(n_tasks, int(r * horizon_s)) for r in rates})
+    plans_by_n = {}
+    for n in counts:
+        chosen = [eps[i] for i in sample_tasks(len(eps), n, seed)]
+        plans = {}
+        for name in ("strongonly", "specagent"):
+            p = plan_strategy(chosen, make_strategy(name, k=k), setting, acc, seed)
+            plans[name] = (p, compile_steps(p))
+        plans_by_n[n] = plans
+    ref = plans_by_n[counts[-1]]["strongonly"][0]
+    strong_ev = np.isin(ref.phase, STRONG_PHASES)
+    med_ctx = int(np.median(ref.context[strong_ev])) if strong_ev.any() else 0
+    max_ctx = int(max(np.max(p.context + p.tokens) for pl in plans_by_n.values() for p, _ in pl.values()))
+    sched = Scheduler(max_num_seqs=max_num_seqs, max_batched_tokens=max(2048, max_num_seqs))
+    rows = []
+    for hw in hardware:
+        sdep = fitting_deployment(strong_model, hw, strong_dtype, max_ctx)
+        bp = balance_point(sdep, context=med_ctx, weight_mode=setting.weight_mode, max_batch=4096)
+        fleet = Fleet(weak=Pool(setting.weak, None, scheduler=sched), strong=Pool(sdep, 1, scheduler=sched), weight_mode=setting.weight_mode)
+        for rate in rates:
+            n = max(n_tasks, int(rate * horizon_s))
+            plans = plans_by_n[n]
+            arr = Arrivals("poisson", rate=float(rate), seed=seed).sample(n)
+            s = {name: FleetSim(p, fleet, arr, steps=steps).run().summary for name, (p, steps) in plans.items()}
+            so, sa = s["strongonly"], s["specagent"]
+
+            def saving(a: float, b: float) -> float:
+                return 1.0 - a / b if b > 0 else math.nan
+
+            rows.append({
+                "hardware": sdep.hardware.id, "strong_gpus": sdep.gpus, "rate": float(rate),
+                "strongonly_decode_batch": so["strong_mean_decode_batch"], "specagent_decode_batch": sa["strong_mean_decode_batch"],
+                "balance_batch": float(bp.balance_batch_effective) if bp.balance_batch_effective else math.nan,
+                "hardware_ridge": bp.hardware_ridge,
+                "strong_time_saving": saving(sa["strong_busy_s"], so["strong_busy_s"]),
+                "strong_bytes_saving": saving(sa["strong_bytes_read"] + sa["strong_bytes_written"],
+                                              so["strong_bytes_read"] + so["strong_bytes_written"]),
+                "fleet_bytes_saving": saving(sa["fleet_bytes"], so["fleet_bytes"]),
+                "latency_p50_saving": saving(sa["latency_p50_s"], so["latency_p50_s"]),
+                "strongonly_strong_utilisation": so["strong_utilisation"], "specagent_strong_utilisation": sa["strong_utilisation"],
+                "strongonly_latency_p50_s": so["latency_p50_s"], "specagent_latency_p50_s": sa["latency_p50_s"],
+                "strongonly_strong_s_per_task": so["strong_busy_s"] / n, "specagent_strong_s_per_task": sa["strong_busy_s"] / n,
+                "strongonly_strong_bytes_per_task": (so["strong_bytes_read"] + so["strong_bytes_written"]) / n,
+                "specagent_strong_bytes_per_task": (sa["strong_bytes_read"] + sa["strong_bytes_written"]) / n,
+                "tasks": n, "k": k, "weight_mode": setting.weight_mode,
+            })
+    return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))

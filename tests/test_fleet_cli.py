@@ -1,0 +1,90 @@
+"""CLI: `plan`, `sweep`, `study balance` through typer's runner, and the planner's search against brute force."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from specagent.simulator.fleet_cli import app
+from specagent.simulator.planner import SLO, _search, parse_prices, parse_rate
+
+runner = CliRunner()
+
+
+def test_parsers_and_their_errors():
+    assert parse_rate("2/s") == 2.0 and parse_rate("120/min") == 2.0 and parse_rate("7200/h") == 2.0
+    s = SLO.parse("p95-task=2min")
+    assert (s.percentile, s.target, s.seconds) == (95.0, "task", 120.0)
+    with pytest.raises(ValueError, match="expected pNN-task"):
+        SLO.parse("95=120")
+    with pytest.raises(ValueError, match="expected tasks per time"):
+        parse_rate("fast")
+    assert parse_prices(["H20=2.5"]) == {"h20": 2.5}
+    with pytest.raises(ValueError, match="GPU=USD"):
+        parse_prices(["h20"])
+
+
+@pytest.mark.parametrize("threshold", [1, 2, 3, 5, 8, 13, 64])
+def test_search_finds_the_smallest_feasible_count(threshold):
+    calls = []
+
+    def ok(n):
+        calls.append(n)
+        return n >= threshold
+
+    assert _search(ok, 0, 64) == threshold
+    assert len(calls) <= 2 * 7 + 1
+    assert _search(lambda n: False, 0, 16) is None
+
+
+def test_plan_command_answers_with_prices_and_savings():
+    r = runner.invoke(app, ["plan", "--rate", "1/s", "--slo", "p95-task=150s", "--gpu", "h200", "--tasks", "60", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    best = {b["strategy"]: b for b in d["best"]}
+    assert set(best) == {"strongonly", "specagent"}
+    for b in best.values():
+        assert b["latency_p95_s"] <= 150.0 and b["usd_per_hour"] > 0
+    assert "RunPod" in d["price_sources"]["h200_sxm"]
+    assert best["strongonly"]["weak_replicas"] == 0 and best["specagent"]["weak_replicas"] >= 1
+
+
+def test_plan_command_reports_unpriced_gpu_and_user_price():
+    r = runner.invoke(app, ["plan", "--rate", "0.5/s", "--gpu", "h20", "--tasks", "40", "--strategy", "strongonly", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert "no price" in d["price_sources"]["h20"] and any("no $/GPU-hour for h20" in n for n in d["notes"])
+    r = runner.invoke(app, ["plan", "--rate", "0.5/s", "--gpu", "h20", "--tasks", "40", "--strategy", "strongonly", "--price", "h20=2",
+                            "--json"])
+    d = json.loads(r.output)
+    assert d["price_sources"]["h20"].startswith("user-supplied") and d["best"][0]["usd_per_hour"] == 2.0 * d["best"][0]["gpus"]
+    r = runner.invoke(app, ["plan", "--rate", "fast"])
+    assert r.exit_code == 2 and "expected tasks per time" in r.output
+
+
+def test_sweep_command_runs_and_resumes(tmp_path):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[sweep]\ntasks = 8\n[grid]\nstrategy = ["strongonly", "specagent"]\nrate = [0.5]\nfleet = ["f"]\n'
+                   'hardware = ["h200"]\n[fleet.f]\nweak_replicas = 1\nstrong_replicas = 1\n')
+    r = runner.invoke(app, ["sweep", str(cfg), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == {"cells": 2, "skipped_existing": 0, "ran": 2, "out": str(tmp_path / "s_results")}
+    r = runner.invoke(app, ["sweep", str(cfg), "--json"])
+    assert json.loads(r.output)["skipped_existing"] == 2
+    cfg.write_text("[grid]\nstrategy = [\"nope\"]\n")
+    r = runner.invoke(app, ["sweep", str(cfg)])
+    assert r.exit_code == 2 and "s.toml" in r.output
+
+
+def test_study_balance_command(tmp_path):
+    out = tmp_path / "b.parquet"
+    r = runner.invoke(app, ["study", "balance", "--gpu", "h200", "--rates", "0.05,1.5", "--tasks", "40", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert len(rows) == 2 and out.exists()
+    lo, hi = rows
+    assert hi["strongonly_decode_batch"] > lo["strongonly_decode_batch"]
+    # SpecAgent saves Strong replica time at light load (SPEC §1's mechanism)
+    assert lo["strong_time_saving"] > 0.3 and lo["strong_bytes_saving"] > 0.3
