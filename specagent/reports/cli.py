@@ -1,0 +1,81 @@
+"""`specagent report`: turn results files into one self-contained HTML report (plus PNG/SVG figures)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
+from specagent.reports.html import write_report
+
+HELP = f"""\
+Write one self-contained HTML report (plotly.js embedded, works offline) from results files.
+
+RESULTS are recognised by their contents, so give any mix of:
+
+\b
+  summary JSON      what `specagent predict` writes (summary, assumptions, phase splits); its
+                    per-trajectory Parquet is picked up beside it. Several give one report
+                    comparing benchmarks (workloads).
+  per-trajectory    a Parquet/CSV of one row per trajectory x strategy.
+  balance study     columns {', '.join(BALANCE_COLUMNS)}: SpecAgent's saving against
+                    the Strong replica's mean decode batch (figure 4; without it figure 4 comes
+                    from the roofline).
+  calibration       columns {', '.join(CALIBRATION_COLUMNS)} (figure 6).
+  capacity plan     columns {', '.join(PLAN_COLUMNS)} (figure 7).
+
+\b
+Figures: 1 memory reads vs Strong-only; 2 operating points (quality only where measured
+success rates were supplied); 3 cost by phase; 4 saving vs the Strong decode batch, with the
+balance point (the decode batch where a replica turns compute-bound); 5 roofline with each
+phase's operating point; 6 calibration; 7 capacity plan. A figure the results do not support
+is listed with the reason. PNG/SVG copies need Chrome/Chromium (kaleido); without one the
+HTML is still written and the reason is printed.
+"""
+
+app = typer.Typer(help=HELP, add_completion=False, rich_markup_mode=None)
+
+
+@app.command("report", help=HELP)
+def report(
+    results: List[Path] = typer.Argument(..., help="Results files (.json, .parquet, .csv); see above.", show_default=False,
+                                metavar="RESULTS"),
+    output: Path = typer.Option(Path("report.html"), "-o", "--output", help="HTML file to write (atomically)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Folder for PNG/SVG copies (default: <output stem>_figures/ beside the HTML)."),
+    no_images: bool = typer.Option(False, "--no-images", help="Skip PNG/SVG copies (they start a headless browser)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Report title."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
+) -> None:
+    err = Console(stderr=True)
+    try:
+        data = load_results(results)
+    except ReportInputError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(code=2)
+    img = False if no_images else (images if images is not None else True)
+    res = write_report(data, output, images=img, title=title)
+    if as_json:
+        typer.echo(json.dumps({
+            "html": str(res.path), "figures": res.included, "omitted": res.omitted,
+            "images": [str(p) for p in (res.images.written if res.images else [])],
+            "images_message": res.images.message if res.images else "not requested",
+        }, indent=2))
+        return
+    con = Console()
+    t = Table(title=f"report written: {res.path}")
+    t.add_column("figure")
+    t.add_column("status")
+    for f in res.figures:
+        t.add_row(f.key, "included" if f.figure is not None else f"not shown: {f.reason}")
+    con.print(t)
+    if res.images is not None:
+        con.print(res.images.message, highlight=False)
+
+
+def main() -> None:  # pragma: no cover - convenience entry point
+    app()

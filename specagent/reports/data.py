@@ -1,0 +1,353 @@
+"""What a report is made from: simulator results plus optional fleet and calibration tables.
+
+Reports read results only (ARCHITECTURE.md): a `Comparison` held in memory, or the files
+`specagent predict` writes (a summary JSON and per-trajectory Parquet), plus plain tables
+from the fleet study, the capacity planner and calibration. Files are recognised by their
+contents, not their names, so `specagent report a.json b.parquet plan.csv` just works;
+anything unrecognised is an error naming the file and the columns that were expected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+#: Columns each optional table must have (extra columns are kept and shown).
+BALANCE_COLUMNS = ("hardware", "strong_mean_decode_batch", "time_saving", "memory_saving")
+CALIBRATION_COLUMNS = ("point", "predicted_s", "measured_s")
+PLAN_COLUMNS = ("strategy", "usd_per_hour", "gpus")
+PER_TRAJECTORY_COLUMNS = ("strategy", "traj", "task_id", "wall_time_s", "total_bytes_read")
+PHASE_KEYS = ("phase_time", "phase_bytes", "phase_flops")
+
+
+class ReportInputError(ValueError):
+    """A results file that cannot be read or is not any kind of result the report knows."""
+
+
+@dataclass
+class Run:
+    """One `compare` result (one workload): the tables a Comparison carries."""
+
+    summary: pd.DataFrame  # indexed by strategy
+    phase_time: pd.DataFrame
+    phase_bytes: pd.DataFrame
+    phase_flops: pd.DataFrame
+    assumptions: dict[str, Any]
+    per_trajectory: pd.DataFrame | None = None
+    workload: str = ""
+    source: str = "<memory>"
+
+
+@dataclass
+class ReportData:
+    """Everything one report shows; optional tables are None when not supplied."""
+
+    runs: list[Run] = field(default_factory=list)
+    balance: pd.DataFrame | None = None
+    calibration: pd.DataFrame | None = None
+    plan: pd.DataFrame | None = None
+    #: Setting object (specagent.simulator.setting.Setting) when known in memory; else parsed from assumptions.
+    setting: Any = None
+    title: str = "specagent report"
+    notes: list[str] = field(default_factory=list)
+
+    def combined_summary(self) -> pd.DataFrame:
+        """All runs' summaries stacked, with `strategy` and `workload` as columns."""
+        frames = []
+        for r in self.runs:
+            s = r.summary.copy()
+            s.index.name = "strategy"
+            s = s.reset_index()
+            s["workload"] = r.workload
+            frames.append(s)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _require(df: pd.DataFrame, cols: Iterable[str], what: str, source: str) -> pd.DataFrame:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ReportInputError(f"{source}: {what} table lacks column(s) {', '.join(missing)} (has: {', '.join(map(str, df.columns))})")
+    return df
+
+
+def balance_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
+    """Validate a balance-study table: SpecAgent's saving against the Strong replica's mean decode batch."""
+    df = _require(pd.DataFrame(df), BALANCE_COLUMNS, "balance study", source)
+    for c in BALANCE_COLUMNS[1:]:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            raise ReportInputError(f"{source}: balance study column '{c}' must be numeric")
+    return df
+
+
+def calibration_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
+    """Validate a calibration table: predicted and measured seconds per held-out point."""
+    df = _require(pd.DataFrame(df), CALIBRATION_COLUMNS, "calibration", source)
+    for c in CALIBRATION_COLUMNS[1:]:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            raise ReportInputError(f"{source}: calibration column '{c}' must be numeric")
+        if (df[c] <= 0).any():
+            raise ReportInputError(f"{source}: calibration column '{c}' must be > 0 (row {int((df[c] <= 0).to_numpy().argmax())})")
+    return df
+
+
+def plan_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
+    """Validate a capacity-plan table: $/hour and GPUs of the cheapest fleet per strategy."""
+    df = _require(pd.DataFrame(df), PLAN_COLUMNS, "capacity plan", source)
+    for c in PLAN_COLUMNS[1:]:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            raise ReportInputError(f"{source}: capacity plan column '{c}' must be numeric")
+    return df
+
+
+def _frame_from_records(obj: Any, key: str, source: str) -> pd.DataFrame:
+    """Records (list of dicts with 'strategy') or an index-oriented dict → frame indexed by strategy."""
+    if isinstance(obj, list):
+        df = pd.DataFrame.from_records(obj)
+        if "strategy" not in df.columns:
+            raise ReportInputError(f"{source}: '{key}' records need a 'strategy' field")
+        return df.set_index("strategy")
+    if isinstance(obj, dict):
+        df = pd.DataFrame.from_dict(obj, orient="index")
+        df.index.name = "strategy"
+        return df
+    raise ReportInputError(f"{source}: '{key}' must be a list of records or an object keyed by strategy, got {type(obj).__name__}")
+
+
+def run_from_comparison(comparison: Any, workload: str | None = None, source: str = "<memory>") -> Run:
+    """Adopt an in-memory `specagent.simulator.run.Comparison`."""
+    a = dict(comparison.assumptions or {})
+    wl = workload if workload is not None else str(a.get("workload") or "")
+    return Run(
+        summary=comparison.summary, phase_time=comparison.phase_time, phase_bytes=comparison.phase_bytes,
+        phase_flops=comparison.phase_flops, assumptions=a, per_trajectory=comparison.per_trajectory,
+        workload=wl, source=source,
+    )
+
+
+def run_from_per_trajectory(frame: pd.DataFrame, source: str, assumptions: dict | None = None) -> Run:
+    """Rebuild totals and phase splits from per-trajectory rows (the simulator's own functions)."""
+    from specagent.simulator.results import phase_split, summarize
+
+    _require(frame, PER_TRAJECTORY_COLUMNS, "per-trajectory", source)
+    wl = ""
+    if "workload" in frame and frame["workload"].nunique() == 1:
+        wl = str(frame["workload"].iloc[0])
+    return Run(
+        summary=summarize(frame), phase_time=phase_split(frame, "time_s"), phase_bytes=phase_split(frame, "bytes_read"),
+        phase_flops=phase_split(frame, "flops"),
+        assumptions=assumptions or {"note": f"only per-trajectory rows were supplied ({source}); no assumptions file"},
+        per_trajectory=frame, workload=wl, source=source,
+    )
+
+
+def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None = None) -> Run:
+    """A `specagent predict` summary JSON: summary, assumptions and phase splits as records."""
+    summary = _frame_from_records(doc["summary"], "summary", source)
+    phases = {}
+    for key in PHASE_KEYS:
+        if key in doc:
+            phases[key] = _frame_from_records(doc[key], key, source)
+    per = None
+    ref = doc.get("per_trajectory")
+    if isinstance(ref, str) and base is not None:
+        p = (base / ref) if not Path(ref).is_absolute() else Path(ref)
+        if not p.exists():
+            raise ReportInputError(f"{source}: field 'per_trajectory' names {p}, which does not exist")
+        per = _read_parquet(p)
+    elif base is not None:
+        for guess in (base / (Path(source).stem + ".parquet"), base / "per_trajectory.parquet"):
+            if guess.exists():
+                per = _read_parquet(guess)
+                break
+    missing = [k for k in PHASE_KEYS if k not in phases]
+    if missing:
+        if per is None:
+            raise ReportInputError(f"{source}: no {', '.join(missing)} records and no per-trajectory Parquet to derive them from")
+        from specagent.simulator.results import phase_split
+
+        metric = {"phase_time": "time_s", "phase_bytes": "bytes_read", "phase_flops": "flops"}
+        for k in missing:
+            phases[k] = phase_split(per, metric[k])
+    assumptions = dict(doc.get("assumptions") or {})
+    wl = str(assumptions.get("workload") or doc.get("workload") or "")
+    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, **phases)
+
+
+def _read_parquet(p: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(p)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise ReportInputError(f"{p}: cannot read Parquet: {exc}") from exc
+
+
+def _read_table(p: Path) -> pd.DataFrame | dict:
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return _read_parquet(p)
+        if suffix == ".csv":
+            return pd.read_csv(p)
+        if suffix == ".json":
+            return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ReportInputError(f"{p}: cannot read: {exc}") from exc
+    raise ReportInputError(f"{p}: unknown results format '{suffix}' (expected .json, .parquet or .csv)")
+
+
+def classify(df: pd.DataFrame) -> str | None:
+    """Which kind of table this is, by its columns."""
+    cols = set(df.columns)
+    if set(PER_TRAJECTORY_COLUMNS) <= cols:
+        return "per_trajectory"
+    if set(BALANCE_COLUMNS) <= cols:
+        return "balance"
+    if set(CALIBRATION_COLUMNS) <= cols:
+        return "calibration"
+    if set(PLAN_COLUMNS) <= cols:
+        return "plan"
+    return None
+
+
+def _concat(a: pd.DataFrame | None, b: pd.DataFrame) -> pd.DataFrame:
+    return b if a is None else pd.concat([a, b], ignore_index=True)
+
+
+def load_results(paths: Iterable[str | Path]) -> ReportData:
+    """Read every results file given; each is recognised by its contents."""
+    data = ReportData()
+    parquet_claimed: set[Path] = set()
+    pending_tables: list[tuple[Path, pd.DataFrame]] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise ReportInputError(f"{p}: no such results file")
+        obj = _read_table(p)
+        if isinstance(obj, dict):
+            if "summary" in obj:
+                run = run_from_summary_json(obj, str(p), p.parent)
+                if run.per_trajectory is not None:
+                    ref = obj.get("per_trajectory")
+                    for cand in ([ref] if isinstance(ref, str) else [p.stem + ".parquet", "per_trajectory.parquet"]):
+                        parquet_claimed.add((p.parent / cand).resolve())
+                data.runs.append(run)
+                continue
+            # A JSON table: {"records": [...]} / {"rows": [...]} / a list
+            rows = obj.get("records") or obj.get("rows") or obj.get("data")
+            if not isinstance(rows, list):
+                raise ReportInputError(
+                    f"{p}: JSON has neither a 'summary' field (a `specagent predict` summary) nor a 'records' list of table rows"
+                )
+            pending_tables.append((p, pd.DataFrame.from_records(rows)))
+        elif isinstance(obj, list):
+            pending_tables.append((p, pd.DataFrame.from_records(obj)))
+        else:
+            pending_tables.append((p, obj))
+    for p, df in pending_tables:
+        kind = classify(df)
+        if kind == "per_trajectory":
+            if p.resolve() not in parquet_claimed:
+                data.runs.append(run_from_per_trajectory(df, str(p)))
+        elif kind == "balance":
+            data.balance = _concat(data.balance, balance_table(df, str(p)))
+        elif kind == "calibration":
+            data.calibration = _concat(data.calibration, calibration_table(df, str(p)))
+        elif kind == "plan":
+            data.plan = _concat(data.plan, plan_table(df, str(p)))
+        else:
+            raise ReportInputError(
+                f"{p}: not a known kind of result; expected columns of one of: per-trajectory ({', '.join(PER_TRAJECTORY_COLUMNS)}), "
+                f"balance study ({', '.join(BALANCE_COLUMNS)}), calibration ({', '.join(CALIBRATION_COLUMNS)}), "
+                f"capacity plan ({', '.join(PLAN_COLUMNS)}); got: {', '.join(map(str, df.columns))}"
+            )
+    for i, r in enumerate(data.runs):
+        if not r.workload:
+            r.workload = Path(r.source).stem if r.source != "<memory>" else f"run {i + 1}"
+    return data
+
+
+def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibration: pd.DataFrame | None = None,
+                   plan: pd.DataFrame | None = None, setting: Any = None, title: str | None = None) -> ReportData:
+    """Accept a Comparison, a list of Comparisons, paths, or a ReportData, plus optional tables."""
+    if isinstance(results, ReportData):
+        data = results
+    elif isinstance(results, (str, Path)):
+        data = load_results([results])
+    elif hasattr(results, "per_trajectory") and hasattr(results, "summary"):
+        data = ReportData(runs=[run_from_comparison(results)])
+    elif isinstance(results, (list, tuple)):
+        data = ReportData()
+        paths = [r for r in results if isinstance(r, (str, Path))]
+        if paths:
+            data = load_results(paths)
+        for r in results:
+            if hasattr(r, "per_trajectory") and hasattr(r, "summary"):
+                data.runs.append(run_from_comparison(r))
+            elif not isinstance(r, (str, Path)):
+                raise ReportInputError(f"cannot make a report from a {type(r).__name__}; pass a Comparison or results paths")
+    else:
+        raise ReportInputError(f"cannot make a report from a {type(results).__name__}; pass a Comparison or results paths")
+    for i, r in enumerate(data.runs):
+        if not r.workload:
+            r.workload = f"run {i + 1}" if len(data.runs) > 1 else "workload"
+    if balance is not None:
+        data.balance = balance_table(balance)
+    if calibration is not None:
+        data.calibration = calibration_table(calibration)
+    if plan is not None:
+        data.plan = plan_table(plan)
+    if setting is not None:
+        data.setting = setting
+    if title:
+        data.title = title
+    return data
+
+
+# ------------------------------------------------------------------ deployments from assumptions
+_DEPLOYMENT_RE = re.compile(
+    r"^(?P<model>\S+) on (?P<gpus>\d+)x (?P<hw>.+?) \((?P<par>tp|tp\+ep), weights (?P<w>\w+), KV (?P<kv>\w+)\)$"
+)
+
+
+def deployment_from_description(text: str):
+    """Rebuild a Deployment from `Deployment.describe()` text, as a summary JSON stores it.
+
+    The JSON keeps the setting as the strings the simulator prints; this inverts that
+    format so figures that need the hardware (the roofline, the balance fallback) can be
+    drawn from files. Returns None for an API model or text in another format.
+    """
+    from specagent.costmodel.deployment import Deployment
+    from specagent.costmodel.model_spec import load_model_spec
+    from specagent.hardware.profile import load_hardware
+
+    m = _DEPLOYMENT_RE.match(text.strip())
+    if not m:
+        return None
+    return Deployment(load_model_spec(m["model"]), load_hardware(m["hw"]), gpus=int(m["gpus"]), parallelism=m["par"],
+                      weight_dtype=m["w"], kv_dtype=m["kv"])
+
+
+def deployments(data: ReportData) -> tuple[Any, Any, str]:
+    """(weak, strong, weight_mode) deployments of the first run; None where unknown (API Strong model)."""
+    if data.setting is not None:
+        s = data.setting
+        strong = None if getattr(s, "strong_is_api", False) else s.strong
+        return s.weak, strong, s.weight_mode
+    if not data.runs:
+        return None, None, "union"
+    setting = data.runs[0].assumptions.get("setting") or {}
+    weak = strong = None
+    try:
+        if isinstance(setting.get("weak"), str):
+            weak = deployment_from_description(setting["weak"])
+        if isinstance(setting.get("strong"), str):
+            strong = deployment_from_description(setting["strong"])
+    except ValueError:
+        weak = strong = None
+    return weak, strong, str(setting.get("weight_mode") or "union")

@@ -1,0 +1,510 @@
+"""The report's figures: each one function from results (plain DataFrames) to a plotly Figure.
+
+Every figure is a view of numbers the simulator, the fleet study, calibration or the
+cost model produced; nothing is drawn that those did not compute. Inputs are plain
+frames with documented columns so that notebooks, the HTML report and other tools can
+call the same functions.
+
+Common input: a *summary* frame, one row per strategy (and per workload when several
+benchmarks are compared), with columns ``strategy``, ``label``, ``workload`` and the
+simulator's totals and ``*_rel`` ratios to Strong-only (see
+``specagent.simulator.results.summarize``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+BASELINE = "strongonly"
+TEMPLATE = "plotly_white"
+
+#: Phase groups (specagent.simulator.results.PHASE_GROUPS) in stacking order, with display names.
+PHASE_LABELS = {
+    "weak_prefill": "Weak prefill",
+    "weak_drafting": "Weak drafting (decode)",
+    "strong_prefill": "Strong prefill (own turns)",
+    "strong_verification": "Strong verification (prefill of drafts)",
+    "strong_repair_verdict": "Strong repair + verdict (decode)",
+    "tool": "Tool time",
+    "user": "User time",
+}
+PHASE_COLORS = {
+    "weak_prefill": "#9ecae1", "weak_drafting": "#3182bd", "strong_prefill": "#fdae6b",
+    "strong_verification": "#e6550d", "strong_repair_verdict": "#a63603", "tool": "#74c476", "user": "#bdbdbd",
+}
+#: Model phases (specagent.simulator.plan.PHASE_NAMES) shown on the roofline.
+MODEL_PHASES = {
+    "weak_prefill": ("weak", "Weak prefill"),
+    "weak_decode": ("weak", "Weak decode (drafting)"),
+    "strong_prefill": ("strong", "Strong prefill"),
+    "strong_verify": ("strong", "Strong verification prefill"),
+    "strong_decode": ("strong", "Strong decode (own steps / repair)"),
+    "strong_verdict": ("strong", "Strong verdict decode"),
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+def _summary_frame(summary: pd.DataFrame) -> pd.DataFrame:
+    """Strategy and workload as columns, whatever the input's index."""
+    df = summary.copy()
+    if "strategy" not in df.columns:
+        df.index.name = "strategy"
+        df = df.reset_index()
+    if "label" not in df.columns:
+        df["label"] = df["strategy"]
+    if "workload" not in df.columns:
+        df["workload"] = ""
+    df["workload"] = df["workload"].fillna("").astype(str)
+    return df
+
+
+def strategy_colors(strategies: Iterable[str]) -> dict[str, str]:
+    """A fixed colour per strategy, in first-seen order, shared by every figure of a report."""
+    palette = qualitative.Plotly + qualitative.D3
+    out: dict[str, str] = {}
+    for s in strategies:
+        if s not in out:
+            out[s] = palette[len(out) % len(palette)]
+    return out
+
+
+def _x_axis(df: pd.DataFrame) -> list:
+    """Strategy labels, grouped under workload names when there are several workloads."""
+    labels = [_wrap(x) for x in df["label"]]
+    if df["workload"].nunique() > 1:
+        return [df["workload"].tolist(), labels]
+    return labels
+
+
+def _wrap(label: str, width: int = 18) -> str:
+    """Break a long strategy label into lines so tick labels stay readable."""
+    words, lines, cur = str(label).split(" "), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    lines.append(cur)
+    return "<br>".join(lines)
+
+
+def _vline(fig: go.Figure, x: float, text: str, log_x: bool, color: str = "#999", dash: str = "dot",
+           yanchor: str = "top", y: float = 1.0, row: int | None = None, col: int | None = None,
+           xanchor: str = "left") -> None:
+    """A vertical marker with its label; annotations on a log axis take log10(x), shapes take x."""
+    kw = {} if row is None else {"row": row, "col": col}
+    fig.add_vline(x=x, line_dash=dash, line_color=color, **kw)
+    ax = np.log10(x) if log_x else x
+    fig.add_annotation(x=ax, y=y, yref="paper", text=text, showarrow=False, xanchor=xanchor, yanchor=yanchor,
+                       font=dict(size=11, color=color), bgcolor="rgba(255,255,255,0.8)", **kw)
+
+
+def _fmt_rel(v: float) -> str:
+    return f"{v:.2f}×" if np.isfinite(v) else ""
+
+
+def _finish(fig: go.Figure, title: str, height: int = 480, top: int = 110, legend: str = "top", bottom: int = 60) -> go.Figure:
+    """Shared look: title at the top left; legend above the plot, below it (figures with subplot
+    titles) or to its right; white template."""
+    if "<br>" in title:
+        top += 22
+    leg = {
+        "top": dict(orientation="h", y=1.02, yanchor="bottom", x=0, xanchor="left"),
+        "bottom": dict(orientation="h", y=0, yref="container", yanchor="bottom", x=0, xanchor="left"),
+        "right": dict(orientation="v", y=1.0, yanchor="top", x=1.02, xanchor="left", font=dict(size=11)),
+    }[legend]
+    fig.update_layout(template=TEMPLATE, height=height, legend=leg,
+                      title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
+                      margin=dict(l=70, r=10 if legend == "right" else 30, t=top, b=bottom))
+    return fig
+
+
+class FigureNotSupported(ValueError):
+    """The results given do not contain what this figure needs; the message says what is missing."""
+
+
+def _need(df: pd.DataFrame, cols: Sequence[str], figure: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise FigureNotSupported(f"{figure}: results lack column(s) {', '.join(missing)}")
+
+
+# ----------------------------------------------------------------------------- figure 1
+def memory_reads_figure(summary: pd.DataFrame) -> go.Figure:
+    """Figure 1: Strong-model HBM reads and total HBM reads (both models) per strategy, relative to Strong-only.
+
+    Columns: strategy, label, workload (optional), strong_bytes_read_rel, total_bytes_read_rel.
+    """
+    df = _summary_frame(summary)
+    _need(df, ["strong_bytes_read_rel", "total_bytes_read_rel"], "Figure 1 (memory reads)")
+    x = _x_axis(df)
+    fig = go.Figure()
+    for col, name, color in (("strong_bytes_read_rel", "Strong model reads", "#e6550d"),
+                             ("total_bytes_read_rel", "Total reads (Weak + Strong)", "#3182bd")):
+        v = df[col].astype(float).to_numpy()
+        fig.add_bar(x=x, y=v, name=name, marker_color=color, text=[_fmt_rel(a) for a in v], textposition="outside",
+                    hovertemplate="%{x}<br>" + name + ": %{y:.3f}× Strong-only<extra></extra>")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#444", annotation_text="Strong-only = 1", annotation_position="top right")
+    fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_tickangle=0)
+    fig.update_yaxes(rangemode="tozero")
+    return _finish(fig, "1 · HBM memory reads relative to Strong-only (lower is better)", height=560)
+
+
+# ----------------------------------------------------------------------------- figure 2
+def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
+    """Figure 2: each strategy's memory traffic and wall time (x) against measured success (y).
+
+    Columns: strategy, label, workload, total_bytes_read_rel, wall_time_s_rel and, when
+    quality was measured, measured_success (0..1). Without measured success, quality is not
+    invented: the figure plots memory traffic against wall time instead and says so.
+    """
+    df = _summary_frame(summary)
+    _need(df, ["total_bytes_read_rel", "wall_time_s_rel"], "Figure 2 (operating points)")
+    colors = strategy_colors(df["strategy"])
+    workloads = list(dict.fromkeys(df["workload"]))
+    symbols = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon"]
+    sym = {w: symbols[i % len(symbols)] for i, w in enumerate(workloads)}
+    has_quality = "measured_success" in df.columns and df["measured_success"].notna().any()
+    if has_quality:
+        q = df[df["measured_success"].notna()]
+        fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
+                            subplot_titles=("Memory traffic (HBM reads) ÷ Strong-only", "Wall time ÷ Strong-only"))
+        for c, col in enumerate(("total_bytes_read_rel", "wall_time_s_rel"), start=1):
+            for _, r in q.iterrows():
+                name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
+                fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers", name=name, legendgroup=name,
+                                showlegend=c == 1,
+                                marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
+                                hovertemplate=f"{name}<br>%{{x:.3f}}× Strong-only<br>success %{{y:.3f}}<extra></extra>",
+                                row=1, col=c)
+            fig.add_vline(x=1.0, line_dash="dot", line_color="#444", row=1, col=c)
+        fig.update_yaxes(title_text="measured success rate", row=1, col=1)
+        title = "2 · Operating points: cost relative to Strong-only vs measured quality (upper left is better)"
+        missing = list(dict.fromkeys(df[df["measured_success"].isna()]["label"]))
+        if missing:
+            title += f"<br><sup>{len(missing)} strateg{'y' if len(missing) == 1 else 'ies'} without measured success not shown</sup>"
+        return _finish(fig, title, height=560, top=80, legend="bottom", bottom=110)
+    fig = go.Figure()
+    for _, r in df.iterrows():
+        name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
+        fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers", name=name,
+                        marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
+                        hovertemplate=f"{name}<br>memory %{{x:.3f}}×<br>wall time %{{y:.3f}}×<extra></extra>")
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#444")
+    fig.update_layout(xaxis_title="Memory traffic (HBM reads) ÷ Strong-only", yaxis_title="Wall time ÷ Strong-only")
+    return _finish(fig, "2 · Operating points relative to Strong-only (lower left is better)"
+                   "<br><sup>quality not shown: no measured success rates were supplied, and none are invented</sup>", height=560, top=150)
+
+
+# ----------------------------------------------------------------------------- figure 3
+def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phase_time: pd.DataFrame,
+                      labels: Mapping[str, str] | None = None, baseline: str = BASELINE,
+                      workload: str | None = None) -> go.Figure:
+    """Figure 3: FLOPs, HBM reads and time by phase, stacked, relative to Strong-only's total.
+
+    Each frame is indexed by strategy with one column per phase group (the simulator's
+    ``phase_split``); a column ``workload`` may select between benchmarks. Bars of one
+    strategy sum to its total relative to Strong-only's total of that metric.
+    """
+    panels = (("FLOPs", phase_flops), ("HBM bytes read", phase_bytes), ("Time (sum of phases)", phase_time))
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=[p[0] for p in panels])
+    labels = dict(labels or {})
+    shown: set[str] = set()
+    n_rows = 0
+    for c, (_, frame) in enumerate(panels, start=1):
+        f = frame.copy()
+        if "strategy" in f.columns:
+            f = f.set_index("strategy")
+        if workload is not None and "workload" in f.columns:
+            f = f[f["workload"] == workload]
+        f = f.drop(columns=[k for k in ("workload",) if k in f.columns])
+        if baseline not in f.index:
+            raise FigureNotSupported(f"Figure 3 (phase costs): no '{baseline}' row to normalise by")
+        base = float(f.loc[baseline].sum())
+        if base <= 0:
+            raise FigureNotSupported(f"Figure 3 (phase costs): '{baseline}' total is zero")
+        rel = f / base
+        y = [labels.get(s, s) for s in rel.index]
+        n_rows = len(y)
+        for group in PHASE_LABELS:
+            if group not in rel.columns or not (rel[group] > 0).any():
+                continue
+            fig.add_bar(y=y, x=rel[group].to_numpy(), orientation="h", name=PHASE_LABELS[group], legendgroup=group,
+                        showlegend=group not in shown, marker_color=PHASE_COLORS[group],
+                        hovertemplate="%{y}<br>" + PHASE_LABELS[group] + ": %{x:.3f}× Strong-only total<extra></extra>",
+                        row=1, col=c)
+            shown.add(group)
+        fig.add_vline(x=1.0, line_dash="dot", line_color="#444", row=1, col=c)
+        fig.update_xaxes(title_text="÷ Strong-only total", row=1, col=c)
+    fig.update_layout(barmode="stack", bargap=0.25)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    title = "3 · Cost by phase relative to Strong-only (bars sum to each strategy's total)"
+    if workload:
+        title += f" · {workload}"
+    return _finish(fig, title, height=260 + 36 * max(n_rows, 3), top=80, legend="bottom", bottom=150)
+
+
+# ----------------------------------------------------------------------------- figure 4
+def balance_from_roofline(strong, segment_tokens: float, context: float, weight_mode: str = "union",
+                          batches: Sequence[int] | None = None, max_batch: int | None = None) -> pd.DataFrame:
+    """SpecAgent's per-token saving from the roofline when no fleet study is available.
+
+    A replica decoding a batch of B sequences spends one decode pass per token for all of
+    them, so each sequence's share of a token is (decode pass at batch B) ÷ B. A
+    verification prefill of ``segment_tokens`` onto ``context`` cached tokens costs
+    (prefill pass) ÷ segment_tokens per token. The saving is 1 − verify share ÷ decode
+    share, for time and for HBM bytes read. Returns the balance-study columns (hardware,
+    strong_mean_decode_batch, time_saving, memory_saving) plus the per-token figures and
+    ``fits`` (whether B sequences' KV cache and state fit next to the weights). Batches run
+    to ``max_batch`` (default: twice the larger of the memory limit and the roofline
+    balance batch, at most 65,536).
+    """
+    from specagent.costmodel.balance import balance_point
+    from specagent.costmodel.passes import Passes
+    from specagent.costmodel.roofline import estimate
+
+    if segment_tokens < 2:
+        raise ValueError(f"segment_tokens must be >= 2 for a verification prefill, got {segment_tokens}")
+    if context < 0:
+        raise ValueError(f"context must be >= 0, got {context}")
+    fit = strong.max_sequences(int(round(context)))
+    if batches is None:
+        if max_batch is None:
+            bp = balance_point(strong, context=int(round(context)), weight_mode=weight_mode)
+            max_batch = min(65536, 2 * max(fit, bp.balance_batch_effective or 0, 64))
+        batches = np.unique(np.round(np.geomspace(1, max_batch, 80)).astype(int))
+    b = np.asarray(batches, dtype=np.float64)
+    if b.size == 0 or np.any(b < 1):
+        raise ValueError("batches must be >= 1")
+    dec = estimate(strong, Passes.uniform(1, context, b), weight_mode)
+    ver = estimate(strong, Passes.uniform(float(segment_tokens), context, 1), weight_mode)
+    n = float(segment_tokens)
+    dec_t, dec_m = dec.time_s / b, dec.total_bytes_read / b
+    ver_t, ver_m = float(ver.time_s[0]) / n, float(ver.total_bytes_read[0]) / n
+    return pd.DataFrame({
+        "hardware": strong.hardware.name,
+        "strong_mean_decode_batch": b,
+        "time_saving": 1.0 - ver_t / dec_t,
+        "memory_saving": 1.0 - ver_m / dec_m,
+        "decode_s_per_token": dec_t,
+        "verify_s_per_token": ver_t,
+        "decode_bytes_per_token": dec_m,
+        "verify_bytes_per_token": ver_m,
+        "fits": b <= fit,
+    })
+
+
+def _zero_crossing(x: np.ndarray, y: np.ndarray) -> float | None:
+    """First x where y falls from positive to <= 0 (linear interpolation in log x)."""
+    for i in range(1, len(x)):
+        if y[i - 1] > 0 >= y[i]:
+            lx0, lx1 = np.log(x[i - 1]), np.log(x[i])
+            return float(np.exp(lx0 + (lx1 - lx0) * y[i - 1] / (y[i - 1] - y[i])))
+    return None
+
+
+def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
+                   balance_batches: Mapping[str, float | None] | None = None, note: str = "") -> go.Figure:
+    """Figure 4: SpecAgent's time and memory saving against the Strong replica's mean decode batch.
+
+    Columns: hardware, strong_mean_decode_batch, time_saving, memory_saving (fractions:
+    1 − SpecAgent ÷ Strong-only); optional ``fits`` (False where the batch does not fit in
+    memory: drawn shaded). The balance point is marked per hardware: the batch where the
+    time saving vanishes (interpolated from the data), and, where given in
+    ``balance_batches``, the roofline balance batch (decode turns compute-bound).
+    """
+    df = balance.copy()
+    _need(df, ["hardware", "strong_mean_decode_batch", "time_saving", "memory_saving"], "Figure 4 (balance)")
+    fig = go.Figure()
+    hws = list(dict.fromkeys(df["hardware"].astype(str)))
+    colors = strategy_colors(hws)
+    level = 1.0
+    xs_all = df["strong_mean_decode_batch"].to_numpy(dtype=float)
+    lo_x, hi_x = np.log10(xs_all.min()), np.log10(xs_all.max())
+
+    def side(v: float) -> str:
+        return "right" if hi_x > lo_x and (np.log10(v) - lo_x) / (hi_x - lo_x) > 0.55 else "left"
+
+    for hw in hws:
+        d = df[df["hardware"].astype(str) == hw].sort_values("strong_mean_decode_batch")
+        x = d["strong_mean_decode_batch"].to_numpy(dtype=float)
+        for col, dash, what in (("time_saving", "solid", "time"), ("memory_saving", "dash", "memory traffic")):
+            fig.add_scatter(x=x, y=100 * d[col].to_numpy(dtype=float), mode="lines+markers", name=f"{hw}: {what} saving",
+                            line=dict(color=colors[hw], dash=dash), marker=dict(size=4),
+                            hovertemplate=f"{hw}<br>decode batch %{{x:.1f}}<br>{what} saving %{{y:.1f}}%<extra></extra>")
+        if "fits" in d.columns and not d["fits"].all():
+            first_out = float(x[~d["fits"].to_numpy(dtype=bool)].min())
+            last_in = float(x[d["fits"].to_numpy(dtype=bool)].max()) if d["fits"].any() else 1.0
+            fig.add_vrect(x0=last_in, x1=float(x.max()), fillcolor="#bbbbbb", opacity=0.25, line_width=0)
+            _vline(fig, last_in, f"{hw}: memory holds at most {last_in:,.0f} sequences", True, "#666", "solid", y=level,
+                   xanchor=side(last_in))
+            level -= 0.08
+        zc = _zero_crossing(x, d["time_saving"].to_numpy(dtype=float))
+        if zc is not None:
+            _vline(fig, zc, f"{hw}: time saving vanishes at batch ≈ {zc:,.0f}", True, colors[hw], "dot", y=level,
+                   xanchor=side(zc))
+            level -= 0.08
+        bb = (balance_batches or {}).get(hw)
+        if bb:
+            _vline(fig, bb, f"{hw}: balance point (decode compute-bound) at batch {bb:,.0f}", True, colors[hw], "dashdot", y=level,
+                   xanchor=side(bb))
+            level -= 0.08
+    fig.add_hline(y=0, line_color="#444", line_width=1)
+    xs = df["strong_mean_decode_batch"].to_numpy(dtype=float)
+    fig.update_xaxes(type="log", title_text="Strong replica's mean decode batch",
+                     range=[np.log10(xs.min()) - 0.05, np.log10(xs.max()) + 0.05])
+    fig.update_yaxes(title_text="SpecAgent saving vs Strong-only (%)", ticksuffix="%")
+    title = f"4 · Saving against the Strong replica's decode batch (from the {source})"
+    if note:
+        title += f"<br><sup>{note}</sup>"
+    return _finish(fig, title, height=540)
+
+
+# ----------------------------------------------------------------------------- figure 5
+def phase_operating_points(summary: pd.DataFrame, gpus: Mapping[str, int], compute_dtypes: Mapping[str, str] | None = None,
+                           strategies: Sequence[str] | None = None) -> pd.DataFrame:
+    """Each model phase's aggregate operating point: FLOP per HBM byte and achieved FLOP/s per GPU.
+
+    ``summary`` has per-strategy totals ``flops_<phase>``, ``bytes_read_<phase>``,
+    ``bytes_written_<phase>`` and ``time_s_<phase>`` (the simulator's summary); ``gpus``
+    maps 'weak'/'strong' to GPUs per replica. Phases with no FLOPs (e.g. an API model) are
+    left out.
+    """
+    df = _summary_frame(summary)
+    if strategies is not None:
+        df = df[df["strategy"].isin(strategies)]
+    rows = []
+    for _, r in df.iterrows():
+        for phase, (model, name) in MODEL_PHASES.items():
+            cols = [f"flops_{phase}", f"bytes_read_{phase}", f"bytes_written_{phase}", f"time_s_{phase}"]
+            if any(c not in df.columns for c in cols) or model not in gpus:
+                continue
+            flops, br, bw, t = (float(r[c]) for c in cols)
+            if flops <= 0 or t <= 0 or br + bw <= 0:
+                continue
+            rows.append({"strategy": r["strategy"], "label": r["label"], "workload": r["workload"], "model": model,
+                         "phase": phase, "phase_label": name, "intensity": flops / (br + bw),
+                         "flops_per_s_per_gpu": flops / t / gpus[model],
+                         "compute_dtype": (compute_dtypes or {}).get(model, "bf16")})
+    return pd.DataFrame(rows, columns=["strategy", "label", "workload", "model", "phase", "phase_label", "intensity",
+                                       "flops_per_s_per_gpu", "compute_dtype"])
+
+
+def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True) -> go.Figure:
+    """Figure 5: the hardware profile's roofline per GPU with each phase's operating points.
+
+    ``profile`` is a HardwareProfile; ``points`` has columns label, phase, phase_label,
+    intensity (FLOP/byte), flops_per_s_per_gpu and compute_dtype (from
+    ``phase_operating_points``). Solid lines are peak rooflines, one per compute dtype used;
+    dashed lines apply the profile's prefill MFU and bandwidth efficiency.
+    """
+    _need(points, ["label", "phase", "intensity", "flops_per_s_per_gpu", "compute_dtype"], "Figure 5 (roofline)")
+    if points.empty:
+        raise FigureNotSupported("Figure 5 (roofline): no phase with FLOPs and bytes to place")
+    bw = profile.bandwidth_bytes_s
+    lo = min(0.5, float(points["intensity"].min()) / 2)
+    hi = max(float(points["intensity"].max()) * 2, 4 * profile.ridge("bf16"))
+    xi = np.geomspace(lo, hi, 200)
+    fig = go.Figure()
+    dtypes = list(dict.fromkeys(points["compute_dtype"])) or ["bf16"]
+    eff_c = float(profile.prefill_mfu.value)
+    eff_b = float(profile.bandwidth_efficiency.value)
+    for dt in dtypes:
+        peak = profile.peak_flops(dt)
+        fig.add_scatter(x=xi, y=np.minimum(peak, xi * bw) / 1e12, mode="lines", name=f"peak roofline ({dt.upper()})",
+                        line=dict(color="#222", width=2 if dt == dtypes[0] else 1.5),
+                        hovertemplate="%{x:.1f} FLOP/B → %{y:.1f} TFLOP/s<extra></extra>")
+        if efficiencies:
+            fig.add_scatter(x=xi, y=np.minimum(peak * eff_c, xi * bw * eff_b) / 1e12, mode="lines",
+                            name=f"derated ({dt.upper()}: MFU {eff_c:.2f}, bandwidth {eff_b:.2f})",
+                            line=dict(color="#777", dash="dash"), hoverinfo="skip")
+        _vline(fig, profile.ridge(dt), f"ridge {dt.upper()}: {profile.ridge(dt):.0f} FLOP/B", True, "#888", "dot",
+               yanchor="bottom", y=0.0 if dt == dtypes[0] else 0.06)
+    strategies = list(dict.fromkeys(points["strategy"] if "strategy" in points else points["label"]))
+    symbols = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon", "pentagon"]
+    sym = {s: symbols[i % len(symbols)] for i, s in enumerate(strategies)}
+    phase_color = {"weak_prefill": "#9ecae1", "weak_decode": "#3182bd", "strong_prefill": "#fdae6b",
+                   "strong_verify": "#e6550d", "strong_decode": "#a63603", "strong_verdict": "#756bb1"}
+    for _, r in points.iterrows():
+        skey = r["strategy"] if "strategy" in points else r["label"]
+        name = f"{r['label']}: {r.get('phase_label', r['phase'])}"
+        fig.add_scatter(x=[r["intensity"]], y=[r["flops_per_s_per_gpu"] / 1e12], mode="markers", name=name,
+                        marker=dict(size=18 if skey == strategies[0] else 11, color=phase_color.get(r["phase"], "#333"), symbol=sym[skey],
+                                    line=dict(width=1, color="#222")),
+                        hovertemplate=f"{name}<br>%{{x:.2f}} FLOP/B<br>%{{y:.2f}} TFLOP/s per GPU<extra></extra>")
+    fig.update_xaxes(type="log", title_text="Arithmetic intensity (FLOP per HBM byte)", range=[np.log10(lo), np.log10(hi)])
+    fig.update_yaxes(type="log", title_text="Achieved TFLOP/s per GPU")
+    return _finish(fig, f"5 · Roofline of {profile.name} with each phase's operating point (aggregate over the run)",
+                   height=620, top=70, legend="right")
+
+
+# ----------------------------------------------------------------------------- figure 6
+def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
+    """Figure 6: predicted vs measured time per held-out point, with the percentage error.
+
+    Columns: point (a name), predicted_s, measured_s (> 0). The title states the mean
+    absolute percentage error over the points.
+    """
+    df = calibration.copy()
+    _need(df, ["point", "predicted_s", "measured_s"], "Figure 6 (calibration)")
+    pred = df["predicted_s"].to_numpy(dtype=float)
+    meas = df["measured_s"].to_numpy(dtype=float)
+    err = 100.0 * (pred - meas) / meas
+    mape = float(np.mean(np.abs(err)))
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.1,
+                        subplot_titles=("Predicted vs measured (log-log)", "Error per point: (predicted − measured) ÷ measured"))
+    names = df["point"].astype(str).tolist()
+    fig.add_scatter(x=meas, y=pred, mode="markers", name="held-out points", text=names, marker=dict(size=9, color="#3182bd"),
+                    hovertemplate="%{text}<br>measured %{x:.4g} s<br>predicted %{y:.4g} s<extra></extra>", row=1, col=1)
+    lo, hi = float(min(meas.min(), pred.min())) / 1.3, float(max(meas.max(), pred.max())) * 1.3
+    line = np.array([lo, hi])
+    fig.add_scatter(x=line, y=line, mode="lines", name="predicted = measured", line=dict(color="#222"), row=1, col=1)
+    for f, nm in ((1.1, "±10%"),):
+        fig.add_scatter(x=np.r_[line, line[::-1]], y=np.r_[line * f, line[::-1] / f], fill="toself", mode="lines",
+                        line=dict(width=0), fillcolor="rgba(49,130,189,0.12)", name=nm, hoverinfo="skip", row=1, col=1)
+    fig.add_bar(x=names, y=err, name="error %", marker_color=np.where(np.abs(err) <= 10, "#74c476", "#de2d26").tolist(),
+                hovertemplate="%{x}<br>%{y:.1f}%<extra></extra>", row=1, col=2)
+    fig.update_xaxes(type="log", title_text="measured (s)", row=1, col=1)
+    fig.update_yaxes(type="log", title_text="predicted (s)", row=1, col=1)
+    fig.update_yaxes(title_text="error (%)", ticksuffix="%", row=1, col=2)
+    fig.update_xaxes(tickangle=-40, row=1, col=2)
+    return _finish(fig, f"6 · Calibration: predicted vs measured pass times — MAPE {mape:.1f}% over {len(df)} points", height=560, top=80, legend="bottom", bottom=140)
+
+
+# ----------------------------------------------------------------------------- figure 7
+def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
+    """Figure 7: $/hour and GPUs of the cheapest fleet per strategy at the planned rate.
+
+    Columns: strategy, usd_per_hour, gpus; optional label (display name), fleet (a
+    description of the replicas) and rate (arrivals per second, shown in the title).
+    """
+    df = plan.copy()
+    _need(df, ["strategy", "usd_per_hour", "gpus"], "Figure 7 (capacity plan)")
+    names = (df["label"] if "label" in df.columns else df["strategy"]).astype(str).tolist()
+    colors = strategy_colors(df["strategy"])
+    col = [colors[s] for s in df["strategy"]]
+    hover = df["fleet"].astype(str).tolist() if "fleet" in df.columns else [""] * len(df)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("$ per hour", "GPUs"), horizontal_spacing=0.1)
+    fig.add_bar(x=names, y=df["usd_per_hour"].to_numpy(dtype=float), marker_color=col, name="$/hour", customdata=hover,
+                text=[f"${v:,.0f}" for v in df["usd_per_hour"]], textposition="outside",
+                hovertemplate="%{x}<br>$%{y:,.2f}/hour<br>%{customdata}<extra></extra>", row=1, col=1)
+    fig.add_bar(x=names, y=df["gpus"].to_numpy(dtype=float), marker_color=col, name="GPUs", customdata=hover,
+                text=[f"{v:,.0f}" for v in df["gpus"]], textposition="outside",
+                hovertemplate="%{x}<br>%{y:,.0f} GPUs<br>%{customdata}<extra></extra>", row=1, col=2)
+    fig.update_layout(showlegend=False)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(tickprefix="$", row=1, col=1)
+    if not rate and "rate" in df.columns and df["rate"].nunique() == 1:
+        rate = f"{df['rate'].iloc[0]}"
+    title = "7 · Capacity plan: cheapest fleet meeting the SLO, per strategy"
+    if rate:
+        title += f" (rate {rate})"
+    return _finish(fig, title, height=480, top=80)

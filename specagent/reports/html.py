@@ -1,0 +1,420 @@
+"""One self-contained HTML report: the setting, every assumption, the tables and the figures.
+
+The file embeds plotly.js once and references nothing outside itself, so it opens offline,
+can be mailed, and renders the same years later. Same inputs give byte-identical output
+(no timestamps, fixed element ids). It is written to a temp file beside the target and
+renamed, so a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from specagent.reports import figures as F
+from specagent.reports.data import ReportData, as_report_data, deployments
+from specagent.reports.static import ImageExport, export_images
+
+
+@dataclass
+class FigureEntry:
+    key: str  # fig1 .. fig7 (or fig3_<n> for several workloads)
+    caption: str
+    figure: go.Figure | None
+    reason: str = ""  # why it was left out, when figure is None
+
+
+@dataclass
+class ReportResult:
+    path: Path
+    figures: list[FigureEntry]
+    images: ImageExport | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def included(self) -> list[str]:
+        return [f.key for f in self.figures if f.figure is not None]
+
+    @property
+    def omitted(self) -> dict[str, str]:
+        return {f.key: f.reason for f in self.figures if f.figure is None}
+
+
+# ------------------------------------------------------------------------------ figures
+def _labels(data: ReportData) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for r in data.runs:
+        if "label" in r.summary.columns:
+            out.update({str(k): str(v) for k, v in r.summary["label"].items()})
+    return out
+
+
+def _segment_and_context(data: ReportData) -> tuple[float, float, str]:
+    """The mean verified segment and mean context of SpecAgent in the first run, for the roofline fallback."""
+    s = data.runs[0].summary
+    row = None
+    for name in ("specagent", *[i for i in s.index if str(i).startswith("specagent")]):
+        if name in s.index:
+            row = s.loc[name]
+            break
+    seg, ctx, how = 256.0, 8192.0, "no SpecAgent run in the results: assumed segment 256 tokens, context 8,192 tokens"
+    if row is not None and float(row.get("reviews", 0) or 0) > 0 and float(row.get("tokens_strong_verify", 0) or 0) > 0:
+        seg = float(row["tokens_strong_verify"]) / float(row["reviews"])
+        how = f"verification prefill = mean of {row.get('label', 'SpecAgent')} ({seg:,.0f} tokens)"
+        trajs = float(row.get("trajectories", 0) or 0)
+        if trajs > 0 and float(row.get("committed_context_tokens", 0) or 0) > 0:
+            # The context grows from the system prompt to the final committed context; its mean over the run is about half.
+            ctx = 0.5 * float(row["committed_context_tokens"]) / trajs
+            how += f", context = half the mean final context ({ctx:,.0f} tokens)"
+        else:
+            how += ", context 8,192 tokens (assumed: no committed-context counts in the results)"
+    return seg, ctx, how
+
+
+def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
+    """Every figure the results support, and for each one left out, the reason."""
+    out: list[FigureEntry] = []
+    notes: list[str] = []
+    labels = _labels(data)
+    summary = data.combined_summary()
+
+    def attempt(key: str, caption: str, make) -> None:
+        try:
+            out.append(FigureEntry(key, caption, make()))
+        except F.FigureNotSupported as exc:
+            out.append(FigureEntry(key, caption, None, str(exc)))
+
+    if data.runs:
+        attempt("fig1", "Memory reads of the Strong model, and of both models together, relative to Strong-only. "
+                        "SpecAgent moves Strong tokens from decode (weights re-read per token) into one verification "
+                        "prefill per drafted segment.", lambda: F.memory_reads_figure(summary))
+        attempt("fig2", "Each strategy's operating point relative to Strong-only. Quality comes only from measured "
+                        "success rates supplied with the results.", lambda: F.operating_points_figure(summary))
+        for i, r in enumerate(data.runs):
+            key = "fig3" if len(data.runs) == 1 else f"fig3_{i + 1}"
+            attempt(key, "FLOPs, HBM bytes read and time by phase, stacked, as a fraction of Strong-only's total. "
+                         "FLOPs may rise while memory traffic and time fall: the saving is in bandwidth, not arithmetic.",
+                    lambda r=r: F.phase_cost_figure(r.phase_flops, r.phase_bytes, r.phase_time, labels))
+            if len(data.runs) > 1 and out[-1].figure is not None:
+                out[-1].figure.update_layout(title_text=f"3 · Cost by phase relative to Strong-only · {r.workload}")
+    else:
+        for key in ("fig1", "fig2", "fig3"):
+            out.append(FigureEntry(key, "", None, "no simulator results (summary JSON or per-trajectory Parquet) supplied"))
+
+    weak, strong, weight_mode = deployments(data)
+    # Figure 4: fleet study when supplied, else the roofline.
+    if data.balance is not None:
+        bb: dict[str, float | None] = {}
+        attempt("fig4", "SpecAgent's saving against the Strong replica's mean decode batch, from the fleet study. "
+                        "The saving vanishes as decode batches approach the balance point, where decode stops being "
+                        "bandwidth-bound.", lambda: F.balance_figure(data.balance, "fleet study", bb))
+    elif strong is not None and data.runs:
+        from specagent.costmodel.balance import balance_point
+
+        seg, ctx, how = _segment_and_context(data)
+
+        def fig4():
+            df = F.balance_from_roofline(strong, seg, ctx, weight_mode)
+            bp = balance_point(strong, context=int(round(ctx)), weight_mode=weight_mode)
+            mark = {strong.hardware.name: bp.balance_batch_effective}
+            note = f"roofline of {strong.describe()}; weights read in '{weight_mode}' mode; {how}"
+            if bp.balance_batch_effective is None:
+                note += f"; decode stays bandwidth-bound up to batch {bp.max_batch_searched:,}"
+            notes.append(note)
+            return F.balance_figure(df, "roofline; no fleet study supplied", mark)
+
+        attempt("fig4", "Per-token saving of a verification prefill against decoding the same tokens, as the Strong "
+                        "replica's decode batch grows (each sequence's share of a batched decode pass). From the cost "
+                        "model, because no fleet balance study was supplied. Shaded: batches whose KV cache and "
+                        "recurrent state do not fit next to the weights.", fig4)
+        if out[-1].figure is not None and notes:
+            out[-1].caption += " Inputs: " + notes.pop() + "."
+    else:
+        out.append(FigureEntry("fig4", "", None, "no fleet balance study supplied and the Strong model is not a deployment "
+                                                 "this report can price (e.g. an API model)"))
+
+    # Figure 5: roofline with phase operating points.
+    if data.runs and (weak is not None or strong is not None):
+        def fig5():
+            gpus, dts = {}, {}
+            hw = strong.hardware if strong is not None else weak.hardware
+            for name, dep in (("weak", weak), ("strong", strong)):
+                if dep is not None and dep.hardware.id == hw.id:
+                    gpus[name], dts[name] = dep.gpus, dep.compute_dtype
+            s = data.runs[0].summary
+            keep = [k for k in ("strongonly", "specagent") if k in s.index] or list(s.index[:2])
+            pts = F.phase_operating_points(s, gpus, dts, keep)
+            return F.roofline_figure(hw, pts)
+
+        attempt("fig5", "The hardware's roofline per GPU and where each phase of the run operates: decode phases sit "
+                        "on the bandwidth slope, verification prefill near the compute roof.", fig5)
+    else:
+        out.append(FigureEntry("fig5", "", None, "no deployment of a simulated model known (needs a summary with the setting)"))
+
+    if data.calibration is not None:
+        attempt("fig6", "Calibration: the calibrated roofline's predicted times of held-out forward passes against "
+                        "measured times on this machine.", lambda: F.calibration_figure(data.calibration))
+    else:
+        out.append(FigureEntry("fig6", "", None, "no calibration results supplied (columns point, predicted_s, measured_s)"))
+    if data.plan is not None:
+        attempt("fig7", "Capacity plan: cost per hour and GPUs of the cheapest fleet that meets the SLO at the planned "
+                        "rate, per strategy.", lambda: F.capacity_plan_figure(data.plan))
+    else:
+        out.append(FigureEntry("fig7", "", None, "no capacity plan supplied (columns strategy, usd_per_hour, gpus)"))
+    return out, notes
+
+
+# ------------------------------------------------------------------------------ HTML pieces
+CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0;color:#222;background:#fafafa}
+main{max-width:1280px;margin:0 auto;padding:24px 32px 64px}
+h1{font-size:1.7em;margin:.2em 0}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:2em}
+.lead{color:#555;max-width:60em}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.88em;background:#fff}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f0f0f0}td.t,th.t{text-align:left}
+.scroll{overflow-x:auto}
+figure{margin:1.2em 0 2em;background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:8px}
+figcaption{color:#444;font-size:.9em;margin:4px 8px 8px}
+.omitted{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:8px 12px;border-radius:4px}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;font-size:.88em;margin:.4em 0 1em}
+dl.kv dt{font-weight:600;color:#444}dl.kv dd{margin:0;word-break:break-word}
+details{margin:.4em 0}summary{cursor:pointer;font-weight:600}
+nav a{margin-right:1em}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(v: Any, col: str = "") -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f):
+            return "—"
+        if col.endswith("_rel"):
+            return f"{f:.3f}×"
+        if f != 0 and (abs(f) >= 1e6 or abs(f) < 1e-3):
+            return f"{f:.4g}"
+        return f"{f:,.4g}" if abs(f) < 1e4 else f"{f:,.0f}"
+    return str(v)
+
+
+def table_html(df: pd.DataFrame, index: bool = True, index_name: str = "", headers: Mapping[str, str] | None = None) -> str:
+    """A plain HTML table; numbers right-aligned, ratios as ×."""
+    headers = headers or {}
+    cols = list(df.columns)
+    head = "".join(f'<th class="t">{_e(index_name or df.index.name or "")}</th>' for _ in [0] if index)
+    head += "".join(f"<th>{_e(headers.get(c, c))}</th>" for c in cols)
+    rows = []
+    for idx, r in df.iterrows():
+        cells = f'<td class="t">{_e(idx)}</td>' if index else ""
+        for c in cols:
+            v = r[c]
+            cls = ' class="t"' if isinstance(v, str) else ""
+            cells += f"<td{cls}>{_e(_fmt(v, str(c)))}</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def kv_html(d: Mapping[str, Any]) -> str:
+    """Nested assumptions as definition lists; nothing is dropped."""
+    items = []
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            inner = kv_html(v) if v else "<em>(none)</em>"
+            items.append(f"<dt>{_e(k)}</dt><dd>{inner}</dd>")
+        elif isinstance(v, (list, tuple)):
+            items.append(f"<dt>{_e(k)}</dt><dd>{_e(json.dumps(v, default=str))}</dd>")
+        else:
+            items.append(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>")
+    return f'<dl class="kv">{"".join(items)}</dl>'
+
+
+HEADLINE_COLUMNS = {
+    "label": "strategy",
+    "trajectories": "trajectories",
+    "strong_bytes_read_rel": "Strong HBM reads",
+    "total_bytes_read_rel": "total HBM reads",
+    "wall_time_s_rel": "wall time",
+    "total_flops_rel": "total FLOPs",
+    "strong_flops_rel": "Strong FLOPs",
+    "strong_decode_tokens_rel": "Strong decode tokens",
+    "strong_calls_rel": "Strong calls",
+    "api_usd_rel": "API $",
+    "measured_success": "measured success",
+}
+ABSOLUTE_COLUMNS = {
+    "label": "strategy",
+    "total_bytes_read": "HBM bytes read",
+    "strong_bytes_read": "Strong bytes read",
+    "weak_bytes_read": "Weak bytes read",
+    "total_flops": "FLOPs",
+    "wall_time_s": "wall time (s, summed)",
+    "strong_decode_tokens": "Strong decode tokens",
+    "strong_verdict_tokens": "verdict tokens",
+    "strong_repair_tokens": "repair tokens",
+    "strong_calls": "Strong calls",
+    "reviews": "reviews",
+    "rejections": "rejections",
+    "repairs": "repairs",
+    "api_usd": "API $",
+    "unreviewed_writes": "unreviewed writes",
+}
+
+
+def _subset(df: pd.DataFrame, cols: Mapping[str, str]) -> pd.DataFrame:
+    keep = [c for c in cols if c in df.columns]
+    return df[keep]
+
+
+def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: str = "") -> str:
+    """The whole document as a string (deterministic for the same inputs)."""
+    parts: list[str] = []
+    parts.append(f"<h1>{_e(data.title)}</h1>")
+    parts.append('<p class="lead">What each agent strategy costs when a small Weak model drafts tool-using steps and a '
+                 "large Strong model verifies them in one prefill, relative to the Strong model doing every step. "
+                 "Every number below comes from the simulator, the cost model, a fleet study or a calibration run "
+                 "named in the assumptions; nothing is invented (quality appears only where measured success rates "
+                 "were supplied).</p>")
+    nav = ['<a href="#setting">Setting</a>', '<a href="#summary">Summary</a>', '<a href="#figures">Figures</a>',
+           '<a href="#phases">Phase tables</a>', '<a href="#assumptions">Assumptions</a>']
+    parts.append(f"<nav>{''.join(nav)}</nav>")
+
+    parts.append('<h2 id="setting">Setting</h2>')
+    if data.runs:
+        for r in data.runs:
+            a = r.assumptions
+            head = f"<h3>{_e(r.workload)}</h3>" if len(data.runs) > 1 else ""
+            setting = dict(a.get("setting") or {})
+            meta = {k: a[k] for k in ("workload", "trajectories", "engine", "seed", "quality") if k in a}
+            meta["results from"] = r.source
+            parts.append(head + kv_html({**setting, **meta}))
+    else:
+        parts.append("<p>No simulator results were supplied; this report shows only the tables given.</p>")
+
+    if data.runs:
+        parts.append('<h2 id="summary">Summary relative to Strong-only</h2>')
+        parts.append("<p>Ratios to Strong-only on the same trajectories (1.000× = same as Strong-only; lower is cheaper).</p>")
+        for r in data.runs:
+            if len(data.runs) > 1:
+                parts.append(f"<h3>{_e(r.workload)}</h3>")
+            s = r.summary
+            if "api_usd" in s.columns and "strongonly" in s.index and float(s.loc["strongonly", "api_usd"]) > 0:
+                s = s.assign(api_usd_rel=s["api_usd"] / float(s.loc["strongonly", "api_usd"]))
+            parts.append(table_html(_subset(s, HEADLINE_COLUMNS), index_name="", headers=HEADLINE_COLUMNS))
+            parts.append("<details><summary>Totals (absolute, summed over trajectories)</summary>"
+                         + table_html(_subset(s, ABSOLUTE_COLUMNS), headers=ABSOLUTE_COLUMNS) + "</details>")
+
+    parts.append('<h2 id="figures">Figures</h2>')
+    if image_note:
+        parts.append(f"<p><em>{_e(image_note)}</em></p>")
+    for i, f in enumerate(entries):
+        if f.figure is None:
+            continue
+        div = pio.to_html(f.figure, full_html=False, include_plotlyjs=False, div_id=f"plot-{f.key}",
+                          config={"displaylogo": False, "responsive": True}, default_height=f"{int(f.figure.layout.height or 500)}px")
+        parts.append(f'<figure id="{_e(f.key)}" data-figure="{_e(f.key)}">{div}<figcaption>{_e(f.caption)}</figcaption></figure>')
+    omitted = [f for f in entries if f.figure is None]
+    if omitted:
+        lis = "".join(f"<li><b>{_e(f.key)}</b>: {_e(f.reason)}</li>" for f in omitted)
+        parts.append(f'<div class="omitted"><b>Figures not shown</b> (the results given do not support them):<ul>{lis}</ul></div>')
+
+    parts.append('<h2 id="phases">Phase tables</h2>')
+    if data.runs:
+        units = (("phase_time", "Time by phase (s, summed over trajectories)", 1.0),
+                 ("phase_bytes", "HBM bytes read by phase (TB)", 1e-12),
+                 ("phase_flops", "FLOPs by phase (PFLOP)", 1e-15))
+        labels = _labels(data)
+        for r in data.runs:
+            if len(data.runs) > 1:
+                parts.append(f"<h3>{_e(r.workload)}</h3>")
+            for attr, title, scale in units:
+                t = getattr(r, attr).copy()
+                t = t.drop(columns=[c for c in ("workload",) if c in t.columns]) * scale
+                t.index = [labels.get(i, i) for i in t.index]
+                parts.append(f"<h4>{_e(title)}</h4>" + table_html(t, headers=F.PHASE_LABELS))
+    for name, df, title in (("balance", data.balance, "Fleet balance study"), ("calibration", data.calibration, "Calibration"),
+                            ("plan", data.plan, "Capacity plan")):
+        if df is not None:
+            parts.append(f'<h2 id="{name}">{_e(title)}</h2>' + table_html(df.reset_index(drop=True), index=False))
+
+    parts.append('<h2 id="assumptions">Assumptions</h2>')
+    if data.runs:
+        for r in data.runs:
+            if len(data.runs) > 1:
+                parts.append(f"<h3>{_e(r.workload)}</h3>")
+            parts.append(kv_html(r.assumptions) if r.assumptions else "<p>none recorded</p>")
+    for n in data.notes:
+        parts.append(f"<p>{_e(n)}</p>")
+
+    body = "\n".join(parts)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(data.title)}</title>"
+        f"<style>{CSS}</style>\n<script type=\"text/javascript\">{get_plotlyjs()}</script>\n</head>\n"
+        f"<body><main>\n{body}\n</main></body></html>\n"
+    )
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write beside the target, then rename: readers see the old file or the whole new one."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | None = None, *,
+                 images: str | Path | bool | None = None, image_formats: Sequence[str] = ("png", "svg"),
+                 title: str | None = None) -> ReportResult:
+    """Write the HTML report for a Comparison (or several), results paths, or a ReportData.
+
+    ``extra`` may hold ``balance``, ``calibration`` and ``plan`` DataFrames (columns as in
+    specagent.reports.data) and ``setting`` (the simulator Setting, so the roofline figures
+    use the exact deployments). ``images``: a directory for PNG/SVG copies, True for
+    ``<report stem>_figures/`` beside the HTML, False/None for none.
+    """
+    extra = dict(extra or {})
+    unknown = set(extra) - {"balance", "calibration", "plan", "setting"}
+    if unknown:
+        raise ValueError(f"write_report: unknown extra key(s) {', '.join(sorted(unknown))}; use balance, calibration, plan, setting")
+    data = as_report_data(results, title=title, **extra)
+    entries, notes = build_figures(data)
+    out = Path(out_html)
+    export: ImageExport | None = None
+    note = ""
+    if images:
+        img_dir = out.with_name(out.stem + "_figures") if images is True else Path(images)
+        figs = {e.key: e.figure for e in entries if e.figure is not None}
+        export = export_images(figs, img_dir, image_formats)
+        note = export.message if not export.ok else f"Static copies of these figures: {img_dir.name}/ (PNG and SVG)."
+    atomic_write_text(out, render_html(data, entries, note))
+    return ReportResult(path=out, figures=entries, images=export, notes=notes)

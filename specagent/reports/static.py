@@ -1,0 +1,91 @@
+"""Static PNG/SVG copies of the figures through kaleido, which drives a Chrome/Chromium.
+
+Kaleido (v1) needs a browser on the machine. Where none is found the HTML report is
+still written and the caller gets a message saying why there are no images and how to
+get them, rather than an exception from deep inside kaleido.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+FORMATS = ("png", "svg")
+
+
+def find_browser() -> str | None:
+    """A Chrome/Chromium executable: $BROWSER_PATH (kaleido's own override) first, then PATH."""
+    env = os.environ.get("BROWSER_PATH")
+    if env and os.access(env, os.X_OK):
+        return env
+    for name in BROWSER_NAMES:
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+@dataclass
+class ImageExport:
+    written: list[Path] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.written)
+
+
+def export_images(figures: Mapping[str, go.Figure], out_dir: str | Path, formats: Sequence[str] = FORMATS,
+                  width: int = 1200, scale: float = 1.0) -> ImageExport:
+    """Write each figure as <out_dir>/<name>.<fmt>; every file is written to a temp name, then renamed."""
+    bad = [f for f in formats if f not in ("png", "svg", "pdf", "jpeg", "webp")]
+    if bad:
+        raise ValueError(f"unknown image format(s) {', '.join(bad)}; use png, svg, pdf, jpeg or webp")
+    if not figures or not formats:
+        return ImageExport(message="no figures to export")
+    browser = find_browser()
+    if browser is None:
+        return ImageExport(message="static images not written: no Chrome/Chromium found (looked for $BROWSER_PATH and "
+                                   f"{', '.join(BROWSER_NAMES)} on PATH); install one, e.g. Debian's `chromium` "
+                                   "(tools/install-browser.sh), to get PNG/SVG copies. The HTML report does not need it.")
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return ImageExport(message="static images not written: the `kaleido` package is not installed (pip install kaleido)")
+    import plotly.io as pio
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figs, tmp_paths, final = [], [], []
+    for name, fig in figures.items():
+        for fmt in formats:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=f".{fmt}", dir=out)
+            os.close(fd)
+            figs.append(fig)
+            tmp_paths.append(Path(tmp))
+            final.append(out / f"{name}.{fmt}")
+    old = os.environ.get("BROWSER_PATH")
+    os.environ["BROWSER_PATH"] = browser
+    try:
+        heights = [int(f.layout.height or 500) for f in figs]
+        pio.write_images(figs, tmp_paths, format=[p.suffix[1:] for p in tmp_paths], width=[width] * len(figs),
+                         height=heights, scale=[scale] * len(figs))
+    except Exception as exc:  # kaleido/choreographer raise many kinds; the HTML must still be written
+        for p in tmp_paths:
+            p.unlink(missing_ok=True)
+        return ImageExport(message=f"static images not written: kaleido failed with {browser}: {type(exc).__name__}: {exc}")
+    finally:
+        if old is None:
+            os.environ.pop("BROWSER_PATH", None)
+        else:
+            os.environ["BROWSER_PATH"] = old
+    for tmp, dst in zip(tmp_paths, final):
+        os.replace(tmp, dst)
+    return ImageExport(written=final, message=f"wrote {len(final)} static image(s) to {out} using {browser}")

@@ -1,0 +1,95 @@
+"""The report in a real browser: every figure drawn, no JavaScript errors, nothing fetched; a screenshot.
+
+Needs Debian's `chromium` (tools/install-browser.sh, run by `make test`) and the
+`playwright` package (driving the system browser; playwright's own browser download is
+not used). Skipped, with the reason, only where either cannot be had.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from specagent.reports.static import export_images, find_browser
+
+pytestmark = pytest.mark.browser
+
+BROWSER = find_browser()
+try:
+    import playwright.sync_api  # noqa: F401
+
+    HAVE_PLAYWRIGHT = True
+except ImportError:  # pragma: no cover - depends on the environment
+    HAVE_PLAYWRIGHT = False
+
+needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chrome/Chromium installed (tools/install-browser.sh installs Debian's chromium as root)")
+needs_playwright = pytest.mark.skipif(not HAVE_PLAYWRIGHT, reason="the playwright package is not installed (pip install playwright)")
+
+# Illustrative tables in the documented shapes, standing in for fleet/calibration/planner output.
+BALANCE = pd.DataFrame({"hardware": ["H20"] * 4 + ["H200"] * 4, "strong_mean_decode_batch": [1, 8, 32, 64] * 2,
+                        "time_saving": [0.5, 0.35, 0.05, -0.1, 0.5, 0.45, 0.3, 0.2],
+                        "memory_saving": [0.6, 0.5, 0.3, 0.1, 0.6, 0.55, 0.45, 0.35]})
+CALIBRATION = pd.DataFrame({"point": ["b1 n1 c512", "b1 n256 c0", "b4 n1 c2048"], "predicted_s": [0.010, 0.20, 0.020],
+                            "measured_s": [0.011, 0.19, 0.024]})
+PLAN = pd.DataFrame({"strategy": ["strongonly", "specagent"], "usd_per_hour": [120.0, 70.0], "gpus": [48, 28]})
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    from specagent.reports import write_report
+    from specagent.simulator.run import compare
+    from specagent.traces import load_trajectories
+
+    c = compare(load_trajectories("traces/data/tau2_airline.jsonl")[:6], ["strongonly", "weakonly", "specagent", "router"],
+                workload="tau2-airline (6)", success_rates={"strongonly": 0.6, "specagent": 0.58})
+    d = tmp_path_factory.mktemp("report")
+    res = write_report(c, d / "report.html", extra={"balance": BALANCE, "calibration": CALIBRATION, "plan": PLAN})
+    assert len(res.included) == 7
+    return d / "report.html"
+
+
+@needs_browser
+@needs_playwright
+def test_every_figure_renders_in_chromium(report, tmp_path):
+    from specagent.reports.browser import check_report
+
+    shot = tmp_path / "report.png"
+    res = check_report(report, screenshot=shot)
+    assert res.problems == []
+    assert [f["key"] for f in res.figures] == ["fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7"]
+    assert all(f["traces"] > 0 and f["svg"] > 0 and f["drawn"] > 0 for f in res.figures)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    keep = os.environ.get("SPECAGENT_ARTIFACTS")
+    if keep:  # CI keeps the screenshot for people to look at
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / "report.png")
+
+
+@needs_browser
+@needs_playwright
+def test_the_check_catches_a_broken_report(report, tmp_path):
+    from plotly.offline import get_plotlyjs
+
+    from specagent.reports.browser import check_report
+
+    broken = tmp_path / "broken.html"
+    broken.write_text(report.read_text(encoding="utf-8").replace(get_plotlyjs(), "/* plotly.js removed */"), encoding="utf-8")
+    res = check_report(broken)
+    assert any("plotly.js is not loaded" in p for p in res.problems)
+    assert any("did not render" in p for p in res.problems)
+    assert any("Plotly is not defined" in e for e in res.js_errors)
+
+
+@needs_browser
+def test_static_images_through_kaleido(tmp_path):
+    from specagent.reports.figures import calibration_figure
+
+    out = export_images({"fig6": calibration_figure(CALIBRATION)}, tmp_path / "figs")
+    assert out.ok, out.message
+    assert (tmp_path / "figs" / "fig6.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in (tmp_path / "figs" / "fig6.svg").read_text(encoding="utf-8")[:2000]
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["fig6.png", "fig6.svg"]

@@ -1,0 +1,155 @@
+"""Figures are views of the numbers given: checked against hand calculations on small frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.hardware.profile import load_hardware
+from specagent.reports import figures as F
+
+
+def _summary():
+    return pd.DataFrame({
+        "strategy": ["strongonly", "specagent"], "label": ["Strong-only", "SpecAgent"],
+        "strong_bytes_read_rel": [1.0, 0.25], "total_bytes_read_rel": [1.0, 0.5], "wall_time_s_rel": [1.0, 1.2],
+    }).set_index("strategy")
+
+
+def test_memory_reads_bars_are_the_summary_ratios():
+    fig = F.memory_reads_figure(_summary())
+    strong, total = fig.data
+    assert list(strong.y) == [1.0, 0.25]
+    assert list(total.y) == [1.0, 0.5]
+    assert list(strong.text) == ["1.00×", "0.25×"]
+
+
+def test_memory_reads_needs_the_ratio_columns():
+    with pytest.raises(F.FigureNotSupported, match="strong_bytes_read_rel"):
+        F.memory_reads_figure(_summary().drop(columns=["strong_bytes_read_rel"]))
+
+
+def test_operating_points_without_quality_do_not_invent_it():
+    fig = F.operating_points_figure(_summary())
+    assert "none are invented" in fig.layout.title.text
+    pts = {tr.name: (tr.x[0], tr.y[0]) for tr in fig.data}
+    assert pts == {"Strong-only": (1.0, 1.0), "SpecAgent": (0.5, 1.2)}
+
+
+def test_operating_points_with_measured_success():
+    s = _summary().assign(measured_success=[0.6, np.nan])
+    fig = F.operating_points_figure(s)
+    # Only the strategy with a measured rate is placed, once per panel (memory, time).
+    assert [(tr.name, tr.x[0], tr.y[0]) for tr in fig.data] == [("Strong-only", 1.0, 0.6), ("Strong-only", 1.0, 0.6)]
+    assert "1 strategy without measured success not shown" in fig.layout.title.text
+
+
+def test_phase_costs_stack_to_total_over_baseline_total():
+    ph = pd.DataFrame({"weak_drafting": [0.0, 1.0], "strong_repair_verdict": [3.0, 0.5], "user": [1.0, 1.0]},
+                      index=pd.Index(["strongonly", "specagent"], name="strategy"))
+    fig = F.phase_cost_figure(ph, ph * 2, ph * 3, {"strongonly": "Strong-only", "specagent": "SpecAgent"})
+    for panel in ("x", "x2", "x3"):
+        bars = [tr for tr in fig.data if tr.xaxis == panel]
+        totals = np.sum([np.asarray(tr.x) for tr in bars], axis=0)
+        # Strong-only's bars sum to 1; SpecAgent's to (1 + 0.5 + 1) / (3 + 1) whatever the metric's scale.
+        assert totals == pytest.approx([1.0, 2.5 / 4.0])
+    assert {tr.name for tr in fig.data} == {"Weak drafting (decode)", "Strong repair + verdict (decode)", "User time"}
+
+
+def test_phase_costs_need_a_baseline():
+    ph = pd.DataFrame({"user": [1.0]}, index=pd.Index(["specagent"], name="strategy"))
+    with pytest.raises(F.FigureNotSupported, match="strongonly"):
+        F.phase_cost_figure(ph, ph, ph)
+
+
+def test_zero_crossing_interpolates_in_log_batch():
+    assert F._zero_crossing(np.array([1.0, 10.0, 100.0]), np.array([1.0, 0.5, -0.5])) == pytest.approx(10 ** 1.5)
+    assert F._zero_crossing(np.array([1.0, 10.0]), np.array([1.0, 0.5])) is None
+
+
+def _dense():
+    return Deployment(load_model_spec("qwen3-4b"), load_hardware("h20"))
+
+
+def test_roofline_balance_fallback_matches_hand_calculation_for_a_dense_model():
+    # Dense model, empty context: decode at batch 1 reads all weights W per token; a 64-token
+    # verification prefill reads W once for 64 tokens; so the memory saving is 1 - 1/64 at
+    # batch 1 and vanishes at batch 64 (both then read W per 64 tokens). Activations add a little.
+    df = F.balance_from_roofline(_dense(), 64, 0, batches=[1, 64])
+    assert df["memory_saving"].iloc[0] == pytest.approx(1 - 1 / 64, abs=0.002)
+    assert df["memory_saving"].iloc[1] == pytest.approx(0.0, abs=0.01)
+    assert df["decode_bytes_per_token"].iloc[0] == pytest.approx(_dense().weight_bytes(), rel=0.01)
+    assert (df["time_saving"] < 1).all() and df["fits"].all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4000), st.integers(1, 4000), st.integers(2, 4096), st.integers(0, 32768))
+def test_roofline_saving_never_grows_with_the_decode_batch(b1, b2, seg, ctx):
+    lo, hi = sorted((b1, b2))
+    df = F.balance_from_roofline(_dense(), seg, ctx, batches=[lo, hi])
+    assert df["time_saving"].iloc[1] <= df["time_saving"].iloc[0] + 1e-12
+    assert df["memory_saving"].iloc[1] <= df["memory_saving"].iloc[0] + 1e-12
+
+
+def test_balance_figure_marks_where_the_saving_vanishes():
+    bal = pd.DataFrame({"hardware": "H20", "strong_mean_decode_batch": [1, 10, 100],
+                        "time_saving": [0.5, 0.25, -0.25], "memory_saving": [0.6, 0.4, 0.1]})
+    fig = F.balance_figure(bal, balance_batches={"H20": 37})
+    assert [list(tr.y) for tr in fig.data] == [[50.0, 25.0, -25.0], [60.0, 40.0, 10.0]]
+    vlines = sorted(s.x0 for s in fig.layout.shapes if s.x0 == s.x1)
+    assert vlines == pytest.approx(sorted([10 ** 1.5, 37.0]))
+
+
+def test_phase_operating_points_hand_calculation():
+    s = pd.DataFrame({"strategy": ["specagent"], "label": ["SpecAgent"],
+                      "flops_strong_verify": [8e15], "bytes_read_strong_verify": [3e13], "bytes_written_strong_verify": [1e13],
+                      "time_s_strong_verify": [10.0], "flops_weak_decode": [0.0], "bytes_read_weak_decode": [1.0],
+                      "bytes_written_weak_decode": [0.0], "time_s_weak_decode": [1.0]})
+    pts = F.phase_operating_points(s, {"weak": 1, "strong": 8}, {"strong": "fp8"})
+    assert len(pts) == 1  # the weak phase has no FLOPs and is left out
+    r = pts.iloc[0]
+    assert r["intensity"] == pytest.approx(8e15 / 4e13)
+    assert r["flops_per_s_per_gpu"] == pytest.approx(8e15 / 10.0 / 8)
+    assert r["compute_dtype"] == "fp8"
+
+
+def test_simulated_phases_lie_under_the_derated_roofline():
+    from specagent.simulator.run import compare
+    from specagent.simulator.setting import default_setting
+    from specagent.traces import load_trajectories
+
+    setting = default_setting()
+    trajs = load_trajectories("traces/data/tau2_airline.jsonl")[:6]
+    c = compare(trajs, ["strongonly", "specagent"], setting)
+    pts = F.phase_operating_points(c.summary, {"weak": setting.weak.gpus, "strong": setting.strong.gpus},
+                                   {"weak": setting.weak.compute_dtype, "strong": setting.strong.compute_dtype})
+    assert set(pts["phase"]) >= {"strong_verify", "strong_decode", "weak_decode"}
+    hw = setting.strong.hardware
+    for _, r in pts.iterrows():
+        ceiling = min(hw.peak_flops(r["compute_dtype"]) * hw.prefill_mfu.value, r["intensity"] * hw.bandwidth_bytes_s * hw.bandwidth_efficiency.value)
+        assert r["flops_per_s_per_gpu"] <= ceiling * (1 + 1e-9), r["phase"]
+    # Decode is bandwidth-bound, the verification prefill is not: intensity on either side of the ridge.
+    by = pts[pts["strategy"] == "specagent"].set_index("phase")["intensity"]
+    assert by["strong_decode"] < hw.ridge("fp8") < by["strong_verify"]
+    fig = F.roofline_figure(hw, pts)
+    assert sum(1 for tr in fig.data if tr.mode == "markers") == len(pts)
+
+
+def test_calibration_figure_states_the_mape():
+    cal = pd.DataFrame({"point": ["a", "b"], "predicted_s": [1.1, 0.9], "measured_s": [1.0, 1.0]})
+    fig = F.calibration_figure(cal)
+    assert "MAPE 10.0% over 2 points" in fig.layout.title.text
+    bars = [tr for tr in fig.data if tr.type == "bar"][0]
+    assert list(bars.y) == pytest.approx([10.0, -10.0])
+
+
+def test_capacity_plan_bars():
+    plan = pd.DataFrame({"strategy": ["strongonly", "specagent"], "usd_per_hour": [100.0, 60.0], "gpus": [40, 24], "rate": ["2/s", "2/s"]})
+    fig = F.capacity_plan_figure(plan)
+    assert [list(tr.y) for tr in fig.data] == [[100.0, 60.0], [40.0, 24.0]]
+    assert "rate 2/s" in fig.layout.title.text

@@ -1,0 +1,172 @@
+"""The HTML report: self-contained, deterministic, atomic, complete; files recognised by content."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from plotly.offline import get_plotlyjs
+from typer.testing import CliRunner
+
+from specagent.reports import html as H
+from specagent.reports import static
+from specagent.reports.cli import app
+from specagent.reports.data import ReportInputError, deployment_from_description, load_results
+from specagent.simulator.run import compare
+from specagent.simulator.setting import default_setting
+from specagent.traces import load_trajectories
+
+STRATS = ["strongonly", "weakonly", "specagent"]
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    trajs = load_trajectories("traces/data/tau2_airline.jsonl")[:5]
+    return compare(trajs, STRATS, workload="tau2-airline (5)")
+
+
+def _leaves(d, out):
+    for v in d.values():
+        if isinstance(v, dict):
+            _leaves(v, out)
+        else:
+            out.append(v)
+    return out
+
+
+def test_report_is_self_contained_and_shows_every_assumption(comparison, tmp_path):
+    res = H.write_report(comparison, tmp_path / "r.html")
+    text = (tmp_path / "r.html").read_text(encoding="utf-8")
+    js = get_plotlyjs()
+    assert text.count(js) == 1  # plotly.js embedded exactly once
+    rest = text.replace(js, "")  # (the library itself mentions its CDN for maps; the browser test checks no request leaves)
+    assert "<script src" not in rest and "cdn.plot.ly" not in rest and "https://" not in rest
+    assert res.included == ["fig1", "fig2", "fig3", "fig4", "fig5"]
+    assert set(res.omitted) == {"fig6", "fig7"} and "calibration" in res.omitted["fig6"]
+    for key in res.included:
+        assert f'data-figure="{key}"' in text
+    import html as _h
+    for leaf in _leaves(comparison.assumptions, []):
+        assert _h.escape(str(leaf), quote=True) in text or _h.escape(json.dumps(leaf), quote=True) in text, leaf
+    assert "Figures not shown" in text
+
+
+def test_report_is_deterministic_and_written_atomically(comparison, tmp_path, monkeypatch):
+    a, b = tmp_path / "a.html", tmp_path / "b.html"
+    H.write_report(comparison, a)
+    H.write_report(comparison, b)
+    assert a.read_bytes() == b.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.html"]  # no temp files left
+    before = a.read_bytes()
+
+    def boom(*_a, **_k):
+        raise RuntimeError("render failed")
+
+    monkeypatch.setattr(H, "render_html", boom)
+    with pytest.raises(RuntimeError):
+        H.write_report(comparison, a)
+    assert a.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.html"]
+
+
+def test_optional_tables_add_figures(comparison, tmp_path):
+    extra = {
+        "calibration": pd.DataFrame({"point": ["p1", "p2"], "predicted_s": [1.0, 2.0], "measured_s": [1.1, 1.9]}),
+        "plan": pd.DataFrame({"strategy": ["strongonly", "specagent"], "usd_per_hour": [10.0, 6.0], "gpus": [8, 5]}),
+        "balance": pd.DataFrame({"hardware": "H20", "strong_mean_decode_batch": [1, 8, 64], "time_saving": [0.5, 0.3, -0.1],
+                                 "memory_saving": [0.6, 0.4, 0.1]}),
+    }
+    res = H.write_report(comparison, tmp_path / "r.html", extra=extra)
+    assert res.included == ["fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7"]
+    assert "from the fleet study" in res.figures[3].figure.layout.title.text
+    with pytest.raises(ValueError, match="unknown extra"):
+        H.write_report(comparison, tmp_path / "x.html", extra={"plans": extra["plan"]})
+    with pytest.raises(ReportInputError, match="usd_per_hour"):
+        H.write_report(comparison, tmp_path / "x.html", extra={"plan": extra["plan"].drop(columns="usd_per_hour")})
+
+
+def test_images_without_a_browser_still_write_the_html(comparison, tmp_path, monkeypatch):
+    monkeypatch.setattr(static, "find_browser", lambda: None)
+    res = H.write_report(comparison, tmp_path / "r.html", images=True)
+    assert (tmp_path / "r.html").exists()
+    assert not res.images.ok and "no Chrome/Chromium found" in res.images.message
+    assert "no Chrome/Chromium found" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def _predict_files(c, d: Path) -> Path:
+    """The files `specagent predict` writes (same layout as simulator/cli.py)."""
+    d.mkdir(parents=True, exist_ok=True)
+    c.per_trajectory.to_parquet(d / "per_trajectory.parquet")
+    doc = {"summary": c.summary.reset_index().to_dict(orient="records"),
+           "phase_time": c.phase_time.reset_index().to_dict(orient="records"),
+           "phase_bytes": c.phase_bytes.reset_index().to_dict(orient="records"),
+           "phase_flops": c.phase_flops.reset_index().to_dict(orient="records"),
+           "assumptions": c.assumptions}
+    (d / "summary.json").write_text(json.dumps(doc, default=str))
+    return d / "summary.json"
+
+
+def test_predict_files_round_trip(comparison, tmp_path):
+    p = _predict_files(comparison, tmp_path / "pred")
+    data = load_results([p, tmp_path / "pred" / "per_trajectory.parquet"])
+    assert len(data.runs) == 1  # the Parquet beside the summary is the same run, not a second one
+    run = data.runs[0]
+    assert run.per_trajectory is not None and len(run.per_trajectory) == 15
+    pd.testing.assert_series_equal(run.summary["total_bytes_read_rel"], comparison.summary["total_bytes_read_rel"], check_names=False)
+    res = H.write_report(data, tmp_path / "r.html")
+    assert res.included == ["fig1", "fig2", "fig3", "fig4", "fig5"]  # deployments recovered from the setting text
+
+
+def test_per_trajectory_alone_rebuilds_the_summary(comparison, tmp_path):
+    p = tmp_path / "rows.parquet"
+    comparison.per_trajectory.to_parquet(p)
+    run = load_results([p]).runs[0]
+    assert run.summary.loc["specagent", "strong_bytes_read_rel"] == pytest.approx(comparison.summary.loc["specagent", "strong_bytes_read_rel"])
+    assert "no assumptions file" in run.assumptions["note"]
+
+
+def test_several_workloads_in_one_report(comparison, tmp_path):
+    trajs = load_trajectories("traces/data/tau2_airline.jsonl")[5:8]
+    other = compare(trajs, STRATS, workload="other (3)")
+    res = H.write_report([comparison, other], tmp_path / "r.html")
+    assert "fig3_1" in res.included and "fig3_2" in res.included
+    x = res.figures[0].figure.data[0].x
+    assert list(x[0]) == ["tau2-airline (5)"] * 3 + ["other (3)"] * 3  # grouped by workload
+
+
+def test_unknown_and_bad_files_name_the_file(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ReportInputError, match=r"bad\.csv.*not a known kind.*usd_per_hour"):
+        load_results([bad])
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"summary": [\n')
+    with pytest.raises(ReportInputError, match=r"broken\.json: not valid JSON \(line 2"):
+        load_results([broken])
+    with pytest.raises(ReportInputError, match="no such results file"):
+        load_results([tmp_path / "missing.json"])
+
+
+def test_deployment_description_round_trip():
+    s = default_setting()
+    for dep in (s.weak, s.strong):
+        back = deployment_from_description(dep.describe())
+        assert back.describe() == dep.describe()
+        assert back.weight_bytes() == dep.weight_bytes()
+    assert deployment_from_description("some-api-model (API)") is None
+
+
+def test_cli_writes_report_and_reports_errors(comparison, tmp_path):
+    p = _predict_files(comparison, tmp_path / "pred")
+    plan = tmp_path / "plan.csv"
+    pd.DataFrame({"strategy": ["strongonly", "specagent"], "usd_per_hour": [10.0, 6.0], "gpus": [8, 5]}).to_csv(plan, index=False)
+    out = tmp_path / "out" / "report.html"
+    r = CliRunner().invoke(app, [str(p), str(plan), "-o", str(out), "--no-images", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["figures"] == ["fig1", "fig2", "fig3", "fig4", "fig5", "fig7"] and "fig6" in doc["omitted"]
+    assert out.exists() and doc["images_message"] == "not requested"
+    r = CliRunner().invoke(app, [str(tmp_path / "nope.json"), "-o", str(out)])
+    assert r.exit_code == 2 and "no such results file" in r.output
