@@ -1,0 +1,93 @@
+"""Fleet simulator benchmark: simulated agent steps per wall second, sweep scaling, peak memory.
+
+    .venv/bin/python benchmarks/fleet.py [--tasks 2000] [--sweep-tasks 30] [--json out.json]
+
+1. 2,000 τ²-airline-like tasks under SpecAgent on one Strong replica (8x H20, fp8) and a
+   shared Weak pool; the arrival rate is doubled from 8/s until the Strong replica's mean
+   decode batch reaches 16 (the brief asks for 16-64; the achieved batch is printed).
+   Throughput counts plan events (model calls, tool and user waits) and the source
+   trajectories' steps, per wall second of `FleetSim.run` on one core.
+2. A 64-cell sweep with 1 and with 2 local workers.
+3. Peak resident memory of this process (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.fleet import Arrivals, Fleet, FleetSim, Pool, Scheduler, compile_steps, sample_tasks
+from specagent.simulator.run import plan_strategy, to_episodes
+from specagent.simulator.setting import default_setting
+from specagent.simulator.strategies import make_strategy
+from specagent.simulator.sweep import SweepConfig, run_sweep
+from specagent.traces import default_workload_path, load_trajectories
+
+
+def fleet_throughput(n_tasks: int) -> dict:
+    trajs = load_trajectories(default_workload_path())
+    eps = to_episodes(trajs)
+    idx = sample_tasks(len(eps), n_tasks, 0)
+    traj_steps = sum(len(trajs[i].steps) for i in idx)
+    setting = default_setting()
+    t0 = time.perf_counter()
+    plan = plan_strategy([eps[i] for i in idx], make_strategy("specagent"), setting, AcceptanceModel(), 0)
+    steps = compile_steps(plan)
+    prep_s = time.perf_counter() - t0
+    rate, best = 8.0, None
+    while rate <= 1024:
+        fleet = Fleet(weak=Pool(setting.weak, max(1, int(rate * 2)), scheduler=Scheduler(max_num_seqs=256)),
+                      strong=Pool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=256)))
+        t0 = time.perf_counter()
+        res = FleetSim(plan, fleet, Arrivals(rate=rate, seed=0).sample(n_tasks), steps=steps).run()
+        wall = time.perf_counter() - t0
+        best = dict(rate_per_s=rate, wall_s=wall, plan_events=res.summary["plan_steps"], trajectory_steps=traj_steps,
+                    plan_events_per_s=res.summary["plan_steps"] / wall, trajectory_steps_per_s=traj_steps / wall,
+                    segments=len(res.segments), strong_mean_decode_batch=res.summary["strong_mean_decode_batch"],
+                    weak_mean_decode_batch=res.summary["weak_mean_decode_batch"], weak_replicas=fleet.weak.replicas,
+                    strong_utilisation=res.summary["strong_utilisation"], plan_and_compile_s=prep_s)
+        print(f"rate {rate:g}/s: {wall:.2f} s wall, {best['plan_events_per_s']:,.0f} plan events/s, "
+              f"{best['trajectory_steps_per_s']:,.0f} trajectory steps/s, Strong decode batch {best['strong_mean_decode_batch']:.1f}")
+        if best["strong_mean_decode_batch"] >= 16:
+            break
+        rate *= 2
+    return best
+
+
+def sweep_scaling(tasks: int) -> dict:
+    cfg = SweepConfig.from_dict({
+        "sweep": {"tasks": tasks, "seed": 1, "prices": {"h20": 2.0}},
+        "grid": {"strategy": ["strongonly", "specagent"], "k": [2, 4, 8], "acceptance": [0.7, 0.9], "rate": [0.25, 0.5, 1.0, 2.0],
+                 "fleet": ["a", "b"], "hardware": ["h20"]},
+        "fleet": {"a": {"weak_replicas": 1, "strong_replicas": 1}, "b": {"weak_replicas": 2, "strong_replicas": 2}},
+    }, "benchmark")
+    out = {"cells": len(cfg.cells()), "tasks_per_cell": tasks}
+    for w in (1, 2):
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            run_sweep(cfg, d, workers=w)
+            out[f"wall_s_{w}_worker"] = time.perf_counter() - t0
+        print(f"64-cell sweep, {w} worker(s): {out[f'wall_s_{w}_worker']:.1f} s")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--sweep-tasks", type=int, default=30)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    res = {"fleet": fleet_throughput(a.tasks), "sweep": sweep_scaling(a.sweep_tasks)}
+    res["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {res['peak_rss_mib']:.0f} MiB")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
