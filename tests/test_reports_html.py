@@ -170,3 +170,18 @@ def test_cli_writes_report_and_reports_errors(comparison, tmp_path):
     assert out.exists() and doc["images_message"] == "not requested"
     r = CliRunner().invoke(app, [str(tmp_path / "nope.json"), "-o", str(out)])
     assert r.exit_code == 2 and "no such results file" in r.output
+
+
+def test_balance_study_columns_are_accepted(comparison, tmp_path):
+    from specagent.reports.data import balance_table
+
+    study = pd.DataFrame({"hardware": ["h20", "h20"], "rate": [0.1, 1.0], "strongonly_decode_batch": [1.5, 40.0],
+                          "strong_time_saving": [0.6, -0.05], "strong_bytes_saving": [0.9, 0.5], "balance_batch": [37.0, 37.0]})
+    t = balance_table(study)
+    assert list(t["strong_mean_decode_batch"]) == [1.5, 40.0] and list(t["memory_saving"]) == [0.9, 0.5]
+    p = tmp_path / "study.parquet"
+    study.to_parquet(p)
+    res = H.write_report([comparison, p], tmp_path / "r.html")
+    fig4 = res.figures[[f.key for f in res.figures].index("fig4")].figure
+    assert "fleet study" in fig4.layout.title.text
+    assert 37.0 in [s.x0 for s in fig4.layout.shapes]

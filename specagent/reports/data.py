@@ -75,9 +75,22 @@ def _require(df: pd.DataFrame, cols: Iterable[str], what: str, source: str) -> p
     return df
 
 
+#: `specagent.simulator.study.balance_study` columns → the report's balance columns.
+STUDY_RENAME = {"strongonly_decode_batch": "strong_mean_decode_batch", "strong_time_saving": "time_saving",
+                "strong_bytes_saving": "memory_saving"}
+
+
 def balance_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
-    """Validate a balance-study table: SpecAgent's saving against the Strong replica's mean decode batch."""
-    df = _require(pd.DataFrame(df), BALANCE_COLUMNS, "balance study", source)
+    """Validate a balance-study table: SpecAgent's saving against the Strong replica's mean decode batch.
+
+    Accepts the report's columns or `balance_study`'s own (strongonly_decode_batch,
+    strong_time_saving, strong_bytes_saving; its balance_batch column marks the roofline's
+    balance point), which are renamed.
+    """
+    df = pd.DataFrame(df)
+    if not set(BALANCE_COLUMNS) <= set(df.columns) and set(STUDY_RENAME) | {"hardware"} <= set(df.columns):
+        df = df.rename(columns=STUDY_RENAME)
+    df = _require(df, BALANCE_COLUMNS, "balance study", source)
     for c in BALANCE_COLUMNS[1:]:
         if not pd.api.types.is_numeric_dtype(df[c]):
             raise ReportInputError(f"{source}: balance study column '{c}' must be numeric")
@@ -206,7 +219,7 @@ def classify(df: pd.DataFrame) -> str | None:
     cols = set(df.columns)
     if set(PER_TRAJECTORY_COLUMNS) <= cols:
         return "per_trajectory"
-    if set(BALANCE_COLUMNS) <= cols:
+    if set(BALANCE_COLUMNS) <= cols or set(STUDY_RENAME) | {"hardware"} <= cols:
         return "balance"
     if set(CALIBRATION_COLUMNS) <= cols:
         return "calibration"

@@ -117,6 +117,10 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
     # Figure 4: fleet study when supplied, else the roofline.
     if data.balance is not None:
         bb: dict[str, float | None] = {}
+        if "balance_batch" in data.balance.columns:
+            for hw, g in data.balance.groupby("hardware", sort=False):
+                v = pd.to_numeric(g["balance_batch"], errors="coerce").dropna()
+                bb[str(hw)] = float(v.iloc[0]) if len(v) else None
         attempt("fig4", "SpecAgent's saving against the Strong replica's mean decode batch, from the fleet study. "
                         "The saving vanishes as decode batches approach the balance point, where decode stops being "
                         "bandwidth-bound.", lambda: F.balance_figure(data.balance, "fleet study", bb))
