@@ -314,12 +314,16 @@ def roofline_balance(
 def _mount() -> None:
     """Mount the command groups that live in the other subpackages."""
     from specagent.simulator import cli as sim_cli
+    from specagent.simulator.fleet_cli import plan_command, study_app, sweep_command
     from specagent.traces.cli import app as traces_app
 
     app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
     app.command("predict")(sim_cli.predict)
     app.command("simulate")(sim_cli.simulate_cmd)
     app.add_typer(sim_cli.predictor_app, name="predictor")
+    app.command("plan")(plan_command)
+    app.command("sweep")(sweep_command)
+    app.add_typer(study_app, name="study")
 
 
 _mount()
