@@ -109,8 +109,11 @@ def calibration_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
 
 
 def plan_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
-    """Validate a capacity-plan table: $/hour and GPUs of the cheapest fleet per strategy."""
-    df = _require(pd.DataFrame(df), PLAN_COLUMNS, "capacity plan", source)
+    """Validate a capacity-plan table: $/hour and GPUs of the cheapest fleet per strategy (the planner's `best`)."""
+    df = pd.DataFrame(df)
+    if "strategy" not in df.columns and df.index.name == "strategy":
+        df = df.reset_index()
+    df = _require(df, PLAN_COLUMNS, "capacity plan", source)
     for c in PLAN_COLUMNS[1:]:
         if not pd.api.types.is_numeric_dtype(df[c]):
             raise ReportInputError(f"{source}: capacity plan column '{c}' must be numeric")
