@@ -26,7 +26,7 @@ run: $(STAMP_RUN)
 	$(BIN)/specagent predict --report out/predict/report.html
 
 test: $(STAMP_TEST)
-	[ ! -f tools/install-browser.sh ] || bash tools/install-browser.sh
+	bash tools/install-browser.sh
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP_TEST)
