@@ -253,7 +253,7 @@ def kv_html(d: Mapping[str, Any]) -> str:
 
 
 HEADLINE_COLUMNS = {
-    "label": "strategy",
+    "label": "label",
     "trajectories": "trajectories",
     "strong_bytes_read_rel": "Strong HBM reads",
     "total_bytes_read_rel": "total HBM reads",
@@ -266,7 +266,7 @@ HEADLINE_COLUMNS = {
     "measured_success": "measured success",
 }
 ABSOLUTE_COLUMNS = {
-    "label": "strategy",
+    "label": "label",
     "total_bytes_read": "HBM bytes read",
     "strong_bytes_read": "Strong bytes read",
     "weak_bytes_read": "Weak bytes read",
@@ -323,7 +323,7 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
             s = r.summary
             if "api_usd" in s.columns and "strongonly" in s.index and float(s.loc["strongonly", "api_usd"]) > 0:
                 s = s.assign(api_usd_rel=s["api_usd"] / float(s.loc["strongonly", "api_usd"]))
-            parts.append(table_html(_subset(s, HEADLINE_COLUMNS), index_name="", headers=HEADLINE_COLUMNS))
+            parts.append(table_html(_subset(s, HEADLINE_COLUMNS), index_name="strategy", headers=HEADLINE_COLUMNS))
             parts.append("<details><summary>Totals (absolute, summed over trajectories)</summary>"
                          + table_html(_subset(s, ABSOLUTE_COLUMNS), headers=ABSOLUTE_COLUMNS) + "</details>")
 
