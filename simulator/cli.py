@@ -212,6 +212,7 @@ def predict(
         "phase_flops": comp.phase_flops.reset_index().to_dict(orient="records"),
         "assumptions": comp.assumptions,
         "trace": str(path),
+        "per_trajectory": "per_trajectory.parquet",
     }
     atomic.write_json(out / "summary.json", summary_obj)
     if as_json:
@@ -230,8 +231,12 @@ def predict(
             from specagent.reports.html import write_report
         except ImportError as exc:
             _fail(f"the HTML report needs specagent.reports ({exc})")
-        write_report(comp, report)
-        console.print(f"wrote report {report}")
+        written = write_report(comp, report, extra={"setting": setting}, images=True)
+        console.print(f"wrote report {report} ({len(written.included)} figures)")
+        if written.images is not None:
+            console.print(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files")
+        for key, reason in written.omitted.items():
+            console.print(f"  figure {key} left out: {reason}")
 
 
 def simulate_cmd(

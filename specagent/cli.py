@@ -313,6 +313,7 @@ def roofline_balance(
 
 def _mount() -> None:
     """Mount the command groups that live in the other subpackages."""
+    from specagent.reports.cli import report as report_command
     from specagent.simulator import cli as sim_cli
     from specagent.simulator.fleet_cli import plan_command, study_app, sweep_command
     from specagent.traces.cli import app as traces_app
@@ -324,6 +325,7 @@ def _mount() -> None:
     app.command("plan")(plan_command)
     app.command("sweep")(sweep_command)
     app.add_typer(study_app, name="study")
+    app.command("report")(report_command)
 
 
 _mount()
