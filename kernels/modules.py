@@ -214,6 +214,7 @@ def chunked_gated_delta_rule(q, k, v, g, beta, state, chunk: int = GDN_CHUNK):
     """
     B, H, T, dk = k.shape
     dv = v.shape[-1]
+    chunk = min(chunk, T)  # a short segment is one exact chunk: no padding work
     pad = (-T) % chunk
     if pad:  # zero keys/values/betas and zero log-decay leave the state untouched
         q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))

@@ -1,0 +1,417 @@
+"""Fit the roofline's efficiencies on this machine and validate them on real model passes.
+
+What is fitted, and from what:
+
+* peak FLOP/s per dtype: the best rate of large square GEMMs (measured, so the fitted
+  efficiencies are relative to what this machine and torch can do at best);
+* the compute-efficiency curve over tokens per pass: for each token count T, the GEMMs
+  one forward pass of the target model issues at T tokens (its projections, FFN, the
+  routed-expert dispatch measured whole, the LM head at one position) — total FLOPs over
+  total measured time, relative to the peak;
+* memory bandwidth: a large buffer copy; bandwidth efficiency: the memory-bound kernels
+  (single-token GEMMs reading weights, attention decode over cached K/V, Gated DeltaNet
+  state step) — bytes as the roofline counts them over measured time, relative to the copy;
+* per-pass overhead: on eager torch a pass pays a framework cost per op, which the
+  kernels above do not see. It is fitted as the median residual (measured minus
+  roofline without overhead) of a few *anchor* passes of the target model at batch 1
+  (decode at small context). Anchor points are listed in the profile and are never
+  validation points.
+
+Validation then predicts full forward passes at held-out (batch, new tokens, context)
+points through `specagent.costmodel.roofline.estimate` on the written profile and
+compares with measured time (error per point, MAPE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+import os
+import platform
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import tomli_w
+import torch
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import ModelSpec
+from specagent.costmodel.passes import Passes
+from specagent.costmodel.roofline import estimate
+from specagent.hardware.profile import HardwareProfile, Sourced, parse_profile
+from specagent.kernels import microbench as mb
+from specagent.kernels.modules import Model
+
+#: (batch, new_tokens, context) of the anchor passes the per-pass overhead is fitted on.
+ANCHOR_POINTS: tuple[tuple[int, int, int], ...] = ((1, 1, 0), (1, 1, 64))
+#: Held-out validation points: none is an anchor point, and they span decode, batched
+#: decode, short verification prefills onto a context, and long prefills.
+VALIDATION_POINTS: tuple[tuple[int, int, int], ...] = (
+    (1, 1, 1024), (4, 1, 512), (8, 1, 256), (1, 8, 512), (1, 32, 1024), (2, 64, 256), (1, 128, 0), (1, 512, 0),
+)
+CURVE_TOKENS: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
+
+
+def processor_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    return f"{processor_name()} ({torch.get_num_threads()} torch threads)"
+
+
+def _slug(text: str) -> str:
+    s = "".join(ch.lower() if ch.isalnum() else "-" for ch in text)
+    while "--" in s:
+        s = s.replace("--", "-")
+    return s.strip("-")
+
+
+def fp32_attention_shim(hw: HardwareProfile, dtype: str) -> HardwareProfile:
+    """In-memory copy whose bf16 peak is the run dtype's peak.
+
+    The roofline prices attention and linear-attention FLOPs at the bf16 peak (right on
+    GPUs, where attention kernels run in bf16 whatever the weight format). A run whose
+    activations are fp32 runs attention in fp32, so for such a run the bf16 entry is
+    replaced — in memory only, never in a written profile — by the fp32 figure.
+    """
+    if dtype == "bf16":
+        return hw
+    peaks = dict(hw.peak_tflops)
+    peaks["bf16"] = Sourced(peaks[dtype].value, f"{dtype} peak used for attention in {dtype} runs (see fp32_attention_shim)")
+    return dataclasses.replace(hw, peak_tflops=peaks)
+
+
+def deployment_for(spec: ModelSpec, hw: HardwareProfile, dtype: str) -> Deployment:
+    """The roofline's view of a torch model run in `dtype` on one device."""
+    return Deployment(spec, fp32_attention_shim(hw, dtype), gpus=1, weight_dtype=dtype, kv_dtype=dtype,
+                      activation_dtype=dtype, state_dtype="fp32")
+
+
+def predict_seconds(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    b, n, c = (np.array(x, dtype=np.float64) for x in zip(*points))
+    return estimate(deployment_for(spec, hw, dtype), Passes.uniform(n, c, b)).time_s
+
+
+# --------------------------------------------------------------------------- measured passes
+def measure_passes(model: Model, points: Sequence[tuple[int, int, int]], cfg: mb.TimingConfig = mb.TimingConfig(),
+                   seed: int = 0) -> list[float]:
+    """Median wall time of one forward pass of `model` at each (batch, new tokens, context).
+
+    The context is prefilled once; every timed run starts from it (KV truncated, recurrent
+    state restored from a snapshot — outside the timed region).
+    """
+    out = []
+    g = torch.Generator().manual_seed(seed)
+    dev = model.device
+    for b, n, c in points:
+        cache = model.new_cache(b)
+        if c:
+            model.prefill(cache, torch.randint(0, model.spec.vocab, (b, c), generator=g).to(dev))
+        cache.snapshot()
+        ids = [torch.randint(0, model.spec.vocab, (b, n), generator=g).to(dev) for _ in range(cfg.rotate)]
+        samples = []
+        for i in range(cfg.warmup + cfg.repeats):
+            _restore(cache, c)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            t0 = _now()
+            model.forward_tokens(cache, ids[i % cfg.rotate])
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            dt = _now() - t0
+            if i >= cfg.warmup:
+                samples.append(dt)
+        out.append(cfg.summarise(samples))
+    return out
+
+
+def _restore(cache, c: int) -> None:
+    """Reset the cache to exactly its snapshot at c (also when it already has length c)."""
+    if cache.length != c:
+        cache.rollback(c)
+    snap = cache.snapshots.get(c)
+    if snap:
+        for i, (s, cv) in snap.items():
+            cache.recurrent[i] = s.clone()
+            cache.conv[i] = cv.clone()
+
+
+def _now() -> float:
+    import time
+
+    return time.perf_counter()
+
+
+# --------------------------------------------------------------------------- fit
+@dataclass
+class Calibration:
+    """Everything fitted, with the measurements behind it."""
+
+    device: str
+    dtype: str
+    model: str
+    peak_tflops: dict[str, float]
+    bandwidth_tb_s: float
+    bandwidth_efficiency: float
+    curve: list[tuple[float, float]]
+    pass_overhead_us: float
+    call_overhead_us: float
+    anchors: list[dict]
+    residuals: dict[str, float]
+    measurements: list[mb.Measurement] = field(repr=False)
+    provenance: dict = field(default_factory=dict)
+
+
+def _gemm_mix(spec: ModelSpec, tokens: int) -> list[tuple[int, int, int, float]]:
+    """(tokens, in, out, count) of the dense GEMMs one pass at `tokens` issues (routed experts apart)."""
+    h = spec.hidden
+    mix: list[tuple[int, int, int, float]] = []
+    for i, o in spec.attention.matmul_shapes(h):
+        mix.append((tokens, i, o, spec.num_full_layers))
+    if spec.linear:
+        for i, o in spec.linear.matmul_shapes(h):
+            mix.append((tokens, i, o, spec.num_linear_layers))
+    if spec.num_dense_ffn_layers:
+        mix += [(tokens, h, 2 * spec.dense_intermediate, spec.num_dense_ffn_layers), (tokens, spec.dense_intermediate, h, spec.num_dense_ffn_layers)]
+    if spec.moe and spec.moe.shared_intermediate:
+        si = spec.moe.shared_intermediate
+        mix += [(tokens, h, 2 * si, spec.num_moe_layers), (tokens, si, h, spec.num_moe_layers)]
+    mix.append((1, h, spec.vocab, 1))  # LM head at the last position
+    return mix
+
+
+def fit(spec: ModelSpec, ms: Sequence[mb.Measurement], dtype: str) -> dict:
+    """Peak, curve and bandwidth efficiency from microbenchmark measurements (pure function of them)."""
+    over = next(m for m in ms if m.kind == "overhead").seconds
+    copy = next(m for m in ms if m.kind == "copy")
+    bw = copy.byte_rate
+    gemm = {(m.params["tokens"], m.params["k"], m.params["n"]): m for m in ms if m.kind == "gemm" and m.params["dtype"] == dtype}
+    peaks: dict[str, float] = {}
+    for m in ms:
+        if m.kind in ("peak", "gemm"):
+            d = m.params["dtype"]
+            peaks[d] = max(peaks.get(d, 0.0), m.flop_rate)
+    peak = peaks[dtype]
+    # tokens per pass arrive as one sequence's prefill (batch 1) or as a batch of decodes; where
+    # both were measured, the curve uses the mean of the two times
+    layers: dict[tuple[str, int], list[float]] = {}
+    for m in ms:
+        if m.kind == "layer":
+            t = m.params["tokens"] * m.params["batch"]
+            layers.setdefault((m.params["kind"], t), []).append(m.seconds)
+    curve, curve_resid = [], []
+    shim = _FlopCounter(spec, dtype)
+    for t in sorted({k[1] for k in layers}):
+        secs = sum(spec.layer_kinds.count(kind) * statistics.fmean(layers[(kind, t)]) for kind in set(spec.layer_kinds)
+                   if (kind, t) in layers)
+        if not secs:
+            continue
+        curve.append((float(t), min(shim.layer_flops(t) / (peak * secs), 1.5)))
+    gemm_curve = []
+    for t in sorted({k[0] for k in gemm}):
+        fl = tm = 0.0
+        mix = _gemm_mix(spec, t)
+        if not all((tt, i, o) in gemm for tt, i, o, _ in mix) or (spec.is_moe and t not in moe):
+            continue
+        for tt, i, o, cnt in mix:
+            fl += cnt * gemm[(tt, i, o)].flops
+            tm += cnt * gemm[(tt, i, o)].seconds
+        if spec.is_moe:
+            fl += spec.num_moe_layers * moe[t].flops
+            tm += spec.num_moe_layers * moe[t].seconds
+        gemm_curve.append((float(t), fl / (peak * tm)))
+    # memory-bound kernels: single-token GEMMs, attention decode, GDN state step
+    mem = [m for m in ms if (m.kind == "gemm" and m.params["tokens"] == 1 and m.params["dtype"] == dtype)
+           or (m.kind == "attention" and m.params["new_tokens"] == 1 and m.params["context"] >= 256)
+           or (m.kind == "gdn" and m.params["tokens"] == 1)]
+    byts = sum(m.bytes for m in mem)
+    secs = sum(max(m.seconds - over, 0.25 * m.seconds) for m in mem)
+    bw_eff = min(byts / secs / bw, 1.5) if mem else 1.0
+    for m in mem:
+        pred = m.bytes / (bw * bw_eff) + over
+        curve_resid.append(abs(pred - m.seconds) / m.seconds)
+    return {"peak": peaks, "bandwidth": bw, "bandwidth_efficiency": bw_eff, "curve": curve, "call_overhead": over,
+            "gemm_only_curve": gemm_curve,
+            "memory_kernel_mape": float(np.mean(curve_resid)) if curve_resid else float("nan")}
+
+
+class _FlopCounter:
+    """FLOPs the roofline counts for the decoder layers of a pass (LM head excluded)."""
+
+    def __init__(self, spec: ModelSpec, dtype: str):
+        self.spec, self.dtype = spec, dtype
+
+    def layer_flops(self, tokens: int, batch: int = 1, context: int = 0) -> float:
+        from specagent.costmodel.roofline import coefficients
+
+        hw = _placeholder_hw()
+        dep = Deployment(self.spec, hw, weight_dtype=self.dtype, kv_dtype=self.dtype, activation_dtype=self.dtype)
+        cost = estimate(dep, Passes.uniform(tokens, context, batch), coef=coefficients(dep))
+        return float(sum(v[0] for k, v in cost.flops.items() if k != "lm_head"))
+
+
+def _placeholder_hw() -> HardwareProfile:
+    """Any valid profile: FLOP counts do not depend on the hardware (only times do)."""
+    from specagent.hardware.profile import load_hardware
+
+    return load_hardware("h20")
+
+
+def _profile_dict(cal: Calibration, machine: str, stamp: str) -> dict:
+    src = f"measured by specagent calibrate on {machine}, torch {torch.__version__}"
+    peaks = {d: {"value": float(f"{v / 1e12:.6g}"), "source": f"{src}: best F.linear rate of large square GEMMs in {d}"}
+             for d, v in cal.peak_tflops.items()}
+    try:
+        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+        mem_src = "os.sysconf(SC_PHYS_PAGES x SC_PAGE_SIZE): physical memory of the measured machine"
+    except (ValueError, OSError, AttributeError):
+        mem_gb, mem_src = 1.0, "unknown: os.sysconf unavailable; 1 GB stated so the fit check stays conservative"
+    curve_pts = [[float(t), float(f"{e:.5g}")] for t, e in cal.curve]
+    big = cal.curve[-1][1] if cal.curve else 1.0
+    small = cal.curve[0][1] if cal.curve else 1.0
+    return {
+        "schema_version": 1,
+        "id": _slug(f"calibrated-{machine}-{cal.dtype}-{cal.model}"),
+        "name": f"{machine} ({cal.dtype}, calibrated for {cal.model})",
+        "vendor": "measured",
+        "peak_tflops": peaks,
+        "memory": {
+            "capacity_gb": {"value": float(f"{mem_gb:.4g}"), "source": mem_src},
+            "bandwidth_tb_s": {"value": float(f"{cal.bandwidth_tb_s:.5g}"), "source": f"{src}: copy of a 256 MB buffer (read + write bytes / median time)"},
+        },
+        "interconnect": {
+            "kind": {"value": "none", "source": "single device: calibration measures one device, no interconnect"},
+            "bandwidth_gb_s": {"value": float(f"{cal.bandwidth_tb_s * 1e3:.5g}"), "source": "no interconnect: set to the measured memory copy bandwidth so multi-device estimates are not free (not a link measurement)"},
+        },
+        "efficiency": {
+            "prefill_mfu": {"value": float(f"{big:.5g}"), "source": f"{src}: compute curve at {cal.curve[-1][0]:.0f} tokens/pass" if cal.curve else src},
+            "decode_mfu": {"value": float(f"{small:.5g}"), "source": f"{src}: compute curve at {cal.curve[0][0]:.0f} token/pass" if cal.curve else src},
+            "bandwidth": {"value": float(f"{cal.bandwidth_efficiency:.5g}"), "source": f"{src}: memory-bound kernels (1-token GEMMs, attention decode, GDN step) bytes/time over copy bandwidth"},
+            "pass_overhead_us": {"value": float(f"{cal.pass_overhead_us:.5g}"), "source": f"{src}: median residual of anchor passes {list(ANCHOR_POINTS)} of {cal.model} (batch, new tokens, context) over the roofline without overhead"},
+            "compute_curve": {"value": curve_pts, "source": f"{src}: GEMM mix of one {cal.model} pass per tokens/pass (FLOPs / measured time / peak)"},
+        },
+        "provenance": {
+            "tool": "specagent calibrate",
+            "processor": machine,
+            "device": cal.device,
+            "torch": torch.__version__,
+            "dtype": cal.dtype,
+            "threads": torch.get_num_threads(),
+            "model": cal.model,
+            "date": stamp,
+            "call_overhead_us": float(f"{cal.call_overhead_us:.5g}"),
+            "anchor_points": [list(p) for p in ANCHOR_POINTS],
+            "anchor_residuals_us": [float(f"{a['residual_s'] * 1e6:.5g}") for a in cal.anchors],
+            "fit_residuals": {k: float(f"{v:.5g}") for k, v in cal.residuals.items()},
+            "microbenchmarks": len(cal.measurements),
+        },
+    }
+
+
+def write_profile_toml(data: dict, path: str | Path) -> Path:
+    """Validate through the loader, then write atomically (temp file + os.replace)."""
+    path = Path(path)
+    parse_profile(data, str(path))
+    text = tomli_w.dumps(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("# Hardware profile written by `specagent calibrate`; every figure carries its source.\n")
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def measure_peaks(dtypes: Sequence[str], device: str, cfg: mb.TimingConfig, sizes: dict[str, int] | None = None) -> list[mb.Measurement]:
+    """Large square GEMMs per dtype; the best rate is the profile's peak for that dtype."""
+    out = []
+    for d in dtypes:
+        n = (sizes or {}).get(d, 1024 if d == "fp32" else 384)
+        m = mb.bench_gemm(n, n, n, d, device, cfg)
+        out.append(dataclasses.replace(m, kind="peak"))
+    return out
+
+
+def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb.TimingConfig = mb.TimingConfig(),
+              tokens: Sequence[int] = CURVE_TOKENS, contexts: Sequence[int] = (256, 1024, 4096), seed: int = 0,
+              progress: Callable[[str], None] | None = None, model: Model | None = None,
+              peak_dtypes: Sequence[str] = ("fp32", "bf16")) -> tuple[Calibration, HardwareProfile, dict]:
+    """Run the microbenchmarks, fit, fit the overhead on anchor passes; return (fit, profile, profile dict)."""
+    tick = progress or (lambda _m: None)
+    tick("peak GEMMs")
+    ms = measure_peaks(sorted(set(peak_dtypes) | {dtype}), device, cfg)
+    ms += mb.run_suite([spec], dtype, device, tokens, contexts, cfg, progress)
+    f = fit(spec, ms, dtype)
+    machine = device_name(device) if not device.startswith("cpu") else processor_name()
+    stamp = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    cal = Calibration(device=device_name(device), dtype=dtype, model=spec.name, peak_tflops=f["peak"],
+                      bandwidth_tb_s=f["bandwidth"] / 1e12, bandwidth_efficiency=f["bandwidth_efficiency"],
+                      curve=f["curve"], pass_overhead_us=0.0, call_overhead_us=f["call_overhead"] * 1e6, anchors=[],
+                      residuals={"memory_kernel_mape": f["memory_kernel_mape"]}, measurements=ms)
+    data = _profile_dict(cal, machine, stamp)
+    data["efficiency"]["pass_overhead_us"]["value"] = 0.0
+    hw0 = parse_profile(data, "<calibration without overhead>")
+    tick("anchor passes")
+    model = model or Model(spec, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
+    measured = measure_passes(model, ANCHOR_POINTS, cfg, seed)
+    predicted = predict_seconds(spec, hw0, dtype, ANCHOR_POINTS)
+    resid = [m - p for m, p in zip(measured, predicted)]
+    cal.pass_overhead_us = max(statistics.median(resid), 0.0) * 1e6
+    cal.anchors = [{"point": p, "measured_s": m, "roofline_s": float(q), "residual_s": r}
+                   for p, m, q, r in zip(ANCHOR_POINTS, measured, predicted, resid)]
+    data = _profile_dict(cal, machine, stamp)
+    hw = parse_profile(data, "<calibrated>")
+    return cal, hw, data
+
+
+# --------------------------------------------------------------------------- validation
+@dataclass(frozen=True)
+class ValidationRow:
+    batch: int
+    new_tokens: int
+    context: int
+    predicted_s: float
+    measured_s: float
+    bound: str
+
+    @property
+    def error(self) -> float:
+        """Signed relative error of the prediction."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def validate(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]] = VALIDATION_POINTS,
+             device: str = "cpu", cfg: mb.TimingConfig = mb.TimingConfig(), seed: int = 1, model: Model | None = None) -> list[ValidationRow]:
+    """Predict each held-out pass with the roofline on `hw`, measure it, return both."""
+    overlap = set(points) & set(ANCHOR_POINTS)
+    if overlap:
+        raise ValueError(f"validation points {sorted(overlap)} were used to fit the overhead; choose held-out points")
+    model = model or Model(spec, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
+    measured = measure_passes(model, points, cfg, seed)
+    b, n, c = (np.array(x, dtype=np.float64) for x in zip(*points))
+    cost = estimate(deployment_for(spec, hw, dtype), Passes.uniform(n, c, b))
+    return [ValidationRow(int(p[0]), int(p[1]), int(p[2]), float(t), float(m), "compute" if cb else "memory")
+            for p, t, m, cb in zip(points, cost.time_s, measured, cost.compute_bound)]
+
+
+def mape(rows: Sequence[ValidationRow]) -> float:
+    return float(np.mean([abs(r.error) for r in rows])) if rows else math.nan
