@@ -19,7 +19,7 @@ from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.predictor import validate_predictor
 from specagent.simulator.run import DEFAULT_STRATEGIES, ENGINES, compare, simulate
-from specagent.simulator.setting import Setting, default_setting, edge_setting, load_api_models
+from specagent.simulator.setting import Setting, edge_setting, load_api_models
 from specagent.simulator.strategies import REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 
 console = Console()

@@ -28,8 +28,6 @@ from __future__ import annotations
 import heapq
 import json
 import math
-import os
-import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,10 +37,11 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from specagent import atomic
 from specagent.costmodel.deployment import Deployment
 from specagent.simulator.itercost import IterationCost, chunk_state_touches
 from specagent.simulator.plan import (
-    DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan,
+    DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan,
 )
 from specagent.simulator.setting import ApiModel
 
@@ -734,19 +733,7 @@ def write_chrome_trace(path: str | Path, result: FleetResult, max_tasks: int = 2
         if row.task in keep:
             ev.append({"name": f"task {row.task_id}", "ph": "X", "pid": 3, "tid": int(row.task), "ts": row.start_s * 1e6,
                        "dur": row.latency_s * 1e6, "args": {}})
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({"traceEvents": ev, "displayTimeUnit": "ms"})
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=p.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+    return atomic.write_text(path, json.dumps({"traceEvents": ev, "displayTimeUnit": "ms"}))
 
 
 # --------------------------------------------------------------------------------------

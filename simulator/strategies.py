@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.plan import (
@@ -72,6 +71,11 @@ class _State:
         if seconds > 0:
             self.plan.add(self.traj, phase, wait_s=seconds, group=group, lane=lane)
 
+    def user_turn(self, u: UserTurn) -> None:
+        """The user answers after a think time; the message joins the committed context."""
+        self.wait(USER, u.latency_s)
+        self.hist += u.tokens
+
     def rollback(self) -> None:
         self.seen[WEAK] = min(self.seen[WEAK], self.hist)
         self.seen[STRONG] = min(self.seen[STRONG], self.hist)
@@ -125,8 +129,7 @@ class SingleModel(Strategy):
     def run(self, ep, st, acc, rng, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
-                st.wait(USER, u.latency_s)
-                st.hist += u.tokens
+                st.user_turn(u)
                 continue
             out, ctx = (u.out_tokens, u.ctx_tokens) if self.model == STRONG else (_weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc))
             st.call(self.model, out, ctx)
@@ -162,8 +165,7 @@ class SpecAgent(Strategy):
         while i < n_units:
             u = units[i]
             if isinstance(u, UserTurn):
-                st.wait(USER, u.latency_s)
-                st.hist += u.tokens
+                st.user_turn(u)
                 i += 1
                 continue
             # --- draft a chunk: reads run for real, the first held action stops drafting
@@ -288,8 +290,7 @@ class ExactMatchSpeculative(Strategy):
     def run(self, ep, st, acc, rng, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
-                st.wait(USER, u.latency_s)
-                st.hist += u.tokens
+                st.user_turn(u)
                 continue
             g = st.plan.next_group()
             wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
@@ -323,8 +324,7 @@ class Router(Strategy):
     def run(self, ep, st, acc, rng, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
-                st.wait(USER, u.latency_s)
-                st.hist += u.tokens
+                st.user_turn(u)
                 continue
             to_strong = rng.random() < acc.route_strong.get(u.kind, 1.0)
             if to_strong:
@@ -353,8 +353,7 @@ class Collaborative(Strategy):
         after_rej = False
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
-                st.wait(USER, u.latency_s)
-                st.hist += u.tokens
+                st.user_turn(u)
                 continue
             wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
             st.call(WEAK, wo, wc)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
@@ -20,6 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
+
+from specagent.atomic import atomic_write as _atomic_write
 
 from .columns import FRAME_DTYPES, from_frame, to_frame
 from .errors import SkippedRecord, TraceFormatError, from_validation_error
@@ -31,18 +32,7 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp_path)`` then atomically move the temp file onto ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return _atomic_write(path, lambda tmp: write(str(tmp)))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
