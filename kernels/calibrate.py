@@ -358,7 +358,7 @@ def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb
     """Run the microbenchmarks, fit, fit the overhead on anchor passes; return (fit, profile, profile dict)."""
     tick = progress or (lambda _m: None)
     tick("peak GEMMs")
-    ms = measure_peaks(sorted(set(peak_dtypes) | {dtype}), device, cfg)
+    ms = measure_peaks(sorted(set(peak_dtypes) | {dtype, "bf16"}), device, cfg)  # the schema requires a bf16 peak
     ms += mb.run_suite([spec], dtype, device, tokens, contexts, cfg, progress)
     f = fit(spec, ms, dtype)
     machine = device_name(device) if not device.startswith("cpu") else processor_name()

@@ -1,0 +1,116 @@
+"""Calibration: the fit on hand-made measurements, the written profile, validation, the CLI."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from specagent.hardware.profile import HardwareProfileError, load_hardware
+from specagent.kernels import calibrate as cal
+from specagent.kernels import microbench as mb
+from specagent.kernels.cli import app
+from specagent.kernels.configs import strong_spec, weak_spec
+
+torch.set_num_threads(1)  # robust on a shared 2-core machine (OpenMP spin-waits under contention)
+FAST = mb.TimingConfig(warmup=1, repeats=2, rotate=2, max_seconds=0.2)
+
+
+def _m(mkind, seconds, flops=0.0, byts=0.0, **params):
+    return mb.Measurement(mkind, params, flops, byts, seconds)
+
+
+def test_fit_by_hand():
+    spec = weak_spec("tiny")
+    fl1 = cal._FlopCounter(spec, "fp32").layer_flops(1)
+    fl16 = cal._FlopCounter(spec, "fp32").layer_flops(16)
+    ms = [
+        _m("overhead", 2e-6, calls=1),
+        _m("copy", 0.1, 0, 1e9, megabytes=500),  # 10 GB/s
+        _m("peak", 0.01, 1e9, 0, dtype="fp32"),  # 100 GFLOP/s
+        # memory-bound kernel: 4e6 bytes in 1e-3 s (+2 us overhead) -> 4 GB/s -> efficiency 0.4
+        _m("gemm", 1e-3 + 2e-6, 2e6, 4e6, tokens=1, k=1000, n=1000, dtype="fp32"),
+        # layers: 3 linear + 1 full in the tiny Weak model
+        _m("layer", 1e-3, kind="linear", tokens=1, batch=1, context=0, dtype="fp32"),
+        _m("layer", 2e-3, kind="full", tokens=1, batch=1, context=0, dtype="fp32"),
+        _m("layer", 4e-3, kind="linear", tokens=16, batch=1, context=0, dtype="fp32"),
+        _m("layer", 4e-3, kind="full", tokens=16, batch=1, context=0, dtype="fp32"),
+    ]
+    f = cal.fit(spec, ms, "fp32")
+    assert f["peak"]["fp32"] == pytest.approx(1e11)  # the best rate seen (the 1-token GEMM is 2 GFLOP/s)
+    assert f["bandwidth"] == pytest.approx(1e10)
+    assert f["bandwidth_efficiency"] == pytest.approx(0.4)
+    assert f["curve"][0] == (1.0, pytest.approx(fl1 / (1e11 * (3 * 1e-3 + 2e-3))))
+    assert f["curve"][1] == (16.0, pytest.approx(fl16 / (1e11 * (4 * 4e-3))))
+
+
+def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
+    spec = weak_spec("tiny")
+    fit, hw, data = cal.calibrate(spec, "fp32", "cpu", FAST, tokens=(1, 16), contexts=(256,), peak_dtypes=("fp32",))
+    path = cal.write_profile_toml(data, tmp_path / "cpu.toml")
+    loaded = load_hardware(str(path))
+    assert loaded.compute_efficiency_curve == tuple((t, pytest.approx(e, rel=1e-4)) for t, e in fit.curve)
+    assert loaded.peak_flops("fp32") == pytest.approx(fit.peak_tflops["fp32"], rel=1e-4)
+    raw = tomllib.loads(path.read_text())
+    assert "measured by specagent calibrate" in raw["memory"]["bandwidth_tb_s"]["source"]
+    prov = raw["provenance"]
+    assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"]
+    assert len(prov["anchor_residuals_us"]) == len(cal.ANCHOR_POINTS)
+    assert 0 < fit.bandwidth_efficiency <= 1.5 and fit.pass_overhead_us >= 0
+    # held-out validation runs on the written profile and rejects anchor points
+    rows = cal.validate(spec, loaded, "fp32", points=((1, 4, 32), (2, 1, 16)), cfg=FAST)
+    assert len(rows) == 2 and all(r.measured_s > 0 and r.predicted_s > 0 for r in rows)
+    with pytest.raises(ValueError, match="used to fit"):
+        cal.validate(spec, loaded, "fp32", points=cal.ANCHOR_POINTS[:1], cfg=FAST)
+
+
+def test_write_profile_is_validated_and_atomic(tmp_path):
+    with pytest.raises(HardwareProfileError):
+        cal.write_profile_toml({"id": "x"}, tmp_path / "bad.toml")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fp32_attention_shim_only_in_memory():
+    hw = load_hardware("h20")
+    shim = cal.fp32_attention_shim(hw, "fp32")
+    assert shim.peak_flops("bf16") == hw.peak_flops("fp32")
+    assert hw.peak_flops("bf16") == 148e12
+    assert cal.fp32_attention_shim(hw, "bf16") is hw
+
+
+def test_microbench_flop_and_byte_counts():
+    m = mb.bench_gemm(4, 32, 64, "fp32", "cpu", FAST)
+    assert m.flops == 2 * 4 * 32 * 64 and m.bytes == 4 * (64 * 32 + 4 * 32 + 4 * 64)
+    a = mb.bench_attention(1, 100, 4, 2, 16, 1, "fp32", "cpu", FAST)
+    assert a.flops == 4 * 4 * 16 * (100 + 1)  # 101 query-key pairs
+    o = mb.bench_call_overhead("cpu", FAST, calls=50)
+    assert 0 < o.seconds < 1e-3
+    with pytest.raises(ValueError):
+        mb.TimingConfig(statistic="mean")
+
+
+def test_strong_costs_several_times_weak_per_token():
+    for scale in ("tiny", "bench"):
+        w, s = weak_spec(scale).param_counts(), strong_spec(scale).param_counts()
+        assert 3 <= s.active / w.active <= 6
+        assert strong_spec(scale).is_moe and strong_spec(scale).moe.shared_gate
+        assert weak_spec(scale).layer_kinds.count("full") * 4 == weak_spec(scale).num_layers
+
+
+def test_cli_live_json():
+    r = CliRunner().invoke(app, ["live", "--json", "--k", "3", "--accept", "1.0", "--threads", "1", "--token-scale", "0.15"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["trajectories"] == 1 and out["safety"][0]["segments_reviewed"] > 0
+
+
+def test_cli_errors_are_clear(tmp_path):
+    r = CliRunner().invoke(app, ["live", "--strategy", "router"])
+    assert r.exit_code == 2 and "only 'specagent'" in r.output
+    r = CliRunner().invoke(app, ["live", "--compare"])
+    assert r.exit_code == 2 and "--weak-hardware" in r.output
+    r = CliRunner().invoke(app, ["calibrate", "-o", str(tmp_path / "p.toml"), "--model", "medium"])
+    assert r.exit_code == 2 and "weak" in r.output
