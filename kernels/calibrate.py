@@ -221,7 +221,8 @@ def fit(spec: ModelSpec, ms: Sequence[mb.Measurement], dtype: str) -> dict:
         if not secs:
             continue
         curve.append((float(t), min(shim.layer_flops(t) / (peak * secs), 1.5)))
-    gemm_curve = []
+    gemm_curve = []  # diagnostic: what the GEMMs alone would give
+    moe = {m.params["tokens"]: m for m in ms if m.kind == "moe"}
     for t in sorted({k[0] for k in gemm}):
         fl = tm = 0.0
         mix = _gemm_mix(spec, t)

@@ -1,0 +1,82 @@
+"""Calibrate the roofline on this machine, validate it on held-out passes, and run the protocol live.
+
+Prints: the fitted figures, the validation table (predicted vs measured per held-out
+(batch, new tokens, context) point, MAPE) for the scaled Weak and Strong models, and the
+live SpecAgent run next to the simulator's prediction for the same protocol log.
+
+    .venv/bin/python benchmarks/calibration.py [--threads 2] [--statistic median] [--bf16] [--live-trajectories 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--statistic", default="median", choices=("median", "min"))
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--bf16", action="store_true", help="also calibrate and validate the Weak model in bf16 (slow on CPUs without native bf16)")
+    ap.add_argument("--live-trajectories", type=int, default=2)
+    ap.add_argument("--token-scale", type=float, default=0.05, help="scale of the shipped τ²-airline trace's token counts for the live run")
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--out-dir", default=None, help="where calibrated profiles go (default: a temporary directory)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from specagent.kernels import calibrate as cal
+    from specagent.kernels import microbench as mb
+    from specagent.kernels.cli import console, print_live, print_validation
+    from specagent.kernels.configs import strong_spec, weak_spec
+    from specagent.kernels.live import LiveConfig, compare, run_trajectory, scale_trajectory
+    from specagent.kernels.modules import Model
+    from specagent.simulator.acceptance import AcceptanceModel
+    from specagent.traces.io import default_workload_path, load_trajectories
+
+    out_dir = Path(args.out_dir or tempfile.mkdtemp(prefix="specagent-calibration-"))
+    cfg = mb.TimingConfig(repeats=args.repeats, statistic=args.statistic)
+    console.print(f"torch {torch.__version__}, {cal.processor_name()}, {torch.get_num_threads()} threads, statistic={args.statistic}", highlight=False)
+    profiles = {}
+    runs = [("weak", weak_spec("bench"), "fp32"), ("strong", strong_spec("bench"), "fp32")]
+    if args.bf16:
+        runs.append(("weak", weak_spec("bench"), "bf16"))
+    for name, spec, dtype in runs:
+        t0 = time.perf_counter()
+        small = dtype == "bf16"
+        tokens = (1, 4, 16, 64, 256) if small else cal.CURVE_TOKENS
+        fit, hw, data = cal.calibrate(spec, dtype, args.device, cfg, tokens=tokens)
+        path = cal.write_profile_toml(data, out_dir / f"{name}-{dtype}.toml")
+        points = tuple(p for p in cal.VALIDATION_POINTS if not small or p[0] * p[1] <= 128)
+        rows = cal.validate(spec, hw, dtype, points, args.device, cfg)
+        console.print(f"\n[bold]{spec.name} {dtype}[/]: profile {path} (calibration + validation {time.perf_counter() - t0:.0f} s)", highlight=False)
+        console.print(f"  peak {fit.peak_tflops[dtype] / 1e9:.1f} GFLOP/s, copy {fit.bandwidth_tb_s * 1e3:.1f} GB/s, bandwidth eff "
+                      f"{fit.bandwidth_efficiency:.2f}, overhead {fit.pass_overhead_us:.0f} us, curve "
+                      + ", ".join(f"{t:.0f}:{e:.3f}" for t, e in fit.curve), highlight=False)
+        print_validation(rows, f"held-out passes of {spec.name} ({dtype}): roofline on the calibrated profile vs measured")
+        if dtype == "fp32":
+            profiles[name] = hw
+
+    # ---- the protocol, live, next to the simulator's prediction
+    trajs = [t for t in load_trajectories(default_workload_path()) if t.domain == "airline"][: args.live_trajectories]
+    trajs = [scale_trajectory(t, args.token_scale) for t in trajs]
+    weak, strong = Model(weak_spec("bench"), seed=0), Model(strong_spec("bench"), seed=1)
+    lcfg = LiveConfig(k=args.k, seed=0, acceptance=AcceptanceModel.constant(0.7, verdict_tokens=16))
+    t0 = time.perf_counter()
+    results = [run_trajectory(t, weak, strong, lcfg, index=i) for i, t in enumerate(trajs)]
+    console.print(f"\nlive run: {len(results)} τ²-airline trajectories (token scale {args.token_scale}), K={args.k}, "
+                  f"{time.perf_counter() - t0:.0f} s", highlight=False)
+    comp = compare(results, weak.spec, strong.spec, profiles["weak"], profiles["strong"], "fp32", args.k)
+    print_live(results, comp)
+    console.print(f"total wall time: measured {comp.measured_wall_s:.2f} s, simulator {comp.predicted_wall_s:.2f} s "
+                  f"({comp.wall_error:+.1%}; target within 15%)", highlight=False)
+
+
+if __name__ == "__main__":
+    main()
