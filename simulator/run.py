@@ -10,7 +10,7 @@ import pandas as pd
 
 from specagent.simulator.acceptance import AcceptanceModel, trajectory_rng
 from specagent.simulator.des import run_des
-from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, episode_from_trajectory
+from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, episode_from_trajectory, paused_gc
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.results import per_trajectory, phase_split, summarize
 from specagent.simulator.setting import Setting, default_setting
@@ -30,12 +30,13 @@ def plan_strategy(episodes: Sequence[Episode], strategy: Strategy, setting: Sett
                   seed: int = 0, audits: list | None = None) -> CallPlan:
     """The protocol's calls and waits for every episode; `audits` collects per-episode event logs."""
     b = PlanBuilder()
-    for i, ep in enumerate(episodes):
-        audit = [] if audits is not None else None
-        strategy.plan_episode(ep, i, b, acceptance, trajectory_rng(seed, i), setting.prefix_caching,
-                              setting.verifier_prompt, setting.verifier_system_tokens, audit)
-        if audits is not None:
-            audits.append(audit)
+    with paused_gc():  # plans allocate many small acyclic rows
+        for i, ep in enumerate(episodes):
+            audit = [] if audits is not None else None
+            strategy.plan_episode(ep, i, b, acceptance, trajectory_rng(seed, i), setting.prefix_caching,
+                                  setting.verifier_prompt, setting.verifier_system_tokens, audit)
+            if audits is not None:
+                audits.append(audit)
     return b.build()
 
 
