@@ -43,7 +43,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import ModelSpec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.profile import HardwareProfile, Sourced, parse_profile
+from specagent.hardware.profile import HardwareProfile, parse_profile
 from specagent.kernels import microbench as mb
 from specagent.kernels.modules import Model
 
@@ -80,24 +80,9 @@ def _slug(text: str) -> str:
     return s.strip("-")
 
 
-def fp32_attention_shim(hw: HardwareProfile, dtype: str) -> HardwareProfile:
-    """In-memory copy whose bf16 peak is the run dtype's peak.
-
-    The roofline prices attention and linear-attention FLOPs at the bf16 peak (right on
-    GPUs, where attention kernels run in bf16 whatever the weight format). A run whose
-    activations are fp32 runs attention in fp32, so for such a run the bf16 entry is
-    replaced — in memory only, never in a written profile — by the fp32 figure.
-    """
-    if dtype == "bf16":
-        return hw
-    peaks = dict(hw.peak_tflops)
-    peaks["bf16"] = Sourced(peaks[dtype].value, f"{dtype} peak used for attention in {dtype} runs (see fp32_attention_shim)")
-    return dataclasses.replace(hw, peak_tflops=peaks)
-
-
 def deployment_for(spec: ModelSpec, hw: HardwareProfile, dtype: str) -> Deployment:
     """The roofline's view of a torch model run in `dtype` on one device."""
-    return Deployment(spec, fp32_attention_shim(hw, dtype), gpus=1, weight_dtype=dtype, kv_dtype=dtype,
+    return Deployment(spec, hw, gpus=1, weight_dtype=dtype, kv_dtype=dtype,
                       activation_dtype=dtype, state_dtype="fp32")
 
 

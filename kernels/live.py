@@ -11,10 +11,8 @@ context and decodes verdict and repair tokens, and caches roll back on rejection
 
 The control flow mirrors `specagent.simulator.strategies.SpecAgent` (K, `on_write`
 review, cached verifier prompt, prefix caching): each model's cache length is exactly
-the simulator's "seen" count, asserted at every call. One physical difference is kept
-visible instead of hidden: when a verdict's replacement call is used, the simulator
-treats the call's tokens as already in the Strong cache; live, they must be prefilled,
-which is timed and counted as the extra phase ``strong_replacement_prefill``.
+the simulator's "seen" count, asserted at every call. When a verdict's replacement call
+is used, both append it to the Strong cache with a short prefill (phase strong_prefill).
 
 The run writes a protocol log in the trace schema (the trajectory's committed steps with
 speculation labels, tool latencies as measured, user latency 0: the simulated user
@@ -36,8 +34,7 @@ from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
-PHASES = ("weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict", "tool", "user",
-          "strong_replacement_prefill")
+PHASES = ("weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict", "tool", "user")
 
 
 class SafetyViolation(AssertionError):
@@ -376,7 +373,6 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         total = hist + pending
         bounds = [hist + sum(seg_ctx[:r]) for r in range(len(seg) + 1)]
         S.prefill_to(total, "strong_verify", boundaries=bounds)
-        verify_ctx = total
         rejected = -1
         for pos, idx in enumerate(seg):
             a = units[idx]
@@ -422,8 +418,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         if not replacement and not labelled and bad.out_tokens == 0:
             replacement = True  # a zero-token repair turn is recorded (and replayed) as a replacement call
         if replacement:
-            # the simulator counts the replacement call as already in Strong's cache; live it is prefilled
-            S.prefill_to(hist + bad.ctx_tokens, "strong_replacement_prefill")
+            # the replacement call joins Strong's cache by a short prefill, as the simulator prices it
+            S.prefill_to(hist + bad.ctx_tokens, "strong_prefill")
             hist += bad.ctx_tokens
             rt = 0
         else:
@@ -532,9 +528,6 @@ def compare(results: Sequence[LiveResult], weak_spec, strong_spec, weak_hw, stro
         rows.append({"phase": ph, "measured_s": meas_s, "predicted_s": pred_s, "measured_tokens": meas_t,
                      "predicted_tokens": pred_t if col_t in df else None})
     notes = []
-    extra = sum(r.tokens.get("strong_replacement_prefill", 0) for r in results)
-    if extra:
-        notes.append(f"{extra} tokens of verdict replacement calls were prefilled live (phase strong_replacement_prefill); "
-                     "the simulator treats them as already in the Strong cache")
+    notes: list[str] = []
     return Comparison(rows=rows, measured_wall_s=sum(r.wall_s for r in results), predicted_wall_s=float(df["wall_time_s"].sum()),
                       tokens_exact=exact, notes=notes)

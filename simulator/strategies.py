@@ -259,10 +259,18 @@ class SpecAgent(Strategy):
                 st.plan.add(st.traj, STRONG_VERDICT, vt, verify_ctx)
             st.hist += keep
             st.rollback()
-            if (bad.repair_tokens == 0) if ep.labelled else (rng.random() < acc.p_valid_replacement):
+            if ep.labelled:
+                replacement = bad.repair_tokens == 0
+            else:  # a repair turn of zero tokens is indistinguishable from the verdict's own call
+                replacement = rng.random() < acc.p_valid_replacement or bad.out_tokens == 0
+            if replacement:
                 st.bump("replacements")
+                if verifier_prompt == "cached" and st.prefix_caching and bad.ctx_tokens:
+                    # The call was decoded inside the verdict, after the rejected tail; once that tail
+                    # is rolled back, the call is appended to Strong's cache by a short prefill.
+                    st.plan.add(st.traj, STRONG_PREFILL, bad.ctx_tokens, st.hist)
+                    st.seen[STRONG] = st.hist + bad.ctx_tokens
                 st.hist += bad.ctx_tokens
-                st.seen[STRONG] = st.hist if verifier_prompt == "cached" else st.seen[STRONG]
             else:
                 st.bump("repairs")
                 st.call(STRONG, bad.repair_tokens if ep.labelled else bad.out_tokens, bad.ctx_tokens)

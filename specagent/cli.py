@@ -313,6 +313,7 @@ def roofline_balance(
 
 def _mount() -> None:
     """Mount the command groups that live in the other subpackages."""
+    from specagent.kernels.cli import calibrate_cmd, live_cmd
     from specagent.reports.cli import report as report_command
     from specagent.simulator import cli as sim_cli
     from specagent.simulator.fleet_cli import plan_command, study_app, sweep_command
@@ -326,6 +327,8 @@ def _mount() -> None:
     app.command("sweep")(sweep_command)
     app.add_typer(study_app, name="study")
     app.command("report")(report_command)
+    app.command("calibrate")(calibrate_cmd)
+    app.command("live")(live_cmd)
 
 
 _mount()

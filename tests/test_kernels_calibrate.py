@@ -9,6 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
@@ -73,12 +74,19 @@ def test_write_profile_is_validated_and_atomic(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_fp32_attention_shim_only_in_memory():
+def test_attention_priced_at_the_activation_dtype_peak():
+    """An fp32 run prices attention at the fp32 peak (the roofline uses the activation dtype's entry)."""
+    from specagent.costmodel.passes import Passes
+    from specagent.costmodel.roofline import estimate
+
     hw = load_hardware("h20")
-    shim = cal.fp32_attention_shim(hw, "fp32")
-    assert shim.peak_flops("bf16") == hw.peak_flops("fp32")
-    assert hw.peak_flops("bf16") == 148e12
-    assert cal.fp32_attention_shim(hw, "bf16") is hw
+    spec = load_model_spec("qwen3.5-4b")
+    dep32 = cal.deployment_for(spec, hw, "fp32")
+    cost = estimate(dep32, Passes.uniform(256, 4096))
+    gemm = cost.flops["dense"] + cost.flops["experts"] + cost.flops["lm_head"]
+    attn = cost.flops["attention"] + cost.flops["linear_attention"]
+    expect = (gemm + attn) / hw.peak_flops("fp32") / float(hw.prefill_mfu.value)
+    assert cost.compute_s[0] == pytest.approx(expect[0], rel=1e-12)
 
 
 def test_microbench_flop_and_byte_counts():
