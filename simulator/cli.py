@@ -283,6 +283,7 @@ def simulate_cmd(
 @predictor_app.command("validate")
 def predictor_validate(
     trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload). Default: the shipped τ²-Bench airline workload."),
+    synthetic: int = O(60, help="Also validate on this many synthetic trajectories from every shipped workload profile (0: none)."),
     strategies: str = O("specagent,specagent_every_chunk,specagent_hold_replies,collab,router", help="Comma-separated strategies to check."),
     k: int = K, seed: int = SEED,
     out: Optional[Path] = O(None, "-o", "--out", help="Write the validation table as JSON here."),
@@ -295,6 +296,8 @@ def predictor_validate(
     predictor's accuracy depends on which one describes your serving stack.
     """
     from specagent.traces import load_trajectories
+    from specagent.traces.profile import list_profiles, load_profile
+    from specagent.traces.synth import synthesize
 
     paths = trace or [_default_trace()]
     workloads = {}
@@ -303,16 +306,25 @@ def predictor_validate(
             workloads[p.name] = load_trajectories(p)
         except (OSError, ValueError) as exc:
             _fail(f"{p}: {exc}")
-    table = validate_predictor(workloads, strategies=[s.strip() for s in strategies.split(",")], seed=seed, k=k)
+    if synthetic > 0:
+        for name in list_profiles():
+            workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, seed)
+    with Progress(console=err, transient=True) as prog:
+        prog.add_task(f"validating on {len(workloads)} workloads", total=None)
+        table = validate_predictor(workloads, strategies=[s.strip() for s in strategies.split(",")], seed=seed, k=k)
     if out:
         atomic.write_json(out, table.to_dict(orient="records"))
     if as_json:
         print(table.to_json(orient="records", indent=2))
         return
     t = Table(title="Verdict-token predictor: Strong share of memory reads (both models)")
-    for c in ("workload", "strategy", "weight mode", "predicted", "accounted", "abs error", "mean |err| per traj"):
-        t.add_column(c, justify="right" if c not in ("workload", "strategy", "weight mode") else "left")
+    for c in ("workload", "strategy", "weight mode"):
+        t.add_column(c, overflow="fold")
+    for c in ("predicted", "accounted", "abs error", "mean |err| per traj"):
+        t.add_column(c, justify="right")
     for _, r in table.iterrows():
         t.add_row(r["workload"], r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
                   f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}")
     console.print(t)
+    worst = table.groupby("weight_mode")["abs_error"].max()
+    console.print("largest absolute error of the share: " + ", ".join(f"{m} {v:.4f}" for m, v in worst.items()))

@@ -91,10 +91,12 @@ def test_simulate_engines_agree_on_the_cli(small_trace):
 
 
 def test_predictor_validate_reports_both_modes(small_trace, tmp_path):
-    r = runner.invoke(app, ["predictor", "validate", "--trace", str(small_trace), "--strategies", "specagent", "-o", str(tmp_path / "p.json")])
+    r = runner.invoke(app, ["predictor", "validate", "--trace", str(small_trace), "--synthetic", "5", "--strategies", "specagent",
+                            "-o", str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
     rows = json.loads((tmp_path / "p.json").read_text())
     assert {row["weight_mode"] for row in rows} == {"union", "active"}
+    assert {row["workload"] for row in rows} >= {"small.jsonl", "synthetic:tau2_airline", "synthetic:mcp_tool_servers"}
     assert "abs error" in r.output
 
 
