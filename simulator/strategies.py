@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.plan import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
@@ -86,7 +85,6 @@ class Strategy:
 
     name = "base"
     label = "base"
-    reviews_writes = False
 
     def describe(self) -> dict:
         return {"strategy": self.name, "label": self.label}
@@ -140,8 +138,6 @@ class SingleModel(Strategy):
 
 class SpecAgent(Strategy):
     """Weak drafts up to K steps with real reads; Strong verifies a segment in one prefill and repairs one step."""
-
-    reviews_writes = True
 
     def __init__(self, k: int = 4, review: str = "on_write", verifier: str = "semantic", name: str | None = None, label: str | None = None):
         if k < 1:
@@ -234,7 +230,6 @@ class SpecAgent(Strategy):
                 if vt:
                     st.plan.add(st.traj, STRONG_VERDICT, vt, verify_ctx)
                 st.hist += pending
-                st.seen[STRONG] = st.hist if verifier_prompt == "cached" else st.seen[STRONG]
                 st.bump("committed_weak", len(seg))
                 for idx in seg:
                     st.log("commit", idx, WEAK)
@@ -293,7 +288,6 @@ class ExactMatchSpeculative(Strategy):
 
     name = "exactmatch"
     label = "Exact-match speculative agent"
-    reviews_writes = True
 
     def run(self, ep, st, acc, rng, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
