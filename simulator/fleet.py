@@ -26,6 +26,7 @@ iteration instead; a test checks both agree.
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import math
 from collections import deque
@@ -35,13 +36,13 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import simpy
 
 from specagent import atomic
 from specagent.costmodel.deployment import Deployment
-from specagent.simulator.itercost import IterationCost, chunk_state_touches
+from specagent.costmodel.passes import GDN_CHUNK
+from specagent.simulator.itercost import IterationCost
 from specagent.simulator.plan import (
-    DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan,
+    DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan, paused_gc,
 )
 from specagent.simulator.setting import ApiModel
 
@@ -240,18 +241,31 @@ def compile_steps(plan: CallPlan) -> list[list[tuple]]:
 # --------------------------------------------------------------------------------------
 class _Req:
     __slots__ = ("task", "pool", "replica", "new", "ctx", "m", "phase", "n_events", "hit", "t_submit", "t_admit", "t_first",
-                 "t_done", "need", "done", "it0", "prefill_total", "ctx0")
+                 "t_done", "need", "proc", "it0", "prefill_total", "ctx0")
 
-    def __init__(self, task: int, pool: int, new: int, ctx: int, m: int, phase: int, n_events: int):
+    def __init__(self, task: int, pool: int, new: int, ctx: int, m: int, phase: int, n_events: int, proc: "_Proc", now: float):
         self.task, self.pool, self.new, self.ctx, self.m, self.phase, self.n_events = task, pool, new, ctx, m, phase, n_events
+        self.proc = proc
         self.replica = -1
         self.hit = True
-        self.t_submit = self.t_admit = self.t_first = self.t_done = math.nan
+        self.t_submit = now
+        self.t_admit = self.t_first = self.t_done = math.nan
         self.need = 0.0
-        self.done = None
         self.it0 = 0
         self.prefill_total = new
         self.ctx0 = ctx
+
+
+class _Proc:
+    """A task's walk through its steps (one per task, plus one per parallel lane while it runs).
+
+    An explicit state machine instead of a simpy process: `i` is the step being waited on.
+    """
+
+    __slots__ = ("task", "steps", "i", "turn", "join")
+
+    def __init__(self, task: int, steps: list[tuple], turn: list[float], join: list | None):
+        self.task, self.steps, self.i, self.turn, self.join = task, steps, 0, turn, join
 
 
 class _Replica:
@@ -263,6 +277,8 @@ class _Replica:
         self.free = dep.usable_bytes - dep.weight_bytes()
         self.kv = dep.kv_bytes_per_token()
         self.state = dep.state_bytes_per_sequence()
+        self.max_seqs = sched.max_num_seqs
+        self.max_tokens = sched.max_batched_tokens
         self.waiting: deque[_Req] = deque()
         self.prefilling: list[_Req] = []
         self.dec_heap: list[tuple[int, int, _Req]] = []
@@ -285,13 +301,17 @@ class _Replica:
         self.cached: set[int] = set()
 
     # --- admission ------------------------------------------------------------------------
-    def _admissible(self, r: _Req) -> bool:
-        return self.n_running < self.sched.max_num_seqs and self.used + r.need <= self.free
-
     def _admit(self) -> None:
-        now = self.sim.env.now
-        while self.waiting and self._admissible(self.waiting[0]):
-            r = self.waiting.popleft()
+        waiting = self.waiting
+        if not waiting:
+            return
+        now = self.sim.now
+        free, max_seqs = self.free, self.max_seqs
+        while waiting:
+            r = waiting[0]
+            if not (self.n_running < max_seqs and self.used + r.need <= free):
+                break
+            waiting.popleft()
             self.used += r.need
             self.n_running += 1
             r.t_admit = now
@@ -312,11 +332,12 @@ class _Replica:
         self.dec_ctx_sum += r.ctx
 
     def _finish(self, r: _Req) -> None:
-        now = self.sim.env.now
+        now = self.sim.now
         self.used -= r.need
         self.n_running -= 1
         self.outstanding -= 1
-        if math.isnan(r.t_first):
+        self.sim._outstanding_changed(self)
+        if r.t_first != r.t_first:  # NaN: no token yet (a decode-only call)
             r.t_first = now
         r.t_done = now
         self.sim._call_done(r)
@@ -331,24 +352,24 @@ class _Replica:
                 f"({r.ctx + r.new + r.m:,} tokens) but a replica of {dep.describe()} has only {self.free / 1e9:,.2f} GB "
                 f"left after weights; use more GPUs per replica or a smaller KV dtype")
         self.outstanding += 1
+        self.sim._outstanding_changed(self)
         self.waiting.append(r)
         if not self.busy:
             self._start_segment()
-        elif (self.seg_decode is not None and self.seg_k > 1 and len(self.waiting) == 1 and self._admissible(r)
-              and not self.sim.step_by_token):
+        elif (self.seg_decode is not None and self.seg_k > 1 and len(self.waiting) == 1
+              and self.n_running < self.max_seqs and self.used + r.need <= self.free and not self.sim.step_by_token):
             # join at the next iteration boundary: cut the closed-form decode run short there
-            dt = self.sim.env.now - self.seg_t0
-            j = self.seg_decode.iterations_done_by(dt, self.seg_k)
+            now = self.sim.now
+            j = self.seg_decode.iterations_done_by(now - self.seg_t0, self.seg_k)
             if j < self.seg_k:
                 self.seg_k = j
-                self._schedule(self.seg_t0 + self.seg_decode.elapsed(j) - self.sim.env.now)
+                self._schedule(self.seg_t0 + self.seg_decode.elapsed(j) - now)
 
     # --- segments --------------------------------------------------------------------------
     def _schedule(self, delay: float) -> None:
         self.gen += 1
-        g = self.gen
-        ev = self.sim.env.timeout(max(delay, 0.0))
-        ev.callbacks.append(lambda _e, g=g: self._end_segment(g))
+        sim = self.sim
+        heapq.heappush(sim._queue, (sim.now + (delay if delay > 0.0 else 0.0), 1, next(sim._eid), self._end_segment, self.gen))
 
     def _start_segment(self) -> None:
         self._admit()
@@ -356,75 +377,81 @@ class _Replica:
             self.busy = False
             return
         self.busy = True
-        self.seg_t0 = self.sim.env.now
+        self.seg_t0 = self.sim.now
+        n_dec = self.n_dec
         if self.prefilling:
-            budget = math.inf if self.sched.max_batched_tokens is None else self.sched.max_batched_tokens - self.n_dec
-            b = float(self.n_dec)
+            budget = math.inf if self.max_tokens is None else self.max_tokens - n_dec
+            b = float(n_dec)
             t, dec, pairs, kvt, st, lg = b, b, self.dec_ctx_sum + b, self.dec_ctx_sum + b, b, b
             chunks = []
             for r in self.prefilling:
                 if budget <= 0:
                     break
-                n = int(min(r.new, budget))
+                new = r.new
+                n = int(new if new < budget else budget)
                 budget -= n
                 chunks.append((r, n))
                 t += n
                 dec += 1.0 if n == 1 else 0.0
-                pairs += n * r.ctx + n * (n + 1) / 2
-                kvt += r.ctx + n
-                st += chunk_state_touches(n)
+                ctx = r.ctx
+                pairs += n * ctx + n * (n + 1) / 2
+                kvt += ctx + n
+                st += 1.0 + (math.ceil(n / GDN_CHUNK) if n > 1 else 0.0)  # chunk_state_touches(n)
                 lg += 1.0
             self.seg_chunks = chunks
             self.seg_decode = None
             self.seg_k = 1
             time_s, fl, rd, wr = self.cost.one(t, lg, dec, pairs, kvt, st, lg)
-            self.seg_mixed = (time_s, fl, rd, wr, t, len(chunks) + self.n_dec)
+            self.seg_mixed = (time_s, fl, rd, wr, t, len(chunks) + n_dec)
             self._schedule(time_s)
             return
-        seg = self.cost.decode_segment(self.n_dec, self.dec_ctx_sum)
+        seg = self.cost.decode_segment(n_dec, self.dec_ctx_sum)
         self.seg_decode = seg
         self.seg_chunks = []
-        self.seg_k = 1 if self.sim.step_by_token else self.dec_heap[0][0] - self.it
-        self._schedule(seg.elapsed(self.seg_k))
+        self.seg_k = k = 1 if self.sim.step_by_token else self.dec_heap[0][0] - self.it
+        self._schedule(seg.elapsed(k))
 
     def _end_segment(self, g: int) -> None:
         if g != self.gen:
             return  # superseded by a shorter run (an arrival cut it)
-        now = self.sim.env.now
+        sim = self.sim
+        now = sim.now
         dur = now - self.seg_t0
         self.busy_s += dur
-        sim = self.sim
+        n_dec = self.n_dec
         if self.seg_decode is not None:
             k = self.seg_k
-            tot = self.seg_decode.totals(k)
-            sim._record_segment(self, self.seg_t0, dur, k, self.n_dec, float(self.n_dec), 0, tot.flops, tot.bytes_read, tot.bytes_written)
+            fl, rd, wr = self.seg_decode.work(k)
+            sim._seg.append((self.pool, self.idx, self.seg_t0, dur, k, n_dec, float(n_dec), 0, fl, rd, wr))
             self.it += k
-            self.dec_ctx_sum += self.n_dec * k
+            self.dec_ctx_sum += n_dec * k
         else:
             time_s, fl, rd, wr, t, seqs = self.seg_mixed  # type: ignore[misc]
-            sim._record_segment(self, self.seg_t0, dur, 1, seqs, t, int(t) - self.n_dec, fl, rd, wr)
-            if self.n_dec:
+            sim._seg.append((self.pool, self.idx, self.seg_t0, dur, 1, seqs, t, int(t) - n_dec, fl, rd, wr))
+            if n_dec:
                 self.it += 1
-                self.dec_ctx_sum += self.n_dec
+                self.dec_ctx_sum += n_dec
         # finished decodes
         heap = self.dec_heap
-        while heap and heap[0][0] <= self.it:
+        it = self.it
+        while heap and heap[0][0] <= it:
             _, _, r = heapq.heappop(heap)
             self.n_dec -= 1
-            self.dec_ctx_sum -= r.ctx0 + (self.it - r.it0)
+            self.dec_ctx_sum -= r.ctx0 + (it - r.it0)
             r.ctx = r.ctx0 + r.m
             self._finish(r)
         if self.n_dec == 0:
             self.dec_ctx_sum = 0.0  # keep float drift from accumulating across busy periods
         # advanced prefills
-        for r, n in self.seg_chunks:
-            r.ctx += n
-            r.new -= n
-            if r.new == 0:
-                self.prefilling.remove(r)
-                r.t_first = now
-                self._enter_decode(r)
-        self.seg_chunks = []
+        if self.seg_chunks:
+            for r, n in self.seg_chunks:
+                r.ctx += n
+                r.new -= n
+                if r.new == 0:
+                    self.prefilling.remove(r)
+                    r.t_first = now
+                    self._enter_decode(r)
+            self.seg_chunks = []
         self._start_segment()
 
 
@@ -455,7 +482,15 @@ class FleetResult:
 
 
 class FleetSim:
-    """One run of a compiled workload on a fleet (build, `run()`, read `result`)."""
+    """One run of a compiled workload on a fleet (build, `run()`, read `result`).
+
+    The event loop is simpy's, inlined: one heap of (time, priority, sequence number,
+    callback, argument) entries, with the same entries in the same order as the simpy
+    version this replaced (a pinned test checks the outputs bit for bit), but without
+    Event, Process and Condition objects per step. Tasks are explicit state machines
+    (`_Proc`); a parallel group starts one per lane at urgent priority and joins them as
+    simpy's AllOf did (a lane's end, then the join, each one deferred event).
+    """
 
     def __init__(self, plan: CallPlan, fleet: Fleet, arrival_times: np.ndarray, task_ids: Sequence[str] | None = None,
                  step_by_token: bool = False, warmup: float = 0.1, steps: list[list[tuple]] | None = None):
@@ -471,11 +506,16 @@ class FleetSim:
         for p in used:
             if fleet.pool(p) is None:
                 raise FleetError(f"the strategy calls the {POOL_NAMES[p]} model but the fleet has no {POOL_NAMES[p]} pool")
-        self.env = simpy.Environment()
+        self.now = 0.0
+        self._queue: list[tuple] = []
+        self._eid = itertools.count()
         self.costs: list[IterationCost | None] = []
         self.replicas: list[list[_Replica]] = [[], []]
         self.rr = [0, 0]
         self.affinity: list[dict[int, int]] = [{}, {}]
+        self._pools = (fleet.weak, fleet.strong)
+        # per pool: a lazy heap of (outstanding, replica index) for least-outstanding choices (None: not needed)
+        self._least: list[list | None] = [None, None]
         for i in (WEAK_POOL, STRONG_POOL):
             pool = fleet.pool(i)
             if pool is None or pool.is_api:
@@ -485,17 +525,33 @@ class FleetSim:
             self.costs.append(cost)
             if pool.replicas is not None:
                 self.replicas[i] = [_Replica(self, i, r, cost, pool.scheduler) for r in range(pool.replicas)]
+                if pool.router != "round_robin":
+                    self._least[i] = [(0, r) for r in range(pool.replicas)]
         self._seg: list[tuple] = []
         self._calls: list[tuple] = []
         self._turns: list[tuple] = []
-        self.start = np.full(plan.n_traj, np.nan)
-        self.end = np.full(plan.n_traj, np.nan)
-        self.api_usd = np.zeros(plan.n_traj)
+        n = plan.n_traj
+        self.start = [math.nan] * n
+        self.end = [math.nan] * n
+        self.api_usd = [0.0] * n
         self.steps_done = 0
 
     # --- routing ---------------------------------------------------------------------------
+    def _outstanding_changed(self, rep: _Replica) -> None:
+        least = self._least[rep.pool]
+        if least is not None:
+            heapq.heappush(least, (rep.outstanding, rep.idx))
+
+    def _least_outstanding(self, pool_i: int) -> int:
+        """The replica with the fewest outstanding calls (lowest index on ties), as min() over all would pick."""
+        least = self._least[pool_i]
+        reps = self.replicas[pool_i]
+        while least[0][0] != reps[least[0][1]].outstanding:  # type: ignore[index]
+            heapq.heappop(least)  # type: ignore[arg-type]
+        return least[0][1]  # type: ignore[index]
+
     def _route(self, pool_i: int, task: int) -> _Replica:
-        pool = self.fleet.pool(pool_i)
+        pool = self._pools[pool_i]
         reps = self.replicas[pool_i]
         aff = self.affinity[pool_i]
         if pool.replicas is None:  # unlimited: every task its own replica
@@ -509,30 +565,29 @@ class FleetSim:
             r = self.rr[pool_i] % len(reps)
             self.rr[pool_i] += 1
         elif pool.router == "least_outstanding" or task not in aff:
-            r = min(range(len(reps)), key=lambda i: (reps[i].outstanding, i))
+            r = self._least_outstanding(pool_i)
         else:
             r = aff[task]
         aff[task] = r
         return reps[r]
 
-    def _submit(self, task: int, step: tuple):
+    def _submit(self, proc: _Proc, step: tuple) -> None:
         _, pool_i, new, ctx, m, phase, n_events = step
-        r = _Req(task, pool_i, new, ctx, m, phase, n_events)
-        r.t_submit = self.env.now
-        r.done = self.env.event()
-        pool = self.fleet.pool(pool_i)
+        task = proc.task
+        now = self.now
+        r = _Req(task, pool_i, new, ctx, m, phase, n_events, proc, now)
+        pool = self._pools[pool_i]
         if pool.is_api:
             api: ApiModel = pool.deployment  # type: ignore[assignment]
             cached = api.usd_per_mtok_cached_input if api.prompt_caching else api.usd_per_mtok_input
             if new > 0:
                 self.api_usd[task] += (new * api.usd_per_mtok_input + ctx * cached) / 1e6
             self.api_usd[task] += m * api.usd_per_mtok_output / 1e6
-            r.t_admit = self.env.now
-            r.t_first = self.env.now + (api.ttft_s if new > 0 else 0.0)
+            r.t_admit = now
+            r.t_first = now + (api.ttft_s if new > 0 else 0.0)
             d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
-            ev = self.env.timeout(d)
-            ev.callbacks.append(lambda _e: self._api_done(r))
-            return r.done
+            heapq.heappush(self._queue, (now + d, 1, next(self._eid), self._api_done, r))
+            return
         rep = self._route(pool_i, task)
         r.replica = rep.idx
         if task not in rep.cached and (ctx > 0):
@@ -541,60 +596,90 @@ class FleetSim:
             r.prefill_total = r.new
         rep.cached.add(task)
         rep.submit(r)
-        return r.done
 
     def _api_done(self, r: _Req) -> None:
-        r.t_done = self.env.now
+        r.t_done = self.now
         self._call_done(r)
 
     def _call_done(self, r: _Req) -> None:
         self._calls.append((r.task, r.pool, r.replica, PHASE_NAMES[r.phase], r.n_events, r.prefill_total, r.ctx0 if r.m else r.ctx,
                             r.m, r.hit, r.t_submit, r.t_admit, r.t_first, r.t_done))
         self.steps_done += r.n_events
-        r.done.succeed()
+        heapq.heappush(self._queue, (self.now, 1, next(self._eid), self._resume, r.proc))
 
-    def _record_segment(self, rep: _Replica, t0: float, dur: float, k: int, seqs: int, tokens: float, prefill: int,
-                        flops: float, rd: float, wr: float) -> None:
-        self._seg.append((rep.pool, rep.idx, t0, dur, k, seqs, tokens, prefill, flops, rd, wr))
+    # --- tasks -----------------------------------------------------------------------------
+    def _arrive(self, task: int) -> None:
+        now = self.now
+        self.start[task] = now
+        self._run(_Proc(task, self.steps[task], [now, 0.0], None))
 
-    # --- processes -------------------------------------------------------------------------
-    def _run_steps(self, task: int, steps: list[tuple], turn: list[float]):
-        env = self.env
-        for s in steps:
+    def _resume(self, proc: _Proc) -> None:
+        """The step `proc` waited on is over: account for it, then go on."""
+        s = proc.steps[proc.i]
+        kind = s[0]
+        if kind == "c":
+            proc.turn[1] = 1.0
+        elif kind == "w":
+            self.steps_done += 1
+            if s[2] == USER:
+                proc.turn[0] = self.now
+        proc.i += 1
+        self._run(proc)
+
+    def _lane_done(self, join: list) -> None:
+        join[0] += 1
+        if join[0] == join[1]:
+            heapq.heappush(self._queue, (self.now, 1, next(self._eid), self._resume, join[2]))
+
+    def _run(self, proc: _Proc) -> None:
+        """Run `proc` from its current step until it waits (a call, a timed wait, a parallel group) or ends."""
+        steps, i = proc.steps, proc.i
+        if i < len(steps):
+            s = steps[i]
             kind = s[0]
+            queue = self._queue
             if kind == "c":
-                yield self._submit(task, s)
-                turn[1] = 1.0
+                self._submit(proc, s)
             elif kind == "w":
+                turn = proc.turn
                 if s[2] == USER and turn[1]:
-                    self._turns.append((task, turn[0], env.now))
+                    self._turns.append((proc.task, turn[0], self.now))
                     turn[1] = 0.0
-                yield env.timeout(s[1])
-                self.steps_done += 1
-                if s[2] == USER:
-                    turn[0] = env.now
+                heapq.heappush(queue, (self.now + s[1], 1, next(self._eid), self._resume, proc))
             else:
-                procs = [env.process(self._run_steps(task, sub, turn)) for sub in s[1]]
-                yield simpy.AllOf(env, procs)
-
-    def _task(self, task: int):
-        yield self.env.timeout(float(self.arrivals[task]))
-        self.start[task] = self.env.now
-        turn = [self.env.now, 0.0]
-        yield from self._run_steps(task, self.steps[task], turn)
+                lanes = s[1]
+                join = [0, len(lanes), proc]
+                for sub in lanes:
+                    heapq.heappush(queue, (self.now, 0, next(self._eid), self._run, _Proc(proc.task, sub, proc.turn, join)))
+            return
+        if proc.join is not None:
+            heapq.heappush(self._queue, (self.now, 1, next(self._eid), self._lane_done, proc.join))
+            return
+        turn = proc.turn
         if turn[1]:
-            self._turns.append((task, turn[0], self.env.now))
-        self.end[task] = self.env.now
+            self._turns.append((proc.task, turn[0], self.now))
+        self.end[proc.task] = self.now
 
     def run(self) -> FleetResult:
-        for t in range(self.plan.n_traj):
-            self.env.process(self._task(t))
-        self.env.run()
+        queue = self._queue
+        eid = self._eid
+        arrive = self._arrive
+        for t, a in enumerate(self.arrivals.tolist()):
+            if a < 0:
+                raise ValueError(f"arrival time of task {t} is negative ({a})")
+            queue.append((0.0 + a, 1, next(eid), arrive, t))
+        heapq.heapify(queue)
+        pop = heapq.heappop
+        with paused_gc():
+            while queue:
+                self.now, _, _, fn, arg = pop(queue)
+                fn(arg)
         return self._result()
 
     # --- results ---------------------------------------------------------------------------
     def _result(self) -> FleetResult:
         n = self.plan.n_traj
+        start, end = np.array(self.start, dtype=np.float64), np.array(self.end, dtype=np.float64)
         seg = pd.DataFrame(self._seg, columns=["pool_i", "replica", "t_start_s", "duration_s", "iterations", "batch", "tokens",
                                                "prefill_tokens", "flops", "bytes_read", "bytes_written"])
         seg.insert(0, "pool", np.array(POOL_NAMES)[seg["pool_i"].to_numpy(dtype=np.int64)] if len(seg) else [])
@@ -605,9 +690,9 @@ class FleetSim:
         calls["service_s"] = calls["t_done_s"] - calls["t_admit_s"]
         turns = pd.DataFrame(self._turns, columns=["task", "t_start_s", "t_end_s"])
         turns["latency_s"] = turns["t_end_s"] - turns["t_start_s"]
-        latency = self.end - self.start
+        latency = end - start
         tasks = pd.DataFrame({
-            "task": np.arange(n), "task_id": self.task_ids, "arrival_s": self.arrivals, "start_s": self.start, "end_s": self.end,
+            "task": np.arange(n), "task_id": self.task_ids, "arrival_s": self.arrivals, "start_s": start, "end_s": end,
             "latency_s": latency,
         })
         for name, i in (("weak", WEAK_POOL), ("strong", STRONG_POOL)):
@@ -615,13 +700,13 @@ class FleetSim:
             tasks[f"{name}_calls"] = np.bincount(c["task"], minlength=n) if len(c) else 0
             tasks[f"{name}_queue_s"] = np.bincount(c["task"], weights=c["queue_s"], minlength=n) if len(c) else 0.0
             tasks[f"{name}_service_s"] = np.bincount(c["task"], weights=c["service_s"], minlength=n) if len(c) else 0.0
-        tasks["api_usd"] = self.api_usd
+        tasks["api_usd"] = np.array(self.api_usd, dtype=np.float64)
         if len(turns):
             g = turns.groupby("task")["latency_s"]
             tasks["turns"] = g.size().reindex(range(n), fill_value=0).to_numpy()
             tasks["turn_latency_mean_s"] = g.mean().reindex(range(n)).to_numpy()
             tasks["turn_latency_max_s"] = g.max().reindex(range(n)).to_numpy()
-        makespan = float(np.nanmax(self.end)) if n else 0.0
+        makespan = float(np.nanmax(end)) if n else 0.0
         rows = []
         for i in (WEAK_POOL, STRONG_POOL):
             for rep in self.replicas[i]:

@@ -85,6 +85,8 @@ class IterationCost:
         self._curve = bool(hw.compute_efficiency_curve)
         self._eff_const = float(hw.prefill_mfu.value)
         self._eff_cache: dict[float, float] = {}
+        self._extra_cache: dict[float, float] = {}
+        self._decode_cache: dict[int, tuple] = {}
 
         nf = len(FEATURES)
         x = np.ones((nf + 1, nf))
@@ -140,7 +142,10 @@ class IterationCost:
         """(time_s, flops, bytes_read, bytes_written) of one pass given its aggregates."""
         args = (t, seqs, dec, pairs, kv_tokens, state, logits)
         dot = self._dot
-        read = dot(self.read, *args) + self.expert_bytes * self.touched(t)
+        extra = self._extra_cache.get(t)
+        if extra is None:
+            extra = self._extra_cache[t] = self.expert_bytes * self.touched(t)
+        read = dot(self.read, *args) + extra
         written = dot(self.written, *args)
         compute_s = dot(self.compute_work, *args) / self.efficiency(t)
         memory_s = (read + written) * self.inv_bw
@@ -150,24 +155,37 @@ class IterationCost:
         """k iterations of `batch` sequences decoding one token each; contexts sum to ctx_sum at the first.
 
         Iteration j has tokens = seqs = decode tokens = state touches = logits = batch and
-        attended pairs = KV tokens read = ctx_sum + batch + batch*j.
+        attended pairs = KV tokens read = ctx_sum + batch + batch*j. Everything that depends
+        on the batch size alone is cached per size; the arithmetic (and so every rounding) is
+        the same as evaluating `_dot` on the first iteration's aggregates.
         """
+        c = self._decode_cache.get(batch)
+        if c is None:
+            c = self._decode_cache[batch] = self._decode_constants(batch)
+        (eff, extra, cw, cw4, cw5, cw6, cw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7, fx, fx4, fx5, fx6, fx7,
+         fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, f1, dread, dwritten) = c
+        p0 = ctx_sum + float(batch)
+        read0 = rd + rd4 * p0 + rd5 * p0 + rd6 + rd7 + extra
+        written0 = wr + wr4 * p0 + wr5 * p0 + wr6 + wr7
+        return DecodeSegment(
+            (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7) / eff, c1, (read0 + written0) * self.inv_bw, m1,
+            fx + fx4 * p0 + fx5 * p0 + fx6 + fx7, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten,
+        )
+
+    def _decode_constants(self, batch: int) -> tuple:
         b = float(batch)
-        p0 = ctx_sum + b
-        dot = self._dot
-        args0 = (b, b, b, p0, p0, b, b)
         eff = self.efficiency(b)
         extra = self.expert_bytes * self.touched(b)
-        read0 = dot(self.read, *args0) + extra
+
+        def parts(a: tuple[float, ...]) -> tuple[float, ...]:
+            # a[0] + a[1]*t + a[2]*s + a[3]*d, then the p and k coefficients, then the st and lg terms, as _dot adds them
+            return (a[0] + a[1] * b + a[2] * b + a[3] * b, a[4], a[5], a[6] * b, a[7] * b)
+
         dread = (self.read[4] + self.read[5]) * b
-        written0 = dot(self.written, *args0)
         dwritten = (self.written[4] + self.written[5]) * b
-        return DecodeSegment(
-            c0=dot(self.compute_work, *args0) / eff, c1=(self.compute_work[4] + self.compute_work[5]) * b / eff,
-            m0=(read0 + written0) * self.inv_bw, m1=(dread + dwritten) * self.inv_bw,
-            fixed=dot(self.fixed, *args0), fixed1=(self.fixed[4] + self.fixed[5]) * b,
-            f0=dot(self.flops, *args0), f1=(self.flops[4] + self.flops[5]) * b, r0=read0, r1=dread, w0=written0, w1=dwritten,
-        )
+        return (eff, extra, *parts(self.compute_work), *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.flops),
+                (self.compute_work[4] + self.compute_work[5]) * b / eff, (dread + dwritten) * self.inv_bw,
+                (self.fixed[4] + self.fixed[5]) * b, (self.flops[4] + self.flops[5]) * b, dread, dwritten)
 
 
 class DecodeSegment:
@@ -197,6 +215,10 @@ class DecodeSegment:
             else:
                 lo = mid + 1
         return lo
+
+    def work(self, k: int) -> tuple[float, float, float]:
+        """(flops, bytes_read, bytes_written) of the first k iterations, as `totals` sums them, without the time."""
+        return _sum_affine(self.f0, self.f1, 0, k), _sum_affine(self.r0, self.r1, 0, k), _sum_affine(self.w0, self.w1, 0, k)
 
     def totals(self, k: int) -> IterationTotals:
         return IterationTotals(
