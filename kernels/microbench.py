@@ -10,6 +10,7 @@ runs on ``cpu`` and ``cuda`` (the CUDA path is untested in CI: no GPU there).
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -121,6 +122,57 @@ def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, device: torch.
     t = torch.randn(*shape, generator=gen, dtype=torch.float32)
     t = torch.where(t == 0, torch.full_like(t, 1e-3), t) * scale
     return t.to(dtype=dtype, device=device)
+
+
+class ForeignLoad:
+    """CPU time other processes used while a block of timed runs ran (Linux /proc/stat).
+
+    Why: on a small machine shared with other jobs (two vCPUs, possibly SMT siblings), a
+    co-runner slowed whole passes here by 30% for tens of seconds at a time — longer than a
+    round of repeats, so neither the median nor the min of a block removes it. Each round
+    of repeats records the other processes' CPU use (all busy jiffies minus this process's
+    own CPU time), and only the quietest rounds are summarised (`quiet_rounds`).
+    """
+
+    __slots__ = ("busy", "own", "wall")
+
+    def __init__(self, busy: float | None, own: float, wall: float):
+        self.busy, self.own, self.wall = busy, own, wall
+
+    @staticmethod
+    def _busy_seconds() -> float | None:
+        try:
+            with open("/proc/stat") as fh:
+                f = [int(x) for x in fh.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        return (f[0] + f[1] + f[2] + f[5] + f[6] + (f[7] if len(f) > 7 else 0)) / hz
+
+    @classmethod
+    def start(cls) -> "ForeignLoad":
+        t = os.times()
+        return cls(cls._busy_seconds(), t.user + t.system, time.perf_counter())
+
+    def stop(self) -> float:
+        """Other processes' CPU-seconds per wall second over the block (nan where unknown)."""
+        end = ForeignLoad.start()
+        if self.busy is None or end.busy is None:
+            return float("nan")
+        wall = max(end.wall - self.wall, 1e-9)
+        return max((end.busy - self.busy) - (end.own - self.own), 0.0) / wall
+
+
+def quiet_rounds(loads: Sequence[float], slack: float = 0.15, min_keep: int = 3) -> list[int]:
+    """Indices of the rounds to keep: those within `slack` CPUs of the quietest (at least `min_keep`)."""
+    idx = list(range(len(loads)))
+    if not loads or any(x != x for x in loads):  # nan: no load information, keep all
+        return idx
+    lo = min(loads)
+    keep = [i for i in idx if loads[i] <= lo + slack]
+    if len(keep) < min(min_keep, len(idx)):
+        keep = sorted(sorted(idx, key=lambda i: loads[i])[: min(min_keep, len(idx))])
+    return keep
 
 
 # --------------------------------------------------------------------------- benchmarks

@@ -44,8 +44,63 @@ def test_fit_by_hand():
     assert f["peak"]["fp32"] == pytest.approx(1e11)  # the best rate seen (the 1-token GEMM is 2 GFLOP/s)
     assert f["bandwidth"] == pytest.approx(1e10)
     assert f["bandwidth_efficiency"] == pytest.approx(0.4)
-    assert f["curve"][0] == (1.0, pytest.approx(fl1 / (1e11 * (3 * 1e-3 + 2e-3))))
-    assert f["curve"][1] == (16.0, pytest.approx(fl16 / (1e11 * (4 * 4e-3))))
+    # per-layer overhead = layer time at 1 token minus its memory time at 4 GB/s effective
+    shim = cal._FlopCounter(spec, "fp32")
+    mem = {k: shim.layer_bytes(k, 1) / 4e9 for k in ("linear", "full")}
+    assert 0 < mem["linear"] < 1e-3 and 0 < mem["full"] < 2e-3
+    assert f["layer_overhead"]["linear"] == pytest.approx(1e-3 - mem["linear"])
+    assert f["layer_overhead"]["full"] == pytest.approx(2e-3 - mem["full"])
+    # the curve is fitted on layer time minus that overhead
+    # (at one token that leaves the memory time, floored at 5% of the layer time)
+    work1 = 3 * max(mem["linear"], 0.05 * 1e-3) + max(mem["full"], 0.05 * 2e-3)
+    assert f["curve"][0] == (1.0, pytest.approx(fl1 / (1e11 * work1)))
+    work16 = 3 * (4e-3 - 1e-3 + mem["linear"]) + (4e-3 - 2e-3 + mem["full"])
+    assert f["curve"][1] == (16.0, pytest.approx(fl16 / (1e11 * work16)))
+
+
+def _unit_profile():
+    import dataclasses
+
+    from specagent.hardware.profile import Sourced
+
+    hw = load_hardware("h20")
+    return dataclasses.replace(hw, prefill_mfu=Sourced(1.0, "test"), compute_efficiency_curve=(),
+                               pass_overhead_us=Sourced(0.0, "test"))
+
+
+def test_fit_passes_recovers_overhead_and_curve_by_hand():
+    """Synthetic passes priced as C/eff + overhead (decode: M + overhead) give back eff and overhead."""
+    import numpy as np
+
+    from specagent.costmodel.passes import Passes
+    from specagent.costmodel.roofline import estimate
+
+    spec = weak_spec("tiny")
+    hw = _unit_profile()
+    o = 3e-3
+    dec_pts = [(1, 1, 0), (1, 1, 64)]
+    pre_pts = [(1, 16, 0), (1, 256, 0)]
+    effs = [0.1, 0.4]
+    b, n, c = (np.array(x, dtype=float) for x in zip(*dec_pts, *pre_pts))
+    unit = estimate(cal.deployment_for(spec, hw, "fp32"), Passes.uniform(n, c, b))
+    dec = [(p, float(unit.memory_s[i]) + o + (1e-4 if i else -1e-4)) for i, p in enumerate(dec_pts)]
+    pre = [(p, float(unit.compute_s[2 + j]) / e + o) for j, (p, e) in enumerate(zip(pre_pts, effs))]
+    overhead, curve = cal.fit_passes(spec, hw, "fp32", dec, pre)
+    assert overhead == pytest.approx(o)  # median of o - 1e-4 and o + 1e-4
+    assert [t for t, _ in curve] == [1.0, 16.0, 256.0]
+    assert curve[0][1] == pytest.approx(float(unit.compute_s[0] / unit.memory_s[0]))
+    assert curve[1][1] == pytest.approx(0.1) and curve[2][1] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="decode anchor"):
+        cal.fit_passes(spec, hw, "fp32", [], pre)
+
+
+def test_quiet_rounds_keep_the_uncontended_rounds():
+    assert mb.quiet_rounds([0.0, 1.0, 0.05, 0.9, 0.1, 1.1]) == [0, 2, 4]
+    assert mb.quiet_rounds([1.0, 1.2, 0.9, 2.0]) == [0, 1, 2]  # all contended: the 3 quietest
+    assert mb.quiet_rounds([float("nan"), 0.1]) == [0, 1]  # no load information: keep all
+    probe = mb.ForeignLoad.start()
+    load = probe.stop()
+    assert load != load or load >= 0.0
 
 
 def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
@@ -59,13 +114,19 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     assert "measured by specagent calibrate" in raw["memory"]["bandwidth_tb_s"]["source"]
     prov = raw["provenance"]
     assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"]
-    assert len(prov["anchor_residuals_us"]) == len(cal.ANCHOR_POINTS)
+    assert len(prov["anchor_residuals_us"]) == len(cal.ANCHOR_POINTS) + 1 == len(prov["anchor_points"])  # + prefill at 16
     assert 0 < fit.bandwidth_efficiency <= 1.5 and fit.pass_overhead_us >= 0
     # held-out validation runs on the written profile and rejects anchor points
     rows = cal.validate(spec, loaded, "fp32", points=((1, 4, 32), (2, 1, 16)), cfg=FAST)
     assert len(rows) == 2 and all(r.measured_s > 0 and r.predicted_s > 0 for r in rows)
     with pytest.raises(ValueError, match="used to fit"):
         cal.validate(spec, loaded, "fp32", points=cal.ANCHOR_POINTS[:1], cfg=FAST)
+    with pytest.raises(ValueError, match="used to fit"):  # the curve's prefill anchors are held out too
+        cal.validate(spec, loaded, "fp32", points=((1, 16, 0),), cfg=FAST)
+    assert not set(cal.VALIDATION_POINTS) & (set(cal.ANCHOR_POINTS) | set(cal.prefill_anchor_points(cal.CURVE_TOKENS)))
+    # the fitted profile reproduces its own anchor passes (the curve inverts the roofline there)
+    pre = [a for a in fit.anchors if a["point"][1] > 1]
+    assert pre and all(a["roofline_s"] == pytest.approx(a["measured_s"], rel=1e-3) for a in pre)
 
 
 def test_write_profile_is_validated_and_atomic(tmp_path):
