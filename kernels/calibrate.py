@@ -4,18 +4,17 @@ What is fitted, and from what:
 
 * peak FLOP/s per dtype: the best rate of large square GEMMs (measured, so the fitted
   efficiencies are relative to what this machine and torch can do at best);
-* the compute-efficiency curve over tokens per pass: for each token count T, the GEMMs
-  one forward pass of the target model issues at T tokens (its projections, FFN, the
-  routed-expert dispatch measured whole, the LM head at one position) — total FLOPs over
-  total measured time, relative to the peak;
 * memory bandwidth: a large buffer copy; bandwidth efficiency: the memory-bound kernels
   (single-token GEMMs reading weights, attention decode over cached K/V, Gated DeltaNet
   state step) — bytes as the roofline counts them over measured time, relative to the copy;
-* per-pass overhead: on eager torch a pass pays a framework cost per op, which the
-  kernels above do not see. It is fitted as the median residual (measured minus
-  roofline without overhead) of a few *anchor* passes of the target model at batch 1
-  (decode at small context). Anchor points are listed in the profile and are never
-  validation points.
+* per-pass overhead and the compute-efficiency curve over tokens per pass, fitted on
+  *anchor* passes of the target model (`fit_passes`): eager torch pays a framework cost
+  per op that no kernel benchmark sees, so the overhead is the median of (measured −
+  roofline memory time) over decode anchors at batch 1; the curve point at T tokens is
+  the efficiency at which the roofline reproduces a batch-1 prefill of T tokens after
+  that overhead. Anchor points (ANCHOR_POINTS and `prefill_anchor_points`) are listed in
+  the profile and are never validation points. Whole-layer benchmarks give an
+  overhead-separated diagnostic curve (`fit`), kept in the profile's fit residuals.
 
 Validation then predicts full forward passes at held-out (batch, new tokens, context)
 points through `specagent.costmodel.roofline.estimate` on the written profile and
