@@ -332,6 +332,11 @@ def run_suite(specs: Sequence, dtype: str = "fp32", device: str = "cpu", tokens:
     for t in tokens:
         for k, n in sorted(shapes):
             jobs.append((f"gemm {t}x{k}x{n}", lambda t=t, k=k, n=n: bench_gemm(t, k, n, dtype, device, cfg)))
+    if dtype != "fp32":
+        # the bandwidth efficiency is fitted on fp32 memory-bound kernels: a 1-token GEMM in a
+        # dtype without native support (bf16 on many CPUs) is limited by its slow path, not memory
+        for k, n in sorted(shapes):
+            jobs.append((f"gemm 1x{k}x{n} fp32", lambda k=k, n=n: bench_gemm(1, k, n, "fp32", device, cfg)))
     for spec in specs:
         a = spec.attention
         for c in contexts:
