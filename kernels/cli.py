@@ -10,15 +10,12 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import torch
 import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.kernels import calibrate as cal
-from specagent.kernels import microbench as mb
 from specagent.kernels.configs import SCALES, strong_spec, weak_spec
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
@@ -39,7 +36,23 @@ def _spec(which: str, scale: str):
     return weak_spec(scale) if which == "weak" else strong_spec(scale)
 
 
+def _torch_backend():
+    """torch and the modules that need it, imported only by the commands that run models.
+
+    torch is an optional extra: every other command works on a base install.
+    """
+    try:
+        import torch
+
+        from specagent.kernels import calibrate as cal
+        from specagent.kernels import microbench as mb
+    except ImportError as exc:
+        _fail(f"this command runs torch models and needs torch ({exc}); install it with: pip install 'specagent[torch]'")
+    return torch, cal, mb
+
+
 def _setup(device: str, threads: int, dtype: str) -> None:
+    torch, _, mb = _torch_backend()
     if device.startswith("cuda") and not torch.cuda.is_available():
         _fail(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
     if dtype not in mb.DTYPES:
@@ -70,6 +83,7 @@ def calibrate_cmd(
     validation table compares the roofline's prediction with measured full forward passes
     at held-out (batch, new tokens, context) points; MAPE is their mean absolute % error.
     """
+    _, cal, mb = _torch_backend()
     _setup(device, threads, dtype)
     spec = _spec(model, scale)
     try:
@@ -109,13 +123,15 @@ def calibrate_cmd(
 
 
 def print_validation(rows, title: str) -> None:
+    from specagent.kernels.calibrate import mape
+
     t = Table(title=title)
     for c in ("batch", "new tokens", "context", "bound", "predicted ms", "measured ms", "error"):
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(str(r.batch), str(r.new_tokens), str(r.context), r.bound, f"{r.predicted_s * 1e3:.2f}", f"{r.measured_s * 1e3:.2f}", f"{r.error:+.1%}")
     console.print(t)
-    console.print(f"MAPE: {cal.mape(rows):.1%} over {len(rows)} held-out points (target on this CPU: <= 10% for bf16)", highlight=False)
+    console.print(f"MAPE: {mape(rows):.1%} over {len(rows)} held-out points (target on this CPU: <= 10% for bf16)", highlight=False)
 
 
 @app.command("live")
@@ -145,6 +161,7 @@ def live_cmd(
     Accept/reject comes from the trace's labels or a seeded acceptance model (random
     weights cannot judge). Safety is checked on the database at every segment.
     """
+    _, _, mb = _torch_backend()
     from specagent.kernels.live import LiveConfig, compare as do_compare, run_trajectory, scale_trajectory, synthetic_airline_trajectory
     from specagent.kernels.modules import Model
     from specagent.simulator.acceptance import AcceptanceModel
