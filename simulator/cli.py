@@ -9,6 +9,7 @@ from typing import Optional
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -29,7 +30,7 @@ predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdi
 
 
 def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
     raise typer.Exit(code=2)
 
 

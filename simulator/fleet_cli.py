@@ -14,13 +14,14 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
 
 
 def _fail(msg: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
     raise typer.Exit(code=2)
 
 

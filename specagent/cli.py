@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specagent.costmodel.balance import balance_point
@@ -58,7 +59,7 @@ console = Console()
 
 
 def _fail(msg: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
     raise typer.Exit(code=2)
 
 

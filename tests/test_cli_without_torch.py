@@ -16,7 +16,7 @@ r = CliRunner().invoke(app, ["predict", "--strategies", "specagent", "--json", "
 assert r.exit_code == 0, r.output
 for cmd in (["calibrate", "-o", sys.argv[1] + "/p.toml"], ["live"]):
     r = CliRunner().invoke(app, cmd)
-    assert r.exit_code == 2 and "torch" in r.output, r.output
+    assert r.exit_code == 2 and "specagent[torch]" in r.output, r.output
 print("ok")
 """
 

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .errors import SkippedRecord, TraceFormatError
@@ -28,7 +29,7 @@ app.add_typer(import_app, name="import")
 
 
 def _fail(e: Exception) -> None:
-    Console(stderr=True).print(f"[red]error:[/red] {e}")
+    Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}")
     raise typer.Exit(2)
 
 
