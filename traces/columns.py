@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from .errors import TraceFormatError, from_validation_error
+from .errors import TraceFormatError, from_validation_error, report_skipped
 from .schema import (
     Actor,
     Outcome,
@@ -159,15 +159,7 @@ def from_frame(df: pd.DataFrame, file: str = "<frame>", validate: bool = True,
         except TraceFormatError as e:
             if not skip_bad:
                 raise
-            from .errors import SkippedRecord
-
-            rec = SkippedRecord(e.file, e.location, str(e))
-            if skipped is not None:
-                skipped.append(rec)
-            else:
-                import warnings
-
-                warnings.warn(str(rec), stacklevel=2)
+            report_skipped(e, skipped)
         start = end
     return out
 

@@ -7,6 +7,7 @@ skipped record is reported, never silently dropped.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -35,6 +36,15 @@ class SkippedRecord:
 
     def __str__(self) -> str:
         return f"skipped {self.file}: {self.location}: {self.reason}"
+
+
+def report_skipped(e: TraceFormatError, skipped: list[SkippedRecord] | None) -> None:
+    """Record a record left out under ``skip_bad``: into `skipped`, or as a warning — never silently."""
+    rec = SkippedRecord(e.file, e.location, str(e))
+    if skipped is not None:
+        skipped.append(rec)
+    else:
+        warnings.warn(str(rec), stacklevel=4)
 
 
 def _short(x: object, n: int = 80) -> str:

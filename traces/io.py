@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -23,7 +22,7 @@ from pydantic import ValidationError
 from specagent.atomic import atomic_write as _atomic_write
 
 from .columns import FRAME_DTYPES, from_frame, to_frame
-from .errors import SkippedRecord, TraceFormatError, from_validation_error
+from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
 from .schema import Trajectory
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -95,7 +94,7 @@ def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
             except TraceFormatError as e:
                 if not skip_bad:
                     raise
-                _report(SkippedRecord(e.file, e.location, str(e)), skipped)
+                report_skipped(e, skipped)
     return out
 
 
@@ -138,13 +137,6 @@ def _castable(s: pd.Series, dt: str) -> bool:
         return True
     except (TypeError, ValueError):
         return False
-
-
-def _report(rec: SkippedRecord, skipped: list[SkippedRecord] | None) -> None:
-    if skipped is not None:
-        skipped.append(rec)
-    else:
-        warnings.warn(str(rec), stacklevel=3)
 
 
 def default_workload_path() -> Path:

@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import SkippedRecord, TraceFormatError, from_validation_error
+from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
 from .schema import Actor, StepKind, TokenSource, Trajectory
 from .tau2 import TagMap, merged_tag_map, tool_kind
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
@@ -300,17 +300,8 @@ def read_openai_file(path: str | os.PathLike, tags: TagMap, domain: str = "unkno
         except TraceFormatError as e:
             if not skip_bad:
                 raise
-            _report(SkippedRecord(e.file, e.location, str(e)), skipped)
+            report_skipped(e, skipped)
     return out
-
-
-def _report(rec: SkippedRecord, skipped: list[SkippedRecord] | None) -> None:
-    if skipped is not None:
-        skipped.append(rec)
-    else:
-        import warnings
-
-        warnings.warn(str(rec), stacklevel=3)
 
 
 def import_openai(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,

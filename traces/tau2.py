@@ -67,7 +67,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import SkippedRecord, TraceFormatError, from_validation_error
+from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
 from .schema import Actor, StepKind, TokenSource, Trajectory
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 
@@ -438,13 +438,7 @@ def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad
         except TraceFormatError as e:
             if not skip_bad:
                 raise
-            rec = SkippedRecord(e.file, e.location, str(e))
-            if skipped is not None:
-                skipped.append(rec)
-            else:
-                import warnings
-
-                warnings.warn(str(rec), stacklevel=2)
+            report_skipped(e, skipped)
     return out
 
 
