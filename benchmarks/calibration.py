@@ -15,6 +15,7 @@ the CPU (see microbench.ForeignLoad).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ def main() -> None:
     ap.add_argument("--token-scale", type=float, default=0.05, help="scale of the shipped τ²-airline trace's token counts for the live run")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--out-dir", default=None, help="where calibrated profiles go (default: a temporary directory)")
+    ap.add_argument("--no-live", action="store_true", help="skip the live protocol run (calibration and validation only)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -63,10 +65,21 @@ def main() -> None:
         console.print(f"\n[bold]{spec.name} {dtype}[/]: profile {path} (calibration + validation {time.perf_counter() - t0:.0f} s)", highlight=False)
         console.print(f"  peak {fit.peak_tflops[dtype] / 1e9:.1f} GFLOP/s, copy {fit.bandwidth_tb_s * 1e3:.1f} GB/s, bandwidth eff "
                       f"{fit.bandwidth_efficiency:.2f}, overhead {fit.pass_overhead_us:.0f} us, curve "
-                      + ", ".join(f"{t:.0f}:{e:.3f}" for t, e in fit.curve), highlight=False)
+                      + ", ".join(f"{t:.0f}:{e:.3f}" for t, e in fit.curve) + "; decode curve (batch:eff) "
+                      + ", ".join(f"{b:.0f}:{e:.3f}" for b, e in fit.decode_curve), highlight=False)
         print_validation(rows, f"held-out passes of {spec.name} ({dtype}): roofline on the calibrated profile vs measured")
+        # the same measured passes priced without the decode curve (decode on the tokens/pass curve):
+        # what the decode curve changes, free of run-to-run timing noise
+        no_dec = dataclasses.replace(hw, decode_efficiency_curve=())
+        pred = cal.predict_seconds(spec, no_dec, dtype, [(r.batch, r.new_tokens, r.context) for r in rows])
+        base = [dataclasses.replace(r, predicted_s=float(p)) for r, p in zip(rows, pred)]
+        console.print(f"  without the decode curve, same measurements: MAPE {cal.mape(base):.1%} ("
+                      + ", ".join(f"{(r.batch, r.new_tokens, r.context)} {r.error:+.1%}" for r in base if r.new_tokens == 1) + ")",
+                      highlight=False)
         if dtype == "fp32":
             profiles[name] = hw
+    if args.no_live:
+        return
 
     # ---- the protocol, live, next to the simulator's prediction
     trajs = [t for t in load_trajectories(default_workload_path()) if t.domain == "airline"][: args.live_trajectories]

@@ -200,10 +200,24 @@ def _interp_log(x: np.ndarray, curve: tuple[tuple[float, float], ...], default: 
     return np.interp(np.log(np.maximum(x, 1e-30)), xs, ys)
 
 
-def compute_efficiency(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
-    """Fraction of peak FLOP/s reached; a calibrated curve over tokens per pass when present."""
+def compute_efficiency(dep: Deployment, tokens: np.ndarray, decode_tokens: np.ndarray | None = None) -> np.ndarray:
+    """Fraction of peak FLOP/s reached; a calibrated curve over tokens per pass when present.
+
+    With `decode_tokens` given and a profile that has a decode curve, a pure-decode pass
+    (every sequence adds one token: decode_tokens == tokens, so tokens is the decode batch)
+    takes the decode curve at its batch instead: B one-token sequences run a recurrent
+    state step and attention over B caches, which is slower than a B-token prefill's
+    GEMM-bound work (measured on CPU; `kernels.calibrate`). Mixed passes and profiles
+    without a decode curve (every shipped GPU profile) are priced as before.
+    """
     hw = dep.hardware
-    return _interp_log(np.asarray(tokens, dtype=np.float64), hw.compute_efficiency_curve, float(hw.prefill_mfu.value))
+    t = np.asarray(tokens, dtype=np.float64)
+    eff = _interp_log(t, hw.compute_efficiency_curve, float(hw.prefill_mfu.value))
+    if decode_tokens is not None and hw.decode_efficiency_curve:
+        pure = np.asarray(decode_tokens, dtype=np.float64) == t
+        if np.any(pure):
+            eff = np.where(pure, _interp_log(t, hw.decode_efficiency_curve, 1.0), eff)
+    return eff
 
 
 def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: Coefficients | None = None) -> PassCost:
@@ -256,7 +270,7 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
             comm = comm + c.a2a_layers * 2.0 * hidden_msg / g * gpus_touched * (g - 1) / g
     gemm_flops = flops["dense"] + flops["experts"] + flops["lm_head"]
     attn_flops = flops["attention"] + flops["linear_attention"]
-    eff_c = compute_efficiency(dep, t)
+    eff_c = compute_efficiency(dep, t, passes.decode_tokens)
     attn_dtype = dep.activation_dtype if dep.activation_dtype in hw.peak_tflops else "bf16"  # attention runs in the activation dtype
     compute_s = (gemm_flops / hw.peak_flops(dep.compute_dtype) + attn_flops / hw.peak_flops(attn_dtype)) / (g * eff_c)
     total_bytes = sum(read.values()) + sum(written.values())

@@ -54,6 +54,11 @@ class HardwareProfile:
     #: Optional calibrated compute efficiency as a function of tokens per pass:
     #: ((tokens, efficiency), ...) interpolated in log(tokens). Written by `specagent calibrate`.
     compute_efficiency_curve: tuple[tuple[float, float], ...] = ()
+    #: Optional calibrated compute efficiency of pure-decode passes (every sequence adds one
+    #: token) as a function of the decode batch: ((batch, efficiency), ...) interpolated in
+    #: log(batch). Batched decode (recurrent state step, attention over a cache) reaches a
+    #: lower efficiency than a prefill of as many tokens; absent, decode uses the curve above.
+    decode_efficiency_curve: tuple[tuple[float, float], ...] = ()
     path: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
 
@@ -109,10 +114,13 @@ def _sourced(data: dict[str, Any], section: str, key: str, path: str, required: 
     return Sourced(value=value, source=str(item["source"]))
 
 
-def _curve(data: dict[str, Any], key: str, path: str) -> tuple[tuple[float, float], ...]:
+def _curve(data: dict[str, Any], key: str, path: str, need_source: bool = False) -> tuple[tuple[float, float], ...]:
     raw = data.get("efficiency", {}).get(key)
     if raw is None:
         return ()
+    if need_source and (not isinstance(raw, dict) or not str(raw.get("source", "")).strip() or "value" not in raw):
+        raise HardwareProfileError(f"{path}: field 'efficiency.{key}' must be an inline table "
+                                   f"{{ value = [[x, efficiency], ...], source = \"...\" }} with a non-empty source, got {raw!r}")
     points = raw.get("value") if isinstance(raw, dict) else raw
     try:
         curve = tuple((float(x), float(y)) for x, y in points)
@@ -153,6 +161,7 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
         price_usd_per_gpu_hour=_sourced(data, "price", "usd_per_gpu_hour", path, required=False),
         aliases=tuple(str(a).lower() for a in data.get("aliases", [])),
         compute_efficiency_curve=_curve(data, "compute_curve", path),
+        decode_efficiency_curve=_curve(data, "decode_curve", path, need_source=True),
         path=path,
         provenance=dict(data.get("provenance", {})),
     )

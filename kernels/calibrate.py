@@ -12,8 +12,12 @@ What is fitted, and from what:
   per op that no kernel benchmark sees, so the overhead is the median of (measured −
   roofline memory time) over decode anchors at batch 1; the curve point at T tokens is
   the efficiency at which the roofline reproduces a batch-1 prefill of T tokens after
-  that overhead. Anchor points (ANCHOR_POINTS and `prefill_anchor_points`) are listed in
-  the profile and are never validation points. Whole-layer benchmarks give an
+  that overhead. Anchor points (ANCHOR_POINTS, DECODE_ANCHOR_POINTS and
+  `prefill_anchor_points`) are listed in the profile and are never validation points;
+* the decode curve over the decode batch (`fit_decode_curve`), fitted the same way on
+  batched decode anchors (DECODE_ANCHOR_POINTS): B sequences decoding one token each run
+  a recurrent state step and attention per sequence, slower than a B-token prefill, so
+  pricing them on the prefill curve under-predicted batched decode by 18-28% in bf16. Whole-layer benchmarks give an
   overhead-separated diagnostic curve (`fit`), kept in the profile's fit residuals.
 
 Validation then predicts full forward passes at held-out (batch, new tokens, context)
@@ -48,6 +52,9 @@ from specagent.kernels.modules import Model
 
 #: (batch, new_tokens, context) of the anchor passes the per-pass overhead is fitted on.
 ANCHOR_POINTS: tuple[tuple[int, int, int], ...] = ((1, 1, 0), (1, 1, 64))
+#: (batch, 1, context) batched-decode anchors the decode curve is fitted on (batch 1 comes
+#: from the 1-token point of the compute curve, so batch-1 decode is priced as before).
+DECODE_ANCHOR_POINTS: tuple[tuple[int, int, int], ...] = ((2, 1, 128), (16, 1, 128), (32, 1, 64))
 #: Held-out validation points: none is an anchor point, and they span decode, batched
 #: decode, short verification prefills onto a context, and long prefills.
 VALIDATION_POINTS: tuple[tuple[int, int, int], ...] = (
@@ -166,6 +173,7 @@ class Calibration:
     residuals: dict[str, float]
     measurements: list[mb.Measurement] = field(repr=False)
     provenance: dict = field(default_factory=dict)
+    decode_curve: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _gemm_mix(spec: ModelSpec, tokens: int) -> list[tuple[int, int, int, float]]:
@@ -327,6 +335,11 @@ def _profile_dict(cal: Calibration, machine: str, stamp: str) -> dict:
             "bandwidth": {"value": float(f"{cal.bandwidth_efficiency:.5g}"), "source": f"{src}: fp32 memory-bound kernels (1-token GEMMs, attention decode, GDN step) bytes/time over copy bandwidth"},
             "pass_overhead_us": {"value": float(f"{cal.pass_overhead_us:.5g}"), "source": f"{src}: median of (measured - roofline memory time) over decode anchor passes {list(ANCHOR_POINTS)} of {cal.model} (batch, new tokens, context): eager-torch framework cost per pass"},
             "compute_curve": {"value": curve_pts, "source": f"{src}: anchor passes of {cal.model} per tokens/pass (batch-1 prefill from empty context): roofline compute time at peak / (measured - pass overhead); at 1 token, compute/memory time of the decode anchor"},
+            **({"decode_curve": {"value": [[float(b), float(f"{e:.5g}")] for b, e in cal.decode_curve],
+                                 "source": f"{src}: pure-decode passes per decode batch: batch 1 = compute curve at 1 token; batches "
+                                           f"{sorted({p[0] for p in DECODE_ANCHOR_POINTS})}: roofline compute time at peak / (measured - pass overhead) "
+                                           f"of {cal.model} decode anchor passes {list(DECODE_ANCHOR_POINTS)} (batch, new tokens, context)"}}
+               if cal.decode_curve else {}),
         },
         "provenance": {
             "tool": "specagent calibrate",
@@ -406,10 +419,34 @@ def fit_passes(spec: ModelSpec, hw_unit: HardwareProfile, dtype: str, decode: Se
     return overhead, sorted(curve)
 
 
+def fit_decode_curve(spec: ModelSpec, hw_unit: HardwareProfile, dtype: str, overhead: float, batch1_efficiency: float,
+                     batched: Sequence[tuple[tuple[int, int, int], float]]) -> list[tuple[float, float]]:
+    """Decode curve ((batch, efficiency), ...) from measured batched-decode anchors (pure function).
+
+    As `fit_passes` does for prefill: the point at batch B is C(B) / (measured(B) − overhead),
+    the efficiency at which the roofline reproduces that pass (C from `hw_unit`, at unit
+    efficiency); batch 1 takes `batch1_efficiency` (the compute curve's 1-token point) so
+    that batch-1 decode is priced exactly as without the decode curve. Two anchors at one
+    batch are averaged.
+    """
+    if any(n != 1 or b < 2 for (b, n, _), _m in batched):
+        raise ValueError(f"decode anchors must be (batch >= 2, 1, context) points, got {[p for p, _ in batched]}")
+    if not batched:
+        return []
+    pts = [p for p, _ in batched]
+    b, n, c = (np.array(x, dtype=np.float64) for x in zip(*pts))
+    comp = estimate(deployment_for(spec, hw_unit, dtype), Passes.uniform(n, c, b)).compute_s
+    by_batch: dict[float, list[float]] = {}
+    for j, ((bb, _, _), m) in enumerate(batched):
+        by_batch.setdefault(float(bb), []).append(float(min(max(comp[j] / max(m - overhead, 1e-9), 1e-6), 1.5)))
+    return [(1.0, float(batch1_efficiency))] + [(bb, statistics.fmean(v)) for bb, v in sorted(by_batch.items())]
+
+
 def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb.TimingConfig = mb.TimingConfig(),
               tokens: Sequence[int] = CURVE_TOKENS, contexts: Sequence[int] = (256, 1024, 4096), seed: int = 0,
               progress: Callable[[str], None] | None = None, model: Model | None = None,
-              peak_dtypes: Sequence[str] = ("fp32", "bf16")) -> tuple[Calibration, HardwareProfile, dict]:
+              peak_dtypes: Sequence[str] = ("fp32", "bf16"),
+              decode_anchors: Sequence[tuple[int, int, int]] = DECODE_ANCHOR_POINTS) -> tuple[Calibration, HardwareProfile, dict]:
     """Microbenchmarks (peak, bandwidth), then the overhead and curve fitted on anchor passes.
 
     Why anchor passes of the target model and not the isolated-layer benchmarks: on eager
@@ -437,13 +474,16 @@ def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb
     tick("anchor passes")
     model = model or Model(spec, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
     prefill_pts = prefill_anchor_points(tokens)
-    points = tuple(ANCHOR_POINTS) + prefill_pts
+    points = tuple(ANCHOR_POINTS) + tuple(decode_anchors) + prefill_pts
     anchor_cfg = dataclasses.replace(cfg, repeats=max(cfg.repeats, 9))
     measured = measure_passes(model, points, anchor_cfg, seed)
-    nd = len(ANCHOR_POINTS)
-    overhead, curve = fit_passes(spec, hw_unit, dtype, list(zip(ANCHOR_POINTS, measured[:nd])), list(zip(prefill_pts, measured[nd:])))
+    nd, nb = len(ANCHOR_POINTS), len(decode_anchors)
+    overhead, curve = fit_passes(spec, hw_unit, dtype, list(zip(ANCHOR_POINTS, measured[:nd])),
+                                 list(zip(prefill_pts, measured[nd + nb:])))
     cal.pass_overhead_us = overhead * 1e6
     cal.curve = curve
+    cal.decode_curve = fit_decode_curve(spec, hw_unit, dtype, overhead, curve[0][1],
+                                        list(zip(decode_anchors, measured[nd:nd + nb])))
     data = _profile_dict(cal, machine, stamp)
     hw = parse_profile(data, "<calibrated>")
     predicted = predict_seconds(spec, hw, dtype, points)
@@ -474,9 +514,9 @@ class ValidationRow:
 def validate(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]] = VALIDATION_POINTS,
              device: str = "cpu", cfg: mb.TimingConfig = mb.TimingConfig(), seed: int = 1, model: Model | None = None) -> list[ValidationRow]:
     """Predict each held-out pass with the roofline on `hw`, measure it, return both."""
-    overlap = set(points) & (set(ANCHOR_POINTS) | set(prefill_anchor_points(CURVE_TOKENS)))
+    overlap = set(points) & (set(ANCHOR_POINTS) | set(DECODE_ANCHOR_POINTS) | set(prefill_anchor_points(CURVE_TOKENS)))
     if overlap:
-        raise ValueError(f"validation points {sorted(overlap)} were used to fit the overhead; choose held-out points")
+        raise ValueError(f"validation points {sorted(overlap)} were used to fit the overhead or curves; choose held-out points")
     model = model or Model(spec, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
     measured = measure_passes(model, points, cfg, seed)
     b, n, c = (np.array(x, dtype=np.float64) for x in zip(*points))

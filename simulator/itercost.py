@@ -65,7 +65,9 @@ class IterationCost:
     """The roofline of one pass as affine functions of its aggregates, read off `estimate` itself.
 
     `estimate` is affine in the `Passes` aggregates except for two functions of the token
-    total: the distinct MoE experts read (union mode) and the compute efficiency curve.
+    total: the distinct MoE experts read (union mode) and the compute efficiency curve
+    (for a profile with a decode curve, its value at pure-decode passes, where every
+    sequence adds one token, i.e. decode tokens == tokens; the same test as `estimate`).
     Probing it at a base point and one step along each aggregate recovers the affine parts
     exactly (the two nonlinear factors are divided out), so this class follows any change
     to the roofline; a test checks it against `estimate` on random ragged batches.
@@ -83,8 +85,10 @@ class IterationCost:
         self._log_miss = math.log1p(-self.top_k / self.num_experts) if (moe and self.top_k < self.num_experts) else None
         hw = dep.hardware
         self._curve = bool(hw.compute_efficiency_curve)
+        self._decode_curve = bool(hw.decode_efficiency_curve)
         self._eff_const = float(hw.prefill_mfu.value)
         self._eff_cache: dict[float, float] = {}
+        self._decode_eff_cache: dict[float, float] = {}
         self._extra_cache: dict[float, float] = {}
         self._decode_cache: dict[int, tuple] = {}
 
@@ -97,7 +101,7 @@ class IterationCost:
         touched = np.array([self.touched(t) for t in tokens])
         expert_read = cost.bytes_read.get("expert_weights", np.zeros(nf + 1))
         self.expert_bytes = float(expert_read[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0
-        eff = np.array([self.efficiency(t) for t in tokens])
+        eff = np.array([self.efficiency(t, d == t) for t, d in zip(tokens, x[:, FEATURES.index("decode_tokens")])])
         read_lin = cost.total_bytes_read - self.expert_bytes * touched
         written = cost.total_bytes_written
         total_bytes = cost.total_bytes_read + written
@@ -124,7 +128,14 @@ class IterationCost:
             return float(self.num_experts)
         return self.num_experts * (1.0 - math.exp(tokens * self._log_miss))
 
-    def efficiency(self, tokens: float) -> float:
+    def efficiency(self, tokens: float, pure_decode: bool = False) -> float:
+        """Compute efficiency of a pass of `tokens` tokens; `pure_decode`: every sequence adds one token."""
+        if pure_decode and self._decode_curve:
+            e = self._decode_eff_cache.get(tokens)
+            if e is None:
+                t = np.array([tokens])
+                e = self._decode_eff_cache[tokens] = float(compute_efficiency(self.dep, t, t)[0])
+            return e
         if not self._curve:
             return self._eff_const
         e = self._eff_cache.get(tokens)
@@ -150,7 +161,7 @@ class IterationCost:
         written = a[0] + a[1] * t + a[2] * seqs + a[3] * dec + a[4] * pairs + a[5] * kv_tokens + a[6] * state + a[7] * logits
         a = self.compute_work
         compute_s = (a[0] + a[1] * t + a[2] * seqs + a[3] * dec + a[4] * pairs + a[5] * kv_tokens + a[6] * state
-                     + a[7] * logits) / self.efficiency(t)
+                     + a[7] * logits) / self.efficiency(t, dec == t)
         memory_s = (read + written) * self.inv_bw
         a = self.fixed
         fixed = a[0] + a[1] * t + a[2] * seqs + a[3] * dec + a[4] * pairs + a[5] * kv_tokens + a[6] * state + a[7] * logits
@@ -181,7 +192,7 @@ class IterationCost:
 
     def _decode_constants(self, batch: int) -> tuple:
         b = float(batch)
-        eff = self.efficiency(b)
+        eff = self.efficiency(b, True)
         extra = self.expert_bytes * self.touched(b)
 
         def parts(a: tuple[float, ...]) -> tuple[float, ...]:

@@ -416,3 +416,87 @@ def test_passes_reject_bad_input():
         Passes.from_batches([[(1, 0)], []])
     with pytest.raises(ValueError, match="weight_mode"):
         estimate(Deployment(Q4, H20), Passes.uniform(1), weight_mode="all")
+
+
+# ---------------------------------------------------------------------- decode efficiency curve
+def _curved(decode_curve=((1.0, 0.1), (16.0, 0.02))):
+    """H20 with a compute curve 0.1 at 1 token -> 0.5 at 1024 and (optionally) a decode curve over the batch."""
+    return dataclasses.replace(H20, id="curved", compute_efficiency_curve=((1.0, 0.1), (1024.0, 0.5)),
+                               decode_efficiency_curve=tuple(decode_curve))
+
+
+def test_decode_curve_prices_a_pure_decode_pass_by_hand():
+    """Batch 4 decode: decode curve at log4/log16 = 1/2 of the way -> 0.06; without it the
+    tokens/pass curve at log4/log1024 = 1/5 of the way -> 0.1 + 0.4/5 = 0.18 (3x faster compute)."""
+    with_dc, without = Deployment(Q4, _curved()), Deployment(Q4, _curved(()))
+    p = Passes.uniform(1, 512, 4)
+    a, b = estimate(with_dc, p), estimate(without, p)
+    peak = H20.peak_flops("bf16")  # weights, KV and activations all bf16: one peak for GEMMs and attention
+    assert a.compute_s[0] == pytest.approx(a.total_flops[0] / (peak * 0.06), rel=1e-12)
+    assert b.compute_s[0] == pytest.approx(b.total_flops[0] / (peak * 0.18), rel=1e-12)
+    assert a.compute_s[0] == pytest.approx(3 * b.compute_s[0], rel=1e-12)
+    assert a.memory_s[0] == b.memory_s[0] and a.total_flops[0] == b.total_flops[0]
+    over = float(H20.pass_overhead_us.value) * 1e-6
+    assert a.time_s[0] == pytest.approx(max(a.compute_s[0], a.memory_s[0]) + over, rel=1e-12)
+
+
+def test_decode_curve_only_for_passes_where_every_sequence_decodes():
+    dep, plain = Deployment(Q4, _curved()), Deployment(Q4, _curved(()))
+    batches = [
+        [(1, 100), (1, 200), (1, 300), (1, 50)],  # pure decode, batch 4 -> decode curve 0.06
+        [(1, 100), (3, 200)],  # 4 tokens, one sequence verifies 3: mixed -> tokens curve 0.18
+        [(4, 700)],  # a 4-token prefill -> tokens curve 0.18
+        [(1, 900)],  # batch-1 decode: both curves give 0.1 at one token
+    ]
+    p = Passes.from_batches(batches)
+    a, b = estimate(dep, p), estimate(plain, p)
+    eff_a = a.total_flops / (H20.peak_flops("bf16") * a.compute_s)
+    eff_b = b.total_flops / (H20.peak_flops("bf16") * b.compute_s)
+    assert eff_a == pytest.approx([0.06, 0.18, 0.18, 0.1], rel=1e-12)
+    assert eff_b == pytest.approx([0.18, 0.18, 0.18, 0.1], rel=1e-12)
+
+
+def test_decode_curve_parsed_with_source_and_absent_from_shipped_profiles():
+    import tomllib
+
+    from specagent.hardware.profile import HardwareProfileError, parse_profile
+
+    assert all(not p.decode_efficiency_curve for p in list_profiles())  # GPU profiles: pricing unchanged
+    data = tomllib.loads(open(H20.path, encoding="utf-8").read())
+    data["efficiency"]["decode_curve"] = {"value": [[16, 0.02], [1, 0.1]], "source": "test fit"}
+    assert parse_profile(data, "x.toml").decode_efficiency_curve == ((1.0, 0.1), (16.0, 0.02))
+    data["efficiency"]["decode_curve"] = [[1, 0.1], [16, 0.02]]
+    with pytest.raises(HardwareProfileError, match=r"x\.toml: field 'efficiency\.decode_curve'.*source"):
+        parse_profile(data, "x.toml")
+    data["efficiency"]["decode_curve"] = {"value": [[0, 0.1]], "source": "test"}
+    with pytest.raises(HardwareProfileError, match=r"x\.toml: efficiency\.decode_curve needs positive x"):
+        parse_profile(data, "x.toml")
+
+
+def test_decode_run_and_iteration_cost_exact_with_a_decode_curve():
+    """DecodeRun (batch 1) stays a closed form; the fleet's IterationCost follows the decode curve exactly."""
+    from specagent.simulator.itercost import IterationCost
+
+    hw = _profile(_curved(((1.0, 0.1), (4.0, 0.01), (64.0, 0.03))), bf16=2.0)  # slow compute: decode crosses over
+    dep = Deployment(Q35_4B, hw)
+    _assert_run_matches(dep, [0, 5, 30_000], [1, 17, 2500])
+    ic = IterationCost(dep)
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        b = int(rng.integers(1, 40))
+        new = np.where(rng.random(b) < (0.5 if _ % 2 else 1.0), 1, rng.integers(2, 300, b))
+        ctx = rng.integers(0, 5000, b)
+        ref = estimate(dep, Passes.from_batches([list(zip(new.tolist(), ctx.tolist()))]))
+        n, c = new.astype(float), ctx.astype(float)
+        got = ic.one(n.sum(), float(b), float((n == 1).sum()), float((n * c + n * (n + 1) / 2).sum()), float((c + n).sum()),
+                     float(sum(1 + (math.ceil(x / GDN_CHUNK) if x > 1 else 0) for x in new)), float(b))
+        assert got[0] == pytest.approx(float(ref.time_s[0]), rel=1e-9)
+    for batch, k in ((1, 40), (8, 60), (64, 30)):
+        ctx = rng.integers(100, 3000, batch).astype(float)
+        seg = ic.decode_segment(batch, float(ctx.sum()))
+        ref = estimate(dep, Passes.from_batches([list(zip([1] * batch, (ctx + j).tolist())) for j in range(k)]))
+        assert seg.totals(k).time_s == pytest.approx(float(ref.time_s.sum()), rel=1e-9)
+        plain = estimate(Deployment(Q35_4B, dataclasses.replace(hw, decode_efficiency_curve=())),
+                         Passes.from_batches([list(zip([1] * batch, (ctx + j).tolist())) for j in range(k)]))
+        if batch > 1:  # the curve really changed these prices (the test can fail)
+            assert seg.totals(k).time_s > 1.2 * float(plain.time_s.sum())

@@ -94,6 +94,29 @@ def test_fit_passes_recovers_overhead_and_curve_by_hand():
         cal.fit_passes(spec, hw, "fp32", [], pre)
 
 
+def test_fit_decode_curve_by_hand():
+    """Batched decodes priced as C/eff + overhead give back eff per batch (two anchors at one batch averaged)."""
+    import numpy as np
+
+    from specagent.costmodel.passes import Passes
+    from specagent.costmodel.roofline import estimate
+
+    spec = weak_spec("tiny")
+    hw = _unit_profile()
+    o = 2e-3
+    pts = [(2, 1, 128), (16, 1, 128), (16, 1, 64), (32, 1, 64)]
+    effs = [0.05, 0.2, 0.3, 0.4]
+    b, n, c = (np.array(x, dtype=float) for x in zip(*pts))
+    unit = estimate(cal.deployment_for(spec, hw, "fp32"), Passes.uniform(n, c, b))
+    meas = [(p, float(unit.compute_s[j]) / e + o) for j, (p, e) in enumerate(zip(pts, effs))]
+    curve = cal.fit_decode_curve(spec, hw, "fp32", o, 0.007, meas)
+    assert [x for x, _ in curve] == [1.0, 2.0, 16.0, 32.0]
+    assert [e for _, e in curve] == pytest.approx([0.007, 0.05, 0.25, 0.4], rel=1e-9)
+    assert cal.fit_decode_curve(spec, hw, "fp32", o, 0.007, []) == []
+    with pytest.raises(ValueError, match="decode anchors"):
+        cal.fit_decode_curve(spec, hw, "fp32", o, 0.007, [((4, 2, 0), 1.0)])
+
+
 def test_quiet_rounds_keep_the_uncontended_rounds():
     assert mb.quiet_rounds([0.0, 1.0, 0.05, 0.9, 0.1, 1.1]) == [0, 2, 4]
     assert mb.quiet_rounds([1.0, 1.2, 0.9, 2.0]) == [0, 1, 2]  # all contended: the 3 quietest
@@ -114,7 +137,12 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     assert "measured by specagent calibrate" in raw["memory"]["bandwidth_tb_s"]["source"]
     prov = raw["provenance"]
     assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"]
-    assert len(prov["anchor_residuals_us"]) == len(cal.ANCHOR_POINTS) + 1 == len(prov["anchor_points"])  # + prefill at 16
+    n_anchors = len(cal.ANCHOR_POINTS) + len(cal.DECODE_ANCHOR_POINTS) + 1  # + prefill at 16
+    assert len(prov["anchor_residuals_us"]) == n_anchors == len(prov["anchor_points"])
+    # the decode curve: batch 1 = the compute curve's 1-token point, then one point per decode-anchor batch
+    assert [b for b, _ in loaded.decode_efficiency_curve] == [1.0] + sorted({float(p[0]) for p in cal.DECODE_ANCHOR_POINTS})
+    assert loaded.decode_efficiency_curve[0][1] == pytest.approx(fit.curve[0][1], rel=1e-4)
+    assert "decode anchor passes" in raw["efficiency"]["decode_curve"]["source"]
     assert 0 < fit.bandwidth_efficiency <= 1.5 and fit.pass_overhead_us >= 0
     # held-out validation runs on the written profile and rejects anchor points
     rows = cal.validate(spec, loaded, "fp32", points=((1, 4, 32), (2, 1, 16)), cfg=FAST)
@@ -123,7 +151,10 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
         cal.validate(spec, loaded, "fp32", points=cal.ANCHOR_POINTS[:1], cfg=FAST)
     with pytest.raises(ValueError, match="used to fit"):  # the curve's prefill anchors are held out too
         cal.validate(spec, loaded, "fp32", points=((1, 16, 0),), cfg=FAST)
-    assert not set(cal.VALIDATION_POINTS) & (set(cal.ANCHOR_POINTS) | set(cal.prefill_anchor_points(cal.CURVE_TOKENS)))
+    with pytest.raises(ValueError, match="used to fit"):  # and the decode curve's batched-decode anchors
+        cal.validate(spec, loaded, "fp32", points=cal.DECODE_ANCHOR_POINTS[-1:], cfg=FAST)
+    assert not set(cal.VALIDATION_POINTS) & (set(cal.ANCHOR_POINTS) | set(cal.DECODE_ANCHOR_POINTS)
+                                             | set(cal.prefill_anchor_points(cal.CURVE_TOKENS)))
     # the fitted profile reproduces its own anchor passes (the curve inverts the roofline there)
     pre = [a for a in fit.anchors if a["point"][1] > 1]
     assert pre and all(a["roofline_s"] == pytest.approx(a["measured_s"], rel=1e-3) for a in pre)
