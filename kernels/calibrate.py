@@ -54,7 +54,7 @@ from specagent.kernels.modules import Model
 ANCHOR_POINTS: tuple[tuple[int, int, int], ...] = ((1, 1, 0), (1, 1, 64))
 #: (batch, 1, context) batched-decode anchors the decode curve is fitted on (batch 1 comes
 #: from the 1-token point of the compute curve, so batch-1 decode is priced as before).
-DECODE_ANCHOR_POINTS: tuple[tuple[int, int, int], ...] = ((2, 1, 128), (16, 1, 128), (32, 1, 64))
+DECODE_ANCHOR_POINTS: tuple[tuple[int, int, int], ...] = ((2, 1, 256), (3, 1, 256), (6, 1, 256), (12, 1, 128), (32, 1, 64))
 #: Held-out validation points: none is an anchor point, and they span decode, batched
 #: decode, short verification prefills onto a context, and long prefills.
 VALIDATION_POINTS: tuple[tuple[int, int, int], ...] = (
