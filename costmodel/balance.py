@@ -34,7 +34,7 @@ def balance_point(dep: Deployment, context: int = 0, weight_mode: str = "union",
     """Search every batch 1..max_batch at once; None means decode never turns compute-bound there."""
     batches = np.arange(1, max_batch + 1, dtype=np.float64)
     cost = estimate(dep, Passes.uniform(1, context, batches), weight_mode)
-    eff_c = compute_efficiency(dep, batches)
+    eff_c = compute_efficiency(dep, batches, batches)  # pure-decode passes: the decode curve where calibrated
     eff_b = float(dep.hardware.bandwidth_efficiency.value)
     peak_compute = cost.compute_s * eff_c
     peak_memory = cost.memory_s * eff_b

@@ -129,6 +129,8 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
         items.append((f"ridge {k} FLOP/B", round(r, 1), "derived: peak ÷ bandwidth"))
     if p.compute_efficiency_curve:
         items.append(("compute efficiency curve", list(p.compute_efficiency_curve), "calibration (tokens per pass → MFU)"))
+    if p.decode_efficiency_curve:
+        items.append(("decode efficiency curve", list(p.decode_efficiency_curve), "calibration (decode batch → MFU of pure-decode passes)"))
     if as_json:
         print(json.dumps({"id": p.id, "name": p.name, "path": p.path, "figures": [dict(name=a, value=b, source=c) for a, b, c in items]}, indent=2, default=str))
         return

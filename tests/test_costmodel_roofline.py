@@ -500,3 +500,20 @@ def test_decode_run_and_iteration_cost_exact_with_a_decode_curve():
                          Passes.from_batches([list(zip([1] * batch, (ctx + j).tolist())) for j in range(k)]))
         if batch > 1:  # the curve really changed these prices (the test can fail)
             assert seg.totals(k).time_s > 1.2 * float(plain.time_s.sum())
+
+
+def test_balance_point_uses_the_decode_curve_of_a_calibrated_profile():
+    """With a decode curve, the 'peak' balance batch divides out the decode efficiency, not the prefill one."""
+    import dataclasses
+
+    from specagent.costmodel.balance import balance_point
+    from specagent.costmodel.model_spec import load_model_spec
+    from specagent.hardware.profile import load_hardware
+
+    hw = load_hardware("h20")
+    dep = Deployment(load_model_spec("qwen3-4b"), hw)
+    plain = balance_point(dep, max_batch=512)
+    curved = Deployment(dep.model, dataclasses.replace(hw, decode_efficiency_curve=((1.0, 0.05), (512.0, 0.3))))
+    with_curve = balance_point(curved, max_batch=512)
+    # at peak rates the efficiencies cancel, whatever the curve
+    assert with_curve.balance_batch_peak == plain.balance_batch_peak
