@@ -237,6 +237,9 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
     else:
         touched = np.zeros_like(t)
 
+    # every GEMM reads its inputs and writes its outputs once: half the traffic each way
+    activations = 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits)
+    state = c.state_bytes * passes.seqs + c.chunk_state_bytes * (passes.state_touches - passes.seqs)
     flops = {
         "dense": 2.0 * c.dense_gemm_params * t,
         "experts": 2.0 * c.expert_params * c.top_k * c.moe_layers * t,
@@ -250,13 +253,13 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
         "embedding": c.embedding_row_bytes * t,
         "lm_head": c.lm_head_bytes * one,
         "kv": c.kv_bytes_per_token * passes.kv_read_tokens,
-        "state": c.state_bytes * passes.seqs + c.chunk_state_bytes * (passes.state_touches - passes.seqs),
-        "activations": 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits),
+        "state": state,
+        "activations": activations,
     }
     written = {
         "kv": c.kv_bytes_per_token * t,
-        "state": c.state_bytes * passes.seqs + c.chunk_state_bytes * (passes.state_touches - passes.seqs),
-        "activations": 0.5 * (c.act_bytes_per_token * t + c.act_bytes_per_logit * passes.logits),
+        "state": state,
+        "activations": activations,
     }
 
     g = dep.gpus

@@ -12,9 +12,10 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
+
+from specagent.console import fail
 
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import SCALES, strong_spec, weak_spec
@@ -24,16 +25,11 @@ app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; r
 console = Console()
 
 
-def _fail(msg: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
-    raise typer.Exit(code=2)
-
-
 def _spec(which: str, scale: str):
     if which not in ("weak", "strong"):
-        _fail(f"--model must be 'weak' or 'strong', got '{which}'")
+        fail(f"--model must be 'weak' or 'strong', got '{which}'")
     if scale not in SCALES:
-        _fail(f"--scale must be one of {', '.join(SCALES)}, got '{scale}'")
+        fail(f"--scale must be one of {', '.join(SCALES)}, got '{scale}'")
     return weak_spec(scale) if which == "weak" else strong_spec(scale)
 
 
@@ -48,16 +44,16 @@ def _torch_backend():
         from specagent.kernels import calibrate as cal
         from specagent.kernels import microbench as mb
     except ImportError as exc:
-        _fail(f"this command runs torch models and needs torch ({exc}); install it with: pip install 'specagent[torch]'")
+        fail(f"this command runs torch models and needs torch ({exc}); install it with: pip install 'specagent[torch]'")
     return torch, cal, mb
 
 
 def _setup(device: str, threads: int, dtype: str) -> None:
     torch, _, mb = _torch_backend()
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+        fail(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
     if dtype not in mb.DTYPES:
-        _fail(f"--dtype must be one of {', '.join(mb.DTYPES)}, got '{dtype}'")
+        fail(f"--dtype must be one of {', '.join(mb.DTYPES)}, got '{dtype}'")
     if threads > 0:
         torch.set_num_threads(threads)
 
@@ -90,7 +86,7 @@ def calibrate_cmd(
     try:
         cfg = mb.TimingConfig(repeats=repeats, statistic=statistic)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     with Progress(console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("calibrating", total=None)
         fit, hw, data = cal.calibrate(spec, dtype, device, cfg, progress=lambda m: prog.update(task, description=m))
@@ -169,14 +165,14 @@ def live_cmd(
     from specagent.traces.io import load_trajectories, save_trajectories
 
     if strategy != "specagent":
-        _fail(f"--strategy {strategy}: only 'specagent' runs live (the simulator prices the others)")
+        fail(f"--strategy {strategy}: only 'specagent' runs live (the simulator prices the others)")
     if compare and not weak_hardware:
-        _fail("--compare needs --weak-hardware PROFILE.toml (write one with `specagent calibrate`)")
+        fail("--compare needs --weak-hardware PROFILE.toml (write one with `specagent calibrate`)")
     _setup(device, threads, dtype)
     try:
         trajs = load_trajectories(trace)[:limit] if trace else [synthetic_airline_trajectory(seed)]
     except Exception as exc:  # the loader's errors name file and field
-        _fail(str(exc))
+        fail(str(exc))
     trajs = [scale_trajectory(t, token_scale) for t in trajs]
     ws, ss = weak_spec(scale), strong_spec(scale)
     weak = Model(ws, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
@@ -196,7 +192,7 @@ def live_cmd(
             whw = load_hardware(weak_hardware)
             shw = load_hardware(strong_hardware) if strong_hardware else whw
         except HardwareProfileError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         comp = do_compare(results, ws, ss, whw, shw, dtype, k)
     if as_json:
         payload = {"trajectories": len(results), "wall_s": sum(r.wall_s for r in results),

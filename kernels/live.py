@@ -293,6 +293,14 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         for ri in u.results:
             tool_lat[ri] = dt
 
+    def db_unchanged(digest: str, violation: str, counter: str) -> None:
+        """Compare the database with `digest` (off the clock); a difference is a safety violation."""
+        clock.pause()
+        if env.digest() != digest:
+            raise SafetyViolation(violation)
+        safety[counter] += 1
+        clock.resume()
+
     def label(u: Unit, by: DraftedBy, verdict: Verdict | None, vt: int = 0, rt: int = 0, segment: int = 0) -> None:
         for j, si in enumerate(u.steps):
             labels[si] = SpecLabel(drafted_by=by, verdict=verdict, verdict_tokens=vt if j == 0 else 0,
@@ -355,11 +363,7 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
                 break
         last = units[seg[-1]]
         if cfg.check_safety:
-            clock.pause()
-            if env.digest() != d0:
-                raise SafetyViolation(f"the database changed while drafting segment {seg_no} (before review)")
-            safety["db_unchanged_while_drafting"] += 1
-            clock.resume()
+            db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
         if not last.held:  # on_write: chunks of reads and replies are committed without review
             hist += pending
             for idx in seg:
@@ -407,11 +411,7 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         if last.held:
             safety["held_writes_discarded"] += 1
         if cfg.check_safety:
-            clock.pause()
-            if env.digest() != d0:
-                raise SafetyViolation(f"segment {seg_no} was rejected but the database changed")
-            safety["db_restored_after_rejection"] += 1
-            clock.resume()
+            db_unchanged(d0, f"segment {seg_no} was rejected but the database changed", "db_restored_after_rejection")
         for idx in seg[:rejected]:
             label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, segment=seg_no)
         replacement = (bad.label_repair_tokens == 0) if labelled else (rng.random() < acc.p_valid_replacement)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Optional
@@ -9,11 +10,11 @@ from typing import Optional
 import pandas as pd
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
 from specagent import atomic
+from specagent.console import fail
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.hardware.profile import HardwareProfileError, load_hardware
@@ -29,11 +30,6 @@ err = Console(stderr=True)
 predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic.", no_args_is_help=True)
 
 
-def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
-    raise typer.Exit(code=2)
-
-
 def _default_trace() -> Path:
     from specagent.traces import default_workload_path
 
@@ -47,10 +43,9 @@ def load_trace(path: Optional[Path]):
     try:
         return load_trajectories(p), p
     except FileNotFoundError:
-        _fail(f"{p}: no such trace file")
+        fail(f"{p}: no such trace file")
     except ValueError as exc:
-        _fail(str(exc))
-    raise AssertionError  # unreachable
+        fail(str(exc))
 
 
 def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtype: str, strong_model: str, strong_hardware: str,
@@ -58,13 +53,13 @@ def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtyp
                   weight_mode: str, verifier_prompt: str) -> Setting:
     try:
         if edge:
-            s = edge_setting(api=strong_api or "qwen3.5-397b-a17b-api")
-            return Setting(weak=s.weak, strong=s.strong, prefix_caching=prefix_caching, weight_mode=weight_mode, verifier_prompt=verifier_prompt)
+            return edge_setting(api=strong_api or "qwen3.5-397b-a17b-api", prefix_caching=prefix_caching,
+                                weight_mode=weight_mode, verifier_prompt=verifier_prompt)
         weak = Deployment(load_model_spec(weak_model), load_hardware(weak_hardware), gpus=weak_gpus, weight_dtype=weak_dtype)
         if strong_api:
             apis = load_api_models()
             if strong_api not in apis:
-                _fail(f"unknown --strong-api '{strong_api}'; known: {', '.join(apis)}")
+                fail(f"unknown --strong-api '{strong_api}'; known: {', '.join(apis)}")
             strong = apis[strong_api]
         else:
             strong = Deployment(load_model_spec(strong_model), load_hardware(strong_hardware), gpus=strong_gpus, weight_dtype=strong_dtype)
@@ -74,14 +69,12 @@ def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtyp
             strong.check_fit(1, 32768)
         return setting
     except (ModelSpecError, HardwareProfileError, DeploymentDoesNotFit, ValueError) as exc:
-        _fail(str(exc))
-    raise AssertionError  # unreachable
+        fail(str(exc))
 
 
 def _acceptance(accept: Optional[float], weak_ratio: float, verdict_tokens: int, p_valid_replacement: float) -> AcceptanceModel:
     base = AcceptanceModel.constant(accept) if accept is not None else AcceptanceModel()
-    return AcceptanceModel(**{**base.__dict__, "weak_token_ratio": weak_ratio, "verdict_tokens": verdict_tokens,
-                              "p_valid_replacement": p_valid_replacement})
+    return dataclasses.replace(base, weak_token_ratio=weak_ratio, verdict_tokens=verdict_tokens, p_valid_replacement=p_valid_replacement)
 
 
 # Shared options -------------------------------------------------------------------
@@ -188,7 +181,7 @@ def predict(
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     unknown = [s for s in names if s not in STRATEGY_NAMES]
     if unknown:
-        _fail(f"unknown strategies {unknown}; known: {', '.join(STRATEGY_NAMES)}")
+        fail(f"unknown strategies {unknown}; known: {', '.join(STRATEGY_NAMES)}")
     if "strongonly" not in names:
         names.insert(0, "strongonly")
     setting = build_setting(weak_model, weak_hardware, weak_gpus, weak_dtype, strong_model, strong_hardware, strong_gpus,
@@ -199,7 +192,7 @@ def predict(
         try:
             rates = {str(k2): float(v) for k2, v in json.loads(success.read_text()).items()}
         except (OSError, ValueError, AttributeError) as exc:
-            _fail(f"{success}: expected a JSON object {{strategy: success rate}} ({exc})")
+            fail(f"{success}: expected a JSON object {{strategy: success rate}} ({exc})")
     with Progress(console=err, transient=True) as prog:
         task = prog.add_task(f"simulating {len(names)} strategies × {len(trajs)} trajectories", total=None)
         comp = compare(trajs, names, setting, acc, seed, engine, k, review, workload=Path(path).name, success_rates=rates)
@@ -231,7 +224,7 @@ def predict(
         try:
             from specagent.reports.html import write_report
         except ImportError as exc:
-            _fail(f"the HTML report needs specagent.reports ({exc})")
+            fail(f"the HTML report needs specagent.reports ({exc})")
         written = write_report(comp, report, extra={"setting": setting}, images=True)
         console.print(f"wrote report {report} ({len(written.included)} figures)")
         if written.images is not None:
@@ -254,14 +247,14 @@ def simulate_cmd(
 ) -> None:
     """Run one strategy on a trace with every parameter as a flag; print per-model totals."""
     if strategy not in STRATEGY_NAMES:
-        _fail(f"unknown strategy '{strategy}'; known: {', '.join(STRATEGY_NAMES)}")
+        fail(f"unknown strategy '{strategy}'; known: {', '.join(STRATEGY_NAMES)}")
     trajs, path = load_trace(trace)
     setting = build_setting(weak_model, weak_hardware, weak_gpus, weak_dtype, strong_model, strong_hardware, strong_gpus,
                             strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt)
     try:
         frame = simulate(trajs, strategy, setting, _acceptance(accept, weak_ratio, verdict_tokens, p_valid_replacement), seed, engine, k, review)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if out:
         atomic.write_parquet(out, frame)
     cols = ["weak_flops", "strong_flops", "weak_bytes_read", "strong_bytes_read", "weak_prefill_tokens", "weak_decode_tokens",
@@ -306,7 +299,7 @@ def predictor_validate(
         try:
             workloads[p.name] = load_trajectories(p)
         except (OSError, ValueError) as exc:
-            _fail(f"{p}: {exc}")
+            fail(f"{p}: {exc}")
     if synthetic > 0:
         for name in list_profiles():
             workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, seed)

@@ -14,15 +14,11 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from specagent.console import fail
+
 console = Console()
-
-
-def _fail(msg: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
-    raise typer.Exit(code=2)
 
 
 def _load(workload: Optional[Path]):
@@ -30,7 +26,7 @@ def _load(workload: Optional[Path]):
     try:
         return load_trajectories(workload or default_workload_path())
     except (OSError, ValueError) as exc:
-        _fail(f"{workload}: cannot load trajectories: {exc}")
+        fail(f"{workload}: cannot load trajectories: {exc}")
 
 
 def _fmt(v, nd: int = 2) -> str:
@@ -66,7 +62,7 @@ def plan_command(
                           seed=seed, k=k, mix_gpus=mix_gpus, max_replicas=max_replicas)
         res = plan_capacity(_load(workload), req)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         print(json.dumps({"request": {"rate_per_s": req.rate, "slo": str(req.slo), "tasks": req.n_tasks, "seed": req.seed},
                           "candidates": json.loads(res.table.to_json(orient="records")),
@@ -115,7 +111,7 @@ def sweep_command(
         out_dir = out or config.with_name(config.stem + "_results")
         rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json)
     except (SweepConfigError, ValueError, RuntimeError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     info = {"cells": rep.total, "skipped_existing": rep.skipped, "ran": rep.ran, "out": str(rep.out_dir)}
     if as_json:
         print(json.dumps(info))
@@ -156,7 +152,7 @@ def study_balance(
         df = balance_study(_load(workload), hardware=[g.strip() for g in gpu.split(",") if g.strip()],
                            rates=[float(r) for r in rates.split(",") if r.strip()], n_tasks=tasks, seed=seed, k=k)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")

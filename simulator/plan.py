@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from specagent.traces.columns import KIND_NAMES
 from specagent.traces.schema import Actor, StepKind, Trajectory
 
 # Phase codes. Weak phases < 2, Strong phases 2..5, waits 6..7.
@@ -162,8 +163,8 @@ def paused_gc():
 
 
 #: Rank of each kind code when parallel calls merge into one action (the most consequential wins).
-_RANK_BY_CODE = np.array([2, 4, 3, 1, 0, -1, -1])  # read, write, generic, think, reply, user, tool_result
-_CODE_BY_RANK = {4: "write", 3: "generic", 2: "read", 1: "think", 0: "reply"}
+_RANK_BY_CODE = np.array([_KIND_RANK.get(k, -1) for k in KIND_NAMES])  # indexed by traces' kind codes
+_CODE_BY_RANK = {rank: kind for kind, rank in _KIND_RANK.items()}
 
 
 def episodes_from_arrays(arrays: dict, task_ids: list[str] | None = None, default_tool_s: float = 0.0,

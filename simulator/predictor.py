@@ -10,6 +10,7 @@ nearly every expert of a 512-expert model. The error is reported, not assumed sm
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -26,7 +27,7 @@ def decode_bytes_per_token(dep, context: float, weight_mode: str) -> float:
     return float(decode(dep, context=max(context, 0.0), weight_mode=weight_mode).total_bytes_read[0])
 
 
-def predict_strong_share(frame: pd.DataFrame, setting: Setting, weight_mode: str) -> pd.DataFrame:
+def predict_strong_share(frame: pd.DataFrame, setting: Setting) -> pd.DataFrame:
     """Predicted vs accounted Strong share of memory reads, per trajectory of a simulate() frame."""
     if setting.strong_is_api:
         raise ValueError("the predictor needs a self-hosted Strong deployment (an API hides its memory traffic)")
@@ -34,8 +35,8 @@ def predict_strong_share(frame: pd.DataFrame, setting: Setting, weight_mode: str
     weak_tokens = frame["tokens_weak_decode"]
     # mean decode context per model, from the total context summed over decode steps ≈ committed context / 2
     ctx = frame["committed_context_tokens"].mean() / 2.0
-    b_s = decode_bytes_per_token(setting.strong, ctx, weight_mode)
-    b_w = decode_bytes_per_token(setting.weak, ctx, weight_mode)
+    b_s = decode_bytes_per_token(setting.strong, ctx, setting.weight_mode)
+    b_w = decode_bytes_per_token(setting.weak, ctx, setting.weight_mode)
     pred_s = strong_tokens * b_s
     pred_w = weak_tokens * b_w
     predicted = pred_s / (pred_s + pred_w).where(pred_s + pred_w > 0, np.nan)
@@ -57,10 +58,10 @@ def validate_predictor(workloads: dict[str, Iterable[Trajectory]], setting: Sett
     for wname, trajs in workloads.items():
         episodes = to_episodes(trajs)
         for mode in weight_modes:
-            s = Setting(**{**base.__dict__, "weight_mode": mode})
+            s = dataclasses.replace(base, weight_mode=mode)
             for strat in strategies:
                 frame = simulate(episodes, strat, s, acceptance, seed, k=k)
-                per = predict_strong_share(frame, s, mode)
+                per = predict_strong_share(frame, s)
                 pred_s = (per["strong_verdict_repair_tokens"] * per["strong_decode_bytes_per_token"]).sum()
                 pred_w = (per["weak_decode_tokens"] * per["weak_decode_bytes_per_token"]).sum()
                 predicted = pred_s / (pred_s + pred_w) if pred_s + pred_w > 0 else np.nan

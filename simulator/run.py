@@ -86,17 +86,17 @@ def compare(trajectories: Iterable[Trajectory | Episode], strategies: Sequence[s
     acceptance = acceptance or AcceptanceModel()
     episodes = to_episodes(trajectories)
     pricer = Pricer(setting)
-    frames = [simulate(episodes, s, setting, acceptance, seed, engine, k, review, pricer) for s in strategies]
+    strats = {s: make_strategy(s, k=k, review=review) for s in strategies}
+    frames = [simulate(episodes, strat, setting, acceptance, seed, engine, pricer=pricer) for strat in strats.values()]
     frame = pd.concat(frames, ignore_index=True)
     frame["workload"] = workload
     summary = summarize(frame)
     if success_rates:
         summary["measured_success"] = [success_rates.get(s, np.nan) for s in summary.index]
-    strat_desc = {s: make_strategy(s, k=k, review=review).describe() for s in strategies}
     assumptions = {
         "setting": setting.describe(),
         "acceptance_model": acceptance.describe(),
-        "strategies": strat_desc,
+        "strategies": {s: strat.describe() for s, strat in strats.items()},
         "seed": seed,
         "engine": engine,
         "workload": workload,

@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from specagent.console import fail
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
@@ -58,11 +58,6 @@ app.add_typer(roofline_app, name="roofline")
 console = Console()
 
 
-def _fail(msg: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
-    raise typer.Exit(code=2)
-
-
 HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}).")
 
 
@@ -76,8 +71,7 @@ def build_deployment(model: str, hardware: str, gpus: int, parallelism: str, wei
         hw = load_hardware(hardware, _hardware_dirs(hardware_dir))
         return Deployment(spec, hw, gpus=gpus, parallelism=parallelism, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     except (ModelSpecError, HardwareProfileError, ValueError) as exc:
-        _fail(str(exc))
-        raise  # unreachable
+        fail(str(exc))
 
 
 # ---------------------------------------------------------------- hardware
@@ -87,7 +81,7 @@ def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool =
     try:
         profs = list_profiles(_hardware_dirs(hardware_dir))
     except HardwareProfileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     rows = [
         dict(id=p.id, name=p.name, bf16_tflops=p.peak_tflops["bf16"].value, memory_gb=p.memory_capacity_gb.value,
              bandwidth_tb_s=p.memory_bandwidth_tb_s.value, ridge_bf16=round(p.ridge("bf16"), 1),
@@ -113,7 +107,7 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
     try:
         p = load_hardware(name, _hardware_dirs(hardware_dir))
     except HardwareProfileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     items: list[tuple[str, object, str]] = []
     for k, v in p.peak_tflops.items():
         items.append((f"peak {k} TFLOP/s", v.value, v.source))
@@ -172,7 +166,7 @@ def models_show(model: str = typer.Argument(..., help="HF id, short name, or pat
     try:
         s = load_model_spec(model)
     except ModelSpecError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     p = s.param_counts().as_dict()
     info = dict(model=s.name, model_type=s.model_type, source=s.source, layers=s.num_layers, full_attention_layers=s.num_full_layers,
                 linear_attention_layers=s.num_linear_layers, moe_layers=s.num_moe_layers, params=p,
@@ -226,17 +220,17 @@ def roofline(
     if ctx.invoked_subcommand is not None:
         return
     if phase not in PHASES:
-        _fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
+        fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
     if batch < 1 or context < 0 or tokens < 1:
-        _fail(f"need --batch >= 1, --context >= 0 and --tokens >= 1 (got {batch}, {context}, {tokens})")
+        fail(f"need --batch >= 1, --context >= 0 and --tokens >= 1 (got {batch}, {context}, {tokens})")
     if weight_mode not in WEIGHT_MODES:
-        _fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
+        fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
     dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
     new = 1 if phase in ("decode", "repair") else tokens
     try:
         dep.check_fit(batch, context + new)
     except DeploymentDoesNotFit as exc:
-        _fail(str(exc))
+        fail(str(exc))
     fn = PHASE_FUNCTIONS[phase]
     cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
     row = cost.to_frame().iloc[0].to_dict()

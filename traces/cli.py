@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from specagent.console import fail
 
 from .errors import SkippedRecord, TraceFormatError
 from .fit import fit_profile
@@ -26,11 +27,6 @@ app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordere
 import_app = typer.Typer(help="Import recorded agent runs into the trace schema (JSONL or Parquet by -o suffix).",
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
-
-
-def _fail(e: Exception) -> None:
-    Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}")
-    raise typer.Exit(2)
 
 
 def _report_skips(skipped: list[SkippedRecord]) -> None:
@@ -55,7 +51,7 @@ def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench
         trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
-        _fail(e)
+        fail(e)
     _report_skips(skipped)
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
@@ -70,7 +66,7 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
         trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
-        _fail(e)
+        fail(e)
     _report_skips(skipped)
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
@@ -89,7 +85,7 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
         trajs = load_trajectories(file, skip_bad=skip_bad, skipped=skipped)
         s = trace_stats(trajs)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
-        _fail(e)
+        fail(e)
     _report_skips(skipped)
     if as_json:
         typer.echo(json.dumps(s, indent=1))
@@ -127,7 +123,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
         save_profile(prof, out)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
-        _fail(e)
+        fail(e)
     Console().print(f"wrote profile {name!r} fitted to {len(trajs)} trajectories to {out}")
 
 
@@ -148,7 +144,7 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
             save_trajectories(trajs, out)
             steps = sum(len(t.steps) for t in trajs)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
-        _fail(e)
+        fail(e)
     Console().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")
 
 

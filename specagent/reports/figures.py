@@ -341,7 +341,6 @@ def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
                             line=dict(color=colors[hw], dash=dash), marker=dict(size=4),
                             hovertemplate=f"{hw}<br>decode batch %{{x:.1f}}<br>{what} saving %{{y:.1f}}%<extra></extra>")
         if "fits" in d.columns and not d["fits"].all():
-            first_out = float(x[~d["fits"].to_numpy(dtype=bool)].min())
             last_in = float(x[d["fits"].to_numpy(dtype=bool)].max()) if d["fits"].any() else 1.0
             fig.add_vrect(x0=last_in, x1=float(x.max()), fillcolor="#bbbbbb", opacity=0.25, line_width=0)
             _vline(fig, last_in, f"{hw}: memory holds at most {last_in:,.0f} sequences", True, "#666", "solid", y=level,
