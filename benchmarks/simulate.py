@@ -16,14 +16,14 @@ from specagent.simulator.acceptance import AcceptanceModel  # noqa: E402
 from specagent.simulator.des import run_des  # noqa: E402
 from specagent.simulator.pricing import Pricer  # noqa: E402
 from specagent.simulator.results import per_trajectory  # noqa: E402
-from specagent.simulator.plan import episodes_from_arrays  # noqa: E402
+from specagent.simulator.plan import unit_table_from_arrays  # noqa: E402
 from specagent.simulator.run import plan_strategy  # noqa: E402
 from specagent.simulator.setting import default_setting  # noqa: E402
 from specagent.simulator.strategies import make_strategy  # noqa: E402
 
 
 def workload(n: int):
-    """Synthetic τ²-airline-like steps as columns (the fast path: no pydantic objects)."""
+    """Synthetic τ²-airline-like steps as columns (the fast path: no pydantic or per-unit objects)."""
     from specagent.traces import step_arrays
     from specagent.traces.profile import load_profile
     from specagent.traces.synth import synthesize_frame
@@ -38,7 +38,7 @@ def main(n: int = 10_000) -> None:
     strat = make_strategy("specagent", k=4)
 
     t0 = time.perf_counter()
-    episodes = episodes_from_arrays(arrays)
+    episodes = unit_table_from_arrays(arrays)
     t1 = time.perf_counter()
     plan = plan_strategy(episodes, strat, setting, acc, seed=0)
     t2 = time.perf_counter()
@@ -48,7 +48,7 @@ def main(n: int = 10_000) -> None:
     steps = len(arrays["traj"])
     analytic = t3 - t0
     print(f"workload: {n:,} synthetic tau2_airline trajectories, {steps:,} steps, {len(plan):,} plan events")
-    print(f"episode extraction      {t1 - t0:8.3f} s")
+    print(f"unit extraction         {t1 - t0:8.3f} s")
     print(f"protocol planning       {t2 - t1:8.3f} s")
     print(f"vectorised pricing+sum  {t3 - t2:8.3f} s")
     rate = n / analytic

@@ -8,8 +8,9 @@ as illustrative, not as measurements.
 
 from __future__ import annotations
 
-import random
 from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 ASSUMPTION_NOTE = "illustrative default, not a measurement: set it from your own protocol logs"
 
@@ -79,11 +80,42 @@ class AcceptanceModel:
         return d
 
 
-def trajectory_rng(seed: int, index: int) -> random.Random:
-    """One stream per trajectory, so results do not depend on evaluation order or on the other
-    trajectories of the run. Python's Mersenne Twister: reproducible for a given integer seed
-    across platforms and versions (the `random` module's documented guarantee), and cheap to
-    create, which matters at tens of thousands of trajectories per second."""
-    if seed < 0 or index < 0:
-        raise ValueError("seed and trajectory index must be non-negative")
-    return random.Random(int(seed) * 2**32 + int(index))
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+#: Independent draws per unit: 0 = the verdict (or match / route / trouble), 1 = the follow-up
+#: (valid replacement call, escalation).
+UNIT_STREAMS = 2
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def unit_uniforms(seed: int, traj: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1) for each unit of each trajectory, shape (n, UNIT_STREAMS).
+
+    Counter-based (SplitMix64 of seed, trajectory index, unit position, stream): a draw depends
+    only on *which* unit it decides, never on evaluation order, on the other trajectories or
+    on how many draws came before. That is what lets the lockstep (vectorised) planner and
+    the per-episode loop planner make the very same decisions, and it keeps results
+    independent of how a run is batched. Each unit is judged at most once (judging stops at
+    the first rejection, and every judged unit is then committed), so one draw per stream
+    per unit suffices.
+    """
+    if seed < 0:
+        raise ValueError("seed must be non-negative")
+    traj = np.asarray(traj, dtype=np.int64)
+    position = np.asarray(position, dtype=np.int64)
+    if traj.size and (traj.min() < 0 or position.min() < 0):
+        raise ValueError("trajectory index and unit position must be non-negative")
+    with np.errstate(over="ignore"):
+        key = _splitmix64(np.full(traj.shape, seed, dtype=np.uint64))
+        key = _splitmix64(key ^ traj.astype(np.uint64))
+        key = _splitmix64(key ^ position.astype(np.uint64))
+        streams = np.arange(UNIT_STREAMS, dtype=np.uint64)
+        z = _splitmix64(key[:, None] ^ (streams[None, :] * _GOLDEN))
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)

@@ -13,7 +13,7 @@ import contextlib
 import gc
 import itertools
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -81,7 +81,10 @@ class Episode:
         return sum(isinstance(u, Action) for u in self.units)
 
 
-_KIND_RANK = {"write": 4, "generic": 3, "read": 2, "think": 1, "reply": 0}
+#: Unit kinds by code; the code is the merge rank (when parallel calls merge into one action,
+#: the most consequential kind wins).
+UNIT_KINDS = ("reply", "think", "read", "generic", "write")
+_KIND_RANK = {k: r for r, k in enumerate(UNIT_KINDS)}
 
 
 def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_user_s: float = 0.0) -> Episode:
@@ -162,13 +165,89 @@ def paused_gc():
             gc.enable()
 
 
-#: Rank of each kind code when parallel calls merge into one action (the most consequential wins).
 _RANK_BY_CODE = np.array([_KIND_RANK.get(k, -1) for k in KIND_NAMES])  # indexed by traces' kind codes
-_CODE_BY_RANK = {rank: kind for kind, rank in _KIND_RANK.items()}
 
 
-def episodes_from_arrays(arrays: dict, task_ids: list[str] | None = None, default_tool_s: float = 0.0,
-                         default_user_s: float = 0.0) -> list[Episode]:
+@dataclass(frozen=True)
+class UnitTable:
+    """Unlabelled episodes as flat columns, one row per unit (an action or a user turn).
+
+    The columnar twin of a list of `Episode`s: the lockstep planner reads it without
+    building a Python object per unit, which is what keeps large synthetic workloads fast.
+    User rows carry their tokens in `ctx_tokens` and their think time in `user_s`.
+    """
+
+    offsets: np.ndarray  # (n_traj + 1,) first unit of each trajectory
+    system_tokens: np.ndarray  # (n_traj,)
+    is_user: np.ndarray
+    kind: np.ndarray  # codes into UNIT_KINDS (0 on user rows)
+    held: np.ndarray
+    has_tool: np.ndarray
+    out_tokens: np.ndarray
+    ctx_tokens: np.ndarray
+    result_tokens: np.ndarray
+    tool_s: np.ndarray
+    user_s: np.ndarray
+    task_ids: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.is_user)
+
+    @property
+    def n_traj(self) -> int:
+        return len(self.offsets) - 1
+
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(trajectory index, position within its trajectory) of every unit."""
+        counts = np.diff(self.offsets)
+        traj = np.repeat(np.arange(self.n_traj), counts)
+        return traj, np.arange(len(self)) - self.offsets[traj]
+
+    def episodes(self) -> list[Episode]:
+        cols = (
+            [UNIT_KINDS[k] for k in self.kind.tolist()], self.held.tolist(), self.has_tool.tolist(), self.out_tokens.tolist(),
+            self.ctx_tokens.tolist(), self.result_tokens.tolist(), self.tool_s.tolist(), self.user_s.tolist(), self.is_user.tolist(),
+        )
+        with paused_gc():
+            built: list[Unit] = [
+                UserTurn(c, ul) if u else Action(k, h, t, o, c, r, ts)
+                for k, h, t, o, c, r, ts, ul, u in zip(*cols)
+            ]
+        b = self.offsets.tolist()
+        sys_tok = self.system_tokens.tolist()
+        return [Episode(task_id=self.task_ids[t], system_tokens=sys_tok[t], units=tuple(built[b[t]:b[t + 1]])) for t in range(self.n_traj)]
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[Episode]) -> "UnitTable":
+        if any(e.labelled for e in episodes):
+            raise ValueError("a UnitTable holds reference trajectories; recorded protocol logs keep their labels as Episodes")
+        units = [u for e in episodes for u in e.units]
+        user = [isinstance(u, UserTurn) for u in units]
+        act = [(u if not is_u else _NO_ACTION) for u, is_u in zip(units, user)]
+        for a in act:
+            if a.kind not in _KIND_RANK:
+                raise ValueError(f"unknown action kind '{a.kind}'; expected one of {UNIT_KINDS}")
+        return cls(
+            offsets=np.concatenate([[0], np.cumsum([len(e.units) for e in episodes], dtype=np.int64)]).astype(np.int64),
+            system_tokens=np.array([e.system_tokens for e in episodes], dtype=np.int64),
+            is_user=np.array(user, dtype=bool),
+            kind=np.array([_KIND_RANK[a.kind] for a in act], dtype=np.int64),
+            held=np.array([a.held for a in act], dtype=bool),
+            has_tool=np.array([a.has_tool for a in act], dtype=bool),
+            out_tokens=np.array([a.out_tokens for a in act], dtype=np.int64),
+            ctx_tokens=np.array([u.tokens if is_u else u.ctx_tokens for u, is_u in zip(units, user)], dtype=np.int64),
+            result_tokens=np.array([a.result_tokens for a in act], dtype=np.int64),
+            tool_s=np.array([a.tool_s for a in act], dtype=np.float64),
+            user_s=np.array([u.latency_s if is_u else 0.0 for u, is_u in zip(units, user)], dtype=np.float64),
+            task_ids=tuple(e.task_id for e in episodes),
+        )
+
+
+_NO_ACTION = Action("reply", False, False, 0, 0, 0, 0.0)
+
+
+def unit_table_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, default_tool_s: float = 0.0,
+                           default_user_s: float = 0.0) -> UnitTable:
     """The same reduction as `episode_from_trajectory`, vectorised over `traces.step_arrays` columns.
 
     This is the fast path for large synthetic workloads (no pydantic objects); it carries
@@ -181,9 +260,9 @@ def episodes_from_arrays(arrays: dict, task_ids: list[str] | None = None, defaul
     n = len(actor)
     off = arrays["traj_offsets"]
     n_traj = len(off) - 1
-    if n == 0:
-        return [Episode(task_id=task_ids[t] if task_ids else str(t), system_tokens=int(arrays["system_prompt_tokens"][t]), units=())
-                for t in range(n_traj)]
+    ids = tuple(task_ids) if task_ids is not None else tuple(str(t) for t in range(n_traj))
+    if len(ids) != n_traj:
+        raise ValueError(f"{len(ids)} task ids for {n_traj} trajectories")
     ctx = arrays["new_context_tokens"] * arrays["in_agent_context"]
     pg = arrays["parallel_group"].astype(np.int64)
     is_agent, is_user, is_tool = actor == 0, actor == 1, actor == 2
@@ -200,43 +279,45 @@ def episodes_from_arrays(arrays: dict, task_ids: list[str] | None = None, defaul
     prev_is_user[1:] = is_user[:-1]
     start = is_user | first | (is_agent & ((pg < 0) | (prev != pg))) | (is_tool & prev_is_user)
     unit = np.cumsum(start) - 1
-    m = int(unit[-1]) + 1
+    m = int(unit[-1]) + 1 if n else 0
 
     def total(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return np.bincount(unit, weights=np.where(mask, x, 0), minlength=m)
 
     rank = np.full(m, -1)
     np.maximum.at(rank, unit[is_agent], _RANK_BY_CODE[kind[is_agent]])
-    held = total((arrays["irreversible"] | (kind == 1)).astype(np.float64), is_agent) > 0
-    has_tool = (total((kind <= 3).astype(np.float64), is_agent) > 0) | (rank < 0)
+    unit_user = is_user[start]
     tool_lat = np.where(np.isnan(arrays["tool_latency_s"]), default_tool_s, arrays["tool_latency_s"])
     tool_s = np.zeros(m)
     np.maximum.at(tool_s, unit[is_tool], tool_lat[is_tool])
     user_lat = np.where(np.isnan(arrays["user_latency_s"]), default_user_s, arrays["user_latency_s"])
-    unit_user = is_user[start]
-    cols = (
-        [(_CODE_BY_RANK.get(r, "read")) for r in rank.tolist()], held.tolist(), has_tool.tolist(),
-        total(arrays["output_tokens"], is_agent).astype(np.int64).tolist(), total(ctx, is_agent | is_user).astype(np.int64).tolist(),
-        total(ctx, is_tool).astype(np.int64).tolist(), tool_s.tolist(), user_lat[start].tolist(), unit_user.tolist(),
-    )
-    with paused_gc():
-        built: list[Unit] = [
-            UserTurn(c, ul) if u else Action(k, h, t, o, c, r, ts)
-            for k, h, t, o, c, r, ts, ul, u in zip(*cols)
-        ]
     # units of trajectory t: from the unit of its first step to that of the next trajectory's
     # (a trajectory without steps owns none)
-    first_unit = np.where(off[:-1] < off[1:], unit[np.minimum(off[:-1], n - 1)], -1)
-    bounds = np.append(first_unit, m)
+    first_unit = np.where(off[:-1] < off[1:], unit[np.clip(off[:-1], 0, n - 1)] if n else -1, -1)
+    bounds = np.append(first_unit, m).astype(np.int64)
     for t in range(n_traj - 1, -1, -1):  # empty trajectories take the next one's start
         if bounds[t] < 0:
             bounds[t] = bounds[t + 1]
-    b_list = bounds.tolist()
-    sys_tok = arrays["system_prompt_tokens"].tolist()
-    return [
-        Episode(task_id=task_ids[t] if task_ids else str(t), system_tokens=sys_tok[t], units=tuple(built[b_list[t]:b_list[t + 1]]))
-        for t in range(n_traj)
-    ]
+    return UnitTable(
+        offsets=bounds,
+        system_tokens=np.asarray(arrays["system_prompt_tokens"], dtype=np.int64),
+        is_user=unit_user,
+        kind=np.where(unit_user | (rank < 0), np.where(unit_user, 0, _KIND_RANK["read"]), rank).astype(np.int64),
+        held=(total((arrays["irreversible"] | (kind == 1)).astype(np.float64), is_agent) > 0) & ~unit_user,
+        has_tool=((total((kind <= 3).astype(np.float64), is_agent) > 0) | (rank < 0)) & ~unit_user,
+        out_tokens=total(arrays["output_tokens"], is_agent).astype(np.int64),
+        ctx_tokens=total(ctx, is_agent | is_user).astype(np.int64),
+        result_tokens=total(ctx, is_tool).astype(np.int64),
+        tool_s=np.where(unit_user, 0.0, tool_s),
+        user_s=np.where(unit_user, user_lat[start], 0.0),
+        task_ids=ids,
+    )
+
+
+def episodes_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, default_tool_s: float = 0.0,
+                         default_user_s: float = 0.0) -> list[Episode]:
+    """`unit_table_from_arrays` as Episode objects (what the per-episode loop planner reads)."""
+    return unit_table_from_arrays(arrays, task_ids, default_tool_s, default_user_s).episodes()
 
 
 class PlanBuilder:

@@ -38,28 +38,26 @@ def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:
     cols: dict[str, np.ndarray] = {}
     values = {"time_s": costs.time_s, "flops": costs.flops, "bytes_read": costs.bytes_read,
               "bytes_written": costs.bytes_written, "tokens": plan.tokens}
+    tables = {}
     for metric, v in values.items():
-        table = np.bincount(key, weights=v, minlength=nt * n_ph).reshape(nt, n_ph)
+        tables[metric] = table = np.bincount(key, weights=v, minlength=nt * n_ph).reshape(nt, n_ph)
         for p, name in enumerate(PHASE_NAMES):
             cols[f"{metric}_{name}"] = table[:, p]
-    usd = np.bincount(plan.traj, weights=costs.usd, minlength=nt)
-    df = pd.DataFrame(cols)
     for model, phases in (("weak", WEAK_PHASES), ("strong", STRONG_PHASES)):
-        names = [PHASE_NAMES[p] for p in phases]
         for metric in ("flops", "bytes_read", "bytes_written"):
-            df[f"{model}_{metric}"] = df[[f"{metric}_{n}" for n in names]].sum(axis=1)
-        df[f"{model}_prefill_tokens"] = df[[f"tokens_{PHASE_NAMES[p]}" for p in phases if p in PREFILL_PHASES]].sum(axis=1)
-        df[f"{model}_decode_tokens"] = df[[f"tokens_{PHASE_NAMES[p]}" for p in phases if p in DECODE_PHASES]].sum(axis=1)
-        df[f"{model}_model_time_s"] = df[[f"time_s_{n}" for n in names]].sum(axis=1)
+            cols[f"{model}_{metric}"] = tables[metric][:, list(phases)].sum(axis=1)
+        cols[f"{model}_prefill_tokens"] = tables["tokens"][:, [p for p in phases if p in PREFILL_PHASES]].sum(axis=1)
+        cols[f"{model}_decode_tokens"] = tables["tokens"][:, [p for p in phases if p in DECODE_PHASES]].sum(axis=1)
+        cols[f"{model}_model_time_s"] = tables["time_s"][:, list(phases)].sum(axis=1)
     for metric in ("flops", "bytes_read", "bytes_written"):
-        df[f"total_{metric}"] = df[f"weak_{metric}"] + df[f"strong_{metric}"]
-    df["wall_time_s"] = wall_time(plan, costs.time_s)
-    df["api_usd"] = usd
-    df["strong_verdict_tokens"] = df["tokens_strong_verdict"]
-    df["strong_repair_tokens"] = df["tokens_strong_decode"]
+        cols[f"total_{metric}"] = cols[f"weak_{metric}"] + cols[f"strong_{metric}"]
+    cols["wall_time_s"] = wall_time(plan, costs.time_s)
+    cols["api_usd"] = np.bincount(plan.traj, weights=costs.usd, minlength=nt)
+    cols["strong_verdict_tokens"] = cols["tokens_strong_verdict"]
+    cols["strong_repair_tokens"] = cols["tokens_strong_decode"]
     for i, name in enumerate(STAT_NAMES):
-        df[name] = plan.stats[:, i]
-    return df
+        cols[name] = plan.stats[:, i]
+    return pd.DataFrame(cols)
 
 
 def summarize(frame: pd.DataFrame, baseline: str = "strongonly") -> pd.DataFrame:

@@ -8,13 +8,14 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.acceptance import AcceptanceModel, trajectory_rng
+from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.des import run_des
-from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, episode_from_trajectory, paused_gc
+from specagent.simulator.lockstep import plan_specagent
+from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, UnitTable, episode_from_trajectory, paused_gc
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.results import per_trajectory, phase_split, summarize
 from specagent.simulator.setting import Setting, default_setting
-from specagent.simulator.strategies import Strategy, make_strategy
+from specagent.simulator.strategies import SpecAgent, Strategy, make_strategy
 from specagent.traces.schema import Trajectory
 
 ENGINES = ("analytic", "simpy")
@@ -22,25 +23,54 @@ DEFAULT_STRATEGIES = ("strongonly", "weakonly", "specagent", "exactmatch", "rout
                       "specagent_exact", "specagent_hold_replies", "specagent_every_chunk")
 
 
-def to_episodes(trajectories: Iterable[Trajectory | Episode]) -> list[Episode]:
+Workload = Sequence[Episode] | UnitTable
+
+
+def to_episodes(trajectories: Iterable[Trajectory | Episode] | UnitTable) -> Workload:
+    """Trajectories reduced to what the protocol needs (a UnitTable is already reduced)."""
+    if isinstance(trajectories, UnitTable):
+        return trajectories
     return [t if isinstance(t, Episode) else episode_from_trajectory(t) for t in trajectories]
 
 
-def plan_strategy(episodes: Sequence[Episode], strategy: Strategy, setting: Setting, acceptance: AcceptanceModel,
-                  seed: int = 0, audits: list | None = None) -> CallPlan:
-    """The protocol's calls and waits for every episode; `audits` collects per-episode event logs."""
+def plan_strategy(episodes: Workload, strategy: Strategy, setting: Setting, acceptance: AcceptanceModel,
+                  seed: int = 0, audits: list | None = None, lockstep: bool = True) -> CallPlan:
+    """The protocol's calls and waits for every episode; `audits` collects per-episode event logs.
+
+    SpecAgent on reference trajectories is planned in lockstep over all trajectories at once
+    (simulator/lockstep.py); everything else, audited runs and recorded protocol logs go
+    through the per-episode planner. Both read the same per-unit draws, so they agree row for row.
+    """
+    fast = lockstep and audits is None and isinstance(strategy, SpecAgent)
+    if fast and not isinstance(episodes, UnitTable) and not any(e.labelled for e in episodes):
+        episodes = UnitTable.from_episodes(episodes)
+    if fast and isinstance(episodes, UnitTable):
+        return plan_specagent(episodes, strategy.k, strategy.review, strategy.verifier == "exact", acceptance, seed,
+                              setting.prefix_caching, setting.verifier_prompt, setting.verifier_system_tokens)
+    if isinstance(episodes, UnitTable):
+        episodes = episodes.episodes()
+    counts = np.array([len(e.units) for e in episodes], dtype=np.int64)
+    traj = np.repeat(np.arange(len(episodes)), counts)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    u = unit_uniforms(seed, traj, np.arange(len(traj)) - offsets[traj])
+    u0, u1, bounds = u[:, 0].tolist(), u[:, 1].tolist(), offsets.tolist()
     b = PlanBuilder()
     with paused_gc():  # plans allocate many small acyclic rows
         for i, ep in enumerate(episodes):
             audit = [] if audits is not None else None
-            strategy.plan_episode(ep, i, b, acceptance, trajectory_rng(seed, i), setting.prefix_caching,
+            lo, hi = bounds[i], bounds[i + 1]
+            strategy.plan_episode(ep, i, b, acceptance, (u0[lo:hi], u1[lo:hi]), setting.prefix_caching,
                                   setting.verifier_prompt, setting.verifier_system_tokens, audit)
             if audits is not None:
                 audits.append(audit)
     return b.build()
 
 
-def simulate(trajectories: Iterable[Trajectory | Episode], strategy: str | Strategy = "specagent", setting: Setting | None = None,
+def task_ids(episodes: Workload) -> list[str]:
+    return list(episodes.task_ids) if isinstance(episodes, UnitTable) else [e.task_id for e in episodes]
+
+
+def simulate(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategy: str | Strategy = "specagent", setting: Setting | None = None,
              acceptance: AcceptanceModel | None = None, seed: int = 0, engine: str = "analytic", k: int = 4,
              review: str = "on_write", pricer: Pricer | None = None) -> pd.DataFrame:
     """Per-trajectory accounting of one strategy (one row per trajectory)."""
@@ -56,8 +86,8 @@ def simulate(trajectories: Iterable[Trajectory | Episode], strategy: str | Strat
     if engine == "simpy":
         start, end = run_des(plan, costs.time_s)
         df["wall_time_s"] = end - start
-    df.insert(0, "task_id", [e.task_id for e in episodes])
-    df.insert(0, "traj", np.arange(len(episodes)))
+    df.insert(0, "task_id", task_ids(episodes))
+    df.insert(0, "traj", np.arange(plan.n_traj))
     df.insert(0, "label", strat.label)
     df.insert(0, "strategy", strat.name)
     df["engine"] = engine
@@ -78,7 +108,7 @@ class Comparison:
     assumptions: dict = field(default_factory=dict)
 
 
-def compare(trajectories: Iterable[Trajectory | Episode], strategies: Sequence[str] = DEFAULT_STRATEGIES, setting: Setting | None = None,
+def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies: Sequence[str] = DEFAULT_STRATEGIES, setting: Setting | None = None,
             acceptance: AcceptanceModel | None = None, seed: int = 0, engine: str = "analytic", k: int = 4,
             review: str = "on_write", workload: str = "", success_rates: dict[str, float] | None = None) -> Comparison:
     """Run every strategy on the same trajectories and summarise relative to Strong-only."""
@@ -100,7 +130,7 @@ def compare(trajectories: Iterable[Trajectory | Episode], strategies: Sequence[s
         "seed": seed,
         "engine": engine,
         "workload": workload,
-        "trajectories": len(episodes),
+        "trajectories": episodes.n_traj if isinstance(episodes, UnitTable) else len(episodes),
         "quality": "measured success rates as supplied" if success_rates else "not modelled: no quality figures are invented",
     }
     return Comparison(

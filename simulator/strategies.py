@@ -8,7 +8,6 @@ prefills only what that model has not yet seen, without it the whole context.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
 from specagent.simulator.acceptance import AcceptanceModel
@@ -21,6 +20,10 @@ WEAK, STRONG = 0, 1
 _CALL_PHASES = ((WEAK_PREFILL, WEAK_DECODE), (STRONG_PREFILL, STRONG_DECODE))
 _CALL_STAT = ("weak_calls", "strong_calls")
 REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
+
+
+#: Per-unit uniforms of one episode, by stream (see acceptance.unit_uniforms): draws[s][unit].
+Draws = tuple[list[float], list[float]]
 
 
 def _no_log(*event) -> None:
@@ -89,15 +92,15 @@ class Strategy:
     def describe(self) -> dict:
         return {"strategy": self.name, "label": self.label}
 
-    def plan_episode(self, ep: Episode, traj: int, builder: PlanBuilder, acc: AcceptanceModel, rng: random.Random,
+    def plan_episode(self, ep: Episode, traj: int, builder: PlanBuilder, acc: AcceptanceModel, draws: Draws,
                      prefix_caching: bool, verifier_prompt: str, verifier_system_tokens: int, audit: list | None = None) -> None:
         st = _State(traj=traj, plan=builder, prefix_caching=prefix_caching, hist=ep.system_tokens, audit=audit)
         st.stats["reference_actions"] = ep.actions
-        self.run(ep, st, acc, rng, verifier_prompt, verifier_system_tokens)
+        self.run(ep, st, acc, draws, verifier_prompt, verifier_system_tokens)
         st.stats["committed_context_tokens"] = st.hist
         builder.stats.append(st.stats)
 
-    def run(self, ep: Episode, st: _State, acc: AcceptanceModel, rng: random.Random, verifier_prompt: str, vsys: int) -> None:
+    def run(self, ep: Episode, st: _State, acc: AcceptanceModel, draws: Draws, verifier_prompt: str, vsys: int) -> None:
         raise NotImplementedError
 
 
@@ -124,7 +127,7 @@ class SingleModel(Strategy):
         self.name = "strongonly" if model == STRONG else "weakonly"
         self.label = "Strong-only" if model == STRONG else "Weak-only"
 
-    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+    def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
                 st.user_turn(u)
@@ -153,7 +156,7 @@ class SpecAgent(Strategy):
     def describe(self) -> dict:
         return {**super().describe(), "k": self.k, "review": self.review, "verifier": self.verifier}
 
-    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+    def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         units = ep.units
         i, n_units = 0, len(units)
         after_rej = False
@@ -220,7 +223,7 @@ class SpecAgent(Strategy):
                 if ep.labelled:
                     ok = a.verdict != "repair"
                 else:
-                    ok = rng.random() < acc.p_accept(a.kind, pos, after_rej, exact)
+                    ok = draws[0][idx] < acc.p_accept(a.kind, pos, after_rej, exact)
                 after_rej = not ok
                 if not ok:
                     rejected = pos
@@ -257,7 +260,7 @@ class SpecAgent(Strategy):
             if ep.labelled:
                 replacement = bad.repair_tokens == 0
             else:  # a repair turn of zero tokens is indistinguishable from the verdict's own call
-                replacement = rng.random() < acc.p_valid_replacement or bad.out_tokens == 0
+                replacement = draws[1][seg[rejected]] < acc.p_valid_replacement or bad.out_tokens == 0
             if replacement:
                 st.bump("replacements")
                 if verifier_prompt == "cached" and st.prefix_caching and bad.ctx_tokens:
@@ -289,7 +292,7 @@ class ExactMatchSpeculative(Strategy):
     name = "exactmatch"
     label = "Exact-match speculative agent"
 
-    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+    def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
                 st.user_turn(u)
@@ -298,7 +301,7 @@ class ExactMatchSpeculative(Strategy):
             wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
             st.call(WEAK, wo, wc, group=g, lane=0)
             st.call(STRONG, u.out_tokens, u.ctx_tokens, group=g, lane=1)
-            match = rng.random() < acc.p_accept(u.kind, 0, False, exact=True)
+            match = draws[0][idx] < acc.p_accept(u.kind, 0, False, exact=True)
             st.hist += u.ctx_tokens
             if match and u.has_tool and not u.held:
                 st.log("exec", idx, WEAK, False)
@@ -323,12 +326,12 @@ class Router(Strategy):
     name = "router"
     label = "Router (per-step)"
 
-    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+    def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
                 st.user_turn(u)
                 continue
-            to_strong = rng.random() < acc.route_strong.get(u.kind, 1.0)
+            to_strong = draws[0][idx] < acc.route_strong.get(u.kind, 1.0)
             if to_strong:
                 st.call(STRONG, u.out_tokens, u.ctx_tokens)
                 _commit_action(st, idx, u, STRONG, u.ctx_tokens, reviewed=True)
@@ -351,7 +354,7 @@ class Collaborative(Strategy):
     name = "collab"
     label = "Collaborative (AgentCollab-style)"
 
-    def run(self, ep, st, acc, rng, verifier_prompt, vsys):
+    def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         after_rej = False
         for idx, u in enumerate(ep.units):
             if isinstance(u, UserTurn):
@@ -359,9 +362,9 @@ class Collaborative(Strategy):
                 continue
             wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
             st.call(WEAK, wo, wc)
-            bad = rng.random() >= acc.p_accept(u.kind, 0, after_rej)
+            bad = draws[0][idx] >= acc.p_accept(u.kind, 0, after_rej)
             after_rej = bad
-            if bad and rng.random() < acc.escalation_recall:
+            if bad and draws[1][idx] < acc.escalation_recall:
                 st.bump("wasted_weak_tokens", wo)
                 st.seen[WEAK] = min(st.seen[WEAK], st.hist)
                 st.call(STRONG, u.out_tokens, u.ctx_tokens)

@@ -124,7 +124,7 @@ def test_simulated_phases_lie_under_the_derated_roofline():
     from specagent.traces import load_trajectories
 
     setting = default_setting()
-    trajs = load_trajectories("traces/data/tau2_airline.jsonl")[:6]
+    trajs = load_trajectories("traces/data/tau2_airline.jsonl")[:20]  # enough reviews that a rejection is repaired by a Strong decode
     c = compare(trajs, ["strongonly", "specagent"], setting)
     pts = F.phase_operating_points(c.summary, {"weak": setting.weak.gpus, "strong": setting.strong.gpus},
                                    {"weak": setting.weak.compute_dtype, "strong": setting.strong.compute_dtype})

@@ -1,0 +1,254 @@
+"""SpecAgent planned for every trajectory at once, in lockstep.
+
+The per-episode planner (`strategies.SpecAgent.run`) is the readable reference; this is the
+same protocol as numpy over a `UnitTable`. Each round advances every unfinished trajectory
+by one user turn or one drafted chunk (draft, review, commit or repair), so a run costs
+rounds × a few dozen array operations instead of a Python loop over every step. Within a
+chunk nothing depends on a verdict until the chunk is drafted, so chunk boundaries, prefill
+sizes and cache positions follow from prefix sums; the first rejection is a minimum over
+the chunk. Verdicts come from the same per-unit uniforms (`acceptance.unit_uniforms`) the
+reference planner reads, so the two give identical plans (tests/test_simulator_lockstep.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
+from specagent.simulator.plan import (
+    STAT_NAMES, STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, UNIT_KINDS, USER, WEAK_DECODE,
+    WEAK_PREFILL, CallPlan, UnitTable,
+)
+
+_STAT = {name: i for i, name in enumerate(STAT_NAMES)}
+_REPLY = UNIT_KINDS.index("reply")
+
+
+def weak_tokens(n: np.ndarray, ratio: float) -> np.ndarray:
+    """Weak tokens for a Strong step of n tokens (round half to even, as Python's round)."""
+    return n if ratio == 1.0 else np.round(n * ratio).astype(np.int64)
+
+
+class _Rows:
+    """Plan rows emitted out of order, sorted at the end by (trajectory, round, slot)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple] = []
+
+    def add(self, mask: np.ndarray | None, traj: np.ndarray, rnd: int, slot, phase: int, tokens=0, context=0, wait_s=0.0) -> None:
+        """Rows for the trajectories `traj` (where `mask`); other arguments are scalars or aligned arrays."""
+        cols = (slot, tokens, context, wait_s)
+        if mask is not None:
+            idx = np.flatnonzero(mask)
+            if len(idx) == 0:
+                return
+            traj = traj[idx]
+            cols = tuple(x[idx] if isinstance(x, np.ndarray) else x for x in cols)
+        if len(traj):
+            self.blocks.append((traj, rnd, phase, *cols))
+
+    def build(self, stats: np.ndarray) -> CallPlan:
+        sizes = np.array([len(b[0]) for b in self.blocks], dtype=np.int64)
+        n = int(sizes.sum())
+
+        def column(i: int, dtype) -> np.ndarray:
+            if not self.blocks:
+                return np.zeros(0, dtype=dtype)
+            parts = [b[i] for b in self.blocks]
+            if not any(isinstance(x, np.ndarray) for x in parts):
+                return np.repeat(np.array(parts, dtype=dtype), sizes)
+            return np.concatenate([x.astype(dtype, copy=False) if isinstance(x, np.ndarray) else np.full(len(b[0]), x, dtype=dtype)
+                                   for x, b in zip(parts, self.blocks)])
+
+        traj, rnd, phase, slot = (column(i, np.int64) for i in range(4))
+        tokens, context, wait_s = (column(i, np.float64) for i in range(4, 7))
+        order = np.lexsort((slot, rnd, traj))
+        return CallPlan(
+            traj=traj[order], phase=phase[order], tokens=tokens[order], context=context[order], wait_s=wait_s[order],
+            group=np.arange(1, n + 1, dtype=np.int64), lane=np.zeros(n, dtype=np.int64), stats=stats, n_traj=len(stats),
+        )
+
+
+def plan_specagent(table: UnitTable, k: int, review: str, exact: bool, acc: AcceptanceModel, seed: int,
+                   prefix_caching: bool, verifier_prompt: str, vsys: int) -> CallPlan:
+    """The plan `SpecAgent(k, review, verifier).run` makes for each episode of `table`, row for row."""
+    return _Lockstep(table, k, review, exact, acc, seed, prefix_caching, verifier_prompt == "cached", vsys).run()
+
+
+class _Lockstep:
+    """Per-trajectory state as arrays (committed context, each model's cached prefix, the next unit)."""
+
+    def __init__(self, table: UnitTable, k: int, review: str, exact: bool, acc: AcceptanceModel, seed: int,
+                 prefix_caching: bool, cached_verifier: bool, vsys: int):
+        self.t = table
+        self.k, self.review, self.acc = k, review, acc
+        self.prefix_caching, self.cached_verifier, self.vsys = prefix_caching, cached_verifier, vsys
+        n_traj, m = table.n_traj, len(table)
+        traj_of, pos_of = table.positions()
+        self.draws = unit_uniforms(seed, traj_of, pos_of)
+        is_user, held, kind = table.is_user, table.held, table.kind
+        self.wout = weak_tokens(table.out_tokens, acc.weak_token_ratio)
+        wctx = weak_tokens(table.ctx_tokens, acc.weak_token_ratio)
+        self.wkeep = np.minimum(self.wout, wctx)  # what of a Weak call stays in its cache (reasoning dropped)
+        # context a drafted unit adds while drafting: its message, plus the results of a read it ran
+        add = np.where(is_user, 0, wctx + np.where(table.has_tool & ~held, table.result_tokens, 0))
+        self.cs_add = np.concatenate([[0], np.cumsum(add)])
+        self.cs_wout = np.concatenate([[0], np.cumsum(np.where(is_user, 0, self.wout))])
+        # a chunk starting at unit j ends (exclusive) at the first user turn, after the first held
+        # action or reply, or at the trajectory's end, whichever comes first
+        self.uend = table.offsets[1:]
+        idx = np.arange(m)
+        stop = np.where(is_user, idx, np.where(held | (kind == _REPLY), idx + 1, np.iinfo(np.int64).max))
+        last_units = self.uend[self.uend > table.offsets[:-1]] - 1
+        stop[last_units] = np.minimum(stop[last_units], last_units + 1)
+        self.stop_end = np.minimum.accumulate(stop[::-1])[::-1]
+        probs = acc.exact if exact else acc.accept
+        self.p_kind = np.array([probs.get(name, probs.get("write", 0.0)) for name in UNIT_KINDS])
+        self.max_len = int(min(k, m))
+        self.decay = np.array([acc.position_decay**p for p in range(self.max_len + 1)])
+
+        self.i = table.offsets[:-1].astype(np.int64).copy()
+        self.hist = table.system_tokens.astype(np.int64).copy()
+        self.seen_w = np.zeros(n_traj, dtype=np.int64)
+        self.seen_s = np.zeros(n_traj, dtype=np.int64)
+        self.after_rej = np.zeros(n_traj, dtype=bool)
+        self.stats = np.zeros((n_traj, len(STAT_NAMES)), dtype=np.int64)
+        self.stats[:, _STAT["reference_actions"]] = np.bincount(traj_of[~is_user], minlength=n_traj)
+        self.rows = _Rows()
+        # slots order a trajectory's rows within a round: drafting takes 3 per position, review after
+        self.s_verify = 3 * self.max_len
+        self.s_verdict, self.s_tool_acc, self.s_prefill, self.s_decode, self.s_tool_rep = (self.s_verify + d for d in range(1, 6))
+
+    def run(self) -> CallPlan:
+        active = np.flatnonzero(self.i < self.uend)
+        rnd = 0
+        while len(active):
+            iu = self.i[active]
+            user = self.t.is_user[iu]
+            self._user_turns(rnd, active[user], iu[user])
+            if not user.all():
+                self._chunks(rnd, active[~user], iu[~user])
+            active = active[self.i[active] < self.uend[active]]
+            rnd += 1
+        self.stats[:, _STAT["committed_context_tokens"]] = self.hist
+        return self.rows.build(self.stats)
+
+    def _user_turns(self, rnd: int, t: np.ndarray, j: np.ndarray) -> None:
+        """The user answers after a think time; the message joins the committed context."""
+        us = self.t.user_s[j]
+        self.rows.add(us > 0, t, rnd, 0, USER, wait_s=us)
+        self.hist[t] += self.t.ctx_tokens[j]
+        self.i[t] += 1
+
+    def _chunks(self, rnd: int, t: np.ndarray, s: np.ndarray) -> None:
+        """Draft a chunk per trajectory: each Weak call prefills what it has not seen, reads run for real."""
+        tb, rows, cs_add, stats = self.t, self.rows, self.cs_add, self.stats
+        e = np.minimum(s + self.k, self.stop_end[s])
+        length = e - s
+        starts = np.concatenate([[0], np.cumsum(length)[:-1]])
+        tp = np.repeat(t, length)  # one entry per drafted position
+        sp = np.repeat(s, length)
+        p = np.arange(len(tp)) - np.repeat(starts, length)
+        j = sp + p
+        total = self.hist[tp] + (cs_add[j] - cs_add[sp])
+        first = p == 0
+        seen_p = np.empty_like(total)
+        seen_p[first] = self.seen_w[t]
+        later = np.flatnonzero(~first)
+        seen_p[later] = total[later - 1] + self.wkeep[j[later] - 1]
+        if self.prefix_caching:
+            rows.add(total > seen_p, tp, rnd, 3 * p, WEAK_PREFILL, total - seen_p, seen_p)
+        else:
+            rows.add(total > 0, tp, rnd, 3 * p, WEAK_PREFILL, total, 0)
+        wout = self.wout[j]
+        rows.add(wout > 0, tp, rnd, 3 * p + 1, WEAK_DECODE, wout, total)
+        tool_s = tb.tool_s[j]
+        rows.add(tb.has_tool[j] & ~tb.held[j] & (tool_s > 0), tp, rnd, 3 * p + 2, TOOL, wait_s=tool_s)
+        last = e - 1
+        pend = cs_add[e] - cs_add[s]
+        self.seen_w[t] = self.hist[t] + (cs_add[last] - cs_add[s]) + self.wkeep[last]
+        stats[t, _STAT["weak_calls"]] += length
+        if self.review == "every_chunk":
+            reviewed = np.ones(len(t), dtype=bool)
+        elif self.review == "hold_replies":
+            reviewed = tb.held[last] | (tb.kind[last] == _REPLY)
+        else:
+            reviewed = tb.held[last]
+        # chunks of reads and unreviewed replies commit as drafted
+        nr = ~reviewed
+        self.hist[t[nr]] += pend[nr]
+        stats[t[nr], _STAT["committed_weak"]] += length[nr]
+        self.i[t[nr]] = e[nr]
+        if reviewed.any():
+            sel = np.repeat(reviewed, length)
+            self._review(rnd, t[reviewed], s[reviewed], e[reviewed], length[reviewed], pend[reviewed], tp[sel], p[sel], j[sel])
+
+    def _review(self, rnd: int, t, s, e, length, pend, jt, jp, jj) -> None:
+        """One verification prefill over all the Strong model has not read, then commit or repair one step."""
+        tb, rows, acc, stats, hist, seen_s = self.t, self.rows, self.acc, self.stats, self.hist, self.seen_s
+        ctx, out, res, has_tool, tool_s = tb.ctx_tokens, tb.out_tokens, tb.result_tokens, tb.has_tool, tb.tool_s
+        stats[t, _STAT["reviews"]] += 1
+        stats[t, _STAT["strong_calls"]] += 1
+        total = hist[t] + pend
+        if self.cached_verifier:
+            if self.prefix_caching:
+                rows.add(total > seen_s[t], t, rnd, self.s_verify, STRONG_VERIFY, total - seen_s[t], seen_s[t])
+            else:
+                rows.add(total > 0, t, rnd, self.s_verify, STRONG_VERIFY, total, 0)
+            verify_ctx = total
+            seen_s[t] = total  # the segment is now in Strong's cache (rolled back below if rejected)
+        else:
+            verify_ctx = self.vsys + total
+            rows.add(None, t, rnd, self.s_verify, STRONG_VERIFY, verify_ctx, 0)
+        # judge positions up to the first rejection (only the first position can follow one)
+        prob = self.p_kind[tb.kind[jj]] * self.decay[jp]
+        prob = np.where((jp == 0) & self.after_rej[jt], prob * (1.0 - acc.correlation), prob)
+        never = np.iinfo(np.int64).max
+        starts = np.concatenate([[0], np.cumsum(length)[:-1]])
+        rej = np.minimum.reduceat(np.where(self.draws[jj, 0] >= prob, jp, never), starts)
+        ok = rej == never
+        self.after_rej[t] = ~ok
+        # --- accepted whole: a short verdict, then the held action may run
+        at, last = t[ok], e[ok] - 1
+        if acc.accept_verdict_tokens:
+            rows.add(None, at, rnd, self.s_verdict, STRONG_VERDICT, acc.accept_verdict_tokens, verify_ctx[ok])
+        runs = tb.held[last] & has_tool[last]
+        rows.add(runs & (tool_s[last] > 0), at, rnd, self.s_tool_acc, TOOL, wait_s=tool_s[last])
+        hist[at] += pend[ok] + np.where(runs, res[last], 0)
+        stats[at, _STAT["committed_weak"]] += length[ok]
+        self.i[at] = e[ok]
+        if ok.all():
+            return
+        # --- rejected: keep the valid prefix; the verdict names the first bad step; Strong repairs it
+        x = ~ok
+        xt, r = t[x], rej[x]
+        b = s[x] + r
+        stats[xt, _STAT["rejections"]] += 1
+        stats[xt, _STAT["wasted_weak_tokens"]] += self.cs_wout[e[x]] - self.cs_wout[b]
+        stats[xt, _STAT["committed_weak"]] += r
+        vt = acc.verdict_tokens + ctx[b]
+        rows.add(vt > 0, xt, rnd, self.s_verdict, STRONG_VERDICT, vt, verify_ctx[x])
+        h = hist[xt] + (self.cs_add[b] - self.cs_add[s[x]])
+        self.seen_w[xt] = np.minimum(self.seen_w[xt], h)
+        ss = np.minimum(seen_s[xt], h)
+        repl = (self.draws[b, 1] < acc.p_valid_replacement) | (out[b] == 0)
+        fix = ~repl
+        stats[xt, _STAT["replacements"]] += repl
+        stats[xt, _STAT["repairs"]] += fix
+        stats[xt, _STAT["strong_calls"]] += fix
+        if self.cached_verifier and self.prefix_caching:
+            # the replacement call was decoded inside the verdict; a short prefill appends it to the cache
+            appended = repl & (ctx[b] > 0)
+            rows.add(appended, xt, rnd, self.s_prefill, STRONG_PREFILL, ctx[b], h)
+            ss = np.where(appended, h + ctx[b], ss)
+        if self.prefix_caching:
+            rows.add(fix & (h > ss), xt, rnd, self.s_prefill, STRONG_PREFILL, h - ss, ss)
+        else:
+            rows.add(fix & (h > 0), xt, rnd, self.s_prefill, STRONG_PREFILL, h, 0)
+        rows.add(fix & (out[b] > 0), xt, rnd, self.s_decode, STRONG_DECODE, out[b], h)
+        seen_s[xt] = np.where(fix, h + np.minimum(out[b], ctx[b]), ss)
+        # the repaired step commits without a second review
+        rows.add(has_tool[b] & (tool_s[b] > 0), xt, rnd, self.s_tool_rep, TOOL, wait_s=tool_s[b])
+        hist[xt] = h + ctx[b] + np.where(has_tool[b], res[b], 0)
+        stats[xt, _STAT["committed_strong"]] += 1
+        self.i[xt] = b + 1

@@ -1,0 +1,110 @@
+"""The lockstep SpecAgent planner equals the per-episode reference planner, row for row.
+
+The invariant tests (test_simulator_invariants.py) run on the reference planner with its
+audit log; this equality carries them over to the lockstep planner that `predict`,
+`simulate` and the benchmarks use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
+from specagent.simulator.plan import STAT_NAMES, Action, Episode, UnitTable, UserTurn, episodes_from_arrays, unit_table_from_arrays
+from specagent.simulator.run import plan_strategy
+from specagent.simulator.setting import default_setting
+from specagent.simulator.strategies import SpecAgent
+
+SETTING = default_setting()
+KINDS = ("read", "write", "generic", "think", "reply")
+
+
+@st.composite
+def episode(draw):
+    units = []
+    for _ in range(draw(st.integers(0, 16))):
+        if draw(st.integers(0, 4)) == 0:
+            units.append(UserTurn(tokens=draw(st.integers(0, 300)), latency_s=draw(st.sampled_from([0.0, 1.5]))))
+            continue
+        kind = draw(st.sampled_from(KINDS))
+        held = kind == "write" or (kind in ("generic", "reply") and draw(st.booleans()))
+        units.append(Action(kind=kind, held=held, has_tool=kind != "reply" and draw(st.integers(0, 5)) > 0,
+                            out_tokens=draw(st.sampled_from([0, 1, 37, 400])), ctx_tokens=draw(st.sampled_from([0, 3, 120])),
+                            result_tokens=draw(st.sampled_from([0, 800])), tool_s=draw(st.sampled_from([0.0, 0.25]))))
+    return Episode(task_id="h", system_tokens=draw(st.integers(0, 4000)), units=tuple(units))
+
+
+def assert_same_plan(a, b) -> None:
+    assert len(a) == len(b)
+    for col in ("traj", "phase", "tokens", "context", "wait_s", "group", "lane"):
+        np.testing.assert_array_equal(getattr(a, col), getattr(b, col), err_msg=col)
+    for j, name in enumerate(STAT_NAMES):
+        np.testing.assert_array_equal(a.stats[:, j], b.stats[:, j], err_msg=name)
+
+
+def both(episodes, strategy, acc, seed, setting=SETTING):
+    fast = plan_strategy(episodes, strategy, setting, acc, seed)
+    ref = plan_strategy(episodes, strategy, setting, acc, seed, lockstep=False)
+    return fast, ref
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(eps=st.lists(episode(), min_size=1, max_size=5), p=st.sampled_from([0.0, 0.3, 0.8, 1.0]), k=st.integers(1, 7),
+       seed=st.integers(0, 2**31), review=st.sampled_from(["on_write", "hold_replies", "every_chunk"]),
+       exact=st.booleans(), caching=st.booleans(), prompt=st.sampled_from(["cached", "fresh"]),
+       ratio=st.sampled_from([1.0, 0.7, 1.3]), corr=st.sampled_from([0.0, 0.5]), decay=st.sampled_from([1.0, 0.9]),
+       replacement=st.sampled_from([0.0, 0.5, 1.0]), verdict=st.sampled_from([0, 48]), accept_verdict=st.sampled_from([0, 4]))
+def test_lockstep_equals_reference_planner(eps, p, k, seed, review, exact, caching, prompt, ratio, corr, decay, replacement,
+                                           verdict, accept_verdict):
+    acc = dataclasses.replace(AcceptanceModel.constant(p), weak_token_ratio=ratio, correlation=corr, position_decay=decay,
+                              p_valid_replacement=replacement, verdict_tokens=verdict, accept_verdict_tokens=accept_verdict)
+    setting = dataclasses.replace(SETTING, prefix_caching=caching, verifier_prompt=prompt)
+    strat = SpecAgent(k=k, review=review, verifier="exact" if exact else "semantic")
+    assert_same_plan(*both(eps, strat, acc, seed, setting))
+
+
+def test_lockstep_equals_reference_on_a_synthetic_workload():
+    from specagent.traces import step_arrays
+    from specagent.traces.profile import load_profile
+    from specagent.traces.synth import synthesize_frame
+
+    arrays = step_arrays(synthesize_frame(load_profile("tau2_airline"), 300, seed=3))
+    table = unit_table_from_arrays(arrays)
+    fast, ref = both(table, SpecAgent(k=4), AcceptanceModel(), 11)
+    assert_same_plan(fast, ref)
+    assert fast.stat("rejections").sum() > 50 and fast.stat("replacements").sum() > 10  # the repair paths were exercised
+    # the table and its Episode objects describe the same units
+    assert _tables_equal(UnitTable.from_episodes(episodes_from_arrays(arrays)), table)
+
+
+def _tables_equal(a: UnitTable, b: UnitTable) -> bool:
+    return all(np.array_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+
+
+def test_draws_depend_only_on_seed_trajectory_and_position():
+    a = unit_uniforms(5, np.array([0, 0, 1, 7]), np.array([0, 1, 0, 3]))
+    b = unit_uniforms(5, np.array([7, 1]), np.array([3, 0]))
+    np.testing.assert_array_equal(a[[3, 2]], b)
+    assert not np.array_equal(unit_uniforms(6, [0], [0]), unit_uniforms(5, [0], [0]))
+    many = unit_uniforms(0, np.repeat(np.arange(2000), 50), np.tile(np.arange(50), 2000))
+    assert many.shape == (100_000, 2) and many.min() >= 0.0 and many.max() < 1.0
+    # uniform: mean 1/2 and variance 1/12 within ~5 standard errors; the two streams uncorrelated
+    assert abs(many.mean() - 0.5) < 5 * (1 / 12 / many.size) ** 0.5
+    assert abs(many.var() - 1 / 12) < 0.002
+    assert abs(np.corrcoef(many[:, 0], many[:, 1])[0, 1]) < 0.02
+    with pytest.raises(ValueError):
+        unit_uniforms(-1, [0], [0])
+
+
+def test_labelled_logs_and_audits_use_the_reference_planner():
+    ep = Episode(task_id="log", system_tokens=10, units=(Action("write", True, True, 5, 5, 5, 0.0, verdict="repair", verdict_tokens=7),),
+                 labelled=True)
+    with pytest.raises(ValueError, match="protocol logs"):
+        UnitTable.from_episodes([ep])
+    plan = plan_strategy([ep], SpecAgent(), SETTING, AcceptanceModel(), 0)  # falls back, does not raise
+    assert plan.stat("repairs")[0] + plan.stat("replacements")[0] == 1
