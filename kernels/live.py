@@ -27,11 +27,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from specagent.kernels.airline_env import AirlineEnv, UnreviewedWrite
 from specagent.kernels.modules import Model
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
 PHASES = ("weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict", "tool", "user")
@@ -266,7 +267,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         raise ValueError("the live run drafts at the trace's token lengths: acceptance.weak_token_ratio must be 1.0")
     units = units_of(traj)
     labelled = traj.is_protocol_log
-    rng = random.Random(f"live:{cfg.seed}:{index}")
+    # the simulator's per-unit draws: a live run makes the decisions `simulate` makes on the same trace and seed
+    draws = unit_uniforms(cfg.seed, np.full(len(units), index), np.arange(len(units))).tolist()
     arg_rng = random.Random(f"args:{cfg.seed}:{index}")
     clock = Clock()
     W = Lane(weak, "weak", cfg.seed * 1000 + 2 * index, clock)
@@ -380,7 +382,7 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         rejected = -1
         for pos, idx in enumerate(seg):
             a = units[idx]
-            ok = (a.label_verdict != "repair") if labelled else (rng.random() < acc.p_accept(a.kind, pos, after_rej, False))
+            ok = (a.label_verdict != "repair") if labelled else (draws[idx][0] < acc.p_accept(a.kind, pos, after_rej, False))
             after_rej = not ok
             if not ok:
                 rejected = pos
@@ -414,7 +416,7 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
             db_unchanged(d0, f"segment {seg_no} was rejected but the database changed", "db_restored_after_rejection")
         for idx in seg[:rejected]:
             label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, segment=seg_no)
-        replacement = (bad.label_repair_tokens == 0) if labelled else (rng.random() < acc.p_valid_replacement)
+        replacement = (bad.label_repair_tokens == 0) if labelled else (draws[seg[rejected]][1] < acc.p_valid_replacement)
         if not replacement and not labelled and bad.out_tokens == 0:
             replacement = True  # a zero-token repair turn is recorded (and replayed) as a replacement call
         if replacement:

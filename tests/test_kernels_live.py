@@ -113,3 +113,19 @@ def test_scale_trajectory_scales_tokens():
     assert all((a.new_context_tokens == 0) == (b.new_context_tokens == 0) for a, b in zip(t.steps, h.steps))
     with pytest.raises(ValueError):
         scale_trajectory(t, 0)
+
+
+def test_live_run_makes_the_simulators_decisions(mixed_run):
+    """Same trace, K and seed: the live run rejects, repairs and replaces exactly where `simulate` does."""
+    from specagent.simulator.run import simulate
+    from specagent.simulator.strategies import SpecAgent
+
+    acc = AcceptanceModel.constant(0.5, verdict_tokens=6)
+    sim = simulate([_traj(i) for i in range(2)], SpecAgent(k=3), acceptance=acc, seed=5)
+    for r, (_, row) in zip(mixed_run, sim.iterrows()):
+        rejects = [e for e in r.events if e[0] == "reject"]
+        assert row["reviews"] == r.safety["segments_reviewed"]
+        assert row["rejections"] == len(rejects)
+        assert row["replacements"] == sum(1 for e in rejects if e[3] == "replacement")
+        assert row["repairs"] == sum(1 for e in rejects if e[3] == "repair")
+    assert sim["rejections"].sum() > 0 and sim["reviews"].sum() > sim["rejections"].sum()  # both outcomes occur
