@@ -62,6 +62,10 @@ def run_des(plan: CallPlan, event_time: np.ndarray, weak_slots: int | None = Non
             j = i + 1
             while j < n and group_l[ev[j]] == g:
                 j += 1
+            if j == i + 1 and unlimited:  # the common case: one event, nothing to wait for but itself
+                yield timeout(event_time[ev[i]])
+                i = j
+                continue
             members = ev[i:j]
             lanes = sorted({lane_l[e] for e in members})
             if len(lanes) == 1:
