@@ -52,6 +52,7 @@ ARRIVAL_KINDS = ("poisson", "bursty", "trace")
 SCHEDULER_SOURCE = ("vLLM SchedulerConfig defaults max_num_batched_tokens=2048, max_num_seqs=128 "
                     "(docs.vllm.ai/en/stable/api/vllm/config/scheduler/); chunked prefill as in Sarathi-Serve (OSDI 2024)")
 WEAK_POOL, STRONG_POOL = 0, 1
+_SCAN_REPLICAS = 512  # session-affinity pools up to this size find the least-loaded replica by a scan
 POOL_NAMES = ("weak", "strong")
 
 
@@ -417,32 +418,37 @@ class _Replica:
             b = float(n_dec)
             t, dec, pairs, kvt, st, lg = b, b, self.dec_ctx_sum + b, self.dec_ctx_sum + b, b, b
             chunks = []
+            add, ceil = chunks.append, math.ceil
             for r in self.prefilling:
                 if budget <= 0:
                     break
                 new = r.new
                 n = int(new if new < budget else budget)
                 budget -= n
-                chunks.append((r, n))
+                add((r, n))
                 t += n
                 dec += 1.0 if n == 1 else 0.0
                 ctx = r.ctx
                 pairs += n * ctx + n * (n + 1) / 2
                 kvt += ctx + n
-                st += 1.0 + (math.ceil(n / GDN_CHUNK) if n > 1 else 0.0)  # chunk_state_touches(n)
+                st += 1.0 + (ceil(n / GDN_CHUNK) if n > 1 else 0.0)  # chunk_state_touches(n)
                 lg += 1.0
             self.seg_chunks = chunks
             self.seg_decode = None
             self.seg_k = 1
             time_s, fl, rd, wr = self.cost.one(t, lg, dec, pairs, kvt, st, lg)
             self.seg_mixed = (time_s, fl, rd, wr, t, len(chunks) + n_dec)
-            self._schedule(now, now + (time_s if time_s > 0.0 else 0.0))
-            return
-        seg = self.cost.decode_segment(n_dec, self.dec_ctx_sum)
-        self.seg_decode = seg
-        self.seg_k = k = 1 if self.by_token else self.dec_heap[0][0] - self.it
-        delay = seg.elapsed(k)
-        self._schedule(now, now + (delay if delay > 0.0 else 0.0))
+            delay = time_s
+        else:
+            self.seg_k = k = 1 if self.by_token else self.dec_heap[0][0] - self.it
+            self.seg_decode, delay = self.cost.decode_run(n_dec, self.dec_ctx_sum, k)
+        # _schedule, inlined
+        self.gen = g = self.gen + 1
+        t_end = now + (delay if delay > 0.0 else 0.0)
+        if t_end == now:
+            self.now1.append((self.end_cb, g))
+        else:
+            heapq.heappush(self.queue, (t_end, 1, next(self.eid), self.end_cb, g))
 
     def _end_segment(self, g: int) -> None:
         if g != self.gen:
@@ -470,12 +476,25 @@ class _Replica:
         # finished decodes
         heap = self.dec_heap
         if heap and heap[0][0] <= it:
+            least, calls = self.least, self.calls
             while heap and heap[0][0] <= it:
                 r = heapq.heappop(heap)[2]
                 self.n_dec -= 1
-                self.dec_ctx_sum -= r.ctx0 + (it - r.it0)
-                r.ctx = r.ctx0 + r.m
-                self._finish(r)
+                ctx0, m = r.ctx0, r.m
+                self.dec_ctx_sum -= ctx0 + (it - r.it0)
+                r.ctx = ctx0 + m
+                # self._finish(r), inlined (m > 0 here)
+                self.used -= r.need
+                self.n_running -= 1
+                self.outstanding -= 1
+                if least is not None:
+                    heapq.heappush(least, (self.outstanding, self.idx))
+                if r.t_first != r.t_first:
+                    r.t_first = now
+                r.t_done = now
+                calls += _CALL_ROW(r.task, r.pool, r.replica, r.phase, r.n_events, r.prefill_total, ctx0, m, r.hit, r.t_submit,
+                                   r.t_admit, r.t_first, now)
+                self.now1.append((self.resume, r.proc))
             if self.n_dec == 0:
                 self.dec_ctx_sum = 0.0  # keep float drift from accumulating across busy periods
         # advanced prefills
@@ -560,7 +579,10 @@ class FleetSim:
         self.rr = [0, 0]
         self.affinity: list[dict[int, int]] = [{}, {}]
         self._pools = (fleet.weak, fleet.strong)
-        # per pool: a lazy heap of (outstanding, replica index) for least-outstanding choices (None: not needed)
+        self._sticky = tuple(p is not None and p.replicas is not None and p.router == "session_affinity" for p in self._pools)
+        # per pool: a lazy heap of (outstanding, replica index) for least-outstanding choices; None where a scan
+        # is cheaper (session affinity asks once per task, so with a few hundred replicas the heap's two pushes
+        # per call cost more than scanning) or no choice is made
         self._least: list[list | None] = [None, None]
         for i in (WEAK_POOL, STRONG_POOL):
             pool = fleet.pool(i)
@@ -570,7 +592,7 @@ class FleetSim:
             cost = IterationCost(pool.deployment, fleet.weight_mode)  # type: ignore[arg-type]
             self.costs.append(cost)
             if pool.replicas is not None:
-                if pool.router != "round_robin":
+                if pool.router == "least_outstanding" or (pool.router == "session_affinity" and pool.replicas > _SCAN_REPLICAS):
                     self._least[i] = [(0, r) for r in range(pool.replicas)]
                 self.replicas[i] = [_Replica(self, i, r, cost, pool.scheduler) for r in range(pool.replicas)]
         n = plan.n_traj
@@ -585,6 +607,9 @@ class FleetSim:
         """The replica with the fewest outstanding calls (lowest index on ties), as min() over all would pick."""
         least = self._least[pool_i]
         reps = self.replicas[pool_i]
+        if least is None:
+            outs = [rep.outstanding for rep in reps]
+            return outs.index(min(outs))
         while least[0][0] != reps[least[0][1]].outstanding:  # type: ignore[index]
             heapq.heappop(least)  # type: ignore[arg-type]
         return least[0][1]  # type: ignore[index]
@@ -627,7 +652,14 @@ class FleetSim:
             d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
             self._at(now + d, self._api_done, r)
             return
-        rep = self._route(pool_i, task)
+        if self._sticky[pool_i]:  # session affinity (the default router), inlined from _route
+            aff = self.affinity[pool_i]
+            idx = aff.get(task)
+            if idx is None:
+                idx = aff[task] = self._least_outstanding(pool_i)
+            rep = self.replicas[pool_i][idx]
+        else:
+            rep = self._route(pool_i, task)
         r.replica = rep.idx
         cached = rep.cached
         if ctx > 0 and task not in cached:
@@ -657,16 +689,21 @@ class FleetSim:
         self._run(_Proc(task, self.steps[task], [now, 0.0], None))
 
     def _resume(self, proc: _Proc) -> None:
-        """The step `proc` waited on is over: account for it, then go on."""
-        s = proc.steps[proc.i]
+        """The step `proc` waited on is over: account for it, then go on (a call's next step is submitted here)."""
+        steps = proc.steps
+        i = proc.i
+        s = steps[i]
         if s[0] == "c":
             proc.turn[1] = 1.0
         elif s[0] == "w":
             self.waits_done += 1
             if s[2] == USER:
                 proc.turn[0] = self.now
-        proc.i += 1
-        self._run(proc)
+        proc.i = i = i + 1
+        if i < len(steps) and steps[i][0] == "c":
+            self._submit(proc, steps[i])  # the common case of _run, without the extra call
+        else:
+            self._run(proc)
 
     def _lane_done(self, join: list) -> None:
         join[0] += 1
@@ -721,7 +758,7 @@ class FleetSim:
                 if now0:
                     fn, arg = pop0()
                 elif queue and queue[0][0] == now:
-                    fn, arg = pop(queue)[3:]
+                    _, _, _, fn, arg = pop(queue)
                 elif now1:
                     fn, arg = pop1()
                 elif queue:
@@ -752,11 +789,14 @@ class FleetSim:
             "task": np.arange(n), "task_id": self.task_ids, "arrival_s": self.arrivals, "start_s": start, "end_s": end,
             "latency_s": latency,
         })
+        c_task, c_pool = calls["task"].to_numpy(), calls["pool_i"].to_numpy()
+        c_queue, c_service = calls["queue_s"].to_numpy(), calls["service_s"].to_numpy()
         for name, i in (("weak", WEAK_POOL), ("strong", STRONG_POOL)):
-            c = calls[calls["pool_i"] == i]
-            tasks[f"{name}_calls"] = np.bincount(c["task"], minlength=n) if len(c) else 0
-            tasks[f"{name}_queue_s"] = np.bincount(c["task"], weights=c["queue_s"], minlength=n) if len(c) else 0.0
-            tasks[f"{name}_service_s"] = np.bincount(c["task"], weights=c["service_s"], minlength=n) if len(c) else 0.0
+            mine = c_pool == i  # numpy masks, not frame filters: the same values in the same order
+            task_i = c_task[mine]
+            tasks[f"{name}_calls"] = np.bincount(task_i, minlength=n) if len(task_i) else 0
+            tasks[f"{name}_queue_s"] = np.bincount(task_i, weights=c_queue[mine], minlength=n) if len(task_i) else 0.0
+            tasks[f"{name}_service_s"] = np.bincount(task_i, weights=c_service[mine], minlength=n) if len(task_i) else 0.0
         tasks["api_usd"] = np.array(self.api_usd, dtype=np.float64)
         if len(turns):
             g = turns.groupby("task")["latency_s"]
