@@ -48,6 +48,25 @@ def load_trace(path: Optional[Path]):
         fail(str(exc))
 
 
+def synthetic_table(profile: str, n: int, seed: int):
+    """N synthetic trajectories as a UnitTable: generated columnar, never as per-step objects."""
+    from specagent.simulator.plan import unit_table_from_arrays
+    from specagent.traces import step_arrays
+    from specagent.traces.profile import load_profile
+    from specagent.traces.synth import synthesize_frame
+
+    if n < 1:
+        fail(f"--trajectories must be >= 1, got {n}")
+    try:
+        prof = load_profile(profile)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    frame = synthesize_frame(prof, n, seed)
+    arrays = step_arrays(frame)
+    ids = frame["task_id"].to_numpy(dtype=object)[arrays["traj_offsets"][:-1]].tolist()
+    return unit_table_from_arrays(arrays, ids), f"synthetic {prof.name} ×{n:,} (seed {seed})"
+
+
 def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtype: str, strong_model: str, strong_hardware: str,
                   strong_gpus: int, strong_dtype: str, strong_api: Optional[str], edge: bool, prefix_caching: bool,
                   weight_mode: str, verifier_prompt: str) -> Setting:
@@ -80,6 +99,9 @@ def _acceptance(accept: Optional[float], weak_ratio: float, verdict_tokens: int,
 # Shared options -------------------------------------------------------------------
 O = typer.Option
 TRACE = O(None, "--trace", help="Trajectories (JSONL or Parquet in specagent's trace schema). Default: the shipped τ²-Bench airline workload.")
+SYNTH = O(None, "--synthetic", help="Instead of --trace: synthetic trajectories from a workload profile (name or TOML; "
+          "`specagent traces profiles` lists them), generated as columns and planned in lockstep: the fast path for 10^4-10^6 trajectories.")
+SYNTH_N = O(10_000, "--trajectories", help="How many synthetic trajectories --synthetic generates (seeded by --seed).")
 WEAK_MODEL = O("qwen3.5-4b", help="Weak model (HF id, short name or config.json).")
 WEAK_HW = O("h20", help="Weak model's GPU profile.")
 WEAK_GPUS = O(1, help="GPUs per Weak replica.")
@@ -236,6 +258,7 @@ def predict(
 def simulate_cmd(
     strategy: str = typer.Argument("specagent", help="Strategy: " + ", ".join(STRATEGY_NAMES)),
     trace: Optional[Path] = TRACE,
+    synthetic: Optional[str] = SYNTH, trajectories: int = SYNTH_N,
     out: Optional[Path] = O(None, "-o", "--out", help="Write the per-trajectory results as Parquet here."),
     weak_model: str = WEAK_MODEL, weak_hardware: str = WEAK_HW, weak_gpus: int = WEAK_GPUS, weak_dtype: str = WEAK_DTYPE,
     strong_model: str = STRONG_MODEL, strong_hardware: str = STRONG_HW, strong_gpus: int = STRONG_GPUS, strong_dtype: str = STRONG_DTYPE,
@@ -248,7 +271,9 @@ def simulate_cmd(
     """Run one strategy on a trace with every parameter as a flag; print per-model totals."""
     if strategy not in STRATEGY_NAMES:
         fail(f"unknown strategy '{strategy}'; known: {', '.join(STRATEGY_NAMES)}")
-    trajs, path = load_trace(trace)
+    if synthetic and trace:
+        fail("give --trace or --synthetic, not both")
+    trajs, path = synthetic_table(synthetic, trajectories, seed) if synthetic else load_trace(trace)
     setting = build_setting(weak_model, weak_hardware, weak_gpus, weak_dtype, strong_model, strong_hardware, strong_gpus,
                             strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt)
     try:
@@ -264,11 +289,12 @@ def simulate_cmd(
     if as_json:
         print(json.dumps({"strategy": strategy, "trace": str(path), "setting": setting.describe(), "totals": totals}, indent=2))
         return
-    t = Table(title=f"{frame['label'].iloc[0]} — {len(frame)} trajectories from {Path(path).name} [{weight_mode}, {engine}]")
+    source = path if synthetic else Path(path).name
+    t = Table(title=f"{frame['label'].iloc[0]} — {len(frame):,} trajectories from {source} [{weight_mode}, {engine}]")
     t.add_column("total")
     t.add_column("value", justify="right")
     for c, v in totals.items():
-        t.add_row(c, f"{v:,.4g}" if abs(v) >= 1e6 else f"{v:,.2f}")
+        t.add_row(c, f"{v:,.4g}" if abs(v) >= 1e6 else f"{v:,.0f}" if v.is_integer() else f"{v:,.2f}")
     console.print(t)
     if out:
         console.print(f"wrote {out}")

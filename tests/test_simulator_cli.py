@@ -105,3 +105,21 @@ def test_help_explains_the_strategies():
     assert r.exit_code == 0
     for s in ("strongonly", "specagent", "exactmatch", "router", "collab"):
         assert s in r.output
+
+
+def test_simulate_synthetic_fast_path_equals_the_same_workload_read_from_a_file(tmp_path):
+    """--synthetic (columns, lockstep planner) and `traces synth` + --trace (validated objects) agree exactly."""
+    p = tmp_path / "synth.parquet"
+    r = runner.invoke(app, ["traces", "synth", "--profile", "tau2_airline", "-n", "150", "--seed", "4", "-o", str(p)])
+    assert r.exit_code == 0, r.output
+    totals = []
+    for args in (["--synthetic", "tau2_airline", "--trajectories", "150"], ["--trace", str(p)]):
+        r = runner.invoke(app, ["simulate", "specagent", *args, "--seed", "4", "--json", "--engine", "simpy"])
+        assert r.exit_code == 0, r.output
+        totals.append(json.loads(r.output)["totals"])
+    assert totals[0] == totals[1]
+    assert totals[0]["rejections"] > 0 and totals[0]["reviews"] > totals[0]["rejections"]
+    r = runner.invoke(app, ["simulate", "--synthetic", "tau2_airline", "--trace", str(p)])
+    assert r.exit_code != 0 and "not both" in r.output
+    r = runner.invoke(app, ["simulate", "--synthetic", "no_such_profile"])
+    assert r.exit_code != 0 and "no shipped profile" in r.output
