@@ -9,9 +9,10 @@ trace's token lengths, reads hit the database at once, the first held action sto
 drafting and waits, the Strong model runs the verification prefill on its cached
 context and decodes verdict and repair tokens, and caches roll back on rejection.
 
-The control flow mirrors `specagent.simulator.strategies.SpecAgent` (K, `on_write`
-review, cached verifier prompt, prefix caching): each model's cache length is exactly
-the simulator's "seen" count, asserted at every call. When a verdict's replacement call
+The decisions come from `specagent.simulator.protocol`, the same sequence the planner
+prices (K, `on_write` review, cached verifier prompt, prefix caching); this module only
+carries them out, and each model's cache length is exactly the simulator's "seen" count,
+asserted at every call. When a verdict's replacement call
 is used, both append it to the Strong cache with a short prefill (phase strong_prefill).
 
 The run writes a protocol log in the trace schema (the trajectory's committed steps with
@@ -33,6 +34,7 @@ import torch
 from specagent.kernels.airline_env import AirlineEnv, UnreviewedWrite
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
+from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Review, UserMessage, specagent_protocol
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
 PHASES = ("weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict", "tool", "user")
@@ -57,9 +59,10 @@ class Unit:
     tools: list[str]
     is_user: bool = False
     user_tokens: int = 0
-    label_verdict: str | None = None
-    label_verdict_tokens: int = 0
-    label_repair_tokens: int = 0
+    # recorded protocol-log labels, under the names simulator.protocol reads
+    verdict: str | None = None
+    verdict_tokens: int = 0
+    repair_tokens: int = 0
 
 
 _RANK = {"write": 4, "generic": 3, "read": 2, "think": 1, "reply": 0}
@@ -91,10 +94,10 @@ def units_of(t: Trajectory) -> list[Unit]:
             cur.ctx_tokens += ctx
             if s.label is not None:
                 v = s.label.verdict.value if s.label.verdict is not None else "unreviewed"
-                if cur.label_verdict != "repair":
-                    cur.label_verdict = v
-                cur.label_verdict_tokens += s.label.verdict_tokens
-                cur.label_repair_tokens += s.label.repair_tokens
+                if cur.verdict != "repair":
+                    cur.verdict = v
+                cur.verdict_tokens += s.label.verdict_tokens
+                cur.repair_tokens += s.label.repair_tokens
         elif s.actor == Actor.TOOL:
             if cur is None:
                 cur = Unit([], [], "read", False, True, 0, 0, 0, [])
@@ -268,7 +271,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
     units = units_of(traj)
     labelled = traj.is_protocol_log
     # the simulator's per-unit draws: a live run makes the decisions `simulate` makes on the same trace and seed
-    draws = unit_uniforms(cfg.seed, np.full(len(units), index), np.arange(len(units))).tolist()
+    u = unit_uniforms(cfg.seed, np.full(len(units), index), np.arange(len(units)))
+    draws = (u[:, 0].tolist(), u[:, 1].tolist())
     arg_rng = random.Random(f"args:{cfg.seed}:{index}")
     clock = Clock()
     W = Lane(weak, "weak", cfg.seed * 1000 + 2 * index, clock)
@@ -318,123 +322,83 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         lane.rollback(keep)
 
     t_start = time.perf_counter()
-    i, n_units, seg_no = 0, len(units), 0
-    after_rej = False
-    while i < n_units:
-        u = units[i]
-        if u.is_user:
-            hist += u.user_tokens
-            i += 1
-            continue
-        # ---- draft: reads execute, the first held action stops drafting
-        if cfg.check_safety:
-            clock.pause()
-            d0 = env.digest()
-            clock.resume()
-        seg: list[int] = []
-        seg_ctx: list[int] = []
-        pending = 0
-        j = i
-        while j < n_units and len(seg) < cfg.k:
-            a = units[j]
-            if a.is_user:
-                break
-            call(W, a.out_tokens, a.ctx_tokens, hist + pending, "weak_prefill", "weak_decode", snap=True)
-            seg.append(j)
-            add = a.ctx_tokens
-            if a.held:
-                if cfg.check_safety:  # the held action must be refused by the environment before review
-                    for name in a.tools:
-                        if env.holds(name):
-                            try:
-                                env.execute(name, env.arguments_for(name, user_id, random.Random(0)), reviewed=False)
-                            except UnreviewedWrite:
-                                safety["unreviewed_write_attempts_blocked"] += 1
-                            else:
-                                raise SafetyViolation(f"{name} ran before review")
-                seg_ctx.append(add)
-                pending += add
-                break
-            if a.has_tool:
-                tool_calls(a, reviewed=False)
-                add += a.result_tokens
-            seg_ctx.append(add)
-            pending += add
-            j += 1
-            if a.kind == "reply":
-                break
-        last = units[seg[-1]]
-        if cfg.check_safety:
-            db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
-        if not last.held:  # on_write: chunks of reads and replies are committed without review
-            hist += pending
-            for idx in seg:
+    seg_no = 0
+    d0 = ""
+    for op in specagent_protocol(units, cfg.k, "on_write", False, acc, draws, labelled):
+        kind = type(op)
+        if kind is Draft:
+            a = units[op.unit]
+            if op.position == 0 and cfg.check_safety:
+                clock.pause()
+                d0 = env.digest()
+                clock.resume()
+            call(W, a.out_tokens, a.ctx_tokens, hist + op.pending, "weak_prefill", "weak_decode", snap=True)
+            if a.held and cfg.check_safety:  # the held action must be refused by the environment before review
+                for name in a.tools:
+                    if env.holds(name):
+                        try:
+                            env.execute(name, env.arguments_for(name, user_id, random.Random(0)), reviewed=False)
+                        except UnreviewedWrite:
+                            safety["unreviewed_write_attempts_blocked"] += 1
+                        else:
+                            raise SafetyViolation(f"{name} ran before review")
+        elif kind is DraftedRead:
+            tool_calls(units[op.unit], reviewed=False)
+        elif kind is UserMessage:
+            hist += units[op.unit].user_tokens
+        elif kind is CommitUnreviewed:  # on_write: chunks of reads and replies are committed without review
+            if cfg.check_safety:
+                db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
+            hist += op.pending
+            for idx in op.segment:
                 label(units[idx], DraftedBy.WEAK, None, segment=seg_no)
-            events.append(("commit_unreviewed", tuple(seg)))
-            i = seg[-1] + 1
+            events.append(("commit_unreviewed", op.segment))
             seg_no += 1
-            continue
-        # ---- verification prefill of everything Strong has not read, segment included
-        safety["segments_reviewed"] += 1
-        total = hist + pending
-        bounds = [hist + sum(seg_ctx[:r]) for r in range(len(seg) + 1)]
-        S.prefill_to(total, "strong_verify", boundaries=bounds)
-        rejected = -1
-        for pos, idx in enumerate(seg):
-            a = units[idx]
-            ok = (a.label_verdict != "repair") if labelled else (draws[idx][0] < acc.p_accept(a.kind, pos, after_rej, False))
-            after_rej = not ok
-            if not ok:
-                rejected = pos
-                break
-        if rejected < 0:
-            vt = sum(units[idx].label_verdict_tokens for idx in seg) if labelled else acc.accept_verdict_tokens
-            S.decode(vt, "strong_verdict")
+        elif kind is Review:  # verification prefill of everything Strong has not read, segment included
+            if cfg.check_safety:
+                db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
+            safety["segments_reviewed"] += 1
+            total = hist + op.pending
+            S.prefill_to(total, "strong_verify", boundaries=[hist + sum(op.segment_ctx[:r]) for r in range(len(op.segment) + 1)])
+        elif kind is Accept:
+            S.decode(op.verdict_tokens, "strong_verdict")
             S.rollback(total)
             hist = total
-            for n_, idx in enumerate(seg):
-                label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, vt=vt if n_ == len(seg) - 1 else 0, segment=seg_no)
-            if last.has_tool:  # reviewed and accepted: the held write runs now
+            for n_, idx in enumerate(op.segment):
+                label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, vt=op.verdict_tokens if n_ == len(op.segment) - 1 else 0, segment=seg_no)
+            if op.run_held:  # reviewed and accepted: the held write runs now
+                last = units[op.segment[-1]]
                 tool_calls(last, reviewed=True)
                 safety["held_writes_accepted"] += 1
                 hist += last.result_tokens
-            events.append(("accept", tuple(seg)))
-            i = seg[-1] + 1
+            events.append(("accept", op.segment))
             seg_no += 1
-            continue
-        # ---- rejection: keep the valid prefix; the verdict names the first bad step
-        keep = sum(seg_ctx[:rejected])
-        bad = units[seg[rejected]]
-        vt = bad.label_verdict_tokens if labelled else acc.verdict_tokens + bad.ctx_tokens
-        S.decode(vt, "strong_verdict")
-        hist += keep
-        S.rollback(hist)
-        W.rollback(min(W.seen, hist))
-        if last.held:
-            safety["held_writes_discarded"] += 1
-        if cfg.check_safety:
-            db_unchanged(d0, f"segment {seg_no} was rejected but the database changed", "db_restored_after_rejection")
-        for idx in seg[:rejected]:
-            label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, segment=seg_no)
-        replacement = (bad.label_repair_tokens == 0) if labelled else (draws[seg[rejected]][1] < acc.p_valid_replacement)
-        if not replacement and not labelled and bad.out_tokens == 0:
-            replacement = True  # a zero-token repair turn is recorded (and replayed) as a replacement call
-        if replacement:
-            # the replacement call joins Strong's cache by a short prefill, as the simulator prices it
-            S.prefill_to(hist + bad.ctx_tokens, "strong_prefill")
+        else:  # Reject: keep the valid prefix; the verdict names the first bad step
+            bad = units[op.segment[op.position]]
+            S.decode(op.verdict_tokens, "strong_verdict")
+            hist += op.keep
+            S.rollback(hist)
+            W.rollback(min(W.seen, hist))
+            if units[op.segment[-1]].held:
+                safety["held_writes_discarded"] += 1
+            if cfg.check_safety:
+                db_unchanged(d0, f"segment {seg_no} was rejected but the database changed", "db_restored_after_rejection")
+            for idx in op.segment[:op.position]:
+                label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, segment=seg_no)
+            if op.replacement:
+                # the replacement call joins Strong's cache by a short prefill, as the simulator prices it
+                S.prefill_to(hist + bad.ctx_tokens, "strong_prefill")
+                rt = 0
+            else:
+                rt = op.repair_tokens
+                call(S, rt, bad.ctx_tokens, hist, "strong_prefill", "strong_decode")
             hist += bad.ctx_tokens
-            rt = 0
-        else:
-            rt = bad.label_repair_tokens if labelled else bad.out_tokens
-            call(S, rt, bad.ctx_tokens, hist, "strong_prefill", "strong_decode")
-            hist += bad.ctx_tokens
-        label(bad, DraftedBy.STRONG, Verdict.REPAIR, vt=vt, rt=rt, segment=seg_no)
-        if bad.has_tool:  # the repair commits without a second review
-            tool_calls(bad, reviewed=True)
-            hist += bad.result_tokens
-        events.append(("reject", tuple(seg), rejected, "replacement" if replacement else "repair"))
-        i = seg[rejected] + 1
-        seg_no += 1
+            label(bad, DraftedBy.STRONG, Verdict.REPAIR, vt=op.verdict_tokens, rt=rt, segment=seg_no)
+            if bad.has_tool:  # the repair commits without a second review
+                tool_calls(bad, reviewed=True)
+                hist += bad.result_tokens
+            events.append(("reject", op.segment, op.position, "replacement" if op.replacement else "repair"))
+            seg_no += 1
     wall = time.perf_counter() - t_start - clock.excluded
     steps = []
     for s in traj.steps:

@@ -24,8 +24,8 @@ _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 _REPLY = UNIT_KINDS.index("reply")
 
 
-def weak_tokens(n: np.ndarray, ratio: float) -> np.ndarray:
-    """Weak tokens for a Strong step of n tokens (round half to even, as Python's round)."""
+def weak_tokens_array(n: np.ndarray, ratio: float) -> np.ndarray:
+    """`protocol.weak_tokens` over an array (round half to even, as Python's round)."""
     return n if ratio == 1.0 else np.round(n * ratio).astype(np.int64)
 
 
@@ -87,8 +87,8 @@ class _Lockstep:
         traj_of, pos_of = table.positions()
         self.draws = unit_uniforms(seed, traj_of, pos_of)
         is_user, held, kind = table.is_user, table.held, table.kind
-        self.wout = weak_tokens(table.out_tokens, acc.weak_token_ratio)
-        wctx = weak_tokens(table.ctx_tokens, acc.weak_token_ratio)
+        self.wout = weak_tokens_array(table.out_tokens, acc.weak_token_ratio)
+        wctx = weak_tokens_array(table.ctx_tokens, acc.weak_token_ratio)
         self.wkeep = np.minimum(self.wout, wctx)  # what of a Weak call stays in its cache (reasoning dropped)
         # context a drafted unit adds while drafting: its message, plus the results of a read it ran
         add = np.where(is_user, 0, wctx + np.where(table.has_tool & ~held, table.result_tokens, 0))

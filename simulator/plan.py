@@ -54,6 +54,7 @@ class Action(NamedTuple):
     verdict: str | None = None
     verdict_tokens: int = 0
     repair_tokens: int = 0
+    is_user = False  # class attribute, not a field: what the protocol asks of any unit
 
 
 class UserTurn(NamedTuple):
@@ -61,6 +62,7 @@ class UserTurn(NamedTuple):
 
     tokens: int
     latency_s: float
+    is_user = True
 
 
 Unit = Action | UserTurn

@@ -15,6 +15,9 @@ from specagent.simulator.plan import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
     Action, Episode, PlanBuilder, UserTurn,
 )
+from specagent.simulator.protocol import (
+    Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol, weak_tokens,
+)
 
 WEAK, STRONG = 0, 1
 _CALL_PHASES = ((WEAK_PREFILL, WEAK_DECODE), (STRONG_PREFILL, STRONG_DECODE))
@@ -105,8 +108,7 @@ class Strategy:
 
 
 def _weak_tokens(n: int, acc: AcceptanceModel) -> int:
-    r = acc.weak_token_ratio
-    return n if r == 1.0 else int(round(n * r))
+    return weak_tokens(n, acc.weak_token_ratio)
 
 
 def _commit_action(st: _State, idx: int, a: Action, by: int, ctx: int, reviewed: bool) -> None:
@@ -158,128 +160,87 @@ class SpecAgent(Strategy):
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         units = ep.units
-        i, n_units = 0, len(units)
-        after_rej = False
-        exact = self.verifier == "exact"
-        while i < n_units:
-            u = units[i]
-            if isinstance(u, UserTurn):
-                st.user_turn(u)
-                i += 1
-                continue
-            # --- draft a chunk: reads run for real, the first held action stops drafting
-            seg: list[int] = []
-            seg_ctx: list[int] = []  # tokens each drafted step adds (its message + read results)
-            pending = 0
-            j = i
-            while j < n_units and len(seg) < self.k:
-                a = units[j]
-                if isinstance(a, UserTurn):
-                    break
-                out, ctx = _weak_tokens(a.out_tokens, acc), _weak_tokens(a.ctx_tokens, acc)
-                st.call(WEAK, out, ctx, pending=pending)
-                seg.append(j)
-                add = ctx
-                if a.held:
-                    seg_ctx.append(add)
-                    pending += add
-                    break
-                if a.has_tool:
-                    st.log("exec", j, WEAK, False)
-                    st.wait(TOOL, a.tool_s)
-                    add += a.result_tokens
-                seg_ctx.append(add)
-                pending += add
-                j += 1
-                if a.kind == "reply":
-                    break
-            last = units[seg[-1]]
-            assert isinstance(last, Action)
-            review = last.held or self.review == "every_chunk" or (self.review == "hold_replies" and last.kind == "reply")
-            if not review:
-                st.hist += pending
-                st.bump("committed_weak", len(seg))
-                for idx in seg:
-                    st.log("commit", idx, WEAK)
-                i = seg[-1] + 1
-                continue
-            # --- one verification prefill over everything the Strong model has not read, segment included
-            st.bump("reviews")
-            st.log("review", tuple(seg))
-            if verifier_prompt == "fresh":
-                st.plan.add(st.traj, STRONG_VERIFY, vsys + st.hist + pending, 0)
-                verify_ctx = vsys + st.hist + pending
-            else:
-                total = st.hist + pending
-                n, c = (total - st.seen[STRONG], st.seen[STRONG]) if st.prefix_caching else (total, 0)
-                if n > 0:
-                    st.plan.add(st.traj, STRONG_VERIFY, n, c)
-                verify_ctx = total
-                st.seen[STRONG] = total  # the segment is now in Strong's cache (rolled back below if rejected)
-            st.bump("strong_calls")
-            rejected = -1
-            for pos, idx in enumerate(seg):
-                a = units[idx]
-                if ep.labelled:
-                    ok = a.verdict != "repair"
-                else:
-                    ok = draws[0][idx] < acc.p_accept(a.kind, pos, after_rej, exact)
-                after_rej = not ok
-                if not ok:
-                    rejected = pos
-                    break
-            if rejected < 0:
-                vt = sum(units[idx].verdict_tokens for idx in seg) if ep.labelled else acc.accept_verdict_tokens
-                if vt:
-                    st.plan.add(st.traj, STRONG_VERDICT, vt, verify_ctx)
-                st.hist += pending
-                st.bump("committed_weak", len(seg))
-                for idx in seg:
-                    st.log("commit", idx, WEAK)
-                if last.held and last.has_tool:  # reviewed and accepted: now it may run
-                    st.log("exec", seg[-1], WEAK, True)
+        verify_ctx = 0
+        for op in specagent_protocol(units, self.k, self.review, self.verifier == "exact", acc, draws, ep.labelled):
+            kind = type(op)
+            if kind is Draft:
+                a = units[op.unit]
+                st.call(WEAK, _weak_tokens(a.out_tokens, acc), _weak_tokens(a.ctx_tokens, acc), pending=op.pending)
+            elif kind is DraftedRead:
+                st.log("exec", op.unit, WEAK, False)
+                st.wait(TOOL, units[op.unit].tool_s)
+            elif kind is UserMessage:
+                st.user_turn(units[op.unit])
+            elif kind is CommitUnreviewed:
+                self._commit_weak(st, op.segment, op.pending)
+            elif kind is Review:
+                verify_ctx = self._verify(st, op, verifier_prompt, vsys)
+            elif kind is Accept:
+                if op.verdict_tokens:
+                    st.plan.add(st.traj, STRONG_VERDICT, op.verdict_tokens, verify_ctx)
+                self._commit_weak(st, op.segment, op.pending)
+                if op.run_held:  # reviewed and accepted: now it may run
+                    last = units[op.segment[-1]]
+                    st.log("exec", op.segment[-1], WEAK, True)
                     st.wait(TOOL, last.tool_s)
                     st.hist += last.result_tokens
-                i = seg[-1] + 1
-                continue
-            # --- rejection: keep the valid prefix, the verdict names the first bad step
-            st.bump("rejections")
-            keep = sum(seg_ctx[:rejected])
-            wasted = sum(_weak_tokens(units[idx].out_tokens, acc) for idx in seg[rejected:])
-            st.bump("wasted_weak_tokens", wasted)
-            st.bump("committed_weak", rejected)
-            for idx in seg[:rejected]:
-                st.log("commit", idx, WEAK)
-            bad = units[seg[rejected]]
-            assert isinstance(bad, Action)
-            vt = bad.verdict_tokens if ep.labelled else acc.verdict_tokens + bad.ctx_tokens
-            if vt:
-                st.plan.add(st.traj, STRONG_VERDICT, vt, verify_ctx)
-            st.hist += keep
-            st.rollback()
-            if ep.labelled:
-                replacement = bad.repair_tokens == 0
-            else:  # a repair turn of zero tokens is indistinguishable from the verdict's own call
-                replacement = draws[1][seg[rejected]] < acc.p_valid_replacement or bad.out_tokens == 0
-            if replacement:
-                st.bump("replacements")
-                if verifier_prompt == "cached" and st.prefix_caching and bad.ctx_tokens:
-                    # The call was decoded inside the verdict, after the rejected tail; once that tail
-                    # is rolled back, the call is appended to Strong's cache by a short prefill.
-                    st.plan.add(st.traj, STRONG_PREFILL, bad.ctx_tokens, st.hist)
-                    st.seen[STRONG] = st.hist + bad.ctx_tokens
-                st.hist += bad.ctx_tokens
             else:
-                st.bump("repairs")
-                st.call(STRONG, bad.repair_tokens if ep.labelled else bad.out_tokens, bad.ctx_tokens)
-                st.hist += bad.ctx_tokens
-            if bad.has_tool:  # the repair commits without a second review
-                st.log("exec", seg[rejected], STRONG, True)
-                st.wait(TOOL, bad.tool_s)
-                st.hist += bad.result_tokens
-            st.log("commit", seg[rejected], STRONG)
-            st.bump("committed_strong")
-            i = seg[rejected] + 1
+                self._reject(st, units, op, verify_ctx, verifier_prompt)
+
+    @staticmethod
+    def _commit_weak(st: _State, segment: tuple[int, ...], pending: int) -> None:
+        st.hist += pending
+        st.bump("committed_weak", len(segment))
+        for idx in segment:
+            st.log("commit", idx, WEAK)
+
+    @staticmethod
+    def _verify(st: _State, op: Review, verifier_prompt: str, vsys: int) -> int:
+        """One verification prefill over everything the Strong model has not read, segment included."""
+        st.bump("reviews")
+        st.log("review", op.segment)
+        st.bump("strong_calls")
+        total = st.hist + op.pending
+        if verifier_prompt == "fresh":
+            st.plan.add(st.traj, STRONG_VERIFY, vsys + total, 0)
+            return vsys + total
+        n, c = (total - st.seen[STRONG], st.seen[STRONG]) if st.prefix_caching else (total, 0)
+        if n > 0:
+            st.plan.add(st.traj, STRONG_VERIFY, n, c)
+        st.seen[STRONG] = total  # the segment is now in Strong's cache (rolled back if rejected)
+        return total
+
+    @staticmethod
+    def _reject(st: _State, units, op: Reject, verify_ctx: int, verifier_prompt: str) -> None:
+        """Keep the valid prefix; Strong replaces or repairs the bad step, which commits unreviewed."""
+        st.bump("rejections")
+        st.bump("wasted_weak_tokens", op.wasted_weak_tokens)
+        st.bump("committed_weak", op.position)
+        for idx in op.segment[:op.position]:
+            st.log("commit", idx, WEAK)
+        b = op.segment[op.position]
+        bad = units[b]
+        if op.verdict_tokens:
+            st.plan.add(st.traj, STRONG_VERDICT, op.verdict_tokens, verify_ctx)
+        st.hist += op.keep
+        st.rollback()
+        if op.replacement:
+            st.bump("replacements")
+            if verifier_prompt == "cached" and st.prefix_caching and bad.ctx_tokens:
+                # The call was decoded inside the verdict, after the rejected tail; once that tail
+                # is rolled back, the call is appended to Strong's cache by a short prefill.
+                st.plan.add(st.traj, STRONG_PREFILL, bad.ctx_tokens, st.hist)
+                st.seen[STRONG] = st.hist + bad.ctx_tokens
+        else:
+            st.bump("repairs")
+            st.call(STRONG, op.repair_tokens, bad.ctx_tokens)
+        st.hist += bad.ctx_tokens
+        if bad.has_tool:  # the repair commits without a second review
+            st.log("exec", b, STRONG, True)
+            st.wait(TOOL, bad.tool_s)
+            st.hist += bad.result_tokens
+        st.log("commit", b, STRONG)
+        st.bump("committed_strong")
 
 
 class ExactMatchSpeculative(Strategy):
