@@ -72,19 +72,27 @@ def plan_command(
     t = Table(title=f"Cheapest fleet per strategy at {req.rate:g} tasks/s with {req.slo} ({req.n_tasks} simulated tasks)")
     for c in ("strategy", "weak pool", "strong pool", "GPUs", "$/hour", "p50 s", "p95 s", "util W/S", "Strong dec. batch", "saving vs Strong-only"):
         t.add_column(c)
-    for r in res.best.to_dict("records"):
+    best = res.best.to_dict("records")
+    for r in best:
         sav = r.get("usd_saving_vs_strongonly", math.nan)
         gsav = r.get("gpu_saving_vs_strongonly", math.nan)
-        t.add_row(r["label"], f"{r['weak_replicas']}x{r['weak_gpus_per_replica']} {r['weak_gpu']}" if r["weak_replicas"] else "—",
+        t.add_row(r["strategy"], f"{r['weak_replicas']}x{r['weak_gpus_per_replica']} {r['weak_gpu']}" if r["weak_replicas"] else "—",
                   f"{r['strong_replicas']}x{r['strong_gpus_per_replica']} {r['strong_gpu']}" if r["strong_replicas"] else "—",
                   str(r["gpus"]), _fmt(r["usd_per_hour"]), _fmt(r["latency_p50_s"], 1), _fmt(r["latency_p95_s"], 1),
                   f"{r['weak_utilisation']:.2f}/{r['strong_utilisation']:.2f}", _fmt(r["strong_mean_decode_batch"], 1),
                   f"$ {_fmt(100 * sav, 0)}%, GPUs {_fmt(100 * gsav, 0)}%" if isinstance(sav, float) else "—")
+    t.caption = "; ".join(f"{r['strategy']} = {r['label']}" for r in best)
     console.print(t)
-    console.print("All candidates (one per strategy and GPU pairing):")
-    console.print(res.table[["strategy", "weak_gpu", "strong_gpu", "feasible", "evaluations"] +
-                            [c for c in ("weak_replicas", "strong_replicas", "gpus", "usd_per_hour", "latency_p95_s") if c in res.table]]
-                  .to_string(index=False))
+    cand = Table(title="All candidates (one per strategy and GPU pairing; replicas found by the search above)")
+    cols = [("strategy", "strategy"), ("weak_gpu", "weak GPU"), ("strong_gpu", "strong GPU"), ("feasible", "meets SLO"),
+            ("evaluations", "runs"), ("weak_replicas", "weak repl."), ("strong_replicas", "strong repl."), ("gpus", "GPUs"),
+            ("usd_per_hour", "$/hour"), ("latency_p95_s", "p95 s")]
+    cols = [(c, h) for c, h in cols if c in res.table]
+    for _, h in cols:
+        cand.add_column(h, justify="left" if h in ("strategy", "weak GPU", "strong GPU") else "right")
+    for r in res.table.to_dict("records"):
+        cand.add_row(*[("yes" if r[c] else "no") if c == "feasible" else _fmt(r[c], 2 if c == "usd_per_hour" else 1) for c, _ in cols])
+    console.print(cand)
     console.print("Prices:")
     for g, src in res.price_sources.items():
         console.print(f"  {g}: {src}", highlight=False)
