@@ -125,29 +125,31 @@ SEED = O(0, help="Seed of every random draw (same seed, same bytes out).")
 
 
 def _rel_table(summary: pd.DataFrame, title: str) -> Table:
-    t = Table(title=title)
-    t.add_column("strategy")
+    t = Table(title=title, show_edge=False)
+    t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in summary.index))
     cols = [("total_bytes_read_rel", "memory traffic (both)"), ("strong_bytes_read_rel", "Strong memory traffic"),
             ("wall_time_s_rel", "wall time"), ("total_flops_rel", "FLOPs (both)"),
             ("strong_decode_tokens_rel", "Strong decode tokens"), ("strong_calls_rel", "Strong calls"), ("api_usd_rel", "API $")]
     cols = [c for c in cols if c[0] in summary]
     for _, name in cols:
-        t.add_column(name, justify="right")
+        t.add_column(name, justify="right", min_width=5)  # figures are never cut; headers wrap instead
     if "measured_success" in summary:
-        t.add_column("measured success", justify="right")
+        t.add_column("measured success", justify="right", min_width=5)
     for strat, row in summary.iterrows():
         cells = [f"{row[c]:.3f}" for c, _ in cols]
         if "measured_success" in summary:
             cells.append("-" if pd.isna(row["measured_success"]) else f"{row['measured_success']:.2f}")
-        t.add_row(str(row.get("label", strat)), *cells)
+        t.add_row(str(strat), *cells)
+    if "label" in summary:
+        t.caption = "; ".join(f"{s} = {label}" for s, label in summary["label"].items())
     return t
 
 
 def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: str) -> Table:
-    t = Table(title=title)
-    t.add_column("strategy")
+    t = Table(title=title, show_edge=False)
+    t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in phase.index))
     for c in phase.columns:
-        t.add_column(c.replace("_", " "), justify="right")
+        t.add_column(c.replace("_", " "), justify="right", min_width=5)
     for strat, row in phase.iterrows():
         t.add_row(str(strat), *[f"{v / baseline_total:.3f}" if baseline_total else f"{v:.3g}" for v in row.values])
     t.caption = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
