@@ -129,3 +129,20 @@ def test_live_run_makes_the_simulators_decisions(mixed_run):
         assert row["replacements"] == sum(1 for e in rejects if e[3] == "replacement")
         assert row["repairs"] == sum(1 for e in rejects if e[3] == "repair")
     assert sim["rejections"].sum() > 0 and sim["reviews"].sum() > sim["rejections"].sum()  # both outcomes occur
+
+
+def test_units_match_the_simulators_episode_units():
+    """The live runner groups a trace into exactly the simulator's units (its own copy adds tool names and step indices)."""
+    from specagent.simulator.plan import episode_from_trajectory
+    from specagent.traces import default_workload_path, load_trajectories
+
+    for t in [_traj(0), _traj(1), *load_trajectories(default_workload_path())[:20]]:
+        live, ep = units_of(t), episode_from_trajectory(t)
+        assert len(live) == len(ep.units)
+        for a, b in zip(live, ep.units):
+            assert a.is_user == b.is_user
+            if a.is_user:
+                assert a.user_tokens == b.tokens
+            else:
+                assert (a.kind, a.held, a.has_tool, a.out_tokens, a.ctx_tokens, a.result_tokens) == \
+                    (b.kind, b.held, b.has_tool, b.out_tokens, b.ctx_tokens, b.result_tokens)
