@@ -34,6 +34,7 @@ import torch
 from specagent.kernels.airline_env import AirlineEnv, UnreviewedWrite
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
+from specagent.simulator.plan import UserTurn, episode_from_trajectory, step_groups
 from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Review, UserMessage, specagent_protocol
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
@@ -65,52 +66,16 @@ class Unit:
     repair_tokens: int = 0
 
 
-_RANK = {"write": 4, "generic": 3, "read": 2, "think": 1, "reply": 0}
-
-
 def units_of(t: Trajectory) -> list[Unit]:
-    """Group steps as `simulator.plan.episode_from_trajectory` does (parallel calls, their results, user turns)."""
+    """The simulator's units of `t` (`episode_from_trajectory`), with the step indices and tool names the run needs."""
     units: list[Unit] = []
-    cur: Unit | None = None
-    group: int | None = None
-    for s in t.steps:
-        ctx = s.new_context_tokens if s.in_agent_context else 0
-        if s.actor == Actor.AGENT:
-            same = cur is not None and s.parallel_group is not None and s.parallel_group == group
-            if not same:
-                if cur is not None:
-                    units.append(cur)
-                cur = Unit([], [], s.kind.value, False, False, 0, 0, 0, [])
-                group = s.parallel_group
-            assert cur is not None
-            if _RANK.get(s.kind.value, 4) > _RANK.get(cur.kind, 4):
-                cur.kind = s.kind.value
-            cur.steps.append(s.index)
-            cur.held = cur.held or s.irreversible or s.kind == StepKind.WRITE
-            cur.has_tool = cur.has_tool or s.is_tool_call
-            if s.is_tool_call and s.tool_name:
-                cur.tools.append(s.tool_name)
-            cur.out_tokens += s.output_tokens
-            cur.ctx_tokens += ctx
-            if s.label is not None:
-                v = s.label.verdict.value if s.label.verdict is not None else "unreviewed"
-                if cur.verdict != "repair":
-                    cur.verdict = v
-                cur.verdict_tokens += s.label.verdict_tokens
-                cur.repair_tokens += s.label.repair_tokens
-        elif s.actor == Actor.TOOL:
-            if cur is None:
-                cur = Unit([], [], "read", False, True, 0, 0, 0, [])
-            cur.results.append(s.index)
-            cur.result_tokens += ctx
-        else:
-            if cur is not None:
-                units.append(cur)
-                cur = None
-            group = None
-            units.append(Unit([s.index], [], "user", False, False, 0, 0, 0, [], is_user=True, user_tokens=ctx))
-    if cur is not None:
-        units.append(cur)
+    for g, u in zip(step_groups(t), episode_from_trajectory(t).units):
+        if isinstance(u, UserTurn):
+            units.append(Unit([g.user.index], [], "user", False, False, 0, 0, 0, [], is_user=True, user_tokens=u.tokens))
+            continue
+        units.append(Unit([s.index for s in g.agent], [s.index for s in g.tools], u.kind, u.held, u.has_tool, u.out_tokens,
+                          u.ctx_tokens, u.result_tokens, [s.tool_name for s in g.agent if s.is_tool_call and s.tool_name],
+                          verdict=u.verdict, verdict_tokens=u.verdict_tokens, repair_tokens=u.repair_tokens))
     return units
 
 

@@ -18,7 +18,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from specagent.traces.columns import KIND_NAMES
-from specagent.traces.schema import Actor, StepKind, Trajectory
+from specagent.traces.schema import Actor, Step, StepKind, Trajectory
 
 # Phase codes. Weak phases < 2, Strong phases 2..5, waits 6..7.
 WEAK_PREFILL, WEAK_DECODE, STRONG_PREFILL, STRONG_VERIFY, STRONG_DECODE, STRONG_VERDICT, TOOL, USER = range(8)
@@ -89,6 +89,40 @@ UNIT_KINDS = ("reply", "think", "read", "generic", "write")
 _KIND_RANK = {k: r for r, k in enumerate(UNIT_KINDS)}
 
 
+class StepGroup(NamedTuple):
+    """The steps behind one unit: an agent message's parallel calls and the tool results that
+    answer them (`user` None), or a user message (`agent` and `tools` empty)."""
+
+    agent: list[Step]
+    tools: list[Step]
+    user: Step | None = None
+
+
+def step_groups(t: Trajectory) -> list[StepGroup]:
+    """Group steps into units: an agent step starts a new unit unless it continues the current
+    message's parallel group; tool results join the unit before them (a result with no call
+    before it opens a unit of its own); a user step is a unit."""
+    groups: list[StepGroup] = []
+    cur: StepGroup | None = None
+    cur_pg: int | None = None
+    for s in t.steps:
+        if s.actor == Actor.AGENT:
+            if cur is None or s.parallel_group is None or s.parallel_group != cur_pg:
+                cur = StepGroup([], [])
+                groups.append(cur)
+                cur_pg = s.parallel_group
+            cur.agent.append(s)
+        elif s.actor == Actor.TOOL:
+            if cur is None:
+                cur = StepGroup([], [])
+                groups.append(cur)
+            cur.tools.append(s)
+        else:
+            groups.append(StepGroup([], [], s))
+            cur, cur_pg = None, None
+    return groups
+
+
 def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_user_s: float = 0.0) -> Episode:
     """Merge parallel calls into one action and attach the tool results that answer it.
 
@@ -100,54 +134,42 @@ def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_
     review policy reproduces the run's segments exactly, with no acceptance model.
     """
     units: list[Unit] = []
-    cur: dict | None = None
-    cur_group: int | None = None
-
-    def flush() -> None:
-        nonlocal cur
-        if cur is not None:
-            units.append(Action(**cur))
-            cur = None
-
-    for s in t.steps:
-        ctx = s.new_context_tokens if s.in_agent_context else 0
-        if s.actor == Actor.AGENT:
-            kind = s.kind.value
-            same = cur is not None and s.parallel_group is not None and s.parallel_group == cur_group
-            if not same:
-                flush()
-                cur = dict(kind=kind, held=False, has_tool=False, out_tokens=0, ctx_tokens=0, result_tokens=0, tool_s=0.0)
-                cur_group = s.parallel_group
-            assert cur is not None
-            if _KIND_RANK.get(kind, 4) > _KIND_RANK.get(cur["kind"], 4):
-                cur["kind"] = kind
-            cur["held"] = cur["held"] or s.irreversible or s.kind == StepKind.WRITE
-            cur["has_tool"] = cur["has_tool"] or s.is_tool_call
-            cur["out_tokens"] += s.output_tokens
-            cur["ctx_tokens"] += ctx
-            if s.label is not None:
-                v = s.label.verdict.value if s.label.verdict is not None else "unreviewed"
-                if v == "rejected":
-                    raise ValueError(
-                        f"{t.source}: step {s.index} is labelled 'rejected'; a protocol log lists committed steps only, "
-                        "with the repaired step labelled 'repair' (see simulator/plan.py)"
-                    )
-                if cur.get("verdict") != "repair":
-                    cur["verdict"] = v
-                cur["verdict_tokens"] = cur.get("verdict_tokens", 0) + s.label.verdict_tokens
-                cur["repair_tokens"] = cur.get("repair_tokens", 0) + s.label.repair_tokens
-        elif s.actor == Actor.TOOL:
-            if cur is None:  # a tool result with no call before it: keep its tokens in the context
-                cur = dict(kind="read", held=False, has_tool=True, out_tokens=0, ctx_tokens=0, result_tokens=0, tool_s=0.0)
-            cur["result_tokens"] += ctx
-            lat = s.tool_latency_s if s.tool_latency_s is not None else default_tool_s
-            cur["tool_s"] = max(cur["tool_s"], lat)  # parallel calls run concurrently
-        else:
-            flush()
-            cur_group = None
+    for g in step_groups(t):
+        if g.user is not None:
+            s = g.user
             lat = s.user_latency_s if s.user_latency_s is not None else default_user_s
-            units.append(UserTurn(tokens=ctx, latency_s=lat))
-    flush()
+            units.append(UserTurn(tokens=s.new_context_tokens if s.in_agent_context else 0, latency_s=lat))
+            continue
+        kind = "read"  # a tool result with no call before it: keep its tokens in the context
+        if g.agent:
+            kind = g.agent[0].kind.value
+            for s in g.agent[1:]:
+                if _KIND_RANK.get(s.kind.value, 4) > _KIND_RANK.get(kind, 4):  # the most consequential kind wins
+                    kind = s.kind.value
+        verdict, verdict_tokens, repair_tokens = None, 0, 0
+        for s in g.agent:
+            if s.label is None:
+                continue
+            v = s.label.verdict.value if s.label.verdict is not None else "unreviewed"
+            if v == "rejected":
+                raise ValueError(
+                    f"{t.source}: step {s.index} is labelled 'rejected'; a protocol log lists committed steps only, "
+                    "with the repaired step labelled 'repair' (see simulator/plan.py)"
+                )
+            if verdict != "repair":
+                verdict = v
+            verdict_tokens += s.label.verdict_tokens
+            repair_tokens += s.label.repair_tokens
+        units.append(Action(
+            kind=kind,
+            held=any(s.irreversible or s.kind == StepKind.WRITE for s in g.agent),
+            has_tool=any(s.is_tool_call for s in g.agent) or not g.agent,
+            out_tokens=sum(s.output_tokens for s in g.agent),
+            ctx_tokens=sum(s.new_context_tokens for s in g.agent if s.in_agent_context),
+            result_tokens=sum(s.new_context_tokens for s in g.tools if s.in_agent_context),
+            tool_s=max([0.0, *(s.tool_latency_s if s.tool_latency_s is not None else default_tool_s for s in g.tools)]),
+            verdict=verdict, verdict_tokens=verdict_tokens, repair_tokens=repair_tokens,
+        ))
     return Episode(task_id=t.task_id, system_tokens=t.system_prompt_tokens, units=tuple(units), labelled=t.is_protocol_log)
 
 
