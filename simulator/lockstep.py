@@ -104,7 +104,7 @@ class _Lockstep:
         self.stop_end = np.minimum.accumulate(stop[::-1])[::-1]
         probs = acc.exact if exact else acc.accept
         self.p_kind = np.array([probs.get(name, probs.get("write", 0.0)) for name in UNIT_KINDS])
-        self.max_len = int(min(k, m))
+        self.max_len = int(min(k, np.diff(table.offsets).max(initial=0)))  # the longest chunk possible
         self.decay = np.array([acc.position_decay**p for p in range(self.max_len + 1)])
 
         self.i = table.offsets[:-1].astype(np.int64).copy()
