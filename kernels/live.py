@@ -291,6 +291,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
     d0 = ""
     for op in specagent_protocol(units, cfg.k, "on_write", False, acc, draws, labelled):
         kind = type(op)
+        if (kind is CommitUnreviewed or kind is Review) and cfg.check_safety:  # a chunk's drafting is over
+            db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
         if kind is Draft:
             a = units[op.unit]
             if op.position == 0 and cfg.check_safety:
@@ -312,16 +314,12 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         elif kind is UserMessage:
             hist += units[op.unit].user_tokens
         elif kind is CommitUnreviewed:  # on_write: chunks of reads and replies are committed without review
-            if cfg.check_safety:
-                db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
             hist += op.pending
             for idx in op.segment:
                 label(units[idx], DraftedBy.WEAK, None, segment=seg_no)
             events.append(("commit_unreviewed", op.segment))
             seg_no += 1
         elif kind is Review:  # verification prefill of everything Strong has not read, segment included
-            if cfg.check_safety:
-                db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
             safety["segments_reviewed"] += 1
             total = hist + op.pending
             S.prefill_to(total, "strong_verify", boundaries=[hist + sum(op.segment_ctx[:r]) for r in range(len(op.segment) + 1)])

@@ -49,11 +49,9 @@ def load_trace(path: Optional[Path]):
 
 
 def synthetic_table(profile: str, n: int, seed: int):
-    """N synthetic trajectories as a UnitTable: generated columnar, never as per-step objects."""
-    from specagent.simulator.plan import unit_table_from_arrays
-    from specagent.traces import step_arrays
+    """--synthetic: the workload as a UnitTable, and how to name it."""
+    from specagent.simulator.plan import synthetic_unit_table
     from specagent.traces.profile import load_profile
-    from specagent.traces.synth import synthesize_frame
 
     if n < 1:
         fail(f"--trajectories must be >= 1, got {n}")
@@ -61,10 +59,7 @@ def synthetic_table(profile: str, n: int, seed: int):
         prof = load_profile(profile)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    frame = synthesize_frame(prof, n, seed)
-    arrays = step_arrays(frame)
-    ids = frame["task_id"].to_numpy(dtype=object)[arrays["traj_offsets"][:-1]].tolist()
-    return unit_table_from_arrays(arrays, ids), f"synthetic {prof.name} ×{n:,} (seed {seed})"
+    return synthetic_unit_table(prof, n, seed), f"synthetic {prof.name} ×{n:,} (seed {seed})"
 
 
 def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtype: str, strong_model: str, strong_hardware: str,

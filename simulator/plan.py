@@ -223,9 +223,7 @@ class UnitTable:
 
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
         """(trajectory index, position within its trajectory) of every unit."""
-        counts = np.diff(self.offsets)
-        traj = np.repeat(np.arange(self.n_traj), counts)
-        return traj, np.arange(len(self)) - self.offsets[traj]
+        return unit_positions(self.offsets)
 
     def episodes(self) -> list[Episode]:
         cols = (
@@ -336,6 +334,23 @@ def unit_table_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, 
         user_s=np.where(unit_user, user_lat[start], 0.0),
         task_ids=ids,
     )
+
+
+def unit_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(trajectory index, position within its trajectory) of every unit, given each trajectory's first unit."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    traj = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    return traj, np.arange(int(offsets[-1])) - offsets[traj]
+
+
+def synthetic_unit_table(profile, n: int, seed: int) -> UnitTable:
+    """N synthetic trajectories of a workload profile as a UnitTable: generated as columns, never as objects."""
+    from specagent.traces import step_arrays
+    from specagent.traces.synth import synthesize_frame
+
+    frame = synthesize_frame(profile, n, seed)
+    arrays = step_arrays(frame)
+    return unit_table_from_arrays(arrays, frame["task_id"].to_numpy(dtype=object)[arrays["traj_offsets"][:-1]].tolist())
 
 
 def episodes_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, default_tool_s: float = 0.0,

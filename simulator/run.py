@@ -11,7 +11,7 @@ import pandas as pd
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.des import run_des
 from specagent.simulator.lockstep import plan_specagent
-from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, UnitTable, episode_from_trajectory, paused_gc
+from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, UnitTable, episode_from_trajectory, paused_gc, unit_positions
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.results import per_trajectory, phase_split, summarize
 from specagent.simulator.setting import Setting, default_setting
@@ -49,10 +49,8 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: Setting, acce
                               setting.prefix_caching, setting.verifier_prompt, setting.verifier_system_tokens)
     if isinstance(episodes, UnitTable):
         episodes = episodes.episodes()
-    counts = np.array([len(e.units) for e in episodes], dtype=np.int64)
-    traj = np.repeat(np.arange(len(episodes)), counts)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    u = unit_uniforms(seed, traj, np.arange(len(traj)) - offsets[traj])
+    offsets = np.concatenate([[0], np.cumsum([len(e.units) for e in episodes], dtype=np.int64)])
+    u = unit_uniforms(seed, *unit_positions(offsets))
     u0, u1, bounds = u[:, 0].tolist(), u[:, 1].tolist(), offsets.tolist()
     b = PlanBuilder()
     with paused_gc():  # plans allocate many small acyclic rows

@@ -121,6 +121,15 @@ def _commit_action(st: _State, idx: int, a: Action, by: int, ctx: int, reviewed:
     st.bump("committed_weak" if by == WEAK else "committed_strong")
 
 
+def _actions(ep: Episode, st: _State):
+    """(index, action) of each action in order; user turns in between join the context on the way."""
+    for idx, u in enumerate(ep.units):
+        if u.is_user:
+            st.user_turn(u)
+        else:
+            yield idx, u
+
+
 class SingleModel(Strategy):
     """One model decodes every step (Strong-only or Weak-only)."""
 
@@ -130,10 +139,7 @@ class SingleModel(Strategy):
         self.label = "Strong-only" if model == STRONG else "Weak-only"
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
-        for idx, u in enumerate(ep.units):
-            if isinstance(u, UserTurn):
-                st.user_turn(u)
-                continue
+        for idx, u in _actions(ep, st):
             out, ctx = (u.out_tokens, u.ctx_tokens) if self.model == STRONG else (_weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc))
             st.call(self.model, out, ctx)
             if self.model == WEAK and u.held:
@@ -254,10 +260,7 @@ class ExactMatchSpeculative(Strategy):
     label = "Exact-match speculative agent"
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
-        for idx, u in enumerate(ep.units):
-            if isinstance(u, UserTurn):
-                st.user_turn(u)
-                continue
+        for idx, u in _actions(ep, st):
             g = st.plan.next_group()
             wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
             st.call(WEAK, wo, wc, group=g, lane=0)
@@ -288,10 +291,7 @@ class Router(Strategy):
     label = "Router (per-step)"
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
-        for idx, u in enumerate(ep.units):
-            if isinstance(u, UserTurn):
-                st.user_turn(u)
-                continue
+        for idx, u in _actions(ep, st):
             to_strong = draws[0][idx] < acc.route_strong.get(u.kind, 1.0)
             if to_strong:
                 st.call(STRONG, u.out_tokens, u.ctx_tokens)
@@ -317,10 +317,7 @@ class Collaborative(Strategy):
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         after_rej = False
-        for idx, u in enumerate(ep.units):
-            if isinstance(u, UserTurn):
-                st.user_turn(u)
-                continue
+        for idx, u in _actions(ep, st):
             wo, wc = _weak_tokens(u.out_tokens, acc), _weak_tokens(u.ctx_tokens, acc)
             st.call(WEAK, wo, wc)
             bad = draws[0][idx] >= acc.p_accept(u.kind, 0, after_rej)

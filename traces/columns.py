@@ -83,6 +83,13 @@ _TRAJ_COLS = ["schema_version", "task_id", "domain", "source", "reward", "succes
               "system_prompt_tokens", "system_prompt_source", "metadata_json"]
 
 
+#: Step fields stored as they are (enums by value), and SpecLabel fields stored as label_<field>.
+_STEP_COLS = ("index", "actor", "kind", "tool_name", "irreversible", "in_agent_context", "new_context_tokens", "output_tokens",
+              "reasoning_tokens", "token_source", "model_latency_s", "tool_latency_s", "user_latency_s", "parallel_group",
+              "tool_error")
+_LABEL_FIELDS = ("drafted_by", "verdict", "verdict_tokens", "repair_tokens", "segment")
+
+
 def _val(x):
     return x.value if hasattr(x, "value") else x
 
@@ -107,27 +114,11 @@ def to_frame(trajs: Sequence[Trajectory]) -> pd.DataFrame:
         for c in _TRAJ_COLS:
             cols[c].extend([tvals[c]] * n)
         for s in t.steps:
-            cols["index"].append(s.index)
-            cols["actor"].append(_val(s.actor))
-            cols["kind"].append(_val(s.kind))
-            cols["tool_name"].append(s.tool_name)
-            cols["irreversible"].append(s.irreversible)
-            cols["in_agent_context"].append(s.in_agent_context)
-            cols["new_context_tokens"].append(s.new_context_tokens)
-            cols["output_tokens"].append(s.output_tokens)
-            cols["reasoning_tokens"].append(s.reasoning_tokens)
-            cols["token_source"].append(_val(s.token_source))
-            cols["model_latency_s"].append(s.model_latency_s)
-            cols["tool_latency_s"].append(s.tool_latency_s)
-            cols["user_latency_s"].append(s.user_latency_s)
-            cols["parallel_group"].append(s.parallel_group)
-            cols["tool_error"].append(s.tool_error)
+            for c in _STEP_COLS:
+                cols[c].append(_val(getattr(s, c)))
             lab = s.label
-            cols["label_drafted_by"].append(_val(lab.drafted_by) if lab else None)
-            cols["label_verdict"].append(_val(lab.verdict) if lab and lab.verdict is not None else None)
-            cols["label_verdict_tokens"].append(lab.verdict_tokens if lab else None)
-            cols["label_repair_tokens"].append(lab.repair_tokens if lab else None)
-            cols["label_segment"].append(lab.segment if lab else None)
+            for c in _LABEL_FIELDS:
+                cols["label_" + c].append(None if lab is None else _val(getattr(lab, c)))
     return pd.DataFrame({c: pd.array(v, dtype=FRAME_DTYPES[c]) for c, v in cols.items()})
 
 
