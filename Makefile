@@ -5,6 +5,11 @@ BIN := $(VENV)/bin
 HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 STAMP_RUN := $(VENV)/.installed-run-$(HASH)
 STAMP_TEST := $(VENV)/.installed-test-$(HASH)
+# the compiled fleet engine (setup.py) is rebuilt when its sources change
+NATIVE_SRC := setup.py simulator/native.py simulator/fleet.py simulator/itercost.py
+# the tests that run both engines: compiled (the install's) and pure Python (SPECAGENT_PURE_PYTHON=1)
+ENGINE_TESTS := tests/test_native_engine.py tests/test_fleet_golden.py tests/test_fleet_engine.py tests/test_fleet_core.py \
+	tests/test_fleet_cli.py tests/test_costmodel_roofline.py
 
 .PHONY: run test setup bench clean
 
@@ -12,11 +17,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip setuptools wheel >/dev/null
 
-$(STAMP_RUN): pyproject.toml | $(BIN)/python
+$(STAMP_RUN): pyproject.toml $(NATIVE_SRC) | $(BIN)/python
 	$(BIN)/python -m pip install -e .
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(BIN)/python
+$(STAMP_TEST): pyproject.toml $(NATIVE_SRC) | $(BIN)/python
 	$(BIN)/python -m pip install -e '.[test]'
 	touch $@ $(STAMP_RUN)
 
@@ -28,9 +33,10 @@ run: $(STAMP_RUN)
 test: $(STAMP_TEST)
 	bash tools/install-browser.sh
 	$(BIN)/python -m pytest -q
+	SPECAGENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(ENGINE_TESTS)
 
 bench: $(STAMP_TEST)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info out
+	rm -rf $(VENV) build *.egg-info out simulator/*.so simulator/_native_build.json

@@ -43,7 +43,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK
 from specagent.simulator.itercost import DecodeSegment, IterationCost
 from specagent.simulator.plan import (
-    DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan, paused_gc,
+    DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan, UnitTable, paused_gc,
 )
 from specagent.simulator.setting import ApiModel
 
@@ -115,10 +115,11 @@ class Pool:
         return self.gpus * self.usd_per_gpu_hour
 
     def describe(self) -> str:
-        if self.is_api:
-            return f"{self.deployment.name} (API, unlimited concurrency)"
+        dep = self.deployment
+        if isinstance(dep, ApiModel):
+            return f"{dep.name} (API, unlimited concurrency)"
         n = "unlimited" if self.replicas is None else str(self.replicas)
-        return f"{n} x [{self.deployment.describe()}] ({self.router})"  # type: ignore[union-attr]
+        return f"{n} x [{dep.describe()}] ({self.router})"
 
 
 @dataclass(frozen=True)
@@ -417,7 +418,7 @@ class _Replica:
             budget = math.inf if self.max_tokens is None else self.max_tokens - n_dec
             b = float(n_dec)
             t, dec, pairs, kvt, st, lg = b, b, self.dec_ctx_sum + b, self.dec_ctx_sum + b, b, b
-            chunks = []
+            chunks: list[tuple[_Req, int]] = []
             add, ceil = chunks.append, math.ceil
             for r in self.prefilling:
                 if budget <= 0:
@@ -616,13 +617,16 @@ class FleetSim:
 
     def _route(self, pool_i: int, task: int) -> _Replica:
         pool = self._pools[pool_i]
+        assert pool is not None  # FleetSim checked that the plan only calls pools the fleet has
         reps = self.replicas[pool_i]
         aff = self.affinity[pool_i]
         if pool.replicas is None:  # unlimited: every task its own replica
             r = aff.get(task)
             if r is None:
                 r = len(reps)
-                reps.append(_Replica(self, pool_i, r, self.costs[pool_i], pool.scheduler))
+                cost = self.costs[pool_i]
+                assert cost is not None  # only API pools have no iteration cost, and they never reach here
+                reps.append(_Replica(self, pool_i, r, cost, pool.scheduler))
                 aff[task] = r
             return reps[r]
         if pool.router == "round_robin":
@@ -641,11 +645,12 @@ class FleetSim:
         now = self.now
         r = _Req(task, pool_i, new, ctx, m, phase, n_events, proc, now)
         pool = self._pools[pool_i]
+        assert pool is not None
         if pool.is_api:
             api: ApiModel = pool.deployment  # type: ignore[assignment]
-            cached = api.usd_per_mtok_cached_input if api.prompt_caching else api.usd_per_mtok_input
+            cached_price = api.usd_per_mtok_cached_input if api.prompt_caching else api.usd_per_mtok_input
             if new > 0:
-                self.api_usd[task] += (new * api.usd_per_mtok_input + ctx * cached) / 1e6
+                self.api_usd[task] += (new * api.usd_per_mtok_input + ctx * cached_price) / 1e6
             self.api_usd[task] += m * api.usd_per_mtok_output / 1e6
             r.t_admit = now
             r.t_first = now + (api.ttft_s if new > 0 else 0.0)
@@ -661,12 +666,12 @@ class FleetSim:
         else:
             rep = self._route(pool_i, task)
         r.replica = rep.idx
-        cached = rep.cached
-        if ctx > 0 and task not in cached:
+        served = rep.cached
+        if ctx > 0 and task not in served:
             r.hit = False  # this replica never served the task: recompute the whole context
             r.new, r.ctx = new + ctx, 0
             r.prefill_total = r.new
-        cached.add(task)
+        served.add(task)
         rep.submit(r)
 
     def _at(self, t: float, fn, arg) -> None:
@@ -860,11 +865,12 @@ _PHASE_NAME_ARRAY = np.array(PHASE_NAMES, dtype=object)
 def _frame(buf: bytearray, dtype: np.dtype) -> pd.DataFrame:
     """A frame from packed records, one column per field (a `phase` code column shows the phase's name)."""
     rec = np.frombuffer(bytes(buf), dtype=dtype)
+    names = dtype.names or ()
     out = {}
-    for name in dtype.names:
+    for name in names:
         col = np.ascontiguousarray(rec[name])
         out[name] = _PHASE_NAME_ARRAY[col] if name == "phase" else col
-    return pd.DataFrame(out, columns=list(dtype.names))
+    return pd.DataFrame(out, columns=list(names))
 
 
 def _flatten(seq: list[tuple]):
@@ -977,6 +983,8 @@ def simulate_fleet(episodes, strategy, fleet: Fleet, n_tasks: int, arrivals: Arr
     from specagent.simulator.strategies import Strategy, make_strategy
 
     eps = to_episodes(episodes)
+    if isinstance(eps, UnitTable):
+        eps = eps.episodes()
     idx = sample_tasks(len(eps), n_tasks, seed)
     chosen = [eps[i] for i in idx]
     strat = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, k=k, review=review)

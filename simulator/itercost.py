@@ -102,7 +102,7 @@ class IterationCost:
         touched = np.array([self.touched(t) for t in tokens])
         expert_read = cost.bytes_read.get("expert_weights", np.zeros(nf + 1))
         self.expert_bytes = float(expert_read[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0
-        eff = np.array([self.efficiency(t, d == t) for t, d in zip(tokens, x[:, FEATURES.index("decode_tokens")])])
+        eff = np.array([self.efficiency(float(t), bool(d == t)) for t, d in zip(tokens, x[:, FEATURES.index("decode_tokens")])])
         read_lin = cost.total_bytes_read - self.expert_bytes * touched
         written = cost.total_bytes_written
         total_bytes = cost.total_bytes_read + written

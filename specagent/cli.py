@@ -58,6 +58,22 @@ app.add_typer(roofline_app, name="roofline")
 console = Console()
 
 
+def _version(value: bool) -> None:
+    if value:
+        from specagent import __version__
+        from specagent.simulator import ENGINE
+
+        console.print(f"specagent {__version__} (fleet engine: {ENGINE.describe()})", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and which fleet engine runs (compiled or pure Python), then exit.")) -> None:
+    # options for every command; the help text is HELP above
+    return None
+
+
 HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}).")
 
 

@@ -66,7 +66,7 @@ def test_decode_run_is_decode_segment_then_elapsed_bit_for_bit(which, batch, ctx
     seg, e = cost.decode_run(batch, ctx, k)
     ref = cost.decode_segment(batch, ctx)
     assert e == ref.elapsed(k)
-    for name in ref.__slots__:
+    for name in ("c0", "c1", "m0", "m1", "fixed", "fixed1", "f0", "f1", "r0", "r1", "w0", "w1"):
         assert getattr(seg, name) == getattr(ref, name), name
 
 
