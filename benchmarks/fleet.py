@@ -58,13 +58,17 @@ def fleet_throughput(n_tasks: int, all_rates: bool = False, repeat: int = 3) -> 
     plan = plan_strategy([eps[i] for i in idx], make_strategy("specagent"), setting, AcceptanceModel(), 0)
     steps = compile_steps(plan)
     prep_s = time.perf_counter() - t0
-    rate, best = 8.0, None
-    while rate <= 1024:
+
+    def timed_run(rate: float):
         fleet = Fleet(weak=Pool(setting.weak, max(1, int(rate * 2)), scheduler=Scheduler(max_num_seqs=256)),
                       strong=Pool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=256)))
         t0 = time.perf_counter()
         res = FleetSim(plan, fleet, Arrivals(rate=rate, seed=0).sample(n_tasks), steps=steps).run()
-        wall = time.perf_counter() - t0
+        return res, time.perf_counter() - t0
+
+    rate, best = 8.0, None
+    while rate <= 1024:
+        res, wall = timed_run(rate)
         seg = res.segments[res.segments["pool"] == "strong"]
         decoding = np.where(seg["prefill_tokens"] == 0, seg["batch"], seg["tokens"] - seg["prefill_tokens"])  # decode rows
         best = dict(rate_per_s=rate, wall_s=wall, plan_events=res.summary["plan_steps"], trajectory_steps=traj_steps,
@@ -74,7 +78,7 @@ def fleet_throughput(n_tasks: int, all_rates: bool = False, repeat: int = 3) -> 
                     strong_decode_batch_time_weighted=float((decoding * seg["duration_s"]).sum() / seg["duration_s"].sum()),
                     strong_mean_decode_batch=res.summary["strong_mean_decode_batch"],
                     strong_queue_mean_s=res.summary["strong_queue_mean_s"], latency_p50_s=res.summary["latency_p50_s"],
-                    weak_mean_decode_batch=res.summary["weak_mean_decode_batch"], weak_replicas=fleet.weak.replicas,
+                    weak_mean_decode_batch=res.summary["weak_mean_decode_batch"], weak_replicas=res.fleet.weak.replicas,
                     strong_utilisation=res.summary["strong_utilisation"], plan_and_compile_s=prep_s)
         print(f"rate {rate:g}/s: {wall:.2f} s wall, {best['plan_events_per_s']:,.0f} plan events/s, "
               f"{best['trajectory_steps_per_s']:,.0f} trajectory steps/s; Strong decode batch {best['strong_decode_batch_all_iterations']:.1f} "
@@ -84,13 +88,7 @@ def fleet_throughput(n_tasks: int, all_rates: bool = False, repeat: int = 3) -> 
         if best["strong_decode_batch_all_iterations"] >= 16 and not all_rates:
             break
         rate *= 2
-    walls = [best["wall_s"]]
-    for _ in range(repeat - 1):
-        fleet = Fleet(weak=Pool(setting.weak, max(1, int(rate * 2)), scheduler=Scheduler(max_num_seqs=256)),
-                      strong=Pool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=256)))
-        t0 = time.perf_counter()
-        FleetSim(plan, fleet, Arrivals(rate=rate, seed=0).sample(n_tasks), steps=steps).run()
-        walls.append(time.perf_counter() - t0)
+    walls = [best["wall_s"], *(timed_run(rate)[1] for _ in range(repeat - 1))]
     wall = statistics.median(walls)
     best.update(wall_s=wall, wall_s_runs=walls, plan_events_per_s=best["plan_events"] / wall,
                 trajectory_steps_per_s=traj_steps / wall, engine=ENGINE.describe())

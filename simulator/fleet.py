@@ -21,6 +21,11 @@ To avoid one event per token, a replica with only decodes running advances in cl
 form to the earliest of (a sequence finishing, an admissible arrival's next iteration
 boundary): see `itercost.DecodeSegment`. `FleetSim(step_by_token=True)` steps every
 iteration instead; a test checks both agree.
+
+This module and `itercost` are compiled with mypyc when specagent is installed (setup.py;
+`native.py` chooses the engine at import): keep them fully typed, as a type error fails
+the build, and remember that a compiled module checks the declared types at run time
+(a numpy integer or bool where `int` or `bool` is declared is an error there).
 """
 
 from __future__ import annotations
