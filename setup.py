@@ -80,6 +80,8 @@ class BuildNative(build_ext):
             for f in src.glob("*.py"):
                 shutil.copy2(f, dst / f.name)
         paths = [str((stage / PACKAGE.replace(".", "/") / f"{m}.py").relative_to(ROOT)) for m in NATIVE_MODULES]
+        # the hashes of the very files compiled (a source edited while this runs must read as stale)
+        self.compiled_sha256 = {m: native.source_sha256(ROOT / p) for m, p in zip(NATIVE_MODULES, paths)}
         print(f"specagent: compiling {', '.join(paths)} with mypyc", file=sys.stderr)
         cwd = os.getcwd()
         os.chdir(ROOT)
@@ -98,8 +100,7 @@ class BuildNative(build_ext):
 
     def _write_manifest(self) -> None:
         src = ROOT / (self.distribution.package_dir or {}).get(PACKAGE, PACKAGE.replace(".", "/"))
-        manifest = json.dumps({m: native.source_sha256(src / f"{m}.py") for m in NATIVE_MODULES},
-                              indent=1, sort_keys=True) + "\n"
+        manifest = json.dumps(self.compiled_sha256, indent=1, sort_keys=True) + "\n"
         # beside the built extensions (the wheel) and, for in-place/editable builds, beside the sources
         targets = {Path(self.get_ext_fullpath(f"{PACKAGE}.{NATIVE_MODULES[0]}")).parent}
         if self.inplace or getattr(self, "editable_mode", False):

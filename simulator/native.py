@@ -40,7 +40,7 @@ class EngineStatus:
 
 
 def engine_status(package_dir: Path, env: dict[str, str] | None = None) -> EngineStatus:
-    """Whether the compiled modules in `package_dir` can run: present, built from today's sources, not disabled."""
+    """Whether the compiled modules in `package_dir` can run: present, built from the current sources, not disabled."""
     env = os.environ if env is None else env
     if env.get(PURE_ENV, "") not in ("", "0"):
         return EngineStatus(False, f"{PURE_ENV} is set")
@@ -49,11 +49,13 @@ def engine_status(package_dir: Path, env: dict[str, str] | None = None) -> Engin
         return EngineStatus(False, f"not compiled: no extension for {', '.join(missing)} (see setup.py)")
     try:
         built = json.loads((package_dir / MANIFEST).read_text())
+        if not isinstance(built, dict):
+            raise ValueError(f"expected an object of source hashes, got {type(built).__name__}")
     except (OSError, ValueError) as e:
         return EngineStatus(False, f"compiled modules without a readable {MANIFEST} ({e}); {REBUILD}", stale=True)
     stale = [m for m in NATIVE_MODULES if built.get(m) != source_sha256(package_dir / f"{m}.py")]
     if stale:
-        return EngineStatus(False, f"compiled {', '.join(stale)} built from an older {' and '.join(m + '.py' for m in stale)}; "
+        return EngineStatus(False, f"compiled {', '.join(stale)} built from another {' and '.join(m + '.py' for m in stale)}; "
                                    f"{REBUILD}", stale=True)
     return EngineStatus(True)
 

@@ -53,6 +53,9 @@ def test_engine_status_says_why_the_pure_engine_runs(tmp_path):
         (pkg / f"{m}{SUFFIX}").write_bytes(b"")
     s = engine_status(pkg, env={})
     assert not s.compiled and s.stale and MANIFEST in s.reason  # extensions, but no record of their sources
+    (pkg / MANIFEST).write_text("[]")
+    s = engine_status(pkg, env={})
+    assert not s.compiled and s.stale and "expected an object of source hashes" in s.reason
     fresh = {m: source_sha256(pkg / f"{m}.py") for m in NATIVE_MODULES}
     (pkg / MANIFEST).write_text(json.dumps(fresh))
     assert engine_status(pkg, env={}).compiled
@@ -61,7 +64,7 @@ def test_engine_status_says_why_the_pure_engine_runs(tmp_path):
     assert not s.compiled and not s.stale and PURE_ENV in s.reason
     (pkg / "fleet.py").write_text("SOURCE = 'edited after the build'\n")
     s = engine_status(pkg, env={})
-    assert not s.compiled and s.stale and "fleet built from an older fleet.py" in s.reason and "itercost" not in s.reason
+    assert not s.compiled and s.stale and "fleet built from another fleet.py" in s.reason and "itercost" not in s.reason
 
 
 @pytest.mark.parametrize("case", ["stale", "disabled"])
@@ -79,7 +82,7 @@ def test_sources_load_instead_of_extensions_that_cannot_run(tmp_path, monkeypatc
     for mod in [m for m in sys.modules if m.split(".")[0] == name]:
         monkeypatch.delitem(sys.modules, mod)
     if case == "stale":
-        with pytest.warns(RuntimeWarning, match="pure-Python fleet engine: compiled itercost, fleet built from an older"):
+        with pytest.warns(RuntimeWarning, match="pure-Python fleet engine: compiled itercost, fleet built from another"):
             pkg = importlib.import_module(name)
     else:
         pkg = importlib.import_module(name)
