@@ -3,7 +3,7 @@
 Metadata lives in pyproject.toml; this file only adds the native build.
 `specagent.simulator.fleet` and `specagent.simulator.itercost` are plain, typed Python;
 mypyc (a build requirement) compiles the very same source to C extensions that run the
-fleet simulation 1.8-2x faster with bit-identical results (tests/test_native_engine.py).
+fleet simulation 1.7-2.5x faster with bit-identical results (tests/test_native_engine.py).
 The build records each compiled module's source hash beside it, and
 `specagent.simulator.native` imports the sources instead when an extension is missing,
 stale (the source was edited after the build) or disabled (SPECAGENT_PURE_PYTHON=1).

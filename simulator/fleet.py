@@ -448,13 +448,7 @@ class _Replica:
         else:
             self.seg_k = k = 1 if self.by_token else self.dec_heap[0][0] - self.it
             self.seg_decode, delay = self.cost.decode_run(n_dec, self.dec_ctx_sum, k)
-        # _schedule, inlined
-        self.gen = g = self.gen + 1
-        t_end = now + (delay if delay > 0.0 else 0.0)
-        if t_end == now:
-            self.now1.append((self.end_cb, g))
-        else:
-            heapq.heappush(self.queue, (t_end, 1, next(self.eid), self.end_cb, g))
+        self._schedule(now, now + (delay if delay > 0.0 else 0.0))
 
     def _end_segment(self, g: int) -> None:
         if g != self.gen:
@@ -467,9 +461,8 @@ class _Replica:
         seg = self.seg_decode
         if seg is not None:
             k = self.seg_k  # >= 1: a decode leaves the heap at its last iteration
-            tri = k * (k - 1) / 2  # DecodeSegment.work(k), inlined: the same float operations
-            self.rows += _SEG_ROW(self.pool, self.idx, t0, dur, k, n_dec, float(n_dec), 0, k * seg.f0 + seg.f1 * tri,
-                                  k * seg.r0 + seg.r1 * tri, k * seg.w0 + seg.w1 * tri)
+            fl, rd, wr = seg.work(k)
+            self.rows += _SEG_ROW(self.pool, self.idx, t0, dur, k, n_dec, float(n_dec), 0, fl, rd, wr)
             self.it = it = self.it + k
             self.dec_ctx_sum += n_dec * k
         else:
@@ -482,25 +475,12 @@ class _Replica:
         # finished decodes
         heap = self.dec_heap
         if heap and heap[0][0] <= it:
-            least, calls = self.least, self.calls
             while heap and heap[0][0] <= it:
                 r = heapq.heappop(heap)[2]
                 self.n_dec -= 1
-                ctx0, m = r.ctx0, r.m
-                self.dec_ctx_sum -= ctx0 + (it - r.it0)
-                r.ctx = ctx0 + m
-                # self._finish(r), inlined (m > 0 here)
-                self.used -= r.need
-                self.n_running -= 1
-                self.outstanding -= 1
-                if least is not None:
-                    heapq.heappush(least, (self.outstanding, self.idx))
-                if r.t_first != r.t_first:
-                    r.t_first = now
-                r.t_done = now
-                calls += _CALL_ROW(r.task, r.pool, r.replica, r.phase, r.n_events, r.prefill_total, ctx0, m, r.hit, r.t_submit,
-                                   r.t_admit, r.t_first, now)
-                self.now1.append((self.resume, r.proc))
+                self.dec_ctx_sum -= r.ctx0 + (it - r.it0)
+                r.ctx = r.ctx0 + r.m
+                self._finish(r)
             if self.n_dec == 0:
                 self.dec_ctx_sum = 0.0  # keep float drift from accumulating across busy periods
         # advanced prefills
@@ -585,7 +565,6 @@ class FleetSim:
         self.rr = [0, 0]
         self.affinity: list[dict[int, int]] = [{}, {}]
         self._pools = (fleet.weak, fleet.strong)
-        self._sticky = tuple(p is not None and p.replicas is not None and p.router == "session_affinity" for p in self._pools)
         # per pool: a lazy heap of (outstanding, replica index) for least-outstanding choices; None where a scan
         # is cheaper (session affinity asks once per task, so with a few hundred replicas the heap's two pushes
         # per call cost more than scanning) or no choice is made
@@ -662,14 +641,7 @@ class FleetSim:
             d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
             self._at(now + d, self._api_done, r)
             return
-        if self._sticky[pool_i]:  # session affinity (the default router), inlined from _route
-            aff = self.affinity[pool_i]
-            idx = aff.get(task)
-            if idx is None:
-                idx = aff[task] = self._least_outstanding(pool_i)
-            rep = self.replicas[pool_i][idx]
-        else:
-            rep = self._route(pool_i, task)
+        rep = self._route(pool_i, task)
         r.replica = rep.idx
         served = rep.cached
         if ctx > 0 and task not in served:

@@ -146,28 +146,18 @@ class IterationCost:
         return e
 
     # --- one pass -----------------------------------------------------------------------
-    @staticmethod
-    def _dot(a: tuple[float, ...], t: float, s: float, d: float, p: float, k: float, st: float, lg: float) -> float:
-        return a[0] + a[1] * t + a[2] * s + a[3] * d + a[4] * p + a[5] * k + a[6] * st + a[7] * lg
-
     def one(self, t: float, seqs: float, dec: float, pairs: float, kv_tokens: float, state: float, logits: float) -> tuple[float, float, float, float]:
         """(time_s, flops, bytes_read, bytes_written) of one pass given its aggregates."""
         extra = self._extra_cache.get(t)
         if extra is None:
             extra = self._extra_cache[t] = self.expert_bytes * self.touched(t)
-        # _dot written out five times (same terms, same order): this runs once per mixed iteration
-        a0, a1, a2, a3, a4, a5, a6, a7 = self.read
-        read = a0 + a1 * t + a2 * seqs + a3 * dec + a4 * pairs + a5 * kv_tokens + a6 * state + a7 * logits + extra
-        a0, a1, a2, a3, a4, a5, a6, a7 = self.written
-        written = a0 + a1 * t + a2 * seqs + a3 * dec + a4 * pairs + a5 * kv_tokens + a6 * state + a7 * logits
-        a0, a1, a2, a3, a4, a5, a6, a7 = self.compute_work
-        compute_s = (a0 + a1 * t + a2 * seqs + a3 * dec + a4 * pairs + a5 * kv_tokens + a6 * state
-                     + a7 * logits) / (self._eff_const if self._flat_eff else self.efficiency(t, dec == t))
+        read = _dot(self.read, t, seqs, dec, pairs, kv_tokens, state, logits) + extra
+        written = _dot(self.written, t, seqs, dec, pairs, kv_tokens, state, logits)
+        compute_s = (_dot(self.compute_work, t, seqs, dec, pairs, kv_tokens, state, logits)
+                     / (self._eff_const if self._flat_eff else self.efficiency(t, dec == t)))
         memory_s = (read + written) * self.inv_bw
-        a0, a1, a2, a3, a4, a5, a6, a7 = self.fixed
-        fixed = a0 + a1 * t + a2 * seqs + a3 * dec + a4 * pairs + a5 * kv_tokens + a6 * state + a7 * logits
-        a0, a1, a2, a3, a4, a5, a6, a7 = self.flops
-        flops = a0 + a1 * t + a2 * seqs + a3 * dec + a4 * pairs + a5 * kv_tokens + a6 * state + a7 * logits
+        fixed = _dot(self.fixed, t, seqs, dec, pairs, kv_tokens, state, logits)
+        flops = _dot(self.flops, t, seqs, dec, pairs, kv_tokens, state, logits)
         return (compute_s if compute_s >= memory_s else memory_s) + fixed, flops, read, written
 
     def decode_segment(self, batch: int, ctx_sum: float) -> "DecodeSegment":
@@ -192,41 +182,9 @@ class IterationCost:
         )
 
     def decode_run(self, batch: int, ctx_sum: float, k: int) -> tuple["DecodeSegment", float]:
-        """`decode_segment(batch, ctx_sum)` and its `elapsed(k)` in one call (the fleet starts ~10^5 of these).
-
-        The same float operations in the same order as those two methods (a test checks the
-        results bit for bit); only the call and attribute overhead between them is gone.
-        """
-        c = self._decode_cache.get(batch)
-        if c is None:
-            c = self._decode_cache[batch] = self._decode_constants(batch)
-        (eff, extra, cw, cw4, cw5, cw6, cw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7, fx, fx4, fx5, fx6, fx7,
-         fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, f1, dread, dwritten) = c
-        p0 = ctx_sum + float(batch)
-        read0 = rd + rd4 * p0 + rd5 * p0 + rd6 + rd7 + extra
-        written0 = wr + wr4 * p0 + wr5 * p0 + wr6 + wr7
-        c0 = (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7) / eff
-        m0 = (read0 + written0) * self.inv_bw
-        fixed = fx + fx4 * p0 + fx5 * p0 + fx6 + fx7
-        seg = DecodeSegment(c0, c1, m0, m1, fixed, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten)
-        # DecodeSegment.elapsed(k)
-        if k <= 0:
-            return seg, 0.0 + 0.0
-        tri = k * (k - 1) / 2
-        fixed_sum = k * fixed + fixed1 * tri
-        db = c1 - m1
-        if db == 0:
-            return seg, (k * (c0 if c0 >= m0 else m0) + c1 * tri) + fixed_sum
-        j_star = -(c0 - m0) / db
-        if db > 0:
-            split = k if j_star >= k else (0 if j_star <= 0 else math.ceil(j_star))
-            lo_a, lo_b, hi_a, hi_b = m0, m1, c0, c1
-        else:
-            split = k if j_star >= k else (0 if j_star < 0 else math.floor(j_star) + 1)
-            lo_a, lo_b, hi_a, hi_b = c0, c1, m0, m1
-        first = split * lo_a + lo_b * (split * (split - 1) / 2) if split > 0 else 0.0
-        second = (k - split) * hi_a + hi_b * (tri - split * (split - 1) / 2) if k - split > 0 else 0.0
-        return seg, (first + second) + fixed_sum
+        """`decode_segment(batch, ctx_sum)` and the time of its first k iterations (the fleet starts ~10^5 of these)."""
+        seg = self.decode_segment(batch, ctx_sum)
+        return seg, seg.elapsed(k)
 
     def _decode_constants(self, batch: int) -> tuple:
         b = float(batch)
@@ -242,6 +200,11 @@ class IterationCost:
         return (eff, extra, *parts(self.compute_work), *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.flops),
                 (self.compute_work[4] + self.compute_work[5]) * b / eff, (dread + dwritten) * self.inv_bw,
                 (self.fixed[4] + self.fixed[5]) * b, (self.flops[4] + self.flops[5]) * b, dread, dwritten)
+
+
+def _dot(a: tuple[float, ...], t: float, s: float, d: float, p: float, k: float, st: float, lg: float) -> float:
+    """One linear cost (coefficients `a` over the pass aggregates), summed in a fixed order."""
+    return a[0] + a[1] * t + a[2] * s + a[3] * d + a[4] * p + a[5] * k + a[6] * st + a[7] * lg
 
 
 class DecodeSegment:
