@@ -111,7 +111,7 @@ class Deployment:
                 f"{need / 1e9:,.1f} GB (weights {self.weight_bytes() / 1e9:,.1f} GB + {sequences} sequence(s) x "
                 f"{context:,} tokens of KV/state) but {self.gpus} GPU(s) x {self.hardware.capacity_bytes / 1e9:.0f} GB x "
                 f"{self.memory_utilization:.2f} usable = {have / 1e9:,.1f} GB; it would fit on {g} GPU(s) "
-                f"(or use a smaller weight dtype, e.g. --weight-dtype fp8)",
+                f"(or use a smaller weight dtype, e.g. fp8)",
                 need, have, g,
             )
 

@@ -33,7 +33,6 @@ import math
 import os
 import platform
 import statistics
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -42,6 +41,7 @@ import numpy as np
 import tomli_w
 import torch
 
+from specagent.common import atomic
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import ModelSpec
 from specagent.costmodel.passes import Passes
@@ -364,18 +364,7 @@ def write_profile_toml(data: dict, path: str | Path) -> Path:
     path = Path(path)
     parse_profile(data, str(path))
     text = tomli_w.dumps(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("# Hardware profile written by `specagent calibrate`; every figure carries its source.\n")
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic.write_text(path, "# Hardware profile written by `specagent calibrate`; every figure carries its source.\n" + text)
 
 
 def measure_peaks(dtypes: Sequence[str], device: str, cfg: mb.TimingConfig, sizes: dict[str, int] | None = None) -> list[mb.Measurement]:

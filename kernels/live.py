@@ -34,11 +34,12 @@ import torch
 from specagent.kernels.airline_env import AirlineEnv, UnreviewedWrite
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.plan import UserTurn, episode_from_trajectory, step_groups
+from specagent.simulator.phases import PHASE_NAMES
+from specagent.simulator.workload import UserTurn, episode_from_trajectory, step_groups
 from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Review, UserMessage, specagent_protocol
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
-PHASES = ("weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict", "tool", "user")
+PHASES = PHASE_NAMES
 
 
 class SafetyViolation(AssertionError):

@@ -8,9 +8,13 @@ as illustrative, not as measurements.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+import numbers
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
+
+from specagent.common.errors import InputError
 
 ASSUMPTION_NOTE = "illustrative default, not a measurement: set it from your own protocol logs"
 
@@ -29,43 +33,59 @@ class AcceptanceModel:
     rejections cluster as they do when a task is hard for the Weak model.
     """
 
-    accept: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ACCEPT))
-    exact: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_EXACT))
-    position_decay: float = 0.98
-    correlation: float = 0.3
-    #: Weak output (and visible) tokens per Strong token for the same step.
-    weak_token_ratio: float = 1.0
-    #: Tokens of the Strong model's verdict reason on a rejection.
-    verdict_tokens: int = 48
-    #: Tokens of the Strong model's verdict when it accepts the whole segment.
-    accept_verdict_tokens: int = 4
-    #: Chance that a rejection's verdict carries a valid replacement call (no repair turn then).
-    p_valid_replacement: float = 0.5
-    #: AgentCollab-style escalation: chance that a step the verifier would reject is detected by the Weak model.
-    escalation_recall: float = 0.7
-    #: Router: chance that a step of each kind is sent to the Strong model.
-    route_strong: dict[str, float] = field(default_factory=lambda: {"read": 0.2, "write": 1.0, "generic": 1.0, "think": 0.2, "reply": 0.5})
-    source: str = ASSUMPTION_NOTE
+    accept: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ACCEPT), metadata={
+        "help": "Per step kind: probability that the semantic verifier accepts a drafted step."})
+    exact: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_EXACT), metadata={
+        "help": "Per step kind: probability that a drafted step equals exactly what the Strong model would write."})
+    position_decay: float = field(default=0.98, metadata={
+        "help": "Acceptance falls by this factor per position within a drafted segment."})
+    correlation: float = field(default=0.3, metadata={
+        "help": "Right after a rejection, acceptance is lowered by the factor (1 - correlation)."})
+    weak_token_ratio: float = field(default=1.0, metadata={
+        "flag": "weak-ratio", "help": "Weak tokens per Strong token for the same step."})
+    verdict_tokens: int = field(default=48, metadata={
+        "help": "Tokens in a rejection verdict's reason (its replacement call is counted on top)."})
+    accept_verdict_tokens: int = field(default=4, metadata={
+        "help": "Tokens of the Strong model's verdict when it accepts the whole segment."})
+    p_valid_replacement: float = field(default=0.5, metadata={
+        "help": "Chance a verdict's replacement call is valid (else one Strong repair turn)."})
+    escalation_recall: float = field(default=0.7, metadata={
+        "help": "Collaborative strategy: chance the Weak model detects a step the verifier would reject."})
+    route_strong: dict[str, float] = field(default_factory=lambda: {"read": 0.2, "write": 1.0, "generic": 1.0, "think": 0.2,
+                                                                    "reply": 0.5}, metadata={
+        "help": "Router strategy: per step kind, chance a step is sent to the Strong model."})
+    source: str = field(default=ASSUMPTION_NOTE, metadata={"cli": False, "help": "Where these figures come from."})
 
     def __post_init__(self) -> None:
         for name in ("accept", "exact", "route_strong"):
-            for k, v in getattr(self, name).items():
-                if not 0.0 <= v <= 1.0:
-                    raise ValueError(f"AcceptanceModel.{name}[{k!r}] must be in [0, 1], got {v}")
+            table = getattr(self, name)
+            if not isinstance(table, dict):
+                raise InputError(f"acceptance.{name} must be a table of step kind -> probability, got {table!r}", name)
+            for k, v in table.items():
+                if not _probability(v):
+                    raise InputError(f"acceptance.{name}[{k!r}] must be a probability in [0, 1], got {v}", f"{name}.{k}")
         for name in ("position_decay", "correlation", "p_valid_replacement", "escalation_recall"):
             v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"AcceptanceModel.{name} must be in [0, 1], got {v}")
-        if self.weak_token_ratio <= 0:
-            raise ValueError("AcceptanceModel.weak_token_ratio must be > 0")
-        if self.verdict_tokens < 0 or self.accept_verdict_tokens < 0:
-            raise ValueError("verdict token counts must be >= 0")
+            if not _probability(v):
+                raise InputError(f"acceptance.{name} must be a probability in [0, 1], got {v}", name)
+        r = self.weak_token_ratio
+        if not (_number(r) and 0 < r < math.inf):
+            raise InputError(f"acceptance.weak_token_ratio (Weak tokens per Strong token) must be a number > 0, got {r}",
+                             "weak_token_ratio")
+        for name in ("verdict_tokens", "accept_verdict_tokens"):
+            v = getattr(self, name)
+            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0):
+                raise InputError(f"acceptance.{name} must be a whole number of tokens >= 0, got {v}", name)
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":
         """Every kind accepted with probability p, no position decay or correlation (for tests and sweeps)."""
+        return cls(**kw).with_constant(p)
+
+    def with_constant(self, p: float) -> "AcceptanceModel":
+        """This model with every kind accepted (and exactly matched) with probability p, no decay or correlation."""
         kinds = DEFAULT_ACCEPT.keys()
-        return cls(accept={k: p for k in kinds}, exact={k: p for k in kinds}, position_decay=1.0, correlation=0.0, **kw)
+        return replace(self, accept={k: p for k in kinds}, exact={k: p for k in kinds}, position_decay=1.0, correlation=0.0)
 
     def p_accept(self, kind: str, position: int, after_rejection: bool, exact: bool = False) -> float:
         table = self.exact if exact else self.accept
@@ -78,6 +98,14 @@ class AcceptanceModel:
         d = asdict(self)
         d["source"] = self.source
         return d
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _probability(v: object) -> bool:
+    return _number(v) and 0.0 <= v <= 1.0  # type: ignore[operator]  # NaN fails the comparison
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from specagent.simulator.plan import STRONG_PHASES, WEAK_PHASES, CallPlan
+from specagent.simulator.phases import PHASE_NAMES, STRONG_PHASES, WEAK_PHASES
+from specagent.simulator.plan import CallPlan
 
 
 def run_des(plan: CallPlan, event_time: np.ndarray, weak_slots: int | None = None, strong_slots: int | None = None,
@@ -22,7 +23,7 @@ def run_des(plan: CallPlan, event_time: np.ndarray, weak_slots: int | None = Non
     cap = 10**9
     weak = simpy.Resource(env, capacity=weak_slots or cap)
     strong = simpy.Resource(env, capacity=strong_slots or cap)
-    resource_of = [-1] * 8
+    resource_of = [-1] * len(PHASE_NAMES)
     for p_ in WEAK_PHASES:
         resource_of[p_] = 0
     for p_ in STRONG_PHASES:

@@ -1,8 +1,9 @@
-"""A serving fleet: pools of replicas with routers and iteration-level continuous batching.
+"""The fleet engine: pools of replicas with routers and iteration-level continuous batching.
 
 Agent tasks arrive (Poisson, bursty, or at given times) and replay a strategy's call plan
-as simpy processes: model calls join a replica's running batch, tool and user waits pass
-outside it. Each replica iteration is priced by the roofline with the batch it actually
+on an event loop of the engine's own (simpy's event order, without its process and event
+objects; see `FleetSim`): model calls join a replica's running batch, tool and user waits
+pass outside it. Each replica iteration is priced by the roofline with the batch it actually
 holds (decode sequences with their contexts plus chunked-prefill chunks), so the MoE
 expert union, KV reads and the balance point emerge from the load instead of being set.
 
@@ -22,166 +23,39 @@ form to the earliest of (a sequence finishing, an admissible arrival's next iter
 boundary): see `itercost.DecodeSegment`. `FleetSim(step_by_token=True)` steps every
 iteration instead; a test checks both agree.
 
-This module and `itercost` are compiled with mypyc when specagent is installed (setup.py;
+The fleet's configuration types are in `fleet_config.py`, its result frames and summary in
+`fleet_results.py`, the Chrome trace export in `fleet_trace.py`, and the assembly from a
+Scenario (deployments, prices, pools, sampled tasks) in `fleet_build.py`.
+
+This module, `fleet_config` and `itercost` are compiled with mypyc when specagent is installed (setup.py;
 `native.py` chooses the engine at import): keep them fully typed, as a type error fails
 the build, and remember that a compiled module checks the declared types at run time
 (a numpy integer or bool where `int` or `bool` is declared is an error there).
 """
 
+
 from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import math
 import struct
 from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from specagent import atomic
-from specagent.costmodel.deployment import Deployment
+from specagent.common.alloc import paused_gc
 from specagent.costmodel.passes import GDN_CHUNK
+from specagent.simulator.fleet_config import POOL_NAMES, STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Fleet, FleetError, Scheduler
+from specagent.simulator.fleet_results import FleetResult, summarize_fleet
 from specagent.simulator.itercost import DecodeSegment, IterationCost
-from specagent.simulator.plan import (
-    DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES, CallPlan, UnitTable, paused_gc,
-)
+from specagent.simulator.phases import DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES
+from specagent.simulator.plan import CallPlan
 from specagent.simulator.setting import ApiModel
 
-ROUTERS = ("session_affinity", "least_outstanding", "round_robin")
-ARRIVAL_KINDS = ("poisson", "bursty", "trace")
-SCHEDULER_SOURCE = ("vLLM SchedulerConfig defaults max_num_batched_tokens=2048, max_num_seqs=128 "
-                    "(docs.vllm.ai/en/stable/api/vllm/config/scheduler/); chunked prefill as in Sarathi-Serve (OSDI 2024)")
-WEAK_POOL, STRONG_POOL = 0, 1
 _SCAN_REPLICAS = 512  # session-affinity pools up to this size find the least-loaded replica by a scan
-POOL_NAMES = ("weak", "strong")
-
-
-class FleetError(ValueError):
-    """A fleet that cannot serve the workload as specified (missing pool, call that never fits)."""
-
-
-@dataclass(frozen=True)
-class Scheduler:
-    """Per-replica batching limits."""
-
-    max_num_seqs: int = 128
-    #: Token budget per iteration shared by decodes and prefill chunks; None: whole prefills in one pass.
-    max_batched_tokens: int | None = 2048
-    source: str = SCHEDULER_SOURCE
-
-    def __post_init__(self) -> None:
-        if self.max_num_seqs < 1:
-            raise ValueError(f"Scheduler.max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if self.max_batched_tokens is not None and self.max_batched_tokens < self.max_num_seqs:
-            raise ValueError(f"Scheduler.max_batched_tokens ({self.max_batched_tokens}) must be >= max_num_seqs "
-                             f"({self.max_num_seqs}) so every running decode fits one iteration, as vLLM requires")
-
-
-@dataclass(frozen=True)
-class Pool:
-    """Identical replicas of one model behind one router; `replicas=None` is unlimited (no contention)."""
-
-    deployment: Deployment | ApiModel
-    replicas: int | None = 1
-    router: str = "session_affinity"
-    scheduler: Scheduler = field(default_factory=Scheduler)
-    usd_per_gpu_hour: float | None = None
-    price_source: str = ""
-
-    def __post_init__(self) -> None:
-        if self.router not in ROUTERS:
-            raise ValueError(f"router must be one of {ROUTERS}, got '{self.router}'")
-        if self.replicas is not None and self.replicas < 1:
-            raise ValueError(f"replicas must be >= 1 (or None for unlimited), got {self.replicas}")
-        if self.usd_per_gpu_hour is not None and self.usd_per_gpu_hour < 0:
-            raise ValueError(f"usd_per_gpu_hour must be >= 0, got {self.usd_per_gpu_hour}")
-
-    @property
-    def is_api(self) -> bool:
-        return isinstance(self.deployment, ApiModel)
-
-    @property
-    def gpus(self) -> int:
-        if self.is_api or self.replicas is None:
-            return 0
-        return self.replicas * self.deployment.gpus  # type: ignore[union-attr]
-
-    @property
-    def usd_per_hour(self) -> float:
-        if self.is_api or self.replicas is None:
-            return 0.0
-        if self.usd_per_gpu_hour is None:
-            return math.nan  # unpriced GPU type: never silently free
-        return self.gpus * self.usd_per_gpu_hour
-
-    def describe(self) -> str:
-        dep = self.deployment
-        if isinstance(dep, ApiModel):
-            return f"{dep.name} (API, unlimited concurrency)"
-        n = "unlimited" if self.replicas is None else str(self.replicas)
-        return f"{n} x [{dep.describe()}] ({self.router})"
-
-
-@dataclass(frozen=True)
-class Fleet:
-    """The Weak and the Strong pool (either may be None when a strategy never calls it)."""
-
-    weak: Pool | None
-    strong: Pool | None
-    weight_mode: str = "union"
-
-    def pool(self, i: int) -> Pool | None:
-        return self.weak if i == WEAK_POOL else self.strong
-
-    @property
-    def gpus(self) -> int:
-        return sum(p.gpus for p in (self.weak, self.strong) if p is not None)
-
-    @property
-    def usd_per_hour(self) -> float:
-        return sum(p.usd_per_hour for p in (self.weak, self.strong) if p is not None)
-
-    def describe(self) -> dict[str, str]:
-        return {name: (p.describe() if p is not None else "none") for name, p in zip(POOL_NAMES, (self.weak, self.strong))}
-
-
-@dataclass(frozen=True)
-class Arrivals:
-    """When tasks arrive: Poisson at `rate`, bursty (gamma gaps with coefficient of variation `cv`), or given times."""
-
-    kind: str = "poisson"
-    rate: float = 1.0  # tasks per second
-    cv: float = 3.0
-    times: tuple[float, ...] = ()
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.kind not in ARRIVAL_KINDS:
-            raise ValueError(f"arrival kind must be one of {ARRIVAL_KINDS}, got '{self.kind}'")
-        if self.kind != "trace" and not self.rate > 0:
-            raise ValueError(f"arrival rate must be > 0 tasks/s, got {self.rate}")
-        if self.kind == "bursty" and not self.cv > 0:
-            raise ValueError(f"bursty arrivals need cv > 0, got {self.cv}")
-
-    def sample(self, n: int) -> np.ndarray:
-        """n arrival times in seconds, starting at the first arrival (t=0 for trace times)."""
-        if self.kind == "trace":
-            t = np.sort(np.asarray(self.times, dtype=np.float64))
-            if len(t) < n:
-                raise ValueError(f"trace arrivals: {n} tasks requested but only {len(t)} timestamps given")
-            return t[:n] - (t[0] if len(t) else 0.0)
-        rng = np.random.default_rng([int(self.seed), 7919])
-        if self.kind == "poisson":
-            gaps = rng.exponential(1.0 / self.rate, n)
-        else:
-            shape = 1.0 / self.cv**2
-            gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
-        return np.cumsum(gaps)
 
 
 # --------------------------------------------------------------------------------------
@@ -499,27 +373,6 @@ class _Replica:
 # --------------------------------------------------------------------------------------
 # The simulation
 # --------------------------------------------------------------------------------------
-@dataclass
-class FleetResult:
-    """Everything one fleet run produced; frames are the contract with reports and the planner."""
-
-    tasks: pd.DataFrame  # one row per task
-    calls: pd.DataFrame  # one row per model call
-    turns: pd.DataFrame  # one row per agent turn (between user messages)
-    segments: pd.DataFrame  # one row per replica segment (one or more identical-composition iterations)
-    replicas: pd.DataFrame  # one row per replica
-    summary: dict
-    fleet: Fleet
-
-    def batch_histogram(self, pool: str = "strong", kind: str = "decode") -> pd.Series:
-        """Share of the pool's busy time spent at each batch size (sequences per iteration)."""
-        s = self.segments[self.segments["pool"] == pool]
-        if kind == "decode":
-            s = s[s["prefill_tokens"] == 0]
-        if s.empty:
-            return pd.Series(dtype=float)
-        h = s.groupby("batch")["duration_s"].sum()
-        return h / h.sum()
 
 
 class FleetSim:
@@ -539,7 +392,7 @@ class FleetSim:
     """
 
     def __init__(self, plan: CallPlan, fleet: Fleet, arrival_times: np.ndarray, task_ids: Sequence[str] | None = None,
-                 step_by_token: bool = False, warmup: float = 0.1, steps: list[list[tuple]] | None = None):
+                 step_by_token: bool = False, warmup: float = WARMUP_SHARE, steps: list[list[tuple]] | None = None):
         if len(arrival_times) != plan.n_traj:
             raise ValueError(f"{len(arrival_times)} arrival times for {plan.n_traj} tasks")
         if not 0 <= warmup < 1:
@@ -818,10 +671,6 @@ class FleetSim:
         summary = summarize_fleet(tasks, calls, seg, replicas, self.fleet, self.warmup, self.steps_done)
         return FleetResult(tasks=tasks, calls=calls, turns=turns, segments=seg, replicas=replicas, summary=summary, fleet=self.fleet)
 
-    def write_trace(self, path: str | Path, result: FleetResult, max_tasks: int = 200) -> Path:
-        """Chrome/Perfetto trace JSON: replica segments per pool, and the first `max_tasks` tasks' calls and waits."""
-        return write_chrome_trace(path, result, max_tasks)
-
 
 # Segment and call records are packed into byte buffers as the run goes (a struct per row costs about
 # what a tuple does, and the frames then come from one zero-copy view instead of a conversion of
@@ -857,144 +706,3 @@ def _flatten(seq: list[tuple]):
                 yield from _flatten(sub)
         else:
             yield s
-
-
-def _pct(x: np.ndarray, q: float) -> float:
-    return float(np.percentile(x, q)) if len(x) else math.nan
-
-
-def summarize_fleet(tasks: pd.DataFrame, calls: pd.DataFrame, seg: pd.DataFrame, replicas: pd.DataFrame, fleet: Fleet,
-                    warmup: float, steps: int) -> dict:
-    """Headline figures: latency percentiles after a warm-up share of tasks, utilisation, batches, traffic, $ per task."""
-    n = len(tasks)
-    measured = tasks.sort_values("arrival_s").iloc[int(math.floor(warmup * n)):]
-    lat = measured["latency_s"].to_numpy()
-    makespan = float(tasks["end_s"].max()) if n else 0.0
-    span = makespan - float(tasks["arrival_s"].min()) if n else 0.0
-    out: dict = {
-        "tasks": n, "tasks_completed": int(np.isfinite(tasks["end_s"]).sum()), "warmup_share": warmup,
-        "tasks_measured": len(measured), "latency_p50_s": _pct(lat, 50), "latency_p95_s": _pct(lat, 95),
-        "latency_p99_s": _pct(lat, 99), "latency_mean_s": float(lat.mean()) if len(lat) else math.nan,
-        "makespan_s": makespan, "plan_steps": steps, "calls": len(calls),
-        "gpus": fleet.gpus, "usd_per_hour": fleet.usd_per_hour,
-        "weight_mode": fleet.weight_mode,
-    }
-    turns = tasks["turn_latency_mean_s"] if "turn_latency_mean_s" in tasks else None
-    out["turn_latency_mean_s"] = float(turns.mean()) if turns is not None and len(turns.dropna()) else math.nan
-    gpu_usd = fleet.usd_per_hour * span / 3600.0
-    api = float(tasks["api_usd"].sum())
-    out["usd_per_task"] = (gpu_usd + api) / n if n else math.nan
-    out["api_usd_per_task"] = api / n if n else math.nan
-    for name, i in (("weak", WEAK_POOL), ("strong", STRONG_POOL)):
-        pool = fleet.pool(i)
-        s = seg[seg["pool_i"] == i] if len(seg) else seg
-        c = calls[calls["pool_i"] == i] if len(calls) else calls
-        r = replicas[replicas["pool"] == name]
-        dec = s[s["prefill_tokens"] == 0] if len(s) else s
-        it = float(s["iterations"].sum()) if len(s) else 0.0
-        dit = float(dec["iterations"].sum()) if len(dec) else 0.0
-        out.update({
-            f"{name}_replicas": (len(r) if pool is not None and not pool.is_api else 0),
-            f"{name}_utilisation": float(r["utilisation"].mean()) if len(r) else 0.0,
-            f"{name}_busy_s": float(r["busy_s"].sum()) if len(r) else 0.0,
-            f"{name}_iterations": it,
-            f"{name}_mean_batch": float((s["batch"] * s["iterations"]).sum() / it) if it else 0.0,
-            f"{name}_mean_decode_batch": float((dec["batch"] * dec["iterations"]).sum() / dit) if dit else 0.0,
-            f"{name}_flops": float(s["flops"].sum()) if len(s) else 0.0,
-            f"{name}_bytes_read": float(s["bytes_read"].sum()) if len(s) else 0.0,
-            f"{name}_bytes_written": float(s["bytes_written"].sum()) if len(s) else 0.0,
-            f"{name}_queue_mean_s": float(c["queue_s"].mean()) if len(c) else 0.0,
-            f"{name}_service_mean_s": float(c["service_s"].mean()) if len(c) else 0.0,
-            f"{name}_cache_misses": int((~c["cache_hit"].astype(bool)).sum()) if len(c) else 0,
-            f"{name}_pool": pool.describe() if pool is not None else "none",
-        })
-    out["fleet_flops"] = out["weak_flops"] + out["strong_flops"]
-    out["fleet_bytes_read"] = out["weak_bytes_read"] + out["strong_bytes_read"]
-    out["fleet_bytes"] = out["fleet_bytes_read"] + out["weak_bytes_written"] + out["strong_bytes_written"]
-    return out
-
-
-def write_chrome_trace(path: str | Path, result: FleetResult, max_tasks: int = 200) -> Path:
-    """Write the trace atomically (temp file in the same directory, then os.replace)."""
-    ev: list[dict] = []
-    pid_of = {"weak": 1, "strong": 2}
-    for name, pid in pid_of.items():
-        ev.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"{name} pool"}})
-    ev.append({"name": "process_name", "ph": "M", "pid": 3, "tid": 0, "args": {"name": "tasks"}})
-    for row in result.segments.itertuples(index=False):
-        ev.append({"name": "prefill+decode" if row.prefill_tokens else f"decode x{row.iterations}", "ph": "X",
-                   "pid": pid_of[row.pool], "tid": int(row.replica), "ts": row.t_start_s * 1e6, "dur": row.duration_s * 1e6,
-                   "args": {"batch": int(row.batch), "iterations": int(row.iterations), "tokens_per_iteration": float(row.tokens),
-                            "prefill_tokens": int(row.prefill_tokens)}})
-    keep = set(range(min(max_tasks, len(result.tasks))))
-    for row in result.calls.itertuples(index=False):
-        if row.task in keep:
-            ev.append({"name": f"{row.pool} {row.phase}", "ph": "X", "pid": 3, "tid": int(row.task), "ts": row.t_submit_s * 1e6,
-                       "dur": (row.t_done_s - row.t_submit_s) * 1e6,
-                       "args": {"queue_s": row.queue_s, "replica": int(row.replica), "prefill_tokens": int(row.prefill_tokens),
-                                "decode_tokens": int(row.decode_tokens), "cache_hit": bool(row.cache_hit)}})
-    for row in result.tasks.itertuples(index=False):
-        if row.task in keep:
-            ev.append({"name": f"task {row.task_id}", "ph": "X", "pid": 3, "tid": int(row.task), "ts": row.start_s * 1e6,
-                       "dur": row.latency_s * 1e6, "args": {}})
-    return atomic.write_text(path, json.dumps({"traceEvents": ev, "displayTimeUnit": "ms"}))
-
-
-# --------------------------------------------------------------------------------------
-# Convenience: from trajectories to a fleet run
-# --------------------------------------------------------------------------------------
-def sample_tasks(n_episodes: int, n_tasks: int, seed: int) -> np.ndarray:
-    """Which workload episode each task replays (uniform with replacement, seeded)."""
-    if n_episodes < 1:
-        raise ValueError("the workload has no trajectories")
-    return np.random.default_rng([int(seed), 104729]).integers(0, n_episodes, n_tasks)
-
-
-def simulate_fleet(episodes, strategy, fleet: Fleet, n_tasks: int, arrivals: Arrivals, setting=None, acceptance=None,
-                   seed: int = 0, k: int = 4, review: str = "on_write", trace_path: str | Path | None = None,
-                   warmup: float = 0.1, step_by_token: bool = False) -> FleetResult:
-    """Sample n_tasks from the workload, plan `strategy` for each, and serve them on `fleet`."""
-    from specagent.simulator.acceptance import AcceptanceModel
-    from specagent.simulator.run import plan_strategy, to_episodes
-    from specagent.simulator.setting import default_setting
-    from specagent.simulator.strategies import Strategy, make_strategy
-
-    eps = to_episodes(episodes)
-    if isinstance(eps, UnitTable):
-        eps = eps.episodes()
-    idx = sample_tasks(len(eps), n_tasks, seed)
-    chosen = [eps[i] for i in idx]
-    strat = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, k=k, review=review)
-    plan = plan_strategy(chosen, strat, setting or default_setting(), acceptance or AcceptanceModel(), seed)
-    sim = FleetSim(plan, fleet, arrivals.sample(n_tasks), [e.task_id for e in chosen], step_by_token=step_by_token, warmup=warmup)
-    res = sim.run()
-    res.summary["strategy"] = strat.name
-    res.summary["strategy_label"] = strat.label
-    if trace_path is not None:
-        write_chrome_trace(trace_path, res)
-    return res
-
-
-def fleet_from_setting(setting, weak_replicas: int | None = 1, strong_replicas: int | None = 1, router: str = "session_affinity",
-                       scheduler: Scheduler | None = None, prices: dict[str, float] | None = None) -> Fleet:
-    """Pools from a Setting's deployments (an API Strong model becomes an unlimited API pool)."""
-    sched = scheduler or Scheduler()
-
-    def pool(dep, n):
-        if isinstance(dep, ApiModel):
-            return Pool(dep, None, router, sched)
-        price, src = resolve_price(dep.hardware, prices)
-        return Pool(dep, n, router, sched, price, src)
-
-    return Fleet(weak=pool(setting.weak, weak_replicas), strong=pool(setting.strong, strong_replicas), weight_mode=setting.weight_mode)
-
-
-def resolve_price(hw, prices: dict[str, float] | None) -> tuple[float | None, str]:
-    """$/GPU-hour: the user's figure first, then the profile's sourced price, else None (unpriced)."""
-    prices = prices or {}
-    for key in (hw.id, *hw.aliases):
-        if key in prices:
-            return float(prices[key]), f"user-supplied ({key}={prices[key]})"
-    if hw.price_usd_per_gpu_hour is not None:
-        return float(hw.price_usd_per_gpu_hour.value), f"profile: {hw.price_usd_per_gpu_hour.source}"
-    return None, "no price (profile has none; pass one)"

@@ -15,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.plan import (
-    STAT_NAMES, STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, UNIT_KINDS, USER, WEAK_DECODE,
-    WEAK_PREFILL, CallPlan, UnitTable,
+from specagent.simulator.phases import (
+    STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
+from specagent.simulator.plan import STAT_NAMES, CallPlan
+from specagent.simulator.strategies import ServingPolicy, SpecAgent
+from specagent.simulator.workload import UNIT_KINDS, UnitTable
 
 _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 _REPLY = UNIT_KINDS.index("reply")
@@ -69,10 +71,12 @@ class _Rows:
         )
 
 
-def plan_specagent(table: UnitTable, k: int, review: str, exact: bool, acc: AcceptanceModel, seed: int,
-                   prefix_caching: bool, verifier_prompt: str, vsys: int) -> CallPlan:
-    """The plan `SpecAgent(k, review, verifier).run` makes for each episode of `table`, row for row."""
-    return _Lockstep(table, k, review, exact, acc, seed, prefix_caching, verifier_prompt == "cached", vsys).run()
+def plan_specagent(table: UnitTable, strategy: SpecAgent, acc: AcceptanceModel, seed: int, setting: ServingPolicy) -> CallPlan:
+    """The plan `strategy.run` makes for each episode of `table`, row for row (`strategy.lockstep` must hold)."""
+    if not strategy.lockstep:
+        raise ValueError(f"{type(strategy).__name__} plans through its own run(), not the lockstep planner")
+    return _Lockstep(table, strategy.k, strategy.review, strategy.verifier == "exact", acc, seed, setting.prefix_caching,
+                     setting.verifier_prompt == "cached", setting.verifier_system_tokens).run()
 
 
 class _Lockstep:

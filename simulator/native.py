@@ -1,6 +1,7 @@
 """Which fleet engine runs: the mypyc-compiled modules, or the same modules from source.
 
-`pip install` compiles `fleet` and `itercost` with mypyc when it can (setup.py). An
+`pip install` compiles the fleet engine (`fleet`, its configuration types `fleet_config`,
+and `itercost`) with mypyc when it can (setup.py). An
 extension shadows its .py file (Python's importer tries extensions first), so one
 built from an older source would silently run old code. The build therefore records
 each compiled module's source hash beside it; `select_engine()` runs when
@@ -23,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-NATIVE_MODULES = ("itercost", "fleet")
+NATIVE_MODULES = ("itercost", "fleet_config", "fleet")
 MANIFEST = "_native_build.json"
 PURE_ENV = "SPECAGENT_PURE_PYTHON"
 REBUILD = "rebuild with `make setup` (or `pip install -e .`)"

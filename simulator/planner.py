@@ -25,19 +25,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from specagent.costmodel.deployment import Deployment
-from specagent.costmodel.model_spec import load_model_spec
-from specagent.hardware.profile import load_hardware
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.fleet import (
-    STRONG_POOL, WEAK_POOL, Arrivals, Fleet, FleetSim, Pool, Scheduler, compile_steps, resolve_price, sample_tasks,
+from specagent.simulator.fleet_build import (
+    Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks,
 )
-from specagent.simulator.run import plan_strategy, to_episodes
-from specagent.simulator.setting import default_setting
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.fleet_config import STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Scheduler, resolve_price
+from specagent.simulator.fleet_results import FleetResult
+from specagent.simulator.scenario import Scenario
 
 SLO_METRICS = ("task", "turn")
-GPU_COUNTS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ class SLO:
     def __str__(self) -> str:
         return f"p{self.percentile:g}-{self.target}={self.seconds:g}s"
 
-    def measure(self, sim_result) -> float:
+    def measure(self, sim_result: FleetResult) -> float:
         t = sim_result.tasks.sort_values("arrival_s")
         skip = int(math.floor(sim_result.summary["warmup_share"] * len(t)))
         keep = set(t["task"].iloc[skip:])
@@ -101,38 +96,31 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def fitting_deployment(model: str, gpu: str, weight_dtype: str, context: int, parallelism: str = "tp") -> Deployment:
-    """The fewest GPUs (1, 2, 4, 8) on which `model` fits with one sequence of `context` tokens."""
-    spec, hw = load_model_spec(model), load_hardware(gpu)
-    for g in GPU_COUNTS:
-        dep = Deployment(spec, hw, gpus=g, weight_dtype=weight_dtype, parallelism=parallelism if spec.is_moe else "tp")
-        if dep.memory_needed(1, context) <= dep.usable_bytes:
-            return dep
-    raise ValueError(f"{spec.name} in {weight_dtype} does not fit 8x {hw.name} with a {context:,}-token sequence; "
-                     f"use a smaller weight dtype or a larger GPU")
-
-
 @dataclass(frozen=True)
 class PlanRequest:
+    """What to plan for: a rate and an SLO, GPU types to try, and the scenario (models, dtypes, K, acceptance, seed).
+
+    The scenario's deployments give each pool its model and storage dtypes; the search
+    chooses the GPU type (from `gpus`) and the GPUs per replica.
+    """
+
     rate: float
     slo: SLO
     strategies: tuple[str, ...] = ("strongonly", "specagent")
     gpus: tuple[str, ...] = ("h20", "h200")
     mix_gpus: bool = False  # also try Weak and Strong pools on different GPU types
-    weak_model: str = "qwen3.5-4b"
-    strong_model: str = "qwen3.5-397b-a17b"
-    weak_dtype: str = "bf16"
-    strong_dtype: str = "fp8"
+    scenario: Scenario = field(default_factory=Scenario)
     prices: dict[str, float] = field(default_factory=dict)
     n_tasks: int = 120
-    seed: int = 0
-    k: int = 4
-    review: str = "on_write"
     router: str = "session_affinity"
     max_replicas: int = 64
     max_refine: int = 3
-    warmup: float = 0.1
+    warmup: float = WARMUP_SHARE
     scheduler: Scheduler = field(default_factory=Scheduler)
+
+    @property
+    def seed(self) -> int:
+        return self.scenario.seed
 
 
 @dataclass
@@ -163,27 +151,21 @@ def _search(evaluate, lo_fail: int, cap: int) -> int | None:
     return hi
 
 
-def plan_capacity(trajectories, req: PlanRequest, progress=None) -> PlanResult:
+def plan_capacity(trajectories: Workload, req: PlanRequest, progress=None) -> PlanResult:
     """Run the stated search for every strategy and GPU pairing; see the module docstring."""
-    eps = to_episodes(trajectories)
-    setting = default_setting()
-    acc = AcceptanceModel()
-    idx = sample_tasks(len(eps), req.n_tasks, req.seed)
-    chosen = [eps[i] for i in idx]
-    arrivals = Arrivals("poisson", rate=req.rate, seed=req.seed).sample(req.n_tasks)
+    eps = episodes_of(trajectories)
+    sc = req.scenario
+    arrivals = Arrivals("poisson", rate=req.rate, seed=sc.seed).sample(req.n_tasks)
     pairs = [(g, g) for g in req.gpus] if not req.mix_gpus else [(w, s) for w in req.gpus for s in req.gpus]
     price_sources: dict[str, str] = {}
     notes: list[str] = []
     rows = []
     for strat_name in req.strategies:
-        strat = make_strategy(strat_name, k=req.k, review=req.review)
-        plan = plan_strategy(chosen, strat, setting, acc, req.seed)
-        steps = compile_steps(plan)
-        max_ctx = int(np.max(plan.context + plan.tokens)) if len(plan) else 0
-        uses = {WEAK_POOL: bool(np.isin(plan.phase, (0, 1)).any()), STRONG_POOL: bool(np.isin(plan.phase, (2, 3, 4, 5)).any())}
+        tasks = plan_tasks(eps, strat_name, sc, req.n_tasks)
+        strat, max_ctx = tasks.strategy, tasks.max_context
+        uses = {WEAK_POOL: tasks.uses(WEAK_POOL), STRONG_POOL: tasks.uses(STRONG_POOL)}
         for wg, sg in pairs:
-            deps = {WEAK_POOL: fitting_deployment(req.weak_model, wg, req.weak_dtype, max_ctx),
-                    STRONG_POOL: fitting_deployment(req.strong_model, sg, req.strong_dtype, max_ctx)}
+            deps = {WEAK_POOL: fitting_deployment(sc.weak, wg, max_ctx), STRONG_POOL: fitting_deployment(sc.strong, sg, max_ctx)}
             price = {}
             for p, dep in deps.items():
                 usd, src = resolve_price(dep.hardware, req.prices)
@@ -194,11 +176,10 @@ def plan_capacity(trajectories, req: PlanRequest, progress=None) -> PlanResult:
             def run(n_w: int | None, n_s: int | None) -> tuple[bool, dict, float]:
                 key = (n_w, n_s)
                 if key not in cache:
-                    fleet = Fleet(
-                        weak=Pool(deps[WEAK_POOL], n_w, req.router, req.scheduler, price[WEAK_POOL]) if uses[WEAK_POOL] else None,
-                        strong=Pool(deps[STRONG_POOL], n_s, req.router, req.scheduler, price[STRONG_POOL]) if uses[STRONG_POOL] else None,
-                        weight_mode=setting.weight_mode)
-                    res = FleetSim(plan, fleet, arrivals, steps=steps, warmup=req.warmup).run()
+                    fleet = build_fleet(deps[WEAK_POOL] if uses[WEAK_POOL] else None, deps[STRONG_POOL] if uses[STRONG_POOL] else None,
+                                        n_w, n_s, weight_mode=sc.weight_mode, router=req.router, scheduler=req.scheduler,
+                                        prices=req.prices)
+                    res = tasks.serve(fleet, arrivals, req.warmup)
                     v = req.slo.measure(res)
                     cache[key] = (v <= req.slo.seconds, res.summary, v)
                     if progress is not None:

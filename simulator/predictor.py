@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 from specagent.costmodel.phases import decode
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.simulator.run import simulate, to_episodes
-from specagent.simulator.setting import Setting, default_setting
+from specagent.simulator.scenario import Scenario
+from specagent.simulator.setting import Setting
 from specagent.traces.schema import Trajectory
 
 
@@ -49,18 +50,23 @@ def predict_strong_share(frame: pd.DataFrame, setting: Setting) -> pd.DataFrame:
     })
 
 
-def validate_predictor(workloads: dict[str, Iterable[Trajectory]], setting: Setting | None = None,
-                       acceptance: AcceptanceModel | None = None, strategies: Sequence[str] = ("specagent",),
-                       weight_modes: Sequence[str] = ("union", "active"), seed: int = 0, k: int = 4) -> pd.DataFrame:
-    """One row per (workload, strategy, weight mode): aggregate predicted vs accounted share and its error."""
-    base = setting or default_setting()
+def validate_predictor(workloads: dict[str, Iterable[Trajectory]], scenario: Scenario | None = None,
+                       strategies: Sequence[str] = ("specagent",), weight_modes: Sequence[str] = WEIGHT_MODES,
+                       setting: Setting | None = None) -> pd.DataFrame:
+    """One row per (workload, strategy, weight mode): aggregate predicted vs accounted share and its error.
+
+    The scenario (the default one when None) gives the deployments, acceptance, seed, K and
+    review policy; `setting`, when given, replaces its deployments.
+    """
+    sc = scenario or Scenario()
+    base = setting or sc.setting(fit_context=None)
     rows = []
     for wname, trajs in workloads.items():
         episodes = to_episodes(trajs)
         for mode in weight_modes:
             s = dataclasses.replace(base, weight_mode=mode)
             for strat in strategies:
-                frame = simulate(episodes, strat, s, acceptance, seed, k=k)
+                frame = simulate(episodes, strat, s, sc.acceptance, sc.seed, k=sc.k, review=sc.review)
                 per = predict_strong_share(frame, s)
                 pred_s = (per["strong_verdict_repair_tokens"] * per["strong_decode_bytes_per_token"]).sum()
                 pred_w = (per["weak_decode_tokens"] * per["weak_decode_bytes_per_token"]).sum()

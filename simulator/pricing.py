@@ -14,7 +14,8 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
-from specagent.simulator.plan import DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, WAIT_PHASES, WEAK_PHASES, CallPlan
+from specagent.simulator.phases import DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, WAIT_PHASES, WEAK_PHASES
+from specagent.simulator.plan import CallPlan
 from specagent.simulator.setting import ApiModel, Setting
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.plan import DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STAT_NAMES, STRONG_PHASES, WEAK_PHASES, CallPlan
+from specagent.simulator.phases import DECODE_PHASES, PHASE_GROUPS, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, WEAK_PHASES
+from specagent.simulator.plan import STAT_NAMES, CallPlan
 from specagent.simulator.pricing import EventCosts, wall_time
 
 METRICS = ("time_s", "flops", "bytes_read", "bytes_written", "tokens")
@@ -18,16 +19,6 @@ HEADLINE = (
     "total_bytes_read", "strong_bytes_read", "weak_bytes_read", "wall_time_s", "total_flops", "strong_flops",
     "strong_decode_tokens", "strong_calls", "api_usd",
 )
-#: The split by phase SPEC §1 asks for.
-PHASE_GROUPS = {
-    "weak_drafting": ("weak_decode",),
-    "weak_prefill": ("weak_prefill",),
-    "strong_verification": ("strong_verify",),
-    "strong_repair_verdict": ("strong_decode", "strong_verdict"),
-    "strong_prefill": ("strong_prefill",),
-    "tool": ("tool",),
-    "user": ("user",),
-}
 
 
 def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:

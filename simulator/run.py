@@ -1,4 +1,7 @@
-"""Entry points: plan a strategy over trajectories, price it with an engine, compare strategies."""
+"""Entry points: plan a strategy over trajectories, price it with an engine, compare strategies, run a scenario.
+
+Defaults are the Scenario's (`Scenario.k` is its default K, and so on): they are defined there once.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +11,20 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from specagent.common.alloc import paused_gc
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.des import run_des
 from specagent.simulator.lockstep import plan_specagent
-from specagent.simulator.plan import CallPlan, Episode, PlanBuilder, UnitTable, episode_from_trajectory, paused_gc, unit_positions
+from specagent.simulator.plan import CallPlan, PlanBuilder
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.results import per_trajectory, phase_split, summarize
-from specagent.simulator.setting import Setting, default_setting
-from specagent.simulator.strategies import SpecAgent, Strategy, make_strategy
+from specagent.simulator.scenario import ENGINES, Scenario
+from specagent.simulator.setting import Setting
+from specagent.simulator.strategies import STRATEGY_NAMES, ServingPolicy, Strategy, make_strategy
+from specagent.simulator.workload import Episode, UnitTable, episode_from_trajectory, unit_positions
 from specagent.traces.schema import Trajectory
 
-ENGINES = ("analytic", "simpy")
-DEFAULT_STRATEGIES = ("strongonly", "weakonly", "specagent", "exactmatch", "router", "collab",
-                      "specagent_exact", "specagent_hold_replies", "specagent_every_chunk")
+DEFAULT_STRATEGIES = STRATEGY_NAMES
 
 
 Workload = Sequence[Episode] | UnitTable
@@ -33,20 +37,23 @@ def to_episodes(trajectories: Iterable[Trajectory | Episode] | UnitTable) -> Wor
     return [t if isinstance(t, Episode) else episode_from_trajectory(t) for t in trajectories]
 
 
-def plan_strategy(episodes: Workload, strategy: Strategy, setting: Setting, acceptance: AcceptanceModel,
-                  seed: int = 0, audits: list | None = None, lockstep: bool = True) -> CallPlan:
+def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy, acceptance: AcceptanceModel,
+                  seed: int = Scenario.seed, audits: list | None = None, lockstep: bool = True) -> CallPlan:
     """The protocol's calls and waits for every episode; `audits` collects per-episode event logs.
 
-    SpecAgent on reference trajectories is planned in lockstep over all trajectories at once
-    (simulator/lockstep.py); everything else, audited runs and recorded protocol logs go
-    through the per-episode planner. Both read the same per-unit draws, so they agree row for row.
+    `setting` is the serving policy planning needs (prefix caching, verifier prompt): a
+    Setting or a Scenario.
+
+    A strategy whose `lockstep` holds (SpecAgent itself, not a subclass) on reference
+    trajectories is planned in lockstep over all trajectories at once (simulator/lockstep.py);
+    everything else, audited runs and recorded protocol logs go through the per-episode
+    planner (`Strategy.run`). Both read the same per-unit draws, so they agree row for row.
     """
-    fast = lockstep and audits is None and isinstance(strategy, SpecAgent)
+    fast = lockstep and audits is None and strategy.lockstep
     if fast and not isinstance(episodes, UnitTable) and not any(e.labelled for e in episodes):
         episodes = UnitTable.from_episodes(episodes)
     if fast and isinstance(episodes, UnitTable):
-        return plan_specagent(episodes, strategy.k, strategy.review, strategy.verifier == "exact", acceptance, seed,
-                              setting.prefix_caching, setting.verifier_prompt, setting.verifier_system_tokens)
+        return plan_specagent(episodes, strategy, acceptance, seed, setting)  # type: ignore[arg-type]
     if isinstance(episodes, UnitTable):
         episodes = episodes.episodes()
     offsets = np.concatenate([[0], np.cumsum([len(e.units) for e in episodes], dtype=np.int64)])
@@ -57,8 +64,7 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: Setting, acce
         for i, ep in enumerate(episodes):
             audit = [] if audits is not None else None
             lo, hi = bounds[i], bounds[i + 1]
-            strategy.plan_episode(ep, i, b, acceptance, (u0[lo:hi], u1[lo:hi]), setting.prefix_caching,
-                                  setting.verifier_prompt, setting.verifier_system_tokens, audit)
+            strategy.plan_episode(ep, i, b, acceptance, (u0[lo:hi], u1[lo:hi]), setting, audit)
             if audits is not None:
                 audits.append(audit)
     return b.build()
@@ -69,12 +75,12 @@ def task_ids(episodes: Workload) -> list[str]:
 
 
 def simulate(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategy: str | Strategy = "specagent", setting: Setting | None = None,
-             acceptance: AcceptanceModel | None = None, seed: int = 0, engine: str = "analytic", k: int = 4,
-             review: str = "on_write", pricer: Pricer | None = None) -> pd.DataFrame:
-    """Per-trajectory accounting of one strategy (one row per trajectory)."""
+             acceptance: AcceptanceModel | None = None, seed: int = Scenario.seed, engine: str = Scenario.engine,
+             k: int = Scenario.k, review: str = Scenario.review, pricer: Pricer | None = None) -> pd.DataFrame:
+    """Per-trajectory accounting of one strategy (one row per trajectory); the default Scenario's setting by default."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got '{engine}'")
-    setting = setting or default_setting()
+    setting = setting or Scenario().setting(fit_context=None)
     acceptance = acceptance or AcceptanceModel()
     strat = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, k=k, review=review)
     episodes = to_episodes(trajectories)
@@ -104,13 +110,17 @@ class Comparison:
     phase_bytes: pd.DataFrame
     phase_flops: pd.DataFrame
     assumptions: dict = field(default_factory=dict)
+    #: The setting the strategies ran in, and the scenario it came from (None when called without one).
+    setting: Setting | None = None
+    scenario: Scenario | None = None
 
 
-def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies: Sequence[str] = DEFAULT_STRATEGIES, setting: Setting | None = None,
-            acceptance: AcceptanceModel | None = None, seed: int = 0, engine: str = "analytic", k: int = 4,
-            review: str = "on_write", workload: str = "", success_rates: dict[str, float] | None = None) -> Comparison:
+def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies: Sequence[str] = Scenario.strategies,
+            setting: Setting | None = None, acceptance: AcceptanceModel | None = None, seed: int = Scenario.seed,
+            engine: str = Scenario.engine, k: int = Scenario.k, review: str = Scenario.review, workload: str = "",
+            success_rates: dict[str, float] | None = None) -> Comparison:
     """Run every strategy on the same trajectories and summarise relative to Strong-only."""
-    setting = setting or default_setting()
+    setting = setting or Scenario().setting(fit_context=None)
     acceptance = acceptance or AcceptanceModel()
     episodes = to_episodes(trajectories)
     pricer = Pricer(setting)
@@ -134,4 +144,24 @@ def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies
     return Comparison(
         per_trajectory=frame, summary=summary, phase_time=phase_split(frame, "time_s"),
         phase_bytes=phase_split(frame, "bytes_read"), phase_flops=phase_split(frame, "flops"), assumptions=assumptions,
+        setting=setting,
     )
+
+
+def predict(scenario: Scenario, trajectories: Iterable[Trajectory | Episode] | UnitTable | None = None, workload: str = "",
+            success_rates: dict[str, float] | None = None, setting: Setting | None = None) -> Comparison:
+    """Run a scenario: its strategies (Strong-only added first when missing: the baseline) on its workload.
+
+    `trajectories` (named `workload`) and `setting` default to the scenario's own, loaded from
+    it; the Comparison carries the setting and the scenario as they ran.
+    """
+    if "strongonly" not in scenario.strategies:
+        scenario = scenario.replace(strategies=("strongonly", *scenario.strategies))
+    name = workload
+    if trajectories is None:
+        trajectories, _, name = scenario.load_workload()
+    setting = setting or scenario.setting()
+    comp = compare(trajectories, scenario.strategies, setting, scenario.acceptance, scenario.seed, scenario.engine,
+                   scenario.k, scenario.review, workload=name, success_rates=success_rates)
+    comp.scenario = scenario
+    return comp

@@ -1,4 +1,4 @@
-"""Where the two models run: deployments (or a priced API for the Strong model) and caching policy."""
+"""Where the two models run: deployments (or a priced API for the Strong model) and caching policy, resolved."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from specagent.costmodel.deployment import Deployment
-from specagent.costmodel.model_spec import load_model_spec
-from specagent.hardware.profile import load_hardware
+from specagent.costmodel.roofline import WEIGHT_MODES
 
 VERIFIER_PROMPTS = ("cached", "fresh")
 
@@ -57,7 +56,11 @@ def load_api_models(path: str | Path | None = None) -> dict[str, ApiModel]:
 
 @dataclass(frozen=True)
 class Setting:
-    """Everything about *where* a strategy runs, separate from *what* the agent does."""
+    """Everything about *where* a strategy runs, separate from *what* the agent does: the resolved deployments.
+
+    A `Scenario` names models and GPUs; `Scenario.setting()` loads them into this. The
+    policy defaults below are the Scenario's too (it reads them from here).
+    """
 
     weak: Deployment
     strong: Deployment | ApiModel
@@ -71,8 +74,8 @@ class Setting:
     def __post_init__(self) -> None:
         if self.verifier_prompt not in VERIFIER_PROMPTS:
             raise ValueError(f"verifier_prompt must be one of {VERIFIER_PROMPTS}, got '{self.verifier_prompt}'")
-        if self.weight_mode not in ("union", "active"):
-            raise ValueError(f"weight_mode must be 'union' or 'active', got '{self.weight_mode}'")
+        if self.weight_mode not in WEIGHT_MODES:
+            raise ValueError(f"weight_mode must be one of {WEIGHT_MODES}, got '{self.weight_mode}'")
 
     @property
     def strong_is_api(self) -> bool:
@@ -88,24 +91,3 @@ class Setting:
             "verifier_prompt": self.verifier_prompt,
             "verifier_system_tokens": str(self.verifier_system_tokens),
         }
-
-
-def default_setting(**overrides) -> Setting:
-    """SPEC §2's evaluated setting: Qwen3.5-4B Weak and Qwen3.5-397B-A17B Strong on H20.
-
-    The Strong model's BF16 weights (≈793 GB) do not fit 8×H20 (768 GB); FP8 weights
-    (≈400 GB) do, so the default Strong replica is 8×H20 with FP8 weights.
-    """
-    h20 = load_hardware("h20")
-    weak = Deployment(load_model_spec("qwen3.5-4b"), h20, gpus=1, weight_dtype="bf16")
-    strong = Deployment(load_model_spec("qwen3.5-397b-a17b"), h20, gpus=8, weight_dtype="fp8")
-    return Setting(weak=weak, strong=strong, **overrides)
-
-
-def edge_setting(api: str = "qwen3.5-397b-a17b-api", **overrides) -> Setting:
-    """SPEC §2's edge–cloud setting: Weak on one local RTX 5090, Strong behind a provider's API."""
-    weak = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("rtx5090"), gpus=1, weight_dtype="bf16")
-    models = load_api_models()
-    if api not in models:
-        raise ValueError(f"unknown API model '{api}'; known: {', '.join(models)}")
-    return Setting(weak=weak, strong=models[api], **overrides)

@@ -9,20 +9,30 @@ prefills only what that model has not yet seen, without it the whole context.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.plan import (
-    STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
-    Action, Episode, PlanBuilder, UserTurn,
-)
+from specagent.simulator.phases import CALL_PHASES, STRONG, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK
+from specagent.simulator.plan import PlanBuilder
 from specagent.simulator.protocol import (
     Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol, weak_tokens,
 )
+from specagent.simulator.workload import Action, Episode, UserTurn
 
-WEAK, STRONG = 0, 1
-_CALL_PHASES = ((WEAK_PREFILL, WEAK_DECODE), (STRONG_PREFILL, STRONG_DECODE))
 _CALL_STAT = ("weak_calls", "strong_calls")
 REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
+VERIFIERS = ("semantic", "exact")
+#: SpecAgent's defaults (the Scenario's too): K steps drafted at most per chunk, review before a write.
+DEFAULT_K = 4
+DEFAULT_REVIEW = "on_write"
+
+
+class ServingPolicy(Protocol):
+    """What planning needs of where it runs (a Setting or a Scenario has it): caching and the verifier's prompt."""
+
+    prefix_caching: bool
+    verifier_prompt: str
+    verifier_system_tokens: int
 
 
 #: Per-unit uniforms of one episode, by stream (see acceptance.unit_uniforms): draws[s][unit].
@@ -61,7 +71,7 @@ class _State:
         total = self.hist + pending
         seen = self.seen[model]
         n, c = (total - seen, seen) if self.prefix_caching else (total, 0)
-        pp, dp = _CALL_PHASES[model]
+        pp, dp = CALL_PHASES[model]
         if n > 0:
             self.plan.add(self.traj, pp, n, c, 0.0, group, lane)
         if out > 0:
@@ -87,19 +97,26 @@ class _State:
 
 
 class Strategy:
-    """Base: a named way of running an episode; subclasses implement `run`."""
+    """Base: a named way of running an episode; subclasses implement `run`.
+
+    `lockstep` says whether `lockstep.plan_specagent` plans this very strategy: a subclass
+    that changes how an episode runs must plan through its own `run`, so it is False
+    unless a class says otherwise for itself.
+    """
 
     name = "base"
     label = "base"
+    lockstep = False
 
     def describe(self) -> dict:
         return {"strategy": self.name, "label": self.label}
 
     def plan_episode(self, ep: Episode, traj: int, builder: PlanBuilder, acc: AcceptanceModel, draws: Draws,
-                     prefix_caching: bool, verifier_prompt: str, verifier_system_tokens: int, audit: list | None = None) -> None:
-        st = _State(traj=traj, plan=builder, prefix_caching=prefix_caching, hist=ep.system_tokens, audit=audit)
+                     setting: ServingPolicy, audit: list | None = None) -> None:
+        """Plan one episode into `builder` under the setting's caching and verifier-prompt policy."""
+        st = _State(traj=traj, plan=builder, prefix_caching=setting.prefix_caching, hist=ep.system_tokens, audit=audit)
         st.stats["reference_actions"] = ep.actions
-        self.run(ep, st, acc, draws, verifier_prompt, verifier_system_tokens)
+        self.run(ep, st, acc, draws, setting.verifier_prompt, setting.verifier_system_tokens)
         st.stats["committed_context_tokens"] = st.hist
         builder.stats.append(st.stats)
 
@@ -150,19 +167,24 @@ class SingleModel(Strategy):
 class SpecAgent(Strategy):
     """Weak drafts up to K steps with real reads; Strong verifies a segment in one prefill and repairs one step."""
 
-    def __init__(self, k: int = 4, review: str = "on_write", verifier: str = "semantic", name: str | None = None, label: str | None = None):
+    def __init__(self, k: int = DEFAULT_K, review: str = DEFAULT_REVIEW, verifier: str = "semantic", name: str | None = None, label: str | None = None):
         if k < 1:
             raise ValueError(f"K must be >= 1, got {k}")
         if review not in REVIEW_POLICIES:
             raise ValueError(f"review policy must be one of {REVIEW_POLICIES}, got '{review}'")
-        if verifier not in ("semantic", "exact"):
-            raise ValueError(f"verifier must be 'semantic' or 'exact', got '{verifier}'")
+        if verifier not in VERIFIERS:
+            raise ValueError(f"verifier must be one of {VERIFIERS}, got '{verifier}'")
         self.k, self.review, self.verifier = k, review, verifier
         self.name = name or "specagent"
         self.label = label or f"SpecAgent (K={k}, {review}{', exact-step verifier' if verifier == 'exact' else ''})"
 
     def describe(self) -> dict:
         return {**super().describe(), "k": self.k, "review": self.review, "verifier": self.verifier}
+
+    @property
+    def lockstep(self) -> bool:  # type: ignore[override]
+        """Only SpecAgent itself: a subclass's own `run` (or helpers) must not be skipped."""
+        return type(self) is SpecAgent
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         units = ep.units
@@ -335,42 +357,62 @@ class Collaborative(Strategy):
             _commit_action(st, idx, u, WEAK, wc, reviewed=False)
 
 
-def make_strategy(name: str, k: int = 4, review: str = "on_write") -> Strategy:
-    """Strategies by name; see STRATEGY_HELP."""
-    key = name.lower().replace("-", "").replace("_", "")
-    if key == "strongonly":
-        return SingleModel(STRONG)
-    if key == "weakonly":
-        return SingleModel(WEAK)
-    if key == "specagent":
-        return SpecAgent(k=k, review=review)
-    if key in ("specagentexact", "exactstep"):
-        return SpecAgent(k=k, review=review, verifier="exact", name="specagent_exact")
-    if key in ("specagentholdreplies", "holdreplies"):
-        return SpecAgent(k=k, review="hold_replies", name="specagent_hold_replies")
-    if key in ("specagenteverychunk", "everychunk"):
-        return SpecAgent(k=k, review="every_chunk", name="specagent_every_chunk")
-    if key in ("exactmatch", "exactmatchspeculative"):
-        return ExactMatchSpeculative()
-    if key == "router":
-        return Router()
-    if key in ("collab", "collaborative", "agentcollab"):
-        return Collaborative()
-    raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGY_NAMES)}")
+# ---------------------------------------------------------------------------------------------
+# The registry: adding a strategy is one entry here (and its class above).
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StrategyEntry:
+    """One registered strategy: its name, how to build it, what it is, and what it takes."""
+
+    name: str
+    help: str
+    make: Callable[[int, str], Strategy]  # (K, review policy) -> the strategy
+    aliases: tuple[str, ...] = ()
+    #: Takes K and a review policy (SpecAgent and its ablations); a sweep runs the others once per K-less cell.
+    takes_k: bool = False
+    #: Planned by the vectorised lockstep planner (simulator/lockstep.py) unless audited.
+    lockstep: bool = False
 
 
-STRATEGY_NAMES = (
-    "strongonly", "weakonly", "specagent", "exactmatch", "router", "collab",
-    "specagent_exact", "specagent_hold_replies", "specagent_every_chunk",
+REGISTRY: tuple[StrategyEntry, ...] = (
+    StrategyEntry("strongonly", "Strong decodes every step", lambda k, r: SingleModel(STRONG)),
+    StrategyEntry("weakonly", "Weak decodes every step (writes unreviewed)", lambda k, r: SingleModel(WEAK)),
+    StrategyEntry("specagent", "Weak drafts ≤K steps with real reads, Strong verifies in one prefill and repairs one step",
+                  lambda k, r: SpecAgent(k=k, review=r), takes_k=True, lockstep=True),
+    StrategyEntry("exactmatch", "Weak drafts, Strong decodes its own step too; draft kept only if identical",
+                  lambda k, r: ExactMatchSpeculative(), aliases=("exactmatchspeculative",)),
+    StrategyEntry("router", "per-step router to Weak or Strong", lambda k, r: Router()),
+    StrategyEntry("collab", "AgentCollab-style: Weak acts, escalates to Strong on detected trouble", lambda k, r: Collaborative(),
+                  aliases=("collaborative", "agentcollab")),
+    StrategyEntry("specagent_exact", "ablation: exact-step verifier",
+                  lambda k, r: SpecAgent(k=k, review=r, verifier="exact", name="specagent_exact"), aliases=("exactstep",),
+                  takes_k=True, lockstep=True),
+    StrategyEntry("specagent_hold_replies", "ablation: also hold and review replies to the user",
+                  lambda k, r: SpecAgent(k=k, review="hold_replies", name="specagent_hold_replies"), aliases=("holdreplies",),
+                  takes_k=True, lockstep=True),
+    StrategyEntry("specagent_every_chunk", "ablation: review every chunk, reads included",
+                  lambda k, r: SpecAgent(k=k, review="every_chunk", name="specagent_every_chunk"), aliases=("everychunk",),
+                  takes_k=True, lockstep=True),
 )
-STRATEGY_HELP = {
-    "strongonly": "Strong decodes every step",
-    "weakonly": "Weak decodes every step (writes unreviewed)",
-    "specagent": "Weak drafts ≤K steps with real reads, Strong verifies in one prefill and repairs one step",
-    "exactmatch": "Weak drafts, Strong decodes its own step too; draft kept only if identical",
-    "router": "per-step router to Weak or Strong",
-    "collab": "AgentCollab-style: Weak acts, escalates to Strong on detected trouble",
-    "specagent_exact": "ablation: exact-step verifier",
-    "specagent_hold_replies": "ablation: also hold and review replies to the user",
-    "specagent_every_chunk": "ablation: review every chunk, reads included",
-}
+STRATEGY_NAMES = tuple(e.name for e in REGISTRY)
+STRATEGY_HELP = {e.name: e.help for e in REGISTRY}
+
+
+def _key(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+_BY_KEY = {_key(n): e for e in REGISTRY for n in (e.name, *e.aliases)}
+
+
+def strategy_entry(name: str) -> StrategyEntry:
+    """The registry entry for a name or alias (case, '-' and '_' ignored)."""
+    entry = _BY_KEY.get(_key(name))
+    if entry is None:
+        raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGY_NAMES)}")
+    return entry
+
+
+def make_strategy(name: str, k: int = DEFAULT_K, review: str = DEFAULT_REVIEW) -> Strategy:
+    """A registered strategy by name, with SpecAgent's K and review policy (ignored by the others)."""
+    return strategy_entry(name).make(k, review)

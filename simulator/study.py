@@ -21,13 +21,10 @@ import numpy as np
 import pandas as pd
 
 from specagent.costmodel.balance import balance_point
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.fleet import Arrivals, Fleet, FleetSim, Pool, Scheduler, compile_steps, sample_tasks
-from specagent.simulator.planner import fitting_deployment
-from specagent.simulator.plan import STRONG_PHASES
-from specagent.simulator.run import plan_strategy, to_episodes
-from specagent.simulator.setting import default_setting
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.fleet_build import Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks
+from specagent.simulator.fleet_config import Arrivals, Scheduler
+from specagent.simulator.phases import STRONG_PHASES
+from specagent.simulator.scenario import Scenario
 
 STUDY_COLUMNS = (
     "hardware", "strong_gpus", "rate", "strongonly_decode_batch", "specagent_decode_batch", "balance_batch",
@@ -38,42 +35,37 @@ STUDY_COLUMNS = (
 )
 
 
-def balance_study(trajectories, hardware: Sequence[str] = ("h20", "h200"), rates: Sequence[float] = (0.05, 0.2, 0.8, 3.2, 12.8),
-                  n_tasks: int = 150, horizon_s: float = 60.0, seed: int = 0, k: int = 4, strong_model: str = "qwen3.5-397b-a17b", strong_dtype: str = "fp8",
-                  max_num_seqs: int = 256, acceptance: AcceptanceModel | None = None) -> pd.DataFrame:
+def balance_study(trajectories: Workload, hardware: Sequence[str] = ("h20", "h200"),
+                  rates: Sequence[float] = (0.05, 0.2, 0.8, 3.2, 12.8), n_tasks: int = 150, horizon_s: float = 60.0,
+                  scenario: Scenario | None = None, max_num_seqs: int = 256) -> pd.DataFrame:
     """One row per (hardware, rate); columns STUDY_COLUMNS (savings are 1 - SpecAgent / Strong-only, per task).
 
+    The scenario gives the models, dtypes, K, acceptance, seed and weight reads (the default
+    scenario when None); the Strong replica runs on each GPU type of `hardware` in turn.
     Each rate simulates max(n_tasks, rate * horizon_s) tasks, so high rates reach a steady
     batch. The Weak pool is uncontended (one replica per task at batch 1), so
     `fleet_bytes_saving` is a lower bound: a shared Weak pool would batch its decodes.
     """
-    eps = to_episodes(trajectories)
-    setting = default_setting()
-    acc = acceptance or AcceptanceModel()
+    sc = scenario or Scenario()
+    eps = episodes_of(trajectories)
     counts = sorted({max(n_tasks, int(r * horizon_s)) for r in rates})
-    plans_by_n = {}
-    for n in counts:
-        chosen = [eps[i] for i in sample_tasks(len(eps), n, seed)]
-        plans = {}
-        for name in ("strongonly", "specagent"):
-            p = plan_strategy(chosen, make_strategy(name, k=k), setting, acc, seed)
-            plans[name] = (p, compile_steps(p))
-        plans_by_n[n] = plans
-    ref = plans_by_n[counts[-1]]["strongonly"][0]
+    plans_by_n = {n: {name: plan_tasks(eps, name, sc, n) for name in ("strongonly", "specagent")} for n in counts}
+    ref = plans_by_n[counts[-1]]["strongonly"].plan
     strong_ev = np.isin(ref.phase, STRONG_PHASES)
     med_ctx = int(np.median(ref.context[strong_ev])) if strong_ev.any() else 0
-    max_ctx = int(max(np.max(p.context + p.tokens) for pl in plans_by_n.values() for p, _ in pl.values()))
+    max_ctx = max(t.max_context for pl in plans_by_n.values() for t in pl.values())
     sched = Scheduler(max_num_seqs=max_num_seqs, max_batched_tokens=max(2048, max_num_seqs))
+    weak = sc.weak.build()
     rows = []
     for hw in hardware:
-        sdep = fitting_deployment(strong_model, hw, strong_dtype, max_ctx)
-        bp = balance_point(sdep, context=med_ctx, weight_mode=setting.weight_mode, max_batch=4096)
-        fleet = Fleet(weak=Pool(setting.weak, None, scheduler=sched), strong=Pool(sdep, 1, scheduler=sched), weight_mode=setting.weight_mode)
+        sdep = fitting_deployment(sc.strong, hw, max_ctx)
+        bp = balance_point(sdep, context=med_ctx, weight_mode=sc.weight_mode, max_batch=4096)
+        fleet = build_fleet(weak, sdep, None, 1, weight_mode=sc.weight_mode, scheduler=sched)
         for rate in rates:
             n = max(n_tasks, int(rate * horizon_s))
             plans = plans_by_n[n]
-            arr = Arrivals("poisson", rate=float(rate), seed=seed).sample(n)
-            s = {name: FleetSim(p, fleet, arr, steps=steps).run().summary for name, (p, steps) in plans.items()}
+            arr = Arrivals("poisson", rate=float(rate), seed=sc.seed).sample(n)
+            s = {name: tasks.serve(fleet, arr).summary for name, tasks in plans.items()}
             so, sa = s["strongonly"], s["specagent"]
 
             def saving(a: float, b: float) -> float:
@@ -94,6 +86,6 @@ def balance_study(trajectories, hardware: Sequence[str] = ("h20", "h200"), rates
                 "strongonly_strong_s_per_task": so["strong_busy_s"] / n, "specagent_strong_s_per_task": sa["strong_busy_s"] / n,
                 "strongonly_strong_bytes_per_task": (so["strong_bytes_read"] + so["strong_bytes_written"]) / n,
                 "specagent_strong_bytes_per_task": (sa["strong_bytes_read"] + sa["strong_bytes_written"]) / n,
-                "tasks": n, "k": k, "weight_mode": setting.weight_mode,
+                "tasks": n, "k": sc.k, "weight_mode": sc.weight_mode,
             })
     return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))

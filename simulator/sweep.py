@@ -4,18 +4,21 @@ A cell is one (strategy, K, acceptance, rate, fleet, hardware) combination; its 
 pure function of the cell and the sweep's fixed settings (every random draw is seeded from
 them), so the local and Ray backends produce identical rows, and an interrupted sweep
 resumes by skipping cells whose file exists. Only the driver writes files, each atomically
-(temp file in the same directory, then os.replace), so a kill never leaves a half-written
-cell that would be skipped.
+(common.atomic), so a kill never leaves a half-written cell that would be skipped.
 
 Config (TOML):
 
     [sweep]
     workload = "traces/data/tau2_airline.jsonl"   # optional; the shipped τ²-airline by default
     tasks = 200          # tasks per cell
-    seed = 0
     warmup = 0.1
-    weak_model = "qwen3.5-4b"          # optional, with weak_dtype / strong_model / strong_dtype
     prices = { h20 = 2.0 }             # optional $/GPU-hour overrides
+    scenario = "my_scenario.toml"      # optional: models, dtypes, acceptance, seed, ... (default: the built-in one)
+    seed = 0                           # optional overrides of the scenario: seed, weak_model, weak_dtype,
+    strong_model = "qwen3.5-397b-a17b" #   strong_model, strong_dtype
+
+    [scenario]                         # or the scenario inline (instead of [sweep].scenario)
+    seed = 0
 
     [grid]
     strategy = ["strongonly", "specagent"]
@@ -38,8 +41,6 @@ import functools
 import hashlib
 import itertools
 import json
-import os
-import tempfile
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,12 +48,21 @@ from typing import Callable
 
 import pandas as pd
 
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.fleet import ROUTERS, Arrivals, Fleet, Pool, Scheduler, resolve_price, simulate_fleet
-from specagent.simulator.strategies import STRATEGY_NAMES, SpecAgent, make_strategy
+from specagent.common import atomic
+from specagent.simulator.fleet_build import build_fleet, episodes_of, fitting_deployment, simulate_fleet
+from specagent.simulator.fleet_config import ROUTERS, WARMUP_SHARE, Arrivals
+from specagent.simulator.scenario import SHIPPED, Scenario, ScenarioError
+from specagent.simulator.strategies import STRATEGY_NAMES, strategy_entry
+from specagent.traces import load_trajectories
+from specagent.traces.io import default_workload_path
 
 BACKENDS = ("local", "ray")
 GRID_KEYS = ("strategy", "k", "acceptance", "rate", "fleet", "hardware")
+#: [sweep] keys that override the scenario, and the scenario field each sets.
+SCENARIO_KEYS = {"seed": "seed", "weak_model": "weak.model", "weak_dtype": "weak.weight_dtype", "strong_model": "strong.model",
+                 "strong_dtype": "strong.weight_dtype"}
+#: Replicas are sized to hold one sequence of this many tokens (long agent contexts).
+SIZING_CONTEXT = 131072
 
 
 class SweepConfigError(ValueError):
@@ -72,13 +82,9 @@ class SweepConfig:
     fleets: dict[str, FleetShape]
     workload: str | None = None
     tasks: int = 200
-    seed: int = 0
-    warmup: float = 0.1
-    weak_model: str = "qwen3.5-4b"
-    strong_model: str = "qwen3.5-397b-a17b"
-    weak_dtype: str = "bf16"
-    strong_dtype: str = "fp8"
+    warmup: float = WARMUP_SHARE
     prices: dict[str, float] = field(default_factory=dict)
+    scenario: Scenario = field(default_factory=Scenario)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "SweepConfig":
@@ -99,7 +105,7 @@ class SweepConfig:
         if unknown:
             raise SweepConfigError(f"{where}: [grid] has unknown key(s) {sorted(unknown)}; expected {GRID_KEYS}")
         g: dict[str, list] = {}
-        defaults = {"k": [4], "acceptance": ["default"], "fleet": None, "hardware": ["h20"]}
+        defaults = {"k": [Scenario.k], "acceptance": ["default"], "fleet": None, "hardware": [Scenario.strong.hardware]}
         for key in GRID_KEYS:
             v = grid.get(key, defaults.get(key))
             if v is None:
@@ -109,7 +115,7 @@ class SweepConfig:
             g[key] = v
         for s in g["strategy"]:
             try:
-                make_strategy(str(s))
+                strategy_entry(str(s))
             except ValueError as exc:
                 raise SweepConfigError(f"{where}: [grid].strategy: {exc}") from exc
         for k in g["k"]:
@@ -133,19 +139,24 @@ class SweepConfig:
         for f in g["fleet"]:
             if f not in fleets:
                 raise SweepConfigError(f"{where}: [grid].fleet names '{f}' but there is no [fleet.{f}] table")
-        allowed = {"workload", "tasks", "seed", "warmup", "weak_model", "strong_model", "weak_dtype", "strong_dtype", "prices"}
+        allowed = {"workload", "tasks", "warmup", "prices", "scenario", *SCENARIO_KEYS}
         bad = set(sw) - allowed
         if bad:
             raise SweepConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; allowed: {sorted(allowed)}")
+        own = {k: v for k, v in sw.items() if k not in SCENARIO_KEYS and k != "scenario"}
         try:
-            return cls(grid=g, fleets=fleets, **sw)
+            scenario = _scenario(data, sw, where)
+            return cls(grid=g, fleets=fleets, scenario=scenario, **own)
+        except ScenarioError as exc:
+            raise SweepConfigError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from exc
         except TypeError as exc:
             raise SweepConfigError(f"{where}: [sweep]: {exc}") from exc
 
     def fixed(self) -> dict:
-        d = asdict(self)
-        d.pop("grid")
+        """Everything but the grid, as plain data: what every cell's result depends on (and its id hashes)."""
+        d = {f: getattr(self, f) for f in ("workload", "tasks", "warmup", "prices")}
         d["fleets"] = {k: asdict(v) for k, v in self.fleets.items()}
+        d["scenario"] = self.scenario.to_dict()
         return d
 
     def cells(self) -> list[dict]:
@@ -153,7 +164,7 @@ class SweepConfig:
         out, seen = [], set()
         for combo in itertools.product(*(self.grid[k] for k in GRID_KEYS)):
             cell = dict(zip(GRID_KEYS, combo))
-            if not isinstance(make_strategy(cell["strategy"]), SpecAgent):
+            if not strategy_entry(cell["strategy"]).takes_k:
                 cell["k"] = 0
             key = json.dumps(cell, sort_keys=True)
             if key in seen:
@@ -165,6 +176,23 @@ class SweepConfig:
         return out
 
 
+def _scenario(data: dict, sw: dict, where: str) -> Scenario:
+    """The sweep's scenario: inline [scenario], or the file [sweep].scenario names, then [sweep]'s overrides."""
+    if "scenario" in data and "scenario" in sw:
+        raise ScenarioError(f"{where}: give [sweep].scenario (a file) or a [scenario] table, not both")
+    if "scenario" in sw:
+        name = str(sw["scenario"])  # a shipped scenario, or a file relative to the sweep config
+        base = Scenario.load(name if name in SHIPPED or Path(name).is_absolute() else Path(where).parent / name)
+    else:
+        base = Scenario.from_dict(data.get("scenario", {}), f"{where}: [scenario]")
+    overrides = {SCENARIO_KEYS[k]: v for k, v in sw.items() if k in SCENARIO_KEYS}
+    try:
+        return base.override(overrides)
+    except ScenarioError as exc:
+        key = next((k for k, f in SCENARIO_KEYS.items() if f == exc.where), exc.where)
+        raise ScenarioError(f"{where}: [sweep].{key}: {exc}", exc.where) from None
+
+
 def cell_id(cell: dict, fixed: dict) -> str:
     """A readable prefix plus a hash of everything the cell's result depends on."""
     body = json.dumps({"cell": {k: cell[k] for k in GRID_KEYS}, "fixed": fixed}, sort_keys=True, default=str)
@@ -174,50 +202,33 @@ def cell_id(cell: dict, fixed: dict) -> str:
 
 @functools.lru_cache(maxsize=4)
 def _episodes(workload: str | None):
-    from specagent.simulator.run import to_episodes
-    from specagent.traces import default_workload_path, load_trajectories
-    return to_episodes(load_trajectories(workload or default_workload_path()))
+    return episodes_of(load_trajectories(workload or default_workload_path()))
 
 
 def run_cell(cell: dict, fixed: dict) -> dict:
     """Simulate one cell; a flat dict of scalars (the Parquet row)."""
-    from specagent.simulator.planner import fitting_deployment
-
     eps = _episodes(fixed["workload"])
+    sc = Scenario.from_dict(fixed["scenario"])
+    acc = sc.acceptance if cell["acceptance"] == "default" else sc.acceptance.with_constant(float(cell["acceptance"]))
+    sc = sc.replace(k=max(int(cell["k"]), 1), acceptance=acc)
     hw = str(cell["hardware"])
     weak_gpu, strong_gpu = hw.split("+", 1) if "+" in hw else (hw, hw)
     shape = FleetShape(**fixed["fleets"][cell["fleet"]])
-    ctx = 131072  # size replicas for long agent contexts
-    wdep = fitting_deployment(fixed["weak_model"], weak_gpu, fixed["weak_dtype"], ctx)
-    sdep = fitting_deployment(fixed["strong_model"], strong_gpu, fixed["strong_dtype"], ctx)
-    wp, wsrc = resolve_price(wdep.hardware, fixed["prices"])
-    sp, ssrc = resolve_price(sdep.hardware, fixed["prices"])
-    fleet = Fleet(weak=Pool(wdep, shape.weak_replicas, shape.router, Scheduler(), wp, wsrc),
-                  strong=Pool(sdep, shape.strong_replicas, shape.router, Scheduler(), sp, ssrc))
-    acc = AcceptanceModel() if cell["acceptance"] == "default" else AcceptanceModel.constant(float(cell["acceptance"]))
-    res = simulate_fleet(eps, cell["strategy"], fleet, int(fixed["tasks"]), Arrivals("poisson", float(cell["rate"]), seed=fixed["seed"]),
-                         acceptance=acc, seed=int(fixed["seed"]), k=max(int(cell["k"]), 1), warmup=float(fixed["warmup"]))
+    wdep = fitting_deployment(sc.weak, weak_gpu, SIZING_CONTEXT)
+    sdep = fitting_deployment(sc.strong, strong_gpu, SIZING_CONTEXT)
+    fleet = build_fleet(wdep, sdep, shape.weak_replicas, shape.strong_replicas, weight_mode=sc.weight_mode, router=shape.router,
+                        prices=fixed["prices"])
+    res = simulate_fleet(eps, cell["strategy"], fleet, int(fixed["tasks"]), Arrivals("poisson", float(cell["rate"]), seed=sc.seed),
+                         sc, warmup=float(fixed["warmup"]))
     row = {k: cell[k] for k in ("cell_index", "cell_id", *GRID_KEYS)}
     row["acceptance"] = str(row["acceptance"])
     row["hardware"] = hw
-    row["weak_price_source"], row["strong_price_source"] = wsrc, ssrc
+    row["weak_price_source"], row["strong_price_source"] = fleet.weak.price_source, fleet.strong.price_source  # type: ignore[union-attr]
     row["weak_gpus_per_replica"], row["strong_gpus_per_replica"] = wdep.gpus, sdep.gpus
     for k, v in res.summary.items():
         if isinstance(v, (int, float, str, bool)):
             row[k] = v
     return row
-
-
-def _write_atomic(df: pd.DataFrame, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass
@@ -237,7 +248,7 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, backend: str = "local", 
     cells_dir = out / "cells"
     cells_dir.mkdir(parents=True, exist_ok=True)
     fixed = config.fixed()
-    (out / "config.json").write_text(json.dumps({"grid": config.grid, "fixed": fixed}, sort_keys=True, indent=1, default=str))
+    atomic.write_text(out / "config.json", json.dumps({"grid": config.grid, "fixed": fixed}, sort_keys=True, indent=1, default=str))
     cells = config.cells()
     todo = [c for c in cells if not (cells_dir / f"{c['cell_id']}.parquet").exists()]
     skipped = len(cells) - len(todo)
@@ -247,7 +258,7 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, backend: str = "local", 
 
     def finish(row: dict) -> None:
         nonlocal done
-        _write_atomic(pd.DataFrame([row]), cells_dir / f"{row['cell_id']}.parquet")
+        atomic.write_parquet(cells_dir / f"{row['cell_id']}.parquet", pd.DataFrame([row]))
         done += 1
         if on_done:
             on_done(row)

@@ -1,40 +1,24 @@
-"""A call plan: the model calls and waits a strategy makes, as flat columns.
+"""Workload reduction: trajectories reduced to what the protocol needs (episodes, unit tables).
 
-Strategies decide *what* happens (who prefills or decodes how many tokens on what
-context, which tool and user waits lie on the critical path); engines decide *how long*
-it takes. Keeping the plan as plain columns lets the analytic engine price every call
-of every trajectory in a few numpy expressions, and lets the simpy and fleet engines
-replay the very same plan.
+A trajectory records steps; the protocol acts on *units*: an agent message with its
+parallel tool calls merged and the results that answer them, or a user message. An
+`Episode` holds one trajectory's units as objects (what the per-episode planner and the
+live runner walk); a `UnitTable` holds many as flat columns (what the lockstep planner
+reads, built without a Python object per unit for large synthetic workloads).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import itertools
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from specagent.traces.columns import KIND_NAMES
+from specagent.common.alloc import paused_gc
+from specagent.traces.columns import KIND_NAMES, step_arrays
+from specagent.traces.profile import WorkloadProfile
 from specagent.traces.schema import Actor, Step, StepKind, Trajectory
-
-# Phase codes. Weak phases < 2, Strong phases 2..5, waits 6..7.
-WEAK_PREFILL, WEAK_DECODE, STRONG_PREFILL, STRONG_VERIFY, STRONG_DECODE, STRONG_VERDICT, TOOL, USER = range(8)
-PHASE_NAMES = ("weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict", "tool", "user")
-PREFILL_PHASES = (WEAK_PREFILL, STRONG_PREFILL, STRONG_VERIFY)
-DECODE_PHASES = (WEAK_DECODE, STRONG_DECODE, STRONG_VERDICT)
-WEAK_PHASES = (WEAK_PREFILL, WEAK_DECODE)
-STRONG_PHASES = (STRONG_PREFILL, STRONG_VERIFY, STRONG_DECODE, STRONG_VERDICT)
-WAIT_PHASES = (TOOL, USER)
-
-STAT_NAMES = (
-    "weak_calls", "strong_calls", "reviews", "rejections", "repairs", "replacements", "committed_weak",
-    "committed_strong", "unreviewed_writes", "wasted_weak_tokens", "undetected_bad_steps",
-    "reference_actions", "committed_context_tokens",
-)
-
+from specagent.traces.synth import synthesize_frame
 
 class Action(NamedTuple):
     """One agent message (its parallel tool calls merged) with what comes back from its tools.
@@ -171,22 +155,6 @@ def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_
             verdict=verdict, verdict_tokens=verdict_tokens, repair_tokens=repair_tokens,
         ))
     return Episode(task_id=t.task_id, system_tokens=t.system_prompt_tokens, units=tuple(units), labelled=t.is_protocol_log)
-
-
-@contextlib.contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector while building many small acyclic objects.
-
-    Allocating ~10^5 tuples otherwise triggers repeated generation scans that cost more
-    than the allocations themselves; nothing built here can form a reference cycle.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 _RANK_BY_CODE = np.array([_KIND_RANK.get(k, -1) for k in KIND_NAMES])  # indexed by traces' kind codes
@@ -343,11 +311,8 @@ def unit_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return traj, np.arange(int(offsets[-1])) - offsets[traj]
 
 
-def synthetic_unit_table(profile, n: int, seed: int) -> UnitTable:
+def synthetic_unit_table(profile: WorkloadProfile, n: int, seed: int) -> UnitTable:
     """N synthetic trajectories of a workload profile as a UnitTable: generated as columns, never as objects."""
-    from specagent.traces import step_arrays
-    from specagent.traces.synth import synthesize_frame
-
     frame = synthesize_frame(profile, n, seed)
     arrays = step_arrays(frame)
     return unit_table_from_arrays(arrays, frame["task_id"].to_numpy(dtype=object)[arrays["traj_offsets"][:-1]].tolist())
@@ -357,57 +322,3 @@ def episodes_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, de
                          default_user_s: float = 0.0) -> list[Episode]:
     """`unit_table_from_arrays` as Episode objects (what the per-episode loop planner reads)."""
     return unit_table_from_arrays(arrays, task_ids, default_tool_s, default_user_s).episodes()
-
-
-class PlanBuilder:
-    """Append-only rows of events; one builder collects every trajectory of a run."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple] = []
-        self._group = 0
-        self.stats: list[dict[str, int]] = []
-
-    def next_group(self) -> int:
-        self._group += 1
-        return self._group
-
-    def add(self, traj: int, phase: int, tokens: int = 0, context: int = 0, wait_s: float = 0.0, group: int | None = None, lane: int = 0) -> None:
-        if group is None:
-            self._group += 1
-            group = self._group
-        self.rows.append((traj, phase, tokens, context, wait_s, group, lane))
-
-    def build(self) -> "CallPlan":
-        stats = np.zeros((len(self.stats), len(STAT_NAMES)), dtype=np.int64)
-        for i, st in enumerate(self.stats):
-            for j, name in enumerate(STAT_NAMES):
-                stats[i, j] = st.get(name, 0)
-        flat = np.fromiter(itertools.chain.from_iterable(self.rows), dtype=np.float64, count=7 * len(self.rows))
-        cols = flat.reshape(-1, 7).T
-        ints = cols[[0, 1, 5, 6]].astype(np.int64)
-        return CallPlan(
-            traj=ints[0], phase=ints[1], tokens=cols[2].copy(), context=cols[3].copy(), wait_s=cols[4].copy(),
-            group=ints[2], lane=ints[3], stats=stats, n_traj=len(self.stats),
-        )
-
-
-@dataclass(frozen=True)
-class CallPlan:
-    traj: np.ndarray
-    phase: np.ndarray
-    tokens: np.ndarray  # prefill: new tokens; decode: tokens decoded
-    context: np.ndarray  # cached tokens before the event
-    wait_s: np.ndarray  # tool / user waits
-    group: np.ndarray  # events of one group run concurrently, lane by lane
-    lane: np.ndarray
-    stats: np.ndarray  # (n_traj, len(STAT_NAMES)) counters from the protocol
-    n_traj: int
-
-    def __len__(self) -> int:
-        return len(self.traj)
-
-    def stat(self, name: str) -> np.ndarray:
-        return self.stats[:, STAT_NAMES.index(name)]
-
-    def events_of(self, traj: int) -> np.ndarray:
-        return np.flatnonzero(self.traj == traj)

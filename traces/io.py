@@ -2,15 +2,14 @@
 
 Why two formats: JSONL is readable and diffable; Parquet is columnar and fast
 for the simulator. Both round-trip losslessly (tests/test_traces_io.py). Writes
-are atomic (temp file in the same folder, then ``os.replace``), so a crash never
-leaves a half-written trace.
+are atomic (specagent.common.atomic), so a crash never leaves a half-written trace.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from specagent.atomic import atomic_write as _atomic_write
+from specagent.common.atomic import atomic_write, write_text
 
 from .columns import FRAME_DTYPES, from_frame, to_frame
 from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
@@ -27,19 +26,6 @@ from .schema import Trajectory
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Call ``write(tmp_path)`` then atomically move the temp file onto ``path``."""
-    return _atomic_write(path, lambda tmp: write(str(tmp)))
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    def _w(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-
-    return atomic_write(path, _w)
 
 
 def _fmt(path: Path) -> str:
@@ -60,14 +46,14 @@ def save_trajectories(trajs: Sequence[Trajectory], path: str | os.PathLike) -> P
     """Write trajectories to ``path`` (.jsonl or .parquet), atomically."""
     path = Path(path)
     if _fmt(path) == "jsonl":
-        return atomic_write_text(path, dumps_jsonl(trajs))
+        return write_text(path, dumps_jsonl(trajs))
     return save_frame(to_frame(trajs), path)
 
 
 def save_frame(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a step frame (``columns.to_frame`` layout) as Parquet, atomically."""
     table = pa.Table.from_pandas(df[list(FRAME_DTYPES)], preserve_index=False)
-    return atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return atomic_write(path, lambda tmp: pq.write_table(table, str(tmp), compression="zstd"))
 
 
 def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,

@@ -32,6 +32,8 @@ import numpy as np
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from specagent.common import atomic
+
 from .errors import TraceFormatError, from_validation_error
 
 #: States of the turn-kind Markov chain (tool results follow calls deterministically).
@@ -244,6 +246,5 @@ def load_profile(name_or_path: str | os.PathLike) -> WorkloadProfile:
 
 
 def save_profile(profile: WorkloadProfile, path: str | os.PathLike) -> Path:
-    from .io import atomic_write_text
 
-    return atomic_write_text(path, profile.to_toml())
+    return atomic.write_text(path, profile.to_toml())

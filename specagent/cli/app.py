@@ -1,4 +1,5 @@
-"""The `specagent` command line: thin wrappers over the Python API, tables for people, --json for machines."""
+"""The `specagent` command line: the root, the foundation commands (hardware, models, roofline), and the
+mounting of every other command group; thin wrappers over the Python API, tables for people, --json for machines."""
 
 from __future__ import annotations
 
@@ -10,13 +11,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.console import fail
+from specagent import __version__
+from specagent.cli import fleet as fleet_cli
+from specagent.cli import kernels as kernels_cli
+from specagent.cli import report as report_cli
+from specagent.cli import scenario as scenario_cli
+from specagent.cli import simulate as simulate_cli
+from specagent.cli import traces as traces_cli
+from specagent.cli.console import fail
+from specagent.cli.options import deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
 from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
 from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
+from specagent.simulator import ENGINE
+from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 
 HELP = """\
 specagent predicts, measures and plans the cost of weak-strong speculative tool-using agents.
@@ -60,9 +71,6 @@ console = Console()
 
 def _version(value: bool) -> None:
     if value:
-        from specagent import __version__
-        from specagent.simulator import ENGINE
-
         console.print(f"specagent {__version__} (fleet engine: {ENGINE.describe()})", highlight=False)
         raise typer.Exit()
 
@@ -81,12 +89,10 @@ def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:
     return [hardware_dir] if hardware_dir else []
 
 
-def build_deployment(model: str, hardware: str, gpus: int, parallelism: str, weight_dtype: str, kv_dtype: str, hardware_dir: Optional[Path] = None) -> Deployment:
+def build_deployment(spec: DeploymentSpec, hardware_dir: Optional[Path] = None) -> Deployment:  # type: ignore[valid-type]
     try:
-        spec = load_model_spec(model)
-        hw = load_hardware(hardware, _hardware_dirs(hardware_dir))
-        return Deployment(spec, hw, gpus=gpus, parallelism=parallelism, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    except (ModelSpecError, HardwareProfileError, ValueError) as exc:
+        return spec.build(_hardware_dirs(hardware_dir))
+    except ScenarioError as exc:
         fail(str(exc))
 
 
@@ -216,14 +222,10 @@ def _fmt_flops(x: float) -> str:
 
 
 @roofline_app.callback()
+@deployment_options(Scenario.strong)
 def roofline(
     ctx: typer.Context,
-    model: str = typer.Option("qwen3.5-397b-a17b", help="Model: HF id, short name or config.json path."),
-    hardware: str = typer.Option("h20", help="GPU profile id or .toml path."),
-    gpus: int = typer.Option(8, help="GPUs in the replica."),
-    parallelism: str = typer.Option("tp", help="'tp' (tensor parallel) or 'tp+ep' (experts spread whole across GPUs)."),
-    weight_dtype: str = typer.Option("fp8", help="Weight storage: bf16, fp16, fp8, int8, int4."),
-    kv_dtype: str = typer.Option("bf16", help="KV cache dtype."),
+    deployment: DeploymentSpec,  # type: ignore[valid-type]  # the deployment flags, generated (default: the Scenario's Strong)
     phase: str = typer.Option("decode", help=f"One of {', '.join(PHASES)}."),
     batch: int = typer.Option(1, help="Sequences in the pass."),
     context: int = typer.Option(8192, help="Cached tokens per sequence before the pass."),
@@ -241,12 +243,12 @@ def roofline(
         fail(f"need --batch >= 1, --context >= 0 and --tokens >= 1 (got {batch}, {context}, {tokens})")
     if weight_mode not in WEIGHT_MODES:
         fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
-    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
+    dep = build_deployment(deployment, hardware_dir)
     new = 1 if phase in ("decode", "repair") else tokens
     try:
         dep.check_fit(batch, context + new)
     except DeploymentDoesNotFit as exc:
-        fail(str(exc))
+        fail(does_not_fit(str(exc), ""))
     fn = PHASE_FUNCTIONS[phase]
     cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
     row = cost.to_frame().iloc[0].to_dict()
@@ -289,13 +291,9 @@ def roofline(
 
 
 @roofline_app.command("balance")
+@deployment_options(Scenario.strong)
 def roofline_balance(
-    model: str = typer.Option("qwen3.5-397b-a17b", help="Model: HF id, short name or config.json path."),
-    hardware: str = typer.Option("h20", help="GPU profile id or .toml path."),
-    gpus: int = typer.Option(8, help="GPUs in the replica."),
-    parallelism: str = typer.Option("tp", help="'tp' or 'tp+ep'."),
-    weight_dtype: str = typer.Option("fp8", help="Weight storage dtype."),
-    kv_dtype: str = typer.Option("bf16", help="KV cache dtype."),
+    deployment: DeploymentSpec,  # type: ignore[valid-type]  # the deployment flags, generated (default: the Scenario's Strong)
     context: int = typer.Option(0, help="Cached tokens per decoding sequence (0 isolates the weight traffic)."),
     weight_mode: str = typer.Option("union", help="'union' or 'active' expert reads."),
     hardware_dir: Optional[Path] = HardwareDirOpt,
@@ -307,7 +305,7 @@ def roofline_balance(
     weight / 2; KV and recurrent-state reads push it up, and for MoE so do the experts a
     larger batch touches.
     """
-    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
+    dep = build_deployment(deployment, hardware_dir)
     bp = balance_point(dep, context=context, weight_mode=weight_mode)
     out = dict(deployment=dep.describe(), **bp.__dict__)
     if as_json:
@@ -324,27 +322,18 @@ def roofline_balance(
     console.print(t)
 
 
-def _mount() -> None:
-    """Mount the command groups that live in the other subpackages."""
-    from specagent.kernels.cli import calibrate_cmd, live_cmd
-    from specagent.reports.cli import report as report_command
-    from specagent.simulator import cli as sim_cli
-    from specagent.simulator.fleet_cli import plan_command, study_app, sweep_command
-    from specagent.traces.cli import app as traces_app
-
-    app.add_typer(traces_app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
-    app.command("predict")(sim_cli.predict)
-    app.command("simulate")(sim_cli.simulate_cmd)
-    app.add_typer(sim_cli.predictor_app, name="predictor")
-    app.command("plan")(plan_command)
-    app.command("sweep")(sweep_command)
-    app.add_typer(study_app, name="study")
-    app.command("report")(report_command)
-    app.command("calibrate")(calibrate_cmd)
-    app.command("live")(live_cmd)
-
-
-_mount()
+# ---------------------------------------------------------------- the other command groups
+app.add_typer(traces_cli.app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
+app.add_typer(scenario_cli.app, name="scenario")
+app.command("predict")(simulate_cli.predict)
+app.command("simulate")(simulate_cli.simulate_cmd)
+app.add_typer(simulate_cli.predictor_app, name="predictor")
+app.command("plan")(fleet_cli.plan_command)
+app.command("sweep")(fleet_cli.sweep_command)
+app.add_typer(fleet_cli.study_app, name="study")
+app.command("report", help=report_cli.HELP)(report_cli.report)
+app.command("calibrate")(kernels_cli.calibrate_cmd)
+app.command("live")(kernels_cli.live_cmd)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""How every command fails: one red line on stderr, the message printed verbatim, exit code 2."""
+"""How every command fails: one red line on stderr, the message printed verbatim (never wrapped), exit code 2."""
 
 from __future__ import annotations
 
@@ -10,5 +10,5 @@ from rich.markup import escape
 
 
 def fail(msg: object) -> NoReturn:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
     raise typer.Exit(code=2)

@@ -1,8 +1,9 @@
 """Command line for fleets: `plan` (capacity), `sweep` (grids of fleet runs), `study balance`.
 
-Mount in specagent/cli.py:
-    app.command("plan")(plan_command); app.command("sweep")(sweep_command); app.add_typer(study_app, name="study")
-`app` here holds all three for testing.
+Mounted by app.py; `app` here holds all three for testing. The Weak and Strong models, their
+dtypes, K, acceptance and seed come from the scenario (flags generated from it); the
+GPU type and GPUs per replica are what `plan` searches and `study` varies, so those
+deployment fields have no flags here.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.console import fail
+from specagent.cli.console import fail
+from specagent.cli.options import scenario_options
+from specagent.cli.simulate import load_workload
+from specagent.common import atomic
+from specagent.simulator.planner import SLO, PlanRequest, parse_prices, parse_rate, plan_capacity
+from specagent.simulator.scenario import Scenario
+from specagent.simulator.study import balance_study
+from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
 
 console = Console()
-
-
-def _load(workload: Optional[Path]):
-    from specagent.traces import default_workload_path, load_trajectories
-    try:
-        return load_trajectories(workload or default_workload_path())
-    except (OSError, ValueError) as exc:
-        fail(f"{workload}: cannot load trajectories: {exc}")
+#: Scenario fields the fleet commands choose themselves (the GPU type and count per replica, the strategies) or do not use.
+FLEET_EXCLUDES = ("strategies", "engine", "strong_api", "weak.hardware", "weak.gpus", "strong.hardware", "strong.gpus")
 
 
 def _fmt(v, nd: int = 2) -> str:
@@ -35,36 +37,37 @@ def _fmt(v, nd: int = 2) -> str:
     return str(v)
 
 
+@scenario_options(exclude=FLEET_EXCLUDES)
 def plan_command(
+    scenario: Scenario,
     rate: str = typer.Option(..., help="Arrival rate of agent tasks (Poisson), e.g. 2/s, 120/min."),
     slo: str = typer.Option("p95-task=120s", help="Latency objective: pNN-task=SECONDS (end-to-end task) or pNN-turn=SECONDS (one agent turn between user messages)."),
     strategy: str = typer.Option("strongonly,specagent", help="Comma-separated strategies to size a fleet for."),
     gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types to build replicas from (hardware profile ids or aliases)."),
     price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, e.g. --price h20=2.1 (overrides the profile; needed where a profile has no price)."),
     tasks: int = typer.Option(120, help="Tasks simulated per candidate fleet (more: steadier percentiles, slower)."),
-    seed: int = typer.Option(0, help="Seed for task sampling, arrivals and acceptance draws."),
-    k: int = typer.Option(4, help="SpecAgent's K: max drafted steps per chunk."),
     mix_gpus: bool = typer.Option(False, "--mix-gpus", help="Also try Weak and Strong pools on different GPU types."),
     max_replicas: int = typer.Option(64, help="Largest replica count per pool the search tries."),
-    workload: Optional[Path] = typer.Option(None, help="Trajectories (JSONL/Parquet); the shipped τ²-airline workload by default."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at an arrival rate, per strategy.
 
     Search: replicas get the fewest GPUs their model fits on; Strong replicas are found by
     doubling then bisection with an uncontended Weak pool, then Weak replicas the same way with
-    the Strong count fixed. Every candidate replays the same tasks and arrival times.
+    the Strong count fixed. Every candidate replays the same tasks and arrival times (the
+    scenario's seed seeds task sampling, arrivals and acceptance draws).
     """
-    from specagent.simulator.planner import SLO, PlanRequest, parse_prices, parse_rate, plan_capacity
+    trajs = load_workload(scenario)[0]
     try:
         req = PlanRequest(rate=parse_rate(rate), slo=SLO.parse(slo), strategies=tuple(s.strip() for s in strategy.split(",") if s.strip()),
                           gpus=tuple(g.strip() for g in gpu.split(",") if g.strip()), prices=parse_prices(price), n_tasks=tasks,
-                          seed=seed, k=k, mix_gpus=mix_gpus, max_replicas=max_replicas)
-        res = plan_capacity(_load(workload), req)
+                          scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas)
+        res = plan_capacity(trajs, req)
     except ValueError as exc:
         fail(str(exc))
     if as_json:
-        print(json.dumps({"request": {"rate_per_s": req.rate, "slo": str(req.slo), "tasks": req.n_tasks, "seed": req.seed},
+        print(json.dumps({"request": {"rate_per_s": req.rate, "slo": str(req.slo), "tasks": req.n_tasks, "seed": req.seed,
+                                      "scenario": scenario.to_dict()},
                           "candidates": json.loads(res.table.to_json(orient="records")),
                           "best": json.loads(res.best.to_json(orient="records")) if len(res.best) else [],
                           "price_sources": res.price_sources, "notes": res.notes}, indent=1))
@@ -101,7 +104,8 @@ def plan_command(
 
 
 def sweep_command(
-    config: Path = typer.Argument(..., help="Sweep config TOML: [sweep] fixed settings, [grid] lists, [fleet.NAME] replica counts."),
+    config: Path = typer.Argument(..., help="Sweep config TOML: [sweep] fixed settings (its scenario: [sweep].scenario = FILE or "
+                                            "a [scenario] table), [grid] lists, [fleet.NAME] replica counts."),
     out: Optional[Path] = typer.Option(None, help="Result directory (one Parquet file per cell under cells/); default CONFIG's name + '_results'."),
     backend: str = typer.Option("local", help="local (process pool) or ray (a Ray cluster; local instance unless --address)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
@@ -113,7 +117,6 @@ def sweep_command(
     Each finished cell is written atomically as its own Parquet file, so rerunning the same
     command after an interruption skips the cells already done.
     """
-    from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
     try:
         cfg = SweepConfig.from_toml(config)
         out_dir = out or config.with_name(config.stem + "_results")
@@ -136,14 +139,13 @@ study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is
 
 
 @study_app.command("balance")
+@scenario_options(exclude=FLEET_EXCLUDES)
 def study_balance(
+    scenario: Scenario,
     gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types for the Strong replica."),
     rates: str = typer.Option("0.05,0.2,0.8,3.2,12.8", help="Comma-separated arrival rates (tasks/s): the load knob."),
     tasks: int = typer.Option(150, help="Minimum tasks per rate (each rate runs at least rate x 60 s of arrivals)."),
-    seed: int = typer.Option(0, help="Seed for task sampling, arrivals and acceptance draws."),
-    k: int = typer.Option(4, help="SpecAgent's K."),
     out: Optional[Path] = typer.Option(None, help="Write the table as Parquet (.parquet) or CSV (anything else), atomically."),
-    workload: Optional[Path] = typer.Option(None, help="Trajectories; the shipped τ²-airline workload by default."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """SpecAgent's Strong time and memory saving vs Strong-only against the Strong replica's mean decode batch.
@@ -152,21 +154,17 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
-    import os
-    import tempfile
-
-    from specagent.simulator.study import balance_study
+    trajs = load_workload(scenario)[0]
     try:
-        df = balance_study(_load(workload), hardware=[g.strip() for g in gpu.split(",") if g.strip()],
-                           rates=[float(r) for r in rates.split(",") if r.strip()], n_tasks=tasks, seed=seed, k=k)
+        df = balance_study(trajs, hardware=[g.strip() for g in gpu.split(",") if g.strip()],
+                           rates=[float(r) for r in rates.split(",") if r.strip()], n_tasks=tasks, scenario=scenario)
     except ValueError as exc:
         fail(str(exc))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
-        os.close(fd)
-        df.to_parquet(tmp, index=False) if out.suffix == ".parquet" else df.to_csv(tmp, index=False)
-        os.replace(tmp, out)
+        if out.suffix == ".parquet":
+            atomic.write_parquet(out, df)
+        else:
+            atomic.atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
     if as_json:
         print(df.to_json(orient="records"))
         return

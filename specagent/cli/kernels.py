@@ -1,6 +1,6 @@
 """`specagent calibrate` and `specagent live`: measure this machine, and run the protocol for real.
 
-Mounted by the lead as top-level commands (functions `calibrate_cmd` and `live_cmd`);
+Mounted by app.py as top-level commands (functions `calibrate_cmd` and `live_cmd`);
 `app` bundles both for tests and stand-alone use.
 """
 
@@ -15,8 +15,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.console import fail
-
+from specagent.cli.console import fail
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import SCALES, strong_spec, weak_spec
 

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from specagent.cli.console import fail
 from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
 
@@ -51,12 +52,11 @@ def report(
     title: Optional[str] = typer.Option(None, "--title", help="Report title."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
-    err = Console(stderr=True)
+    """Write one self-contained HTML report (plotly.js embedded, works offline) from results files."""
     try:
         data = load_results(results)
     except ReportInputError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(code=2)
+        fail(exc)
     img = False if no_images else (images if images is not None else True)
     res = write_report(data, output, images=img, title=title)
     if as_json:
@@ -76,6 +76,3 @@ def report(
     if res.images is not None:
         con.print(res.images.message, highlight=False)
 
-
-def main() -> None:  # pragma: no cover - convenience entry point
-    app()

@@ -10,16 +10,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.console import fail
-
-from .errors import SkippedRecord, TraceFormatError
-from .fit import fit_profile
-from .io import load_trajectories, save_frame, save_trajectories
-from .openai_chat import import_openai
-from .profile import list_profiles, load_profile, save_profile
-from .stats import trace_stats
-from .synth import synthesize, synthesize_frame
-from .tau2 import import_tau2
+from specagent.cli.console import fail
+from specagent.traces.errors import SkippedRecord, TraceFormatError
+from specagent.traces.fit import fit_profile
+from specagent.traces.io import load_trajectories, save_frame, save_trajectories
+from specagent.traces.openai_chat import import_openai
+from specagent.traces.profile import list_profiles, load_profile, save_profile
+from specagent.traces.stats import trace_stats
+from specagent.traces.synth import synthesize, synthesize_frame
+from specagent.traces.tau2 import import_tau2
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
                        "READ/WRITE/GENERIC, replies, user messages, tool results) with token counts and latencies.",

@@ -2,7 +2,8 @@
 
 Reports read results only (ARCHITECTURE.md): a `Comparison` held in memory, or the files
 `specagent predict` writes (a summary JSON and per-trajectory Parquet), plus plain tables
-from the fleet study, the capacity planner and calibration. Files are recognised by their
+from the fleet study, the capacity planner and calibration. A run's deployments come from
+the Scenario it carries (the summary JSON's `scenario`), never from its printed description. Files are recognised by their
 contents, not their names, so `specagent report a.json b.parquet plan.csv` just works;
 anything unrecognised is an error naming the file and the columns that were expected.
 """
@@ -10,12 +11,15 @@ anything unrecognised is an error naming the file and the columns that were expe
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
+
+from specagent.simulator.results import phase_split, summarize
+from specagent.simulator.scenario import Scenario, ScenarioError
+from specagent.simulator.setting import Setting
 
 #: Columns each optional table must have (extra columns are kept and shown).
 BALANCE_COLUMNS = ("hardware", "strong_mean_decode_batch", "time_saving", "memory_saving")
@@ -41,6 +45,9 @@ class Run:
     per_trajectory: pd.DataFrame | None = None
     workload: str = ""
     source: str = "<memory>"
+    #: The scenario the run came from (None for files without one), and its setting when held in memory.
+    scenario: Scenario | None = None
+    setting: Setting | None = None
 
 
 @dataclass
@@ -51,8 +58,8 @@ class ReportData:
     balance: pd.DataFrame | None = None
     calibration: pd.DataFrame | None = None
     plan: pd.DataFrame | None = None
-    #: Setting object (specagent.simulator.setting.Setting) when known in memory; else parsed from assumptions.
-    setting: Any = None
+    #: A Setting given with the results (overrides the runs' own).
+    setting: Setting | None = None
     title: str = "specagent report"
     notes: list[str] = field(default_factory=list)
 
@@ -141,14 +148,12 @@ def run_from_comparison(comparison: Any, workload: str | None = None, source: st
     return Run(
         summary=comparison.summary, phase_time=comparison.phase_time, phase_bytes=comparison.phase_bytes,
         phase_flops=comparison.phase_flops, assumptions=a, per_trajectory=comparison.per_trajectory,
-        workload=wl, source=source,
+        workload=wl, source=source, scenario=getattr(comparison, "scenario", None), setting=getattr(comparison, "setting", None),
     )
 
 
 def run_from_per_trajectory(frame: pd.DataFrame, source: str, assumptions: dict | None = None) -> Run:
     """Rebuild totals and phase splits from per-trajectory rows (the simulator's own functions)."""
-    from specagent.simulator.results import phase_split, summarize
-
     _require(frame, PER_TRAJECTORY_COLUMNS, "per-trajectory", source)
     wl = ""
     if "workload" in frame and frame["workload"].nunique() == 1:
@@ -184,14 +189,18 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
     if missing:
         if per is None:
             raise ReportInputError(f"{source}: no {', '.join(missing)} records and no per-trajectory Parquet to derive them from")
-        from specagent.simulator.results import phase_split
-
         metric = {"phase_time": "time_s", "phase_bytes": "bytes_read", "phase_flops": "flops"}
         for k in missing:
             phases[k] = phase_split(per, metric[k])
     assumptions = dict(doc.get("assumptions") or {})
     wl = str(assumptions.get("workload") or doc.get("workload") or "")
-    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, **phases)
+    scenario = None
+    if doc.get("scenario") is not None:
+        try:
+            scenario = Scenario.from_dict(doc["scenario"], f"{source}: field 'scenario'")
+        except ScenarioError as exc:
+            raise ReportInputError(str(exc)) from exc
+    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario, **phases)
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:
@@ -325,45 +334,24 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
     return data
 
 
-# ------------------------------------------------------------------ deployments from assumptions
-_DEPLOYMENT_RE = re.compile(
-    r"^(?P<model>\S+) on (?P<gpus>\d+)x (?P<hw>.+?) \((?P<par>tp|tp\+ep), weights (?P<w>\w+), KV (?P<kv>\w+)\)$"
-)
-
-
-def deployment_from_description(text: str):
-    """Rebuild a Deployment from `Deployment.describe()` text, as a summary JSON stores it.
-
-    The JSON keeps the setting as the strings the simulator prints; this inverts that
-    format so figures that need the hardware (the roofline, the balance fallback) can be
-    drawn from files. Returns None for an API model or text in another format.
-    """
-    from specagent.costmodel.deployment import Deployment
-    from specagent.costmodel.model_spec import load_model_spec
-    from specagent.hardware.profile import load_hardware
-
-    m = _DEPLOYMENT_RE.match(text.strip())
-    if not m:
-        return None
-    return Deployment(load_model_spec(m["model"]), load_hardware(m["hw"]), gpus=int(m["gpus"]), parallelism=m["par"],
-                      weight_dtype=m["w"], kv_dtype=m["kv"])
-
-
+# ------------------------------------------------------------------ deployments
 def deployments(data: ReportData) -> tuple[Any, Any, str]:
-    """(weak, strong, weight_mode) deployments of the first run; None where unknown (API Strong model)."""
-    if data.setting is not None:
-        s = data.setting
-        strong = None if getattr(s, "strong_is_api", False) else s.strong
-        return s.weak, strong, s.weight_mode
-    if not data.runs:
-        return None, None, "union"
-    setting = data.runs[0].assumptions.get("setting") or {}
-    weak = strong = None
-    try:
-        if isinstance(setting.get("weak"), str):
-            weak = deployment_from_description(setting["weak"])
-        if isinstance(setting.get("strong"), str):
-            strong = deployment_from_description(setting["strong"])
-    except ValueError:
-        weak = strong = None
-    return weak, strong, str(setting.get("weight_mode") or "union")
+    """(weak, strong, weight_mode) of the first run; a deployment is None where unknown (an API Strong model,
+    or results that carry no scenario).
+
+    From the setting given with the results, else the run's own setting (in memory), else
+    the scenario the run carries, loaded (its model configs and GPU profiles).
+    """
+    setting = data.setting
+    if setting is None and data.runs:
+        run = data.runs[0]
+        setting = run.setting
+        if setting is None and run.scenario is not None:
+            try:
+                setting = run.scenario.setting(fit_context=None)
+            except ScenarioError as exc:
+                data.notes.append(f"{run.source}: its scenario's deployments cannot be loaded here ({exc})")
+    if setting is None:
+        mode = data.runs[0].assumptions.get("setting", {}).get("weight_mode") if data.runs else None
+        return None, None, str(mode or "union")
+    return setting.weak, None if setting.strong_is_api else setting.strong, setting.weight_mode

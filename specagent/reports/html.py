@@ -11,8 +11,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -23,6 +21,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from specagent.common import atomic
+from specagent.costmodel.balance import balance_point, verify_saving_curve
 from specagent.reports import figures as F
 from specagent.reports.data import ReportData, as_report_data, deployments
 from specagent.reports.static import ImageExport, export_images
@@ -125,12 +125,10 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
                         "The saving vanishes as decode batches approach the balance point, where decode stops being "
                         "bandwidth-bound.", lambda: F.balance_figure(data.balance, "fleet study", bb))
     elif strong is not None and data.runs:
-        from specagent.costmodel.balance import balance_point
-
         seg, ctx, how = _segment_and_context(data)
 
         def fig4():
-            df = F.balance_from_roofline(strong, seg, ctx, weight_mode)
+            df = verify_saving_curve(strong, seg, ctx, weight_mode)
             bp = balance_point(strong, context=int(round(ctx)), weight_mode=weight_mode)
             mark = {strong.hardware.name: bp.balance_batch_effective}
             note = f"roofline of {strong.describe()}; weights read in '{weight_mode}' mode; {how}"
@@ -146,8 +144,8 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
         if out[-1].figure is not None and notes:
             out[-1].caption += " Inputs: " + notes.pop() + "."
     else:
-        out.append(FigureEntry("fig4", "", None, "no fleet balance study supplied and the Strong model is not a deployment "
-                                                 "this report can price (e.g. an API model)"))
+        out.append(FigureEntry("fig4", "", None, "no fleet balance study supplied, and no Strong deployment this report can "
+                                                 "price: an API model, or results that carry no scenario"))
 
     # Figure 5: roofline with phase operating points.
     if data.runs and (weak is not None or strong is not None):
@@ -165,7 +163,8 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
         attempt("fig5", "The hardware's roofline per GPU and where each phase of the run operates: decode phases sit "
                         "on the bandwidth slope, verification prefill near the compute roof.", fig5)
     else:
-        out.append(FigureEntry("fig5", "", None, "no deployment of a simulated model known (needs a summary with the setting)"))
+        out.append(FigureEntry("fig5", "", None, "no deployment of a simulated model known (needs results that carry their "
+                                                 "scenario, as `specagent predict` writes them)"))
 
     if data.calibration is not None:
         attempt("fig6", "Calibration: the calibrated roofline's predicted times of held-out forward passes against "
@@ -378,24 +377,6 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
     )
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write beside the target, then rename: readers see the old file or the whole new one."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
-
-
 def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | None = None, *,
                  images: str | Path | bool | None = None, image_formats: Sequence[str] = ("png", "svg"),
                  title: str | None = None) -> ReportResult:
@@ -420,5 +401,5 @@ def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | 
         figs = {e.key: e.figure for e in entries if e.figure is not None}
         export = export_images(figs, img_dir, image_formats)
         note = export.message if not export.ok else f"Static copies of these figures: {img_dir.name}/ (PNG and SVG)."
-    atomic_write_text(out, render_html(data, entries, note))
+    atomic.write_text(out, render_html(data, entries, note))
     return ReportResult(path=out, figures=entries, images=export, notes=notes)

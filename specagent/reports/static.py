@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
+
+from specagent.common import atomic
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 FORMATS = ("png", "svg")
@@ -66,11 +67,10 @@ def export_images(figures: Mapping[str, go.Figure], out_dir: str | Path, formats
     figs, tmp_paths, final = [], [], []
     for name, fig in figures.items():
         for fmt in formats:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=f".{fmt}", dir=out)
-            os.close(fd)
+            dst = out / f"{name}.{fmt}"
             figs.append(fig)
-            tmp_paths.append(Path(tmp))
-            final.append(out / f"{name}.{fmt}")
+            tmp_paths.append(atomic.temp_beside(dst, suffix=f".{fmt}"))  # kaleido reads the format from the suffix
+            final.append(dst)
     old = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = browser
     try:

@@ -1,0 +1,17 @@
+"""The error type for bad input, shared by every layer.
+
+An `InputError` is a mistake of the user's (a file, field, flag or value), not a bug: its
+message names where it is and what was expected, and the command line prints it as one
+line instead of a traceback. `where` names the offending field as a dotted path
+(e.g. ``strong.gpus``) so a caller can translate it into its own terms (a flag, a TOML key).
+"""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad input; `where` is the dotted field path it concerns ('' when not one field)."""
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where

@@ -1,0 +1,151 @@
+"""Fleet runs assembled from a Scenario: the one builder the planner, the sweeps and the studies use.
+
+Three steps, each done here only: deployments sized for the work (`fitting_deployment`),
+priced pools of them (`build_fleet`: the user's $/GPU-hour first, then the profile's),
+and tasks sampled from the workload and planned under a strategy (`plan_tasks`), which
+the engine then serves on any number of candidate fleets (`TaskPlan.serve`) with the
+same tasks and arrival times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from specagent.costmodel.deployment import Deployment
+from specagent.simulator.fleet import FleetSim, compile_steps
+from specagent.simulator.fleet_config import (
+    STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Fleet, Pool, Scheduler, resolve_price,
+)
+from specagent.simulator.fleet_results import FleetResult
+from specagent.simulator.fleet_trace import write_chrome_trace
+from specagent.simulator.phases import STRONG_PHASES, WEAK_PHASES
+from specagent.simulator.plan import CallPlan
+from specagent.simulator.run import plan_strategy, to_episodes
+from specagent.simulator.scenario import DeploymentSpec, Scenario
+from specagent.simulator.setting import ApiModel, Setting
+from specagent.simulator.strategies import Strategy, make_strategy
+from specagent.simulator.workload import Episode, UnitTable
+from specagent.traces.schema import Trajectory
+
+#: GPUs per replica the sizing tries, in order.
+GPU_COUNTS = (1, 2, 4, 8)
+ROUTER = "session_affinity"
+
+
+def sample_tasks(n_episodes: int, n_tasks: int, seed: int) -> np.ndarray:
+    """Which workload episode each task replays (uniform with replacement, seeded)."""
+    if n_episodes < 1:
+        raise ValueError("the workload has no trajectories")
+    return np.random.default_rng([int(seed), 104729]).integers(0, n_episodes, n_tasks)
+
+
+def fitting_deployment(spec: DeploymentSpec, gpu: str | None, context: int) -> Deployment:  # type: ignore[valid-type]
+    """`spec` on GPU type `gpu` (its own when None) with the fewest GPUs (1, 2, 4, 8) that hold one `context`-token
+    sequence; a dense model runs tensor-parallel whatever `spec` says."""
+    dep = replace(spec, hardware=gpu or spec.hardware, gpus=GPU_COUNTS[0], parallelism="tp").build()
+    if dep.model.is_moe:
+        dep = replace(dep, parallelism=spec.parallelism)
+    for g in GPU_COUNTS:
+        cand = replace(dep, gpus=g)
+        if cand.memory_needed(1, context) <= cand.usable_bytes:
+            return cand
+    raise ValueError(f"{dep.model.name} in {dep.weight_dtype} does not fit {GPU_COUNTS[-1]}x {dep.hardware.name} with a "
+                     f"{context:,}-token sequence; use a smaller weight dtype or a larger GPU")
+
+
+def build_pool(dep: Deployment | ApiModel, replicas: int | None, router: str = ROUTER, scheduler: Scheduler | None = None,
+               prices: dict[str, float] | None = None) -> Pool:
+    """A priced pool of `replicas` replicas of `dep` (an API model is one unlimited pool)."""
+    sched = scheduler or Scheduler()
+    if isinstance(dep, ApiModel):
+        return Pool(dep, None, router, sched)
+    price, source = resolve_price(dep.hardware, prices)
+    return Pool(dep, replicas, router, sched, price, source)
+
+
+def build_fleet(weak: Deployment | ApiModel | None, strong: Deployment | ApiModel | None, weak_replicas: int | None = 1,
+                strong_replicas: int | None = 1, *, weight_mode: str, router: str = ROUTER, scheduler: Scheduler | None = None,
+                prices: dict[str, float] | None = None) -> Fleet:
+    """The Weak and the Strong pool (None: the fleet has no such pool, for strategies that never call it)."""
+    return Fleet(weak=None if weak is None else build_pool(weak, weak_replicas, router, scheduler, prices),
+                 strong=None if strong is None else build_pool(strong, strong_replicas, router, scheduler, prices),
+                 weight_mode=weight_mode)
+
+
+def fleet_from_setting(setting: Setting, weak_replicas: int | None = 1, strong_replicas: int | None = 1, router: str = ROUTER,
+                       scheduler: Scheduler | None = None, prices: dict[str, float] | None = None) -> Fleet:
+    """Pools of a Setting's deployments (an API Strong model becomes an unlimited API pool)."""
+    return build_fleet(setting.weak, setting.strong, weak_replicas, strong_replicas, weight_mode=setting.weight_mode,
+                       router=router, scheduler=scheduler, prices=prices)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Tasks sampled from a workload and planned under one strategy, compiled for the engine once.
+
+    Serving it on several fleets replays the very same tasks (common random numbers), which
+    is what lets the planner compare candidate fleets.
+    """
+
+    strategy: Strategy
+    plan: CallPlan
+    steps: list[list[tuple]]
+    task_ids: list[str]
+
+    @property
+    def n_tasks(self) -> int:
+        return self.plan.n_traj
+
+    def uses(self, pool: int) -> bool:
+        """Whether any task calls the Weak (WEAK_POOL) or the Strong (STRONG_POOL) model."""
+        return bool(np.isin(self.plan.phase, WEAK_PHASES if pool == WEAK_POOL else STRONG_PHASES).any())
+
+    @property
+    def max_context(self) -> int:
+        """The longest context any call reaches (what a replica must hold)."""
+        return int(np.max(self.plan.context + self.plan.tokens)) if len(self.plan) else 0
+
+    def serve(self, fleet: Fleet, arrival_times: np.ndarray, warmup: float = WARMUP_SHARE,
+              step_by_token: bool = False) -> FleetResult:
+        res = FleetSim(self.plan, fleet, arrival_times, self.task_ids, step_by_token=step_by_token, warmup=warmup,
+                       steps=self.steps).run()
+        res.summary["strategy"] = self.strategy.name
+        res.summary["strategy_label"] = self.strategy.label
+        return res
+
+
+Workload = Iterable[Trajectory | Episode] | UnitTable
+
+
+def episodes_of(workload: Workload) -> Sequence[Episode]:
+    """The workload as Episodes (tasks are sampled from them one by one)."""
+    eps = to_episodes(workload)
+    return eps.episodes() if isinstance(eps, UnitTable) else eps
+
+
+def plan_tasks(episodes: Sequence[Episode], strategy: str | Strategy, scenario: Scenario, n_tasks: int) -> TaskPlan:
+    """`n_tasks` episodes sampled with the scenario's seed, planned under `strategy` (its K and review policy,
+    when named) with the scenario's acceptance model and serving policy."""
+    chosen = [episodes[i] for i in sample_tasks(len(episodes), n_tasks, scenario.seed)]
+    strat = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, k=scenario.k, review=scenario.review)
+    plan = plan_strategy(chosen, strat, scenario, scenario.acceptance, scenario.seed)
+    return TaskPlan(strat, plan, compile_steps(plan), [e.task_id for e in chosen])
+
+
+def simulate_fleet(workload: Workload, strategy: str | Strategy, fleet: Fleet, n_tasks: int, arrivals: Arrivals,
+                   scenario: Scenario | None = None, *, trace_path: str | Path | None = None, warmup: float = WARMUP_SHARE,
+                   step_by_token: bool = False) -> FleetResult:
+    """Sample n_tasks from the workload, plan `strategy` for each (the scenario's parameters), serve them on `fleet`."""
+    tasks = plan_tasks(episodes_of(workload), strategy, scenario or Scenario(), n_tasks)
+    res = tasks.serve(fleet, arrivals.sample(n_tasks), warmup, step_by_token)
+    if trace_path is not None:
+        write_chrome_trace(trace_path, res)
+    return res
+
+
+__all__ = ["GPU_COUNTS", "STRONG_POOL", "WEAK_POOL", "TaskPlan", "build_fleet", "build_pool", "episodes_of", "fitting_deployment",
+           "fleet_from_setting", "plan_tasks", "sample_tasks", "simulate_fleet"]

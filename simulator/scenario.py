@@ -1,0 +1,461 @@
+"""The Scenario: everything one run depends on, its defaults defined once, validated on construction.
+
+Every command builds one (a scenario TOML file or a shipped one, then flags generated
+from these fields override it), every result carries it whole (`to_dict`), and reports
+and the fleet read it back (`from_dict`) instead of parsing printed descriptions. A
+Scenario is declarative: models and GPUs are named, not loaded; `setting()` resolves
+them into deployments (and checks that they exist and fit).
+
+Where the defaults live: the Weak and Strong deployments, the workload, seed and
+engine here; SpecAgent's K and review policy in `strategies`, the acceptance model in
+`acceptance`, the serving policy (prefix caching, verifier prompt, weight reads) in
+`setting.Setting`, and every other deployment option in `costmodel.Deployment`; this
+module reads them from there. `scenarios/default.toml` is this default written out
+(a test keeps them equal), `scenarios/edge.toml` the edge–cloud setting of SPEC §2.
+
+A deployment entry (`DeploymentSpec`) has exactly the fields of `costmodel.Deployment`,
+generated from it: the model and the hardware by name, every other field as is. A new
+Deployment field is therefore one line in `costmodel/deployment.py`; it reaches the
+scenario files, the results and the `--weak-*`/`--strong-*` flags by itself. A field
+that holds an object (like the model spec) needs a name → object loader in `RESOLVERS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import textwrap
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, get_type_hints
+
+import tomli_w
+
+from specagent.common.errors import InputError
+from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+from specagent.costmodel.roofline import WEIGHT_MODES
+from specagent.hardware.profile import HardwareProfileError, load_hardware
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
+from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
+from specagent.simulator.workload import UnitTable, synthetic_unit_table
+from specagent.traces import load_profile, load_trajectories
+from specagent.traces.io import default_workload_path
+from specagent.traces.schema import Trajectory
+
+ENGINES = ("analytic", "simpy")
+SHIPPED = ("default", "edge")
+#: The title of scenarios/default.toml, which is `Scenario().to_toml(DEFAULT_TITLE)` (a test keeps them equal).
+DEFAULT_TITLE = "scenario: the built-in default, SPEC §2's evaluated setting"
+#: A deployment must hold one sequence of this many tokens next to its weights to be accepted.
+FIT_CONTEXT = 32768
+
+
+class ScenarioError(InputError):
+    """A scenario field with a value it cannot take; `where` is the field's dotted path (e.g. `strong.gpus`)."""
+
+
+class DoesNotFit(ScenarioError):
+    """A deployment too small for its model; `where` is the role ('weak' or 'strong')."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Deployment entries: costmodel.Deployment's fields, with the model and the hardware by name
+# ------------------------------------------------------------------------------------------------
+#: Deployment fields that hold a loaded object, and how a scenario's name for one is loaded.
+RESOLVERS: dict[str, Callable[..., Any]] = {
+    "model": lambda name, hardware_dirs: load_model_spec(name),
+    "hardware": lambda name, hardware_dirs: load_hardware(name, hardware_dirs),
+}
+#: Help for the flags and scenario files; a field without an entry here is described by its
+#: `metadata={"help": ...}` in costmodel/deployment.py, or by its name.
+DEPLOYMENT_HELP = {
+    "model": "model: HF id, short name or config.json path",
+    "hardware": "GPU profile id, alias or .toml path",
+    "gpus": "GPUs per replica",
+    "parallelism": "'tp' (tensor parallel) or 'tp+ep' (experts spread whole across GPUs)",
+    "weight_dtype": "weight storage dtype: bf16, fp16, fp8, int8, int4",
+    "kv_dtype": "KV cache dtype",
+    "activation_dtype": "activation dtype",
+    "state_dtype": "recurrent-state dtype (Gated DeltaNet keeps float32)",
+    "memory_utilization": "share of GPU memory the serving engine may use",
+}
+#: Flag names that differ from the field name (role-prefixed: --weak-dtype, --strong-dtype).
+DEPLOYMENT_FLAGS = {"weight_dtype": "dtype"}
+_SCALARS = (str, int, float, bool)
+
+
+def _deployment_fields() -> list[tuple[str, type, Any]]:
+    hints = get_type_hints(Deployment)
+    out: list[tuple[str, type, Any]] = []
+    for f in fields(Deployment):
+        help_ = f.metadata.get("help") or DEPLOYMENT_HELP.get(f.name) or f.name.replace("_", " ")
+        if f.name in RESOLVERS:
+            out.append((f.name, str, field(metadata={"help": help_})))
+            continue
+        typ = hints[f.name]
+        if typ not in _SCALARS:
+            raise TypeError(f"costmodel.Deployment.{f.name} is a {typ}: add a name -> object loader for it to "
+                            f"simulator.scenario.RESOLVERS")
+        out.append((f.name, typ, field(default=f.default, metadata={**f.metadata, "help": help_})))
+    return out
+
+
+class _DeploymentSpecMethods:
+    """What a deployment entry can do; the fields are generated from costmodel.Deployment."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if not _of_type(v, f.type):
+                raise ScenarioError(f"{f.name} must be {_type_name(f.type)}, got {v!r}", f.name)
+            if f.type is str and not v:
+                raise ScenarioError(f"{f.name} must not be empty", f.name)
+        if self.gpus < 1:  # type: ignore[attr-defined]
+            raise ScenarioError(f"gpus must be >= 1, got {self.gpus}", "gpus")  # type: ignore[attr-defined]
+
+    def build(self, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
+        """The costmodel Deployment this entry names (loads the model config and the GPU profile)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        dirs = list(hardware_dirs)
+        for name, load in RESOLVERS.items():
+            try:
+                values[name] = load(values[name], dirs)
+            except (ModelSpecError, HardwareProfileError, OSError) as exc:
+                raise ScenarioError(str(exc), name) from exc
+        try:
+            return Deployment(**values)
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+DeploymentSpec = dataclasses.make_dataclass("DeploymentSpec", _deployment_fields(), bases=(_DeploymentSpecMethods,), frozen=True)
+DeploymentSpec.__module__ = __name__  # so it pickles (process-pool sweeps) and prints as scenario.DeploymentSpec
+DeploymentSpec.__doc__ = ("One model replica named for a scenario: costmodel.Deployment's fields, the model and the "
+                          "hardware by name (`build()` loads them).")
+
+
+def _of_type(v: Any, typ: Any) -> bool:
+    if typ is bool:
+        return isinstance(v, bool)
+    if typ is int:
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    if typ is float:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+    if typ is str:
+        return isinstance(v, str)
+    return True
+
+
+def _type_name(typ: Any) -> str:
+    return {bool: "true or false", int: "a whole number", float: "a finite number", str: "a text"}.get(typ, str(typ))
+
+
+# ------------------------------------------------------------------------------------------------
+# The workload and the scenario
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Workload:
+    """Which trajectories run: a trace file, or synthetic ones from a workload profile."""
+
+    trace: str | None = field(default=None, metadata={
+        "aliases": ("--workload",), "help": "Trajectories (JSONL or Parquet in specagent's trace schema). Default: the shipped τ²-Bench airline workload."})
+    synthetic: str | None = field(default=None, metadata={
+        "help": "Instead of a trace: synthetic trajectories from a workload profile (name or TOML; `specagent traces "
+                "profiles` lists them), generated as columns and planned in lockstep: the fast path for 10^4-10^6 trajectories."})
+    trajectories: int = field(default=10_000, metadata={
+        "help": "How many synthetic trajectories a synthetic workload generates (seeded by the seed)."})
+
+    def __post_init__(self) -> None:
+        for name in ("trace", "synthetic"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, str) and v):
+                raise ScenarioError(f"{name} must be a non-empty path or name, got {v!r}", name)
+        if self.trace is not None and self.synthetic is not None:
+            raise ScenarioError("give a trace or a synthetic profile, not both", "synthetic")
+        if not (_of_type(self.trajectories, int) and self.trajectories >= 1):
+            raise ScenarioError(f"trajectories must be a whole number >= 1, got {self.trajectories!r}", "trajectories")
+
+
+def _setting_default(name: str) -> Any:
+    return next(f.default for f in fields(Setting) if f.name == name)
+
+
+def _strategy_list(v: Any) -> Any:
+    """A list (or comma-separated text) of strategy names as a tuple; anything else is left for validation."""
+    if isinstance(v, str):
+        return tuple(s.strip() for s in v.split(",") if s.strip())
+    return tuple(v) if isinstance(v, list) else v
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Models and deployments, workload, strategies and their parameters, acceptance, caching, verifier
+    prompt, weight reads, seed and engine: everything a run depends on."""
+
+    weak: DeploymentSpec = field(  # type: ignore[valid-type]
+        default=DeploymentSpec(model="qwen3.5-4b", hardware="h20", gpus=1, weight_dtype="bf16"),
+        metadata={"help": "The Weak model's replica"})
+    strong: DeploymentSpec = field(  # type: ignore[valid-type]
+        default=DeploymentSpec(model="qwen3.5-397b-a17b", hardware="h20", gpus=8, weight_dtype="fp8"),
+        metadata={"help": "The Strong model's replica (its BF16 weights, ~793 GB, do not fit 8×H20; FP8, ~400 GB, do)"})
+    strong_api: str | None = field(default=None, metadata={
+        "help": "Price the Strong model as a hosted API instead (an entry of simulator/data/api_models.toml)."})
+    workload: Workload = field(default_factory=Workload, metadata={"help": "The trajectories"})
+    strategies: tuple[str, ...] = field(default=STRATEGY_NAMES, metadata={
+        "help": "Strategies to compare (comma-separated on the command line; Strong-only, the baseline, is always run): "
+                + "; ".join(f"{k} = {v}" for k, v in STRATEGY_HELP.items())})
+    k: int = field(default=DEFAULT_K, metadata={"help": "K: most steps the Weak model drafts before a chunk ends."})
+    review: str = field(default=DEFAULT_REVIEW, metadata={
+        "choices": REVIEW_POLICIES, "help": "Review trigger: " + ", ".join(REVIEW_POLICIES) + "."})
+    acceptance: AcceptanceModel = field(default_factory=AcceptanceModel, metadata={
+        "help": "What the Strong verifier would say about drafted steps (illustrative defaults: set them from your own "
+                "protocol logs)"})
+    prefix_caching: bool = field(default=_setting_default("prefix_caching"), metadata={
+        "help": "Each call prefills only what its model has not cached."})
+    weight_mode: str = field(default=_setting_default("weight_mode"), metadata={
+        "choices": WEIGHT_MODES,
+        "help": "'union': a pass reads every distinct expert its tokens touch; 'active': only the active parameters."})
+    verifier_prompt: str = field(default=_setting_default("verifier_prompt"), metadata={
+        "choices": VERIFIER_PROMPTS,
+        "help": "Verifier prompt: 'cached' (append-only, reads only what is new) or 'fresh' (re-reads a system prompt + "
+                "whole history each review)."})
+    verifier_system_tokens: int = field(default=_setting_default("verifier_system_tokens"), metadata={
+        "help": "Tokens of the verifier's own instructions, re-read by every 'fresh' review."})
+    seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
+    engine: str = field(default=ENGINES[0], metadata={
+        "choices": ENGINES, "help": f"Engine: {', '.join(ENGINES)} (they agree on uncontended resources)."})
+
+    def __post_init__(self) -> None:
+        for role in ("weak", "strong"):
+            if not isinstance(getattr(self, role), DeploymentSpec):
+                raise ScenarioError(f"{role} must be a deployment entry, got {getattr(self, role)!r}", role)
+        if self.strong_api is not None and not (isinstance(self.strong_api, str) and self.strong_api):
+            raise ScenarioError(f"strong_api must be the name of an API model, got {self.strong_api!r}", "strong_api")
+        if not isinstance(self.workload, Workload):
+            raise ScenarioError(f"workload must be a Workload, got {self.workload!r}", "workload")
+        if not isinstance(self.acceptance, AcceptanceModel):
+            raise ScenarioError(f"acceptance must be an AcceptanceModel, got {self.acceptance!r}", "acceptance")
+        if not (isinstance(self.strategies, tuple) and self.strategies and all(isinstance(s, str) for s in self.strategies)):
+            raise ScenarioError(f"strategies must be a non-empty list of names, got {self.strategies!r}", "strategies")
+        for s in self.strategies:
+            if s not in STRATEGY_NAMES:
+                raise ScenarioError(f"unknown strategy '{s}'; known: {', '.join(STRATEGY_NAMES)}", "strategies")
+        if not (_of_type(self.k, int) and self.k >= 1):
+            raise ScenarioError(f"K must be a whole number of steps >= 1, got {self.k!r}", "k")
+        if not (_of_type(self.verifier_system_tokens, int) and self.verifier_system_tokens >= 0):
+            raise ScenarioError(f"verifier_system_tokens must be a whole number >= 0, got {self.verifier_system_tokens!r}",
+                                "verifier_system_tokens")
+        if not (_of_type(self.seed, int) and 0 <= self.seed < 2**64):
+            raise ScenarioError(f"seed must be a whole number in [0, 2^64), got {self.seed!r}", "seed")
+        if not isinstance(self.prefix_caching, bool):
+            raise ScenarioError(f"prefix_caching must be true or false, got {self.prefix_caching!r}", "prefix_caching")
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise ScenarioError(f"{f.name} must be one of {', '.join(choices)}, got {getattr(self, f.name)!r}", f.name)
+
+    # --- resolving ------------------------------------------------------------------------------
+    def setting(self, hardware_dirs: Iterable[str | Path] = (), fit_context: int | None = FIT_CONTEXT) -> Setting:
+        """The deployments and serving policy, loaded; each deployment must hold one `fit_context`-token sequence."""
+        weak = _build(self.weak, "weak", hardware_dirs, fit_context)
+        strong: Deployment | ApiModel
+        if self.strong_api is not None:
+            apis = load_api_models()
+            if self.strong_api not in apis:
+                raise ScenarioError(f"unknown API model '{self.strong_api}'; known: {', '.join(apis)}", "strong_api")
+            strong = apis[self.strong_api]
+        else:
+            strong = _build(self.strong, "strong", hardware_dirs, fit_context)
+        return Setting(weak=weak, strong=strong, prefix_caching=self.prefix_caching, weight_mode=self.weight_mode,
+                       verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens)
+
+    def load_workload(self) -> tuple[list[Trajectory] | UnitTable, str, str]:
+        """(trajectories, where they came from, a short name for tables): the trace, or a synthetic UnitTable."""
+        w = self.workload
+        if w.synthetic is not None:
+            try:
+                prof = load_profile(w.synthetic)
+            except (FileNotFoundError, ValueError) as exc:
+                raise ScenarioError(str(exc), "workload.synthetic") from exc
+            name = f"synthetic {prof.name} ×{w.trajectories:,} (seed {self.seed})"
+            return synthetic_unit_table(prof, w.trajectories, self.seed), name, name
+        path = Path(w.trace) if w.trace is not None else default_workload_path()
+        try:
+            trajs = load_trajectories(path)
+        except FileNotFoundError as exc:
+            raise ScenarioError(f"{path}: no such trace file", "workload.trace") from exc
+        except ValueError as exc:
+            raise ScenarioError(str(exc), "workload.trace") from exc
+        return trajs, str(path), path.name
+
+    # --- changing ------------------------------------------------------------------------------
+    def replace(self, **changes: Any) -> "Scenario":
+        """A copy with some top-level fields changed (validated)."""
+        return replace(self, **changes)
+
+    def override(self, values: Mapping[str, Any]) -> "Scenario":
+        """A copy with fields changed by dotted path, e.g. {"strong.gpus": 4, "acceptance.verdict_tokens": 32}."""
+        d = self.to_dict()
+        for path, v in values.items():
+            node = d
+            *parents, leaf = path.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = v
+        return Scenario.from_dict(d)
+
+    # --- storing -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON/TOML types), every field: what results store."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if dataclasses.is_dataclass(v):
+                v = {g.name: _plain(getattr(v, g.name)) for g in fields(v)}
+            out[f.name] = _plain(v)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "") -> "Scenario":
+        """The scenario a `to_dict` (or a scenario file) describes; fields left out keep their defaults.
+
+        Errors are ScenarioErrors naming the field (`where` on the error); given `where` here
+        (a file name), the message starts with it and the field's dotted path.
+        """
+        try:
+            return cls._from_dict(data)
+        except ScenarioError as exc:
+            if not where:
+                raise
+            field_ = f"{exc.where}: " if exc.where else ""
+            raise ScenarioError(f"{where}: {field_}{exc}", exc.where) from None
+
+    @classmethod
+    def _from_dict(cls, data: Mapping[str, Any]) -> "Scenario":
+        if not isinstance(data, Mapping):
+            raise ScenarioError(f"a scenario must be a table of fields, got {type(data).__name__}")
+        default = cls()
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ScenarioError(f"unknown scenario field(s) {', '.join(unknown)}; known: {', '.join(names)}", unknown[0])
+        kw: dict[str, Any] = {}
+        for name, v in data.items():
+            base = getattr(default, name)
+            if dataclasses.is_dataclass(base):
+                kw[name] = _sub_from_dict(base, v, name)
+            else:
+                kw[name] = _strategy_list(v) if name == "strategies" else v
+        return cls(**kw)
+
+    @classmethod
+    def load(cls, name_or_path: str | Path) -> "Scenario":
+        """A scenario TOML file, or a shipped scenario by name (`default`, `edge`)."""
+        p = Path(name_or_path)
+        if not p.exists() and str(name_or_path) in SHIPPED:
+            p = shipped_path(str(name_or_path))
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ScenarioError(f"{p}: no such scenario file (shipped scenarios: {', '.join(SHIPPED)})") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScenarioError(f"{p}: cannot read scenario file: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ScenarioError(f"{p}: not valid TOML: {exc}") from None
+        return cls.from_dict(data, str(p))
+
+    def to_toml(self, title: str = "") -> str:
+        """A commented scenario file (fields that are None are written as comments)."""
+        return _render_toml(self, title)
+
+
+def shipped_path(name: str) -> Path:
+    return Path(str(resources.files("specagent.simulator").joinpath("scenarios", f"{name}.toml")))
+
+
+def default_setting(**overrides: Any) -> Setting:
+    """SPEC §2's evaluated setting, resolved: Qwen3.5-4B Weak on 1×H20 and Qwen3.5-397B-A17B Strong on 8×H20 (FP8)."""
+    return Scenario().replace(**overrides).setting(fit_context=None)
+
+
+def edge_setting(api: str | None = None, **overrides: Any) -> Setting:
+    """SPEC §2's edge–cloud setting, resolved: Weak on one local RTX 5090, Strong behind a provider's API."""
+    edge = Scenario.load("edge")
+    return edge.replace(**({"strong_api": api} if api else {}), **overrides).setting(fit_context=None)
+
+
+# ------------------------------------------------------------------------------------------------
+def _build(spec: Any, role: str, hardware_dirs: Iterable[str | Path], fit_context: int | None) -> Deployment:
+    try:
+        dep = spec.build(hardware_dirs)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{role} deployment: {exc}", f"{role}.{exc.where}" if exc.where else role) from None
+    if fit_context is not None:
+        try:
+            dep.check_fit(1, fit_context)
+        except DeploymentDoesNotFit as exc:
+            raise DoesNotFit(f"{role} deployment: {exc}", role) from None
+    return dep
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _sub_from_dict(base: Any, data: Any, name: str) -> Any:
+    """A nested entry (deployment, workload, acceptance) from a table, over the default entry's values."""
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{name} must be a table of fields, got {data!r}", name)
+    known = {f.name for f in fields(base)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ScenarioError(f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
+                            f"{name}.{unknown[0]}")
+    try:
+        return replace(base, **data)
+    except InputError as exc:
+        raise ScenarioError(str(exc), f"{name}.{exc.where}" if exc.where else name) from None
+
+
+def _comment(text: str) -> str:
+    return "".join(f"# {line}\n" for para in text.splitlines() for line in textwrap.wrap(para, 100) or [""])
+
+
+def _render_toml(s: Scenario, title: str) -> str:
+    out = [_comment(title) if title else "",
+           "# A specagent scenario: `specagent predict --scenario THIS.toml` (flags override it). Fields left out\n"
+           "# take the built-in defaults (simulator/scenarios/default.toml); `specagent scenario show` prints one.\n"]
+    tables: list[tuple[str, Any, str]] = []
+    for f in fields(s):
+        v = getattr(s, f.name)
+        if dataclasses.is_dataclass(v):
+            tables.append((f.name, v, f.metadata.get("help", "")))
+            continue
+        out.append("\n" + _comment(f.metadata.get("help", "")))
+        out.append(tomli_w.dumps({f.name: _plain(v)}) if v is not None else f"# {f.name} = \"...\"\n")
+    for name, v, help_ in tables:
+        out.append(f"\n{_comment(help_)}[{name}]\n")
+        subtables = []
+        for g in fields(v):
+            x = getattr(v, g.name)
+            if isinstance(x, dict):
+                subtables.append((g, x))
+                continue
+            out.append(_comment(g.metadata.get("help", "")))
+            out.append(tomli_w.dumps({g.name: _plain(x)}) if x is not None else f"# {g.name} = \"...\"\n")
+        for g, x in subtables:
+            out.append(f"\n{_comment(g.metadata.get('help', ''))}[{name}.{g.name}]\n")
+            out.append(tomli_w.dumps(x))
+    return "".join(out)

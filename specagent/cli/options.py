@@ -1,0 +1,219 @@
+"""Command-line flags generated from the Scenario's fields, so help and defaults cannot drift from it.
+
+`@scenario_options(...)` gives a command `--scenario FILE.toml`, `--edge`, `--accept` and one
+flag per Scenario field (nested fields flattened: `--strong-gpus`, `--weak-ratio`, `--trace`),
+each defaulting to "not given"; the command receives the `scenario` they describe: the
+file (or the built-in default), then every flag given, validated by the Scenario itself.
+A bad value fails as one line naming the flag. `@deployment_options(default)` does the same
+for one deployment (the roofline commands).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import typer
+
+from specagent.cli.console import fail
+from specagent.common.errors import InputError
+from specagent.simulator.scenario import (
+    DEPLOYMENT_FLAGS, SHIPPED, DeploymentSpec, DoesNotFit, Scenario, ScenarioError,
+)
+from specagent.simulator.setting import Setting
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One generated flag: the scenario field it sets (dotted path) and how it looks on the command line."""
+
+    path: str
+    param: str  # the Python parameter name typer passes it as
+    names: tuple[str, ...]  # the flag and its aliases
+    type: type
+    help: str
+    default: Any
+
+    def option(self) -> Any:
+        decls = (f"{self.names[0]}/--no-{self.names[0][2:]}",) if self.type is bool else self.names
+        return typer.Option(None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False)
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, tuple):
+        return ",".join(map(str, v))
+    return "none" if v is None else str(v)
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def deployment_flag(role: str, name: str) -> str:
+    """The flag of deployment field `name`: `--strong-gpus`, `--weak-dtype` (weight_dtype); `--gpus`, `--weight-dtype`
+    for a command about one deployment (role '')."""
+    return f"--{_kebab(name)}" if not role else f"--{role}-{_kebab(DEPLOYMENT_FLAGS.get(name, name))}"
+
+
+def _is_scalar(typ: Any) -> bool:
+    return typ in (str, int, float, bool)
+
+
+def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
+    """A flag for every scalar field of the Scenario and its entries, except paths under `exclude`."""
+    skip = tuple(exclude)
+    default = Scenario()
+    hints = _hints(Scenario)
+    out: list[Flag] = []
+    for f in fields(Scenario):
+        value = getattr(default, f.name)
+        if dataclasses.is_dataclass(value):
+            sub_hints = _hints(type(value))
+            for g in fields(value):
+                path = f"{f.name}.{g.name}"
+                typ = sub_hints[g.name]
+                if g.metadata.get("cli") is False or not _is_scalar(typ):
+                    continue
+                if f.name in ("weak", "strong"):
+                    names: tuple[str, ...] = (deployment_flag(f.name, g.name),)
+                    help_ = f"{f.name.capitalize()} deployment: {g.metadata.get('help', g.name)}."
+                else:
+                    names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
+                    help_ = g.metadata.get("help", g.name)
+                out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name)))
+        else:
+            typ = hints[f.name]
+            if f.name == "strategies":
+                typ = str
+            if not _is_scalar(typ):
+                continue
+            out.append(Flag(f.name, f.name, (f"--{_kebab(f.metadata.get('flag', f.name))}",), typ,
+                            f.metadata.get("help", f.name), value))
+    return [fl for fl in out if not any(fl.path == s or fl.path.startswith(s + ".") for s in skip)]
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """Field types, with `X | None` read as X (the flag is optional anyway)."""
+    out = {}
+    for name, t in typing.get_type_hints(cls).items():
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        out[name] = args[0] if args and type(None) in typing.get_args(t) else t
+    return out
+
+
+# The flags every scenario command has besides the generated ones.
+_SCENARIO_FILE = inspect.Parameter("scenario_file", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
+    None, "--scenario", help=f"Scenario TOML file (or a shipped one: {', '.join(SHIPPED)}); the flags below override it. "
+                             "`specagent scenario show` prints the built-in default."))
+_EDGE = inspect.Parameter("edge", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+    False, "--edge", help="Start from the shipped edge–cloud scenario: Weak on one RTX 5090, Strong behind an API."))
+_ACCEPT = inspect.Parameter("accept", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[float], default=typer.Option(
+    None, "--accept", help="One acceptance probability for every step kind, no position decay or correlation "
+                           "(default: the per-kind illustrative table shown in the output)."))
+
+
+def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command gets the generated flags and is called with `scenario=` the Scenario they describe."""
+    flags = scenario_flags(exclude)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "scenario"]
+        gen = [inspect.Parameter(fl.param, inspect.Parameter.KEYWORD_ONLY, default=fl.option(), annotation=Optional[fl.type])
+               for fl in flags]
+
+        @functools.wraps(fn)
+        def command(**kw: Any) -> Any:
+            given = {fl.path: kw.pop(fl.param) for fl in flags}
+            scenario = build_scenario({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
+                                      kw.pop("edge"), kw.pop("accept"), flags)
+            return fn(scenario=scenario, **kw)
+
+        params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPT] if "acceptance" not in tuple(exclude) else []), *gen]
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
+
+
+def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: bool, accept: float | None,
+                   flags: list[Flag]) -> Scenario:
+    """The scenario file (or shipped edge / built-in default), then `--accept`, then every flag given."""
+    if scenario_file is not None and edge:
+        fail("give --scenario or --edge, not both")
+    try:
+        base = Scenario.load(scenario_file) if scenario_file is not None else Scenario.load("edge") if edge else Scenario()
+    except ScenarioError as exc:
+        fail(str(exc))
+    if accept is not None:
+        try:
+            base = base.replace(acceptance=base.acceptance.with_constant(accept))
+        except InputError as exc:
+            fail(f"--accept: {exc}")
+    try:
+        return base.override(values)
+    except ScenarioError as exc:
+        fail(_located(exc, flags))
+
+
+def _located(exc: ScenarioError, flags: list[Flag]) -> str:
+    """The error prefixed with the flag that sets its field (the longest matching path), if any."""
+    for fl in sorted(flags, key=lambda f: -len(f.path)):
+        if exc.where == fl.path or exc.where.startswith(fl.path + "."):
+            return f"{fl.names[0]}: {exc}"
+    if exc.where.startswith(("acceptance.accept", "acceptance.exact")):
+        return f"--accept: {exc}"
+    return f"scenario field {exc.where}: {exc}" if exc.where else str(exc)
+
+
+def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = ()) -> Setting:
+    """The scenario's deployments, loaded and checked for fit; a failure names the flags that fix it."""
+    try:
+        return scenario.setting(hardware_dirs)
+    except DoesNotFit as exc:
+        fail(does_not_fit(str(exc), exc.where))
+    except ScenarioError as exc:
+        fail(_located(exc, scenario_flags(exclude)))
+
+
+def does_not_fit(message: str, role: str) -> str:
+    """A doesn't-fit message naming the flags this command has for more GPUs and a smaller weight dtype."""
+    return f"{message}; set {deployment_flag(role, 'gpus')} or {deployment_flag(role, 'weight_dtype')}"
+
+
+# ------------------------------------------------------------------------------------- one deployment
+def deployment_options(default: DeploymentSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # type: ignore[valid-type]
+    """Decorator: one flag per deployment field (`--model`, `--gpus`, `--weight-dtype`, ...) defaulting to `default`'s
+    values; the command is called with `deployment=` the DeploymentSpec they describe."""
+    hints = _hints(DeploymentSpec)
+    dep_fields = [f for f in fields(DeploymentSpec) if _is_scalar(hints[f.name])]
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "deployment"]
+        gen = [inspect.Parameter(f"dep__{f.name}", inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+                                 default=typer.Option(getattr(default, f.name), deployment_flag("", f.name),
+                                                      help=f"{f.metadata.get('help', f.name)}."))
+               for f in dep_fields]
+
+        @functools.wraps(fn)
+        def command(**kw: Any) -> Any:
+            values = {f.name: kw.pop(f"dep__{f.name}") for f in dep_fields}
+            try:
+                spec = DeploymentSpec(**values)
+            except ScenarioError as exc:
+                fail(f"{deployment_flag('', exc.where)}: {exc}" if exc.where else str(exc))
+            return fn(deployment=spec, **kw)
+
+        params = [*own, *gen]
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate

@@ -1,0 +1,129 @@
+"""Imports run one way: common → hardware → costmodel → traces → simulator → kernels → reports → cli.
+
+Every module's imports are read from its source (the ones inside functions too, which a
+runtime check would miss) and each arrow must point to the same layer or one below. Inside
+the simulator the same holds for its own layers: the fleet engine and the pricing engines
+never import the strategies, the scenario or the entry points above them. A module the
+table does not place fails the test, so a new module gets a layer when it is added.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: package -> folder, as pyproject.toml maps them
+FOLDERS = {
+    "specagent.common": "common", "specagent.hardware": "hardware", "specagent.costmodel": "costmodel",
+    "specagent.traces": "traces", "specagent.simulator": "simulator", "specagent.kernels": "kernels",
+    "specagent.reports": "specagent/reports", "specagent.cli": "specagent/cli",
+}
+LAYERS = ["specagent.common", "specagent.hardware", "specagent.costmodel", "specagent.traces", "specagent.simulator",
+          "specagent.kernels", "specagent.reports", "specagent.cli"]
+#: The package root re-exports the public API lazily; only the command line may import it.
+ROOT_RANK = LAYERS.index("specagent.cli")
+#: The simulator's own layers (a module may import its own layer or one below).
+SIMULATOR = [
+    {"native", "phases", "plan", "acceptance"},
+    {"workload", "protocol", "setting"},
+    {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
+    {"strategies", "lockstep"},
+    {"scenario"},
+    {"run"},
+    {"fleet_build", "predictor"},
+    {"planner", "study", "sweep"},
+]
+
+
+def modules() -> dict[str, Path]:
+    out = {"specagent": ROOT / "specagent" / "__init__.py"}
+    for pkg, folder in FOLDERS.items():
+        for f in sorted((ROOT / folder).glob("*.py")):
+            out[pkg if f.name == "__init__.py" else f"{pkg}.{f.stem}"] = f
+    return out
+
+
+def rank(module: str) -> tuple[int, int]:
+    """(layer, sub-layer) of a specagent module; KeyError for a module no layer holds."""
+    if module == "specagent":
+        return ROOT_RANK, 0
+    for i, pkg in reversed(list(enumerate(LAYERS))):
+        if module == pkg or module.startswith(pkg + "."):
+            if pkg == "specagent.simulator" and module != pkg:
+                sub = module.split(".")[2]
+                return i, next(j for j, group in enumerate(SIMULATOR) if sub in group)
+            return i, 0
+    raise KeyError(module)
+
+
+def imports(module: str, source: str, known: set[str]) -> list[tuple[str, int]]:
+    """(imported specagent module, line) for every import statement, at any depth."""
+    package = module if module in FOLDERS or module == "specagent" else module.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "specagent"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != "specagent":
+                continue
+            for a in node.names:  # `from pkg import submodule` imports the submodule
+                out.append((f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, node.lineno))
+    return out
+
+
+def upward(mods: dict[str, str]) -> list[str]:
+    """Every import arrow pointing to a higher layer, as 'importer:line -> imported'."""
+    known = set(mods)
+    bad = []
+    for mod, source in mods.items():
+        for target, line in imports(mod, source, known):
+            if target == mod or rank(target) <= rank(mod):
+                continue
+            bad.append(f"{mod}:{line} -> {target}")
+    return bad
+
+
+def test_every_module_has_a_layer():
+    unplaced = []
+    for mod in modules():
+        try:
+            rank(mod)
+        except (KeyError, StopIteration):
+            unplaced.append(mod)
+    assert not unplaced, f"give these modules a layer in tests/test_import_layers.py: {unplaced}"
+
+
+def test_no_import_points_up():
+    mods = {m: p.read_text(encoding="utf-8") for m, p in modules().items()}
+    assert upward(mods) == []
+
+
+@pytest.mark.parametrize("importer, source", [
+    ("specagent.costmodel.roofline", "def f():\n    from specagent.simulator.run import simulate\n"),  # inside a function
+    ("specagent.simulator.fleet", "from specagent.simulator import run\n"),  # engine -> entry points
+    ("specagent.traces.io", "from specagent import atomic\n"),  # the package root, from the core
+    ("specagent.simulator.scenario", "from ..reports import html\n"),  # relative
+])
+def test_the_check_fails_on_an_upward_arrow(importer, source):
+    mods = {m: "" for m in modules()}
+    mods[importer] = source
+    assert len(upward(mods)) == 1
+
+
+def test_the_core_imports_nothing_at_the_package_root():
+    """Importing a layer does not import the layers above it (the root re-exports lazily)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import specagent.costmodel.roofline, specagent.traces.io; "
+            "print(sorted(m for m in sys.modules if m.startswith(('specagent.simulator', 'specagent.reports', 'specagent.cli'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
