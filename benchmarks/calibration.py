@@ -40,7 +40,7 @@ def main() -> None:
 
     from specagent.kernels import calibrate as cal
     from specagent.kernels import microbench as mb
-    from specagent.kernels.cli import console, print_live, print_validation
+    from specagent.cli.kernels import console, print_live, print_validation
     from specagent.kernels.configs import strong_spec, weak_spec
     from specagent.kernels.live import LiveConfig, compare, run_trajectory, scale_trajectory
     from specagent.kernels.modules import Model

@@ -253,8 +253,8 @@ class Scenario:
         if not (_of_type(self.verifier_system_tokens, int) and self.verifier_system_tokens >= 0):
             raise ScenarioError(f"verifier_system_tokens must be a whole number >= 0, got {self.verifier_system_tokens!r}",
                                 "verifier_system_tokens")
-        if not (_of_type(self.seed, int) and 0 <= self.seed < 2**64):
-            raise ScenarioError(f"seed must be a whole number in [0, 2^64), got {self.seed!r}", "seed")
+        if not (_of_type(self.seed, int) and 0 <= self.seed < 2**63):  # a TOML integer is 64-bit signed
+            raise ScenarioError(f"seed must be a whole number in [0, 2^63), got {self.seed!r}", "seed")
         if not isinstance(self.prefix_caching, bool):
             raise ScenarioError(f"prefix_caching must be true or false, got {self.prefix_caching!r}", "prefix_caching")
         for f in fields(self):

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from specagent.simulator.fleet_cli import app
+from specagent.cli.fleet import app
 from specagent.simulator.planner import SLO, _search, parse_prices, parse_rate
 
 runner = CliRunner()

@@ -13,15 +13,16 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
 from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.fleet import (
-    Arrivals, Fleet, FleetError, FleetSim, Pool, Scheduler, compile_steps, fleet_from_setting, simulate_fleet,
-    write_chrome_trace,
-)
+from specagent.simulator.fleet import FleetSim, compile_steps
+from specagent.simulator.fleet_build import fleet_from_setting, simulate_fleet
+from specagent.simulator.fleet_config import Arrivals, Fleet, FleetError, Pool, Scheduler
+from specagent.simulator.fleet_trace import write_chrome_trace
 from specagent.simulator.itercost import IterationCost, max_affine_sum
-from specagent.simulator.plan import STRONG_DECODE, STRONG_PREFILL, PlanBuilder
+from specagent.simulator.phases import STRONG_DECODE, STRONG_PREFILL
+from specagent.simulator.plan import PlanBuilder
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.run import plan_strategy, simulate, to_episodes
-from specagent.simulator.setting import default_setting, edge_setting
+from specagent.simulator.scenario import Scenario, default_setting, edge_setting
 from specagent.simulator.strategies import make_strategy
 from specagent.traces import default_workload_path, load_trajectories
 
@@ -192,7 +193,7 @@ def test_contention_slows_tasks_down(setting, episodes):
 def test_tasks_and_tokens_are_conserved(setting, episodes, n_tasks, seed, weak_n, strong_n, router, max_seqs, budget, strategy, rate):
     sched = Scheduler(max_num_seqs=max_seqs, max_batched_tokens=None if budget is None else max(budget, max_seqs))
     fleet = fleet_from_setting(setting, weak_n, strong_n, router=router, scheduler=sched)
-    res = simulate_fleet(episodes, strategy, fleet, n_tasks, Arrivals(rate=rate, seed=seed), seed=seed)
+    res = simulate_fleet(episodes, strategy, fleet, n_tasks, Arrivals(rate=rate, seed=seed), Scenario(seed=seed))
     t = res.tasks
     assert len(t) == n_tasks and t["task"].tolist() == list(range(n_tasks))
     assert np.isfinite(t["end_s"]).all() and (t["end_s"] >= t["start_s"]).all()
@@ -213,7 +214,7 @@ def test_tasks_and_tokens_are_conserved(setting, episodes, n_tasks, seed, weak_n
 
 
 def _sampled(episodes, n, seed):
-    from specagent.simulator.fleet import sample_tasks
+    from specagent.simulator.fleet_build import sample_tasks
     return [episodes[i] for i in sample_tasks(len(episodes), n, seed)]
 
 
@@ -261,8 +262,8 @@ def test_missing_pool_and_oversized_call_are_clear_errors(setting, episodes):
 
 def test_run_is_deterministic_and_writes_a_chrome_trace(setting, episodes, tmp_path):
     fleet = fleet_from_setting(setting, 2, 1, prices={"h20": 1.5})
-    a = simulate_fleet(episodes, "specagent", fleet, 20, Arrivals(rate=1.0, seed=3), seed=3, trace_path=tmp_path / "t.json")
-    b = simulate_fleet(episodes, "specagent", fleet, 20, Arrivals(rate=1.0, seed=3), seed=3)
+    a = simulate_fleet(episodes, "specagent", fleet, 20, Arrivals(rate=1.0, seed=3), Scenario(seed=3), trace_path=tmp_path / "t.json")
+    b = simulate_fleet(episodes, "specagent", fleet, 20, Arrivals(rate=1.0, seed=3), Scenario(seed=3))
     pd.testing.assert_frame_equal(a.calls, b.calls)
     assert a.summary == b.summary
     data = json.loads((tmp_path / "t.json").read_text())

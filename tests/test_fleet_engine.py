@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from specagent.simulator import fleet as fleet_mod
-from specagent.simulator.fleet import Arrivals, Fleet, FleetSim, Pool, Scheduler
+from specagent.simulator.fleet import FleetSim
+from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
 from specagent.simulator.itercost import IterationCost
-from specagent.simulator.setting import default_setting
+from specagent.simulator.scenario import default_setting
 
 from test_fleet_golden import synthetic_plan
 

@@ -21,11 +21,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specagent.simulator.fleet import Arrivals, Fleet, FleetSim, Pool, Scheduler
-from specagent.simulator.plan import (
-    STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL, PlanBuilder,
+from specagent.simulator.fleet import FleetSim
+from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.phases import (
+    STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
-from specagent.simulator.setting import default_setting, edge_setting
+from specagent.simulator.plan import PlanBuilder
+from specagent.simulator.scenario import default_setting, edge_setting
 
 
 def synthetic_plan(n_tasks: int, seed: int):

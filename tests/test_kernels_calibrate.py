@@ -13,7 +13,7 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
-from specagent.kernels.cli import app
+from specagent.cli.kernels import app
 from specagent.kernels.configs import strong_spec, weak_spec
 
 torch.set_num_threads(1)  # robust on a shared 2-core machine (OpenMP spin-waits under contention)

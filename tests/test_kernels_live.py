@@ -133,7 +133,7 @@ def test_live_run_makes_the_simulators_decisions(mixed_run):
 
 def test_units_cover_every_step_once_with_the_simulators_fields():
     """Live units are the simulator's units plus step indices: every step belongs to exactly one unit."""
-    from specagent.simulator.plan import episode_from_trajectory
+    from specagent.simulator.workload import episode_from_trajectory
     from specagent.traces import default_workload_path, load_trajectories
 
     for t in [_traj(0), *load_trajectories(default_workload_path())[:20]]:

@@ -82,7 +82,7 @@ def test_sources_load_instead_of_extensions_that_cannot_run(tmp_path, monkeypatc
     for mod in [m for m in sys.modules if m.split(".")[0] == name]:
         monkeypatch.delitem(sys.modules, mod)
     if case == "stale":
-        with pytest.warns(RuntimeWarning, match="pure-Python fleet engine: compiled itercost, fleet built from another"):
+        with pytest.warns(RuntimeWarning, match=f"pure-Python fleet engine: compiled {', '.join(NATIVE_MODULES)} built from another"):
             pkg = importlib.import_module(name)
     else:
         pkg = importlib.import_module(name)
@@ -115,8 +115,9 @@ DIGEST = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import specagent.simulator as pkg
     from test_fleet_golden import synthetic_plan
-    from specagent.simulator.fleet import Arrivals, Fleet, FleetSim, Pool, Scheduler
-    from specagent.simulator.setting import default_setting
+    from specagent.simulator.fleet import FleetSim
+    from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
+    from specagent.simulator.scenario import default_setting
     s = default_setting()
     h = hashlib.sha256()
     plan = synthetic_plan(60, 5)

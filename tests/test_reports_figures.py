@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specagent.costmodel.balance import verify_saving_curve
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import load_hardware
@@ -80,7 +81,7 @@ def test_roofline_balance_fallback_matches_hand_calculation_for_a_dense_model():
     # Dense model, empty context: decode at batch 1 reads all weights W per token; a 64-token
     # verification prefill reads W once for 64 tokens; so the memory saving is 1 - 1/64 at
     # batch 1 and vanishes at batch 64 (both then read W per 64 tokens). Activations add a little.
-    df = F.balance_from_roofline(_dense(), 64, 0, batches=[1, 64])
+    df = verify_saving_curve(_dense(), 64, 0, batches=[1, 64])
     assert df["memory_saving"].iloc[0] == pytest.approx(1 - 1 / 64, abs=0.002)
     assert df["memory_saving"].iloc[1] == pytest.approx(0.0, abs=0.01)
     assert df["decode_bytes_per_token"].iloc[0] == pytest.approx(_dense().weight_bytes(), rel=0.01)
@@ -91,7 +92,7 @@ def test_roofline_balance_fallback_matches_hand_calculation_for_a_dense_model():
 @given(st.integers(1, 4000), st.integers(1, 4000), st.integers(2, 4096), st.integers(0, 32768))
 def test_roofline_saving_never_grows_with_the_decode_batch(b1, b2, seg, ctx):
     lo, hi = sorted((b1, b2))
-    df = F.balance_from_roofline(_dense(), seg, ctx, batches=[lo, hi])
+    df = verify_saving_curve(_dense(), seg, ctx, batches=[lo, hi])
     assert df["time_saving"].iloc[1] <= df["time_saving"].iloc[0] + 1e-12
     assert df["memory_saving"].iloc[1] <= df["memory_saving"].iloc[0] + 1e-12
 
@@ -120,7 +121,7 @@ def test_phase_operating_points_hand_calculation():
 
 def test_simulated_phases_lie_under_the_derated_roofline():
     from specagent.simulator.run import compare
-    from specagent.simulator.setting import default_setting
+    from specagent.simulator.scenario import default_setting
     from specagent.traces import load_trajectories
 
     setting = default_setting()

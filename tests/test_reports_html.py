@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -12,10 +14,10 @@ from typer.testing import CliRunner
 
 from specagent.reports import html as H
 from specagent.reports import static
-from specagent.reports.cli import app
-from specagent.reports.data import ReportInputError, deployment_from_description, load_results
-from specagent.simulator.run import compare
-from specagent.simulator.setting import default_setting
+from specagent.cli.report import app
+from specagent.reports.data import PHASE_KEYS, ReportInputError, deployments, load_results
+from specagent.simulator.run import predict
+from specagent.simulator.scenario import Scenario
 from specagent.traces import load_trajectories
 
 STRATS = ["strongonly", "weakonly", "specagent"]
@@ -24,7 +26,7 @@ STRATS = ["strongonly", "weakonly", "specagent"]
 @pytest.fixture(scope="module")
 def comparison():
     trajs = load_trajectories("traces/data/tau2_airline.jsonl")[:5]
-    return compare(trajs, STRATS, workload="tau2-airline (5)")
+    return predict(Scenario(strategies=tuple(STRATS)), trajs, workload="tau2-airline (5)")
 
 
 def _leaves(d, out):
@@ -96,14 +98,14 @@ def test_images_without_a_browser_still_write_the_html(comparison, tmp_path, mon
 
 
 def _predict_files(c, d: Path) -> Path:
-    """The files `specagent predict` writes (same layout as simulator/cli.py)."""
+    """The files `specagent predict` writes (same layout as specagent/cli/simulate.py)."""
     d.mkdir(parents=True, exist_ok=True)
     c.per_trajectory.to_parquet(d / "per_trajectory.parquet")
     doc = {"summary": c.summary.reset_index().to_dict(orient="records"),
            "phase_time": c.phase_time.reset_index().to_dict(orient="records"),
            "phase_bytes": c.phase_bytes.reset_index().to_dict(orient="records"),
            "phase_flops": c.phase_flops.reset_index().to_dict(orient="records"),
-           "assumptions": c.assumptions}
+           "assumptions": c.assumptions, "scenario": c.scenario.to_dict()}
     (d / "summary.json").write_text(json.dumps(doc, default=str))
     return d / "summary.json"
 
@@ -116,7 +118,7 @@ def test_predict_files_round_trip(comparison, tmp_path):
     assert run.per_trajectory is not None and len(run.per_trajectory) == 15
     pd.testing.assert_series_equal(run.summary["total_bytes_read_rel"], comparison.summary["total_bytes_read_rel"], check_names=False)
     res = H.write_report(data, tmp_path / "r.html")
-    assert res.included == ["fig1", "fig2", "fig3", "fig4", "fig5"]  # deployments recovered from the setting text
+    assert res.included == ["fig1", "fig2", "fig3", "fig4", "fig5"]  # deployments from the scenario the summary carries
 
 
 def test_per_trajectory_alone_rebuilds_the_summary(comparison, tmp_path):
@@ -129,7 +131,7 @@ def test_per_trajectory_alone_rebuilds_the_summary(comparison, tmp_path):
 
 def test_several_workloads_in_one_report(comparison, tmp_path):
     trajs = load_trajectories("traces/data/tau2_airline.jsonl")[5:8]
-    other = compare(trajs, STRATS, workload="other (3)")
+    other = predict(Scenario(strategies=tuple(STRATS)), trajs, workload="other (3)")
     res = H.write_report([comparison, other], tmp_path / "r.html")
     assert "fig3_1" in res.included and "fig3_2" in res.included
     x = res.figures[0].figure.data[0].x
@@ -149,13 +151,22 @@ def test_unknown_and_bad_files_name_the_file(tmp_path):
         load_results([tmp_path / "missing.json"])
 
 
-def test_deployment_description_round_trip():
-    s = default_setting()
-    for dep in (s.weak, s.strong):
-        back = deployment_from_description(dep.describe())
-        assert back.describe() == dep.describe()
-        assert back.weight_bytes() == dep.weight_bytes()
-    assert deployment_from_description("some-api-model (API)") is None
+def test_deployments_come_from_the_scenario_a_summary_carries(tmp_path):
+    """A summary JSON's scenario gives the report its deployments; one without a scenario gives none (no parsing)."""
+    sc = Scenario(strong=dataclasses.replace(Scenario().strong, hardware="h200", gpus=4), weight_mode="active")
+    comp = predict(sc, load_trajectories("traces/data/tau2_airline.jsonl")[:3])
+    doc = {"summary": comp.summary.reset_index().to_dict(orient="records"), "assumptions": comp.assumptions,
+           "scenario": comp.scenario.to_dict()}
+    for key in PHASE_KEYS:
+        doc[key] = getattr(comp, key).reset_index().to_dict(orient="records")
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(doc, default=str))
+    weak, strong, mode = deployments(load_results([p]))
+    assert (strong.hardware.id, strong.gpus, strong.weight_dtype, mode) == ("h200_sxm", 4, "fp8", "active")
+    assert strong == comp.setting.strong and weak == comp.setting.weak
+    del doc["scenario"]
+    p.write_text(json.dumps(doc, default=str))
+    assert deployments(load_results([p])) == (None, None, "active")
 
 
 def test_cli_writes_report_and_reports_errors(comparison, tmp_path):

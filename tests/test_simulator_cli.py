@@ -65,7 +65,7 @@ def test_bad_inputs_get_clear_errors(small_trace, tmp_path):
     r = runner.invoke(app, ["predict", "--trace", str(tmp_path / "missing.jsonl")])
     assert r.exit_code == 2 and "missing.jsonl" in r.output
     r = runner.invoke(app, ["predict", "--trace", str(small_trace), "--strategies", "nope"])
-    assert r.exit_code == 2 and "unknown strategies" in r.output
+    assert r.exit_code == 2 and "--strategies: unknown strategy 'nope'" in r.output
     r = runner.invoke(app, ["predict", "--trace", str(small_trace), "--strong-dtype", "bf16"])
     assert r.exit_code == 2 and "does not fit" in r.output and "GPU" in r.output
     bad = tmp_path / "bad.jsonl"

@@ -12,13 +12,13 @@ from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.des import run_des
-from specagent.simulator.plan import (
-    PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, WEAK_DECODE, WEAK_PREFILL, Action, Episode, UserTurn,
-    episode_from_trajectory,
+from specagent.simulator.phases import (
+    PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, WEAK_DECODE, WEAK_PREFILL,
 )
+from specagent.simulator.workload import Action, Episode, UserTurn, episode_from_trajectory
 from specagent.simulator.pricing import Pricer, wall_time
 from specagent.simulator.run import plan_strategy, simulate
-from specagent.simulator.setting import default_setting
+from specagent.simulator.scenario import default_setting
 from specagent.simulator.strategies import STRATEGY_NAMES, make_strategy
 
 SETTING = default_setting()

@@ -15,10 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.plan import STAT_NAMES, Action, Episode, UnitTable, UserTurn, episodes_from_arrays, unit_table_from_arrays
+from specagent.simulator.plan import STAT_NAMES
+from specagent.simulator.workload import (
+    Action, Episode, UnitTable, UserTurn, episodes_from_arrays, unit_table_from_arrays,
+)
 from specagent.simulator.run import plan_strategy
-from specagent.simulator.setting import default_setting
-from specagent.simulator.strategies import SpecAgent
+from specagent.simulator.scenario import default_setting
+from specagent.simulator.strategies import REGISTRY, STRONG, SingleModel, SpecAgent, make_strategy
+from specagent.simulator.workload import episode_from_trajectory
+from specagent.traces import default_workload_path, load_trajectories
 
 SETTING = default_setting()
 KINDS = ("read", "write", "generic", "think", "reply")
@@ -108,3 +113,20 @@ def test_labelled_logs_and_audits_use_the_reference_planner():
         UnitTable.from_episodes([ep])
     plan = plan_strategy([ep], SpecAgent(), SETTING, AcceptanceModel(), 0)  # falls back, does not raise
     assert plan.stat("repairs")[0] + plan.stat("replacements")[0] == 1
+
+
+
+def test_a_subclass_of_specagent_plans_through_its_own_run():
+    """Only SpecAgent itself takes the lockstep path; a subclass that changes `run` is planned by that `run`."""
+
+    class Shy(SpecAgent):
+        def run(self, ep, st_, acc, draws, verifier_prompt, vsys):  # never drafts: Strong-only in disguise
+            SingleModel(STRONG).run(ep, st_, acc, draws, verifier_prompt, vsys)
+
+    episodes = [episode_from_trajectory(t) for t in load_trajectories(default_workload_path())[:4]]
+    shy = plan_strategy(episodes, Shy(), SETTING, AcceptanceModel(), 0)
+    assert_same_plan(shy, plan_strategy(episodes, make_strategy("strongonly"), SETTING, AcceptanceModel(), 0))
+    assert not Shy().lockstep and SpecAgent().lockstep
+    for entry in REGISTRY:  # the registry says which strategies the vectorised planner plans, and it is right
+        s = entry.make(3, "on_write")
+        assert (s.name, s.lockstep, entry.takes_k) == (entry.name, entry.lockstep, isinstance(s, SpecAgent))

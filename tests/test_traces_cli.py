@@ -4,7 +4,7 @@ import json
 
 from typer.testing import CliRunner
 
-from specagent.traces.cli import app
+from specagent.cli.traces import app
 from specagent.traces.io import data_path, load_trajectories
 
 runner = CliRunner()

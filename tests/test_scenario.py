@@ -1,0 +1,162 @@
+"""The Scenario: defaults defined once, stored whole, read back exactly, validated on construction."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.hardware.profile import load_hardware
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.scenario import (
+    DEFAULT_TITLE, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, Workload, default_setting, edge_setting, shipped_path,
+)
+from specagent.simulator.setting import Setting
+from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, STRATEGY_NAMES
+
+
+def test_default_is_spec_section_2():
+    """Qwen3.5-4B on 1×H20 in BF16 as Weak, Qwen3.5-397B-A17B on 8×H20 in FP8 as Strong (SPEC §2), resolved exactly."""
+    s = Scenario().setting()
+    h20 = load_hardware("h20")
+    assert s.weak == Deployment(load_model_spec("qwen3.5-4b"), h20, gpus=1, weight_dtype="bf16")
+    assert s.strong == Deployment(load_model_spec("qwen3.5-397b-a17b"), h20, gpus=8, weight_dtype="fp8")
+    assert (s.prefix_caching, s.weight_mode, s.verifier_prompt, s.verifier_system_tokens) == (True, "union", "cached", 1024)
+    assert default_setting() == s
+
+
+def test_defaults_are_read_from_where_they_are_defined():
+    """K and the review policy from the strategies, the policy from Setting, acceptance from AcceptanceModel."""
+    sc = Scenario()
+    assert (sc.k, sc.review, sc.strategies) == (DEFAULT_K, DEFAULT_REVIEW, STRATEGY_NAMES)
+    setting_defaults = {f.name: f.default for f in dataclasses.fields(Setting)}
+    for name in ("prefix_caching", "weight_mode", "verifier_prompt", "verifier_system_tokens"):
+        assert getattr(sc, name) == setting_defaults[name]
+    assert sc.acceptance == AcceptanceModel()
+
+
+def test_deployment_entries_have_exactly_the_deployment_fields():
+    """One Deployment field more is one DeploymentSpec field more: the entry is generated from Deployment."""
+    dep_fields = {f.name: f.default for f in dataclasses.fields(Deployment)}
+    spec_fields = {f.name: f.default for f in dataclasses.fields(DeploymentSpec)}
+    assert list(spec_fields) == list(dep_fields)
+    for name, default in dep_fields.items():
+        if name in ("model", "hardware"):
+            assert spec_fields[name] is dataclasses.MISSING
+        else:
+            assert spec_fields[name] == default
+    assert set(Scenario().to_dict()["strong"]) == set(dep_fields)
+
+
+def test_shipped_default_file_is_the_builtin_default_written_out():
+    text = shipped_path("default").read_text(encoding="utf-8")
+    assert text == Scenario().to_toml(DEFAULT_TITLE)  # regenerate the file from Scenario() if this fails
+    assert Scenario.load("default") == Scenario() == Scenario.from_dict(tomllib.loads(text))
+
+
+def test_shipped_edge_file_is_the_edge_setting():
+    edge = Scenario.load("edge")
+    assert (edge.weak.hardware, edge.strong_api) == ("rtx5090", "qwen3.5-397b-a17b-api")
+    s = edge_setting()
+    assert s.strong_is_api and s.weak.hardware.id == "rtx5090" and s.weak.gpus == 1
+    assert edge.replace(strong_api=None, weak=Scenario().weak) == Scenario()  # it differs from the default in these only
+
+
+def _scenarios():
+    dep = st.builds(DeploymentSpec, model=st.sampled_from(["qwen3.5-4b", "qwen3.5-27b"]), hardware=st.sampled_from(["h20", "h200"]),
+                    gpus=st.integers(1, 8), weight_dtype=st.sampled_from(["bf16", "fp8"]),
+                    memory_utilization=st.floats(0.5, 1.0))
+    prob = st.floats(0.0, 1.0)
+    acc = st.builds(AcceptanceModel, position_decay=prob, correlation=prob, weak_token_ratio=st.floats(0.1, 4.0),
+                    verdict_tokens=st.integers(0, 500), p_valid_replacement=prob,
+                    accept=st.dictionaries(st.sampled_from(["read", "write", "reply"]), prob, min_size=1))
+    return st.builds(Scenario, weak=dep, strong=dep, strong_api=st.none() | st.just("qwen3.5-397b-a17b-api"),
+                     workload=st.builds(Workload, trace=st.none() | st.just("x.jsonl"), trajectories=st.integers(1, 10**6)),
+                     strategies=st.lists(st.sampled_from(STRATEGY_NAMES), min_size=1, max_size=4, unique=True).map(tuple),
+                     k=st.integers(1, 64), review=st.sampled_from(["on_write", "every_chunk"]), acceptance=acc,
+                     prefix_caching=st.booleans(), weight_mode=st.sampled_from(["union", "active"]),
+                     seed=st.integers(0, 2**63 - 1), engine=st.sampled_from(["analytic", "simpy"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_scenarios())
+def test_round_trips_through_json_and_toml(sc):
+    assert Scenario.from_dict(json.loads(json.dumps(sc.to_dict()))) == sc
+    assert Scenario.from_dict(tomllib.loads(sc.to_toml())) == sc
+
+
+def test_override_by_dotted_path_and_partial_files(tmp_path):
+    sc = Scenario().override({"strong.gpus": 4, "strong.hardware": "h200", "acceptance.verdict_tokens": 32, "k": 2})
+    assert (sc.strong.gpus, sc.strong.hardware, sc.acceptance.verdict_tokens, sc.k) == (4, "h200", 32, 2)
+    assert sc.weak == Scenario().weak and sc.acceptance.accept == AcceptanceModel().accept
+    p = tmp_path / "s.toml"
+    p.write_text('k = 3\n[strong]\ngpus = 16\n[acceptance.accept]\nread = 0.5\n')
+    loaded = Scenario.load(p)
+    assert (loaded.k, loaded.strong.gpus, loaded.strong.model) == (3, 16, Scenario().strong.model)
+    assert loaded.acceptance.accept == {"read": 0.5}  # a table given replaces the table
+
+
+@pytest.mark.parametrize("changes, where", [
+    ({"k": 0}, "k"), ({"k": -1}, "k"), ({"k": 2.5}, "k"), ({"k": True}, "k"), ({"seed": -1}, "seed"), ({"seed": 2**63}, "seed"),
+    ({"engine": "x"}, "engine"), ({"review": "x"}, "review"), ({"weight_mode": "all"}, "weight_mode"),
+    ({"verifier_prompt": "x"}, "verifier_prompt"), ({"verifier_system_tokens": -1}, "verifier_system_tokens"),
+    ({"strategies": ("specagent", "nope")}, "strategies"), ({"strategies": ()}, "strategies"),
+    ({"prefix_caching": "yes"}, "prefix_caching"), ({"strong_api": ""}, "strong_api"),
+])
+def test_bad_top_level_fields_are_named(changes, where):
+    with pytest.raises(ScenarioError) as e:
+        Scenario(**changes)
+    assert e.value.where == where
+
+
+@pytest.mark.parametrize("path, value, where", [
+    ("acceptance.weak_token_ratio", 0, "acceptance.weak_token_ratio"),
+    ("acceptance.weak_token_ratio", math.nan, "acceptance.weak_token_ratio"),
+    ("acceptance.p_valid_replacement", 2, "acceptance.p_valid_replacement"),
+    ("acceptance.verdict_tokens", -5, "acceptance.verdict_tokens"),
+    ("acceptance.accept", {"read": math.nan}, "acceptance.accept.read"),
+    ("strong.gpus", 0, "strong.gpus"), ("strong.gpus", 1.5, "strong.gpus"), ("weak.model", "", "weak.model"),
+    ("workload.trajectories", 0, "workload.trajectories"), ("workload.synthetic", "tau2_airline", "workload.synthetic"),
+])
+def test_bad_nested_fields_are_named(path, value, where):
+    base = Scenario(workload=Workload(trace="x.jsonl")) if path == "workload.synthetic" else Scenario()
+    with pytest.raises(ScenarioError) as e:
+        base.override({path: value})
+    assert e.value.where == where
+
+
+def test_file_errors_name_the_file_and_the_field(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("[strong]\ngpus = 0\n")
+    with pytest.raises(ScenarioError, match=r"bad\.toml: strong\.gpus: gpus must be >= 1, got 0"):
+        Scenario.load(p)
+    p.write_text("kk = 3\n")
+    with pytest.raises(ScenarioError, match=r"bad\.toml: .*unknown scenario field\(s\) kk"):
+        Scenario.load(p)
+    p.write_text("[weak]\ngpu = 2\n")
+    with pytest.raises(ScenarioError, match=r"weak\.gpu: unknown field\(s\) gpu"):
+        Scenario.load(p)
+    p.write_text("k = [\n")
+    with pytest.raises(ScenarioError, match="not valid TOML"):
+        Scenario.load(p)
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        Scenario.load(tmp_path / "missing.toml")
+
+
+def test_resolving_checks_names_and_fit():
+    with pytest.raises(ScenarioError) as e:
+        Scenario().override({"strong.model": "no-such-model"}).setting()
+    assert e.value.where == "strong.model"
+    with pytest.raises(DoesNotFit, match="does not fit") as e:
+        Scenario().override({"strong.weight_dtype": "bf16"}).setting()  # ~793 GB of weights on 8×96 GB
+    assert e.value.where == "strong"
+    assert Scenario().override({"strong.weight_dtype": "bf16"}).setting(fit_context=None).strong.gpus == 8
+    with pytest.raises(ScenarioError, match="unknown API model 'nope'"):
+        Scenario(strong_api="nope").setting()
