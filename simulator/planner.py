@@ -153,8 +153,10 @@ def _search(evaluate, lo_fail: int, cap: int) -> int | None:
 
 def plan_capacity(trajectories: Workload, req: PlanRequest, progress=None) -> PlanResult:
     """Run the stated search for every strategy and GPU pairing; see the module docstring."""
-    eps = episodes_of(trajectories)
     sc = req.scenario
+    if sc.strong_api is not None:
+        raise ValueError(f"the scenario prices the Strong model as an API ({sc.strong_api}); the planner sizes self-hosted pools")
+    eps = episodes_of(trajectories)
     arrivals = Arrivals("poisson", rate=req.rate, seed=sc.seed).sample(req.n_tasks)
     pairs = [(g, g) for g in req.gpus] if not req.mix_gpus else [(w, s) for w in req.gpus for s in req.gpus]
     price_sources: dict[str, str] = {}

@@ -74,8 +74,8 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
 #: Help for the flags and scenario files; a field without an entry here is described by its
 #: `metadata={"help": ...}` in costmodel/deployment.py, or by its name.
 DEPLOYMENT_HELP = {
-    "model": "model: HF id, short name or config.json path",
-    "hardware": "GPU profile id, alias or .toml path",
+    "model": "model (HF id, short name or config.json path)",
+    "hardware": "GPU profile (id, alias or .toml path)",
     "gpus": "GPUs per replica",
     "parallelism": "'tp' (tensor parallel) or 'tp+ep' (experts spread whole across GPUs)",
     "weight_dtype": "weight storage dtype: bf16, fp16, fp8, int8, int4",

@@ -47,6 +47,8 @@ def balance_study(trajectories: Workload, hardware: Sequence[str] = ("h20", "h20
     `fleet_bytes_saving` is a lower bound: a shared Weak pool would batch its decodes.
     """
     sc = scenario or Scenario()
+    if sc.strong_api is not None:
+        raise ValueError(f"the scenario prices the Strong model as an API ({sc.strong_api}); the study needs a Strong replica")
     eps = episodes_of(trajectories)
     counts = sorted({max(n_tasks, int(r * horizon_s)) for r in rates})
     plans_by_n = {n: {name: plan_tasks(eps, name, sc, n) for name in ("strongonly", "specagent")} for n in counts}

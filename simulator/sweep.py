@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specagent.common import atomic
 from specagent.simulator.fleet_build import build_fleet, episodes_of, fitting_deployment, simulate_fleet
@@ -314,7 +315,6 @@ class _progress:
     def __init__(self, show: bool, total: int, done: int):
         self.p = None
         if show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
             self.p = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
             self.p.start()
             self.task = self.p.add_task("cells", total=total, completed=done)

@@ -83,7 +83,7 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
                     continue
                 if f.name in ("weak", "strong"):
                     names: tuple[str, ...] = (deployment_flag(f.name, g.name),)
-                    help_ = f"{f.name.capitalize()} deployment: {g.metadata.get('help', g.name)}."
+                    help_ = f"{f.name.capitalize()}: {g.metadata.get('help', g.name)}."
                 else:
                     names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
                     help_ = g.metadata.get("help", g.name)
