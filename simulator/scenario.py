@@ -27,6 +27,7 @@ import math
 import numbers
 import textwrap
 import tomllib
+import types
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -94,8 +95,11 @@ def _deployment_fields() -> list[tuple[str, type, Any]]:
     out: list[tuple[str, type, Any]] = []
     for f in fields(Deployment):
         help_ = f.metadata.get("help") or DEPLOYMENT_HELP.get(f.name) or f.name.replace("_", " ")
-        if f.name in RESOLVERS:
-            out.append((f.name, str, field(metadata={"help": help_})))
+        if f.name in RESOLVERS:  # named in the scenario; an optional object (default None) stays optional
+            if f.default is dataclasses.MISSING:
+                out.append((f.name, str, field(metadata={"help": help_})))
+            else:
+                out.append((f.name, str | None, field(default=None, metadata={"help": help_})))  # type: ignore[arg-type]
             continue
         typ = hints[f.name]
         if typ not in _SCALARS:
@@ -113,7 +117,7 @@ class _DeploymentSpecMethods:
             v = getattr(self, f.name)
             if not _of_type(v, f.type):
                 raise ScenarioError(f"{f.name} must be {_type_name(f.type)}, got {v!r}", f.name)
-            if f.type is str and not v:
+            if isinstance(v, str) and not v:
                 raise ScenarioError(f"{f.name} must not be empty", f.name)
         if self.gpus < 1:  # type: ignore[attr-defined]
             raise ScenarioError(f"gpus must be >= 1, got {self.gpus}", "gpus")  # type: ignore[attr-defined]
@@ -123,6 +127,8 @@ class _DeploymentSpecMethods:
         values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
         dirs = list(hardware_dirs)
         for name, load in RESOLVERS.items():
+            if values.get(name) is None:
+                continue
             try:
                 values[name] = load(values[name], dirs)
             except (ModelSpecError, HardwareProfileError, OSError) as exc:
@@ -132,9 +138,6 @@ class _DeploymentSpecMethods:
         except ValueError as exc:
             raise ScenarioError(str(exc)) from exc
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
-
 
 DeploymentSpec = dataclasses.make_dataclass("DeploymentSpec", _deployment_fields(), bases=(_DeploymentSpecMethods,), frozen=True)
 DeploymentSpec.__module__ = __name__  # so it pickles (process-pool sweeps) and prints as scenario.DeploymentSpec
@@ -143,6 +146,8 @@ DeploymentSpec.__doc__ = ("One model replica named for a scenario: costmodel.Dep
 
 
 def _of_type(v: Any, typ: Any) -> bool:
+    if isinstance(typ, types.UnionType):  # X | None
+        return v is None or any(_of_type(v, t) for t in typ.__args__ if t is not type(None))
     if typ is bool:
         return isinstance(v, bool)
     if typ is int:

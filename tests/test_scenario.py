@@ -57,7 +57,8 @@ def test_deployment_entries_have_exactly_the_deployment_fields():
 
 def test_shipped_default_file_is_the_builtin_default_written_out():
     text = shipped_path("default").read_text(encoding="utf-8")
-    assert text == Scenario().to_toml(DEFAULT_TITLE)  # regenerate the file from Scenario() if this fails
+    # after a change of a default or a new field: `specagent scenario show > simulator/scenarios/default.toml`
+    assert text == Scenario().to_toml(DEFAULT_TITLE)
     assert Scenario.load("default") == Scenario() == Scenario.from_dict(tomllib.loads(text))
 
 
@@ -160,3 +161,25 @@ def test_resolving_checks_names_and_fit():
     assert Scenario().override({"strong.weight_dtype": "bf16"}).setting(fit_context=None).strong.gpus == 8
     with pytest.raises(ScenarioError, match="unknown API model 'nope'"):
         Scenario(strong_api="nope").setting()
+
+
+def test_a_new_deployment_field_needs_one_line(monkeypatch):
+    """A field added to costmodel.Deployment becomes a scenario field, a TOML key and a flag with no other change."""
+    import specagent.simulator.scenario as scenario_mod
+    from specagent.cli.options import deployment_flag
+
+    @dataclasses.dataclass(frozen=True)
+    class Extended(Deployment):
+        serving_engine: str = "none"  # the one line
+
+    monkeypatch.setattr(scenario_mod, "Deployment", Extended)
+    fields = {name: f for name, _, f in scenario_mod._deployment_fields()}
+    assert fields["serving_engine"].default == "none"
+    Spec = dataclasses.make_dataclass("Spec", scenario_mod._deployment_fields(), bases=(scenario_mod._DeploymentSpecMethods,),
+                                      frozen=True)
+    spec = Spec(model="qwen3.5-4b", hardware="h20", serving_engine="vllm")
+    assert spec.build().serving_engine == "vllm"
+    assert deployment_flag("strong", "serving_engine") == "--strong-serving-engine"
+    with pytest.raises(ScenarioError) as e:
+        Spec(model="qwen3.5-4b", hardware="h20", serving_engine=3)
+    assert e.value.where == "serving_engine"
