@@ -88,12 +88,18 @@ class SweepConfig:
     scenario: Scenario = field(default_factory=Scenario)
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> "SweepConfig":
+    def from_toml(cls, path: str | Path, scenario: str | Path | None = None) -> "SweepConfig":
+        """A sweep config file; `scenario` (a file or a shipped name) stands for its [sweep].scenario."""
         p = Path(path)
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SweepConfigError(f"{p}: cannot read sweep config: {exc}") from exc
+        if scenario is not None:
+            if "scenario" in data or "scenario" in data.get("sweep", {}):
+                raise SweepConfigError(f"{p} names its own scenario; give --scenario or that, not both")
+            name = str(scenario)
+            data.setdefault("sweep", {})["scenario"] = name if name in SHIPPED else str(Path(name).resolve())
         return cls.from_dict(data, str(p))
 
     @classmethod

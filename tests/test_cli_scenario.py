@@ -141,7 +141,7 @@ def test_scenario_show_prints_a_file_that_loads_back(tmp_path):
 
 def test_every_command_that_runs_a_scenario_takes_one():
     cmds = get_command(app).commands
-    for path in (("predict",), ("simulate",), ("plan",), ("study", "balance"), ("predictor", "validate")):
+    for path in (("predict",), ("simulate",), ("plan",), ("sweep",), ("study", "balance"), ("predictor", "validate")):
         cmd = cmds[path[0]] if len(path) == 1 else cmds[path[0]].commands[path[1]]
         assert any("--scenario" in p.opts for p in cmd.params), path
 

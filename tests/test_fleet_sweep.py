@@ -77,3 +77,19 @@ def test_ray_backend_gives_the_same_rows(tmp_path):
             ray.shutdown()
         pytest.skip(f"a local Ray instance could not start here: {exc}")
     pd.testing.assert_frame_equal(load_sweep(tmp_path / "local"), load_sweep(tmp_path / "ray"))
+
+
+def test_the_scenario_comes_from_the_config_or_the_command_line(tmp_path):
+    sc = tmp_path / "sc.toml"
+    sc.write_text("seed = 9\n[acceptance]\nverdict_tokens = 20\n")
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('[sweep]\ntasks = 4\nscenario = "sc.toml"\nstrong_dtype = "fp8"\n[grid]\nstrategy = ["specagent"]\n'
+                   'rate = [1.0]\nfleet = ["f"]\n[fleet.f]\nweak_replicas = 1\nstrong_replicas = 1\n')
+    a = SweepConfig.from_toml(cfg)  # relative to the config file
+    assert (a.scenario.seed, a.scenario.acceptance.verdict_tokens) == (9, 20)
+    cfg.write_text(cfg.read_text().replace('scenario = "sc.toml"\n', "seed = 4\n"))
+    b = SweepConfig.from_toml(cfg, scenario=sc)  # --scenario; [sweep].seed overrides it
+    assert (b.scenario.seed, b.scenario.acceptance.verdict_tokens) == (4, 20)
+    assert b.cells()[0]["cell_id"] != SweepConfig.from_toml(cfg).cells()[0]["cell_id"]  # the id hashes the scenario
+    with pytest.raises(SweepConfigError, match=r"\[sweep\]\.seed: seed must be"):
+        SweepConfig.from_dict({**CONFIG, "sweep": {"seed": -1}}, "t.toml")

@@ -110,6 +110,8 @@ def sweep_command(
     backend: str = typer.Option("local", help="local (process pool) or ray (a Ray cluster; local instance unless --address)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
     workers: int = typer.Option(1, help="Parallel cells (processes for local, CPUs for a local Ray instance)."),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML file (or a shipped one: default, edge) for "
+                                            "every cell, when the config names none; [sweep]'s seed/model/dtype keys override it."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's counts as JSON (no progress bar)."),
 ) -> None:
     """Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably.
@@ -118,7 +120,7 @@ def sweep_command(
     command after an interruption skips the cells already done.
     """
     try:
-        cfg = SweepConfig.from_toml(config)
+        cfg = SweepConfig.from_toml(config, scenario)
         out_dir = out or config.with_name(config.stem + "_results")
         rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json)
     except (SweepConfigError, ValueError, RuntimeError) as exc:
