@@ -27,12 +27,11 @@ The fleet's configuration types are in `fleet_config.py`, its result frames and 
 `fleet_results.py`, the Chrome trace export in `fleet_trace.py`, and the assembly from a
 Scenario (deployments, prices, pools, sampled tasks) in `fleet_build.py`.
 
-This module, `fleet_config` and `itercost` are compiled with mypyc when specagent is installed (setup.py;
-`native.py` chooses the engine at import): keep them fully typed, as a type error fails
+This module, `fleet_config` and `itercost` are compiled with mypyc when specagent is
+installed (setup.py; `native.py` chooses the engine at import): keep them fully typed, as a type error fails
 the build, and remember that a compiled module checks the declared types at run time
 (a numpy integer or bool where `int` or `bool` is declared is an error there).
 """
-
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ PHASE_COLORS = {
     "weak_prefill": "#9ecae1", "weak_drafting": "#3182bd", "strong_prefill": "#fdae6b",
     "strong_verification": "#e6550d", "strong_repair_verdict": "#a63603", "tool": "#74c476", "user": "#bdbdbd",
 }
-#: Model phases (specagent.simulator.plan.PHASE_NAMES) shown on the roofline.
+#: Model phases (specagent.simulator.phases.PHASE_NAMES) shown on the roofline.
 MODEL_PHASES = {
     "weak_prefill": ("weak", "Weak prefill"),
     "weak_decode": ("weak", "Weak decode (drafting)"),
