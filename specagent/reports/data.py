@@ -3,9 +3,10 @@
 Reports read results only (ARCHITECTURE.md): a `Comparison` held in memory, or the files
 `specagent predict` writes (a summary JSON and per-trajectory Parquet), plus plain tables
 from the fleet study, the capacity planner and calibration. A run's deployments come from
-the Scenario it carries (the summary JSON's `scenario`), never from its printed description. Files are recognised by their
-contents, not their names, so `specagent report a.json b.parquet plan.csv` just works;
-anything unrecognised is an error naming the file and the columns that were expected.
+the Scenario it carries (the summary JSON's `scenario`), never from its printed description.
+Files are recognised by their contents, not their names, so `specagent report a.json
+b.parquet plan.csv` just works; anything unrecognised is an error naming the file and the
+columns that were expected.
 """
 
 from __future__ import annotations
