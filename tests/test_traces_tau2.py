@@ -8,7 +8,8 @@ import pytest
 
 from specagent.traces import Actor, StepKind, TokenSource, TraceFormatError
 from specagent.traces.io import data_path, default_workload_path, load_trajectories
-from specagent.traces.tau2 import import_tau2, raw_counts, shared_tau2_files, tool_kind, default_tag_map
+from specagent.traces.tau2 import import_tau2, raw_counts, shared_tau2_files
+from specagent.traces.tool_tags import default_tag_map, tool_kind
 
 SHARED = shared_tau2_files()
 needs_shared = pytest.mark.skipif(not SHARED, reason="shared τ²-Bench data absent")

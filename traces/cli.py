@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specagent.console import fail
 
-from .errors import SkippedRecord, TraceFormatError
+from .errors import Repair, SkippedRecord, TraceFormatError
 from .fit import fit_profile
 from .io import load_trajectories, save_frame, save_trajectories
 from .openai_chat import import_openai
@@ -29,12 +30,16 @@ import_app = typer.Typer(help="Import recorded agent runs into the trace schema 
 app.add_typer(import_app, name="import")
 
 
-def _report_skips(skipped: list[SkippedRecord]) -> None:
-    err = Console(stderr=True)
-    for s in skipped:
-        err.print(f"[yellow]{s}[/yellow]")
+def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = None) -> None:
+    """Every skipped record and every repair, one line each, then the counts (stderr)."""
+    err = Console(stderr=True, highlight=False)
+    for s in [*skipped, *(repairs or [])]:
+        err.print(f"[yellow]{escape(str(s))}[/yellow]")
     if skipped:
         err.print(f"[yellow]{len(skipped)} record(s) skipped[/yellow]")
+    if repairs:
+        err.print(f"[yellow]{len(repairs)} repair(s): counts that could not be trusted keep their estimates "
+                  "(token_source=estimated)[/yellow]")
 
 
 OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per step).")]
@@ -47,12 +52,13 @@ def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench
                     out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None) -> None:
     """Import τ²-Bench results: measured tokens from usage, latencies from timestamps, reward."""
     skipped: list[SkippedRecord] = []
+    repairs: list[Repair] = []
     try:
-        trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped)
+        trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
-    _report_skips(skipped)
+    _report_skips(skipped, repairs)
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
 
@@ -62,12 +68,13 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
                       domain: Annotated[str, typer.Option(help="Domain for conversations that do not name one.")] = "unknown") -> None:
     """Import OpenAI-chat message lists; counts without usage are estimated (marked `estimated`)."""
     skipped: list[SkippedRecord] = []
+    repairs: list[Repair] = []
     try:
-        trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped)
+        trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
-    _report_skips(skipped)
+    _report_skips(skipped, repairs)
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
 
