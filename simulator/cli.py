@@ -15,6 +15,7 @@ from rich.table import Table
 
 from specagent import atomic
 from specagent.console import fail
+from specagent.progress import progress_bar
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.hardware.profile import HardwareProfileError, load_hardware
@@ -48,18 +49,16 @@ def load_trace(path: Optional[Path]):
         fail(str(exc))
 
 
-def synthetic_table(profile: str, n: int, seed: int):
-    """--synthetic: the workload as a UnitTable, and how to name it."""
-    from specagent.simulator.plan import synthetic_unit_table
+def synthetic_profile(profile: str, n: int):
+    """--synthetic: the workload profile (generated and simulated block by block: simulator/synthetic.py)."""
     from specagent.traces.profile import load_profile
 
     if n < 1:
         fail(f"--trajectories must be >= 1, got {n}")
     try:
-        prof = load_profile(profile)
+        return load_profile(profile)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    return synthetic_unit_table(prof, n, seed), f"synthetic {prof.name} ×{n:,} (seed {seed})"
 
 
 def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtype: str, strong_model: str, strong_hardware: str,
@@ -270,24 +269,30 @@ def simulate_cmd(
         fail(f"unknown strategy '{strategy}'; known: {', '.join(STRATEGY_NAMES)}")
     if synthetic and trace:
         fail("give --trace or --synthetic, not both")
-    trajs, path = synthetic_table(synthetic, trajectories, seed) if synthetic else load_trace(trace)
+    from specagent.simulator.synthetic import simulate_synthetic, totals_of
+
+    prof = synthetic_profile(synthetic, trajectories) if synthetic else None
+    trajs, path = (None, f"synthetic {prof.name} ×{trajectories:,} (seed {seed})") if prof else load_trace(trace)
     setting = build_setting(weak_model, weak_hardware, weak_gpus, weak_dtype, strong_model, strong_hardware, strong_gpus,
                             strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt)
+    acc = _acceptance(accept, weak_ratio, verdict_tokens, p_valid_replacement)
     try:
-        frame = simulate(trajs, strategy, setting, _acceptance(accept, weak_ratio, verdict_tokens, p_valid_replacement), seed, engine, k, review)
+        if prof:
+            with progress_bar(trajectories, f"simulating {trajectories:,} synthetic trajectories", show=not as_json) as advance:
+                run = simulate_synthetic(prof, trajectories, seed, strategy, setting, acc, engine, k, review, out=out, progress=advance)
+            label, n_traj, totals = run.label, run.n_traj, run.totals
+        else:
+            frame = simulate(trajs, strategy, setting, acc, seed, engine, k, review)
+            if out:
+                atomic.write_parquet(out, frame)
+            label, n_traj, totals = frame["label"].iloc[0], len(frame), totals_of(frame)
     except ValueError as exc:
         fail(str(exc))
-    if out:
-        atomic.write_parquet(out, frame)
-    cols = ["weak_flops", "strong_flops", "weak_bytes_read", "strong_bytes_read", "weak_prefill_tokens", "weak_decode_tokens",
-            "strong_prefill_tokens", "strong_decode_tokens", "weak_calls", "strong_calls", "reviews", "rejections", "repairs",
-            "wall_time_s", "api_usd"]
-    totals = {c: float(frame[c].sum()) for c in cols}
     if as_json:
         print(json.dumps({"strategy": strategy, "trace": str(path), "setting": setting.describe(), "totals": totals}, indent=2))
         return
     source = path if synthetic else Path(path).name
-    t = Table(title=f"{frame['label'].iloc[0]} — {len(frame):,} trajectories from {source} [{weight_mode}, {engine}]")
+    t = Table(title=f"{label} — {n_traj:,} trajectories from {source} [{weight_mode}, {engine}]")
     t.add_column("total")
     t.add_column("value", justify="right")
     for c, v in totals.items():

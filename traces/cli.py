@@ -12,14 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from specagent.console import fail
+from specagent.progress import progress_bar
 
 from .errors import Repair, SkippedRecord, TraceFormatError
 from .fit import fit_profile
-from .io import load_trajectories, save_frame, save_trajectories
+from .io import load_trajectories, save_synthetic, save_trajectories
 from .openai_chat import import_openai
 from .profile import list_profiles, load_profile, save_profile
 from .stats import trace_stats
-from .synth import synthesize, synthesize_frame
 from .tau2 import import_tau2
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
@@ -142,14 +142,8 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
     """Generate synthetic trajectories from a workload profile."""
     try:
         prof = load_profile(profile)
-        if out.suffix.lower() in (".parquet", ".pq"):
-            df = synthesize_frame(prof, n, seed)
-            save_frame(df, out)
-            steps = len(df)
-        else:
-            trajs = synthesize(prof, n, seed)
-            save_trajectories(trajs, out)
-            steps = sum(len(t.steps) for t in trajs)
+        with progress_bar(n, f"generating {n:,} trajectories") as advance:
+            steps = save_synthetic(prof, n, seed, out, progress=advance)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
     Console().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")

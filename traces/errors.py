@@ -7,6 +7,7 @@ skipped record is reported, never silently dropped.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -115,6 +116,11 @@ def from_validation_error(file: str, location: str, err: ValidationError) -> Tra
         n = first["ctx"]["max_length"]
         msg = f"at most {n:,} items ({LIMIT_REASONS[n]})"
     field = _loc_str(loc)
+    if not loc:  # a model-level check: its message starts with the field it is about ("steps[3]: ...")
+        m = re.match(r"([\w.\[\]]+): (.+)$", msg, re.S)
+        if m:
+            field, msg = m.group(1), m.group(2)
+            loc = tuple(int(x) if x.isdigit() else x for x in re.findall(r"\w+", field))
     where = location
     if loc and loc[0] == "steps" and len(loc) > 1 and isinstance(loc[1], int):
         where = f"{location}, step {loc[1]}"

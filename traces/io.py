@@ -72,6 +72,41 @@ def save_frame(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
+def save_synthetic(profile, n: int, seed: int, path: str | os.PathLike,
+                   progress: Callable[[int], None] | None = None) -> int:
+    """Generate n synthetic trajectories straight into a .jsonl or .parquet file, block by block (memory bounded
+    by one block; atomic). Same bytes as ``save_trajectories(synthesize(...))`` would write for one block.
+    Returns the number of steps written."""
+    from .synth import iter_frames
+
+    path = Path(path)
+    fmt = _fmt(path)
+    steps = 0
+
+    def write(tmp: str) -> None:
+        nonlocal steps
+        if fmt == "jsonl":
+            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                for frame in iter_frames(profile, n, seed, progress):
+                    steps += len(frame)
+                    fh.write(dumps_jsonl(from_frame(frame, file=f"synth:{profile.name}", validate=False)))
+            return
+        writer = None
+        try:
+            for frame in iter_frames(profile, n, seed, progress):
+                steps += len(frame)
+                table = pa.Table.from_pandas(frame[list(FRAME_DTYPES)], preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table.replace_schema_metadata(writer.schema.metadata))
+        finally:
+            if writer is not None:
+                writer.close()
+
+    atomic_write(path, write)
+    return steps
+
+
 def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
                       skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
     """Read a .jsonl or .parquet trace file: at least one trajectory, or ``NoTrajectoriesError``.

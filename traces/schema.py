@@ -225,13 +225,13 @@ class Trajectory(BaseModel):
             if s.index != i:
                 raise ValueError(f"steps[{i}].index is {s.index}; expected {i} (steps are numbered from 0 in order)")
             if s.actor == Actor.AGENT and ctx + s.output_tokens > MAX_CONTEXT_TOKENS:
-                raise ValueError(f"steps[{i}]: context before the step ({ctx:,}) plus its output_tokens ({s.output_tokens:,}) "
-                                 f"must be at most {MAX_CONTEXT_TOKENS:,} ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]})")
+                raise ValueError(f"steps[{i}]: the context before the step plus its output_tokens at most {MAX_CONTEXT_TOKENS:,} "
+                                 f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); got {ctx:,} + {s.output_tokens:,}")
             if s.in_agent_context:
                 ctx += s.new_context_tokens
             if ctx > MAX_CONTEXT_TOKENS:
-                raise ValueError(f"steps[{i}]: the agent context reaches {ctx:,} tokens; it must stay at most "
-                                 f"{MAX_CONTEXT_TOKENS:,} ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]})")
+                raise ValueError(f"steps[{i}]: an agent context of at most {MAX_CONTEXT_TOKENS:,} tokens "
+                                 f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it reaches {ctx:,} here")
         return self
 
     @property
