@@ -160,9 +160,13 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    t = Table(title="shipped workload profiles")
-    for col in ("name", "domain", "mean turns", "description", "source"):
-        t.add_column(col)
+    # the name is what a user types (--profile): never cut; the prose columns wrap instead
+    t = Table(title="shipped workload profiles (--profile NAME)", show_edge=False, pad_edge=False,
+              caption="sources: `specagent traces profiles --json`, or the TOML files in traces/data/profiles/")
+    t.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
+    t.add_column("domain", overflow="fold")
+    t.add_column("mean turns", justify="right")
+    t.add_column("description", overflow="fold", ratio=1)
     for r in rows:
-        t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"], r["source"])
+        t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"])
     Console().print(t)
