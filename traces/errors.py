@@ -28,7 +28,8 @@ class TraceFormatError(ValueError):
         got_s = "" if got is None else f"; got {_short(got)}"
         if found is not None:  # a description, printed as it is
             got_s += f"; found {found}"
-        super().__init__(f"{self.file}: {location}: field '{field}': expected {expected}{got_s}")
+        # one line, whatever a decoder or library put into the parts
+        super().__init__(" ".join(f"{self.file}: {location}: field '{field}': expected {expected}{got_s}".split("\n")))
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,10 @@ def from_validation_error(file: str, location: str, err: ValidationError) -> Tra
     elif first.get("type") == "too_long" and (first.get("ctx") or {}).get("max_length") in LIMIT_REASONS:
         n = first["ctx"]["max_length"]
         msg = f"at most {n:,} items ({LIMIT_REASONS[n]})"
+    elif first.get("type") == "too_short":
+        msg = f"at least {first['ctx']['min_length']} item(s)"
+    elif first.get("type") == "missing":
+        msg = "a value (the field is required)"
     field = _loc_str(loc)
     if not loc:  # a model-level check: its message starts with the field it is about ("steps[3]: ...")
         m = re.match(r"([\w.\[\]]+): (.+)$", msg, re.S)

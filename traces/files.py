@@ -96,7 +96,7 @@ def first_json_record(text: str) -> Any:
         if line.strip():
             try:
                 return json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 return None
     return None
 
@@ -128,6 +128,8 @@ def parse_json(text: str, file: str, expected: str, want: str | None = None) -> 
         raise TraceFormatError(file, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
     except RecursionError:
         raise TraceFormatError(file, "file", "<json>", "JSON nested less deeply than Python's recursion limit") from None
+    except ValueError as e:  # e.g. an integer literal longer than Python's 4,300-digit conversion limit
+        raise TraceFormatError(file, "file", "<json>", f"valid JSON ({e})") from None
     return obj
 
 
@@ -139,3 +141,5 @@ def parse_json_line(line: str, file: str, lineno: int) -> Any:
         raise TraceFormatError(file, f"line {lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
     except RecursionError:
         raise TraceFormatError(file, f"line {lineno}", "<json>", "JSON nested less deeply than Python's recursion limit") from None
+    except ValueError as e:  # e.g. an integer literal longer than Python's 4,300-digit conversion limit
+        raise TraceFormatError(file, f"line {lineno}", "<json>", f"valid JSON ({e})") from None

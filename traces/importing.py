@@ -110,7 +110,7 @@ class PendingCalls(Generic[T]):
     def result(self, cid: str, field: str, err: ErrFn) -> T:
         if cid not in self.pending:
             why = ("the id of a pending tool call (this id's call was already answered by an earlier result)"
-                   if cid in self.answered else "the id of an earlier tool call awaiting its result")
+                   if cid in self.answered else "the id of a pending tool call (an earlier call awaiting its result)")
             raise err(field, why, cid)
         self.answered.add(cid)
         return self.pending.pop(cid)

@@ -337,7 +337,7 @@ def _whole(text: str) -> Any:
     """The text as one JSON document, or None (to name a pretty-printed JSON file given as JSONL)."""
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None
 
 

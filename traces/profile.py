@@ -124,7 +124,8 @@ class Dist(BaseModel):
     def mean(self) -> float:
         """Mean before clipping/rounding (for reports)."""
         if self.family == "lognormal":
-            return float(np.exp(self.mu + self.sigma**2 / 2))
+            with np.errstate(over="ignore"):
+                return float(np.exp(self.mu + self.sigma**2 / 2))
         if self.family == "uniform":
             return (self.low + self.high) / 2
         return float(self.value)
