@@ -42,7 +42,8 @@ def load_trace(path: Optional[Path]):
 
     p = path or _default_trace()
     try:
-        return load_trajectories(p), p
+        with progress_bar(p.stat().st_size if p.is_file() else 0, f"reading {p.name}") as advance:
+            return load_trajectories(p, progress=advance), p
     except FileNotFoundError:
         fail(f"{p}: no such trace file")
     except ValueError as exc:

@@ -189,3 +189,19 @@ def test_a_file_that_yields_nothing_is_an_error(tmp_path):
     f.write_text('{"messages": []}\n')
     with pytest.raises(NoTrajectoriesError, match="all 1 record"):
         import_openai(f, skip_bad=True, skipped=[])
+
+
+def test_importers_share_tool_tags_without_importing_each_other():
+    """Issue #15: the tool classification is its own module; neither importer imports the other."""
+    import ast
+    from pathlib import Path
+
+    import specagent.traces as traces_pkg
+
+    root = Path(traces_pkg.__file__).parent
+    for mod, other in (("openai_chat", "tau2"), ("tau2", "openai_chat")):
+        tree = ast.parse((root / f"{mod}.py").read_text(encoding="utf-8"))
+        names = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not any(name.split(".")[-1] == other for name in names), (mod, names)
+        assert "tool_tags" in names

@@ -78,6 +78,13 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
 
+def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | None = None, show: bool = True):
+    """load_trajectories with a progress bar (stderr, terminals only)."""
+    size = file.stat().st_size if file.is_file() else 0
+    with progress_bar(size, f"reading {file.name}", show=show) as advance:
+        return load_trajectories(file, skip_bad=skip_bad, skipped=skipped, progress=advance)
+
+
 def _fmt(d: dict, key: str = "mean") -> str:
     return "—" if not d or d.get("n", 0) == 0 else f"{d[key]:,.4g}"
 
@@ -89,7 +96,7 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
     """Steps per task, read/write/reply mix, tokens per kind, latencies and success of a trace file."""
     skipped: list[SkippedRecord] = []
     try:
-        trajs = load_trajectories(file, skip_bad=skip_bad, skipped=skipped)
+        trajs = _load(file, skip_bad, skipped, show=not as_json)
         s = trace_stats(trajs)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
@@ -126,7 +133,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         name: Annotated[str, typer.Option(help="Profile name.")] = "fitted") -> None:
     """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
     try:
-        trajs = [t for f in files for t in load_trajectories(f)]
+        trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
         save_profile(prof, out)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:

@@ -108,7 +108,8 @@ def save_synthetic(profile, n: int, seed: int, path: str | os.PathLike,
 
 
 def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
-                      skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
+                      skipped: list[SkippedRecord] | None = None,
+                      progress: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Read a .jsonl or .parquet trace file: at least one trajectory, or ``NoTrajectoriesError``.
 
     Bad records raise ``TraceFormatError`` (file, line or trajectory/step, field,
@@ -117,6 +118,7 @@ def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
     silently; a file that leaves nothing is an error either way, so no command
     runs on an empty workload. The content must match the suffix (a Parquet file
     named .jsonl, or a τ²-Bench / OpenAI-chat file not yet imported, is named as such).
+    ``progress(k)`` is told every k bytes read, about once per MB (for a progress bar).
     """
     path = files.check_input_path(path, files.TRACE_FORMAT)
     fmt = _fmt(path)
@@ -130,11 +132,19 @@ def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
                        "JSON text (a JSONL trace must be named .jsonl)" if data.lstrip()[:1] in (b"{", b"[")
                        else "no Parquet data (the file does not start with 'PAR1')")))
         out = from_frame(load_frame(path), file=str(path), skip_bad=skip_bad, skipped=skipped_here)
+        if progress is not None:
+            progress(len(data))
     else:
         text = files.decode_utf8(data, str(path), "JSONL trajectories, one per line (.jsonl)")
         files.require_content(text, str(path), "JSONL trajectories, one per line (.jsonl)")
         out = []
+        pending = 0
         for lineno, line in enumerate(text.split("\n"), start=1):
+            if progress is not None:
+                pending += len(line) + 1  # characters: bytes for ASCII, close enough for a bar
+                if pending >= 1 << 20:
+                    progress(pending)
+                    pending = 0
             if not line.strip():
                 continue
             try:
