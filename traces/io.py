@@ -75,8 +75,8 @@ def save_frame(df: pd.DataFrame, path: str | os.PathLike) -> Path:
 def save_synthetic(profile, n: int, seed: int, path: str | os.PathLike,
                    progress: Callable[[int], None] | None = None) -> int:
     """Generate n synthetic trajectories straight into a .jsonl or .parquet file, block by block (memory bounded
-    by one block; atomic). Same bytes as ``save_trajectories(synthesize(...))`` would write for one block.
-    Returns the number of steps written."""
+    by one block; atomic). JSONL: the bytes ``save_trajectories(synthesize(...))`` writes; Parquet: one row group
+    per block (for one block, the bytes of ``save_frame``). Returns the number of steps written."""
     from .synth import iter_frames
 
     path = Path(path)

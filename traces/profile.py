@@ -76,6 +76,8 @@ class Dist(BaseModel):
                 raise ValueError(f"{self.family} distribution needs '{p}'")
         if self.family == "uniform" and self.high < self.low:
             raise ValueError(f"uniform needs low <= high, got {self.low} > {self.high}")
+        if self.family == "uniform" and max(abs(self.low), abs(self.high)) > 1e15:
+            raise ValueError(f"uniform needs low and high within ±1e15 (the random generator's range), got {self.low}, {self.high}")
         if self.hi is not None and self.hi < self.lo:
             raise ValueError(f"clip needs lo <= hi, got {self.lo} > {self.hi}")
         return self
@@ -83,7 +85,7 @@ class Dist(BaseModel):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Draw n values (always consumes the same random stream for the same n)."""
         if self.family == "lognormal":
-            x = rng.lognormal(self.mu, self.sigma, n)
+            x = rng.lognormal(self.mu, abs(self.sigma), n)  # abs: a sigma of -0.0 passes ge=0 but numpy refuses it
         elif self.family == "uniform":
             if self.integer:
                 x = rng.integers(int(round(self.low)), int(round(self.high)) + 1, n).astype(float)

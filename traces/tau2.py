@@ -219,6 +219,10 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
             if usage:
                 c = int(usage["completion_tokens"])
                 r = _reasoning(m, model)
+                if r is not None and r > MAX_CONTEXT_TOKENS:
+                    raise mc.err("cost", f"a cost implying at most {MAX_CONTEXT_TOKENS:,} hidden reasoning tokens at "
+                                         f"{model}'s list prices ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it implies {r:,}",
+                                 m.get("cost"))
                 src = TokenSource.MEASURED
                 lat = gap
                 if first_call_prompt is None:
