@@ -561,26 +561,21 @@ def test_fuzz_trace_loader(tmp_path, path, value):
     _within_limits(trajs)
 
 
-@FUZZ
-@given(path=st.sampled_from(TAU2_PATHS), value=HOSTILE)
-def test_fuzz_tau2_importer(tmp_path, path, value):
-    f = tmp_path / "r.json"
-    f.write_text(json.dumps(mutate(TAU2_SIM, path, value)), encoding="utf-8")
-    try:
-        trajs = import_tau2(f, repairs=[])
-    except TraceFormatError as e:
-        assert str(f) in str(e) and "\n" not in str(e)
-        return
-    _within_limits(trajs)
+_IMPORTER_FUZZ = {
+    "tau2": (TAU2_SIM, TAU2_PATHS, "r.json", lambda obj: json.dumps(obj), import_tau2),
+    "openai": (OA_CALLS, OPENAI_PATHS, "c.jsonl", lambda obj: jsonl([obj]), import_openai),
+}
 
 
+@pytest.mark.parametrize("kind", list(_IMPORTER_FUZZ))
 @FUZZ
-@given(path=st.sampled_from(OPENAI_PATHS), value=HOSTILE)
-def test_fuzz_openai_importer(tmp_path, path, value):
-    f = tmp_path / "c.jsonl"
-    f.write_text(jsonl([mutate(OA_CALLS, path, value)]), encoding="utf-8")
+@given(data=st.data())
+def test_fuzz_importers(tmp_path, kind, data):
+    base, paths, name, dump, read = _IMPORTER_FUZZ[kind]
+    f = tmp_path / name
+    f.write_text(dump(mutate(base, data.draw(st.sampled_from(paths)), data.draw(HOSTILE))), encoding="utf-8")
     try:
-        trajs = import_openai(f, repairs=[])
+        trajs = read(f, repairs=[])
     except TraceFormatError as e:
         assert str(f) in str(e) and "\n" not in str(e)
         return

@@ -68,8 +68,15 @@ class NoTrajectoriesError(TraceFormatError):
     """An input (or all inputs after ``--skip-bad``) gave no trajectory: a run on it would print zeros."""
 
 
-def require_trajectories(n: int, file: str, skipped_here: list[SkippedRecord], what: str = "at least one trajectory") -> None:
-    """Raise when nothing came out: empty input, or every record skipped (saying how many and the first reason)."""
+def close_skips(n: int, file: str, skipped_here: list[SkippedRecord], skipped: list[SkippedRecord] | None,
+                what: str = "at least one trajectory") -> None:
+    """End of one file under ``skip_bad``: hand its skips to `skipped` (or warn each), then raise when nothing
+    came out — an empty input, or every record skipped (saying how many and the first reason)."""
+    if skipped is not None:
+        skipped.extend(skipped_here)
+    else:
+        for rec in skipped_here:
+            warnings.warn(str(rec), stacklevel=3)
     if n:
         return
     if skipped_here:

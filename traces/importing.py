@@ -49,6 +49,18 @@ def check_count(v: Any, field: str, err: ErrFn) -> int:
     return v
 
 
+def check_usage(u: Any, err: ErrFn) -> dict:
+    """A call's ``usage``: an object whose prompt and completion counts fit in one context window together."""
+    if not isinstance(u, dict):
+        raise err("usage", "an object with prompt_tokens and completion_tokens", u)
+    total = check_count(u.get("prompt_tokens"), "usage.prompt_tokens", err) + \
+        check_count(u.get("completion_tokens"), "usage.completion_tokens", err)
+    if total > MAX_CONTEXT_TOKENS:
+        raise err("usage", f"prompt_tokens + completion_tokens at most {MAX_CONTEXT_TOKENS:,} "
+                           f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]})", total)
+    return u
+
+
 def iso_time(x: Any) -> datetime:
     """An ISO-8601 timestamp (no zone: UTC); ValueError otherwise."""
     if not isinstance(x, str):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -24,7 +23,7 @@ from specagent.atomic import atomic_write as _atomic_write
 
 from .columns import FRAME_DTYPES, from_frame, to_frame
 from . import files
-from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped, require_trajectories
+from .errors import SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_skipped
 from .schema import Trajectory
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -157,12 +156,7 @@ def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
                 if not skip_bad:
                     raise
                 report_skipped(e, skipped_here)
-    if skipped is not None:
-        skipped.extend(skipped_here)
-    else:
-        for rec in skipped_here:
-            warnings.warn(str(rec), stacklevel=2)
-    require_trajectories(len(out), str(path), skipped_here)
+    close_skips(len(out), str(path), skipped_here, skipped)
     return out
 
 

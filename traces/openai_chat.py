@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,11 +45,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import files
-from .errors import (
-    Repair, SkippedRecord, TraceFormatError, from_validation_error, report_repair, report_skipped, require_trajectories,
-)
-from .importing import PendingCalls, Timeline, check_count, iso_or_unix_time, usage_dips
-from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, Actor, StepKind, TokenSource, Trajectory
+from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
+from .importing import PendingCalls, Timeline, check_usage, iso_or_unix_time, usage_dips
+from .schema import Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, merged_tag_map, tool_kind
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 
@@ -105,15 +102,8 @@ def _validate(msgs: Any, w: _Where) -> list[dict]:
                 raise mw.err(f"tool_calls[{k}].id", "a string call id or null", tc["id"])
         if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
             raise mw.err("tool_call_id", "the id of the assistant tool call this result answers", m.get("tool_call_id"))
-        u = m.get("usage")
-        if u is not None:
-            if not isinstance(u, dict):
-                raise mw.err("usage", "an object with prompt_tokens and completion_tokens", u)
-            for f in ("prompt_tokens", "completion_tokens"):
-                check_count(u.get(f), f"usage.{f}", mw.err)
-            if u["prompt_tokens"] + u["completion_tokens"] > MAX_CONTEXT_TOKENS:
-                raise mw.err("usage", f"prompt_tokens + completion_tokens at most {MAX_CONTEXT_TOKENS:,} "
-                                      f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]})", u["prompt_tokens"] + u["completion_tokens"])
+        if m.get("usage") is not None:
+            u = check_usage(m["usage"], mw.err)
             d = u.get("completion_tokens_details")
             if d is not None and not isinstance(d, dict):
                 raise mw.err("usage.completion_tokens_details", "an object or null", d)
@@ -324,12 +314,7 @@ def read_openai_file(path: str | os.PathLike, tags: TagMap, domain: str = "unkno
             if not skip_bad:
                 raise
             report_skipped(e, skipped_here)
-    if skipped is not None:
-        skipped.extend(skipped_here)
-    else:
-        for rec in skipped_here:
-            warnings.warn(str(rec), stacklevel=2)
-    require_trajectories(len(out), path, skipped_here, "at least one conversation")
+    close_skips(len(out), path, skipped_here, skipped, "at least one conversation")
     return out
 
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -66,10 +65,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import files
-from .errors import (
-    Repair, SkippedRecord, TraceFormatError, from_validation_error, report_repair, report_skipped, require_trajectories,
-)
-from .importing import PendingCalls, Timeline, check_count, iso_time, usage_dips
+from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
+from .importing import PendingCalls, Timeline, check_usage, iso_time, usage_dips
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, default_tag_map, merged_tag_map, tool_kind
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
@@ -113,16 +110,9 @@ class _Ctx:
 
 
 def _check_usage(m: dict, mc: _Ctx) -> None:
-    u = m.get("usage")
-    if u is None:
+    if m.get("usage") is None:
         return
-    if not isinstance(u, dict):
-        raise mc.err("usage", "an object with prompt_tokens and completion_tokens", u)
-    for f in ("completion_tokens", "prompt_tokens"):
-        check_count(u.get(f), f"usage.{f}", mc.err)
-    if u["prompt_tokens"] + u["completion_tokens"] > MAX_CONTEXT_TOKENS:
-        raise mc.err("usage", f"prompt_tokens + completion_tokens at most {MAX_CONTEXT_TOKENS:,} "
-                              f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]})", u["prompt_tokens"] + u["completion_tokens"])
+    check_usage(m["usage"], mc.err)
     cost = m.get("cost")
     if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool) or not math.isfinite(cost) or cost < 0):
         raise mc.err("cost", "a non-negative number of USD or null", cost)
@@ -412,12 +402,7 @@ def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad
             if not skip_bad:
                 raise
             report_skipped(e, skipped_here)
-    if skipped is not None:
-        skipped.extend(skipped_here)
-    else:
-        for rec in skipped_here:
-            warnings.warn(str(rec), stacklevel=2)
-    require_trajectories(len(out), path, skipped_here, "at least one simulation")
+    close_skips(len(out), path, skipped_here, skipped, "at least one simulation")
     return out
 
 
