@@ -54,7 +54,8 @@ def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench
     skipped: list[SkippedRecord] = []
     repairs: list[Repair] = []
     try:
-        trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs)
+        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
+            trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs, progress=advance)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
@@ -70,7 +71,9 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
     skipped: list[SkippedRecord] = []
     repairs: list[Repair] = []
     try:
-        trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs)
+        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
+            trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs,
+                                  progress=advance)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)

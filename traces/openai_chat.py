@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -328,11 +328,13 @@ def _whole(text: str) -> Any:
 
 def import_openai(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,
                   domain: str = "unknown", skip_bad: bool = False, skipped: list[SkippedRecord] | None = None,
-                  repairs: list[Repair] | None = None) -> list[Trajectory]:
+                  repairs: list[Repair] | None = None,
+                  progress: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Import OpenAI-chat logs (JSON or JSONL). ``tag_map``: dict or JSON file of tool tags (unknown → WRITE).
 
     Every file must yield at least one trajectory (``NoTrajectoriesError`` otherwise); ``repairs``
-    collects the explicit repairs (see importing.py), or they are emitted as warnings.
+    collects the explicit repairs (see importing.py), or they are emitted as warnings. ``progress(1)`` is
+    called after each file.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -340,6 +342,8 @@ def import_openai(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_ma
     out: list[Trajectory] = []
     for p in paths:
         out.extend(read_openai_file(p, tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
+        if progress is not None:
+            progress(1)
     return out
 
 

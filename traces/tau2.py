@@ -57,7 +57,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -408,12 +408,13 @@ def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad
 
 def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,
                 skip_bad: bool = False, skipped: list[SkippedRecord] | None = None,
-                repairs: list[Repair] | None = None) -> list[Trajectory]:
+                repairs: list[Repair] | None = None,
+                progress: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file; merged over the defaults.
 
     Every file must yield at least one trajectory (``NoTrajectoriesError`` otherwise, also when
     ``skip_bad`` left out all of a file's simulations); ``repairs`` collects the explicit repairs
-    (see importing.py), or they are emitted as warnings.
+    (see importing.py), or they are emitted as warnings. ``progress(1)`` is called after each file.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -421,6 +422,8 @@ def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map:
     out: list[Trajectory] = []
     for p in paths:
         out.extend(read_tau2_file(p, tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
+        if progress is not None:
+            progress(1)
     return out
 
 
