@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from specagent.console import fail
 from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
 
@@ -51,12 +52,10 @@ def report(
     title: Optional[str] = typer.Option(None, "--title", help="Report title."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
-    err = Console(stderr=True)
     try:
         data = load_results(results)
     except ReportInputError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(code=2)
+        fail(exc)  # one line, however narrow the terminal
     img = False if no_images else (images if images is not None else True)
     res = write_report(data, output, images=img, title=title)
     if as_json:
