@@ -227,6 +227,12 @@ class ModelSpec:
         return self.num_linear_layers * per_layer
 
 
+#: Most decoder layers a config may declare: 8x the deepest shipped or public LLM config we know of (Llama 3.1
+#: 405B, 126 layers; meta-llama/Llama-3.1-405B config.json). The spec holds one entry per layer, so an absurd
+#: count would exhaust memory before any check downstream could name it.
+MAX_LAYERS = 1024
+
+
 def _get(cfg: dict[str, Any], key: str, path: str, default: Any = ...) -> Any:
     if key in cfg and cfg[key] is not None:
         return cfg[key]
@@ -235,40 +241,72 @@ def _get(cfg: dict[str, Any], key: str, path: str, default: Any = ...) -> Any:
     return default
 
 
+def _int(cfg: dict[str, Any], key: str, path: str, default: Any = ..., minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer field (an integral float such as 4.0 is accepted), at least `minimum`: named when it is not."""
+    v = _get(cfg, key, path, default)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ModelSpecError(f"{path}: field '{key}' must be an integer, got {v!r}")
+    if v < minimum:
+        raise ModelSpecError(f"{path}: field '{key}' must be at least {minimum}, got {v}")
+    if maximum is not None and v > maximum:
+        raise ModelSpecError(f"{path}: field '{key}' must be at most {maximum}, got {v}")
+    return v
+
+
+def _divides(path: str, a: str, av: int, b: str, bv: int) -> None:
+    if av % bv:
+        raise ModelSpecError(f"{path}: field '{a}' ({av}) must be a multiple of '{b}' ({bv})")
+
+
 def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") -> ModelSpec:
     """Turn a HF config dict (composite configs with ``text_config`` too) into a ModelSpec."""
     if not isinstance(cfg, dict):
         raise ModelSpecError(f"{path}: expected a JSON object at the top level")
     top_type = cfg.get("model_type")
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    model_type = _TEXT_TYPES.get(text.get("model_type", ""), top_type or text.get("model_type"))
+    for t in (top_type, text.get("model_type")):
+        if t is not None and not isinstance(t, str):
+            raise ModelSpecError(f"{path}: field 'model_type' must be a string, got {t!r}")
+    model_type = _TEXT_TYPES.get(text.get("model_type") or "", top_type or text.get("model_type"))
     if model_type not in SUPPORTED_TYPES:
         raise ModelSpecError(
             f"{path}: unsupported model_type '{model_type}'; supported: {', '.join(SUPPORTED_TYPES)}"
         )
-    hidden = int(_get(text, "hidden_size", path))
-    n_layers = int(_get(text, "num_hidden_layers", path))
-    heads = int(_get(text, "num_attention_heads", path))
-    kv_heads = int(_get(text, "num_key_value_heads", path, heads))
-    head_dim = int(_get(text, "head_dim", path, hidden // heads))
+    hidden = _int(text, "hidden_size", path)
+    n_layers = _int(text, "num_hidden_layers", path, maximum=MAX_LAYERS)
+    heads = _int(text, "num_attention_heads", path)
+    kv_heads = _int(text, "num_key_value_heads", path, heads)
+    _divides(path, "num_attention_heads", heads, "num_key_value_heads", kv_heads)  # grouped-query attention
+    if _get(text, "head_dim", path, None) is None:
+        _divides(path, "hidden_size", hidden, "num_attention_heads", heads)  # head_dim defaults to hidden/heads
+    head_dim = _int(text, "head_dim", path, hidden // heads)
     hybrid = model_type in ("qwen3_next", "qwen3_5", "qwen3_5_moe")
 
     if hybrid:
         layer_types = text.get("layer_types")
         if layer_types:
-            if len(layer_types) != n_layers:
-                raise ModelSpecError(f"{path}: layer_types has {len(layer_types)} entries, num_hidden_layers is {n_layers}")
+            if not isinstance(layer_types, list) or len(layer_types) != n_layers:
+                n = len(layer_types) if isinstance(layer_types, list) else type(layer_types).__name__
+                raise ModelSpecError(f"{path}: layer_types has {n} entries, num_hidden_layers is {n_layers}")
+            bad = [t for t in layer_types if t not in ("full_attention", "linear_attention")]
+            if bad:
+                raise ModelSpecError(f"{path}: field 'layer_types' entries must be 'full_attention' or "
+                                     f"'linear_attention', got {bad[0]!r}")
             kinds = tuple("full" if t == "full_attention" else "linear" for t in layer_types)
         else:
-            interval = int(_get(text, "full_attention_interval", path))
+            interval = _int(text, "full_attention_interval", path)
             kinds = tuple("full" if (i + 1) % interval == 0 else "linear" for i in range(n_layers))
         linear = LinearAttentionSpec(
-            num_key_heads=int(_get(text, "linear_num_key_heads", path)),
-            num_value_heads=int(_get(text, "linear_num_value_heads", path)),
-            key_head_dim=int(_get(text, "linear_key_head_dim", path)),
-            value_head_dim=int(_get(text, "linear_value_head_dim", path)),
-            conv_kernel=int(_get(text, "linear_conv_kernel_dim", path)),
+            num_key_heads=_int(text, "linear_num_key_heads", path),
+            num_value_heads=_int(text, "linear_num_value_heads", path),
+            key_head_dim=_int(text, "linear_key_head_dim", path),
+            value_head_dim=_int(text, "linear_value_head_dim", path),
+            conv_kernel=_int(text, "linear_conv_kernel_dim", path),
         )
+        # Gated DeltaNet groups value heads over key heads (Qwen3.5-397B: 64 over 16)
+        _divides(path, "linear_num_value_heads", linear.num_value_heads, "linear_num_key_heads", linear.num_key_heads)
     else:
         kinds = ("full",) * n_layers
         linear = None
@@ -280,36 +318,44 @@ def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") ->
         bias=bool(text.get("attention_bias", False)),
     )
 
-    num_experts = int(text.get("num_experts", 0) or text.get("num_local_experts", 0) or 0)
+    experts_key = "num_experts" if text.get("num_experts") else "num_local_experts"
+    num_experts = _int(text, experts_key, path, 0, minimum=0)
     moe = None
     ffn_kinds: tuple[str, ...] = ("dense",) * n_layers
     if num_experts:
-        shared_i = int(text.get("shared_expert_intermediate_size", 0) or 0)
+        shared_i = _int(text, "shared_expert_intermediate_size", path, 0, minimum=0)
         moe = MoESpec(
             num_experts=num_experts,
-            top_k=int(_get(text, "num_experts_per_tok", path)),
-            expert_intermediate=int(_get(text, "moe_intermediate_size", path)),
+            top_k=_int(text, "num_experts_per_tok", path, maximum=num_experts),
+            expert_intermediate=_int(text, "moe_intermediate_size", path),
             shared_intermediate=shared_i,
             shared_gate=shared_i > 0,
         )
-        mlp_only = set(text.get("mlp_only_layers", []) or [])
-        step = int(text.get("decoder_sparse_step", 1) or 1)
+        mlp_only_raw = text.get("mlp_only_layers", []) or []
+        if not isinstance(mlp_only_raw, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in mlp_only_raw):
+            raise ModelSpecError(f"{path}: field 'mlp_only_layers' must be a list of layer indices, got {mlp_only_raw!r}")
+        mlp_only = set(mlp_only_raw)
+        step = _int(text, "decoder_sparse_step", path, 1)
         ffn_kinds = tuple(
             "moe" if (i not in mlp_only and (i + 1) % step == 0) else "dense" for i in range(n_layers)
         )
-    dense_i = int(text.get("intermediate_size", 0) or 0)
+    dense_i = _int(text, "intermediate_size", path, 0, minimum=0)
     if "dense" in ffn_kinds and dense_i <= 0:
-        raise ModelSpecError(f"{path}: missing field 'intermediate_size' needed for dense FFN layers")
+        raise ModelSpecError(f"{path}: missing field 'intermediate_size' needed for dense FFN layers (a positive integer)")
 
     tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
     if "tie_word_embeddings" in text:
         tie = text["tie_word_embeddings"]
-    mtp = int(text.get("mtp_num_hidden_layers", text.get("num_nextn_predict_layers", 0)) or 0)
+    if not isinstance(tie, bool):
+        raise ModelSpecError(f"{path}: field 'tie_word_embeddings' must be true or false, got {tie!r}")
+    mtp_key = "mtp_num_hidden_layers" if "mtp_num_hidden_layers" in text else "num_nextn_predict_layers"
+    mtp = _int(text, mtp_key, path, 0, minimum=0, maximum=MAX_LAYERS)
+    vocab = _int(text, "vocab_size", path, cfg.get("vocab_size", ...))
     return ModelSpec(
         name=name or str(cfg.get("_name_or_path", "") or path),
         model_type=model_type,
         hidden=hidden,
-        vocab=int(_get(text, "vocab_size", path, cfg.get("vocab_size"))),
+        vocab=vocab,
         layer_kinds=kinds,
         ffn_kinds=ffn_kinds,
         dense_intermediate=dense_i,
@@ -318,7 +364,7 @@ def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") ->
         moe=moe,
         tie_embeddings=bool(tie),
         mtp_layers=mtp,
-        max_positions=int(text.get("max_position_embeddings", 0) or 0),
+        max_positions=_int(text, "max_position_embeddings", path, 0, minimum=0),
         source=path,
         raw=cfg,
     )
@@ -350,6 +396,10 @@ def load_model_spec(name_or_path: str | Path) -> ModelSpec:
             raise ModelSpecError(f"{f}: cannot read model config ({exc.strerror})") from exc
         except json.JSONDecodeError as exc:
             raise ModelSpecError(f"{f}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+        except UnicodeDecodeError as exc:
+            raise ModelSpecError(f"{f}: not UTF-8 text (byte {exc.start}); expected a Hugging Face config.json") from exc
+        except RecursionError as exc:
+            raise ModelSpecError(f"{f}: JSON nested too deeply; expected a Hugging Face config.json") from exc
         return parse_config(cfg, name=p.parent.name if p.suffix == ".json" else p.name, path=str(f))
     models = shipped_models()
     want = text.lower()

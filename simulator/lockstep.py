@@ -89,7 +89,7 @@ class _Lockstep:
         self.prefix_caching, self.cached_verifier, self.vsys = prefix_caching, cached_verifier, vsys
         n_traj, m = table.n_traj, len(table)
         traj_of, pos_of = table.positions()
-        self.draws = unit_uniforms(seed, traj_of, pos_of)
+        self.draws = unit_uniforms(seed, traj_of + table.first_traj, pos_of)
         is_user, held, kind = table.is_user, table.held, table.kind
         self.wout = weak_tokens_array(table.out_tokens, acc.weak_token_ratio)
         wctx = weak_tokens_array(table.ctx_tokens, acc.weak_token_ratio)

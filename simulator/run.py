@@ -54,10 +54,12 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy
         episodes = UnitTable.from_episodes(episodes)
     if fast and isinstance(episodes, UnitTable):
         return plan_specagent(episodes, strategy, acceptance, seed, setting)  # type: ignore[arg-type]
+    first = 0
     if isinstance(episodes, UnitTable):
-        episodes = episodes.episodes()
+        first, episodes = episodes.first_traj, episodes.episodes()
     offsets = np.concatenate([[0], np.cumsum([len(e.units) for e in episodes], dtype=np.int64)])
-    u = unit_uniforms(seed, *unit_positions(offsets))
+    traj_of, pos_of = unit_positions(offsets)
+    u = unit_uniforms(seed, traj_of + first, pos_of)
     u0, u1, bounds = u[:, 0].tolist(), u[:, 1].tolist(), offsets.tolist()
     b = PlanBuilder()
     with paused_gc():  # plans allocate many small acyclic rows
@@ -91,7 +93,7 @@ def simulate(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategy:
         start, end = run_des(plan, costs.time_s)
         df["wall_time_s"] = end - start
     df.insert(0, "task_id", task_ids(episodes))
-    df.insert(0, "traj", np.arange(plan.n_traj))
+    df.insert(0, "traj", np.arange(plan.n_traj) + (episodes.first_traj if isinstance(episodes, UnitTable) else 0))
     df.insert(0, "label", strat.label)
     df.insert(0, "strategy", strat.name)
     df["engine"] = engine

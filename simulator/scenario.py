@@ -45,6 +45,7 @@ from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, loa
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
 from specagent.traces import load_profile, load_trajectories
+from specagent.traces.profile import WorkloadProfile
 from specagent.traces.io import default_workload_path
 from specagent.traces.schema import Trajectory
 
@@ -282,19 +283,28 @@ class Scenario:
         return Setting(weak=weak, strong=strong, prefix_caching=self.prefix_caching, weight_mode=self.weight_mode,
                        verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens)
 
-    def load_workload(self) -> tuple[list[Trajectory] | UnitTable, str, str]:
-        """(trajectories, where they came from, a short name for tables): the trace, or a synthetic UnitTable."""
+    def synthetic_profile(self) -> WorkloadProfile:
+        """The workload profile `workload.synthetic` names (a ScenarioError if it does not load)."""
+        try:
+            return load_profile(self.workload.synthetic)
+        except (FileNotFoundError, ValueError) as exc:
+            raise ScenarioError(str(exc), "workload.synthetic") from exc
+
+    def synthetic_name(self, prof: WorkloadProfile) -> str:
+        return f"synthetic {prof.name} ×{self.workload.trajectories:,} (seed {self.seed})"
+
+    def load_workload(self, progress: Callable[[int], None] | None = None) -> tuple[list[Trajectory] | UnitTable, str, str]:
+        """(trajectories, where they came from, a short name for tables): the trace, or a synthetic UnitTable.
+
+        `progress(n)` is called as a trace file is read (n bytes at a time)."""
         w = self.workload
         if w.synthetic is not None:
-            try:
-                prof = load_profile(w.synthetic)
-            except (FileNotFoundError, ValueError) as exc:
-                raise ScenarioError(str(exc), "workload.synthetic") from exc
-            name = f"synthetic {prof.name} ×{w.trajectories:,} (seed {self.seed})"
+            prof = self.synthetic_profile()
+            name = self.synthetic_name(prof)
             return synthetic_unit_table(prof, w.trajectories, self.seed), name, name
         path = Path(w.trace) if w.trace is not None else default_workload_path()
         try:
-            trajs = load_trajectories(path)
+            trajs = load_trajectories(path, progress=progress)
         except FileNotFoundError as exc:
             raise ScenarioError(f"{path}: no such trace file", "workload.trace") from exc
         except ValueError as exc:

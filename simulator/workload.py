@@ -9,16 +9,17 @@ reads, built without a Python object per unit for large synthetic workloads).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from specagent.common.alloc import paused_gc
-from specagent.traces.columns import KIND_NAMES, step_arrays
+from specagent.traces.columns import KIND_NAMES
 from specagent.traces.profile import WorkloadProfile
 from specagent.traces.schema import Actor, Step, StepKind, Trajectory
-from specagent.traces.synth import synthesize_frame
+from specagent.traces.synth import block_step_arrays, block_task_ids, iter_blocks
 
 class Action(NamedTuple):
     """One agent message (its parallel tool calls merged) with what comes back from its tools.
@@ -181,6 +182,7 @@ class UnitTable:
     tool_s: np.ndarray
     user_s: np.ndarray
     task_ids: tuple[str, ...]
+    first_traj: int = 0  # global index of the first trajectory (a chunk of a larger workload draws as that one does)
 
     def __len__(self) -> int:
         return len(self.is_user)
@@ -237,7 +239,7 @@ _NO_ACTION = Action("reply", False, False, 0, 0, 0, 0.0)
 
 
 def unit_table_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, default_tool_s: float = 0.0,
-                           default_user_s: float = 0.0) -> UnitTable:
+                           default_user_s: float = 0.0, first_traj: int = 0) -> UnitTable:
     """The same reduction as `episode_from_trajectory`, vectorised over `traces.step_arrays` columns.
 
     This is the fast path for large synthetic workloads (no pydantic objects); it carries
@@ -301,6 +303,7 @@ def unit_table_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, 
         tool_s=np.where(unit_user, 0.0, tool_s),
         user_s=np.where(unit_user, user_lat[start], 0.0),
         task_ids=ids,
+        first_traj=first_traj,
     )
 
 
@@ -311,11 +314,35 @@ def unit_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return traj, np.arange(int(offsets[-1])) - offsets[traj]
 
 
+def synthetic_unit_tables(profile: WorkloadProfile, n: int, seed: int, progress=None) -> Iterator[UnitTable]:
+    """N synthetic trajectories of a workload profile as UnitTables, one per generation block (traces/synth.py):
+    generated as columns, never as objects, with memory bounded by one block. Each table carries its first
+    trajectory's global index, so planning the tables one by one draws exactly what planning them as one would."""
+    for blk in iter_blocks(profile, n, seed, progress):
+        yield unit_table_from_arrays(block_step_arrays(blk), block_task_ids(profile, blk, seed), first_traj=blk.first)
+
+
+def concat_unit_tables(tables: Sequence[UnitTable]) -> UnitTable:
+    """Consecutive chunks of one workload as one table (the unchunked reference)."""
+    if len(tables) == 1:
+        return tables[0]
+    for a, b in zip(tables, tables[1:]):
+        if b.first_traj != a.first_traj + a.n_traj:
+            raise ValueError("unit tables to join must be consecutive chunks of one workload")
+    offs = [tables[0].offsets[:1]]
+    base = 0
+    for t in tables:
+        offs.append(t.offsets[1:] + base)
+        base += len(t)
+    cat = {f.name: np.concatenate([getattr(t, f.name) for t in tables])
+           for f in dataclasses.fields(UnitTable) if f.name not in ("offsets", "task_ids", "first_traj")}
+    return UnitTable(offsets=np.concatenate(offs).astype(np.int64), task_ids=tuple(i for t in tables for i in t.task_ids),
+                     first_traj=tables[0].first_traj, **cat)
+
+
 def synthetic_unit_table(profile: WorkloadProfile, n: int, seed: int) -> UnitTable:
-    """N synthetic trajectories of a workload profile as a UnitTable: generated as columns, never as objects."""
-    frame = synthesize_frame(profile, n, seed)
-    arrays = step_arrays(frame)
-    return unit_table_from_arrays(arrays, frame["task_id"].to_numpy(dtype=object)[arrays["traj_offsets"][:-1]].tolist())
+    """N synthetic trajectories of a workload profile as one UnitTable (see `synthetic_unit_tables`)."""
+    return concat_unit_tables(list(synthetic_unit_tables(profile, n, seed)))
 
 
 def episodes_from_arrays(arrays: dict, task_ids: Sequence[str] | None = None, default_tool_s: float = 0.0,

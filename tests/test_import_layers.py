@@ -32,7 +32,7 @@ SIMULATOR = [
     {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
     {"strategies", "lockstep"},
     {"scenario"},
-    {"run"},
+    {"run", "synthetic"},
     {"fleet_build", "predictor"},
     {"planner", "study", "sweep"},
 ]

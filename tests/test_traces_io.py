@@ -14,12 +14,13 @@ from specagent.traces import (
     save_trajectories, step_arrays, to_frame,
 )
 from specagent.traces.io import default_workload_path
+from specagent.traces.schema import MAX_STEP_LATENCY_S
 
 _ACTOR_KINDS = [
     (Actor.AGENT, k) for k in (StepKind.READ, StepKind.WRITE, StepKind.GENERIC, StepKind.THINK, StepKind.REPLY)
 ] + [(Actor.USER, StepKind.USER), (Actor.USER, StepKind.READ), (Actor.TOOL, StepKind.TOOL_RESULT)]
 
-_fl = st.one_of(st.none(), st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False))
+_fl = st.one_of(st.none(), st.floats(min_value=0, max_value=MAX_STEP_LATENCY_S, allow_nan=False, allow_infinity=False))
 _txt = st.text(min_size=1, max_size=12)
 
 

@@ -116,3 +116,92 @@ def test_bad_usage_and_role(tmp_path):
     p.write_text(json.dumps([{"role": "robot", "content": "x"}]))
     with pytest.raises(TraceFormatError, match="field 'role'"):
         import_openai(p)
+
+
+def _conv(*msgs, **extra) -> str:
+    return json.dumps({"task_id": "t", "messages": list(msgs), **extra}) + "\n"
+
+
+def _call(cid, name="get_user_details"):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_tool_call_id_reused_after_its_result_is_matched_to_the_pending_call(tmp_path):
+    """Real logs reuse an id once its result is back: each result answers the call pending with that id."""
+    f = tmp_path / "c.jsonl"
+    f.write_text(_conv(
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("call_1", "get_user_details")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "user"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("call_1", "cancel_reservation")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+        {"role": "assistant", "content": "ok"}, domain="airline"))
+    t = import_openai(f)[0]
+    results = [s.tool_name for s in t.steps if s.kind == StepKind.TOOL_RESULT]
+    assert results == ["get_user_details", "cancel_reservation"]
+    assert [s.kind for s in t.steps if s.actor == Actor.AGENT][:2] == [StepKind.READ, StepKind.WRITE]
+    # a third result for call_1, with no call pending, is still an error
+    f.write_text(f.read_text().replace('{"role": "assistant", "content": "ok"}',
+                                       '{"role": "tool", "tool_call_id": "call_1", "content": "again"}'))
+    with pytest.raises(TraceFormatError, match="already answered"):
+        import_openai(f)
+
+
+def test_prompt_tokens_that_shrink_are_a_counted_repair_not_a_measured_turn(tmp_path):
+    """Issue #14: prompt 5000 → 800 → 5100 made the user turn after the dip 'measured' at 4,248 tokens."""
+    from specagent.traces.errors import Repair
+
+    def asst(p, c=20):
+        return {"role": "assistant", "content": "x " * 10, "usage": {"prompt_tokens": p, "completion_tokens": c}}
+    f = tmp_path / "c.jsonl"
+    f.write_text(_conv({"role": "user", "content": "hello there"}, asst(5000), {"role": "user", "content": "and?"},
+                       asst(800), {"role": "user", "content": "fine thanks"}, asst(5100), {"role": "user", "content": "bye now"},
+                       asst(5130)))
+    repairs: list[Repair] = []
+    t = import_openai(f, repairs=repairs)[0]
+    users = [s for s in t.steps if s.kind == StepKind.USER]
+    # before the first call: estimated (it sizes the system prompt); the gaps into and out of the dip keep
+    # their estimates; the gap after them is measured again
+    assert [u.token_source for u in users] == [TokenSource.ESTIMATED, TokenSource.ESTIMATED, TokenSource.ESTIMATED,
+                                               TokenSource.MEASURED]
+    assert users[2].new_context_tokens == estimate_text_tokens("fine thanks") != 5100 - 800 - 20
+    assert users[3].new_context_tokens == 5130 - 5100 - 20
+    assert len(repairs) == 1 and "message 3" in repairs[0].location and "800" in repairs[0].what
+    assert t.metadata["usage_dips"] == 1
+    with pytest.warns(UserWarning, match="repaired"):  # no list given: a warning, never silence
+        import_openai(f)
+
+
+def test_timestamps_equal_naive_aware_and_unix_mix(tmp_path):
+    f = tmp_path / "c.jsonl"
+    f.write_text(_conv({"role": "user", "content": "a", "timestamp": "2025-01-01T00:00:00"},
+                       {"role": "assistant", "content": "b", "timestamp": "2025-01-01T00:00:00+00:00"},
+                       {"role": "user", "content": "c", "timestamp": 1735689602.5},
+                       {"role": "assistant", "content": "d", "timestamp": "2025-01-01T01:00:03+01:00"}))
+    t = import_openai(f)[0]
+    assert [s.user_latency_s or s.model_latency_s for s in t.steps[1:]] == [0.0, 2.5, 0.5]
+
+
+def test_a_file_that_yields_nothing_is_an_error(tmp_path):
+    from specagent.traces.errors import NoTrajectoriesError
+
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"messages": []}\n')
+    with pytest.raises(NoTrajectoriesError, match="all 1 record"):
+        import_openai(f, skip_bad=True, skipped=[])
+
+
+def test_importers_share_tool_tags_without_importing_each_other():
+    """Issue #15: the tool classification is its own module; neither importer imports the other."""
+    import ast
+    from pathlib import Path
+
+    import specagent.traces as traces_pkg
+
+    root = Path(traces_pkg.__file__).parent
+    for mod, other in (("openai_chat", "tau2"), ("tau2", "openai_chat")):
+        tree = ast.parse((root / f"{mod}.py").read_text(encoding="utf-8"))
+        names = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not any(name.split(".")[-1] == other for name in names), (mod, names)
+        assert "tool_tags" in names

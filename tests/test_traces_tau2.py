@@ -8,7 +8,8 @@ import pytest
 
 from specagent.traces import Actor, StepKind, TokenSource, TraceFormatError
 from specagent.traces.io import data_path, default_workload_path, load_trajectories
-from specagent.traces.tau2 import import_tau2, raw_counts, shared_tau2_files, tool_kind, default_tag_map
+from specagent.traces.tau2 import import_tau2, raw_counts, shared_tau2_files
+from specagent.traces.tool_tags import default_tag_map, tool_kind
 
 SHARED = shared_tau2_files()
 needs_shared = pytest.mark.skipif(not SHARED, reason="shared τ²-Bench data absent")
@@ -186,3 +187,58 @@ def test_default_workload_ships_and_loads():
 def test_default_workload_equals_fresh_import():
     fresh = import_tau2([p for p in SHARED if p.name.startswith("airline")])
     assert fresh == load_trajectories(default_workload_path())
+
+
+def _sample() -> dict:
+    return json.loads(data_path("tau2_airline_sample.json").read_text())
+
+
+def test_call_id_reused_after_its_result_is_accepted(tmp_path):
+    data = _sample()
+    msgs = data["simulations"][0]["messages"]
+    tool = next(j for j, m in enumerate(msgs) if m["role"] == "tool")
+    call = next(j for j, m in enumerate(msgs) if j > tool and m["role"] == "assistant" and m.get("tool_calls"))
+    old_id, new_id = msgs[tool]["id"], msgs[call]["tool_calls"][0]["id"]
+    for m in msgs[call:]:  # the later call (and its result) take the id already answered
+        for tc in m.get("tool_calls") or []:
+            tc["id"] = old_id if tc["id"] == new_id else tc["id"]
+        if m["role"] == "tool" and m["id"] == new_id:
+            m["id"] = old_id
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(data))
+    reused = import_tau2(f)[0]
+    assert [s.tool_name for s in reused.steps] == [s.tool_name for s in import_tau2(data_path("tau2_airline_sample.json"))[0].steps]
+
+
+def test_timestamp_going_backwards_or_unparseable_is_an_error(tmp_path):
+    for value, phrase in (("2019-01-01T00:00:00", "no earlier than"), ("not a time", "ISO-8601")):
+        data = _sample()
+        data["simulations"][0]["messages"][2]["timestamp"] = value
+        f = tmp_path / "r.json"
+        f.write_text(json.dumps(data))
+        with pytest.raises(TraceFormatError, match=phrase) as e:
+            import_tau2(f)
+        assert "message 2" in str(e.value) and "timestamp" in str(e.value)
+
+
+def test_shared_reasoning_files_dip_only_where_retained_reasoning_is_dropped():
+    """grok-4 prompts shrink after user turns by design (reasoning dropped): no repair; a dip in a tool loop is one."""
+    files = [f for f in shared_tau2_files() if "grok-4" in f.name]
+    if not files:
+        pytest.skip("shared τ²-Bench data absent")
+    repairs: list = []
+    import_tau2(files, repairs=repairs)
+    assert repairs == []
+
+
+def test_dip_inside_a_tool_loop_is_repaired(tmp_path):
+    data = _sample()
+    msgs = data["simulations"][0]["messages"]
+    calls = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and m.get("usage")]
+    b = next(b for a, b in zip(calls, calls[1:]) if all(msgs[j]["role"] == "tool" for j in range(a + 1, b)) and b > a + 1)
+    msgs[b]["usage"]["prompt_tokens"] = 10
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(data))
+    repairs: list = []
+    t = import_tau2(f, repairs=repairs)[0]
+    assert len(repairs) == 1 and f"message {b}" in repairs[0].location and t.metadata["usage_dips"] == 1

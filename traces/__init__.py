@@ -5,7 +5,7 @@ long each wait took; the simulator prices it.
 """
 
 from .columns import ACTOR_CODES, KIND_CODES, from_frame, step_arrays, to_frame
-from .errors import SkippedRecord, TraceFormatError
+from .errors import NoTrajectoriesError, Repair, SkippedRecord, TraceFormatError
 from .io import default_workload_path, load_trajectories, save_trajectories
 from .schema import (
     SCHEMA_VERSION,
@@ -29,7 +29,7 @@ from .tau2 import import_tau2
 __all__ = [
     "SCHEMA_VERSION", "Actor", "DraftedBy", "Outcome", "SpecLabel", "Step", "StepKind", "TokenSource",
     "Trajectory", "Verdict", "ACTOR_CODES", "KIND_CODES", "to_frame", "from_frame", "step_arrays",
-    "SkippedRecord", "TraceFormatError", "load_trajectories", "save_trajectories", "default_workload_path",
+    "SkippedRecord", "TraceFormatError", "NoTrajectoriesError", "Repair", "load_trajectories", "save_trajectories", "default_workload_path",
     "import_tau2", "import_openai", "fit_profile", "WorkloadProfile", "list_profiles", "load_profile",
     "save_profile", "trace_stats", "synthesize", "synthesize_frame",
 ]

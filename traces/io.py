@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from specagent.common.atomic import atomic_write, write_text
 
 from .columns import FRAME_DTYPES, from_frame, to_frame
-from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
+from . import files
+from .errors import SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_skipped
 from .schema import Trajectory
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -56,39 +57,113 @@ def save_frame(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     return atomic_write(path, lambda tmp: pq.write_table(table, str(tmp), compression="zstd"))
 
 
+def save_synthetic(profile, n: int, seed: int, path: str | os.PathLike,
+                   progress: Callable[[int], None] | None = None) -> int:
+    """Generate n synthetic trajectories straight into a .jsonl or .parquet file, block by block (memory bounded
+    by one block; atomic). JSONL: the bytes ``save_trajectories(synthesize(...))`` writes; Parquet: one row group
+    per block (for one block, the bytes of ``save_frame``). Returns the number of steps written."""
+    from .synth import iter_frames
+
+    path = Path(path)
+    fmt = _fmt(path)
+    steps = 0
+
+    def write(tmp: str) -> None:
+        nonlocal steps
+        if fmt == "jsonl":
+            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                for frame in iter_frames(profile, n, seed, progress):
+                    steps += len(frame)
+                    fh.write(dumps_jsonl(from_frame(frame, file=f"synth:{profile.name}", validate=False)))
+            return
+        writer = None
+        try:
+            for frame in iter_frames(profile, n, seed, progress):
+                steps += len(frame)
+                table = pa.Table.from_pandas(frame[list(FRAME_DTYPES)], preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table.replace_schema_metadata(writer.schema.metadata))
+        finally:
+            if writer is not None:
+                writer.close()
+
+    atomic_write(path, write)
+    return steps
+
+
 def load_trajectories(path: str | os.PathLike, skip_bad: bool = False,
-                      skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
-    """Read a .jsonl or .parquet trace file.
+                      skipped: list[SkippedRecord] | None = None,
+                      progress: Callable[[int], None] | None = None) -> list[Trajectory]:
+    """Read a .jsonl or .parquet trace file: at least one trajectory, or ``NoTrajectoriesError``.
 
     Bad records raise ``TraceFormatError`` (file, line or trajectory/step, field,
     expectation). With ``skip_bad`` they are left out and each one is appended to
     ``skipped`` (or, if no list is given, emitted as a warning) — never dropped
-    silently.
+    silently; a file that leaves nothing is an error either way, so no command
+    runs on an empty workload. The content must match the suffix (a Parquet file
+    named .jsonl, or a τ²-Bench / OpenAI-chat file not yet imported, is named as such).
+    ``progress(k)`` is told every k bytes read, about once per MB (for a progress bar).
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such trace file")
-    if _fmt(path) == "parquet":
-        return from_frame(load_frame(path), file=str(path), skip_bad=skip_bad, skipped=skipped)
-    out: list[Trajectory] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    path = files.check_input_path(path, files.TRACE_FORMAT)
+    fmt = _fmt(path)
+    data = files.read_bytes(path, files.TRACE_FORMAT)
+    skipped_here: list[SkippedRecord] = []
+    if fmt == "parquet":
+        if not data.startswith(files.PARQUET_MAGIC):
+            expected = "a Parquet step table (.parquet)"
+            raise (files.wrong_format(str(path), expected, files.kind_of(_json_or_none(data)), "")
+                   or TraceFormatError(str(path), "file", "<format>", expected, found=(
+                       "JSON text (a JSONL trace must be named .jsonl)" if data.lstrip()[:1] in (b"{", b"[")
+                       else "no Parquet data (the file does not start with 'PAR1')")))
+        out = from_frame(load_frame(path), file=str(path), skip_bad=skip_bad, skipped=skipped_here)
+        if progress is not None:
+            progress(len(data))
+    else:
+        text = files.decode_utf8(data, str(path), "JSONL trajectories, one per line (.jsonl)")
+        files.require_content(text, str(path), "JSONL trajectories, one per line (.jsonl)")
+        out = []
+        pending = 0
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            if progress is not None:
+                pending += len(line) + 1  # characters: bytes for ASCII, close enough for a bar
+                if pending >= 1 << 20:
+                    progress(pending)
+                    pending = 0
             if not line.strip():
                 continue
             try:
                 out.append(parse_jsonl_line(line, str(path), lineno))
             except TraceFormatError as e:
+                if not out and not skipped_here:  # the first record tells an un-imported log apart from a bad line
+                    other = _other_format(line, text, str(path))
+                    if other:
+                        raise other from None
                 if not skip_bad:
                     raise
-                report_skipped(e, skipped)
+                report_skipped(e, skipped_here)
+    close_skips(len(out), str(path), skipped_here, skipped)
     return out
 
 
-def parse_jsonl_line(line: str, file: str, lineno: int) -> Trajectory:
+def _json_or_none(data: bytes) -> object:
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise TraceFormatError(file, f"line {lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _other_format(line: str, text: str, file: str) -> TraceFormatError | None:
+    """When a trace's first record fails: is the file a raw log of another format (one record or the whole text)?"""
+    for obj in (_json_or_none(line.encode()), _json_or_none(text.encode()) if text.lstrip().startswith(("{", "[")) else None):
+        err = files.wrong_format(file, files.TRACE_FORMAT, files.kind_of(obj), "trace")
+        if err:
+            return err
+    return None
+
+
+def parse_jsonl_line(line: str, file: str, lineno: int) -> Trajectory:
+    obj = files.parse_json_line(line, file, lineno)
     if not isinstance(obj, dict):
         raise TraceFormatError(file, f"line {lineno}", "<record>", "a JSON object (one trajectory)", type(obj).__name__)
     try:

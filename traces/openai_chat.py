@@ -16,7 +16,7 @@ completion_tokens_details{reasoning_tokens}}`` (OpenAI convention: completion
 tokens *include* reasoning) and ``timestamp`` (ISO-8601 or Unix seconds) on any
 message.
 
-Mapping is the same as for τ²-Bench (see tau2.py): N parallel calls → N agent
+Mapping is the same as for τ²-Bench (see tau2.py; tool kinds from tool_tags.py): N parallel calls → N agent
 steps sharing ``parallel_group``, completion tokens split by call text length
 with exact totals; a reply is a ``reply`` step. Kinds come from a tag map
 (``{tool: TAG}`` or ``{domain: {tool: TAG}}``, laid over τ²-Bench's own tags, which
@@ -38,16 +38,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
+from . import files
+from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
+from .importing import PendingCalls, Timeline, check_usage, iso_or_unix_time, usage_dips
 from .schema import Actor, StepKind, TokenSource, Trajectory
-from .tau2 import TagMap, merged_tag_map, tool_kind
+from .tool_tags import TagMap, merged_tag_map, tool_kind
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -61,20 +62,6 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content)
-
-
-def _ts(x: Any) -> float | None:
-    if x is None:
-        return None
-    if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return float(x)
-    try:
-        dt = datetime.fromisoformat(str(x))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
 
 
 def _args(fn: dict) -> Any:
@@ -104,29 +91,35 @@ def _validate(msgs: Any, w: _Where) -> list[dict]:
             raise mw.err("<message>", "an object with a 'role'", type(m).__name__)
         if m.get("role") not in _ROLES:
             raise mw.err("role", f"one of {_ROLES}", m.get("role"))
-        for k, tc in enumerate(m.get("tool_calls") or []):
+        tcs = m.get("tool_calls")
+        if tcs is not None and not isinstance(tcs, list):
+            raise mw.err("tool_calls", "a list of tool calls or null", tcs)
+        for k, tc in enumerate(tcs or []):
             fn = tc.get("function") if isinstance(tc, dict) else None
             if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
                 raise mw.err(f"tool_calls[{k}].function.name", "a non-empty tool name", tc)
+            if tc.get("id") is not None and not isinstance(tc["id"], str):
+                raise mw.err(f"tool_calls[{k}].id", "a string call id or null", tc["id"])
         if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
             raise mw.err("tool_call_id", "the id of the assistant tool call this result answers", m.get("tool_call_id"))
-        u = m.get("usage")
-        if u is not None:
-            if not isinstance(u, dict):
-                raise mw.err("usage", "an object with prompt_tokens and completion_tokens", u)
-            for f in ("prompt_tokens", "completion_tokens"):
-                v = u.get(f)
-                if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                    raise mw.err(f"usage.{f}", "a non-negative integer", v)
-            r = (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
-            if r is not None and (not isinstance(r, int) or r < 0 or r > u["completion_tokens"]):
+        if m.get("usage") is not None:
+            u = check_usage(m["usage"], mw.err)
+            d = u.get("completion_tokens_details")
+            if d is not None and not isinstance(d, dict):
+                raise mw.err("usage.completion_tokens_details", "an object or null", d)
+            r = (d or {}).get("reasoning_tokens")
+            if r is not None and (not isinstance(r, int) or isinstance(r, bool) or r < 0 or r > u["completion_tokens"]):
                 raise mw.err("usage.completion_tokens_details.reasoning_tokens",
                              "an integer between 0 and completion_tokens", r)
     return msgs
 
 
+def _reasoning_of(u: dict) -> int | None:
+    return (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
+
+
 def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap, domain: str = "unknown",
-                               task_id: str | None = None) -> Trajectory:
+                               task_id: str | None = None, repairs: list[Repair] | None = None) -> Trajectory:
     """Convert one conversation (a message list or an object with ``messages``)."""
     w = _Where(file, where)
     if isinstance(conv, list):
@@ -148,31 +141,31 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
 
     def visible(m: dict) -> int:
         u = m["usage"]
-        r = (u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-        return u["completion_tokens"] - r
+        return u["completion_tokens"] - (_reasoning_of(u) or 0)
 
-    for a, b in zip(calls, calls[1:]):
+    dips = usage_dips([msgs[a]["usage"]["prompt_tokens"] for a in calls], [visible(msgs[a]) for a in calls], [False] * len(calls))
+    for i, (a, b) in enumerate(zip(calls, calls[1:])):
         between = [j for j in range(a + 1, b) if msgs[j]["role"] in ("user", "tool")]
         if not between or any(msgs[j]["role"] == "assistant" for j in range(a + 1, b)):
             continue
+        if dips[i] or dips[i + 1]:
+            continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
         resid = msgs[b]["usage"]["prompt_tokens"] - msgs[a]["usage"]["prompt_tokens"] - visible(msgs[a])
         if resid >= len(between):
             for j, t in zip(between, split_total(resid, [max(1, est[j]) for j in between])):
                 ctx_tok[j] = t
 
     steps: list[dict] = []
-    call_info: dict[str, tuple[str, int | None]] = {}
+    pending: PendingCalls[tuple[str, int | None]] = PendingCalls.new()  # call id -> (name, group)
     group_counter = 0
-    prev_t: float | None = None
+    clock: Timeline[float] = Timeline(iso_or_unix_time, lambda a, b: b - a, "Unix seconds or an ISO-8601 time")
     sys_est = estimate_text_tokens(compact_json(tools)) if tools else 0
     sys_measured: int | None = None
     ctx_before_first = 0
     for j, m in enumerate(msgs):
-        t = _ts(m.get("timestamp"))
-        gap = None if (t is None or prev_t is None) else max(0.0, t - prev_t)
-        prev_t = t if t is not None else prev_t
         role = m["role"]
         mw = _Where(file, f"{where}, message {j}")
+        gap = clock.gap(m.get("timestamp"), "timestamp", mw.err)
         if role in ("system", "developer"):
             if steps:
                 raise mw.err("role", "system/developer messages only before the first user or assistant message", role)
@@ -183,7 +176,7 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
             content = _text(m.get("content"))
             u = m.get("usage")
             if u:
-                r = (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
+                r = _reasoning_of(u)
                 vis = u["completion_tokens"] - (r or 0)
                 src = TokenSource.MEASURED
                 if sys_measured is None:
@@ -209,10 +202,7 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
                 for k, (tc, vk, rk, lk) in enumerate(zip(tcs, vs, rs, ls)):
                     name = tc["function"]["name"]
                     kind, irrev = tool_kind(name, domain, tags)
-                    cid = tc.get("id") or f"__call_{j}_{k}"
-                    if cid in call_info:
-                        raise mw.err(f"tool_calls[{k}].id", "a call id unique within the conversation", cid)
-                    call_info[cid] = (name, group)
+                    pending.call(tc.get("id") or f"__call_{j}_{k}", (name, group), f"tool_calls[{k}].id", mw.err)
                     steps.append(dict(actor=Actor.AGENT, kind=kind, tool_name=name, irreversible=irrev,
                                       new_context_tokens=vk, output_tokens=vk + (rk or 0), reasoning_tokens=rk,
                                       token_source=src, model_latency_s=lk, parallel_group=group))
@@ -225,10 +215,7 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
             if sys_measured is None:
                 ctx_before_first += tok
         else:  # tool
-            cid = m["tool_call_id"]
-            if cid not in call_info:
-                raise mw.err("tool_call_id", "the id of an earlier assistant tool call", cid)
-            name, group = call_info[cid]
+            name, group = pending.result(m["tool_call_id"], "tool_call_id", mw.err)
             tok, src = (ctx_tok[j], TokenSource.MEASURED) if ctx_tok[j] is not None else (est[j], TokenSource.ESTIMATED)
             steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name, new_context_tokens=tok,
                               token_source=src, tool_latency_s=gap, parallel_group=group))
@@ -236,10 +223,22 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
                 ctx_before_first += tok
     for i, s in enumerate(steps):
         s["index"] = i
+    fixes: list[Repair] = []
     if sys_measured is not None and sys_measured >= 0:
         sys_tok, sys_src = sys_measured, TokenSource.MEASURED
     else:
         sys_tok, sys_src = sys_est, TokenSource.ESTIMATED
+        if sys_measured is not None:
+            fixes.append(Repair(file, f"{where}, message {calls[0]}", (
+                f"usage.prompt_tokens {msgs[calls[0]]['usage']['prompt_tokens']} is smaller than the messages before "
+                f"it ({ctx_before_first} tokens): the system prompt keeps its estimate ({sys_est} tokens)")))
+    for i, dip in enumerate(dips):
+        if dip:
+            a = msgs[calls[i - 1]]
+            fixes.append(Repair(file, f"{where}, message {calls[i]}", (
+                f"usage.prompt_tokens {msgs[calls[i]]['usage']['prompt_tokens']} is below the previous call's prompt + "
+                f"visible completion ({a['usage']['prompt_tokens'] + visible(a)}): the messages on both sides of it "
+                "keep estimated counts")))
     reward = conv.get("reward")
     success = conv.get("success")
     if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
@@ -251,14 +250,19 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
         raise w.err("metadata", "an object", meta)
     meta = {str(k): v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
     meta["importer"] = "openai_chat"
+    if any(dips):
+        meta["usage_dips"] = sum(dips)
     tid = conv.get("task_id") or conv.get("id") or task_id or where
     d = dict(task_id=str(tid), domain=domain, source=f"{Path(file).name}#{where}",
              outcome=dict(reward=None if reward is None else float(reward), success=success),
              system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta)
     try:
-        return Trajectory.model_validate(d)
+        traj = Trajectory.model_validate(d)
     except ValidationError as e:
         raise from_validation_error(file, where, e) from None
+    for r in fixes:
+        report_repair(r, repairs)
+    return traj
 
 
 def _is_single_conversation(obj: Any) -> bool:
@@ -266,54 +270,80 @@ def _is_single_conversation(obj: Any) -> bool:
 
 
 def read_openai_file(path: str | os.PathLike, tags: TagMap, domain: str = "unknown", skip_bad: bool = False,
-                     skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
+                     skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> list[Trajectory]:
+    """Every conversation of one file (at least one must import)."""
     path = str(path)
-    units: list[tuple[str, Any]] = []  # (location, conversation)
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    text = files.read_text(path, files.OPENAI_FORMAT)
+    files.require_content(text, path, files.OPENAI_FORMAT)
+    units: list[tuple[str, Any]] = []  # (location, conversation or the error to report there)
     if Path(path).suffix.lower() in (".jsonl", ".ndjson"):
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        for lineno, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
-                units.append((f"line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as e:  # reported in file order below
-                units.append((f"line {lineno}", TraceFormatError(
-                    path, f"line {lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})")))
+                obj = files.parse_json_line(line, path, lineno)
+            except TraceFormatError as e:  # reported in file order below
+                whole = files.wrong_format(path, files.OPENAI_FORMAT, files.kind_of(_whole(text)), "openai") if lineno == 1 else None
+                if whole:  # a pretty-printed JSON file of another format
+                    raise whole from None
+                obj = e
+            if not units and not isinstance(obj, TraceFormatError):
+                err = files.wrong_format(path, files.OPENAI_FORMAT, files.kind_of(obj), "openai")
+                if err:
+                    raise err
+            units.append((f"line {lineno}", obj))
     else:
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg})") from None
+        obj = files.parse_json(text, path, files.OPENAI_FORMAT, want="openai")
+        err = files.wrong_format(path, files.OPENAI_FORMAT, files.kind_of(obj), "openai")
+        if err:
+            raise err
         if isinstance(obj, dict) or _is_single_conversation(obj):
             units.append(("conversation 0", obj))
         elif isinstance(obj, list):
             units.extend((f"conversation {i}", c) for i, c in enumerate(obj))
         else:
-            raise TraceFormatError(path, "top level", "<json>", "a conversation or a list of conversations")
+            raise TraceFormatError(path, "top level", "<json>", files.OPENAI_FORMAT, found=f"a JSON {type(obj).__name__}")
     out = []
+    skipped_here: list[SkippedRecord] = []
     for where, conv in units:
         try:
             if isinstance(conv, TraceFormatError):
                 raise conv
-            out.append(conversation_to_trajectory(conv, file=path, where=where, tags=tags, domain=domain))
+            out.append(conversation_to_trajectory(conv, file=path, where=where, tags=tags, domain=domain, repairs=repairs))
         except TraceFormatError as e:
             if not skip_bad:
                 raise
-            report_skipped(e, skipped)
+            report_skipped(e, skipped_here)
+    close_skips(len(out), path, skipped_here, skipped, "at least one conversation")
     return out
 
 
+def _whole(text: str) -> Any:
+    """The text as one JSON document, or None (to name a pretty-printed JSON file given as JSONL)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def import_openai(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,
-                  domain: str = "unknown", skip_bad: bool = False,
-                  skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
-    """Import OpenAI-chat logs (JSON or JSONL). ``tag_map``: dict or JSON file of tool tags (unknown → WRITE)."""
+                  domain: str = "unknown", skip_bad: bool = False, skipped: list[SkippedRecord] | None = None,
+                  repairs: list[Repair] | None = None,
+                  progress: Callable[[int], None] | None = None) -> list[Trajectory]:
+    """Import OpenAI-chat logs (JSON or JSONL). ``tag_map``: dict or JSON file of tool tags (unknown → WRITE).
+
+    Every file must yield at least one trajectory (``NoTrajectoriesError`` otherwise); ``repairs``
+    collects the explicit repairs (see importing.py), or they are emitted as warnings. ``progress(1)`` is
+    called after each file.
+    """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     tags = merged_tag_map(tag_map)  # τ²-Bench tags apply when the conversation's domain matches
     out: list[Trajectory] = []
     for p in paths:
-        out.extend(read_openai_file(p, tags, domain=domain, skip_bad=skip_bad, skipped=skipped))
+        out.extend(read_openai_file(p, tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
+        if progress is not None:
+            progress(1)
     return out
 
 

@@ -35,6 +35,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from specagent.common import atomic
 
 from .errors import TraceFormatError, from_validation_error
+from .files import read_text
+from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, MAX_STEP_LATENCY_S, MAX_STEPS
+
+#: Most turns a profile may draw for one task: 100x the longest workloads SPEC §1 names (about 100 turns in
+#: everyday-life services; 30–80 in customer service). The generator's memory grows with the turns it draws,
+#: so an absurd bound (1e9 turns) is refused here rather than discovered as an out-of-memory kill.
+MAX_PROFILE_TURNS = 10_000
+LIMIT_REASONS = {**LIMIT_REASONS, MAX_PROFILE_TURNS: "100x the longest workloads in SPEC §1, about 100 turns"}
 
 #: States of the turn-kind Markov chain (tool results follow calls deterministically).
 EVENT_KINDS: tuple[str, ...] = ("user", "reply", "read", "write", "generic", "think")
@@ -49,7 +57,7 @@ class Dist(BaseModel):
     ends inclusive), ``constant`` (value).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     family: Literal["lognormal", "uniform", "constant"]
     mu: float | None = None
@@ -70,6 +78,8 @@ class Dist(BaseModel):
                 raise ValueError(f"{self.family} distribution needs '{p}'")
         if self.family == "uniform" and self.high < self.low:
             raise ValueError(f"uniform needs low <= high, got {self.low} > {self.high}")
+        if self.family == "uniform" and max(abs(self.low), abs(self.high)) > 1e15:
+            raise ValueError(f"uniform needs low and high within ±1e15 (the random generator's range), got {self.low}, {self.high}")
         if self.hi is not None and self.hi < self.lo:
             raise ValueError(f"clip needs lo <= hi, got {self.lo} > {self.hi}")
         return self
@@ -77,7 +87,7 @@ class Dist(BaseModel):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Draw n values (always consumes the same random stream for the same n)."""
         if self.family == "lognormal":
-            x = rng.lognormal(self.mu, self.sigma, n)
+            x = rng.lognormal(self.mu, abs(self.sigma), n)  # abs: a sigma of -0.0 passes ge=0 but numpy refuses it
         elif self.family == "uniform":
             if self.integer:
                 x = rng.integers(int(round(self.low)), int(round(self.high)) + 1, n).astype(float)
@@ -90,17 +100,47 @@ class Dist(BaseModel):
             return np.rint(x).astype(np.int64)
         return x
 
+    def support(self) -> tuple[float, float]:
+        """Smallest and largest value a draw can take (after clipping; inf when unbounded)."""
+        hi = self.hi if self.hi is not None else np.inf
+
+        def clip(v: float) -> float:
+            return min(max(v, self.lo), hi)
+
+        if self.family == "lognormal":
+            return clip(0.0), clip(np.inf)
+        if self.family == "uniform":
+            return clip(self.low), clip(self.high)
+        return clip(self.value), clip(self.value)
+
+    def check_range(self, where: str, low: float, high: float, integer: bool = False) -> None:
+        """Raise ValueError naming `where` unless every draw lies in [low, high] (and is an integer if asked)."""
+        lo, hi = self.support()
+        if integer and not self.integer:
+            raise ValueError(f"{where}: an integer distribution (integer = true)")
+        if lo < low:
+            raise ValueError(f"{where}: draws of at least {_num(low)} (raise lo, low or value); the smallest draw is {_num(lo)}")
+        if hi > high:
+            why = f" ({LIMIT_REASONS[high]})" if high in LIMIT_REASONS else ""
+            fix = "set hi" if self.family == "lognormal" and self.hi is None else "lower hi, high or value"
+            raise ValueError(f"{where}: draws of at most {_num(high)}{why}; {fix}: the largest draw is {_num(hi)}")
+
     def mean(self) -> float:
         """Mean before clipping/rounding (for reports)."""
         if self.family == "lognormal":
-            return float(np.exp(self.mu + self.sigma**2 / 2))
+            with np.errstate(over="ignore"):
+                return float(np.exp(self.mu + self.sigma**2 / 2))
         if self.family == "uniform":
             return (self.low + self.high) / 2
         return float(self.value)
 
 
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if np.isfinite(x) and float(x).is_integer() else f"{x:g}"
+
+
 class Param(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     value: float
     source: str = Field(min_length=1)
 
@@ -108,7 +148,7 @@ class Param(BaseModel):
 class KindProbs(BaseModel):
     """Probabilities over EVENT_KINDS (missing kinds are 0)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     probs: dict[str, float]
     source: str = Field(min_length=1)
 
@@ -124,7 +164,7 @@ class KindProbs(BaseModel):
 class Transitions(BaseModel):
     """Row-stochastic matrix: matrix[from][to] over EVENT_KINDS."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     matrix: dict[str, dict[str, float]]
     source: str = Field(min_length=1)
 
@@ -154,7 +194,7 @@ def _check_probs(p: dict[str, float], where: str) -> None:
 class Parallel(BaseModel):
     """Per tool-call kind, the probability that a turn holds more than one call; extra calls' count."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     prob: dict[str, float]
     extra_calls: Dist
     source: str = Field(min_length=1)
@@ -203,14 +243,27 @@ class WorkloadProfile(BaseModel):
     def _check(self) -> "WorkloadProfile":
         missing = [k for k in TOKEN_KINDS if k not in self.tokens]
         if missing:
-            raise ValueError(f"tokens needs an entry for every kind; missing {missing}")
+            raise ValueError(f"tokens: an entry for every kind {TOKEN_KINDS}; missing {missing}")
+        unknown = [k for k in self.tokens if k not in TOKEN_KINDS]
+        if unknown:
+            raise ValueError(f"tokens: entries only for the kinds {TOKEN_KINDS}; unknown {unknown}")
         for k in ("user", "tool_result"):
             if self.tokens[k].reasoning is not None:
                 raise ValueError(f"tokens.{k}.reasoning must be absent (only the agent decodes)")
         if not self.turns.integer:
-            raise ValueError("turns must be an integer distribution")
+            raise ValueError("turns: an integer distribution (integer = true)")
         if not 0 <= self.success_rate.value <= 1 or not 0 <= self.irreversible_generic_prob.value <= 1:
-            raise ValueError("success_rate and irreversible_generic_prob must be in [0, 1]")
+            raise ValueError("success_rate: a probability in [0, 1] (and irreversible_generic_prob too)")
+        # every draw must be a value the trace schema accepts (schema.py: sourced limits)
+        self.turns.check_range("turns", 1, MAX_PROFILE_TURNS, integer=True)
+        self.parallel.extra_calls.check_range("parallel.extra_calls", 0, MAX_STEPS, integer=True)
+        self.system_prompt_tokens.check_range("system_prompt_tokens", 0, MAX_CONTEXT_TOKENS, integer=True)
+        for k, spec in self.tokens.items():
+            spec.context.check_range(f"tokens.{k}.context", 0, MAX_CONTEXT_TOKENS, integer=True)
+            if spec.reasoning is not None:
+                spec.reasoning.check_range(f"tokens.{k}.reasoning", 0, MAX_CONTEXT_TOKENS, integer=True)
+        self.tool_latency_s.check_range("tool_latency_s", 0, MAX_STEP_LATENCY_S)
+        self.user_latency_s.check_range("user_latency_s", 0, MAX_STEP_LATENCY_S)
         return self
 
     def to_toml(self) -> str:
@@ -236,7 +289,7 @@ def load_profile(name_or_path: str | os.PathLike) -> WorkloadProfile:
                                     f"shipped: {', '.join(list_profiles())}")
         p = cand
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(p, "a workload profile (TOML)"))
     except tomllib.TOMLDecodeError as e:
         raise TraceFormatError(str(p), "file", "<toml>", f"valid TOML ({e})") from None
     try:

@@ -20,6 +20,22 @@ Token semantics (the simulator's contract):
   (including an exact-total split of one message's usage over its parallel
   calls), ``estimated`` when they come from the text estimator.
 
+Limits (checked here, at the boundary every importer, loader and generator
+passes through, so an impossible count never reaches the simulator):
+
+* ``MAX_CONTEXT_TOKENS`` = 10,485,760 — the largest context window of a public
+  model: Llama 4 Scout's ``max_position_embeddings`` (meta-llama/Llama-4-Scout-17B-16E,
+  config.json ``text_config``; 40× Qwen3.5's 262,144 in SPEC §3). No model call can
+  read or write more, so it bounds every per-step count, the system prompt, the
+  agent context a trajectory builds up (system prompt plus every agent-visible
+  step) and, for each agent step, that context plus the tokens it decodes.
+* ``MAX_STEPS`` = 100,000 steps per trajectory — 500× τ²-Bench's own cap of 200
+  steps per simulation (``info.max_steps`` in the shared results files).
+* ``MAX_STEP_LATENCY_S`` = 604,800 s (one week) per recorded wait — an
+  assumption: the shared τ²-Bench files' longest gap between two messages is
+  105 s; a gap of weeks or years is a clock error (a timestamp from another run
+  or epoch), not a wait to simulate. Latencies must be finite.
+
 Holding rule: ``irreversible`` marks an action the protocol must hold until the
 Strong model has reviewed the segment leading to it. Importers set it on every
 WRITE call and on GENERIC calls that end or hand off the conversation
@@ -30,11 +46,30 @@ WRITE call and on GENERIC calls that end or hand off the conversation
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
+
+#: Largest context window of a public model (Llama 4 Scout, max_position_embeddings); see the module docstring.
+MAX_CONTEXT_TOKENS = 10_485_760
+#: Most steps in one trajectory: 500× τ²-Bench's cap of 200 steps per simulation.
+MAX_STEPS = 100_000
+#: Longest single recorded wait (one week); the shared τ²-Bench files' longest is 105 s.
+MAX_STEP_LATENCY_S = 604_800.0
+
+#: Why each limit holds, for error messages (keyed by the limit's value).
+LIMIT_REASONS: dict[float, str] = {
+    MAX_CONTEXT_TOKENS: "the largest public context window, Llama 4 Scout's 10,485,760 tokens",
+    MAX_STEPS: "500x tau2-bench's cap of 200 steps per simulation",
+    MAX_STEP_LATENCY_S: "one week; a longer gap is a clock error, not a wait",
+}
+
+# strict: a count given as true/false or "12" is malformed input, not 1 or 12
+TokenCount = Annotated[int, Field(ge=0, le=MAX_CONTEXT_TOKENS, strict=True)]
+Latency = Annotated[float, Field(ge=0, le=MAX_STEP_LATENCY_S, allow_inf_nan=False)]
+StepNumber = Annotated[int, Field(ge=0, lt=MAX_STEPS, strict=True)]
 
 
 class StepKind(str, enum.Enum):
@@ -92,9 +127,9 @@ class SpecLabel(BaseModel):
 
     drafted_by: DraftedBy
     verdict: Verdict | None = None
-    verdict_tokens: NonNegativeInt = 0
-    repair_tokens: NonNegativeInt = 0
-    segment: NonNegativeInt = 0
+    verdict_tokens: TokenCount = 0
+    repair_tokens: TokenCount = 0
+    segment: StepNumber = 0
 
 
 class Step(BaseModel):
@@ -102,20 +137,20 @@ class Step(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    index: NonNegativeInt
+    index: StepNumber
     actor: Actor
     kind: StepKind
     tool_name: str | None = None
     irreversible: bool = False
     in_agent_context: bool = True
-    new_context_tokens: NonNegativeInt
-    output_tokens: NonNegativeInt = 0
-    reasoning_tokens: NonNegativeInt | None = None
+    new_context_tokens: TokenCount
+    output_tokens: TokenCount = 0
+    reasoning_tokens: TokenCount | None = None
     token_source: TokenSource = TokenSource.MEASURED
-    model_latency_s: NonNegativeFloat | None = None
-    tool_latency_s: NonNegativeFloat | None = None
-    user_latency_s: NonNegativeFloat | None = None
-    parallel_group: NonNegativeInt | None = None
+    model_latency_s: Latency | None = None
+    tool_latency_s: Latency | None = None
+    user_latency_s: Latency | None = None
+    parallel_group: StepNumber | None = None
     tool_error: bool | None = None
     label: SpecLabel | None = None
 
@@ -161,7 +196,7 @@ class Outcome(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    reward: float | None = None
+    reward: Annotated[float, Field(allow_inf_nan=False)] | None = None
     success: bool | None = None
 
 
@@ -178,16 +213,25 @@ class Trajectory(BaseModel):
     domain: str
     source: str
     outcome: Outcome = Field(default_factory=Outcome)
-    system_prompt_tokens: NonNegativeInt
+    system_prompt_tokens: TokenCount
     system_prompt_source: TokenSource = TokenSource.MEASURED
-    steps: list[Step] = Field(min_length=1)
+    steps: list[Step] = Field(min_length=1, max_length=MAX_STEPS)
     metadata: dict[str, MetaValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _indices(self) -> "Trajectory":
+        ctx = self.system_prompt_tokens
         for i, s in enumerate(self.steps):
             if s.index != i:
                 raise ValueError(f"steps[{i}].index is {s.index}; expected {i} (steps are numbered from 0 in order)")
+            if s.actor == Actor.AGENT and ctx + s.output_tokens > MAX_CONTEXT_TOKENS:
+                raise ValueError(f"steps[{i}]: the context before the step plus its output_tokens at most {MAX_CONTEXT_TOKENS:,} "
+                                 f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); got {ctx:,} + {s.output_tokens:,}")
+            if s.in_agent_context:
+                ctx += s.new_context_tokens
+            if ctx > MAX_CONTEXT_TOKENS:
+                raise ValueError(f"steps[{i}]: an agent context of at most {MAX_CONTEXT_TOKENS:,} tokens "
+                                 f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it reaches {ctx:,} here")
         return self
 
     @property

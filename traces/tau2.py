@@ -11,11 +11,8 @@ What maps to what (one simulation → one Trajectory):
   agent never sees them), and their results → ``tool_result`` steps, also outside
   the agent's context.
 
-Tags: a packaged copy of τ²-Bench's tool tags (traces/data/tool_types.json,
-keyed by domain; user tools under ``<domain>_user``). A tool with no known tag is
-a WRITE (under irreversibility the safe default is to hold it). GENERIC stays
-``generic``; GENERIC tools in ``IRREVERSIBLE_GENERIC`` (``transfer_to_human_agents``,
-which ends the conversation) get ``irreversible=True``, as does every WRITE.
+Tags: τ²-Bench's own READ/WRITE/GENERIC/THINK tags (tool_tags.py, shared with
+the OpenAI-chat importer); a tool with no known tag is a WRITE (held).
 
 Token counts (all from the recorded ``usage``; ``token_source=measured``):
 
@@ -58,21 +55,21 @@ criterion).
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import SkippedRecord, TraceFormatError, from_validation_error, report_skipped
-from .schema import Actor, StepKind, TokenSource, Trajectory
+from . import files
+from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
+from .importing import PendingCalls, Timeline, check_usage, iso_time, usage_dips
+from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, Actor, StepKind, TokenSource, Trajectory
+from .tool_tags import TagMap, default_tag_map, merged_tag_map, tool_kind
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
-
-#: GENERIC tools the protocol treats as irreversible (they end or hand off the conversation).
-IRREVERSIBLE_GENERIC = frozenset({"transfer_to_human_agents"})
 
 #: USD per million tokens (input, output), xAI list prices as used by litellm's
 #: price table (which τ²-Bench uses to fill ``cost``). Check: grok-3 costs in
@@ -89,79 +86,8 @@ MODEL_PRICES: dict[str, tuple[float, float]] = {
 #: completion tokens) over the user-only gaps of the non-reasoning grok-3 files.
 USER_TEMPLATE_TOKENS = 8
 
-_TAG_TO_KIND = {"READ": StepKind.READ, "WRITE": StepKind.WRITE, "GENERIC": StepKind.GENERIC, "THINK": StepKind.THINK}
-
-TagMap = Mapping[str, Mapping[str, str]]
-
-
-def default_tag_map() -> dict[str, dict[str, str]]:
-    """τ²-Bench's own tool tags (packaged copy), keyed by domain."""
-    with resources.files("specagent.traces").joinpath("data/tool_types.json").open(encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def load_tag_map(path: str | os.PathLike) -> dict[str, dict[str, str]]:
-    """Load a user tag map: either ``{domain: {tool: TAG}}`` or flat ``{tool: TAG}`` (applies to all domains)."""
-    with open(path, encoding="utf-8") as fh:
-        try:
-            raw = json.load(fh)
-        except json.JSONDecodeError as e:
-            raise TraceFormatError(str(path), f"line {e.lineno}", "<json>", f"valid JSON ({e.msg})") from None
-    return normalize_tag_map(raw, str(path))
-
-
-def normalize_tag_map(raw: Any, file: str = "<tag map>") -> dict[str, dict[str, str]]:
-    if not isinstance(raw, dict):
-        raise TraceFormatError(file, "top level", "<record>", "a JSON object of tool tags", type(raw).__name__)
-    if all(isinstance(v, str) for v in raw.values()):
-        raw = {"*": raw}
-    out: dict[str, dict[str, str]] = {}
-    for dom, tools in raw.items():
-        if not isinstance(tools, dict):
-            raise TraceFormatError(file, f"domain {dom!r}", dom, "an object {tool: TAG}", type(tools).__name__)
-        for name, tag in tools.items():
-            if str(tag).upper() not in _TAG_TO_KIND:
-                raise TraceFormatError(file, f"domain {dom!r}", name, f"one of {sorted(_TAG_TO_KIND)}", tag)
-        out[dom] = {k: str(v).upper() for k, v in tools.items()}
-    return out
-
-
-def merged_tag_map(tag_map: TagMap | str | os.PathLike | None) -> dict[str, dict[str, str]]:
-    """τ²-Bench's tags with a user map (dict or JSON file) laid over them; a flat user map wins in every domain."""
-    tags: dict[str, dict[str, str]] = default_tag_map()
-    if tag_map is None:
-        return tags
-    user = load_tag_map(tag_map) if isinstance(tag_map, (str, os.PathLike)) else normalize_tag_map(dict(tag_map))
-    for dom, m in user.items():
-        if dom == "*":
-            for dm in tags.values():
-                dm.update({k: v for k, v in m.items() if k in dm})
-        tags.setdefault(dom, {}).update(m)
-    return tags
-
-
-def tool_kind(name: str, domain: str, tags: TagMap, user_side: bool = False) -> tuple[StepKind, bool]:
-    """(kind, irreversible) for a tool; unknown tools are WRITE (held)."""
-    dom = f"{domain}_user" if user_side else domain
-    tag = tags.get(dom, {}).get(name) or tags.get("*", {}).get(name)
-    kind = _TAG_TO_KIND[tag] if tag else StepKind.WRITE
-    irreversible = kind == StepKind.WRITE or (kind == StepKind.GENERIC and name in IRREVERSIBLE_GENERIC)
-    return kind, irreversible
-
-
-def _ts(x: Any) -> datetime | None:
-    if not x:
-        return None
-    try:
-        return datetime.fromisoformat(str(x))
-    except ValueError:
-        return None
-
-
-def _gap(a: datetime | None, b: datetime | None) -> float | None:
-    if a is None or b is None:
-        return None
-    return max(0.0, (b - a).total_seconds())
+def _gap_s(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds()
 
 
 def _reasoning(msg: dict, model: str) -> int | None:
@@ -183,6 +109,15 @@ class _Ctx:
         return TraceFormatError(self.file, self.where, field, expected, got)
 
 
+def _check_usage(m: dict, mc: _Ctx) -> None:
+    if m.get("usage") is None:
+        return
+    check_usage(m["usage"], mc.err)
+    cost = m.get("cost")
+    if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool) or not math.isfinite(cost) or cost < 0):
+        raise mc.err("cost", "a non-negative number of USD or null", cost)
+
+
 def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
     msgs = sim.get("messages")
     if not isinstance(msgs, list) or not msgs:
@@ -194,11 +129,11 @@ def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
         role = m.get("role")
         if role not in ("assistant", "user", "tool"):
             raise mc.err("role", "'assistant', 'user' or 'tool'", role)
+        if m.get("content") is not None and not isinstance(m.get("content"), str):
+            raise mc.err("content", "a string or null", m.get("content"))
         if role == "tool":
             if not isinstance(m.get("id"), str):
                 raise mc.err("id", "the id of the tool call this result answers", m.get("id"))
-            if m.get("content") is not None and not isinstance(m.get("content"), str):
-                raise mc.err("content", "a string or null", m.get("content"))
         else:
             tcs = m.get("tool_calls")
             if tcs is not None and not isinstance(tcs, list):
@@ -208,12 +143,7 @@ def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
                     raise mc.err(f"tool_calls[{k}].name", "a non-empty tool name", tc)
                 if not isinstance(tc.get("id"), str):
                     raise mc.err(f"tool_calls[{k}].id", "a string call id", tc.get("id"))
-            u = m.get("usage")
-            if u is not None:
-                for f in ("completion_tokens", "prompt_tokens"):
-                    v = u.get(f) if isinstance(u, dict) else None
-                    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                        raise mc.err(f"usage.{f}", "a non-negative integer", v)
+            _check_usage(m, mc)
     return msgs
 
 
@@ -225,7 +155,7 @@ def _agent_visible(m: dict) -> bool:
 
 
 def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags: TagMap, file: str,
-                             sim_index: int, reasoning_retained: bool) -> Trajectory:
+                             sim_index: int, reasoning_retained: bool, repairs: list[Repair] | None = None) -> Trajectory:
     """Convert one τ²-Bench simulation (already parsed JSON) into a Trajectory."""
     sid = sim.get("id")
     ctx = _Ctx(file, f"simulation {sim_index} (id={sid!r})")
@@ -236,10 +166,17 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
     ctx_tokens: list[int | None] = [None] * n  # tokens added to agent context by message j
     measured = [False] * n
     calls_idx = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and m.get("usage")]
-    for a, b in zip(calls_idx, calls_idx[1:]):
+    user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls_idx, calls_idx[1:])]
+    # a reasoning model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
+    dips = usage_dips([msgs[a]["usage"]["prompt_tokens"] for a in calls_idx],
+                      [msgs[a]["usage"]["completion_tokens"] for a in calls_idx],
+                      [reasoning_retained and u for u in user_gap])
+    for i, (a, b) in enumerate(zip(calls_idx, calls_idx[1:])):
         visible = [j for j in range(a + 1, b) if _agent_visible(msgs[j])]
         if not visible:
             continue
+        if dips[i] or dips[i + 1]:
+            continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
         has_user = any(msgs[j]["role"] == "user" for j in visible)
         if has_user and reasoning_retained:
             continue  # retained reasoning is dropped at a user turn: the residual is not the messages' size
@@ -255,17 +192,16 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
 
     # ---- build steps ----
     steps: list[dict] = []
-    call_pos: dict[str, tuple[int, str, int | None, bool]] = {}  # call id -> (step idx, name, group, user_side)
+    calls: PendingCalls[tuple[str, int | None, bool]] = PendingCalls.new()  # call id -> (name, group, user_side)
     group_counter = 0
-    prev_ts = _ts(sim.get("start_time"))
+    clock: Timeline[datetime] = Timeline(iso_time, _gap_s, "an ISO-8601 time (e.g. 2025-06-01T12:00:00.123456)")
+    clock.gap(sim.get("start_time"), "start_time", ctx.err)
     first_call_prompt: int | None = None
     ctx_before_first_call = 0
     for j, m in enumerate(msgs):
-        ts = _ts(m.get("timestamp"))
-        gap = _gap(prev_ts, ts)
-        prev_ts = ts or prev_ts
         role = m["role"]
         mc = _Ctx(file, f"{ctx.where}, message {j}")
+        gap = clock.gap(m.get("timestamp"), "timestamp", mc.err)
         if role == "assistant":
             usage = m.get("usage")
             tcs = m.get("tool_calls") or []
@@ -273,6 +209,10 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
             if usage:
                 c = int(usage["completion_tokens"])
                 r = _reasoning(m, model)
+                if r is not None and r > MAX_CONTEXT_TOKENS:
+                    raise mc.err("cost", f"a cost implying at most {MAX_CONTEXT_TOKENS:,} hidden reasoning tokens at "
+                                         f"{model}'s list prices ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it implies {r:,}",
+                                 m.get("cost"))
                 src = TokenSource.MEASURED
                 lat = gap
                 if first_call_prompt is None:
@@ -300,9 +240,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
                     group_counter += 1
                 for t, ck, rk, lk in zip(tcs, cs, rs, lats):
                     kind, irrev = tool_kind(t["name"], domain, tags)
-                    if t["id"] in call_pos:
-                        raise mc.err("tool_calls.id", "a call id unique within the simulation", t["id"])
-                    call_pos[t["id"]] = (len(steps), t["name"], group, False)
+                    calls.call(t["id"], (t["name"], group, False), "tool_calls.id", mc.err)
                     steps.append(dict(
                         actor=Actor.AGENT, kind=kind, tool_name=t["name"], irreversible=irrev,
                         new_context_tokens=ck, output_tokens=(ck + (rk or 0)) if usage else 0,
@@ -318,9 +256,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
             lats = split_float(gap, [1] * len(tcs)) if gap is not None else [None] * len(tcs)
             for t, lk in zip(tcs, lats):
                 kind, irrev = tool_kind(t["name"], domain, tags, user_side=True)
-                if t["id"] in call_pos:
-                    raise mc.err("tool_calls.id", "a call id unique within the simulation", t["id"])
-                call_pos[t["id"]] = (len(steps), t["name"], group, True)
+                calls.call(t["id"], (t["name"], group, True), "tool_calls.id", mc.err)
                 steps.append(dict(
                     actor=Actor.USER, kind=kind, tool_name=t["name"], irreversible=irrev,
                     in_agent_context=False, new_context_tokens=0, output_tokens=0,
@@ -339,10 +275,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
             if first_call_prompt is None:
                 ctx_before_first_call += tok
         else:  # tool result
-            cid = m["id"]
-            if cid not in call_pos:
-                raise mc.err("id", "the id of an earlier tool call", cid)
-            _, name, group, user_side = call_pos[cid]
+            name, group, user_side = calls.result(m["id"], "id", mc.err)
             if user_side:
                 tok, src, inctx = 0, TokenSource.MEASURED, False
             else:
@@ -363,14 +296,19 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
     for i, s in enumerate(steps):
         s["index"] = i
     if first_call_prompt is not None:
-        sys_tok = max(0, first_call_prompt - ctx_before_first_call)
+        sys_tok = first_call_prompt - ctx_before_first_call
+        if sys_tok < 0:
+            raise ctx.err("usage.prompt_tokens", f"the first call's prompt to hold the {ctx_before_first_call} tokens "
+                                                 "of the messages before it", first_call_prompt)
         sys_src = TokenSource.MEASURED
     else:
         sys_tok, sys_src = 0, TokenSource.ESTIMATED
     ri = sim.get("reward_info") or {}
     reward = ri.get("reward") if isinstance(ri, dict) else None
-    if reward is not None and not isinstance(reward, (int, float)):
+    if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
         raise ctx.err("reward_info.reward", "a number or null", reward)
+    if not isinstance(sim.get("task_id"), (str, int)) or isinstance(sim.get("task_id"), bool):
+        raise ctx.err("task_id", "the task's id (a string)", sim.get("task_id"))
     meta = {
         "simulation_id": sid, "trial": sim.get("trial"), "seed": sim.get("seed"),
         "termination_reason": sim.get("termination_reason"), "duration_s": sim.get("duration"),
@@ -379,6 +317,8 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
         "start_time": sim.get("start_time"), "importer": "tau2",
     }
     meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    if any(dips):
+        meta["usage_dips"] = sum(dips)
     d = dict(
         task_id=str(sim.get("task_id")), domain=domain, source=f"{Path(file).name}#simulation={sid}",
         outcome=dict(reward=None if reward is None else float(reward),
@@ -386,17 +326,29 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
         system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta,
     )
     try:
-        return Trajectory.model_validate(d)
+        traj = Trajectory.model_validate(d)
     except ValidationError as e:
         raise from_validation_error(file, ctx.where, e) from None
+    for i, dip in enumerate(dips):
+        if dip:
+            a, b = msgs[calls_idx[i - 1]]["usage"], msgs[calls_idx[i]]["usage"]
+            report_repair(Repair(file, f"{ctx.where}, message {calls_idx[i]}", (
+                f"usage.prompt_tokens {b['prompt_tokens']} is below the previous call's prompt + completion "
+                f"({a['prompt_tokens'] + a['completion_tokens']}): the messages on both sides of it keep estimated counts")),
+                repairs)
+    return traj
 
 
-def _detect_retention(sims: list[dict], model: str) -> bool:
-    """Does the model keep its hidden reasoning in the prompt within a tool loop? Majority vote over the data."""
+def _detect_retention(sims: list[Any], model: str) -> bool:
+    """Does the model keep its hidden reasoning in the prompt within a tool loop? Majority vote over the data
+    (simulations that do not validate take no part; they fail, or are skipped, on their own)."""
     yes = no = 0
-    for sim in sims:
-        msgs = sim.get("messages") or []
-        calls = [j for j, m in enumerate(msgs) if isinstance(m, dict) and m.get("role") == "assistant" and m.get("usage")]
+    for i, sim in enumerate(sims):
+        try:
+            msgs = _check_messages(sim, _Ctx("", "")) if isinstance(sim, dict) else []
+        except TraceFormatError:
+            continue
+        calls = [j for j, m in enumerate(msgs) if m.get("role") == "assistant" and m.get("usage")]
         for a, b in zip(calls, calls[1:]):
             if not all(msgs[j].get("role") == "tool" for j in range(a + 1, b)) or b == a + 1:
                 continue
@@ -411,46 +363,67 @@ def _detect_retention(sims: list[dict], model: str) -> bool:
     return yes > no
 
 
+def _info_str(info: dict, path: str, key: str, sub: str) -> str | None:
+    v = (info.get(key) or {}) if isinstance(info, dict) else {}
+    v = v.get(sub) if isinstance(v, dict) else None
+    if v is not None and not isinstance(v, str):
+        raise TraceFormatError(path, "info", f"info.{key}.{sub}", "a string or null", v)
+    return v or None
+
+
 def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad: bool = False,
-                   skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
-    """Import every simulation of one τ²-Bench results file."""
+                   skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> list[Trajectory]:
+    """Import every simulation of one τ²-Bench results file (at least one must import)."""
     path = str(path)
     tags = tags if tags is not None else default_tag_map()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as e:
-        raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+    text = files.read_text(path, files.TAU2_FORMAT)
+    files.require_content(text, path, files.TAU2_FORMAT)
+    data = files.parse_json(text, path, files.TAU2_FORMAT, want="tau2")
     if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
-        raise TraceFormatError(path, "top level", "simulations", "a τ²-Bench results object with a 'simulations' list")
+        raise (files.wrong_format(path, files.TAU2_FORMAT, files.kind_of(data), "tau2")
+               or TraceFormatError(path, "top level", "simulations", files.TAU2_FORMAT,
+                                   found=f"a JSON {type(data).__name__} without a 'simulations' list"))
     info = data.get("info") or {}
-    domain = ((info.get("environment_info") or {}).get("domain_name")) or Path(path).name.split("__")[0]
-    model = ((info.get("agent_info") or {}).get("llm")) or None
+    if not isinstance(info, dict):
+        raise TraceFormatError(path, "top level", "info", "an object or null", type(info).__name__)
+    domain = _info_str(info, path, "environment_info", "domain_name") or Path(path).name.split("__")[0]
+    model = _info_str(info, path, "agent_info", "llm")
     sims = data["simulations"]
-    retained = _detect_retention([s for s in sims if isinstance(s, dict)], model or "")
+    retained = _detect_retention(sims, model or "")
     out: list[Trajectory] = []
+    skipped_here: list[SkippedRecord] = []
     for i, sim in enumerate(sims):
         try:
             if not isinstance(sim, dict):
                 raise TraceFormatError(path, f"simulation {i}", "<simulation>", "an object", type(sim).__name__)
             out.append(simulation_to_trajectory(sim, domain=domain, model=model, tags=tags, file=path,
-                                                sim_index=i, reasoning_retained=retained))
+                                                sim_index=i, reasoning_retained=retained, repairs=repairs))
         except TraceFormatError as e:
             if not skip_bad:
                 raise
-            report_skipped(e, skipped)
+            report_skipped(e, skipped_here)
+    close_skips(len(out), path, skipped_here, skipped, "at least one simulation")
     return out
 
 
 def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,
-                skip_bad: bool = False, skipped: list[SkippedRecord] | None = None) -> list[Trajectory]:
-    """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file; merged over the defaults."""
+                skip_bad: bool = False, skipped: list[SkippedRecord] | None = None,
+                repairs: list[Repair] | None = None,
+                progress: Callable[[int], None] | None = None) -> list[Trajectory]:
+    """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file; merged over the defaults.
+
+    Every file must yield at least one trajectory (``NoTrajectoriesError`` otherwise, also when
+    ``skip_bad`` left out all of a file's simulations); ``repairs`` collects the explicit repairs
+    (see importing.py), or they are emitted as warnings. ``progress(1)`` is called after each file.
+    """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     tags = merged_tag_map(tag_map)
     out: list[Trajectory] = []
     for p in paths:
-        out.extend(read_tau2_file(p, tags, skip_bad=skip_bad, skipped=skipped))
+        out.extend(read_tau2_file(p, tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
+        if progress is not None:
+            progress(1)
     return out
 
 

@@ -173,12 +173,22 @@ def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    t = Table(title="Shipped model specs (text model, MTP head excluded)")
-    for col in ("model", "type", "layers (lin/full)", "total B", "active B", "KV KiB/token (bf16)", "state MB/seq"):
-        t.add_column(col, justify="left" if col in ("model", "type") else "right")
-    for r in rows:
-        t.add_row(r["model"], r["type"], f"{r['layers']} ({r['linear']}/{r['full']})", f"{r['total_b']:.3f}", f"{r['active_b']:.3f}",
-                  f"{r['kv_kib_per_token']:.1f}", f"{r['state_mb']:.1f}")
+    # the name is what a user types: never cut (no_wrap at its full width); figures never cut either
+    orgs = sorted({r["model"].split("/", 1)[0] for r in rows})
+    t = Table(title="Shipped model specs (text model, MTP head excluded)", show_edge=False, pad_edge=False,
+              caption=f"model: the name to pass as --model / --weak-model / --strong-model (the full id "
+                      f"{' or '.join(o + '/<model>' for o in orgs)} works too); lin/full: linear/full-attention layers; "
+                      "total/act.: parameters in billions (all / active per token); KV cache per token (bf16); "
+                      "Gated DeltaNet state per sequence")
+    names = [r["model"].split("/", 1)[1] for r in rows]
+    t.add_column("model", no_wrap=True, min_width=max(len(n) for n in names))
+    t.add_column("type", overflow="fold")
+    cells = [(f"{r['linear']}/{r['full']}", f"{r['total_b']:.2f}", f"{r['active_b']:.2f}", f"{r['kv_kib_per_token']:.0f}",
+              f"{r['state_mb']:.1f}") for r in rows]
+    for i, col in enumerate(("lin/\nfull", "total\nB", "act.\nB", "KV\nKiB", "state\nMB")):
+        t.add_column(col, justify="right", no_wrap=True, min_width=max(len(c[i]) for c in cells))
+    for name, r, c in zip(names, rows, cells):
+        t.add_row(name, r["type"], *c)
     console.print(t)
 
 

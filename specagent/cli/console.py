@@ -10,5 +10,6 @@ from rich.markup import escape
 
 
 def fail(msg: object) -> NoReturn:
+    # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
     raise typer.Exit(code=2)

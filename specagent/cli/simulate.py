@@ -18,6 +18,7 @@ from rich.table import Table
 
 from specagent.cli.console import fail
 from specagent.cli.options import resolve, scenario_options
+from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.reports.html import write_report
 from specagent.simulator.predictor import validate_predictor
@@ -25,6 +26,7 @@ from specagent.simulator.run import predict as run_predict
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies import STRATEGY_NAMES
+from specagent.simulator.synthetic import simulate_synthetic, totals_of
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 
 console = Console()
@@ -34,10 +36,14 @@ predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdi
 O = typer.Option
 
 
-def load_workload(scenario: Scenario):
+def load_workload(scenario: Scenario, show: bool = True):
     """The scenario's trajectories, where they came from, and their short name; a failure names the flag."""
+    w = scenario.workload
+    p = Path(w.trace) if w.trace is not None else default_workload_path()
+    size = p.stat().st_size if w.synthetic is None and p.is_file() else 0
     try:
-        return scenario.load_workload()
+        with progress_bar(size, f"reading {p.name}", show=show and size > 0) as advance:
+            return scenario.load_workload(progress=advance)
     except ScenarioError as exc:
         fail(f"{'--synthetic' if exc.where == 'workload.synthetic' else '--trace'}: {exc}")
 
@@ -171,23 +177,32 @@ def simulate_cmd(
         scenario = scenario.replace(strategies=(strategy,))
     except ScenarioError as exc:
         fail(f"STRATEGY: {exc}")
-    trajs, path, name = load_workload(scenario)
     setting = resolve(scenario)
+    w = scenario.workload
     try:
-        frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.engine, scenario.k, scenario.review)
+        if w.synthetic is not None:
+            try:
+                prof = scenario.synthetic_profile()
+            except ScenarioError as exc:
+                fail(f"--synthetic: {exc}")
+            path = name = scenario.synthetic_name(prof)
+            with progress_bar(w.trajectories, f"simulating {w.trajectories:,} synthetic trajectories", show=not as_json) as advance:
+                run = simulate_synthetic(prof, w.trajectories, scenario.seed, strategy, setting, scenario.acceptance,
+                                         scenario.engine, scenario.k, scenario.review, out=out, progress=advance)
+            label, n_traj, totals = run.label, run.n_traj, run.totals
+        else:
+            trajs, path, name = load_workload(scenario, show=not as_json)
+            frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.engine, scenario.k, scenario.review)
+            if out:
+                atomic.write_parquet(out, frame)
+            label, n_traj, totals = frame["label"].iloc[0], len(frame), totals_of(frame)
     except ValueError as exc:
         fail(str(exc))
-    if out:
-        atomic.write_parquet(out, frame)
-    cols = ["weak_flops", "strong_flops", "weak_bytes_read", "strong_bytes_read", "weak_prefill_tokens", "weak_decode_tokens",
-            "strong_prefill_tokens", "strong_decode_tokens", "weak_calls", "strong_calls", "reviews", "rejections", "repairs",
-            "wall_time_s", "api_usd"]
-    totals = {c: float(frame[c].sum()) for c in cols}
     if as_json:
         print(json.dumps({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
                           "scenario": scenario.to_dict()}, indent=2))
         return
-    t = Table(title=f"{frame['label'].iloc[0]} — {len(frame):,} trajectories from {name} [{scenario.weight_mode}, {scenario.engine}]")
+    t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.engine}]")
     t.add_column("total")
     t.add_column("value", justify="right")
     for c, v in totals.items():

@@ -8,16 +8,17 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specagent.cli.console import fail
-from specagent.traces.errors import SkippedRecord, TraceFormatError
+from specagent.cli.progress import progress_bar
+from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
-from specagent.traces.io import load_trajectories, save_frame, save_trajectories
+from specagent.traces.io import load_trajectories, save_synthetic, save_trajectories
 from specagent.traces.openai_chat import import_openai
 from specagent.traces.profile import list_profiles, load_profile, save_profile
 from specagent.traces.stats import trace_stats
-from specagent.traces.synth import synthesize, synthesize_frame
 from specagent.traces.tau2 import import_tau2
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
@@ -28,12 +29,16 @@ import_app = typer.Typer(help="Import recorded agent runs into the trace schema 
 app.add_typer(import_app, name="import")
 
 
-def _report_skips(skipped: list[SkippedRecord]) -> None:
-    err = Console(stderr=True)
-    for s in skipped:
-        err.print(f"[yellow]{s}[/yellow]")
+def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = None) -> None:
+    """Every skipped record and every repair, one line each, then the counts (stderr)."""
+    err = Console(stderr=True, highlight=False)
+    for s in [*skipped, *(repairs or [])]:
+        err.print(f"[yellow]{escape(str(s))}[/yellow]")
     if skipped:
         err.print(f"[yellow]{len(skipped)} record(s) skipped[/yellow]")
+    if repairs:
+        err.print(f"[yellow]{len(repairs)} repair(s): counts that could not be trusted keep their estimates "
+                  "(token_source=estimated)[/yellow]")
 
 
 OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per step).")]
@@ -46,12 +51,14 @@ def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench
                     out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None) -> None:
     """Import τ²-Bench results: measured tokens from usage, latencies from timestamps, reward."""
     skipped: list[SkippedRecord] = []
+    repairs: list[Repair] = []
     try:
-        trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped)
+        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
+            trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs, progress=advance)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
-    _report_skips(skipped)
+    _report_skips(skipped, repairs)
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
 
@@ -61,13 +68,23 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
                       domain: Annotated[str, typer.Option(help="Domain for conversations that do not name one.")] = "unknown") -> None:
     """Import OpenAI-chat message lists; counts without usage are estimated (marked `estimated`)."""
     skipped: list[SkippedRecord] = []
+    repairs: list[Repair] = []
     try:
-        trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped)
+        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
+            trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs,
+                                  progress=advance)
         save_trajectories(trajs, out)
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
-    _report_skips(skipped)
+    _report_skips(skipped, repairs)
     Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+
+
+def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | None = None, show: bool = True):
+    """load_trajectories with a progress bar (stderr, terminals only)."""
+    size = file.stat().st_size if file.is_file() else 0
+    with progress_bar(size, f"reading {file.name}", show=show) as advance:
+        return load_trajectories(file, skip_bad=skip_bad, skipped=skipped, progress=advance)
 
 
 def _fmt(d: dict, key: str = "mean") -> str:
@@ -81,7 +98,7 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
     """Steps per task, read/write/reply mix, tokens per kind, latencies and success of a trace file."""
     skipped: list[SkippedRecord] = []
     try:
-        trajs = load_trajectories(file, skip_bad=skip_bad, skipped=skipped)
+        trajs = _load(file, skip_bad, skipped, show=not as_json)
         s = trace_stats(trajs)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
@@ -118,7 +135,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         name: Annotated[str, typer.Option(help="Profile name.")] = "fitted") -> None:
     """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
     try:
-        trajs = [t for f in files for t in load_trajectories(f)]
+        trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
         save_profile(prof, out)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
@@ -134,14 +151,8 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
     """Generate synthetic trajectories from a workload profile."""
     try:
         prof = load_profile(profile)
-        if out.suffix.lower() in (".parquet", ".pq"):
-            df = synthesize_frame(prof, n, seed)
-            save_frame(df, out)
-            steps = len(df)
-        else:
-            trajs = synthesize(prof, n, seed)
-            save_trajectories(trajs, out)
-            steps = sum(len(t.steps) for t in trajs)
+        with progress_bar(n, f"generating {n:,} trajectories") as advance:
+            steps = save_synthetic(prof, n, seed, out, progress=advance)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
     Console().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")
@@ -158,9 +169,13 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    t = Table(title="shipped workload profiles")
-    for col in ("name", "domain", "mean turns", "description", "source"):
-        t.add_column(col)
+    # the name is what a user types (--profile): never cut; the prose columns wrap instead
+    t = Table(title="shipped workload profiles (--profile NAME)", show_edge=False, pad_edge=False,
+              caption="sources: `specagent traces profiles --json`, or the TOML files in traces/data/profiles/")
+    t.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
+    t.add_column("domain", overflow="fold")
+    t.add_column("mean turns", justify="right")
+    t.add_column("description", overflow="fold", ratio=1)
     for r in rows:
-        t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"], r["source"])
+        t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"])
     Console().print(t)
