@@ -309,7 +309,7 @@ def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") ->
         name=name or str(cfg.get("_name_or_path", "") or path),
         model_type=model_type,
         hidden=hidden,
-        vocab=int(_get(text, "vocab_size", path, cfg.get("vocab_size"))),
+        vocab=int(_get(text, "vocab_size", path, cfg["vocab_size"] if cfg.get("vocab_size") is not None else ...)),
         layer_kinds=kinds,
         ffn_kinds=ffn_kinds,
         dense_intermediate=dense_i,

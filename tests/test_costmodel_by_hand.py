@@ -110,6 +110,8 @@ def test_397b_passes_component_by_component():
     assert p.memory_s == pytest.approx(total / (8 * 4.0e12 * 0.72), rel=1e-12)
     frame = p.to_frame()
     assert list(frame["bound"]) == ["compute" if b else "memory" for b in p.compute_bound]
+    mixed = estimate(dep, Passes.uniform([1, 8192], [0, 0], 1)).to_frame()
+    assert list(mixed["bound"]) == ["memory", "compute"]
     for col, arr in (("flops", p.total_flops), ("bytes_read", p.total_bytes_read), ("bytes_written", p.total_bytes_written),
                      ("comm_bytes", p.comm_bytes), ("experts_touched", p.experts_touched), ("compute_s", p.compute_s),
                      ("memory_s", p.memory_s), ("comm_s", p.comm_s), ("overhead_s", p.overhead_s), ("time_s", p.time_s),
@@ -120,6 +122,12 @@ def test_397b_passes_component_by_component():
 def test_single_gpu_has_no_communication_and_attention_runs_in_the_activation_dtype():
     one = estimate(Deployment(Q4, H20), Passes.uniform(512, 0, 1))
     assert one.comm_bytes[0] == 0 and one.comm_s[0] == 0
+    two = estimate(Deployment(Q4, H20, gpus=2), Passes.uniform(512, 0, 1))  # ring all-reduce, 2 per layer: 2(g-1)/g = 1
+    assert two.comm_bytes[0] == 2 * 36 * 1.0 * 512 * 2560 * 2 and two.comm_s[0] == pytest.approx(two.comm_bytes[0] / 450e9, rel=1e-12)
+    a100 = load_hardware("a100")  # no fp8 peak: fp8 activations run attention at the bf16 peak
+    p8 = estimate(Deployment(Q4, a100, activation_dtype="fp8"), Passes.uniform(512, 0, 1))
+    g8, a8 = p8.flops["dense"] + p8.flops["lm_head"], p8.flops["attention"]
+    assert p8.compute_s[0] == pytest.approx((g8[0] + a8[0]) / (312e12 * float(a100.prefill_mfu.value)), rel=1e-12)
     # a profile without fp8 peaks: attention in bf16 even with fp8 activations requested nowhere; fp32 activations use fp32 peak
     hw = dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "fp32": Sourced(37.0, "test")})
     p = estimate(Deployment(Q4, hw, activation_dtype="fp32"), Passes.uniform(512, 0, 1))
@@ -133,10 +141,13 @@ def test_phase_wrappers_pass_weight_mode_and_batch():
     dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
     for mode in ("union", "active"):
         assert decode(dep, 500, 4, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 4), mode).total_bytes_read[0]
-        assert repair(dep, 500, weight_mode=mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 1), mode).total_bytes_read[0]
+        assert repair(dep, 500, 4, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 4), mode).total_bytes_read[0]
+        assert estimate(dep, Passes.uniform(1, 500, 4), mode).weight_mode == mode
         assert prefill(dep, 300, 7, 2, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(300, 7, 2), mode).total_bytes_read[0]
         assert verify(dep, 40, 900, weight_mode=mode).total_bytes_read[0] == estimate(dep, Passes.uniform(40, 900, 1), mode).total_bytes_read[0]
     assert prefill(dep, 300).time_s[0] == estimate(dep, Passes.uniform(300, 0, 1)).time_s[0]  # context 0, batch 1 by default
+    assert repair(dep, 500).time_s[0] == decode(dep, 500).time_s[0] == estimate(dep, Passes.uniform(1, 500, 1)).time_s[0]
+    assert decode(dep, 500, 4).bytes_read["expert_weights"][0] > decode(dep, 500, 4, "active").bytes_read["expert_weights"][0]
     # "active" reads top-k experts only: at 300 tokens union reads far more
     assert prefill(dep, 300, weight_mode="active").bytes_read["expert_weights"][0] == pytest.approx(EXPERT * 60 * 10, rel=1e-12)
 
@@ -163,6 +174,7 @@ def test_decode_run_time_includes_communication_and_overhead_per_step():
     assert tot["time_s"] == pytest.approx(steps.time_s.sum(), rel=1e-12)
     assert tot["read_expert_weights"] == pytest.approx(50 * EXPERT * 60 * 10, rel=1e-12)  # "active" reached the run
     assert tot["comm_bytes"] == pytest.approx(steps.comm_bytes.sum(), rel=1e-12) and steps.comm_bytes[0] > 0
+    assert DecodeRun(dep).totals(2000, 50)["time_s"] == pytest.approx(tot["time_s"], rel=1e-12)  # union by default (= active at batch 1)
 
 
 # ------------------------------------------------------------------ Passes: construction and validation
@@ -175,6 +187,7 @@ def test_passes_aggregate_sequences():
     u = Passes.uniform(3)
     assert (u.tokens[0], u.seqs[0], u.kv_read_tokens[0]) == (3, 1, 3)  # context 0, batch 1 by default
     assert Passes.uniform([2], [0], [1]).state_touches.tolist() == [2]  # 2 new tokens: one chunk + the state read
+    assert Passes.from_sequences([2, 1], [0, 0], [0, 1]).state_touches.tolist() == [2, 1]
     both = Passes.concat([u, p])
     assert both.tokens.tolist() == [3, 4, 200] and both.seqs.tolist() == [1, 2, 1] and both.logits.tolist() == [1, 2, 1]
     b = Passes.from_batches([[(5, 7)], [(1, 0), (1, 3)]])
@@ -241,16 +254,29 @@ def test_max_sequences_edges():
 
 def test_check_fit_message_and_figures():
     dep = Deployment(Q397, H20, gpus=8, weight_dtype="bf16")
-    need = dep.memory_needed(2, 10_000)
+    need = dep.memory_needed(100, 100_000)
     with pytest.raises(DeploymentDoesNotFit) as e:
-        dep.check_fit(2, 10_000)
-    g = math.ceil(need / (96e9 * 0.9))
+        dep.check_fit(100, 100_000)
+    g = math.ceil(need / (96e9 * 0.9))  # the KV of 100 x 100k tokens (307 GB) counts too
+    assert g > math.ceil(dep.memory_needed(100, 0) / (96e9 * 0.9))
     assert e.value.need_bytes == need and e.value.have_bytes == 8 * 96e9 * 0.9 and e.value.min_gpus == g
     assert str(e.value) == (
         f"Qwen/Qwen3.5-397B-A17B in bf16 on 8x NVIDIA H20 does not fit: needs {need / 1e9:,.1f} GB (weights "
-        f"{dep.weight_bytes() / 1e9:,.1f} GB + 2 sequence(s) x 10,000 tokens of KV/state) but 8 GPU(s) x 96 GB x 0.90 usable = "
+        f"{dep.weight_bytes() / 1e9:,.1f} GB + 100 sequence(s) x 100,000 tokens of KV/state) but 8 GPU(s) x 96 GB x 0.90 usable = "
         f"{8 * 96 * 0.9:,.1f} GB; it would fit on {g} GPU(s) (or use a smaller weight dtype, e.g. --weight-dtype fp8)"
     )
+    # defaults: one sequence at context 0 (weights + one recurrent state), judged against a budget of 1.5 states
+    m = load_model_spec("qwen3.5-4b")
+    w, state, kv = 4_205_751_296 * 2, Deployment(m, H20).state_bytes_per_sequence(), Deployment(m, H20).kv_bytes_per_token()
+    snug = Deployment(m, H20, memory_utilization=(w + 1.5 * state) / 96e9)
+    snug.check_fit()  # 1 sequence, context 0: fits
+    assert snug.min_gpus() == 1
+    with pytest.raises(DeploymentDoesNotFit):
+        snug.check_fit(2, 0)
+    tight = Deployment(m, H20, memory_utilization=(w + state + 0.5 * kv) / 96e9)
+    tight.check_fit()  # context 0 by default
+    with pytest.raises(DeploymentDoesNotFit):
+        tight.check_fit(1, 1)
     fits = Deployment(Q4, H20, memory_utilization=(Q4.param_counts().total * 2 + 1) / 96e9)
     fits.check_fit(1, 0)  # need == have - 1 byte: fits
     with pytest.raises(DeploymentDoesNotFit):
@@ -260,6 +286,8 @@ def test_check_fit_message_and_figures():
 # ------------------------------------------------------------------ balance point fields and search range
 def test_balance_point_reports_what_it_searched():
     dep = Deployment(Q4, H20)
+    default = balance_point(dep)
+    assert (default.context, default.weight_mode, default.max_batch_searched) == (0, "union", 65536)
     bp = balance_point(dep, context=0, weight_mode="active", max_batch=64)
     assert (bp.context, bp.weight_mode, bp.compute_dtype, bp.max_batch_searched) == (0, "active", "bf16", 64)
     assert bp.hardware_ridge_bf16 == 37.0 and bp.hardware_ridge == 37.0
@@ -289,10 +317,10 @@ def test_dtype_error_lists_known_dtypes():
 
 # ------------------------------------------------------------------ config parsing: every optional field
 def _moe_cfg(**kw):
-    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4,
            "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2,
            "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "intermediate_size": 96,
-           "mlp_only_layers": [0], "decoder_sparse_step": 2, "attention_bias": True, "tie_word_embeddings": False,
+           "mlp_only_layers": [5], "decoder_sparse_step": 3, "attention_bias": True, "tie_word_embeddings": False,
            "num_nextn_predict_layers": 1, "max_position_embeddings": 4096, "_name_or_path": "org/tiny-moe"}
     cfg.update(kw)
     return cfg
@@ -301,22 +329,81 @@ def _moe_cfg(**kw):
 def test_small_moe_config_parameter_counts_by_hand():
     cfg = _moe_cfg()
     m = parse_config(cfg, path="tiny.json")
-    assert m.ffn_kinds == ("dense", "moe", "dense", "moe")  # layer 0 mlp-only; then every 2nd layer is MoE
-    assert m.layer_kinds == ("full",) * 4 and (m.name, m.max_positions, m.source, m.mtp_layers) == ("org/tiny-moe", 4096, "tiny.json", 1)
+    assert m.ffn_kinds == ("dense", "dense", "moe", "dense", "dense", "dense")  # every 3rd layer is MoE; layer 5 is mlp-only
+    assert m.layer_kinds == ("full",) * 6 and (m.name, m.max_positions, m.source, m.mtp_layers) == ("org/tiny-moe", 4096, "tiny.json", 1)
     assert m.raw is cfg and m.attention.bias and m.attention.qk_norm and not m.attention.output_gate
     attn = 64 * 64 + 2 * 64 * 32 + 64 * 64 + (64 + 2 * 32) + 2 * 16  # weights + q/k/v biases + q/k norms
-    expert, shared, router = 3 * 64 * 32, 3 * 64 * 48 + 64, 64 * 8
+    expert, shared, router, dense = 3 * 64 * 32, 3 * 64 * 48 + 64, 64 * 8, 3 * 64 * 96
     p = m.param_counts()
-    assert (p.attention, p.dense_ffn, p.routed_experts, p.active_routed_experts) == (4 * attn, 2 * 3 * 64 * 96, 2 * 8 * expert, 2 * 2 * expert)
-    assert (p.shared_expert, p.router, p.embedding, p.lm_head, p.norms) == (2 * shared, 2 * router, 64000, 64000, 4 * 2 * 64 + 64)
+    assert (p.attention, p.dense_ffn, p.routed_experts, p.active_routed_experts) == (6 * attn, 5 * dense, 8 * expert, 2 * expert)
+    assert (p.shared_expert, p.router, p.embedding, p.lm_head, p.norms) == (shared, router, 64000, 64000, 6 * 2 * 64 + 64)
     assert p.mtp == attn + 8 * expert + shared + router + 2 * 64 * 64 + 5 * 64  # MTP layer: MoE FFN + 2H→H fusion + norms
-    total = 4 * attn + 2 * 3 * 64 * 96 + 2 * 8 * expert + 2 * shared + 2 * router + 128000 + 576
+    total = 6 * attn + 5 * dense + 8 * expert + shared + router + 128000 + 6 * 2 * 64 + 64
     d = p.as_dict()
-    assert d["total"] == total and d["active"] == total - 2 * 6 * expert and d["active_without_embedding"] == total - 2 * 6 * expert - 64000
-    assert d["mtp"] == p.mtp and d["norms"] == 576 and set(d) >= {"embedding", "attention", "linear_attention", "router"}
+    assert d["total"] == total and d["active"] == total - 6 * expert and d["active_without_embedding"] == total - 6 * expert - 64000
+    assert d["mtp"] == p.mtp and d["norms"] == 6 * 2 * 64 + 64 and set(d) >= {"embedding", "attention", "linear_attention", "router"}
     assert m.attention.matmul_shapes(64) == [(64, 64), (64, 32), (64, 32), (64, 64)]
     dense_mtp = parse_config(_moe_cfg(num_experts=0, mtp_num_hidden_layers=2), path="x")
-    assert dense_mtp.ffn_kinds == ("dense",) * 4 and dense_mtp.param_counts().mtp == 2 * (attn + 3 * 64 * 96 + 2 * 64 * 64 + 5 * 64)
+    assert dense_mtp.ffn_kinds == ("dense",) * 6 and dense_mtp.param_counts().mtp == 2 * (attn + dense + 2 * 64 * 64 + 5 * 64)
+    # an MoE spec with every layer mlp-only: no MoE anywhere, MTP layer dense too, no expert terms in the roofline
+    no_moe = parse_config(_moe_cfg(mlp_only_layers=[0, 1, 2, 3, 4, 5]), path="x")
+    assert no_moe.moe is not None and no_moe.num_moe_layers == 0 and no_moe.param_counts().mtp == attn + dense + 2 * 64 * 64 + 5 * 64
+    c = coefficients(Deployment(no_moe, H20))
+    assert (c.moe_layers, c.num_experts, c.top_k, c.expert_params) == (0, 0, 0, 0)
+    assert c.dense_gemm_params == 6 * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 6 * dense
+    mixtral_style = parse_config(_moe_cfg(num_experts=None, num_local_experts=4, shared_expert_intermediate_size=1), path="x")
+    assert mixtral_style.moe.num_experts == 4 and mixtral_style.moe.shared_gate  # a 1-wide shared expert is still gated
+    assert parse_config(_moe_cfg(intermediate_size=1), path="x").dense_intermediate == 1
+    assert not parse_config(_moe_cfg(attn_output_gate=True), path="x").attention.output_gate  # only hybrid models gate attention
+
+
+def test_qwen3_30b_a3b_no_shared_expert_by_hand():
+    """Qwen3-30B-A3B: 48 layers, hidden 2048, 32/4 heads of 128, 128 experts top-8 of width 768, no shared expert."""
+    h, layers = 2048, 48
+    attn_gemm = h * 4096 + 2 * h * 512 + 4096 * h
+    p = load_model_spec("qwen3-30b-a3b").param_counts()
+    assert p.shared_expert == 0 and p.attention == layers * (attn_gemm + 2 * 128)
+    assert p.total == layers * (attn_gemm + 256) + layers * 128 * 3 * h * 768 + layers * h * 128 + 2 * 151936 * h + layers * 2 * h + h
+    c = coefficients(Deployment(load_model_spec("qwen3-30b-a3b"), H20))
+    assert c.dense_gemm_params == layers * (attn_gemm + h * 128)  # attention + router; no shared expert, no gate
+    act_attn = (h + 4096) + 2 * (h + 512) + (4096 + h)
+    assert c.act_bytes_per_token == 2 * layers * (act_attn + 8 * (h + 2 * 768 + 768 + h) + h + 128)
+
+
+def test_config_top_level_type_when_the_text_config_has_none():
+    text = {k: v for k, v in _moe_cfg().items() if k != "model_type"}
+    assert parse_config({"model_type": "qwen3_moe", "text_config": text}, path="c").model_type == "qwen3_moe"
+    assert parse_config({"model_type": "qwen3", "text_config": dict(text, model_type="qwen3_moe")}, path="c").model_type == "qwen3"
+    assert parse_config(dict(_moe_cfg(), model_type="qwen3"), path="c").model_type == "qwen3"
+
+
+def test_hybrid_layer_kinds_from_the_interval():
+    """SPEC §3: without layer_types, layer i is full attention when (i + 1) % full_attention_interval == 0."""
+    cfg = {"model_type": "qwen3_5", "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4, "head_dim": 16,
+           "vocab_size": 100, "intermediate_size": 96, "full_attention_interval": 4, "linear_num_key_heads": 2,
+           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+    m = parse_config(cfg, path="h")
+    assert m.layer_kinds == ("linear", "linear", "linear", "full") * 2
+    assert not m.tie_embeddings  # no tie_word_embeddings anywhere: untied
+
+
+@pytest.mark.parametrize("field", ["num_hidden_layers", "num_attention_heads", "linear_num_key_heads", "linear_num_value_heads",
+                                   "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "vocab_size"])
+def test_missing_hybrid_fields_are_named_with_the_file(field):
+    cfg = {"model_type": "qwen3_5", "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4, "head_dim": 16,
+           "vocab_size": 100, "intermediate_size": 96, "full_attention_interval": 4, "linear_num_key_heads": 2,
+           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+    del cfg[field]
+    with pytest.raises(ModelSpecError, match=f"^p\\.json: missing field '{field}' needed for model_type 'qwen3_5'$"):
+        parse_config(cfg, path="p.json")
+
+
+@pytest.mark.parametrize("field", ["num_experts_per_tok", "moe_intermediate_size"])
+def test_missing_moe_fields_are_named_with_the_file(field):
+    cfg = _moe_cfg()
+    del cfg[field]
+    with pytest.raises(ModelSpecError, match=f"^p\\.json: missing field '{field}' needed for model_type 'qwen3_moe'$"):
+        parse_config(cfg, path="p.json")
 
 
 def test_config_name_vocab_tie_and_defaults():
@@ -326,16 +413,16 @@ def test_config_name_vocab_tie_and_defaults():
     m = parse_config(cfg, path="p.json")
     assert (m.name, m.max_positions, m.mtp_layers, m.attention.bias) == ("p.json", 0, 0, False)
     assert (m.attention.head_dim, m.attention.num_kv_heads) == (16, 4)  # hidden / heads, kv heads = heads
-    assert m.ffn_kinds == ("moe",) * 4 and m.moe.shared_gate
+    assert m.ffn_kinds == ("moe",) * 6 and m.moe.shared_gate
     assert parse_config(cfg, name="given", path="p.json").name == "given"
     assert parse_config(_moe_cfg(shared_expert_intermediate_size=0), path="x").moe.shared_gate is False
     # composite config: text fields in text_config, vocab and tying at the top level
     text = {k: v for k, v in _moe_cfg(model_type="qwen3_5_moe_text").items() if k not in ("vocab_size", "tie_word_embeddings")}
-    text.update(layer_types=["linear_attention", "full_attention"] * 2, linear_num_key_heads=2, linear_num_value_heads=4,
+    text.update(layer_types=["linear_attention", "full_attention"] * 3, linear_num_key_heads=2, linear_num_value_heads=4,
                 linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4, attn_output_gate=True)
     comp = parse_config({"model_type": "qwen3_5_moe", "vocab_size": 500, "tie_word_embeddings": True, "text_config": text}, path="c")
     assert (comp.model_type, comp.vocab, comp.tie_embeddings) == ("qwen3_5_moe", 500, True)
-    assert comp.layer_kinds == ("linear", "full", "linear", "full") and comp.attention.output_gate
+    assert comp.layer_kinds == ("linear", "full") * 3 and comp.attention.output_gate
     assert comp.linear.matmul_shapes(64) == [(64, 2 * 2 * 8 + 4 * 8), (64, 32), (64, 8), (32, 64)]
     text["tie_word_embeddings"] = False  # the text config's own flag wins over the top level's
     assert parse_config({"model_type": "qwen3_5_moe", "vocab_size": 500, "tie_word_embeddings": True, "text_config": text}, path="c").tie_embeddings is False
@@ -345,12 +432,6 @@ def test_config_name_vocab_tie_and_defaults():
     llama = parse_config({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                           "intermediate_size": 96, "vocab_size": 100}, path="l")
     assert not llama.attention.qk_norm and llama.attention.params(64) == 4 * 64 * 64
-
-
-def test_hybrid_layer_positions_follow_the_interval():
-    """SPEC §3: layer i is full attention when (i + 1) % 4 == 0."""
-    m = load_model_spec("qwen3.5-4b")
-    assert m.layer_kinds[:8] == ("linear", "linear", "linear", "full") * 2 and m.layer_kinds[-1] == "full"
 
 
 @pytest.mark.parametrize("cfg,msg", [
