@@ -188,6 +188,7 @@ def test_passes_aggregate_sequences():
     assert (u.tokens[0], u.seqs[0], u.kv_read_tokens[0]) == (3, 1, 3)  # context 0, batch 1 by default
     assert Passes.uniform([2], [0], [1]).state_touches.tolist() == [2]  # 2 new tokens: one chunk + the state read
     assert Passes.from_sequences([2, 1], [0, 0], [0, 1]).state_touches.tolist() == [2, 1]
+    assert len(Passes.from_sequences([], [], []).tokens) == 0  # no sequences: no passes
     both = Passes.concat([u, p])
     assert both.tokens.tolist() == [3, 4, 200] and both.seqs.tolist() == [1, 2, 1] and both.logits.tolist() == [1, 2, 1]
     b = Passes.from_batches([[(5, 7)], [(1, 0), (1, 3)]])
@@ -275,6 +276,10 @@ def test_check_fit_message_and_figures():
         snug.check_fit(2, 0)
     tight = Deployment(m, H20, memory_utilization=(w + state + 0.5 * kv) / 96e9)
     tight.check_fit()  # context 0 by default
+    assert tight.min_gpus() == 1 and tight.min_gpus(1, 1) == 2
+    exact = Deployment(Q4, dataclasses.replace(H20, memory_capacity_gb=Sourced(8.044936192, "test")), memory_utilization=1.0)
+    assert exact.memory_needed() == exact.usable_bytes == 4_022_468_096 * 2
+    exact.check_fit()  # needing exactly what is there fits
     with pytest.raises(DeploymentDoesNotFit):
         tight.check_fit(1, 1)
     fits = Deployment(Q4, H20, memory_utilization=(Q4.param_counts().total * 2 + 1) / 96e9)
@@ -373,6 +378,13 @@ def test_qwen3_30b_a3b_no_shared_expert_by_hand():
 def test_config_top_level_type_when_the_text_config_has_none():
     text = {k: v for k, v in _moe_cfg().items() if k != "model_type"}
     assert parse_config({"model_type": "qwen3_moe", "text_config": text}, path="c").model_type == "qwen3_moe"
+    # no top-level type: the text config's type, mapped from its *_text name where it has one
+    assert parse_config({"text_config": dict(text, model_type="qwen3_moe")}, path="c").model_type == "qwen3_moe"
+    hybrid_text = dict(text, model_type="qwen3_5_moe_text", full_attention_interval=2, linear_num_key_heads=2,
+                       linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4)
+    assert parse_config({"text_config": hybrid_text}, path="c").model_type == "qwen3_5_moe"
+    assert parse_config(_moe_cfg(decoder_sparse_step=None)).ffn_kinds == ("moe",) * 5 + ("dense",)  # null step: every layer
+    assert parse_config(_moe_cfg(_name_or_path=None)).name == "<memory>" == parse_config(_moe_cfg()).source  # no path given
     assert parse_config({"model_type": "qwen3", "text_config": dict(text, model_type="qwen3_moe")}, path="c").model_type == "qwen3"
     assert parse_config(dict(_moe_cfg(), model_type="qwen3"), path="c").model_type == "qwen3"
 
