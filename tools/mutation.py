@@ -188,11 +188,11 @@ def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
-_DTYPE = re.compile(r"dtype=(np\.\w+|None)|(?<=astype\()(np\.\w+|None)|(?<=count=)len\(\w+\)|count=")
-
-
 def _strip_dtype(s: str) -> str:
-    return re.sub(r",\s*\)", ")", re.sub(r",?\s*count=len\(\w+\)", "", _DTYPE.sub("", _norm(s))))
+    """The line without its dtype=/count= arguments and astype targets (for kind = "dtype" rules)."""
+    s = re.sub(r"\b(dtype|count)=(np\.\w+|None|len\(\w+\))", "", _norm(s))
+    s = re.sub(r"astype\((np\.\w+|None)\)", "astype()", s)
+    return re.sub(r"(,\s*)+\)", ")", s)
 
 
 def is_equivalent(d: dict, eq: dict) -> bool:
