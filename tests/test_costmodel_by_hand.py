@@ -128,7 +128,7 @@ def test_single_gpu_has_no_communication_and_attention_runs_in_the_activation_dt
     p8 = estimate(Deployment(Q4, a100, activation_dtype="fp8"), Passes.uniform(512, 0, 1))
     g8, a8 = p8.flops["dense"] + p8.flops["lm_head"], p8.flops["attention"]
     assert p8.compute_s[0] == pytest.approx((g8[0] + a8[0]) / (312e12 * float(a100.prefill_mfu.value)), rel=1e-12)
-    # a profile without fp8 peaks: attention in bf16 even with fp8 activations requested nowhere; fp32 activations use fp32 peak
+    # fp32 activations: attention at the profile's fp32 peak (37 TFLOP/s here), GEMMs at the bf16 peak
     hw = dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "fp32": Sourced(37.0, "test")})
     p = estimate(Deployment(Q4, hw, activation_dtype="fp32"), Passes.uniform(512, 0, 1))
     gemm = p.flops["dense"] + p.flops["lm_head"]
