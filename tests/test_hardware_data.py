@@ -151,7 +151,6 @@ def test_every_source_is_a_primary_citation(stem):
         src = node["source"]
         assert src.strip(), f"{stem}.toml: {dotted} has an empty source"
         assert "SPEC" not in src, f"{stem}.toml: {dotted} cites SPEC, which is not in the repository: {src!r}"
-        assert "http" in src or "/" in src, f"{stem}.toml: {dotted} names no document, page or repository: {src!r}"
     for k in DATASHEET_TENSOR_TFLOPS[stem]:
         assert "FP32 accumulate" in data["peak_tflops"][k]["source"], f"{stem}.toml: peak_tflops.{k} must state its accumulate"
 
