@@ -45,8 +45,14 @@ def test_plan_command_answers_with_prices_and_savings():
     d = json.loads(r.output)
     best = {b["strategy"]: b for b in d["best"]}
     assert set(best) == {"strongonly", "specagent"}
+    from specagent.hardware.profile import load_hardware
+
+    price = float(load_hardware("h200").price_usd_per_gpu_hour.value)
     for b in best.values():
-        assert b["latency_p95_s"] <= 150.0 and b["usd_per_hour"] > 0
+        assert b["latency_p95_s"] == b["slo_value_s"] <= 150.0
+        assert b["gpus"] == b["weak_replicas"] * b["weak_gpus_per_replica"] + b["strong_replicas"] * b["strong_gpus_per_replica"]
+        assert b["usd_per_hour"] == pytest.approx(price * b["gpus"], rel=1e-9)
+        assert b["usd_saving_vs_strongonly"] == pytest.approx(1 - b["usd_per_hour"] / best["strongonly"]["usd_per_hour"], rel=1e-9, abs=1e-12)
     assert "RunPod" in d["price_sources"]["h200_sxm"]
     assert best["strongonly"]["weak_replicas"] == 0 and best["specagent"]["weak_replicas"] >= 1
 
@@ -88,3 +94,11 @@ def test_study_balance_command(tmp_path):
     assert hi["strongonly_decode_batch"] > lo["strongonly_decode_batch"]
     # SpecAgent saves Strong replica time at light load (SPEC §1's mechanism)
     assert lo["strong_time_saving"] > 0.3 and lo["strong_bytes_saving"] > 0.3
+    # each saving is 1 - SpecAgent / Strong-only of the per-task figures in the same row (a swap or sign slip fails)
+    for r in rows:
+        assert r["strong_time_saving"] == pytest.approx(1 - r["specagent_strong_s_per_task"] / r["strongonly_strong_s_per_task"], rel=1e-9)
+        assert r["strong_bytes_saving"] == pytest.approx(
+            1 - r["specagent_strong_bytes_per_task"] / r["strongonly_strong_bytes_per_task"], rel=1e-9)
+        assert r["latency_p50_saving"] == pytest.approx(1 - r["specagent_latency_p50_s"] / r["strongonly_latency_p50_s"], rel=1e-9)
+        assert r["hardware_ridge"] == pytest.approx(1979.0 / 4.8, rel=1e-9)  # FP8 compute on H200: dense TFLOP/s / TB/s
+    assert [r["tasks"] for r in rows] == [40, 90]  # max(--tasks, rate x 60 s horizon)

@@ -70,12 +70,15 @@ def test_ray_backend_gives_the_same_rows(tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'specagent[ray]')")
     cfg = SweepConfig.from_dict(dict(CONFIG, grid=dict(CONFIG["grid"], rate=[0.5])), "test.toml")
     run_sweep(cfg, tmp_path / "local")
+    # only a Ray runtime that cannot start here is a skip; a failure of the sweep on a running Ray is a failure
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    except Exception as exc:  # pragma: no cover - environment without a working Ray runtime
+        pytest.skip(f"a local Ray instance could not start here: {exc}")
     try:
         run_sweep(cfg, tmp_path / "ray", backend="ray", workers=2)
-    except Exception as exc:  # pragma: no cover - environment without a working Ray runtime
-        if ray.is_initialized():
-            ray.shutdown()
-        pytest.skip(f"a local Ray instance could not start here: {exc}")
+    finally:
+        ray.shutdown()
     pd.testing.assert_frame_equal(load_sweep(tmp_path / "local"), load_sweep(tmp_path / "ray"))
 
 

@@ -66,9 +66,24 @@ def test_specagent_rejection_with_repair_turn_hand_trace():
 
 def test_fresh_verifier_prompt_costs_flops_not_memory():
     """With many reviews per task (every chunk reviewed), re-reading the history each time shows."""
+    from specagent.costmodel.passes import Passes
+    from specagent.costmodel.roofline import estimate
+
     trajs = load_trajectories(default_workload_path())[:40]
+    fresh_setting = Setting(**{**SETTING.__dict__, "verifier_prompt": "fresh"})
     cached = simulate(trajs, "specagent_every_chunk", SETTING)
-    fresh = simulate(trajs, "specagent_every_chunk", Setting(**{**SETTING.__dict__, "verifier_prompt": "fresh"}))
+    fresh = simulate(trajs, "specagent_every_chunk", fresh_setting)
+    # each review re-reads verifier system prompt + the whole history from scratch: (n, c) cached -> (vsys + n + c, 0)
+    eps = [episode_from_trajectory(t) for t in trajs]
+    a = plan_strategy(eps, make_strategy("specagent_every_chunk"), SETTING, AcceptanceModel(), 0)
+    b = plan_strategy(eps, make_strategy("specagent_every_chunk"), fresh_setting, AcceptanceModel(), 0)
+    va, vb = a.phase == STRONG_VERIFY, b.phase == STRONG_VERIFY
+    assert va.sum() == vb.sum() > 40  # every chunk reviewed
+    assert (b.tokens[vb] == fresh_setting.verifier_system_tokens + a.tokens[va] + a.context[va]).all() and (b.context[vb] == 0).all()
+    hand = {name: estimate(SETTING.strong, Passes.uniform(p.tokens[v], p.context[v], 1)) for name, p, v in (("c", a, va), ("f", b, vb))}
+    assert cached["flops_strong_verify"].sum() == pytest.approx(float(hand["c"].total_flops.sum()), rel=1e-9)
+    assert fresh["flops_strong_verify"].sum() == pytest.approx(float(hand["f"].total_flops.sum()), rel=1e-9)
+    assert fresh["bytes_read_strong_verify"].sum() == pytest.approx(float(hand["f"].total_bytes_read.sum()), rel=1e-9)
     f_ratio = fresh["flops_strong_verify"].sum() / cached["flops_strong_verify"].sum()
     b_ratio = fresh["bytes_read_strong_verify"].sum() / cached["bytes_read_strong_verify"].sum()
     assert f_ratio > 5            # re-reading the whole history each review multiplies prefill FLOPs
@@ -147,9 +162,21 @@ def test_predictor_error_is_the_gap_between_prediction_and_accounting():
     trajs = load_trajectories(default_workload_path())[:30]
     table = validate_predictor({"w": trajs}, strategies=("specagent",))
     assert set(table["weight_mode"]) == {"union", "active"}
+    from specagent.costmodel.phases import decode
+
     for _, r in table.iterrows():
         assert 0 < r["predicted_strong_share"] < 1 and 0 < r["accounted_strong_share"] < 1
         assert r["abs_error"] == pytest.approx(abs(r["predicted_strong_share"] - r["accounted_strong_share"]))
+        # by hand: accounted = Strong bytes / all bytes of the run; predicted = decoded tokens x batch-1 decode bytes
+        # per token at half the mean committed context, Strong (verdicts + repairs) against Weak (drafts)
+        setting = Setting(**{**SETTING.__dict__, "weight_mode": r["weight_mode"]})
+        f = simulate(trajs, "specagent", setting, seed=0)
+        assert r["accounted_strong_share"] == pytest.approx(f["strong_bytes_read"].sum() / f["total_bytes_read"].sum(), rel=1e-12)
+        ctx = f["committed_context_tokens"].mean() / 2
+        per_tok = {m: float(decode(getattr(setting, m), context=ctx, weight_mode=r["weight_mode"]).total_bytes_read[0]) for m in ("weak", "strong")}
+        pred_s = (f["tokens_strong_verdict"] + f["tokens_strong_decode"]).sum() * per_tok["strong"]
+        pred_w = f["tokens_weak_decode"].sum() * per_tok["weak"]
+        assert r["predicted_strong_share"] == pytest.approx(pred_s / (pred_s + pred_w), rel=1e-12)
     # union mode adds verification-prefill expert reads the decode-token predictor does not see
     union = table.set_index("weight_mode").loc["union"]
     active = table.set_index("weight_mode").loc["active"]
@@ -162,6 +189,13 @@ def test_compare_summary_ratios_and_assumptions():
     s = c.summary
     assert s.loc["strongonly", "total_bytes_read_rel"] == 1.0
     assert s.loc["weakonly", "strong_bytes_read_rel"] == 0.0
+    # Strong-only decodes every agent message; SpecAgent's Strong model decodes only verdicts and repairs
+    out_tokens = sum(u.out_tokens for t in trajs for u in episode_from_trajectory(t).units if not u.is_user)
+    f = c.per_trajectory
+    sa = f[f["strategy"] == "specagent"]
+    verdicts_and_repairs = float((sa["tokens_strong_verdict"] + sa["tokens_strong_decode"]).sum())
+    assert s.loc["strongonly", "strong_decode_tokens"] == out_tokens
+    assert s.loc["specagent", "strong_decode_tokens_rel"] == pytest.approx(verdicts_and_repairs / out_tokens, rel=1e-12)
     assert s.loc["specagent", "strong_decode_tokens_rel"] < 0.5
     assert s.loc["strongonly", "measured_success"] == 0.5 and np.isnan(s.loc["specagent", "measured_success"])
     assert "illustrative" in c.assumptions["acceptance_model"]["source"]

@@ -181,4 +181,36 @@ def test_deterministic_same_seed_same_bytes(tmp_path):
 
 
 def test_phase_names_cover_every_phase():
-    assert len(PHASE_NAMES) == 8
+    """Each phase code lands in its own named column, priced on its own model: trajectory i holds one event of phase i."""
+    from specagent.simulator.phases import TOOL, USER
+    from specagent.simulator.plan import PlanBuilder
+    from specagent.simulator.results import per_trajectory
+
+    names = {WEAK_PREFILL: "weak_prefill", WEAK_DECODE: "weak_decode", STRONG_PREFILL: "strong_prefill",
+             STRONG_VERIFY: "strong_verify", STRONG_DECODE: "strong_decode", STRONG_VERDICT: "strong_verdict",
+             TOOL: "tool", USER: "user"}
+    assert PHASE_NAMES == tuple(names[i] for i in range(8))
+    b = PlanBuilder()
+    for ph in range(8):
+        if ph in (TOOL, USER):
+            b.add(ph, ph, wait_s=1.5 + ph)
+        else:
+            b.add(ph, ph, 10 + ph, 100)
+        b.stats.append({})
+    plan = b.build()
+    df = per_trajectory(plan, Pricer(SETTING).price(plan))
+    prefill = (WEAK_PREFILL, STRONG_PREFILL, STRONG_VERIFY)
+    for ph, name in names.items():
+        row = df.iloc[ph]
+        for other in names.values():
+            assert row[f"tokens_{other}"] == (10 + ph if other == name and ph not in (TOOL, USER) else 0), (name, other)
+            assert (row[f"time_s_{other}"] > 0) == (other == name), (name, other)
+        if ph in (TOOL, USER):
+            assert row[f"time_s_{name}"] == 1.5 + ph and row["total_flops"] == 0
+            continue
+        dep = SETTING.weak if name.startswith("weak") else SETTING.strong
+        ref = estimate(dep, Passes.uniform(10 + ph, 100, 1) if ph in prefill else Passes.uniform(1, 100 + np.arange(10 + ph), 1))
+        model, idle = ("weak", "strong") if dep is SETTING.weak else ("strong", "weak")
+        assert row[f"{model}_flops"] == pytest.approx(float(ref.total_flops.sum()), rel=1e-9) and row[f"{idle}_flops"] == 0
+        kind = "prefill" if ph in prefill else "decode"
+        assert row[f"{model}_{kind}_tokens"] == 10 + ph

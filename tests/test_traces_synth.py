@@ -112,3 +112,14 @@ def test_bad_profile_file_names_field(tmp_path):
     assert "bad.toml" in str(ei.value) and ei.value.field.startswith("turns")
     with pytest.raises(FileNotFoundError, match="shipped"):
         load_profile("no_such_profile")
+
+
+def test_mcp_profile_tool_latency_is_the_public_mcp_measurement():
+    """Real MCP tools are network calls (hundreds of ms), not τ²-Bench's in-process tools (~0.1 ms)."""
+    from specagent.traces.fit import MCP_HANDSHAKE_MS, MCP_LATENCY_SOURCE
+
+    prof = load_profile("mcp_tool_servers")
+    assert prof.tool_latency_s == fit_dist(np.array(MCP_HANDSHAKE_MS) / 1000.0, MCP_LATENCY_SOURCE, integer=False)
+    draws = prof.tool_latency_s.sample(np.random.default_rng(0), 20000)
+    assert draws.min() >= 0.097 and np.median(draws) == pytest.approx(np.exp(-0.230941), rel=0.03)  # median of the lognormal
+    assert load_profile("tau2_airline").tool_latency_s.mean() < 1e-3  # τ²-Bench's own tools stay as measured there

@@ -1,0 +1,477 @@
+"""Cost-model figures and edges pinned to hand values, written where tools/mutation.py found mutants surviving.
+
+Each expected number below is derived from SPEC §3 shapes (or a small config written here) by the
+formula stated next to it, not read back from the code under test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from specagent.costmodel.balance import balance_point
+from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.costmodel.dtypes import dtype_bytes
+from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, parse_config, shipped_models
+from specagent.costmodel.moe import moe_union_experts
+from specagent.costmodel.passes import Passes
+from specagent.costmodel.phases import DecodeRun, decode, prefill, repair, verify
+from specagent.costmodel.roofline import coefficients, estimate
+from specagent.hardware.profile import Sourced, load_hardware
+
+H20 = load_hardware("h20")
+Q397 = load_model_spec("qwen3.5-397b-a17b")
+Q4 = load_model_spec("qwen3-4b")
+
+# ------------------------------------------------------------------ Qwen3.5-397B-A17B by hand (SPEC §3)
+H, L_FULL, L_LIN, L = 4096, 15, 45, 60
+ATTN_GEMM = H * (2 * 32 * 256) + 2 * H * (2 * 256) + (32 * 256) * H  # q+gate, k, v, o = 104,857,600
+ATTN_ACT = (H + 2 * 32 * 256) + 2 * (H + 2 * 256) + (32 * 256 + H)  # inputs + outputs of those GEMMs
+QKV = 2 * 16 * 128 + 64 * 128  # GDN q, k (16 key heads) and v (64 value heads), head dim 128
+GDN_GEMM = H * QKV + H * (64 * 128) + H * (2 * 64) + (64 * 128) * H  # in_proj_qkv, in_proj_z, b/a, out_proj
+GDN_ACT = (H + QKV) + (H + 64 * 128) + (H + 2 * 64) + (64 * 128 + H)
+CONV = 2 * QKV * 4  # depthwise causal conv, kernel 4, 2 FLOPs per MAC
+GDN_DEC = 64 * 7 * 128 * 128 + CONV  # per layer per token: decay, S·k, rank-1 update, q·S
+GDN_PRE = 64 * (2 * 64 * (2 * 128 + 128) + 6 * 128 * 128) + CONV  # chunked form, 64-token chunks
+EXPERT = 3 * H * 1024
+MOE_DENSE = 3 * H * 1024 + H + H * 512  # shared expert (gated) + router, per MoE layer
+MOE_ACT = 10 * (H + 2 * 1024 + 1024 + H) + (H + 3 * 1024 + H) + H + 512  # top-10 experts, shared expert, gate, router
+ATTN_PARAMS = ATTN_GEMM + 2 * 256  # + q/k norms
+GDN_PARAMS = GDN_GEMM + QKV * 4 + 2 * 64 + 128  # + conv weights, dt_bias/A_log, gated norm
+NORMS = L * 2 * H + H
+ROUTER = L * H * 512
+SHARED = L * (3 * H * 1024 + H)
+
+
+@pytest.mark.parametrize("gpus,par", [(1, "tp"), (8, "tp"), (8, "tp+ep")])
+def test_coefficients_of_the_397b_by_hand(gpus, par):
+    dep = Deployment(Q397, H20, gpus=gpus, parallelism=par, weight_dtype="fp8")
+    c = coefficients(dep)
+    assert c.dense_gemm_params == L_FULL * ATTN_GEMM + L_LIN * GDN_GEMM + L * MOE_DENSE
+    assert c.expert_params == EXPERT and c.expert_bytes == EXPERT * 1.0  # fp8: one byte per weight
+    assert (c.moe_layers, c.num_experts, c.top_k) == (60, 512, 10)
+    # fp8 weights; norms and router stay 16-bit
+    assert c.dense_weight_bytes == L_FULL * ATTN_PARAMS + L_LIN * GDN_PARAMS + L * (3 * H * 1024) + (NORMS + ROUTER + L * H) * 2 - L * H
+    assert c.embedding_row_bytes == H * 2 and c.lm_head_bytes == 248320 * H * 2
+    assert c.lm_head_flops_per_logit == 2 * 248320 * H
+    assert c.attn_flops_per_pair == 4 * 32 * 256 * L_FULL
+    assert c.gdn_flops_decode == L_LIN * GDN_DEC and c.gdn_flops_prefill == L_LIN * GDN_PRE
+    assert c.kv_bytes_per_token == L_FULL * 2 * 2 * 256 * 2  # 30 KiB
+    assert c.state_bytes == L_LIN * (64 * 128 * 128 * 4 + QKV * 3 * 2)  # fp32 recurrent + bf16 conv state (k - 1 = 3 taps)
+    assert c.chunk_state_bytes == L_LIN * 64 * 128 * 128 * 2
+    assert c.act_bytes_per_token == 2 * (L_FULL * ATTN_ACT + L_LIN * GDN_ACT + L * MOE_ACT)
+    assert c.act_bytes_per_logit == 2 * (H + 248320) and c.act_bytes == 2 and c.hidden == H
+    a2a = 60 if par == "tp+ep" else 0
+    assert (c.allreduce_layers, c.a2a_layers) == ((2 * L - a2a, a2a) if gpus > 1 else (0, 0))
+
+
+def test_dense_ffn_coefficients_qwen3_4b_by_hand():
+    h, layers, ff = 2560, 36, 9728
+    c = coefficients(Deployment(Q4, H20))
+    attn = h * 4096 + 2 * h * 1024 + 4096 * h
+    assert c.dense_gemm_params == layers * (attn + 3 * h * ff)
+    assert c.act_bytes_per_token == 2 * layers * ((h + 4096) + 2 * (h + 1024) + (4096 + h) + (h + 2 * ff + ff + h))
+    assert (c.moe_layers, c.num_experts, c.top_k, c.expert_params, c.gdn_flops_decode, c.chunk_state_bytes) == (0, 0, 0, 0, 0, 0)
+
+
+def test_397b_passes_component_by_component():
+    """Decode at context 1000 and a 100-token verification on 8 GPUs (tp+ep): every FLOP, byte and second by hand."""
+    dep = Deployment(Q397, H20, gpus=8, parallelism="tp+ep", weight_dtype="fp8")
+    p = estimate(dep, Passes.from_batches([[(1, 1000)], [(100, 1000)]]), "union")
+    t = np.array([1.0, 100.0])
+    assert p.flops["dense"] == pytest.approx(2 * (L_FULL * ATTN_GEMM + L_LIN * GDN_GEMM + L * MOE_DENSE) * t, rel=1e-12)
+    assert p.flops["experts"] == pytest.approx(2 * EXPERT * 10 * 60 * t, rel=1e-12)
+    assert p.flops["linear_attention"] == pytest.approx([L_LIN * GDN_DEC, 100 * L_LIN * GDN_PRE], rel=1e-12)
+    pairs = np.array([1001.0, 100 * 1000 + 100 * 101 / 2])  # causal: token i attends to 1000 + i positions
+    assert p.flops["attention"] == pytest.approx(4 * 32 * 256 * L_FULL * pairs, rel=1e-12)
+    assert p.flops["lm_head"] == pytest.approx([2 * 248320 * H] * 2, rel=1e-12)  # one logit row per sequence
+    union = 512 * (1 - (1 - 10 / 512) ** t)
+    assert p.experts_touched == pytest.approx(union, rel=1e-12)
+    assert p.bytes_read["expert_weights"] == pytest.approx(EXPERT * 60 * union, rel=1e-12)
+    act = 0.5 * (2 * (L_FULL * ATTN_ACT + L_LIN * GDN_ACT + L * MOE_ACT) * t + 2 * (H + 248320))
+    assert p.bytes_read["activations"] == pytest.approx(act, rel=1e-12) and p.bytes_written["activations"] == pytest.approx(act, rel=1e-12)
+    assert p.bytes_written["kv"] == pytest.approx(30720 * t, rel=1e-12)
+    # all-reduce (ring, 2(g-1)/g) on the 60 non-MoE sub-layers; all-to-all dispatch + combine on the 60 MoE layers
+    msg = t * H * 2
+    touched_gpus = 8 * (1 - (7 / 8) ** 10)
+    comm = 60 * 2 * 7 / 8 * msg + 60 * 2 * msg / 8 * touched_gpus * 7 / 8
+    assert p.comm_bytes == pytest.approx(comm, rel=1e-12)
+    assert p.comm_s == pytest.approx(comm / 450e9, rel=1e-12)
+    flops_gemm = p.flops["dense"] + p.flops["experts"] + p.flops["lm_head"]
+    flops_attn = p.flops["attention"] + p.flops["linear_attention"]
+    assert p.compute_s == pytest.approx((flops_gemm / 296e12 + flops_attn / 148e12) / (8 * 0.6), rel=1e-12)  # fp8 GEMMs, bf16 attention
+    total = sum(p.bytes_read.values()) + sum(p.bytes_written.values())
+    assert p.memory_s == pytest.approx(total / (8 * 4.0e12 * 0.72), rel=1e-12)
+    frame = p.to_frame()
+    assert list(frame["bound"]) == ["compute" if b else "memory" for b in p.compute_bound]
+    mixed = estimate(dep, Passes.uniform([1, 8192], [0, 0], 1)).to_frame()
+    assert list(mixed["bound"]) == ["memory", "compute"]
+    for col, arr in (("flops", p.total_flops), ("bytes_read", p.total_bytes_read), ("bytes_written", p.total_bytes_written),
+                     ("comm_bytes", p.comm_bytes), ("experts_touched", p.experts_touched), ("compute_s", p.compute_s),
+                     ("memory_s", p.memory_s), ("comm_s", p.comm_s), ("overhead_s", p.overhead_s), ("time_s", p.time_s),
+                     ("flops_experts", p.flops["experts"]), ("read_kv", p.bytes_read["kv"]), ("write_state", p.bytes_written["state"])):
+        assert frame[col].to_numpy() == pytest.approx(arr, rel=1e-12), col
+
+
+def test_single_gpu_has_no_communication_and_attention_runs_in_the_activation_dtype():
+    one = estimate(Deployment(Q4, H20), Passes.uniform(512, 0, 1))
+    assert one.comm_bytes[0] == 0 and one.comm_s[0] == 0
+    two = estimate(Deployment(Q4, H20, gpus=2), Passes.uniform(512, 0, 1))  # ring all-reduce, 2 per layer: 2(g-1)/g = 1
+    assert two.comm_bytes[0] == 2 * 36 * 1.0 * 512 * 2560 * 2 and two.comm_s[0] == pytest.approx(two.comm_bytes[0] / 450e9, rel=1e-12)
+    a100 = load_hardware("a100")  # no fp8 peak: fp8 activations run attention at the bf16 peak
+    p8 = estimate(Deployment(Q4, a100, activation_dtype="fp8"), Passes.uniform(512, 0, 1))
+    g8, a8 = p8.flops["dense"] + p8.flops["lm_head"], p8.flops["attention"]
+    assert p8.compute_s[0] == pytest.approx((g8[0] + a8[0]) / (312e12 * float(a100.prefill_mfu.value)), rel=1e-12)
+    # fp32 activations: attention at the profile's fp32 peak (37 TFLOP/s here), GEMMs at the bf16 peak
+    hw = dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "fp32": Sourced(37.0, "test")})
+    p = estimate(Deployment(Q4, hw, activation_dtype="fp32"), Passes.uniform(512, 0, 1))
+    gemm = p.flops["dense"] + p.flops["lm_head"]
+    attn = p.flops["attention"] + p.flops["linear_attention"]
+    assert p.compute_s[0] == pytest.approx((gemm[0] / 148e12 + attn[0] / 37e12) / 0.6, rel=1e-12)
+
+
+# ------------------------------------------------------------------ phase wrappers, DecodeRun's closed form
+def test_phase_wrappers_pass_weight_mode_and_batch():
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    for mode in ("union", "active"):
+        assert decode(dep, 500, 4, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 4), mode).total_bytes_read[0]
+        assert repair(dep, 500, 4, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 4), mode).total_bytes_read[0]
+        assert estimate(dep, Passes.uniform(1, 500, 4), mode).weight_mode == mode
+        assert prefill(dep, 300, 7, 2, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(300, 7, 2), mode).total_bytes_read[0]
+        assert verify(dep, 40, 900, weight_mode=mode).total_bytes_read[0] == estimate(dep, Passes.uniform(40, 900, 1), mode).total_bytes_read[0]
+    assert prefill(dep, 300).time_s[0] == estimate(dep, Passes.uniform(300, 0, 1)).time_s[0]  # context 0, batch 1 by default
+    assert repair(dep, 500).time_s[0] == decode(dep, 500).time_s[0] == estimate(dep, Passes.uniform(1, 500, 1)).time_s[0]
+    assert decode(dep, 500, 4).bytes_read["expert_weights"][0] > decode(dep, 500, 4, "active").bytes_read["expert_weights"][0]
+    # "active" reads top-k experts only: at 300 tokens union reads far more
+    assert prefill(dep, 300, weight_mode="active").bytes_read["expert_weights"][0] == pytest.approx(EXPERT * 60 * 10, rel=1e-12)
+
+
+@given(a1=st.sampled_from([0.0, 1.0, 2.5, 7.0]), b1=st.sampled_from([-1.0, 0.0, 0.5, 2.0]),
+       a2=st.sampled_from([0.0, 3.0, 5.0]), b2=st.sampled_from([-1.0, 0.0, 0.5, 1.0]),
+       c=st.lists(st.integers(0, 30), min_size=1, max_size=4), m=st.integers(0, 25))
+@settings(max_examples=300, deadline=None)
+def test_decode_run_max_affine_sum_matches_the_loop(a1, b1, a2, b2, c, m):
+    """sum_{j<m} max(a1 + b1(c+j), a2 + b2(c+j)), equal slopes and empty runs included."""
+    run = DecodeRun.__new__(DecodeRun)
+    run._a, run._b = {"compute_s": a1, "memory_s": a2}, {"compute_s": b1, "memory_s": b2}
+    cs = np.array(c, dtype=float)
+    ms = np.full_like(cs, float(m))
+    want = [sum(max(a1 + b1 * (ci + j), a2 + b2 * (ci + j)) for j in range(m)) for ci in c]
+    assert run._max_affine_sum(cs, ms) == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+def test_decode_run_time_includes_communication_and_overhead_per_step():
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    run = DecodeRun(dep, "active")
+    steps = estimate(dep, Passes.uniform(1, 2000 + np.arange(50.0), 1), "active")
+    tot = run.totals(2000, 50)
+    assert tot["time_s"] == pytest.approx(steps.time_s.sum(), rel=1e-12)
+    assert tot["read_expert_weights"] == pytest.approx(50 * EXPERT * 60 * 10, rel=1e-12)  # "active" reached the run
+    assert tot["comm_bytes"] == pytest.approx(steps.comm_bytes.sum(), rel=1e-12) and steps.comm_bytes[0] > 0
+    assert DecodeRun(dep).totals(2000, 50)["time_s"] == pytest.approx(tot["time_s"], rel=1e-12)  # union by default (= active at batch 1)
+
+
+# ------------------------------------------------------------------ Passes: construction and validation
+def test_passes_aggregate_sequences():
+    p = Passes.from_sequences([1, 3, 200], [10, 0, 5], [0, 0, 1], n_passes=2)
+    assert p.tokens.tolist() == [4, 200] and p.seqs.tolist() == [2, 1] and p.decode_tokens.tolist() == [1, 0]
+    assert p.logits.tolist() == [2, 1]
+    assert p.state_touches.tolist() == [1 + (1 + 1), 1 + math.ceil(200 / 64)]  # a decode touches the state once
+    assert Passes.from_sequences([2, 1], [0, 4], [1, 0]).tokens.tolist() == [1, 2]  # pass count from the largest index
+    u = Passes.uniform(3)
+    assert (u.tokens[0], u.seqs[0], u.kv_read_tokens[0]) == (3, 1, 3)  # context 0, batch 1 by default
+    assert Passes.uniform([2], [0], [1]).state_touches.tolist() == [2]  # 2 new tokens: one chunk + the state read
+    assert Passes.from_sequences([2, 1], [0, 0], [0, 1]).state_touches.tolist() == [2, 1]
+    assert len(Passes.from_sequences([], [], []).tokens) == 0  # no sequences: no passes
+    both = Passes.concat([u, p])
+    assert both.tokens.tolist() == [3, 4, 200] and both.seqs.tolist() == [1, 2, 1] and both.logits.tolist() == [1, 2, 1]
+    b = Passes.from_batches([[(5, 7)], [(1, 0), (1, 3)]])
+    assert b.tokens.tolist() == [5, 2] and b.seqs.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: Passes.uniform(0, 0, 1), "new_tokens >= 1, context >= 0 and batch >= 1 are required"),
+    (lambda: Passes.uniform(1, -1, 1), "new_tokens >= 1, context >= 0 and batch >= 1 are required"),
+    (lambda: Passes.uniform(1, 0, 0), "new_tokens >= 1, context >= 0 and batch >= 1 are required"),
+    (lambda: Passes.from_sequences([0], [0], [0]), "new_tokens >= 1 and context >= 0 are required for every sequence"),
+    (lambda: Passes.from_sequences([1], [-2], [0]), "new_tokens >= 1 and context >= 0 are required for every sequence"),
+    (lambda: Passes.from_batches([[(1, 0)], []]), "every batch needs at least one (new_tokens, context) sequence"),
+])
+def test_passes_reject_bad_input_with_the_exact_message(call, msg):
+    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+        call()
+
+
+def test_passes_fields_must_agree_in_shape_and_be_positive():
+    p = Passes.uniform([1, 2])
+    with pytest.raises(ValueError, match=r"^Passes\.seqs has shape \(3,\), expected \(2,\)$"):
+        dataclasses.replace(p, seqs=np.ones(3))
+    with pytest.raises(ValueError, match="^every pass needs at least one sequence and one new token$"):
+        dataclasses.replace(p, seqs=np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match="^every pass needs at least one sequence and one new token$"):
+        dataclasses.replace(p, tokens=np.array([0.0, 2.0]))
+
+
+# ------------------------------------------------------------------ Deployment: fit, limits, messages
+def test_deployment_validation_messages_and_bounds():
+    with pytest.raises(ValueError, match=r"^gpus must be >= 1, got 0$"):
+        Deployment(Q4, H20, gpus=0)
+    with pytest.raises(ValueError, match=r"^parallelism must be one of \('tp', 'tp\+ep'\), got 'pp'$"):
+        Deployment(Q4, H20, parallelism="pp")
+    for bad in (0.0, 1.01):
+        with pytest.raises(ValueError, match=rf"^memory_utilization must be in \(0, 1\], got {bad}$"):
+            Deployment(Q4, H20, memory_utilization=bad)
+    assert Deployment(Q4, H20, memory_utilization=1.0).usable_bytes == 96e9  # 1 is allowed: the whole card
+
+
+def test_deployment_memory_sizes_by_hand():
+    dep = Deployment(load_model_spec("qwen3.5-4b"), H20)
+    w = 4_205_751_296 * 2
+    state = 24 * (32 * 128 * 128 * 4 + (2 * 16 * 128 + 32 * 128) * 3 * 2)  # fp32 recurrent + bf16 conv state
+    kv = 8 * 2 * 4 * 256 * 2
+    assert dep.weight_bytes() == w and dep.state_bytes_per_sequence() == state and dep.kv_bytes_per_token() == kv
+    assert Deployment(dep.model, H20, activation_dtype="fp32").state_bytes_per_sequence() == 24 * (32 * 128 * 128 * 4 + 8192 * 3 * 4)
+    assert dep.memory_needed() == w + state  # 1 sequence, context 0 by default
+    assert dep.memory_needed(3, 1000) == w + 3 * (1000 * kv + state)
+    free = 96e9 * 0.9 - w
+    assert dep.max_sequences(4096) == int(free // (4096 * kv + state))
+    assert dep.min_gpus() == 1 and dep.min_gpus(1000, 32768) == math.ceil((w + 1000 * (32768 * kv + state)) / (96e9 * 0.9))
+
+
+def test_max_sequences_edges():
+    q4 = Deployment(Q4, H20)  # no recurrent state: a sequence of context 0 costs nothing
+    assert q4.max_sequences(0) == 10**9
+    tiny = dataclasses.replace(H20, memory_capacity_gb=Sourced(8.0, "test"))
+    assert Deployment(Q4, tiny).max_sequences(100) == 0  # 8.04 GB of weights > 7.2 GB usable
+    exact = Deployment(Q4, H20, memory_utilization=Q4.param_counts().total * 2 / 96e9)  # weights fill it exactly
+    assert exact.max_sequences(100) == 0
+
+
+def test_check_fit_message_and_figures():
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="bf16")
+    need = dep.memory_needed(100, 100_000)
+    with pytest.raises(DeploymentDoesNotFit) as e:
+        dep.check_fit(100, 100_000)
+    g = math.ceil(need / (96e9 * 0.9))  # the KV of 100 x 100k tokens (307 GB) counts too
+    assert g > math.ceil(dep.memory_needed(100, 0) / (96e9 * 0.9))
+    assert e.value.need_bytes == need and e.value.have_bytes == 8 * 96e9 * 0.9 and e.value.min_gpus == g
+    assert str(e.value) == (
+        f"Qwen/Qwen3.5-397B-A17B in bf16 on 8x NVIDIA H20 does not fit: needs {need / 1e9:,.1f} GB (weights "
+        f"{dep.weight_bytes() / 1e9:,.1f} GB + 100 sequence(s) x 100,000 tokens of KV/state) but 8 GPU(s) x 96 GB x 0.90 usable = "
+        f"{8 * 96 * 0.9:,.1f} GB; it would fit on {g} GPU(s) (or use a smaller weight dtype, e.g. fp8)"
+    )
+    # defaults: one sequence at context 0 (weights + one recurrent state), judged against a budget of 1.5 states
+    m = load_model_spec("qwen3.5-4b")
+    w, state, kv = 4_205_751_296 * 2, Deployment(m, H20).state_bytes_per_sequence(), Deployment(m, H20).kv_bytes_per_token()
+    snug = Deployment(m, H20, memory_utilization=(w + 1.5 * state) / 96e9)
+    snug.check_fit()  # 1 sequence, context 0: fits
+    assert snug.min_gpus() == 1
+    with pytest.raises(DeploymentDoesNotFit):
+        snug.check_fit(2, 0)
+    tight = Deployment(m, H20, memory_utilization=(w + state + 0.5 * kv) / 96e9)
+    tight.check_fit()  # context 0 by default
+    assert tight.min_gpus() == 1 and tight.min_gpus(1, 1) == 2
+    exact = Deployment(Q4, dataclasses.replace(H20, memory_capacity_gb=Sourced(8.044936192, "test")), memory_utilization=1.0)
+    assert exact.memory_needed() == exact.usable_bytes == 4_022_468_096 * 2
+    exact.check_fit()  # needing exactly what is there fits
+    with pytest.raises(DeploymentDoesNotFit):
+        tight.check_fit(1, 1)
+    fits = Deployment(Q4, H20, memory_utilization=(Q4.param_counts().total * 2 + 1) / 96e9)
+    fits.check_fit(1, 0)  # need == have - 1 byte: fits
+    with pytest.raises(DeploymentDoesNotFit):
+        Deployment(Q4, H20, memory_utilization=Q4.param_counts().total * 2 / 96e9 * (1 - 1e-9)).check_fit()
+
+
+# ------------------------------------------------------------------ balance point fields and search range
+def test_balance_point_reports_what_it_searched():
+    dep = Deployment(Q4, H20)
+    default = balance_point(dep)
+    assert (default.context, default.weight_mode, default.max_batch_searched) == (0, "union", 65536)
+    bp = balance_point(dep, context=0, weight_mode="active", max_batch=64)
+    assert (bp.context, bp.weight_mode, bp.compute_dtype, bp.max_batch_searched) == (0, "active", "bf16", 64)
+    assert bp.hardware_ridge_bf16 == 37.0 and bp.hardware_ridge == 37.0
+    assert balance_point(dep, max_batch=38).balance_batch_peak == 38  # the last batch searched counts
+    assert balance_point(dep, max_batch=37).balance_batch_peak is None
+    slow = Deployment(Q4, dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "bf16": Sourced(0.001, "test")}))
+    assert balance_point(slow, max_batch=4).balance_batch_peak == 1  # compute-bound from the first batch
+    fp8 = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    bp8 = balance_point(fp8, max_batch=4)
+    assert bp8.compute_dtype == "fp8" and bp8.hardware_ridge == 74.0 and bp8.hardware_ridge_bf16 == 37.0
+
+
+# ------------------------------------------------------------------ MoE union: edges
+def test_moe_union_edges_and_errors():
+    assert moe_union_experts(np.array([0, 1, 5]), 8, 8).tolist() == [0.0, 8.0, 8.0]  # every expert per token
+    assert moe_union_experts(np.array([0]), 8, 2).tolist() == [0.0]
+    assert moe_union_experts([1, 2], 8, 2) == pytest.approx([2.0, 8 * (1 - 0.75**2)], rel=1e-12)  # lists too
+    for e, k in ((8, 0), (0, 0), (8, 9), (-1, 1)):
+        with pytest.raises(ValueError, match=rf"^need 0 < top_k <= num_experts, got top_k={k}, num_experts={e}$"):
+            moe_union_experts(np.array([1]), e, k)
+
+
+def test_dtype_error_lists_known_dtypes():
+    with pytest.raises(ValueError, match=r"^unknown dtype 'fp7'; known: .*\bbf16, .*\bfp8\b"):
+        dtype_bytes("fp7")
+
+
+# ------------------------------------------------------------------ config parsing: every optional field
+def _moe_cfg(**kw):
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2,
+           "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48, "intermediate_size": 96,
+           "mlp_only_layers": [5], "decoder_sparse_step": 3, "attention_bias": True, "tie_word_embeddings": False,
+           "num_nextn_predict_layers": 1, "max_position_embeddings": 4096, "_name_or_path": "org/tiny-moe"}
+    cfg.update(kw)
+    return cfg
+
+
+def test_small_moe_config_parameter_counts_by_hand():
+    cfg = _moe_cfg()
+    m = parse_config(cfg, path="tiny.json")
+    assert m.ffn_kinds == ("dense", "dense", "moe", "dense", "dense", "dense")  # every 3rd layer is MoE; layer 5 is mlp-only
+    assert m.layer_kinds == ("full",) * 6 and (m.name, m.max_positions, m.source, m.mtp_layers) == ("org/tiny-moe", 4096, "tiny.json", 1)
+    assert m.raw is cfg and m.attention.bias and m.attention.qk_norm and not m.attention.output_gate
+    attn = 64 * 64 + 2 * 64 * 32 + 64 * 64 + (64 + 2 * 32) + 2 * 16  # weights + q/k/v biases + q/k norms
+    expert, shared, router, dense = 3 * 64 * 32, 3 * 64 * 48 + 64, 64 * 8, 3 * 64 * 96
+    p = m.param_counts()
+    assert (p.attention, p.dense_ffn, p.routed_experts, p.active_routed_experts) == (6 * attn, 5 * dense, 8 * expert, 2 * expert)
+    assert (p.shared_expert, p.router, p.embedding, p.lm_head, p.norms) == (shared, router, 64000, 64000, 6 * 2 * 64 + 64)
+    assert p.mtp == attn + 8 * expert + shared + router + 2 * 64 * 64 + 5 * 64  # MTP layer: MoE FFN + 2H→H fusion + norms
+    total = 6 * attn + 5 * dense + 8 * expert + shared + router + 128000 + 6 * 2 * 64 + 64
+    d = p.as_dict()
+    assert d["total"] == total and d["active"] == total - 6 * expert and d["active_without_embedding"] == total - 6 * expert - 64000
+    assert d["mtp"] == p.mtp and d["norms"] == 6 * 2 * 64 + 64 and set(d) >= {"embedding", "attention", "linear_attention", "router"}
+    assert m.attention.matmul_shapes(64) == [(64, 64), (64, 32), (64, 32), (64, 64)]
+    dense_mtp = parse_config(_moe_cfg(num_experts=0, mtp_num_hidden_layers=2), path="x")
+    assert dense_mtp.ffn_kinds == ("dense",) * 6 and dense_mtp.param_counts().mtp == 2 * (attn + dense + 2 * 64 * 64 + 5 * 64)
+    # an MoE spec with every layer mlp-only: no MoE anywhere, MTP layer dense too, no expert terms in the roofline
+    no_moe = parse_config(_moe_cfg(mlp_only_layers=[0, 1, 2, 3, 4, 5]), path="x")
+    assert no_moe.moe is not None and no_moe.num_moe_layers == 0 and no_moe.param_counts().mtp == attn + dense + 2 * 64 * 64 + 5 * 64
+    c = coefficients(Deployment(no_moe, H20))
+    assert (c.moe_layers, c.num_experts, c.top_k, c.expert_params) == (0, 0, 0, 0)
+    assert c.dense_gemm_params == 6 * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 6 * dense
+    mixtral_style = parse_config(_moe_cfg(num_experts=None, num_local_experts=4, shared_expert_intermediate_size=1), path="x")
+    assert mixtral_style.moe.num_experts == 4 and mixtral_style.moe.shared_gate  # a 1-wide shared expert is still gated
+    assert parse_config(_moe_cfg(intermediate_size=1), path="x").dense_intermediate == 1
+    assert not parse_config(_moe_cfg(attn_output_gate=True), path="x").attention.output_gate  # only hybrid models gate attention
+
+
+def test_qwen3_30b_a3b_no_shared_expert_by_hand():
+    """Qwen3-30B-A3B: 48 layers, hidden 2048, 32/4 heads of 128, 128 experts top-8 of width 768, no shared expert."""
+    h, layers = 2048, 48
+    attn_gemm = h * 4096 + 2 * h * 512 + 4096 * h
+    p = load_model_spec("qwen3-30b-a3b").param_counts()
+    assert p.shared_expert == 0 and p.attention == layers * (attn_gemm + 2 * 128)
+    assert p.total == layers * (attn_gemm + 256) + layers * 128 * 3 * h * 768 + layers * h * 128 + 2 * 151936 * h + layers * 2 * h + h
+    c = coefficients(Deployment(load_model_spec("qwen3-30b-a3b"), H20))
+    assert c.dense_gemm_params == layers * (attn_gemm + h * 128)  # attention + router; no shared expert, no gate
+    act_attn = (h + 4096) + 2 * (h + 512) + (4096 + h)
+    assert c.act_bytes_per_token == 2 * layers * (act_attn + 8 * (h + 2 * 768 + 768 + h) + h + 128)
+
+
+def test_config_top_level_type_when_the_text_config_has_none():
+    text = {k: v for k, v in _moe_cfg().items() if k != "model_type"}
+    assert parse_config({"model_type": "qwen3_moe", "text_config": text}, path="c").model_type == "qwen3_moe"
+    # no top-level type: the text config's type, mapped from its *_text name where it has one
+    assert parse_config({"text_config": dict(text, model_type="qwen3_moe")}, path="c").model_type == "qwen3_moe"
+    hybrid_text = dict(text, model_type="qwen3_5_moe_text", full_attention_interval=2, linear_num_key_heads=2,
+                       linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4)
+    assert parse_config({"text_config": hybrid_text}, path="c").model_type == "qwen3_5_moe"
+    assert parse_config(_moe_cfg(decoder_sparse_step=None)).ffn_kinds == ("moe",) * 5 + ("dense",)  # null step: every layer
+    assert parse_config(_moe_cfg(_name_or_path=None)).name == "<memory>" == parse_config(_moe_cfg()).source  # no path given
+    assert parse_config({"model_type": "qwen3", "text_config": dict(text, model_type="qwen3_moe")}, path="c").model_type == "qwen3"
+    assert parse_config(dict(_moe_cfg(), model_type="qwen3"), path="c").model_type == "qwen3"
+
+
+def test_hybrid_layer_kinds_from_the_interval():
+    """SPEC §3: without layer_types, layer i is full attention when (i + 1) % full_attention_interval == 0."""
+    cfg = {"model_type": "qwen3_5", "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4, "head_dim": 16,
+           "vocab_size": 100, "intermediate_size": 96, "full_attention_interval": 4, "linear_num_key_heads": 2,
+           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+    m = parse_config(cfg, path="h")
+    assert m.layer_kinds == ("linear", "linear", "linear", "full") * 2
+    assert not m.tie_embeddings  # no tie_word_embeddings anywhere: untied
+
+
+@pytest.mark.parametrize("field", ["num_hidden_layers", "num_attention_heads", "linear_num_key_heads", "linear_num_value_heads",
+                                   "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "vocab_size"])
+def test_missing_hybrid_fields_are_named_with_the_file(field):
+    cfg = {"model_type": "qwen3_5", "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4, "head_dim": 16,
+           "vocab_size": 100, "intermediate_size": 96, "full_attention_interval": 4, "linear_num_key_heads": 2,
+           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+    del cfg[field]
+    with pytest.raises(ModelSpecError, match=f"^p\\.json: missing field '{field}' needed for model_type 'qwen3_5'$"):
+        parse_config(cfg, path="p.json")
+
+
+@pytest.mark.parametrize("field", ["num_experts_per_tok", "moe_intermediate_size"])
+def test_missing_moe_fields_are_named_with_the_file(field):
+    cfg = _moe_cfg()
+    del cfg[field]
+    with pytest.raises(ModelSpecError, match=f"^p\\.json: missing field '{field}' needed for model_type 'qwen3_moe'$"):
+        parse_config(cfg, path="p.json")
+
+
+def test_config_name_vocab_tie_and_defaults():
+    cfg = _moe_cfg()
+    del cfg["_name_or_path"], cfg["max_position_embeddings"], cfg["num_nextn_predict_layers"], cfg["attention_bias"]
+    del cfg["head_dim"], cfg["num_key_value_heads"], cfg["mlp_only_layers"], cfg["decoder_sparse_step"]
+    m = parse_config(cfg, path="p.json")
+    assert (m.name, m.max_positions, m.mtp_layers, m.attention.bias) == ("p.json", 0, 0, False)
+    assert (m.attention.head_dim, m.attention.num_kv_heads) == (16, 4)  # hidden / heads, kv heads = heads
+    assert m.ffn_kinds == ("moe",) * 6 and m.moe.shared_gate
+    assert parse_config(cfg, name="given", path="p.json").name == "given"
+    assert parse_config(_moe_cfg(shared_expert_intermediate_size=0), path="x").moe.shared_gate is False
+    # composite config: text fields in text_config, vocab and tying at the top level
+    text = {k: v for k, v in _moe_cfg(model_type="qwen3_5_moe_text").items() if k not in ("vocab_size", "tie_word_embeddings")}
+    text.update(layer_types=["linear_attention", "full_attention"] * 3, linear_num_key_heads=2, linear_num_value_heads=4,
+                linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4, attn_output_gate=True)
+    comp = parse_config({"model_type": "qwen3_5_moe", "vocab_size": 500, "tie_word_embeddings": True, "text_config": text}, path="c")
+    assert (comp.model_type, comp.vocab, comp.tie_embeddings) == ("qwen3_5_moe", 500, True)
+    assert comp.layer_kinds == ("linear", "full") * 3 and comp.attention.output_gate
+    assert comp.linear.matmul_shapes(64) == [(64, 2 * 2 * 8 + 4 * 8), (64, 32), (64, 8), (32, 64)]
+    text["tie_word_embeddings"] = False  # the text config's own flag wins over the top level's
+    assert parse_config({"model_type": "qwen3_5_moe", "vocab_size": 500, "tie_word_embeddings": True, "text_config": text}, path="c").tie_embeddings is False
+    nxt = dict(text, model_type="qwen3_next", vocab_size=500)
+    del nxt["attn_output_gate"]
+    assert parse_config(nxt, path="n").attention.output_gate  # Qwen3-Next gates attention by default
+    llama = parse_config({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                          "intermediate_size": 96, "vocab_size": 100}, path="l")
+    assert not llama.attention.qk_norm and llama.attention.params(64) == 4 * 64 * 64
+
+
+@pytest.mark.parametrize("cfg,msg", [
+    ([1, 2], "p.json: expected a JSON object at the top level"),
+    ({"model_type": "gpt2"}, "p.json: unsupported model_type 'gpt2'; supported: qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe, llama"),
+    ({"model_type": "qwen3", "num_hidden_layers": 2}, "p.json: missing field 'hidden_size' needed for model_type 'qwen3'"),
+    ({"model_type": "qwen3", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10},
+     "p.json: missing field 'intermediate_size' needed for dense FFN layers (a positive integer)"),
+    ({"model_type": "qwen3_5", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10,
+      "layer_types": ["full_attention"]}, "p.json: layer_types has 1 entries, num_hidden_layers is 2"),
+    ({"model_type": "qwen3_5", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10},
+     "p.json: missing field 'full_attention_interval' needed for model_type 'qwen3_5'"),
+])
+def test_config_errors_name_file_field_and_type(cfg, msg):
+    with pytest.raises(ModelSpecError, match=f"^{re.escape(msg)}$"):
+        parse_config(cfg, path="p.json")
+
+
+def test_load_model_spec_by_name_id_dir_and_file(tmp_path):
+    by_short, by_id = load_model_spec("QWEN3.5-4B"), load_model_spec("Qwen/Qwen3.5-4B")
+    assert by_short.name == by_id.name == "Qwen/Qwen3.5-4B" and by_short.param_counts() == by_id.param_counts()
+    d = tmp_path / "my-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(_moe_cfg()), encoding="utf-8")
+    assert load_model_spec(d).name == "my-model" and load_model_spec(d / "config.json").name == "my-model"
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ModelSpecError, match=f"^{re.escape(str(missing))}: cannot read model config \\(No such file or directory\\)$"):
+        load_model_spec(missing)
+    shipped = ", ".join(k.split("/", 1)[1].lower() for k in shipped_models())
+    with pytest.raises(ModelSpecError, match=f"^{re.escape(f'unknown model {chr(39)}gpt-9{chr(39)}; shipped: {shipped} (or pass a path to a Hugging Face config.json)')}$"):
+        load_model_spec("gpt-9")
