@@ -36,6 +36,11 @@ def dtype_size(dt: torch.dtype) -> int:
     return torch.empty((), dtype=dt).element_size()
 
 
+def dtype_bytes(name: str) -> int:
+    """Bytes per element of a dtype name, fp8 included (a GEMM dtype for the peak, not a model dtype)."""
+    return 1 if name.lower() == "fp8" else dtype_size(torch_dtype(name))
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     """How hard to measure: warm-up calls, repeats, input sets rotated, and a time cap per benchmark."""
@@ -187,6 +192,27 @@ def bench_gemm(tokens: int, k: int, n: int, dtype: str = "fp32", device: str = "
     es = dtype_size(dt)
     return Measurement("gemm", {"tokens": tokens, "k": k, "n": n, "dtype": dtype}, 2.0 * tokens * k * n,
                        float(es * (n * k + tokens * k + tokens * n)), med, samples)
+
+
+def bench_gemm_fp8(tokens: int, k: int, n: int, device: str = "cpu", cfg: TimingConfig = TimingConfig(),
+                   seed: int = 0) -> Measurement:
+    """x[tokens, k] @ W[n, k]ᵀ in FP8 (e4m3 operands, per-tensor scales, bf16 out) via torch._scaled_mm.
+
+    What FP8 serving runs its weight GEMMs with; on a GPU it needs FP8 tensor cores
+    (calibrate.FP8_MIN_CAPABILITY). Dimensions must be multiples of 16. Bytes: operands at
+    1 byte, the bf16 output at 2.
+    """
+    if tokens % 16 or k % 16 or n % 16:
+        raise ValueError(f"FP8 GEMM dimensions must be multiples of 16, got {tokens}x{k}x{n}")
+    dev, f8 = torch.device(device), torch.float8_e4m3fn
+    g = torch.Generator().manual_seed(seed)
+    xs = [_randn(g, tokens, k, dtype=torch.float32, device=dev).to(f8) for _ in range(cfg.rotate)]
+    # _scaled_mm wants the second operand column-major: W[n, k] row-major, transposed
+    ws = [_randn(g, n, k, dtype=torch.float32, device=dev).to(f8).t() for _ in range(cfg.rotate)]
+    one = torch.ones((), dtype=torch.float32, device=dev)
+    med, samples = time_call(lambda i: torch._scaled_mm(xs[i], ws[i], scale_a=one, scale_b=one, out_dtype=torch.bfloat16), dev, cfg)
+    return Measurement("gemm", {"tokens": tokens, "k": k, "n": n, "dtype": "fp8"}, 2.0 * tokens * k * n,
+                       float(n * k + tokens * k + 2 * tokens * n), med, samples)
 
 
 def bench_attention(new_tokens: int, context: int, heads: int, kv_heads: int, head_dim: int, batch: int = 1,

@@ -160,6 +160,58 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     assert pre and all(a["roofline_s"] == pytest.approx(a["measured_s"], rel=1e-3) for a in pre)
 
 
+H200 = cal.DeviceFacts("cuda:0", "NVIDIA H200", 150_754_820_096.0, "torch.cuda.get_device_properties('cuda:0').total_memory: fake", (9, 0))
+A100 = cal.DeviceFacts("cuda", "NVIDIA A100-SXM4-80GB", 85_089_976_320.0, "fake", (8, 0))
+
+
+def test_cpu_device_facts_and_peak_gemms_are_unchanged():
+    import os
+
+    f = cal.device_facts("cpu")
+    assert not f.is_cuda and not f.has_fp8 and f.capability is None
+    assert f.memory_bytes == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert "os.sysconf" in f.memory_source
+    assert cal.peak_dtypes_for(f, ["fp32"]) == ["bf16", "fp32"]
+    assert cal.peak_gemm_sizes(f, ["fp32", "bf16", "fp16"]) == {"fp32": 1024, "bf16": 384, "fp16": 384}
+
+
+def test_cuda_facts_size_the_peak_gemms_and_add_fp8_where_the_gpu_has_it():
+    """The CUDA branches with the device injected: no GPU needed."""
+    assert H200.has_fp8 and not A100.has_fp8
+    assert cal.DeviceFacts("cuda", "RTX 4090", 24e9, "fake", (8, 9)).has_fp8  # Ada: the first FP8 generation
+    assert cal.peak_dtypes_for(H200, ["fp32"]) == ["bf16", "fp32", "fp8"]
+    assert cal.peak_dtypes_for(A100, ["fp32"]) == ["bf16", "fp32"]
+    assert cal.peak_gemm_sizes(H200, ["fp32", "bf16", "fp8"]) == {"fp32": 8192, "bf16": 8192, "fp8": 8192}
+    # 16 GB: three sets of fp32 8192² operands (2.4 GB) exceed 1/8 of it, bf16 ones (1.2 GB) do not
+    small = cal.DeviceFacts("cuda", "small", 16e9, "fake", (7, 5))
+    assert cal.peak_gemm_sizes(small, ["fp32", "bf16"]) == {"fp32": 4096, "bf16": 8192}
+    assert cal.peak_gemm_sizes(cal.DeviceFacts("cuda", "tiny", 1e3, "fake", (7, 5)), ["bf16"]) == {"bf16": 256}  # floor
+
+
+def test_cuda_calibration_path_end_to_end_with_fake_facts(tmp_path):
+    """calibrate() with a fake FP8-capable GPU (run on the CPU, operands sized down by its small memory):
+    the profile states the GPU's memory from torch.cuda, an fp8 peak from _scaled_mm, the GPU's name."""
+    fake = cal.DeviceFacts("cuda:0", "Fake FP8 GPU", 2e6, "torch.cuda.get_device_properties('cuda:0').total_memory: fake", (9, 0))
+    assert cal.peak_gemm_sizes(fake, ["fp8"]) == {"fp8": 256}
+    fit, hw, data = cal.calibrate(weak_spec("tiny"), "fp32", "cpu", FAST, tokens=(1, 16), contexts=(256,),
+                                  peak_dtypes=("fp32",), facts=fake, decode_anchors=cal.DECODE_ANCHOR_POINTS[:1])
+    raw = tomllib.loads(cal.write_profile_toml(data, tmp_path / "gpu.toml").read_text())
+    assert raw["memory"]["capacity_gb"]["value"] == pytest.approx(0.002)
+    assert "torch.cuda.get_device_properties" in raw["memory"]["capacity_gb"]["source"]
+    assert set(raw["peak_tflops"]) == {"fp32", "bf16", "fp8"} and "_scaled_mm" in raw["peak_tflops"]["fp8"]["source"]
+    assert raw["provenance"]["processor"] == "Fake FP8 GPU"
+    assert hw.peak_flops("fp8") > 0
+
+
+def test_fp8_gemm_benchmark_counts():
+    m = mb.bench_gemm_fp8(16, 32, 48, "cpu", FAST)
+    assert m.params["dtype"] == "fp8" and m.flops == 2 * 16 * 32 * 48
+    assert m.bytes == 48 * 32 + 16 * 32 + 2 * 16 * 48  # 1-byte operands, bf16 output
+    with pytest.raises(ValueError, match="multiples of 16"):
+        mb.bench_gemm_fp8(1, 32, 48, "cpu", FAST)
+    assert mb.dtype_bytes("fp8") == 1 and mb.dtype_bytes("bf16") == 2
+
+
 def test_write_profile_is_validated_and_atomic(tmp_path):
     with pytest.raises(HardwareProfileError):
         cal.write_profile_toml({"id": "x"}, tmp_path / "bad.toml")
