@@ -252,17 +252,40 @@ def test_strong_costs_several_times_weak_per_token():
         assert weak_spec(scale).layer_kinds.count("full") * 4 == weak_spec(scale).num_layers
 
 
-def test_cli_live_json():
-    r = CliRunner().invoke(app, ["live", "--json", "--k", "3", "--accept", "1.0", "--threads", "1", "--token-scale", "0.15"])
+def test_cli_live_json(tmp_path):
+    out = tmp_path / "live"
+    r = CliRunner().invoke(app, ["live", "--synthetic", "--trajectories", "2", "--scale", "tiny", "--weak-hardware", "h20", "--json",
+                                 "--k", "3", "--accept", "0.5", "--token-scale", "0.3", "--repeats", "2", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
-    assert out["trajectories"] == 1 and out["safety"][0]["segments_reviewed"] > 0
+    rep = json.loads(r.output)
+    assert rep["trajectories"] == 2 and rep["repeats"] == 2 and rep["safety"]["segments_reviewed"] > 0
+    assert rep["counts"]["reads_executed"] > 0 and rep["setup"]["clock"] == "cpu"
+    assert rep["comparison"]["tokens_exact"] and rep["targets"]["tokens_exact"]
+    assert {row["phase"] for row in rep["comparison"]["rows"]} >= {"weak_decode", "strong_verify"}
+    from specagent.traces.io import load_trajectories
+
+    logs = load_trajectories(out / "protocol_log.jsonl")
+    assert len(logs) == 2 and all(t.is_protocol_log for t in logs)
+    assert json.loads((out / "comparison.json").read_text())["counts"] == rep["counts"]
+    r = CliRunner().invoke(app, ["live", "--synthetic", "--trajectories", "1", "--scale", "tiny", "--no-compare", "-o", str(out)])
+    assert r.exit_code == 0 and "live SpecAgent run: 1 trajectories" in r.output and "simulator s" not in r.output
 
 
 def test_cli_errors_are_clear(tmp_path):
     r = CliRunner().invoke(app, ["live", "--strategy", "router"])
     assert r.exit_code == 2 and "only 'specagent'" in r.output
-    r = CliRunner().invoke(app, ["live", "--compare"])
-    assert r.exit_code == 2 and "--weak-hardware" in r.output
+    r = CliRunner().invoke(app, ["live", "--clock", "sundial"])
+    assert r.exit_code == 2 and "--clock must be" in r.output
+    r = CliRunner().invoke(app, ["live", "--synthetic", "--scale", "tiny", "--weak-hardware", "no-such-gpu", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "no-such-gpu" in r.output
+    retail = tmp_path / "retail.jsonl"
+    from specagent.kernels.live import synthetic_airline_trajectory
+    from specagent.traces.io import save_trajectories
+
+    t = synthetic_airline_trajectory(0)
+    steps = [st.model_copy(update={"tool_name": "get_order_details"}) if st.tool_name == t.steps[2].tool_name else st for st in t.steps]
+    save_trajectories([t.model_copy(update={"steps": steps})], retail)
+    r = CliRunner().invoke(app, ["live", "--trace", str(retail), "--scale", "tiny", "--no-compare", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "retail.jsonl" in r.output and "step 1" in r.output and "get_order_details" in r.output
     r = CliRunner().invoke(app, ["calibrate", "-o", str(tmp_path / "p.toml"), "--model", "medium"])
     assert r.exit_code == 2 and "weak" in r.output
