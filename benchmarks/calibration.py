@@ -13,8 +13,9 @@ the simulator's prediction for the same protocol logs, with the README targets (
 Timing defaults (why): one torch thread and the min statistic — on this shared 2-vCPU
 machine a second thread or a co-running job stalls OpenMP and inflated whole passes by
 30% for tens of seconds; pass timings also drop rounds during which other processes used
-the CPU (see microbench.ForeignLoad). With one thread the live run times each pass on this
-thread's CPU clock (kernels.live.Clock), which leaves out the time other jobs held the core.
+the CPU (see microbench.ForeignLoad). With one thread on a CPU, calibration and the live run
+both time each pass on this thread's CPU clock (microbench.CLOCKS), which leaves out the time
+other jobs held the core.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def main() -> None:
     from specagent.kernels.live_compare import print_report
 
     out_dir = Path(args.out_dir or tempfile.mkdtemp(prefix="specagent-calibration-"))
-    cfg = mb.TimingConfig(repeats=args.repeats, statistic=args.statistic)
-    console.print(f"torch {torch.__version__}, {cal.processor_name()}, {torch.get_num_threads()} threads, statistic={args.statistic}", highlight=False)
+    # one thread on a CPU: time every pass on this thread's CPU clock (the live run does the same)
+    clock = "cpu" if args.device == "cpu" and args.threads == 1 else "wall"
+    cfg = mb.TimingConfig(repeats=args.repeats, statistic=args.statistic, clock=clock)
+    console.print(f"torch {torch.__version__}, {cal.processor_name()}, {torch.get_num_threads()} threads, statistic={args.statistic}, {clock} clock", highlight=False)
     runs = [("weak", weak_spec("bench"), "fp32"), ("strong", strong_spec("bench"), "fp32")]
     if args.bf16:
         runs += [("weak", weak_spec("bench"), "bf16"), ("strong", strong_spec("bench"), "bf16")]

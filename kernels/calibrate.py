@@ -197,17 +197,18 @@ def measure_passes(model: Model, points: Sequence[tuple[int, int, int]], cfg: mb
         setups.append((cache, c, ids))
     samples: list[list[float]] = [[] for _ in points]
     loads: list[float] = []
+    now = cfg.timer(dev)
     for i in range(cfg.warmup + cfg.repeats):
         probe = mb.ForeignLoad.start()
         for j, (cache, c, ids) in enumerate(setups):
             _restore(cache, c)
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
-            t0 = _now()
+            t0 = now()
             model.forward_tokens(cache, ids[i % cfg.rotate])
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
-            dt = _now() - t0
+            dt = now() - t0
             if i >= cfg.warmup:
                 samples[j].append(dt)
         if i >= cfg.warmup:
@@ -225,12 +226,6 @@ def _restore(cache, c: int) -> None:
         for i, (s, cv) in snap.items():
             cache.recurrent[i] = s.clone()
             cache.conv[i] = cv.clone()
-
-
-def _now() -> float:
-    import time
-
-    return time.perf_counter()
 
 
 # --------------------------------------------------------------------------- fit
@@ -252,6 +247,7 @@ class Calibration:
     measurements: list[mb.Measurement] = field(repr=False)
     provenance: dict = field(default_factory=dict)
     decode_curve: list[tuple[float, float]] = field(default_factory=list)
+    clock: str = "wall"  # TimingConfig.clock the measurements used
 
 
 def _gemm_mix(spec: ModelSpec, tokens: int) -> list[tuple[int, int, int, float]]:
@@ -423,6 +419,7 @@ def _profile_dict(cal: Calibration, machine: str, stamp: str, facts: DeviceFacts
             "torch": torch.__version__,
             "dtype": cal.dtype,
             "threads": torch.get_num_threads(),
+            "clock": cal.clock,
             "model": cal.model,
             "date": stamp,
             "call_overhead_us": float(f"{cal.call_overhead_us:.5g}"),
@@ -544,7 +541,7 @@ def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb
     cal = Calibration(device=device_name(device), dtype=dtype, model=spec.name, peak_tflops=f["peak"],
                       bandwidth_tb_s=f["bandwidth"] / 1e12, bandwidth_efficiency=f["bandwidth_efficiency"],
                       curve=[(1.0, 1.0)], pass_overhead_us=0.0, call_overhead_us=f["call_overhead"] * 1e6, anchors=[],
-                      residuals={"memory_kernel_mape": f["memory_kernel_mape"]}, measurements=ms)
+                      residuals={"memory_kernel_mape": f["memory_kernel_mape"]}, measurements=ms, clock=cfg.clock)
     data = _profile_dict(cal, machine, stamp, facts)
     data["efficiency"]["pass_overhead_us"]["value"] = 0.0
     data["efficiency"]["prefill_mfu"]["value"] = 1.0

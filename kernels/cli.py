@@ -68,6 +68,8 @@ def calibrate_cmd(
     threads: int = typer.Option(0, help="torch threads (0: torch's default)."),
     repeats: int = typer.Option(7, help="Timed repeats per benchmark (after warm-up)."),
     statistic: str = typer.Option("median", help="median, or min (the uncontended time on a shared machine)."),
+    clock: str = typer.Option("wall", help="wall, or cpu (this thread's CPU time, leaving out other jobs' time on the core: "
+                              "for --threads 1 on a CPU; `specagent live` times its passes the same way)."),
     validate: bool = typer.Option(True, help="Also predict and measure held-out full passes and report MAPE."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
@@ -84,9 +86,10 @@ def calibrate_cmd(
     _setup(device, threads, dtype)
     spec = _spec(model, scale)
     try:
-        cfg = mb.TimingConfig(repeats=repeats, statistic=statistic)
+        cfg = mb.TimingConfig(repeats=repeats, statistic=statistic, clock=clock)
+        cfg.timer(device)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--statistic/--clock: {exc}")
     with Progress(console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("calibrating", total=None)
         fit, hw, data = cal.calibrate(spec, dtype, device, cfg, progress=lambda m: prog.update(task, description=m))

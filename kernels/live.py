@@ -1,23 +1,34 @@
-"""The SpecAgent protocol run live: real torch models, a real SQLite tool environment.
+"""The SpecAgent protocol run live: real torch models, real reads on a SQLite airline service.
 
 Why: the simulator predicts what a protocol run costs; this runs one and measures it,
 so the prediction can be checked on the very same run (`compare`). Semantic decisions
 (accept / reject, replacement call or repair turn) cannot come from random weights: they
 come from the trace's labels (a recorded protocol log) or from the simulator's seeded
 acceptance model; everything else is real — the Weak model decodes its drafts at the
-trace's token lengths, reads hit the database at once, the first held action stops
-drafting and waits, the Strong model runs the verification prefill on its cached
-context and decodes verdict and repair tokens, and caches roll back on rejection.
+trace's token lengths; every drafted READ executes on the service at once (arguments
+drawn from its rows) and its result, at its real size in tokens, is what the next draft
+and the Strong model's verification read; the first held action stops drafting and is
+refused by the service until reviewed; the Strong model runs the verification prefill
+on its cached context and decodes verdict and repair tokens; caches roll back on
+rejection.
 
 The decisions come from `specagent.simulator.protocol`, the same sequence the planner
 prices (K, `on_write` review, cached verifier prompt, prefix caching); this module only
 carries them out, and each model's cache length is exactly the simulator's "seen" count,
-asserted at every call. When a verdict's replacement call
-is used, both append it to the Strong cache with a short prefill (phase strong_prefill).
+asserted at every call. When a verdict's replacement call is used, both append it to the
+Strong cache with a short prefill (phase strong_prefill).
+
+Real result sizes: a tool-result step takes the estimated tokens of the executed call's
+JSON result (`airline_env.result_tokens`) times the trajectory's token scale
+(`scale_trajectory`), so a scaled run keeps a real run's proportions and a run at scale 1
+reads results at their real size. A re-drafted read (after a rejection) repeats the same
+call on the same state and must return the same size (checked).
 
 The run writes a protocol log in the trace schema (the trajectory's committed steps with
-speculation labels, tool latencies as measured, user latency 0: the simulated user
-answers at once) plus measured per-phase times and token counts.
+speculation labels, tool results at their real sizes, tool latencies as measured, user
+latency 0: the simulated user answers at once), measured per-phase times and token
+counts, the executed calls — checked against the calls the log implies
+(`tool_runs_in_log`) — and a safety record per segment.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import numpy as np
 import torch
 
 from specagent.kernels.airline_env import AirlineEnv, ToolError, UnreviewedWrite
+from specagent.kernels.microbench import CLOCKS
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.plan import UserTurn, episode_from_trajectory, step_groups
@@ -161,19 +173,17 @@ class Lane:
             self.cache.rollback(length)
 
 
-#: Clocks a live run can time its passes with (`Clock`).
-CLOCKS = ("wall", "cpu")
 
 
 class Clock:
     """Time and tokens per phase, and every timed pass in order; `pause` excludes bookkeeping
     (snapshots, safety digests).
 
-    Two clocks: "wall" (perf_counter; on a GPU each pass ends with a device synchronise, so a
-    pass's time includes its kernels) and "cpu" (this thread's CPU time: on a CPU shared with
-    other jobs, the time the pass itself ran, without the time other processes held the core;
-    meaningful with one torch thread, which does all the work on this thread). Wall time is
-    recorded alongside either way.
+    Two clocks, as calibration's (`microbench.CLOCKS`): "wall" (perf_counter; on a GPU each
+    pass ends with a device synchronise, so a pass's time includes its kernels) and "cpu"
+    (this thread's CPU time: on a CPU shared with other jobs, the time the pass itself ran,
+    without the time other processes held the core; exact with one torch thread, which does
+    all the work on this thread). Wall time is recorded alongside either way.
     """
 
     def __init__(self, kind: str = "wall", sync: Callable[[], None] | None = None) -> None:

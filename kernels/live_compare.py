@@ -141,14 +141,15 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
                     k: int = 4, seed: int = 0, accept: float = DEFAULT_ACCEPT, verdict_tokens: int = DEFAULT_VERDICT_TOKENS,
                     repeats: int = 1, clock: str | None = None, weak_profile: str | None = None, strong_profile: str | None = None,
                     out_dir: str | Path = "out/live", compare_with_simulator: bool = True,
-                    calibration: mb.TimingConfig = mb.TimingConfig(repeats=7, statistic="min"),
+                    calibration: mb.TimingConfig | None = None,
                     progress: Callable[[str], None] | None = None) -> LiveReport:
     """Calibrate (unless profiles are given), run `trajs` (default `live_workload(trajectories)`) live
     `repeats` times, and compare with the simulator's prediction for the same protocol logs.
 
     Profiles: `weak_profile` (and `strong_profile`, default the Weak one) name hardware
-    profiles; without them both models are calibrated on `device` first and the profiles
-    are written to `out_dir`.
+    profiles; without them both models are calibrated on `device` first (`calibration`,
+    default 7 repeats, min statistic, on the run's clock) and the profiles are written to
+    `out_dir`.
     """
     tick = progress or (lambda _m: None)
     trajs = list(trajs) if trajs is not None else live_workload(trajectories)
@@ -169,13 +170,17 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
             report.profiles = {"weak": weak_profile, "strong": strong_profile or weak_profile}
         else:
             t0 = time.perf_counter()
+            calibration = calibration or mb.TimingConfig(repeats=7, statistic="min", clock=clock)
             done = calibrate_pair(scale, dtype, device, Path(out_dir), calibration, tick)
             report.seconds["calibration"] = time.perf_counter() - t0
             hw = {n: h for n, (h, _) in done.items()}
             report.profiles = {n: str(p) for n, (_, p) in done.items()}
-        threads = {n: h.provenance.get("threads") for n, h in hw.items()}
-        if device == "cpu" and any(t not in (None, torch.get_num_threads()) for t in threads.values()):
-            report.notes.append(f"profiles were calibrated with {threads} torch threads, this run uses {torch.get_num_threads()}")
+        for name, h in hw.items():  # a profile measured another way prices this run's passes differently
+            threads, pclock = h.provenance.get("threads"), h.provenance.get("clock", "wall")
+            if device == "cpu" and threads not in (None, torch.get_num_threads()):
+                report.notes.append(f"the {name} profile was calibrated with {threads} torch threads, this run uses {torch.get_num_threads()}")
+            if h.provenance.get("tool") == "specagent calibrate" and pclock != clock:
+                report.notes.append(f"the {name} profile was timed on the {pclock} clock, this run on the {clock} clock")
     ws, ss = weak_spec(scale), strong_spec(scale)
     weak = Model(ws, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
     strong = Model(ss, seed=seed + 1, dtype=mb.torch_dtype(dtype), device=device)

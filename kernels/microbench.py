@@ -22,6 +22,11 @@ import torch.nn.functional as F
 from specagent.kernels.modules import chunked_gated_delta_rule, recurrent_gated_delta_rule
 
 STATISTICS = ("median", "min")
+#: What a timed run's duration is: "wall" (perf_counter; CUDA events on a GPU) or "cpu" (this
+#: thread's CPU time: on a CPU shared with other jobs, the time the run itself took, without the
+#: time other processes held the core; exact for torch with one thread, which then computes on
+#: the calling thread).
+CLOCKS = ("wall", "cpu")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -52,15 +57,26 @@ class TimingConfig:
     #: "median" (default), or "min" — the uncontended time on a machine shared with other jobs,
     #: where the median flips between an idle and a contended mode (timeit's advice).
     statistic: str = "median"
+    clock: str = "wall"
 
     def __post_init__(self) -> None:
         if self.statistic not in STATISTICS:
             raise ValueError(f"statistic must be one of {STATISTICS}, got '{self.statistic}'")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {CLOCKS}, got '{self.clock}'")
         if self.repeats < 1 or self.rotate < 1 or self.warmup < 0:
             raise ValueError("repeats and rotate must be >= 1 and warmup >= 0")
 
     def summarise(self, samples: Sequence[float]) -> float:
         return statistics.median(samples) if self.statistic == "median" else min(samples)
+
+    def timer(self, device: torch.device | str) -> Callable[[], float]:
+        """The clock function for timing work on `device` (the cpu clock only for a CPU device)."""
+        if self.clock == "cpu":
+            if torch.device(device).type != "cpu":
+                raise ValueError(f"the cpu clock times this thread's work; {device} needs clock='wall'")
+            return time.thread_time
+        return time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,7 @@ def time_call(fn: Callable[[int], object], device: torch.device | str, cfg: Timi
               raw_index: bool = False) -> tuple[float, tuple[float, ...]]:
     """Seconds of ``fn(i)`` (i indexes the rotated input set): the configured statistic over repeats."""
     device = torch.device(device)
+    now = cfg.timer(device)
     rot = (1 << 62) if raw_index else cfg.rotate
     for i in range(cfg.warmup):
         fn(i % rot)
@@ -113,9 +130,9 @@ def time_call(fn: Callable[[int], object], device: torch.device | str, cfg: Timi
             end.synchronize()
             dt = start.elapsed_time(end) / 1e3
         else:
-            t0 = time.perf_counter()
+            t0 = now()
             fn((i + cfg.warmup) % rot)
-            dt = time.perf_counter() - t0
+            dt = now() - t0
         samples.append(dt)
         spent += dt
         i += 1

@@ -19,7 +19,7 @@ from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.predictor import validate_predictor
+from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import DEFAULT_STRATEGIES, ENGINES, compare, simulate
 from specagent.simulator.setting import Setting, edge_setting, load_api_models
 from specagent.simulator.strategies import REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
@@ -299,7 +299,8 @@ def simulate_cmd(
 
 @predictor_app.command("validate")
 def predictor_validate(
-    trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload). Default: the shipped τ²-Bench airline workload."),
+    trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload), protocol logs of `specagent live` included (checked "
+                          "under SpecAgent with their recorded verdicts and K). Default: the shipped τ²-Bench airline workload."),
     synthetic: int = O(60, help="Also validate on this many synthetic trajectories from every shipped workload profile (0: none)."),
     strategies: str = O("specagent,specagent_every_chunk,specagent_hold_replies,collab,router", help="Comma-separated strategies to check."),
     k: int = K, seed: int = SEED,
@@ -307,6 +308,9 @@ def predictor_validate(
     as_json: bool = O(False, "--json"),
 ) -> None:
     """Predict the Strong share of memory traffic from verdict + repair tokens alone; report its error.
+
+    Live protocol logs (`specagent live -o DIR` writes DIR/protocol_log.jsonl) are checked
+    next to the simulated workloads, on the decisions the live run recorded.
 
     The error is shown under both weight-read modes: 'union' (a verification prefill reads
     every expert its tokens touch) and 'active' (only active parameters), since the
@@ -323,6 +327,10 @@ def predictor_validate(
             workloads[p.name] = load_trajectories(p)
         except (OSError, ValueError) as exc:
             fail(f"{p}: {exc}")
+        try:
+            protocol_log_k(str(p), workloads[p.name])
+        except ValueError as exc:
+            fail(str(exc))
     if synthetic > 0:
         for name in list_profiles():
             workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, seed)
@@ -340,7 +348,8 @@ def predictor_validate(
     for c in ("predicted", "accounted", "abs error", "mean |err| per traj"):
         t.add_column(c, justify="right")
     for _, r in table.iterrows():
-        t.add_row(r["workload"], r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
+        name = f"{r['workload']} (protocol log)" if r["source"].startswith("protocol log") else r["workload"]
+        t.add_row(name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
                   f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}")
     console.print(t)
     worst = table.groupby("weight_mode")["abs_error"].max()

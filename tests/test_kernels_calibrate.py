@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 
@@ -128,7 +129,8 @@ def test_quiet_rounds_keep_the_uncontended_rounds():
 
 def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     spec = weak_spec("tiny")
-    fit, hw, data = cal.calibrate(spec, "fp32", "cpu", FAST, tokens=(1, 16), contexts=(256,), peak_dtypes=("fp32",))
+    fit, hw, data = cal.calibrate(spec, "fp32", "cpu", dataclasses.replace(FAST, clock="cpu"), tokens=(1, 16), contexts=(256,),
+                                  peak_dtypes=("fp32",))
     path = cal.write_profile_toml(data, tmp_path / "cpu.toml")
     loaded = load_hardware(str(path))
     assert loaded.compute_efficiency_curve == tuple((t, pytest.approx(e, rel=1e-4)) for t, e in fit.curve)
@@ -136,7 +138,7 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     raw = tomllib.loads(path.read_text())
     assert "measured by specagent calibrate" in raw["memory"]["bandwidth_tb_s"]["source"]
     prov = raw["provenance"]
-    assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"]
+    assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"] and prov["clock"] == "cpu"
     n_anchors = len(cal.ANCHOR_POINTS) + len(cal.DECODE_ANCHOR_POINTS) + 1  # + prefill at 16
     assert len(prov["anchor_residuals_us"]) == n_anchors == len(prov["anchor_points"])
     # the decode curve: batch 1 = the compute curve's 1-token point, then one point per decode-anchor batch
@@ -210,6 +212,19 @@ def test_fp8_gemm_benchmark_counts():
     with pytest.raises(ValueError, match="multiples of 16"):
         mb.bench_gemm_fp8(1, 32, 48, "cpu", FAST)
     assert mb.dtype_bytes("fp8") == 1 and mb.dtype_bytes("bf16") == 2
+
+
+def test_cpu_clock_times_only_this_threads_work():
+    import time
+
+    cpu = mb.TimingConfig(warmup=0, repeats=3, rotate=1, statistic="min", clock="cpu")
+    wall = dataclasses.replace(cpu, clock="wall")
+    assert mb.time_call(lambda i: time.sleep(0.02), "cpu", cpu)[0] < 0.005  # asleep: off the core
+    assert mb.time_call(lambda i: time.sleep(0.02), "cpu", wall)[0] >= 0.02
+    with pytest.raises(ValueError, match="clock must be"):
+        mb.TimingConfig(clock="sundial")
+    with pytest.raises(ValueError, match="needs clock='wall'"):
+        cpu.timer("cuda")
 
 
 def test_write_profile_is_validated_and_atomic(tmp_path):

@@ -317,3 +317,36 @@ def test_cpu_clock_leaves_out_time_off_the_core():
         Clock("gpu")
     with pytest.raises(ValueError, match="clock must be"):
         LiveConfig(clock="gpu")
+
+
+def test_predictor_validates_on_live_protocol_logs(mixed_run, tmp_path):
+    """Live logs are checked under SpecAgent at their recorded K (decisions from their labels), next to traces."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from specagent.cli import app as main_app
+    from specagent.simulator.predictor import validate_predictor
+    from specagent.simulator.run import simulate
+    from specagent.traces.io import save_trajectories
+
+    logs = [r.protocol_log for r in mixed_run]
+    ref = [_traj(i) for i in range(2)]
+    table = validate_predictor({"live": logs, "ref": ref}, strategies=("specagent", "router"))
+    live = table[table["workload"] == "live"]
+    assert set(live["strategy"]) == {"specagent"} and set(live["source"]) == {"protocol log (recorded verdicts)"}
+    assert set(table[table["workload"] == "ref"]["strategy"]) == {"specagent", "router"}
+    frame = simulate(logs, "specagent", k=3)  # live_k = 3 recorded in the logs; verdicts from their labels
+    assert int(live.iloc[0]["strong_verdict_repair_tokens"]) == int((frame["tokens_strong_verdict"] + frame["tokens_strong_decode"]).sum())
+    assert int(live.iloc[0]["strong_verdict_repair_tokens"]) == sum(r.tokens.get("strong_verdict", 0) + r.tokens.get("strong_decode", 0)
+                                                                     for r in mixed_run)
+    path = save_trajectories(logs, tmp_path / "live.jsonl")
+    r = CliRunner().invoke(main_app, ["predictor", "validate", "--trace", str(path), "--synthetic", "2", "--strategies",
+                                      "specagent,router", "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((tmp_path / "p.json").read_text())
+    assert {(x["workload"], x["strategy"]) for x in rows if x["workload"] == "live.jsonl"} == {("live.jsonl", "specagent")}
+    assert any(x["workload"].startswith("synthetic:") for x in rows) and "(protocol log)" in r.output
+    mixed = save_trajectories(logs + ref, tmp_path / "mixed.jsonl")
+    r = CliRunner().invoke(main_app, ["predictor", "validate", "--trace", str(mixed), "--synthetic", "0"])
+    assert r.exit_code == 2 and "separate workloads" in r.output
