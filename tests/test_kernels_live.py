@@ -342,11 +342,12 @@ def test_predictor_validates_on_live_protocol_logs(mixed_run, tmp_path):
                                                                      for r in mixed_run)
     path = save_trajectories(logs, tmp_path / "live.jsonl")
     r = CliRunner().invoke(main_app, ["predictor", "validate", "--trace", str(path), "--synthetic", "2", "--strategies",
-                                      "specagent,router", "-o", str(tmp_path / "p.json")])
+                                      "specagent,router", "-o", str(tmp_path / "p.json")], env={"COLUMNS": "240"})
     assert r.exit_code == 0, r.output
     rows = json.loads((tmp_path / "p.json").read_text())
     assert {(x["workload"], x["strategy"]) for x in rows if x["workload"] == "live.jsonl"} == {("live.jsonl", "specagent")}
-    assert any(x["workload"].startswith("synthetic:") for x in rows) and "(protocol log)" in r.output
+    assert {x["source"] for x in rows if x["workload"] == "live.jsonl"} == {"protocol log (recorded verdicts)"}
+    assert any(x["workload"].startswith("synthetic:") for x in rows) and "live.jsonl (protocol log)" in r.output
     mixed = save_trajectories(logs + ref, tmp_path / "mixed.jsonl")
     r = CliRunner().invoke(main_app, ["predictor", "validate", "--trace", str(mixed), "--synthetic", "0"])
     assert r.exit_code == 2 and "separate workloads" in r.output
