@@ -2,13 +2,13 @@
 
 Prints: the fitted figures, the validation table (predicted vs measured per held-out
 (batch, new tokens, context) point, MAPE) for the scaled Weak and Strong models, then the
-published live comparison: 20 τ²-Bench airline trajectories (kernels.live_compare.live_workload)
+published live comparison: 24 τ²-Bench airline trajectories (kernels.live_compare.live_workload)
 run live 3 times with real reads on the SQLite airline service, each phase's measured time
 (each pass at its fastest of the 3 repeats, and the spread of the repeats' totals) next to
 the simulator's prediction for the same protocol logs, with the README targets (total within
 10%, every phase with >= 1 s measured within 20%, token counts exact, >= 100 reads executed).
 
-    .venv/bin/python benchmarks/calibration.py [--threads 1] [--statistic min] [--bf16] [--live-trajectories 20] [--device cuda]
+    .venv/bin/python benchmarks/calibration.py [--threads 1] [--statistic min] [--bf16] [--live-trajectories 24] [--device cuda]
 
 Timing defaults (why): one torch thread and the min statistic — on this shared 2-vCPU
 machine a second thread or a co-running job stalls OpenMP and inflated whole passes by
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+from rich.console import Console
 
 
 def main() -> None:
@@ -36,7 +37,7 @@ def main() -> None:
     ap.add_argument("--statistic", default="min", choices=("median", "min"))
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--bf16", action="store_true", help="also calibrate and validate both models in bf16 (slow on CPUs without native bf16)")
-    ap.add_argument("--live-trajectories", type=int, default=20)
+    ap.add_argument("--live-trajectories", type=int, default=24)
     ap.add_argument("--live-repeats", type=int, default=3)
     ap.add_argument("--token-scale", type=float, default=0.05, help="scale of the shipped τ²-airline trace's token counts for the live run")
     ap.add_argument("--k", type=int, default=4)
@@ -89,10 +90,10 @@ def main() -> None:
                   args.token_scale, args.k, args.live_repeats, out_dir)
     console.print(f"\nlive run: {report.setup['trajectories']} τ²-airline trajectories (token scale {args.token_scale}), K={args.k}, "
                   f"{args.live_repeats} repeats, {report.seconds['live_runs']:.0f} s", highlight=False)
-    print_report(report, console)
+    print_report(report, Console(width=max(console.width, 100)))
 
 
-def live(device: str, weak_profile: str | None, strong_profile: str | None, trajectories: int = 20, token_scale: float = 0.05,
+def live(device: str, weak_profile: str | None, strong_profile: str | None, trajectories: int = 24, token_scale: float = 0.05,
          k: int = 4, repeats: int = 3, out_dir: Path | str = "out/live-bench"):
     """The published live comparison (importable: the GPU script runs it with device="cuda"; without
     profiles it calibrates both models on the device first)."""

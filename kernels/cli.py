@@ -141,9 +141,9 @@ def live_cmd(
     synthetic: bool = typer.Option(False, "--synthetic", help="Run a seeded synthetic airline conversation instead of a trace (seconds; for tests)."),
     strategy: str = typer.Option("specagent", help="Only 'specagent' runs live."),
     k: int = typer.Option(4, help="K: at most this many steps drafted per chunk."),
-    trajectories: int = typer.Option(20, "--trajectories", "--limit", help="How many trajectories to run (of --trace: the first N)."),
+    trajectories: int = typer.Option(24, "--trajectories", "--limit", help="How many trajectories to run (of --trace: the first N)."),
     token_scale: float = typer.Option(0.05, help="Scale every token count of the trace, real tool results included (the scaled trace is "
-                                      "what runs and what the simulator prices; 0.05 keeps 20 τ²-Bench trajectories to ~1 min of CPU)."),
+                                      "what runs and what the simulator prices; 0.05 keeps 24 τ²-Bench trajectories to ~1 min of CPU)."),
     repeats: int = typer.Option(1, help="Run the workload this many times (same seed: the same passes) and time each pass at its fastest."),
     scale: str = typer.Option("bench", help="Model scale: tiny or bench (kernels/configs.py)."),
     dtype: str = typer.Option("fp32", help="Model dtype."),

@@ -34,12 +34,13 @@ from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.traces.schema import StepKind, Trajectory
 
-DEFAULT_TRAJECTORIES = 20
-#: Token counts of the τ²-Bench traces scaled by this: a 20-trajectory CPU run then decodes ~4,000 Weak
-#: tokens (~30 s on one core of the machine the README figures come from) instead of ~80,000.
+#: 24 evenly spaced trajectories make 128 READ calls (so >= 100 reads execute live, re-drafts aside).
+DEFAULT_TRAJECTORIES = 24
+#: Token counts of the τ²-Bench traces scaled by this: the default CPU run then decodes ~5,000 Weak tokens
+#: (~35 s on one core of the machine the README figures come from) instead of ~100,000.
 DEFAULT_TOKEN_SCALE = 0.05
 #: Acceptance per drafted step and verdict length of the seeded acceptance model (a trace without labels):
-#: illustrative, chosen so a 20-trajectory run has both outcomes several times, not fitted to anything.
+#: illustrative, chosen so a default run has both outcomes several times, not fitted to anything.
 DEFAULT_ACCEPT = 0.7
 DEFAULT_VERDICT_TOKENS = 16
 #: README targets of the published comparison (measured by benchmarks/calibration.py, never asserted in tests).
@@ -201,35 +202,36 @@ def print_report(report: LiveReport, console: Console | None = None) -> None:
     title = (f"live SpecAgent run: {len(first)} trajectories x {len(runs)} repeat(s), K={s['k']}, token scale {s['token_scale']:g}, "
              f"{s['dtype']} on {s['device']}, {s['clock']} clock")
     t = Table(title=title)
-    for col in ("phase", "tokens", "measured s"):
-        t.add_column(col, justify="right" if col != "phase" else "left")
+    t.add_column("phase", no_wrap=True)
+    t.add_column("tokens", justify="right")
+    t.add_column("measured s", justify="right")
     if len(runs) > 1:
-        t.add_column("repeats s (min-max)", justify="right")
+        t.add_column("repeats s", justify="right")
     if c:
-        for col in ("simulator s", "sim tokens", "error"):
-            t.add_column(col, justify="right")
+        t.add_column("simulator s", justify="right")
+        t.add_column("error", justify="right")
     rows = {r["phase"]: r for r in c.rows} if c else {}
     for ph in PHASES:
-        tok = sum(r.tokens.get(ph, 0) for r in first) if ph not in ("tool", "user") else 0
+        tok = str(sum(r.tokens.get(ph, 0) for r in first)) if ph not in ("tool", "user") else ""
         if c:
-            meas = rows[ph]["measured_s"]
-            spread = rows[ph]["spread_s"]
+            meas, spread = rows[ph]["measured_s"], rows[ph]["spread_s"]
+            if rows[ph]["predicted_tokens"] not in (None, 0) and str(rows[ph]["predicted_tokens"]) != tok:
+                tok += f" (sim {rows[ph]['predicted_tokens']})"
         else:
             per = [sum(r.seconds.get(ph, 0.0) for r in run) for run in runs]
             meas, spread = min(per), (min(per), max(per))
-        row = [ph, str(tok), f"{meas:.3f}"]
+        row = [ph, tok, f"{meas:.3f}"]
         if len(runs) > 1:
-            row.append(f"{spread[0]:.3f}-{spread[1]:.3f}")
+            row.append(f"{spread[0]:.2f}-{spread[1]:.2f}")
         if c:
             r = rows[ph]
-            row += [f"{r['predicted_s']:.3f}", "-" if r["predicted_tokens"] is None else str(r["predicted_tokens"]),
-                    f"{(r['predicted_s'] - meas) / meas:+.1%}" if meas > 0 else "-"]
+            row += [f"{r['predicted_s']:.3f}", f"{(r['predicted_s'] - meas) / meas:+.1%}" if meas > 0 else "-"]
         t.add_row(*row)
     if c:
         total = ["total", "", f"{c.measured_s:.3f}"]
         if len(runs) > 1:
-            total.append(f"{min(c.repeat_totals):.3f}-{max(c.repeat_totals):.3f}")
-        t.add_row(*total, f"{c.predicted_s:.3f}", "", f"{c.error:+.1%}")
+            total.append(f"{min(c.repeat_totals):.2f}-{max(c.repeat_totals):.2f}")
+        t.add_row(*total, f"{c.predicted_s:.3f}", f"{c.error:+.1%}")
     console.print(t)
     counts = _sum([r.counts for r in first])
     console.print("protocol: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()), highlight=False)

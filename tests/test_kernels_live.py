@@ -267,11 +267,11 @@ def test_live_workload_is_the_documented_subset():
 
     every = load_trajectories(default_workload_path())
     pool = [t for t in every if t.domain == "airline" and any(st.is_tool_call and st.kind.value == "read" for st in t.steps)]
-    sub = live_workload(20)
-    assert len(sub) == 20 and len({id(t) for t in sub}) == 20
-    assert [pool.index(t) for t in sub] == [((2 * i + 1) * len(pool)) // 40 for i in range(20)]
+    sub = live_workload()
+    assert len(sub) == 24 and len({id(t) for t in sub}) == 24
+    assert [pool.index(t) for t in sub] == [((2 * i + 1) * len(pool)) // 48 for i in range(24)]
     assert {t.source.split("#")[0] for t in sub} == {t.source.split("#")[0] for t in pool}  # every source model of the file
-    assert sum(1 for t in sub for st in t.steps if st.is_tool_call and st.kind.value == "read") == 95
+    assert sum(1 for t in sub for st in t.steps if st.is_tool_call and st.kind.value == "read") == 128
     with pytest.raises(ValueError, match="between 1 and"):
         live_workload(0)
     with pytest.raises(ValueError, match="between 1 and"):
