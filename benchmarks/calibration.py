@@ -94,12 +94,12 @@ def main() -> None:
 
 
 def live(device: str, weak_profile: str | None, strong_profile: str | None, trajectories: int = 24, token_scale: float = 0.05,
-         k: int = 4, repeats: int = 3, out_dir: Path | str = "out/live-bench"):
+         k: int = 4, repeats: int = 3, out_dir: Path | str = "out/live-bench", dtype: str = "fp32"):
     """The published live comparison (importable: the GPU script runs it with device="cuda"; without
-    profiles it calibrates both models on the device first)."""
+    profiles it calibrates both models on the device first, in `dtype`)."""
     from specagent.kernels.live_compare import live_comparison
 
-    return live_comparison(trajectories=trajectories, token_scale=token_scale, device=device, k=k, repeats=repeats,
+    return live_comparison(trajectories=trajectories, token_scale=token_scale, device=device, dtype=dtype, k=k, repeats=repeats,
                            weak_profile=weak_profile, strong_profile=strong_profile, out_dir=out_dir)
 
 

@@ -409,6 +409,8 @@ class AirlineEnv:
     @classmethod
     def _t_book_reservation(cls, c, user_id, origin, destination, flight_type, cabin, flights, passengers, payment_id,
                             total_baggages, nonfree_baggages, insurance):
+        if cabin not in CABINS:  # also keeps the column name below one of three
+            return f"Error: cabin must be one of {', '.join(CABINS)}"
         legs = []
         for f in flights:
             row = c.execute(f"SELECT price_{cabin}, seats_{cabin}, status FROM flight_dates WHERE flight_number=? AND date=?",
@@ -451,8 +453,8 @@ class AirlineEnv:
     @classmethod
     def _t_update_reservation_flights(cls, c, reservation_id, cabin, flights, payment_id):
         r = cls._reservation(c, reservation_id)
-        if isinstance(r, str):
-            return r
+        if isinstance(r, str) or cabin not in CABINS:
+            return r if isinstance(r, str) else f"Error: cabin must be one of {', '.join(CABINS)}"
         legs = []
         for old, f in zip(r["flights"], flights):
             row = c.execute(f"SELECT price_{cabin} FROM flight_dates WHERE flight_number=? AND date=?", (f["flight_number"], f["date"])).fetchone()

@@ -173,8 +173,6 @@ class Lane:
             self.cache.rollback(length)
 
 
-
-
 class Clock:
     """Time and tokens per phase, and every timed pass in order; `pause` excludes bookkeeping
     (snapshots, safety digests).
