@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from specagent.kernels.modules import FullAttention, GatedDeltaNet, Model, MoE, RMSNorm, SwiGLU, _rope_params
+from specagent.kernels.modules import FullAttention, GatedDeltaNet, Model, MoE, RMSNorm, SwiGLU
 
 #: Keys of our HF-style text config that the reference config classes do not take as such.
 _DROPPED = ("model_type", "full_attention_interval", "rope_theta", "partial_rotary_factor", "mlp_only_layers")
@@ -99,8 +99,3 @@ def reference_state_dict(model: Model) -> dict[str, torch.Tensor]:
         ffn = moe_state(blk.ffn) if isinstance(blk.ffn, MoE) else mlp_state(blk.ffn)
         sd.update({p + "mlp." + k: v for k, v in ffn.items()})
     return sd
-
-
-def rope_fraction(model: Model) -> float:
-    """The partial-RoPE fraction `model` was built with (what the reference config must state)."""
-    return _rope_params(model.spec)[0]
