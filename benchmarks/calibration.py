@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
+from specagent.kernels.configs import LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,9 +39,9 @@ def main() -> None:
     ap.add_argument("--statistic", default="min", choices=("median", "min"))
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--bf16", action="store_true", help="also calibrate and validate both models in bf16 (slow on CPUs without native bf16)")
-    ap.add_argument("--live-trajectories", type=int, default=24)
+    ap.add_argument("--live-trajectories", type=int, default=LIVE_TRAJECTORIES)
     ap.add_argument("--live-repeats", type=int, default=3)
-    ap.add_argument("--token-scale", type=float, default=0.05, help="scale of the shipped τ²-airline trace's token counts for the live run")
+    ap.add_argument("--token-scale", type=float, default=LIVE_TOKEN_SCALE, help="scale of the shipped τ²-airline trace's token counts for the live run")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--out-dir", default=None, help="where calibrated profiles go (default: a temporary directory)")
     ap.add_argument("--no-live", action="store_true", help="skip the live protocol run (calibration and validation only)")
@@ -93,8 +95,9 @@ def main() -> None:
     print_report(report, Console(width=max(console.width, 100)))
 
 
-def live(device: str, weak_profile: str | None, strong_profile: str | None, trajectories: int = 24, token_scale: float = 0.05,
-         k: int = 4, repeats: int = 3, out_dir: Path | str = "out/live-bench", dtype: str = "fp32"):
+def live(device: str, weak_profile: str | None, strong_profile: str | None, trajectories: int = LIVE_TRAJECTORIES,
+         token_scale: float = LIVE_TOKEN_SCALE, k: int = 4, repeats: int = 3, out_dir: Path | str = "out/live-bench",
+         dtype: str = "fp32"):
     """The published live comparison (importable: the GPU script runs it with device="cuda"; without
     profiles it calibrates both models on the device first, in `dtype`)."""
     from specagent.kernels.live_compare import live_comparison

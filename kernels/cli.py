@@ -18,7 +18,7 @@ from rich.table import Table
 from specagent.console import fail
 
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.kernels.configs import SCALES, strong_spec, weak_spec
+from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -141,9 +141,9 @@ def live_cmd(
     synthetic: bool = typer.Option(False, "--synthetic", help="Run a seeded synthetic airline conversation instead of a trace (seconds; for tests)."),
     strategy: str = typer.Option("specagent", help="Only 'specagent' runs live."),
     k: int = typer.Option(4, help="K: at most this many steps drafted per chunk."),
-    trajectories: int = typer.Option(24, "--trajectories", "--limit", help="How many trajectories to run (of --trace: the first N)."),
-    token_scale: float = typer.Option(0.05, help="Scale every token count of the trace, real tool results included (the scaled trace is "
-                                      "what runs and what the simulator prices; 0.05 keeps 24 τ²-Bench trajectories to ~1 min of CPU)."),
+    trajectories: int = typer.Option(LIVE_TRAJECTORIES, "--trajectories", "--limit", help="How many trajectories to run (of --trace: the first N)."),
+    token_scale: float = typer.Option(LIVE_TOKEN_SCALE, help="Scale every token count of the trace, real tool results included (the scaled "
+                                      "trace is what runs and what the simulator prices; the default keeps the default run to ~1 min of CPU)."),
     repeats: int = typer.Option(1, help="Run the workload this many times (same seed: the same passes) and time each pass at its fastest."),
     scale: str = typer.Option("bench", help="Model scale: tiny or bench (kernels/configs.py)."),
     dtype: str = typer.Option("fp32", help="Model dtype."),
@@ -152,7 +152,7 @@ def live_cmd(
     clock: str = typer.Option("auto", help="auto, wall or cpu: what a pass's time is. auto: cpu (this thread's CPU time) on a CPU with one "
                               "thread, else wall (a GPU synchronises after each pass)."),
     seed: int = typer.Option(0, help="Seed of weights, filler tokens, tool arguments and acceptance draws."),
-    accept: float = typer.Option(0.7, help="Acceptance probability per drafted step (when the trace carries no labels)."),
+    accept: float = typer.Option(LIVE_ACCEPT, help="Acceptance probability per drafted step (when the trace carries no labels)."),
     out: Path = typer.Option(Path("out/live"), "-o", "--out", help="Folder for the protocol log (protocol_log.jsonl), the comparison "
                              "(comparison.json) and the calibrated profiles."),
     compare: bool = typer.Option(True, "--compare/--no-compare", help="Price the same protocol logs with the simulator and compare per phase."),

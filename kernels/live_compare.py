@@ -28,21 +28,14 @@ from rich.table import Table
 from specagent.hardware.profile import HardwareProfile, load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
-from specagent.kernels.configs import strong_spec, weak_spec
+from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, LIVE_VERDICT_TOKENS, strong_spec, weak_spec
 from specagent.kernels.live import PHASES, Comparison, LiveConfig, LiveResult, check_tools, compare, run_trajectory, scale_trajectory
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.traces.schema import StepKind, Trajectory
 
-#: 24 evenly spaced trajectories make 128 READ calls (so >= 100 reads execute live, re-drafts aside).
-DEFAULT_TRAJECTORIES = 24
-#: Token counts of the τ²-Bench traces scaled by this: the default CPU run then decodes ~5,000 Weak tokens
-#: (~35 s on one core of the machine the README figures come from) instead of ~100,000.
-DEFAULT_TOKEN_SCALE = 0.05
-#: Acceptance per drafted step and verdict length of the seeded acceptance model (a trace without labels):
-#: illustrative, chosen so a default run has both outcomes several times, not fitted to anything.
-DEFAULT_ACCEPT = 0.7
-DEFAULT_VERDICT_TOKENS = 16
+DEFAULT_TRAJECTORIES, DEFAULT_TOKEN_SCALE = LIVE_TRAJECTORIES, LIVE_TOKEN_SCALE
+DEFAULT_ACCEPT, DEFAULT_VERDICT_TOKENS = LIVE_ACCEPT, LIVE_VERDICT_TOKENS
 #: README targets of the published comparison (measured by benchmarks/calibration.py, never asserted in tests).
 TARGETS = {"total_error": 0.10, "phase_error": 0.20, "phase_min_s": 1.0, "reads_executed": 100, "trajectories": 20}
 
