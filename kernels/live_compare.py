@@ -34,13 +34,11 @@ from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.traces.schema import StepKind, Trajectory
 
-DEFAULT_TRAJECTORIES, DEFAULT_TOKEN_SCALE = LIVE_TRAJECTORIES, LIVE_TOKEN_SCALE
-DEFAULT_ACCEPT, DEFAULT_VERDICT_TOKENS = LIVE_ACCEPT, LIVE_VERDICT_TOKENS
 #: README targets of the published comparison (measured by benchmarks/calibration.py, never asserted in tests).
 TARGETS = {"total_error": 0.10, "phase_error": 0.20, "phase_min_s": 1.0, "reads_executed": 100, "trajectories": 20}
 
 
-def live_workload(n: int = DEFAULT_TRAJECTORIES, trajs: Sequence[Trajectory] | None = None) -> list[Trajectory]:
+def live_workload(n: int = LIVE_TRAJECTORIES, trajs: Sequence[Trajectory] | None = None) -> list[Trajectory]:
     """N trajectories evenly spaced over the airline trajectories (of `trajs`, default the shipped τ²-Bench
     workload) that make at least one READ call: the middle one of each of N equal strata, in file order."""
     if trajs is None:
@@ -76,7 +74,7 @@ class LiveReport:
         return self.runs[0]
 
     def targets(self) -> dict[str, bool]:
-        """Each README target: met or not (None: no comparison)."""
+        """Each README target: met or not (the timing ones only with a comparison)."""
         c = self.comparison
         out = {"trajectories": len(self.results) >= TARGETS["trajectories"],
                "reads_executed": sum(r.counts["reads_executed"] for r in self.results) >= TARGETS["reads_executed"]}
@@ -130,9 +128,9 @@ def calibrate_pair(scale: str, dtype: str, device: str, out_dir: Path, cfg: mb.T
     return out
 
 
-def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: int = DEFAULT_TRAJECTORIES,
-                    token_scale: float = DEFAULT_TOKEN_SCALE, device: str = "cpu", dtype: str = "fp32", scale: str = "bench",
-                    k: int = 4, seed: int = 0, accept: float = DEFAULT_ACCEPT, verdict_tokens: int = DEFAULT_VERDICT_TOKENS,
+def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: int = LIVE_TRAJECTORIES,
+                    token_scale: float = LIVE_TOKEN_SCALE, device: str = "cpu", dtype: str = "fp32", scale: str = "bench",
+                    k: int = 4, seed: int = 0, accept: float = LIVE_ACCEPT, verdict_tokens: int = LIVE_VERDICT_TOKENS,
                     repeats: int = 1, clock: str | None = None, weak_profile: str | None = None, strong_profile: str | None = None,
                     out_dir: str | Path = "out/live", compare_with_simulator: bool = True,
                     calibration: mb.TimingConfig | None = None,
