@@ -204,11 +204,15 @@ def live_cmd(
         fail(f"{trace}: {exc}")
     with Progress(console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("live run", total=None)
+
+        def progress(message: str, done: int | None = None, total: int | None = None) -> None:
+            prog.update(task, description=message, **({"completed": done, "total": total} if total else {}))
+
         try:
             report = live_comparison(trajs, trajectories=trajectories, token_scale=token_scale, device=device, dtype=dtype, scale=scale,
                                      k=k, seed=seed, accept=accept, repeats=repeats, clock=None if clock == "auto" else clock,
                                      weak_profile=weak_hardware, strong_profile=strong_hardware, out_dir=out,
-                                     compare_with_simulator=compare, progress=lambda m: prog.update(task, description=m))
+                                     compare_with_simulator=compare, progress=progress)
         except (ValueError, HardwareProfileError) as exc:
             fail(str(exc))
     save_trajectories([r.protocol_log for r in report.results], out / "protocol_log.jsonl")
