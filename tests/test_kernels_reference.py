@@ -28,8 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the hub
 
 import pytest
 import torch
-
-transformers = pytest.importorskip("transformers", reason="transformers is a test extra (pip install -e '.[test]')")
+import transformers  # a test extra (pip install -e '.[test]'): missing, these tests fail rather than skip
 from transformers.cache_utils import DynamicCache  # noqa: E402
 from transformers.models.qwen3_5 import modeling_qwen3_5 as q35  # noqa: E402
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as q35moe  # noqa: E402
