@@ -15,7 +15,7 @@ status, seats and prices per cabin for each date; reservations with flight segme
 passengers and payment history), so tool results have the sizes an agent really reads:
 a user or a reservation is a JSON object of a few hundred tokens, as in the shipped
 τ²-Bench traces (median tool result 322 tokens for get_user_details, 264 for
-get_reservation_details). The contents are generated from a seed; tool names and their
+get_reservation_details; here about 410 and 280, tests/test_kernels_live.py checks the range). The contents are generated from a seed; tool names and their
 READ/WRITE/GENERIC kinds are τ²-Bench's (traces/data/tool_types.json).
 
 Traces carry no tool arguments, so `arguments_for` derives valid ones from the database
