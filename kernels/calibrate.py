@@ -79,6 +79,84 @@ def device_name(device: str) -> str:
     return f"{processor_name()} ({torch.get_num_threads()} torch threads)"
 
 
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What calibration must know about the device before measuring it.
+
+    Read once from torch (`device_facts`); tests inject a fake description, so the CUDA
+    branches are exercised without a GPU.
+    """
+
+    device: str  # "cpu", "cuda", "cuda:1"
+    name: str
+    memory_bytes: float
+    memory_source: str
+    #: CUDA compute capability (major, minor); None on a CPU.
+    capability: tuple[int, int] | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def has_fp8(self) -> bool:
+        """FP8 tensor-core GEMMs: Ada (8.9), Hopper (9.0) and later (torch._scaled_mm's CUDA requirement)."""
+        return self.is_cuda and self.capability is not None and self.capability >= FP8_MIN_CAPABILITY
+
+
+#: Lowest CUDA compute capability with FP8 tensor cores (Ada Lovelace sm_89; Hopper is 9.0).
+FP8_MIN_CAPABILITY = (8, 9)
+#: Largest square GEMM side for the peak measurement on a GPU: 8192³ x 2 FLOP = 1.1 TFLOP, about
+#: a millisecond at a Hopper's dense BF16 peak — long enough to time, large enough to saturate.
+GPU_PEAK_GEMM_MAX = 8192
+#: The peak GEMMs' operands (3 rotated input sets of A, B and the output) may take this share of device memory.
+GPU_PEAK_GEMM_MEMORY_SHARE = 0.125
+
+
+def device_facts(device: str) -> DeviceFacts:
+    """Memory and capability of `device` as torch reports them (host RAM for a CPU)."""
+    if device.startswith("cuda"):
+        dev = torch.device(device)
+        props = torch.cuda.get_device_properties(dev)
+        return DeviceFacts(device, props.name, float(props.total_memory),
+                           f"torch.cuda.get_device_properties({device!r}).total_memory: memory of the measured GPU",
+                           (int(props.major), int(props.minor)))
+    try:
+        mem = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        src = "os.sysconf(SC_PHYS_PAGES x SC_PAGE_SIZE): physical memory of the measured machine"
+    except (ValueError, OSError, AttributeError):
+        mem, src = 1e9, "unknown: os.sysconf unavailable; 1 GB stated so the fit check stays conservative"
+    return DeviceFacts(device, processor_name(), mem, src)
+
+
+def peak_dtypes_for(facts: DeviceFacts, requested: Sequence[str]) -> list[str]:
+    """Dtypes whose peak GEMM rate is measured: those requested, bf16 (the profile schema requires it),
+    and fp8 where the GPU has FP8 tensor cores."""
+    out = set(requested) | {"bf16"}
+    if facts.has_fp8:
+        out.add("fp8")
+    return sorted(out)
+
+
+def peak_gemm_sizes(facts: DeviceFacts, dtypes: Sequence[str]) -> dict[str, int]:
+    """Side of the square GEMM that measures each dtype's peak.
+
+    On a CPU: 1024 in fp32, 384 in the others (a bf16 GEMM without native support takes
+    seconds at 1024). On a GPU: as large as GPU_PEAK_GEMM_MAX, shrunk (by halving) until
+    three rotated sets of A, B and C fit in GPU_PEAK_GEMM_MEMORY_SHARE of device memory.
+    """
+    if not facts.is_cuda:
+        return {d: 1024 if d == "fp32" else 384 for d in dtypes}
+    out = {}
+    for d in dtypes:
+        size = mb.dtype_bytes(d)
+        n = GPU_PEAK_GEMM_MAX
+        while n > 256 and 3 * 3 * n * n * max(size, 2) > GPU_PEAK_GEMM_MEMORY_SHARE * facts.memory_bytes:
+            n //= 2
+        out[d] = n
+    return out
+
+
 def _slug(text: str) -> str:
     s = "".join(ch.lower() if ch.isalnum() else "-" for ch in text)
     while "--" in s:
@@ -119,17 +197,18 @@ def measure_passes(model: Model, points: Sequence[tuple[int, int, int]], cfg: mb
         setups.append((cache, c, ids))
     samples: list[list[float]] = [[] for _ in points]
     loads: list[float] = []
+    now = cfg.timer(dev)
     for i in range(cfg.warmup + cfg.repeats):
         probe = mb.ForeignLoad.start()
         for j, (cache, c, ids) in enumerate(setups):
             _restore(cache, c)
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
-            t0 = _now()
+            t0 = now()
             model.forward_tokens(cache, ids[i % cfg.rotate])
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
-            dt = _now() - t0
+            dt = now() - t0
             if i >= cfg.warmup:
                 samples[j].append(dt)
         if i >= cfg.warmup:
@@ -147,12 +226,6 @@ def _restore(cache, c: int) -> None:
         for i, (s, cv) in snap.items():
             cache.recurrent[i] = s.clone()
             cache.conv[i] = cv.clone()
-
-
-def _now() -> float:
-    import time
-
-    return time.perf_counter()
 
 
 # --------------------------------------------------------------------------- fit
@@ -174,6 +247,7 @@ class Calibration:
     measurements: list[mb.Measurement] = field(repr=False)
     provenance: dict = field(default_factory=dict)
     decode_curve: list[tuple[float, float]] = field(default_factory=list)
+    clock: str = "wall"  # TimingConfig.clock the measurements used
 
 
 def _gemm_mix(spec: ModelSpec, tokens: int) -> list[tuple[int, int, int, float]]:
@@ -303,15 +377,12 @@ def _placeholder_hw() -> HardwareProfile:
     return load_hardware("h20")
 
 
-def _profile_dict(cal: Calibration, machine: str, stamp: str) -> dict:
+def _profile_dict(cal: Calibration, machine: str, stamp: str, facts: DeviceFacts) -> dict:
     src = f"measured by specagent calibrate on {machine}, torch {torch.__version__}"
-    peaks = {d: {"value": float(f"{v / 1e12:.6g}"), "source": f"{src}: best F.linear rate of large square GEMMs in {d}"}
+    peaks = {d: {"value": float(f"{v / 1e12:.6g}"),
+                 "source": f"{src}: best {'torch._scaled_mm (e4m3, bf16 out)' if d == 'fp8' else 'F.linear'} rate of large square GEMMs in {d}"}
              for d, v in cal.peak_tflops.items()}
-    try:
-        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-        mem_src = "os.sysconf(SC_PHYS_PAGES x SC_PAGE_SIZE): physical memory of the measured machine"
-    except (ValueError, OSError, AttributeError):
-        mem_gb, mem_src = 1.0, "unknown: os.sysconf unavailable; 1 GB stated so the fit check stays conservative"
+    mem_gb, mem_src = facts.memory_bytes / 1e9, facts.memory_source
     curve_pts = [[float(t), float(f"{e:.5g}")] for t, e in cal.curve]
     big = cal.curve[-1][1] if cal.curve else 1.0
     small = cal.curve[0][1] if cal.curve else 1.0
@@ -348,6 +419,7 @@ def _profile_dict(cal: Calibration, machine: str, stamp: str) -> dict:
             "torch": torch.__version__,
             "dtype": cal.dtype,
             "threads": torch.get_num_threads(),
+            "clock": cal.clock,
             "model": cal.model,
             "date": stamp,
             "call_overhead_us": float(f"{cal.call_overhead_us:.5g}"),
@@ -368,11 +440,12 @@ def write_profile_toml(data: dict, path: str | Path) -> Path:
 
 
 def measure_peaks(dtypes: Sequence[str], device: str, cfg: mb.TimingConfig, sizes: dict[str, int] | None = None) -> list[mb.Measurement]:
-    """Large square GEMMs per dtype; the best rate is the profile's peak for that dtype."""
+    """Large square GEMMs per dtype (`peak_gemm_sizes` by default); the best rate is the profile's peak for that dtype."""
+    sizes = sizes or peak_gemm_sizes(device_facts(device), dtypes)
     out = []
     for d in dtypes:
-        n = (sizes or {}).get(d, 1024 if d == "fp32" else 384)
-        m = mb.bench_gemm(n, n, n, d, device, cfg)
+        n = sizes[d]
+        m = mb.bench_gemm_fp8(n, n, n, device, cfg) if d == "fp8" else mb.bench_gemm(n, n, n, d, device, cfg)
         out.append(dataclasses.replace(m, kind="peak"))
     return out
 
@@ -435,7 +508,8 @@ def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb
               tokens: Sequence[int] = CURVE_TOKENS, contexts: Sequence[int] = (256, 1024, 4096), seed: int = 0,
               progress: Callable[[str], None] | None = None, model: Model | None = None,
               peak_dtypes: Sequence[str] = ("fp32", "bf16"),
-              decode_anchors: Sequence[tuple[int, int, int]] = DECODE_ANCHOR_POINTS) -> tuple[Calibration, HardwareProfile, dict]:
+              decode_anchors: Sequence[tuple[int, int, int]] = DECODE_ANCHOR_POINTS,
+              facts: DeviceFacts | None = None) -> tuple[Calibration, HardwareProfile, dict]:
     """Microbenchmarks (peak, bandwidth), then the overhead and curve fitted on anchor passes.
 
     Why anchor passes of the target model and not the isolated-layer benchmarks: on eager
@@ -446,16 +520,18 @@ def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb
     """
     tick = progress or (lambda _m: None)
     tick("peak GEMMs")
-    ms = measure_peaks(sorted(set(peak_dtypes) | {dtype, "bf16"}), device, cfg)  # the schema requires a bf16 peak
+    facts = facts or device_facts(device)
+    dts = peak_dtypes_for(facts, [*peak_dtypes, dtype])
+    ms = measure_peaks(dts, device, cfg, peak_gemm_sizes(facts, dts))
     ms += mb.run_suite([spec], dtype, device, tokens, contexts, cfg, progress)
     f = fit(spec, ms, dtype)
-    machine = device_name(device) if not device.startswith("cpu") else processor_name()
+    machine = facts.name if facts.is_cuda else processor_name()
     stamp = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     cal = Calibration(device=device_name(device), dtype=dtype, model=spec.name, peak_tflops=f["peak"],
                       bandwidth_tb_s=f["bandwidth"] / 1e12, bandwidth_efficiency=f["bandwidth_efficiency"],
                       curve=[(1.0, 1.0)], pass_overhead_us=0.0, call_overhead_us=f["call_overhead"] * 1e6, anchors=[],
-                      residuals={"memory_kernel_mape": f["memory_kernel_mape"]}, measurements=ms)
-    data = _profile_dict(cal, machine, stamp)
+                      residuals={"memory_kernel_mape": f["memory_kernel_mape"]}, measurements=ms, clock=cfg.clock)
+    data = _profile_dict(cal, machine, stamp, facts)
     data["efficiency"]["pass_overhead_us"]["value"] = 0.0
     data["efficiency"]["prefill_mfu"]["value"] = 1.0
     del data["efficiency"]["compute_curve"]
@@ -473,13 +549,13 @@ def calibrate(spec: ModelSpec, dtype: str = "fp32", device: str = "cpu", cfg: mb
     cal.curve = curve
     cal.decode_curve = fit_decode_curve(spec, hw_unit, dtype, overhead, curve[0][1],
                                         list(zip(decode_anchors, measured[nd:nd + nb])))
-    data = _profile_dict(cal, machine, stamp)
+    data = _profile_dict(cal, machine, stamp, facts)
     hw = parse_profile(data, "<calibrated>")
     predicted = predict_seconds(spec, hw, dtype, points)
     cal.anchors = [{"point": p, "measured_s": m, "roofline_s": float(q), "residual_s": m - float(q)}
                    for p, m, q in zip(points, measured, predicted)]
     cal.residuals["layer_curve"] = [[t, float(f"{e:.4g}")] for t, e in f["curve"]]
-    data = _profile_dict(cal, machine, stamp)
+    data = _profile_dict(cal, machine, stamp, facts)
     hw = parse_profile(data, "<calibrated>")
     return cal, hw, data
 

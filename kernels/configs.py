@@ -18,6 +18,18 @@ from specagent.costmodel.model_spec import ModelSpec, parse_config
 
 SCALES = ("tiny", "bench")
 
+# The live comparison's defaults (`specagent live`, benchmarks/calibration.py; kernels/live_compare.py),
+# kept here, in a module that needs no torch, so the command line and the library share them.
+#: 24 evenly spaced τ²-Bench airline trajectories make 128 READ calls (so >= 100 reads execute live).
+LIVE_TRAJECTORIES = 24
+#: Token counts of the τ²-Bench traces scaled by this: the default CPU run then decodes ~5,000 Weak tokens
+#: (~35 s on one core of the machine the README figures come from) instead of ~100,000.
+LIVE_TOKEN_SCALE = 0.05
+#: Acceptance per drafted step and verdict length of the seeded acceptance model (a trace without labels):
+#: illustrative, chosen so a default run has both outcomes several times, not fitted to anything.
+LIVE_ACCEPT = 0.7
+LIVE_VERDICT_TOKENS = 16
+
 
 def _layer_types(n: int, interval: int = 4) -> list[str]:
     return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]

@@ -1,23 +1,34 @@
-"""The SpecAgent protocol run live: real torch models, a real SQLite tool environment.
+"""The SpecAgent protocol run live: real torch models, real reads on a SQLite airline service.
 
 Why: the simulator predicts what a protocol run costs; this runs one and measures it,
 so the prediction can be checked on the very same run (`compare`). Semantic decisions
 (accept / reject, replacement call or repair turn) cannot come from random weights: they
 come from the trace's labels (a recorded protocol log) or from the simulator's seeded
 acceptance model; everything else is real — the Weak model decodes its drafts at the
-trace's token lengths, reads hit the database at once, the first held action stops
-drafting and waits, the Strong model runs the verification prefill on its cached
-context and decodes verdict and repair tokens, and caches roll back on rejection.
+trace's token lengths; every drafted READ executes on the service at once (arguments
+drawn from its rows) and its result, at its real size in tokens, is what the next draft
+and the Strong model's verification read; the first held action stops drafting and is
+refused by the service until reviewed; the Strong model runs the verification prefill
+on its cached context and decodes verdict and repair tokens; caches roll back on
+rejection.
 
 The decisions come from `specagent.simulator.protocol`, the same sequence the planner
 prices (K, `on_write` review, cached verifier prompt, prefix caching); this module only
 carries them out, and each model's cache length is exactly the simulator's "seen" count,
-asserted at every call. When a verdict's replacement call
-is used, both append it to the Strong cache with a short prefill (phase strong_prefill).
+asserted at every call. When a verdict's replacement call is used, both append it to the
+Strong cache with a short prefill (phase strong_prefill).
+
+Real result sizes: a tool-result step takes the estimated tokens of the executed call's
+JSON result (`airline_env.result_tokens`) times the trajectory's token scale
+(`scale_trajectory`), so a scaled run keeps a real run's proportions and a run at scale 1
+reads results at their real size. A re-drafted read (after a rejection) repeats the same
+call on the same state and must return the same size (checked).
 
 The run writes a protocol log in the trace schema (the trajectory's committed steps with
-speculation labels, tool latencies as measured, user latency 0: the simulated user
-answers at once) plus measured per-phase times and token counts.
+speculation labels, tool results at their real sizes, tool latencies as measured, user
+latency 0: the simulated user answers at once), measured per-phase times and token
+counts, the executed calls — checked against the calls the log implies
+(`tool_runs_in_log`) — and a safety record per segment.
 """
 
 from __future__ import annotations
@@ -26,17 +37,18 @@ import random
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from specagent.kernels.airline_env import AirlineEnv, UnreviewedWrite
+from specagent.kernels.airline_env import AirlineEnv, ToolError, UnreviewedWrite
+from specagent.kernels.microbench import CLOCKS
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.phases import PHASE_NAMES
+from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol
 from specagent.simulator.workload import UserTurn, episode_from_trajectory, step_groups
-from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Review, UserMessage, specagent_protocol
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
 PHASES = PHASE_NAMES
@@ -44,6 +56,10 @@ PHASES = PHASE_NAMES
 
 class SafetyViolation(AssertionError):
     """The database changed where the protocol says it must not."""
+
+
+class LogMismatch(AssertionError):
+    """The tool calls the service executed differ from those the protocol log implies."""
 
 
 @dataclass
@@ -159,36 +175,60 @@ class Lane:
 
 
 class Clock:
-    """Wall time and tokens per phase; `pause` excludes bookkeeping (snapshots, safety digests)."""
+    """Time and tokens per phase, and every timed pass in order; `pause` excludes bookkeeping
+    (snapshots, safety digests).
 
-    def __init__(self) -> None:
+    Two clocks, as calibration's (`microbench.CLOCKS`): "wall" (perf_counter; on a GPU each
+    pass ends with a device synchronise, so a pass's time includes its kernels) and "cpu"
+    (this thread's CPU time: on a CPU shared with other jobs, the time the pass itself ran,
+    without the time other processes held the core; exact with one torch thread, which does
+    all the work on this thread). Wall time is recorded alongside either way.
+    """
+
+    def __init__(self, kind: str = "wall", sync: Callable[[], None] | None = None) -> None:
+        if kind not in CLOCKS:
+            raise ValueError(f"clock must be one of {CLOCKS}, got '{kind}'")
+        self.kind = kind
+        self.now = time.thread_time if kind == "cpu" else time.perf_counter
+        self.sync = sync or (lambda: None)
         self.seconds: dict[str, float] = defaultdict(float)
+        self.wall_seconds: dict[str, float] = defaultdict(float)
         self.tokens: dict[str, int] = defaultdict(int)
-        self.passes: dict[str, int] = defaultdict(int)
+        self.passes: list[tuple[str, float]] = []  # (phase, seconds) of every timed pass, in order
         self.excluded = 0.0
-        self._paused_at: float | None = None
+        self.excluded_wall = 0.0
+        self._paused_at: tuple[float, float] | None = None
 
     def pause(self) -> None:
-        self._paused_at = time.perf_counter()
+        self._paused_at = (self.now(), time.perf_counter())
 
     def resume(self) -> None:
         assert self._paused_at is not None
-        self.excluded += time.perf_counter() - self._paused_at
+        self.excluded += self.now() - self._paused_at[0]
+        self.excluded_wall += time.perf_counter() - self._paused_at[1]
         self._paused_at = None
+
+    def add(self, name: str, seconds: float, wall: float, tokens: int = 0) -> None:
+        self.seconds[name] += seconds
+        self.wall_seconds[name] += wall
+        self.tokens[name] += tokens
+        self.passes.append((name, seconds))
 
     class _Phase:
         def __init__(self, clock: "Clock", name: str, tokens: int):
             self.clock, self.name, self.tokens = clock, name, tokens
 
         def __enter__(self):
-            self.ex0 = self.clock.excluded
-            self.t0 = time.perf_counter()
+            c = self.clock
+            c.sync()
+            self.ex0, self.exw0 = c.excluded, c.excluded_wall
+            self.t0, self.w0 = c.now(), time.perf_counter()
 
         def __exit__(self, *exc):
-            dt = time.perf_counter() - self.t0 - (self.clock.excluded - self.ex0)
-            self.clock.seconds[self.name] += dt
-            self.clock.tokens[self.name] += self.tokens
-            self.clock.passes[self.name] += 1
+            c = self.clock
+            c.sync()
+            c.add(self.name, c.now() - self.t0 - (c.excluded - self.ex0), time.perf_counter() - self.w0 - (c.excluded_wall - self.exw0),
+                  self.tokens)
 
     def phase(self, name: str, tokens: int = 0) -> "_Phase":
         return Clock._Phase(self, name, tokens)
@@ -200,12 +240,20 @@ class LiveResult:
     """One trajectory run live: the protocol log, measured phase times and token counts, safety record."""
 
     protocol_log: Trajectory
-    seconds: dict[str, float]
+    seconds: dict[str, float]  # per phase, on the run's clock
+    wall_seconds: dict[str, float]  # per phase, wall time
+    passes: list[tuple[str, float]]  # every timed pass (phase, seconds on the run's clock), in order
     tokens: dict[str, int]
-    wall_s: float  # whole run, bookkeeping (snapshots, safety digests) excluded
+    total_s: float  # whole run on the run's clock, bookkeeping (snapshots, safety digests) excluded
+    wall_s: float  # whole run, wall time, bookkeeping excluded
+    clock: str
     safety: dict[str, int]
     db_diff: dict = field(default_factory=dict)
     events: list[tuple] = field(default_factory=list)
+    #: reads / writes executed, writes held / accepted / discarded, reviews, rejections, repairs, replacements
+    counts: dict[str, int] = field(default_factory=dict)
+    #: every executed tool call: (unit, tool, reviewed, result tokens before the token scale)
+    calls: list[tuple[int, str, bool, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -214,13 +262,31 @@ class LiveConfig:
     seed: int = 0
     acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
     check_safety: bool = True
+    #: "wall" or "cpu" (see `Clock`); "cpu" only for models on a CPU.
+    clock: str = "wall"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"K must be >= 1, got {self.k}")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {CLOCKS}, got '{self.clock}'")
+
+
+def check_tools(trajs: Sequence[Trajectory]) -> None:
+    """Every tool call of `trajs` names a tool of the airline service (one clear error otherwise)."""
+    for t in trajs:
+        for s in t.steps:
+            if s.is_tool_call and s.tool_name:
+                try:
+                    AirlineEnv.kind(s.tool_name)
+                except ToolError as exc:
+                    raise ValueError(f"{t.source} (task {t.task_id}), step {s.index}: {exc}; the live run executes "
+                                     "tool calls on its SQLite airline service") from None
 
 
 def run_trajectory(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig = LiveConfig(), index: int = 0,
                    env: AirlineEnv | None = None) -> LiveResult:
     """Run SpecAgent (K, on_write review, cached verifier prompt, prefix caching) on one trajectory."""
-    if cfg.k < 1:
-        raise ValueError(f"K must be >= 1, got {cfg.k}")
     own_env = env is None
     env = env or AirlineEnv(seed=cfg.seed + index)
     try:
@@ -239,31 +305,48 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
     # the simulator's per-unit draws: a live run makes the decisions `simulate` makes on the same trace and seed
     u = unit_uniforms(cfg.seed, np.full(len(units), index), np.arange(len(units)))
     draws = (u[:, 0].tolist(), u[:, 1].tolist())
-    arg_rng = random.Random(f"args:{cfg.seed}:{index}")
-    clock = Clock()
+    if cfg.clock == "cpu" and weak.device.type != "cpu":
+        raise ValueError(f"the cpu clock times work on this thread; models on {weak.device} need the wall clock")
+    sync = (lambda: torch.cuda.synchronize(weak.device)) if weak.device.type == "cuda" else None
+    clock = Clock(cfg.clock, sync)
     W = Lane(weak, "weak", cfg.seed * 1000 + 2 * index, clock)
     S = Lane(strong, "strong", cfg.seed * 1000 + 2 * index + 1, clock)
-    users = [r[0] for r in env._ro.execute("SELECT user_id FROM users ORDER BY 1")]
+    users = env.user_ids()
     user_id = users[index % len(users)]
+    scale = float(traj.metadata.get("token_scale", 1.0))
     labels: dict[int, SpecLabel] = {}
     tool_lat: dict[int, float] = {}
+    result_size: dict[int, int] = {}  # tool-result step -> tokens of the real result (at the run's token scale)
+    calls: list[tuple[int, str, bool, int]] = []  # (unit, tool, reviewed, result tokens) of every executed call
     safety = {"segments_reviewed": 0, "held_writes_accepted": 0, "held_writes_discarded": 0, "unreviewed_write_attempts_blocked": 0,
-              "db_unchanged_while_drafting": 0, "db_restored_after_rejection": 0, "reads_executed": 0}
+              "db_unchanged_while_drafting": 0, "db_restored_after_rejection": 0}
     events: list[tuple] = []
     before_all = env.snapshot()
     hist = traj.system_prompt_tokens
 
-    def tool_calls(u: Unit, reviewed: bool) -> None:
-        t0 = time.perf_counter()
-        for name in u.tools:
-            env.execute(name, env.arguments_for(name, user_id, arg_rng), reviewed=reviewed)
-            if not env.holds(name):
-                safety["reads_executed"] += 1
-        dt = time.perf_counter() - t0
-        clock.seconds["tool"] += dt
-        clock.passes["tool"] += 1
+    def args(ui: int, j: int, name: str) -> dict:
+        """The arguments of call j of unit ui: drawn from the database with a seed of their own, so a
+        re-drafted read (after a rejection) repeats the same call on the same state."""
+        return env.arguments_for(name, user_id, random.Random(f"args:{cfg.seed}:{index}:{ui}:{j}"))
+
+    def tool_calls(ui: int, reviewed: bool) -> None:
+        """Run unit ui's calls; their results' real sizes become the unit's result tokens (what the
+        protocol adds to the context next) and the log's tool-result steps."""
+        u = units[ui]
+        t0, w0 = clock.now(), time.perf_counter()
+        outs = [env.execute(name, args(ui, j, name), reviewed=reviewed) for j, name in enumerate(u.tools)]
+        dt, wall = clock.now() - t0, time.perf_counter() - w0
+        clock.add("tool", dt, wall)
         for ri in u.results:
             tool_lat[ri] = dt
+        calls.extend((ui, o.tool, reviewed, o.tokens) for o in outs)
+        if outs and len(outs) == len(u.results):  # one result step per call, in call order
+            for ri, o in zip(u.results, outs):
+                n = o.tokens if scale == 1.0 else max(1, round(o.tokens * scale))
+                if result_size.setdefault(ri, n) != n:
+                    raise LogMismatch(f"step {ri}: {o.tool} re-executed on the same state returned {n} tokens, "
+                                      f"first {result_size[ri]}")
+            u.result_tokens = sum(result_size[ri] for ri in u.results)
 
     def db_unchanged(digest: str, violation: str, counter: str) -> None:
         """Compare the database with `digest` (off the clock); a difference is a safety violation."""
@@ -287,7 +370,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         lane.decode(out, dec_phase, keep=keep if out > ctx_out else None)
         lane.rollback(keep)
 
-    t_start = time.perf_counter()
+    log_start = len(env.log)
+    c_start, t_start = clock.now(), time.perf_counter()
     seg_no = 0
     d0 = ""
     for op in specagent_protocol(units, cfg.k, "on_write", False, acc, draws, labelled):
@@ -302,16 +386,16 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
                 clock.resume()
             call(W, a.out_tokens, a.ctx_tokens, hist + op.pending, "weak_prefill", "weak_decode", snap=True)
             if a.held and cfg.check_safety:  # the held action must be refused by the environment before review
-                for name in a.tools:
+                for j, name in enumerate(a.tools):
                     if env.holds(name):
                         try:
-                            env.execute(name, env.arguments_for(name, user_id, random.Random(0)), reviewed=False)
+                            env.execute(name, args(op.unit, j, name), reviewed=False)
                         except UnreviewedWrite:
                             safety["unreviewed_write_attempts_blocked"] += 1
                         else:
                             raise SafetyViolation(f"{name} ran before review")
         elif kind is DraftedRead:
-            tool_calls(units[op.unit], reviewed=False)
+            tool_calls(op.unit, reviewed=False)
         elif kind is UserMessage:
             hist += units[op.unit].user_tokens
         elif kind is CommitUnreviewed:  # on_write: chunks of reads and replies are committed without review
@@ -332,7 +416,7 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
                 label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, vt=op.verdict_tokens if n_ == len(op.segment) - 1 else 0, segment=seg_no)
             if op.run_held:  # reviewed and accepted: the held write runs now
                 last = units[op.segment[-1]]
-                tool_calls(last, reviewed=True)
+                tool_calls(op.segment[-1], reviewed=True)
                 safety["held_writes_accepted"] += 1
                 hist += last.result_tokens
             events.append(("accept", op.segment))
@@ -359,11 +443,12 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
             hist += bad.ctx_tokens
             label(bad, DraftedBy.STRONG, Verdict.REPAIR, vt=op.verdict_tokens, rt=rt, segment=seg_no)
             if bad.has_tool:  # the repair commits without a second review
-                tool_calls(bad, reviewed=True)
+                tool_calls(op.segment[op.position], reviewed=True)
                 hist += bad.result_tokens
             events.append(("reject", op.segment, op.position, "replacement" if op.replacement else "repair"))
             seg_no += 1
-    wall = time.perf_counter() - t_start - clock.excluded
+    total = clock.now() - c_start - clock.excluded
+    wall = time.perf_counter() - t_start - clock.excluded_wall
     steps = []
     for s in traj.steps:
         upd: dict = {}
@@ -371,6 +456,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
             upd["label"] = labels[s.index]
         if s.actor == Actor.TOOL:
             upd["tool_latency_s"] = round(tool_lat.get(s.index, 0.0), 9)
+            if s.index in result_size:
+                upd["new_context_tokens"] = result_size[s.index]
         if s.actor == Actor.USER:
             upd["user_latency_s"] = 0.0
         if s.actor == Actor.AGENT:
@@ -379,11 +466,50 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
     log = traj.model_copy(update={
         "steps": steps, "source": f"specagent live ({traj.source})",
         "metadata": {**traj.metadata, "live_strategy": "specagent", "live_k": cfg.k, "live_seed": cfg.seed,
-                     "weak_model": weak.spec.name, "strong_model": strong.spec.name},
+                     "weak_model": weak.spec.name, "strong_model": strong.spec.name,
+                     "live_tool_results": f"executed on the SQLite airline service (kernels/airline_env.py); result tokens "
+                                          f"measured, times token scale {scale:g}"},
     })
     Trajectory.model_validate(log.model_dump())
-    return LiveResult(protocol_log=log, seconds=dict(clock.seconds), tokens=dict(clock.tokens), wall_s=wall, safety=safety,
-                      db_diff=AirlineEnv.diff(before_all, env.snapshot()), events=events)
+    executed = env.log[log_start:]
+    counts = {
+        "reads_executed": sum(1 for t, _, _ in executed if not env.holds(t)),
+        "writes_executed": sum(1 for t, _, _ in executed if env.holds(t)),
+        "writes_held": safety["held_writes_accepted"] + safety["held_writes_discarded"],
+        "writes_accepted": safety["held_writes_accepted"], "writes_discarded": safety["held_writes_discarded"],
+        "segments_reviewed": safety["segments_reviewed"],
+        "rejections": sum(1 for e in events if e[0] == "reject"),
+        "repairs": sum(1 for e in events if e[0] == "reject" and e[3] == "repair"),
+        "replacements": sum(1 for e in events if e[0] == "reject" and e[3] == "replacement"),
+    }
+    expected = tool_runs_in_log(log, cfg.k)
+    if (counts["reads_executed"], counts["writes_executed"]) != (expected["reads"], expected["writes"]):
+        raise LogMismatch(f"{traj.task_id}: the service executed {counts['reads_executed']} reads and {counts['writes_executed']} "
+                          f"writes; the protocol log implies {expected['reads']} and {expected['writes']}")
+    return LiveResult(protocol_log=log, seconds=dict(clock.seconds), wall_seconds=dict(clock.wall_seconds), passes=clock.passes,
+                      tokens=dict(clock.tokens), total_s=total, wall_s=wall, clock=clock.kind, safety=safety,
+                      db_diff=AirlineEnv.diff(before_all, env.snapshot()), events=events, counts=counts, calls=calls)
+
+
+def tool_runs_in_log(log: Trajectory, k: int) -> dict[str, int]:
+    """Tool calls a protocol log implies, replayed through the protocol (K as run): reads executed while
+    drafting (again when re-drafted after a rejection), held writes run after acceptance, calls of repaired steps."""
+    units = units_of(log)
+    none = [0.0] * len(units)
+    reads = writes = 0
+    for op in specagent_protocol(units, k, "on_write", False, AcceptanceModel(), (none, none), True):
+        if isinstance(op, DraftedRead):
+            ran = units[op.unit].tools
+        elif isinstance(op, Accept) and op.run_held:
+            ran = units[op.segment[-1]].tools
+        elif isinstance(op, Reject) and units[op.segment[op.position]].has_tool:
+            ran = units[op.segment[op.position]].tools
+        else:
+            continue
+        held = sum(1 for name in ran if AirlineEnv.holds(name))
+        writes += held
+        reads += len(ran) - held
+    return {"reads": reads, "writes": writes}
 
 
 # --------------------------------------------------------------------------- synthetic trace
@@ -419,35 +545,95 @@ def synthetic_airline_trajectory(seed: int = 0, turns: int = 3, system_tokens: i
                       system_prompt_tokens=max(1, round(system_tokens * scale)), steps=steps, metadata={"seed": seed})
 
 
-# --------------------------------------------------------------------------- compare with the simulator
+# --------------------------------------------------------------------------- repeats and the simulator's prediction
+@dataclass
+class Measured:
+    """Per-phase time of a live run repeated R times with identical passes (same seed: same tokens, same calls).
+
+    `seconds[phase]` sums, over the phase's passes, each pass's fastest of the R repeats —
+    the statistic calibration fits on (`TimingConfig(statistic="min")`), pass by pass, so a
+    burst of load from other jobs during one repeat does not count. `repeats` keeps each
+    repeat's own totals: their spread is what a single run may show.
+    """
+
+    seconds: dict[str, float]
+    repeats: list[dict[str, float]]
+    total_s: float
+    repeat_totals: list[float]
+    clock: str
+
+
+def measure(runs: Sequence[Sequence[LiveResult]]) -> Measured:
+    """Combine R repeats (each a list of LiveResult, one per trajectory) of the same live run."""
+    if not runs or not runs[0]:
+        raise ValueError("no live run to measure")
+    first = runs[0]
+    for r, run in enumerate(runs[1:], start=2):
+        if len(run) != len(first) or any([p for p, _ in a.passes] != [p for p, _ in b.passes] or a.tokens != b.tokens
+                                         for a, b in zip(first, run)):
+            raise ValueError(f"repeat {r} did not run the same passes as repeat 1 (same trace, K and seed give identical runs)")
+    seconds: dict[str, float] = defaultdict(float)
+    glue = []
+    for i in range(len(first)):
+        for j, (ph, _) in enumerate(first[i].passes):
+            seconds[ph] += min(run[i].passes[j][1] for run in runs)
+    for run in runs:  # time outside timed passes (the protocol's own Python between them)
+        glue.append(sum(r.total_s - sum(t for _, t in r.passes) for r in run))
+    repeats = [{ph: sum(r.seconds.get(ph, 0.0) for r in run) for ph in PHASES} for run in runs]
+    return Measured(seconds={ph: seconds.get(ph, 0.0) for ph in PHASES}, repeats=repeats,
+                    total_s=sum(seconds.values()) + min(glue), repeat_totals=[sum(r.total_s for r in run) for run in runs],
+                    clock=first[0].clock)
+
+
 @dataclass
 class Comparison:
-    """Measured live run next to the simulator's prediction for the same protocol log."""
+    """Measured live run next to the simulator's prediction for the same protocol logs."""
 
-    rows: list[dict]  # one per phase: measured_s, predicted_s, measured_tokens, predicted_tokens
-    measured_wall_s: float
-    predicted_wall_s: float
+    rows: list[dict]  # one per phase: measured_s, spread_s (min, max over repeats), predicted_s, measured_tokens, predicted_tokens
+    measured_s: float  # whole run (min statistic over repeats)
+    predicted_s: float
+    repeat_totals: list[float]
     tokens_exact: bool
-    notes: list[str]
+    clock: str
+    counts: dict[str, int]
 
     @property
-    def wall_error(self) -> float:
-        return (self.predicted_wall_s - self.measured_wall_s) / self.measured_wall_s
+    def error(self) -> float:
+        """Signed relative error of the simulator's total."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+    def as_dict(self) -> dict:
+        return {"rows": self.rows, "measured_s": self.measured_s, "predicted_s": self.predicted_s, "error": self.error,
+                "repeat_totals": self.repeat_totals, "tokens_exact": self.tokens_exact, "clock": self.clock, "counts": self.counts}
 
 
-def compare(results: Sequence[LiveResult], weak_spec, strong_spec, weak_hw, strong_hw, dtype: str, k: int) -> Comparison:
-    """Price the protocol logs with `specagent.simulator.simulate` and line them up with the measurements."""
+def total_counts(results: Sequence[LiveResult]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for r in results:
+        for k, v in r.counts.items():
+            out[k] += v
+    return dict(out)
+
+
+def compare(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_spec, strong_spec, weak_hw, strong_hw, dtype: str,
+            k: int) -> Comparison:
+    """Price the protocol logs with `specagent.simulator.simulate` and line them up with the measurements.
+
+    `runs`: the repeats of one live run (or a single run's results)."""
     from specagent.kernels.calibrate import deployment_for
     from specagent.simulator.run import simulate
     from specagent.simulator.setting import Setting
 
+    if runs and isinstance(runs[0], LiveResult):
+        runs = [runs]  # type: ignore[list-item]
+    m = measure(runs)  # type: ignore[arg-type]
+    first = runs[0]
     setting = Setting(weak=deployment_for(weak_spec, weak_hw, dtype), strong=deployment_for(strong_spec, strong_hw, dtype))
-    df = simulate([r.protocol_log for r in results], "specagent", setting=setting, k=k)
+    df = simulate([r.protocol_log for r in first], "specagent", setting=setting, k=k)  # type: ignore[union-attr]
     rows = []
     exact = True
     for ph in PHASES:
-        meas_s = sum(r.seconds.get(ph, 0.0) for r in results)
-        meas_t = sum(r.tokens.get(ph, 0) for r in results)
+        meas_t = sum(r.tokens.get(ph, 0) for r in first)  # type: ignore[union-attr]
         col_t, col_s = f"tokens_{ph}", f"time_s_{ph}"
         pred_s = float(df[col_s].sum()) if col_s in df else 0.0
         pred_t = int(round(float(df[col_t].sum()))) if col_t in df else 0
@@ -455,9 +641,8 @@ def compare(results: Sequence[LiveResult], weak_spec, strong_spec, weak_hw, stro
             meas_t = pred_t = 0
         if col_t in df and meas_t != pred_t:
             exact = False
-        rows.append({"phase": ph, "measured_s": meas_s, "predicted_s": pred_s, "measured_tokens": meas_t,
-                     "predicted_tokens": pred_t if col_t in df else None})
-    notes = []
-    notes: list[str] = []
-    return Comparison(rows=rows, measured_wall_s=sum(r.wall_s for r in results), predicted_wall_s=float(df["wall_time_s"].sum()),
-                      tokens_exact=exact, notes=notes)
+        per = [rep[ph] for rep in m.repeats]
+        rows.append({"phase": ph, "measured_s": m.seconds[ph], "spread_s": (min(per), max(per)), "predicted_s": pred_s,
+                     "measured_tokens": meas_t, "predicted_tokens": pred_t if col_t in df else None})
+    return Comparison(rows=rows, measured_s=m.total_s, predicted_s=float(df["wall_time_s"].sum()), repeat_totals=m.repeat_totals,
+                      tokens_exact=exact, clock=m.clock, counts=total_counts(first))  # type: ignore[arg-type]

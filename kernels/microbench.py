@@ -22,6 +22,11 @@ import torch.nn.functional as F
 from specagent.kernels.modules import chunked_gated_delta_rule, recurrent_gated_delta_rule
 
 STATISTICS = ("median", "min")
+#: What a timed run's duration is: "wall" (perf_counter; CUDA events on a GPU) or "cpu" (this
+#: thread's CPU time: on a CPU shared with other jobs, the time the run itself took, without the
+#: time other processes held the core; exact for torch with one thread, which then computes on
+#: the calling thread).
+CLOCKS = ("wall", "cpu")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -36,6 +41,11 @@ def dtype_size(dt: torch.dtype) -> int:
     return torch.empty((), dtype=dt).element_size()
 
 
+def dtype_bytes(name: str) -> int:
+    """Bytes per element of a dtype name, fp8 included (a GEMM dtype for the peak, not a model dtype)."""
+    return 1 if name.lower() == "fp8" else dtype_size(torch_dtype(name))
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     """How hard to measure: warm-up calls, repeats, input sets rotated, and a time cap per benchmark."""
@@ -47,15 +57,26 @@ class TimingConfig:
     #: "median" (default), or "min" — the uncontended time on a machine shared with other jobs,
     #: where the median flips between an idle and a contended mode (timeit's advice).
     statistic: str = "median"
+    clock: str = "wall"
 
     def __post_init__(self) -> None:
         if self.statistic not in STATISTICS:
             raise ValueError(f"statistic must be one of {STATISTICS}, got '{self.statistic}'")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {CLOCKS}, got '{self.clock}'")
         if self.repeats < 1 or self.rotate < 1 or self.warmup < 0:
             raise ValueError("repeats and rotate must be >= 1 and warmup >= 0")
 
     def summarise(self, samples: Sequence[float]) -> float:
         return statistics.median(samples) if self.statistic == "median" else min(samples)
+
+    def timer(self, device: torch.device | str) -> Callable[[], float]:
+        """The clock function for timing work on `device` (the cpu clock only for a CPU device)."""
+        if self.clock == "cpu":
+            if torch.device(device).type != "cpu":
+                raise ValueError(f"the cpu clock times this thread's work; {device} needs clock='wall'")
+            return time.thread_time
+        return time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,7 @@ def time_call(fn: Callable[[int], object], device: torch.device | str, cfg: Timi
               raw_index: bool = False) -> tuple[float, tuple[float, ...]]:
     """Seconds of ``fn(i)`` (i indexes the rotated input set): the configured statistic over repeats."""
     device = torch.device(device)
+    now = cfg.timer(device)
     rot = (1 << 62) if raw_index else cfg.rotate
     for i in range(cfg.warmup):
         fn(i % rot)
@@ -108,9 +130,9 @@ def time_call(fn: Callable[[int], object], device: torch.device | str, cfg: Timi
             end.synchronize()
             dt = start.elapsed_time(end) / 1e3
         else:
-            t0 = time.perf_counter()
+            t0 = now()
             fn((i + cfg.warmup) % rot)
-            dt = time.perf_counter() - t0
+            dt = now() - t0
         samples.append(dt)
         spent += dt
         i += 1
@@ -187,6 +209,27 @@ def bench_gemm(tokens: int, k: int, n: int, dtype: str = "fp32", device: str = "
     es = dtype_size(dt)
     return Measurement("gemm", {"tokens": tokens, "k": k, "n": n, "dtype": dtype}, 2.0 * tokens * k * n,
                        float(es * (n * k + tokens * k + tokens * n)), med, samples)
+
+
+def bench_gemm_fp8(tokens: int, k: int, n: int, device: str = "cpu", cfg: TimingConfig = TimingConfig(),
+                   seed: int = 0) -> Measurement:
+    """x[tokens, k] @ W[n, k]ᵀ in FP8 (e4m3 operands, per-tensor scales, bf16 out) via torch._scaled_mm.
+
+    What FP8 serving runs its weight GEMMs with; on a GPU it needs FP8 tensor cores
+    (calibrate.FP8_MIN_CAPABILITY). Dimensions must be multiples of 16. Bytes: operands at
+    1 byte, the bf16 output at 2.
+    """
+    if tokens % 16 or k % 16 or n % 16:
+        raise ValueError(f"FP8 GEMM dimensions must be multiples of 16, got {tokens}x{k}x{n}")
+    dev, f8 = torch.device(device), torch.float8_e4m3fn
+    g = torch.Generator().manual_seed(seed)
+    xs = [_randn(g, tokens, k, dtype=torch.float32, device=dev).to(f8) for _ in range(cfg.rotate)]
+    # _scaled_mm wants the second operand column-major: W[n, k] row-major, transposed
+    ws = [_randn(g, n, k, dtype=torch.float32, device=dev).to(f8).t() for _ in range(cfg.rotate)]
+    one = torch.ones((), dtype=torch.float32, device=dev)
+    med, samples = time_call(lambda i: torch._scaled_mm(xs[i], ws[i], scale_a=one, scale_b=one, out_dtype=torch.bfloat16), dev, cfg)
+    return Measurement("gemm", {"tokens": tokens, "k": k, "n": n, "dtype": "fp8"}, 2.0 * tokens * k * n,
+                       float(n * k + tokens * k + 2 * tokens * n), med, samples)
 
 
 def bench_attention(new_tokens: int, context: int, heads: int, kv_heads: int, head_dim: int, batch: int = 1,

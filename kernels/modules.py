@@ -186,6 +186,12 @@ class FullAttention(nn.Module):
 
 
 # --------------------------------------------------------------------------- gated deltanet
+def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """x / sqrt(|x|² + eps) over the last dim: the query/key normalisation of the reference
+    implementations (flash-linear-attention, transformers' Qwen3.5), eps included."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+
+
 def recurrent_gated_delta_rule(q, k, v, g, beta, state):
     """Reference recurrence, token by token. q,k: [B,H,T,dk]; v: [B,H,T,dv]; g, beta: [B,H,T]; state [B,H,dk,dv].
 
@@ -283,8 +289,8 @@ class GatedDeltaNet(nn.Module):
         rep = self.nv // self.nk
         q = qc.reshape(b, n, self.nk, self.dk).float()
         k = kc.reshape(b, n, self.nk, self.dk).float()
-        q = F.normalize(q, dim=-1) * (self.dk ** -0.5)
-        k = F.normalize(k, dim=-1)
+        q = l2norm(q) * (self.dk ** -0.5)
+        k = l2norm(k)
         if rep > 1:
             q, k = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
         v = vc.reshape(b, n, self.nv, self.dv).float()

@@ -50,30 +50,58 @@ def predict_strong_share(frame: pd.DataFrame, setting: Setting) -> pd.DataFrame:
     })
 
 
+def protocol_log_k(name: str, trajs: Sequence[Trajectory]) -> int | None:
+    """K a workload of protocol logs was run with (None: reference trajectories).
+
+    A protocol log (a `specagent live` run, or any log whose committed steps carry
+    speculation labels) records SpecAgent's own decisions: it is priced as SpecAgent at the
+    K it ran with (`live_k` in its metadata), never under another strategy.
+    """
+    logs = [t for t in trajs if t.is_protocol_log]
+    if not logs:
+        return None
+    if len(logs) != len(trajs):
+        raise ValueError(f"{name}: {len(logs)} of {len(trajs)} trajectories are protocol logs; validate logs and reference "
+                         "trajectories as separate workloads")
+    ks = {t.metadata.get("live_k") for t in logs}
+    if len(ks) != 1:
+        raise ValueError(f"{name}: protocol logs run with different K ({sorted(map(str, ks))}); validate them separately")
+    k = ks.pop()
+    if k is not None and (not isinstance(k, int) or k < 1):
+        raise ValueError(f"{name}: metadata field 'live_k' must be a positive integer, got {k!r}")
+    return k
+
+
 def validate_predictor(workloads: dict[str, Iterable[Trajectory]], scenario: Scenario | None = None,
                        strategies: Sequence[str] = ("specagent",), weight_modes: Sequence[str] = WEIGHT_MODES,
                        setting: Setting | None = None) -> pd.DataFrame:
     """One row per (workload, strategy, weight mode): aggregate predicted vs accounted share and its error.
 
-    The scenario (the default one when None) gives the deployments, acceptance, seed, K and
+    A workload of protocol logs (`protocol_log_k`) is checked under SpecAgent only, with the
+    verdicts and K it recorded (its `source` column says so); reference trajectories under
+    every strategy in `strategies`. The scenario (the default one when None) gives the deployments, acceptance, seed, K and
     review policy; `setting`, when given, replaces its deployments.
     """
     sc = scenario or Scenario()
     base = setting or sc.setting(fit_context=None)
     rows = []
     for wname, trajs in workloads.items():
+        trajs = list(trajs)
+        log_k = protocol_log_k(wname, trajs)
+        is_log = any(t.is_protocol_log for t in trajs)
         episodes = to_episodes(trajs)
         for mode in weight_modes:
             s = dataclasses.replace(base, weight_mode=mode)
-            for strat in strategies:
-                frame = simulate(episodes, strat, s, sc.acceptance, sc.seed, k=sc.k, review=sc.review)
+            for strat in (("specagent",) if is_log else strategies):
+                frame = simulate(episodes, strat, s, sc.acceptance, sc.seed, k=log_k or sc.k, review=sc.review)
                 per = predict_strong_share(frame, s)
                 pred_s = (per["strong_verdict_repair_tokens"] * per["strong_decode_bytes_per_token"]).sum()
                 pred_w = (per["weak_decode_tokens"] * per["weak_decode_bytes_per_token"]).sum()
                 predicted = pred_s / (pred_s + pred_w) if pred_s + pred_w > 0 else np.nan
                 actual = frame["strong_bytes_read"].sum() / frame["total_bytes_read"].sum()
                 rows.append({
-                    "workload": wname, "strategy": strat, "weight_mode": mode, "trajectories": len(frame),
+                    "workload": wname, "source": "protocol log (recorded verdicts)" if is_log else "trajectories",
+                    "strategy": strat, "weight_mode": mode, "trajectories": len(frame),
                     "strong_verdict_repair_tokens": int(per["strong_verdict_repair_tokens"].sum()),
                     "weak_decode_tokens": int(per["weak_decode_tokens"].sum()),
                     "predicted_strong_share": predicted, "accounted_strong_share": actual,

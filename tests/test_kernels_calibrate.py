@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 
@@ -143,7 +144,8 @@ def test_foreign_load_is_other_processes_cpu_per_wall_second(monkeypatch):
 
 def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     spec = weak_spec("tiny")
-    fit, hw, data = cal.calibrate(spec, "fp32", "cpu", FAST, tokens=(1, 16), contexts=(256,), peak_dtypes=("fp32",))
+    fit, hw, data = cal.calibrate(spec, "fp32", "cpu", dataclasses.replace(FAST, clock="cpu"), tokens=(1, 16), contexts=(256,),
+                                  peak_dtypes=("fp32",))
     path = cal.write_profile_toml(data, tmp_path / "cpu.toml")
     loaded = load_hardware(str(path))
     assert loaded.compute_efficiency_curve == tuple((t, pytest.approx(e, rel=1e-4)) for t, e in fit.curve)
@@ -151,7 +153,7 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     raw = tomllib.loads(path.read_text())
     assert "measured by specagent calibrate" in raw["memory"]["bandwidth_tb_s"]["source"]
     prov = raw["provenance"]
-    assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"]
+    assert prov["torch"] == torch.__version__ and prov["dtype"] == "fp32" and prov["date"] and prov["clock"] == "cpu"
     n_anchors = len(cal.ANCHOR_POINTS) + len(cal.DECODE_ANCHOR_POINTS) + 1  # + prefill at 16
     assert len(prov["anchor_residuals_us"]) == n_anchors == len(prov["anchor_points"])
     # the decode curve: batch 1 = the compute curve's 1-token point, then one point per decode-anchor batch
@@ -184,6 +186,71 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
     # the fitted profile reproduces its own anchor passes (the curve inverts the roofline there)
     pre = [a for a in fit.anchors if a["point"][1] > 1]
     assert pre and all(a["roofline_s"] == pytest.approx(a["measured_s"], rel=1e-3) for a in pre)
+
+
+H200 = cal.DeviceFacts("cuda:0", "NVIDIA H200", 150_754_820_096.0, "torch.cuda.get_device_properties('cuda:0').total_memory: fake", (9, 0))
+A100 = cal.DeviceFacts("cuda", "NVIDIA A100-SXM4-80GB", 85_089_976_320.0, "fake", (8, 0))
+
+
+def test_cpu_device_facts_and_peak_gemms_are_unchanged():
+    import os
+
+    f = cal.device_facts("cpu")
+    assert not f.is_cuda and not f.has_fp8 and f.capability is None
+    assert f.memory_bytes == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert "os.sysconf" in f.memory_source
+    assert cal.peak_dtypes_for(f, ["fp32"]) == ["bf16", "fp32"]
+    assert cal.peak_gemm_sizes(f, ["fp32", "bf16", "fp16"]) == {"fp32": 1024, "bf16": 384, "fp16": 384}
+
+
+def test_cuda_facts_size_the_peak_gemms_and_add_fp8_where_the_gpu_has_it():
+    """The CUDA branches with the device injected: no GPU needed."""
+    assert H200.has_fp8 and not A100.has_fp8
+    assert cal.DeviceFacts("cuda", "RTX 4090", 24e9, "fake", (8, 9)).has_fp8  # Ada: the first FP8 generation
+    assert cal.peak_dtypes_for(H200, ["fp32"]) == ["bf16", "fp32", "fp8"]
+    assert cal.peak_dtypes_for(A100, ["fp32"]) == ["bf16", "fp32"]
+    assert cal.peak_gemm_sizes(H200, ["fp32", "bf16", "fp8"]) == {"fp32": 8192, "bf16": 8192, "fp8": 8192}
+    # 16 GB: three sets of fp32 8192² operands (2.4 GB) exceed 1/8 of it, bf16 ones (1.2 GB) do not
+    small = cal.DeviceFacts("cuda", "small", 16e9, "fake", (7, 5))
+    assert cal.peak_gemm_sizes(small, ["fp32", "bf16"]) == {"fp32": 4096, "bf16": 8192}
+    assert cal.peak_gemm_sizes(cal.DeviceFacts("cuda", "tiny", 1e3, "fake", (7, 5)), ["bf16"]) == {"bf16": 256}  # floor
+
+
+def test_cuda_calibration_path_end_to_end_with_fake_facts(tmp_path):
+    """calibrate() with a fake FP8-capable GPU (run on the CPU, operands sized down by its small memory):
+    the profile states the GPU's memory from torch.cuda, an fp8 peak from _scaled_mm, the GPU's name."""
+    fake = cal.DeviceFacts("cuda:0", "Fake FP8 GPU", 2e6, "torch.cuda.get_device_properties('cuda:0').total_memory: fake", (9, 0))
+    assert cal.peak_gemm_sizes(fake, ["fp8"]) == {"fp8": 256}
+    fit, hw, data = cal.calibrate(weak_spec("tiny"), "fp32", "cpu", FAST, tokens=(1, 16), contexts=(256,),
+                                  peak_dtypes=("fp32",), facts=fake, decode_anchors=cal.DECODE_ANCHOR_POINTS[:1])
+    raw = tomllib.loads(cal.write_profile_toml(data, tmp_path / "gpu.toml").read_text())
+    assert raw["memory"]["capacity_gb"]["value"] == pytest.approx(0.002)
+    assert "torch.cuda.get_device_properties" in raw["memory"]["capacity_gb"]["source"]
+    assert set(raw["peak_tflops"]) == {"fp32", "bf16", "fp8"} and "_scaled_mm" in raw["peak_tflops"]["fp8"]["source"]
+    assert raw["provenance"]["processor"] == "Fake FP8 GPU"
+    assert hw.peak_flops("fp8") > 0
+
+
+def test_fp8_gemm_benchmark_counts():
+    m = mb.bench_gemm_fp8(16, 32, 48, "cpu", FAST)
+    assert m.params["dtype"] == "fp8" and m.flops == 2 * 16 * 32 * 48
+    assert m.bytes == 48 * 32 + 16 * 32 + 2 * 16 * 48  # 1-byte operands, bf16 output
+    with pytest.raises(ValueError, match="multiples of 16"):
+        mb.bench_gemm_fp8(1, 32, 48, "cpu", FAST)
+    assert mb.dtype_bytes("fp8") == 1 and mb.dtype_bytes("bf16") == 2
+
+
+def test_cpu_clock_times_only_this_threads_work():
+    import time
+
+    cpu = mb.TimingConfig(warmup=0, repeats=3, rotate=1, statistic="min", clock="cpu")
+    wall = dataclasses.replace(cpu, clock="wall")
+    assert mb.time_call(lambda i: time.sleep(0.02), "cpu", cpu)[0] < 0.005  # asleep: off the core
+    assert mb.time_call(lambda i: time.sleep(0.02), "cpu", wall)[0] >= 0.02
+    with pytest.raises(ValueError, match="clock must be"):
+        mb.TimingConfig(clock="sundial")
+    with pytest.raises(ValueError, match="needs clock='wall'"):
+        cpu.timer("cuda")
 
 
 def test_write_profile_is_validated_and_atomic(tmp_path):
@@ -226,17 +293,43 @@ def test_strong_costs_several_times_weak_per_token():
         assert weak_spec(scale).layer_kinds.count("full") * 4 == weak_spec(scale).num_layers
 
 
-def test_cli_live_json():
-    r = CliRunner().invoke(app, ["live", "--json", "--k", "3", "--accept", "1.0", "--threads", "1", "--token-scale", "0.15"])
+def test_cli_live_json(tmp_path):
+    out = tmp_path / "live"
+    r = CliRunner().invoke(app, ["live", "--synthetic", "--trajectories", "2", "--scale", "tiny", "--weak-hardware", "h20", "--json",
+                                 "--k", "3", "--accept", "0.5", "--token-scale", "0.3", "--repeats", "2", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
-    assert out["trajectories"] == 1 and out["safety"][0]["segments_reviewed"] > 0
+    rep = json.loads(r.output)
+    assert rep["trajectories"] == 2 and rep["repeats"] == 2 and rep["safety"]["segments_reviewed"] > 0
+    assert rep["counts"]["reads_executed"] > 0 and rep["setup"]["clock"] == "cpu"
+    assert rep["comparison"]["tokens_exact"] and rep["targets"]["tokens_exact"]
+    assert {row["phase"] for row in rep["comparison"]["rows"]} >= {"weak_decode", "strong_verify"}
+    from specagent.traces.io import load_trajectories
+
+    logs = load_trajectories(out / "protocol_log.jsonl")
+    assert len(logs) == 2 and all(t.is_protocol_log for t in logs)
+    assert json.loads((out / "comparison.json").read_text())["counts"] == rep["counts"]
+    r = CliRunner().invoke(app, ["live", "--synthetic", "--trajectories", "1", "--scale", "tiny", "--no-compare", "-o", str(out)])
+    assert r.exit_code == 0 and "live SpecAgent run: 1 trajectories" in " ".join(r.output.split()) and "simulator s" not in r.output
 
 
 def test_cli_errors_are_clear(tmp_path):
+    def text(r):  # the console wraps long lines
+        return " ".join(r.output.split())
+
     r = CliRunner().invoke(app, ["live", "--strategy", "router"])
-    assert r.exit_code == 2 and "only 'specagent'" in r.output
-    r = CliRunner().invoke(app, ["live", "--compare"])
-    assert r.exit_code == 2 and "--weak-hardware" in r.output
+    assert r.exit_code == 2 and "only 'specagent'" in text(r)
+    r = CliRunner().invoke(app, ["live", "--clock", "sundial"])
+    assert r.exit_code == 2 and "--clock must be" in text(r)
+    r = CliRunner().invoke(app, ["live", "--synthetic", "--scale", "tiny", "--weak-hardware", "no-such-gpu", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "no-such-gpu" in text(r)
+    retail = tmp_path / "retail.jsonl"
+    from specagent.kernels.live import synthetic_airline_trajectory
+    from specagent.traces.io import save_trajectories
+
+    t = synthetic_airline_trajectory(0)
+    steps = [st.model_copy(update={"tool_name": "get_order_details"}) if st.tool_name == t.steps[2].tool_name else st for st in t.steps]
+    save_trajectories([t.model_copy(update={"steps": steps})], retail)
+    r = CliRunner().invoke(app, ["live", "--trace", str(retail), "--scale", "tiny", "--no-compare", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "retail.jsonl" in text(r) and "step 1" in text(r) and "get_order_details" in text(r)
     r = CliRunner().invoke(app, ["calibrate", "-o", str(tmp_path / "p.toml"), "--model", "medium"])
-    assert r.exit_code == 2 and "weak" in r.output
+    assert r.exit_code == 2 and "weak" in text(r)

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from specagent.cli.console import fail
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.kernels.configs import SCALES, strong_spec, weak_spec
+from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -67,6 +67,8 @@ def calibrate_cmd(
     threads: int = typer.Option(0, help="torch threads (0: torch's default)."),
     repeats: int = typer.Option(7, help="Timed repeats per benchmark (after warm-up)."),
     statistic: str = typer.Option("median", help="median, or min (the uncontended time on a shared machine)."),
+    clock: str = typer.Option("wall", help="wall, or cpu (this thread's CPU time, leaving out other jobs' time on the core: "
+                              "for --threads 1 on a CPU; `specagent live` times its passes the same way)."),
     validate: bool = typer.Option(True, help="Also predict and measure held-out full passes and report MAPE."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
@@ -83,9 +85,10 @@ def calibrate_cmd(
     _setup(device, threads, dtype)
     spec = _spec(model, scale)
     try:
-        cfg = mb.TimingConfig(repeats=repeats, statistic=statistic)
+        cfg = mb.TimingConfig(repeats=repeats, statistic=statistic, clock=clock)
+        cfg.timer(device)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--statistic/--clock: {exc}")
     with Progress(console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("calibrating", total=None)
         fit, hw, data = cal.calibrate(spec, dtype, device, cfg, progress=lambda m: prog.update(task, description=m))
@@ -132,107 +135,89 @@ def print_validation(rows, title: str) -> None:
 
 @app.command("live")
 def live_cmd(
-    trace: Optional[Path] = typer.Option(None, help="Trajectories (.jsonl/.parquet); default: a seeded synthetic airline conversation."),
+    trace: Optional[Path] = typer.Option(None, help="Trajectories (.jsonl/.parquet; protocol logs replay their recorded verdicts). Default: "
+                                         "--trajectories evenly spaced over the shipped τ²-Bench airline trajectories that make a read."),
+    synthetic: bool = typer.Option(False, "--synthetic", help="Run a seeded synthetic airline conversation instead of a trace (seconds; for tests)."),
     strategy: str = typer.Option("specagent", help="Only 'specagent' runs live."),
     k: int = typer.Option(4, help="K: at most this many steps drafted per chunk."),
-    limit: int = typer.Option(1, help="Run the first N trajectories of the trace."),
-    token_scale: float = typer.Option(1.0, help="Scale every token count of the trace (the scaled trace is what runs and what the simulator prices)."),
-    scale: str = typer.Option("tiny", help="Model scale: tiny or bench (kernels/configs.py)."),
+    trajectories: int = typer.Option(LIVE_TRAJECTORIES, "--trajectories", "--limit", help="How many trajectories to run (of --trace: the first N)."),
+    token_scale: float = typer.Option(LIVE_TOKEN_SCALE, help="Scale every token count of the trace, real tool results included (the scaled "
+                                      "trace is what runs and what the simulator prices; the default keeps the default run to ~1 min of CPU)."),
+    repeats: int = typer.Option(1, help="Run the workload this many times (same seed: the same passes) and time each pass at its fastest."),
+    scale: str = typer.Option("bench", help="Model scale: tiny or bench (kernels/configs.py)."),
     dtype: str = typer.Option("fp32", help="Model dtype."),
-    device: str = typer.Option("cpu", help="Torch device."),
-    threads: int = typer.Option(0, help="torch threads (0: torch's default)."),
+    device: str = typer.Option("cpu", help="Torch device: cpu, or cuda / cuda:N."),
+    threads: int = typer.Option(1, help="torch threads (0: torch's default). One thread on a CPU makes the cpu clock exact."),
+    clock: str = typer.Option("auto", help="auto, wall or cpu: what a pass's time is. auto: cpu (this thread's CPU time) on a CPU with one "
+                              "thread, else wall (a GPU synchronises after each pass)."),
     seed: int = typer.Option(0, help="Seed of weights, filler tokens, tool arguments and acceptance draws."),
-    accept: float = typer.Option(0.7, help="Acceptance probability per drafted step (when the trace carries no labels)."),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write the protocol log here (.jsonl)."),
-    compare: bool = typer.Option(False, "--compare", help="Also price the same protocol log with the simulator and compare."),
-    weak_hardware: Optional[str] = typer.Option(None, help="Calibrated profile for the Weak model (required with --compare)."),
-    strong_hardware: Optional[str] = typer.Option(None, help="Calibrated profile for the Strong model (default: the Weak one)."),
+    accept: float = typer.Option(LIVE_ACCEPT, help="Acceptance probability per drafted step (when the trace carries no labels)."),
+    out: Path = typer.Option(Path("out/live"), "-o", "--out", help="Folder for the protocol log (protocol_log.jsonl), the comparison "
+                             "(comparison.json) and the calibrated profiles."),
+    compare: bool = typer.Option(True, "--compare/--no-compare", help="Price the same protocol logs with the simulator and compare per phase."),
+    weak_hardware: Optional[str] = typer.Option(None, help="Hardware profile for the Weak model (default: calibrate both models on --device first)."),
+    strong_hardware: Optional[str] = typer.Option(None, help="Hardware profile for the Strong model (default: the Weak one)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Run SpecAgent with real torch models and a real SQLite airline environment.
+    """Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator.
 
-    The Weak model drafts up to K steps (decoding the trace's output lengths); reads hit
-    the database at once; the first WRITE is held; the Strong model prefills the drafted
-    segment on its cached context (verification) and decodes verdict and repair tokens.
-    Accept/reject comes from the trace's labels or a seeded acceptance model (random
-    weights cannot judge). Safety is checked on the database at every segment.
+    The Weak model drafts up to K steps (decoding the trace's output lengths); every drafted
+    read runs on the database at once and its result, at its real size in tokens, joins the
+    context; the first WRITE is held; the Strong model prefills the drafted segment on its
+    cached context (verification) and decodes verdict and repair tokens. Accept/reject comes
+    from the trace's labels or a seeded acceptance model (random weights cannot judge).
+    Safety is checked on the database at every segment, and the reads the service executed
+    are checked against the protocol log. Without --weak-hardware, both models are first
+    calibrated on this device (about a minute on a CPU). Writes the protocol log and prints
+    the per-phase table of measured vs simulated time.
     """
-    _, _, mb = _torch_backend()
-    from specagent.kernels.live import LiveConfig, compare as do_compare, run_trajectory, scale_trajectory, synthetic_airline_trajectory
-    from specagent.kernels.modules import Model
-    from specagent.simulator.acceptance import AcceptanceModel
+    torch, _, mb = _torch_backend()
+    from specagent.common import atomic
+    from specagent.kernels.live import CLOCKS, check_tools, synthetic_airline_trajectory
+    from specagent.kernels.live_compare import live_comparison, print_report
     from specagent.traces.io import load_trajectories, save_trajectories
 
     if strategy != "specagent":
         fail(f"--strategy {strategy}: only 'specagent' runs live (the simulator prices the others)")
-    if compare and not weak_hardware:
-        fail("--compare needs --weak-hardware PROFILE.toml (write one with `specagent calibrate`)")
+    if clock not in ("auto", *CLOCKS):
+        fail(f"--clock must be auto, wall or cpu, got '{clock}'")
+    if repeats < 1 or trajectories < 1:
+        fail("--repeats and --trajectories must be >= 1")
+    if token_scale <= 0:
+        fail(f"--token-scale must be > 0, got {token_scale}")
     _setup(device, threads, dtype)
+    if clock == "cpu" and not device.startswith("cpu"):
+        fail(f"--clock cpu times this thread's CPU work; models on {device} need --clock wall")
+    _spec("weak", scale)
+    trajs = None
     try:
-        trajs = load_trajectories(trace)[:limit] if trace else [synthetic_airline_trajectory(seed)]
+        if synthetic:
+            trajs = [synthetic_airline_trajectory(seed + i) for i in range(trajectories)]
+        elif trace:
+            trajs = load_trajectories(trace)[:trajectories]
     except Exception as exc:  # the loader's errors name file and field
         fail(str(exc))
-    trajs = [scale_trajectory(t, token_scale) for t in trajs]
-    ws, ss = weak_spec(scale), strong_spec(scale)
-    weak = Model(ws, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
-    strong = Model(ss, seed=seed + 1, dtype=mb.torch_dtype(dtype), device=device)
-    cfg = LiveConfig(k=k, seed=seed, acceptance=AcceptanceModel.constant(accept))
-    results = []
+    try:
+        check_tools(trajs or [])
+    except ValueError as exc:
+        fail(f"{trace}: {exc}")
     with Progress(console=Console(stderr=True), transient=True) as prog:
-        task = prog.add_task("live run", total=len(trajs))
-        for i, t in enumerate(trajs):
-            results.append(run_trajectory(t, weak, strong, cfg, index=i))
-            prog.advance(task)
-    if out:
-        save_trajectories([r.protocol_log for r in results], out)
-    comp = None
-    if compare:
+        task = prog.add_task("live run", total=None)
+
+        def progress(message: str, done: int | None = None, total: int | None = None) -> None:
+            prog.update(task, description=message, **({"completed": done, "total": total} if total else {}))
+
         try:
-            whw = load_hardware(weak_hardware)
-            shw = load_hardware(strong_hardware) if strong_hardware else whw
-        except HardwareProfileError as exc:
+            report = live_comparison(trajs, trajectories=trajectories, token_scale=token_scale, device=device, dtype=dtype, scale=scale,
+                                     k=k, seed=seed, accept=accept, repeats=repeats, clock=None if clock == "auto" else clock,
+                                     weak_profile=weak_hardware, strong_profile=strong_hardware, out_dir=out,
+                                     compare_with_simulator=compare, progress=progress)
+        except (ValueError, HardwareProfileError) as exc:
             fail(str(exc))
-        comp = do_compare(results, ws, ss, whw, shw, dtype, k)
+    save_trajectories([r.protocol_log for r in report.results], out / "protocol_log.jsonl")
+    atomic.write_json(out / "comparison.json", report.as_dict())
     if as_json:
-        payload = {"trajectories": len(results), "wall_s": sum(r.wall_s for r in results),
-                   "seconds": [r.seconds for r in results], "tokens": [r.tokens for r in results],
-                   "safety": [r.safety for r in results]}
-        if comp:
-            payload["compare"] = {"rows": comp.rows, "measured_wall_s": comp.measured_wall_s,
-                                  "predicted_wall_s": comp.predicted_wall_s, "tokens_exact": comp.tokens_exact, "notes": comp.notes}
-        typer.echo(json.dumps(payload, indent=2, default=float))
+        typer.echo(json.dumps(report.as_dict(), indent=2, default=float))
         return
-    print_live(results, comp)
-
-
-def print_live(results, comp) -> None:
-    from specagent.kernels.live import PHASES
-
-    t = Table(title=f"live SpecAgent run: {len(results)} trajectories")
-    t.add_column("phase"); t.add_column("tokens", justify="right"); t.add_column("measured s", justify="right")
-    if comp:
-        t.add_column("simulator s", justify="right"); t.add_column("sim tokens", justify="right"); t.add_column("error", justify="right")
-    for ph in PHASES:
-        tok = sum(r.tokens.get(ph, 0) for r in results)
-        sec = sum(r.seconds.get(ph, 0.0) for r in results)
-        row = [ph, str(tok), f"{sec:.3f}"]
-        if comp:
-            c = next(x for x in comp.rows if x["phase"] == ph)
-            err = f"{(c['predicted_s'] - sec) / sec:+.1%}" if sec > 0 else "-"
-            row += [f"{c['predicted_s']:.3f}", "-" if c["predicted_tokens"] is None else str(c["predicted_tokens"]), err]
-        t.add_row(*row)
-    wall = sum(r.wall_s for r in results)
-    if comp:
-        t.add_row("total wall", "", f"{wall:.3f}", f"{comp.predicted_wall_s:.3f}", "", f"{comp.wall_error:+.1%}")
-    else:
-        t.add_row("total wall", "", f"{wall:.3f}")
-    console.print(t)
-    safety: dict[str, int] = {}
-    for r in results:
-        for k2, v in r.safety.items():
-            safety[k2] = safety.get(k2, 0) + v
-    console.print("safety: " + ", ".join(f"{k2}={v}" for k2, v in safety.items()), highlight=False)
-    if comp:
-        console.print(f"token counts exact: {comp.tokens_exact}", highlight=False)
-        for n in comp.notes:
-            console.print(f"note: {n}", highlight=False)
+    print_report(report, console)
+    console.print(f"wrote {out / 'protocol_log.jsonl'} and {out / 'comparison.json'}", highlight=False)

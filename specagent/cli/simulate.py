@@ -21,7 +21,7 @@ from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.reports.html import write_report
-from specagent.simulator.predictor import validate_predictor
+from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import predict as run_predict
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
@@ -216,13 +216,17 @@ def simulate_cmd(
 @scenario_options(exclude=("workload", "strategies", "weight_mode", "engine"))
 def predictor_validate(
     scenario: Scenario,
-    trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload). Default: the shipped τ²-Bench airline workload."),
+    trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload), protocol logs of `specagent live` included (checked "
+                          "under SpecAgent with their recorded verdicts and K). Default: the shipped τ²-Bench airline workload."),
     synthetic: int = O(60, help="Also validate on this many synthetic trajectories from every shipped workload profile (0: none)."),
     strategies: str = O("specagent,specagent_every_chunk,specagent_hold_replies,collab,router", help="Comma-separated strategies to check."),
     out: Optional[Path] = O(None, "-o", "--out", help="Write the validation table as JSON here."),
     as_json: bool = O(False, "--json"),
 ) -> None:
     """Predict the Strong share of memory traffic from verdict + repair tokens alone; report its error.
+
+    Live protocol logs (`specagent live -o DIR` writes DIR/protocol_log.jsonl) are checked
+    next to the simulated workloads, on the decisions the live run recorded.
 
     The error is shown under both weight-read modes: 'union' (a verification prefill reads
     every expert its tokens touch) and 'active' (only active parameters), since the
@@ -235,6 +239,10 @@ def predictor_validate(
             workloads[p.name] = load_trajectories(p)
         except (OSError, ValueError) as exc:
             fail(f"{p}: {exc}")
+        try:
+            protocol_log_k(str(p), workloads[p.name])
+        except ValueError as exc:
+            fail(str(exc))
     if synthetic > 0:
         for name in list_profiles():
             workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, scenario.seed)
@@ -253,7 +261,8 @@ def predictor_validate(
     for c in ("predicted", "accounted", "abs error", "mean |err| per traj"):
         t.add_column(c, justify="right")
     for _, r in table.iterrows():
-        t.add_row(r["workload"], r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
+        name = f"{r['workload']} (protocol log)" if r["source"].startswith("protocol log") else r["workload"]
+        t.add_row(name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
                   f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}")
     console.print(t)
     worst = table.groupby("weight_mode")["abs_error"].max()
