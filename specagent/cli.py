@@ -129,8 +129,8 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
         items.append((f"peak {k} TFLOP/s", v.value, v.source))
     for label, v in (("memory GB", p.memory_capacity_gb), ("bandwidth TB/s", p.memory_bandwidth_tb_s), ("memory kind", p.memory_kind),
                      ("interconnect", p.interconnect_kind), ("interconnect GB/s", p.interconnect_gb_s),
-                     ("interconnect GB/s one way", p.interconnect_unidirectional_gb_s), ("prefill MFU", p.prefill_mfu),
-                     ("decode MFU (reported)", p.decode_mfu), ("bandwidth efficiency", p.bandwidth_efficiency),
+                     ("interconnect GB/s one way", p.interconnect_unidirectional_gb_s), ("GEMM MFU (prefill_mfu)", p.prefill_mfu),
+                     ("bandwidth efficiency", p.bandwidth_efficiency),
                      ("pass overhead µs", p.pass_overhead_us), ("$/GPU-hour", p.price_usd_per_gpu_hour)):
         if v is not None:
             items.append((label, v.value, v.source))

@@ -74,6 +74,12 @@ def test_per_token_bytes_never_increase_with_batch(i, n, c, b, db, wm):
     per_a = a.total_bytes[0] / (n * b)
     per_z = z.total_bytes[0] / (n * (b + db))
     assert per_z <= per_a * (1 + 1e-12)
+    terms = COEF[i].terms
+    if n == 1 and terms.cuda_graphs and b <= terms.cuda_graph_max_batch < b + db:
+        # past the largest captured CUDA graph a decode batch launches its kernels one by one
+        # (the engine's launch term): a real step up in time, so per-token time may rise there
+        assert a.fixed["launch"][0] == 0.0 and z.fixed["launch"][0] == pytest.approx(terms.launch_s)
+        return
     assert z.time_s[0] / (b + db) <= a.time_s[0] / b * (1 + 1e-12)
 
 

@@ -19,9 +19,11 @@ from specagent.costmodel.moe import moe_union_experts, moe_union_experts_monte_c
 from specagent.costmodel.passes import GDN_CHUNK, Passes
 from specagent.costmodel.phases import DecodeRun, decode, prefill, repair, verify
 from specagent.costmodel.roofline import estimate
+from specagent.hardware.engine import load_engine
 from specagent.hardware.profile import Sourced, list_profiles, load_hardware
 
 H20 = load_hardware("h20")
+IDEAL = load_engine("ideal")  # the bare roofline: these hand checks are of the roofline itself (engine terms: test_costmodel_latency.py)
 Q4 = load_model_spec("qwen3-4b")  # dense, softmax attention only
 Q35_4B = load_model_spec("qwen3.5-4b")  # dense, hybrid GDN, tied embeddings
 Q27 = load_model_spec("qwen3.5-27b")  # dense, hybrid, untied
@@ -93,7 +95,7 @@ def test_decode_flops_hand_count_qwen3_4b():
 
 def test_time_and_bound_hand_397b_decode():
     """397B fp8 on 8x H20 decode at 8k context: memory time, comm bytes and the bound by hand."""
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=IDEAL)
     cost = decode(dep, context=8192)
     total_bytes = cost.total_bytes_read[0] + cost.total_bytes_written[0]
     assert cost.memory_s[0] == pytest.approx(total_bytes / (8 * 4.0e12 * 0.72), rel=1e-12)
@@ -428,7 +430,7 @@ def _curved(decode_curve=((1.0, 0.1), (16.0, 0.02))):
 def test_decode_curve_prices_a_pure_decode_pass_by_hand():
     """Batch 4 decode: decode curve at log4/log16 = 1/2 of the way -> 0.06; without it the
     tokens/pass curve at log4/log1024 = 1/5 of the way -> 0.1 + 0.4/5 = 0.18 (3x faster compute)."""
-    with_dc, without = Deployment(Q4, _curved()), Deployment(Q4, _curved(()))
+    with_dc, without = Deployment(Q4, _curved(), engine=IDEAL), Deployment(Q4, _curved(()), engine=IDEAL)
     p = Passes.uniform(1, 512, 4)
     a, b = estimate(with_dc, p), estimate(without, p)
     peak = H20.peak_flops("bf16")  # weights, KV and activations all bf16: one peak for GEMMs and attention

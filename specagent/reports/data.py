@@ -327,7 +327,7 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
 
 # ------------------------------------------------------------------ deployments from assumptions
 _DEPLOYMENT_RE = re.compile(
-    r"^(?P<model>\S+) on (?P<gpus>\d+)x (?P<hw>.+?) \((?P<par>tp|tp\+ep), weights (?P<w>\w+), KV (?P<kv>\w+)\)$"
+    r"^(?P<model>\S+) on (?P<gpus>\d+)x (?P<hw>.+?) \((?P<par>tp|tp\+ep), weights (?P<w>\w+), KV (?P<kv>\w+)(?:, engine (?P<eng>[\w.+-]+))?\)$"
 )
 
 
@@ -340,13 +340,15 @@ def deployment_from_description(text: str):
     """
     from specagent.costmodel.deployment import Deployment
     from specagent.costmodel.model_spec import load_model_spec
+    from specagent.hardware.engine import load_engine
     from specagent.hardware.profile import load_hardware
 
     m = _DEPLOYMENT_RE.match(text.strip())
     if not m:
         return None
+    engine = {"engine": load_engine(m["eng"])} if m["eng"] else {}  # older results name no engine: the default
     return Deployment(load_model_spec(m["model"]), load_hardware(m["hw"]), gpus=int(m["gpus"]), parallelism=m["par"],
-                      weight_dtype=m["w"], kv_dtype=m["kv"])
+                      weight_dtype=m["w"], kv_dtype=m["kv"], **engine)
 
 
 def deployments(data: ReportData) -> tuple[Any, Any, str]:
