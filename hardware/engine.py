@@ -53,6 +53,7 @@ _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "iteration_us": ("per_pass", "iteration_us", "us", False),
     "per_sequence_us": ("per_pass", "per_sequence_us", "us", True),
     "launch_us": ("per_pass", "launch_us", "us", True),
+    "request_us": ("per_request", "request_us", "us", True),
     "pass_kernels": ("per_pass", "kernels", "count", True),
     "allreduce_alpha_us": ("collectives", "allreduce_alpha_us", "us", True),
     "all_to_all_alpha_us": ("collectives", "all_to_all_alpha_us", "us", True),
@@ -85,6 +86,7 @@ class EngineProfile:
     per_sequence_us: Sourced  # CPU work per sequence in the batch
     launch_us: Sourced  # CPU time to launch one kernel (exposed only without CUDA graphs)
     pass_kernels: Sourced  # kernels per pass outside the layers (embedding, final norm, LM head, sampling)
+    request_us: Sourced  # per request before its first token, outside any pass: API server, tokenisation, admission, first detokenised chunk
     layer_us: dict[str, Sourced]  # GPU-side fixed time per layer by kind (LAYER_KINDS)
     layer_kernels: dict[str, Sourced]  # kernels launched per layer by kind
     allreduce_alpha_us: Sourced  # latency α of one tensor-parallel all-reduce
@@ -261,6 +263,9 @@ def list_engines(extra_dirs: Iterable[str | Path] | None = None) -> list[EngineP
 def load_engine(name_or_path: str | Path = DEFAULT_ENGINE, extra_dirs: Iterable[str | Path] | None = None) -> EngineProfile:
     """Find an engine profile by id, alias or file path; unknown names list the known ones."""
     text = str(name_or_path)
+    if text.lower().endswith(":eager"):  # the same engine with CUDA graphs off (e.g. vLLM --enforce-eager)
+        base = load_engine(text[: -len(":eager")], extra_dirs)
+        return dataclasses.replace(base, cuda_graphs=Sourced(False, f"selected with '{text}': CUDA graphs off"))
     if text.endswith(".toml") or os.sep in text:
         return load_engine_file(text)
     want = _normalise(text)

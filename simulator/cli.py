@@ -17,6 +17,7 @@ from specagent import atomic
 from specagent.console import fail
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.predictor import validate_predictor
@@ -64,25 +65,28 @@ def synthetic_table(profile: str, n: int, seed: int):
 
 def build_setting(weak_model: str, weak_hardware: str, weak_gpus: int, weak_dtype: str, strong_model: str, strong_hardware: str,
                   strong_gpus: int, strong_dtype: str, strong_api: Optional[str], edge: bool, prefix_caching: bool,
-                  weight_mode: str, verifier_prompt: str) -> Setting:
+                  weight_mode: str, verifier_prompt: str, serving_engine: str = DEFAULT_ENGINE) -> Setting:
     try:
+        eng = load_engine(serving_engine)
         if edge:
-            return edge_setting(api=strong_api or "qwen3.5-397b-a17b-api", prefix_caching=prefix_caching,
-                                weight_mode=weight_mode, verifier_prompt=verifier_prompt)
-        weak = Deployment(load_model_spec(weak_model), load_hardware(weak_hardware), gpus=weak_gpus, weight_dtype=weak_dtype)
+            s = edge_setting(api=strong_api or "qwen3.5-397b-a17b-api", prefix_caching=prefix_caching,
+                             weight_mode=weight_mode, verifier_prompt=verifier_prompt)
+            return dataclasses.replace(s, weak=dataclasses.replace(s.weak, engine=eng))
+        weak = Deployment(load_model_spec(weak_model), load_hardware(weak_hardware), gpus=weak_gpus, weight_dtype=weak_dtype, engine=eng)
         if strong_api:
             apis = load_api_models()
             if strong_api not in apis:
                 fail(f"unknown --strong-api '{strong_api}'; known: {', '.join(apis)}")
             strong = apis[strong_api]
         else:
-            strong = Deployment(load_model_spec(strong_model), load_hardware(strong_hardware), gpus=strong_gpus, weight_dtype=strong_dtype)
+            strong = Deployment(load_model_spec(strong_model), load_hardware(strong_hardware), gpus=strong_gpus, weight_dtype=strong_dtype,
+                                engine=eng)
         setting = Setting(weak=weak, strong=strong, prefix_caching=prefix_caching, weight_mode=weight_mode, verifier_prompt=verifier_prompt)
         weak.check_fit(1, 32768)
         if isinstance(strong, Deployment):
             strong.check_fit(1, 32768)
         return setting
-    except (ModelSpecError, HardwareProfileError, DeploymentDoesNotFit, ValueError) as exc:
+    except (ModelSpecError, HardwareProfileError, EngineProfileError, DeploymentDoesNotFit, ValueError) as exc:
         fail(str(exc))
 
 
@@ -117,6 +121,8 @@ WEAK_RATIO = O(1.0, help="Weak tokens per Strong token for the same step.")
 VERDICT = O(48, help="Tokens in a rejection verdict's reason (its replacement call is counted on top).")
 PVALID = O(0.5, help="Chance a verdict's replacement call is valid (else one Strong repair turn).")
 SEED = O(0, help="Seed of every random draw (same seed, same bytes out).")
+SERVING_ENGINE = O(DEFAULT_ENGINE, "--serving-engine", help="Serving-engine profile whose fixed costs every pass pays (hardware/engines/: "
+                   "vllm, sglang, tensorrt-llm, ideal = the bare roofline; or a .toml path; NAME:eager turns CUDA graphs off).")
 
 
 def _rel_table(summary: pd.DataFrame, title: str) -> Table:
@@ -187,6 +193,7 @@ def predict(
     strong_api: Optional[str] = STRONG_API, edge: bool = EDGE, prefix_caching: bool = PREFIX, weight_mode: str = WMODE,
     verifier_prompt: str = VPROMPT, k: int = K, review: str = REVIEW, accept: Optional[float] = ACCEPT,
     weak_ratio: float = WEAK_RATIO, verdict_tokens: int = VERDICT, p_valid_replacement: float = PVALID, seed: int = SEED,
+    serving_engine: str = SERVING_ENGINE,
     engine: str = O("analytic", help=f"Engine: {', '.join(ENGINES)} (they agree on uncontended resources)."),
     as_json: bool = O(False, "--json", help="Print the summary as JSON instead of tables."),
 ) -> None:
@@ -204,7 +211,7 @@ def predict(
     if "strongonly" not in names:
         names.insert(0, "strongonly")
     setting = build_setting(weak_model, weak_hardware, weak_gpus, weak_dtype, strong_model, strong_hardware, strong_gpus,
-                            strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt)
+                            strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt, serving_engine)
     acc = _acceptance(accept, weak_ratio, verdict_tokens, p_valid_replacement)
     rates = None
     if success:
@@ -262,6 +269,7 @@ def simulate_cmd(
     strong_api: Optional[str] = STRONG_API, edge: bool = EDGE, prefix_caching: bool = PREFIX, weight_mode: str = WMODE,
     verifier_prompt: str = VPROMPT, k: int = K, review: str = REVIEW, accept: Optional[float] = ACCEPT,
     weak_ratio: float = WEAK_RATIO, verdict_tokens: int = VERDICT, p_valid_replacement: float = PVALID, seed: int = SEED,
+    serving_engine: str = SERVING_ENGINE,
     engine: str = O("analytic", help=f"Engine: {', '.join(ENGINES)}."),
     as_json: bool = O(False, "--json"),
 ) -> None:
@@ -272,7 +280,7 @@ def simulate_cmd(
         fail("give --trace or --synthetic, not both")
     trajs, path = synthetic_table(synthetic, trajectories, seed) if synthetic else load_trace(trace)
     setting = build_setting(weak_model, weak_hardware, weak_gpus, weak_dtype, strong_model, strong_hardware, strong_gpus,
-                            strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt)
+                            strong_dtype, strong_api, edge, prefix_caching, weight_mode, verifier_prompt, serving_engine)
     try:
         frame = simulate(trajs, strategy, setting, _acceptance(accept, weak_ratio, verdict_tokens, p_valid_replacement), seed, engine, k, review)
     except ValueError as exc:

@@ -15,7 +15,8 @@ from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
 from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
-from specagent.costmodel.roofline import WEIGHT_MODES
+from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
+from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
 
 HELP = """\
@@ -81,12 +82,18 @@ def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:
     return [hardware_dir] if hardware_dir else []
 
 
-def build_deployment(model: str, hardware: str, gpus: int, parallelism: str, weight_dtype: str, kv_dtype: str, hardware_dir: Optional[Path] = None) -> Deployment:
+ServingEngineOpt = typer.Option(DEFAULT_ENGINE, "--serving-engine", help="Serving-engine profile whose fixed costs the pass pays "
+                                "(hardware/engines/: vllm, sglang, tensorrt-llm, ideal = the bare roofline; or a .toml path; NAME:eager = CUDA graphs off).")
+
+
+def build_deployment(model: str, hardware: str, gpus: int, parallelism: str, weight_dtype: str, kv_dtype: str, hardware_dir: Optional[Path] = None,
+                     serving_engine: str = DEFAULT_ENGINE) -> Deployment:
     try:
         spec = load_model_spec(model)
         hw = load_hardware(hardware, _hardware_dirs(hardware_dir))
-        return Deployment(spec, hw, gpus=gpus, parallelism=parallelism, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    except (ModelSpecError, HardwareProfileError, ValueError) as exc:
+        return Deployment(spec, hw, gpus=gpus, parallelism=parallelism, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                          engine=load_engine(serving_engine))
+    except (ModelSpecError, HardwareProfileError, EngineProfileError, ValueError) as exc:
         fail(str(exc))
 
 
@@ -230,6 +237,7 @@ def roofline(
     tokens: int = typer.Option(512, help="New tokens per sequence (prefill/verify only; decode adds 1)."),
     weight_mode: str = typer.Option("union", help="'union': an MoE pass reads every distinct expert its tokens touch; 'active': only top-k per layer."),
     hardware_dir: Optional[Path] = HardwareDirOpt,
+    serving_engine: str = ServingEngineOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Break one pass down into FLOPs and bytes by component, and say which bound applies."""
@@ -241,7 +249,7 @@ def roofline(
         fail(f"need --batch >= 1, --context >= 0 and --tokens >= 1 (got {batch}, {context}, {tokens})")
     if weight_mode not in WEIGHT_MODES:
         fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
-    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
+    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir, serving_engine)
     new = 1 if phase in ("decode", "repair") else tokens
     try:
         dep.check_fit(batch, context + new)
@@ -251,18 +259,20 @@ def roofline(
     cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
+    lt = coefficients(dep).terms
     out = dict(
-        deployment=dep.describe(), phase=phase, batch=batch, context=context, new_tokens_per_sequence=new, weight_mode=weight_mode,
+        deployment=dep.describe(), serving_engine=dep.engine.describe(), phase=phase, batch=batch, context=context,
+        new_tokens_per_sequence=new, weight_mode=weight_mode,
         ridge_flop_per_byte=hw.ridge(dep.compute_dtype), intensity_flop_per_byte=float(cost.intensity[0]),
-        efficiencies=dict(compute=float(hw.prefill_mfu.value), compute_source=hw.prefill_mfu.source,
-                          bandwidth=float(hw.bandwidth_efficiency.value), bandwidth_source=hw.bandwidth_efficiency.source,
-                          pass_overhead_us=float(hw.pass_overhead_us.value)),
+        efficiencies=dict(gemm=lt.gemm_mfu, attention=lt.attention_mfu if lt.attention_mfu is not None else lt.gemm_mfu,
+                          bandwidth=lt.bandwidth_efficiency, moe_pad_tokens=lt.moe_pad_tokens),
         **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
     )
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]")
+    t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]; "
+                    f"served by {dep.engine.describe()}")
     t.add_column("component")
     t.add_column("FLOPs", justify="right")
     t.add_column("HBM read", justify="right")
@@ -276,10 +286,14 @@ def roofline(
     s = Table(show_header=False, title="time (per replica)")
     s.add_column("k")
     s.add_column("v", justify="right")
-    s.add_row("compute time", f"{out['compute_s'] * 1e3:.3f} ms  (MFU {hw.prefill_mfu.value:g})")
-    s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {hw.bandwidth_efficiency.value:g})")
-    s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU)")
-    s.add_row("fixed overhead", f"{out['overhead_s'] * 1e3:.3f} ms")
+    eff = out["efficiencies"]
+    s.add_row("compute time", f"{out['compute_s'] * 1e3:.3f} ms  (GEMM MFU {eff['gemm']:.3g}, attention {eff['attention']:.3g}; "
+              f"MoE padding {out['compute_expert_padding_s'] * 1e3:.3f} ms)")
+    s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {eff['bandwidth']:.3g})")
+    s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU; latency "
+              f"{out['collective_latency_s'] * 1e3:.3f} ms for {lt.allreduces} all-reduces + {lt.all_to_alls} all-to-alls)")
+    s.add_row("engine fixed costs", f"{out['overhead_s'] * 1e3:.3f} ms  (iteration {out['fixed_iteration_s'] * 1e3:.3f}, sequences "
+              f"{out['fixed_per_sequence_s'] * 1e3:.3f}, layers {out['fixed_layers_s'] * 1e3:.3f}, launches {out['fixed_launch_s'] * 1e3:.3f})")
     s.add_row("pass time", f"{out['time_s'] * 1e3:.3f} ms")
     s.add_row("intensity / ridge", f"{out['intensity_flop_per_byte']:.1f} / {out['ridge_flop_per_byte']:.1f} FLOP/B")
     s.add_row("bound", out["bound"])
@@ -299,6 +313,7 @@ def roofline_balance(
     context: int = typer.Option(0, help="Cached tokens per decoding sequence (0 isolates the weight traffic)."),
     weight_mode: str = typer.Option("union", help="'union' or 'active' expert reads."),
     hardware_dir: Optional[Path] = HardwareDirOpt,
+    serving_engine: str = ServingEngineOpt,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The decode batch at which the replica turns compute-bound, next to the hardware ridge.
@@ -307,7 +322,7 @@ def roofline_balance(
     weight / 2; KV and recurrent-state reads push it up, and for MoE so do the experts a
     larger batch touches.
     """
-    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir)
+    dep = build_deployment(model, hardware, gpus, parallelism, weight_dtype, kv_dtype, hardware_dir, serving_engine)
     bp = balance_point(dep, context=context, weight_mode=weight_mode)
     out = dict(deployment=dep.describe(), **bp.__dict__)
     if as_json:
@@ -341,6 +356,9 @@ def _mount() -> None:
     app.add_typer(study_app, name="study")
     app.command("report")(report_command)
     app.command("calibrate")(calibrate_cmd)
+    from specagent.latency_cli import app as latency_app
+
+    app.add_typer(latency_app, name="latency")
     app.command("live")(live_cmd)
 
 
