@@ -8,9 +8,11 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
 * per-iteration CPU work (``iteration_us``) + per sequence (``per_sequence_us``);
 * GPU-side fixed time per layer by kind (``layer_us``: full attention, Gated DeltaNet,
   dense MLP, MoE — a decoder layer is one mixer and one FFN and pays both);
-* kernel launches (``launch_us`` × kernels per pass), exposed only on pure-decode passes
-  that do not replay a CUDA graph: a pass with prefill tokens keeps the GPU busy longer
-  than the CPU takes to launch its kernels (stated simplification);
+* kernel launches (``launch_us`` × kernels per pass), paid by every pass that does not
+  replay a CUDA graph: graphs cover passes of up to ``cuda_graphs.max_batch`` tokens,
+  pure-decode ones only unless the engine also captures mixed batches (vLLM V1's
+  piecewise graphs). Launches are added, not overlapped with GPU work, so a long eager
+  prefill is over-priced by at most one pass's launch time (stated simplification);
 * α–β collectives: ``allreduce_alpha_us`` per tensor-parallel all-reduce (2 per layer: after
   the mixer and after the FFN) and ``all_to_all_alpha_us`` per expert-parallel all-to-all
   (dispatch + combine replace the FFN all-reduce of an MoE layer under tp+ep); the bytes
@@ -65,6 +67,7 @@ class LatencyTerms:
     bandwidth_efficiency: float
     cuda_graphs: bool
     cuda_graph_max_batch: int
+    cuda_graphs_mixed: bool
     layer_counts: tuple[tuple[str, int], ...]  # (kind, layers of that kind)
 
 
@@ -112,17 +115,20 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         bandwidth_efficiency=bw_eff,
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
+        cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
         layer_counts=tuple(counts.items()),
     )
 
 
 # --- the factors that may depend only on (token total, pure-decode flag) ---------------------
 def launch_exposed(terms: LatencyTerms, tokens: np.ndarray, pure_decode: np.ndarray) -> np.ndarray:
-    """1.0 where a pass pays its kernel launches: pure decode without a captured CUDA graph."""
-    graphed = terms.cuda_graphs & (np.asarray(tokens) <= terms.cuda_graph_max_batch)
-    return np.where(np.asarray(pure_decode, dtype=bool) & ~graphed, 1.0, 0.0)
+    """1.0 where a pass launches its kernels one by one (no captured CUDA graph replays it), else 0.0."""
+    kinds = np.asarray(pure_decode, dtype=bool) | terms.cuda_graphs_mixed
+    graphed = terms.cuda_graphs & (np.asarray(tokens) <= terms.cuda_graph_max_batch) & kinds
+    return np.where(graphed, 0.0, 1.0)
 
 
 def launch_exposed_one(terms: LatencyTerms, tokens: float, pure_decode: bool) -> float:
     """`launch_exposed` for one pass (the fleet's scalar path)."""
-    return 1.0 if pure_decode and not (terms.cuda_graphs and tokens <= terms.cuda_graph_max_batch) else 0.0
+    graphed = terms.cuda_graphs and tokens <= terms.cuda_graph_max_batch and (pure_decode or terms.cuda_graphs_mixed)
+    return 0.0 if graphed else 1.0

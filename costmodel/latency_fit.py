@@ -22,8 +22,8 @@ same pass-time function everything else uses):
 Rows the tool cannot describe (unknown model, GPU, engine or dtype, data parallelism, a
 deployment that does not fit, no running batch stated) are skipped with the reason.
 
-The fit: scipy `least_squares` on log(predicted / measured) with a soft-L1 loss, bounded
-parameters, and a weak pull of each parameter towards its prior (one residual of
+The fit: scipy `least_squares` on log(predicted / measured) with a robust (Cauchy) loss,
+bounded parameters, and a weak pull of each parameter towards its prior (one residual of
 ln(value / prior) / ln 4 per parameter), so a term no training row constrains stays at
 its sourced prior instead of wandering. Validation is leave-one-source-out: every row is
 predicted by a fit that never saw its source.
@@ -299,10 +299,12 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) 
         Param("bandwidth", "bandwidth", 0.72, 0.3, 1.0, "BLIS example configuration H100 BwEffConstant 0.72 (hardware profiles)"),
         Param("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, "as 'bandwidth' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
         Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "SPEC §4: ~0.6-0.65 prefill MFU (hardware profiles' prefill_mfu)"),
+        Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
         Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
         Param("moe_pad_tokens", "moe_pad_tokens", 15.0, 0.0, 128.0, "vLLM fused_moe BLOCK_SIZE_M 16 at decode (tokens <= experts)"),
         Param("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, "BLIS trained-physics beta6 ~4 us per request (vLLM, H100)"),
         Param("layer_us", "layer_us.*", 16.0, 0.0, 300.0, "half of BLIS trained-physics beta5 ~32 us per layer (vLLM, H100)"),
+        Param("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, "as 'layer_us' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
     ]
     for e in engines:
         ps.append(Param(f"iteration_us@{e}", "iteration_us", 126.0, 1.0, 20000.0,
@@ -348,8 +350,14 @@ PRIOR_SCALE = math.log(4.0)  # a parameter 4x from its prior costs as much as on
 
 
 def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Sequence[float] | None = None,
-        f_scale: float = 0.2, max_nfev: int = 200, loss: str = "cauchy") -> FitResult:
-    """Least-squares fit of `params` on log(predicted / measured), soft-L1 loss, bounded, with a weak prior."""
+        f_scale: float = 0.2, max_nfev: int = 200, loss: str = "cauchy", prior_scale: float = PRIOR_SCALE) -> FitResult:
+    """Least-squares fit of `params` on log(predicted / measured), robust loss, bounded, with a weak prior.
+
+    `loss` is scipy's robust loss ("cauchy" by default: a few rows off by 10x, e.g. TTFTs
+    dominated by queueing the mapping cannot see, must not drag every coefficient; "soft_l1"
+    is the milder choice); `prior_scale` is how far (in ln units) a coefficient may move from
+    its prior at the cost of one row off by a factor e.
+    """
     from scipy.optimize import least_squares
 
     params = list(params or default_params())
@@ -374,7 +382,7 @@ def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Se
             return cache[k]
 
         pred = predict(targets, engine_for)
-        return np.concatenate([np.log(pred / measured), (z - prior) / PRIOR_SCALE])
+        return np.concatenate([np.log(pred / measured), (z - prior) / prior_scale])
 
     res = least_squares(residuals, start, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev,
                         x_scale=1.0, diff_step=1e-3)
@@ -427,7 +435,7 @@ class Validation:
 
 
 def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_out: bool = True,
-             params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None) -> Validation:
+             params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None, **fit_options: Any) -> Validation:
     """Leave-one-source-out predictions (or, with held_out=False, the engine profiles as shipped)."""
     targets = list(targets)
     if not held_out:
@@ -435,7 +443,7 @@ def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_ou
     params = list(params or default_params())
     tick = progress or (lambda _m: None)
     tick(f"fit on all {len(targets)} figures")
-    full = fit(targets, params)
+    full = fit(targets, params, **fit_options)
     pred = np.empty(len(targets))
     per: dict[str, FitResult] = {}
     sources = sorted({t.row.source for t in targets})
@@ -443,17 +451,43 @@ def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_ou
         train = [t for t in targets if t.row.source != s]
         test_idx = [k for k, t in enumerate(targets) if t.row.source == s]
         tick(f"hold out {s} ({len(test_idx)} figures)")
-        r = fit(train, params, x0=full.values) if train else full
+        r = fit(train, params, x0=full.values, **fit_options) if train else full
         per[s] = r
         test = [targets[k] for k in test_idx]
         pred[test_idx] = predict(test, fitted_engine_for(r))
     return Validation(targets, list(skipped), pred, True, full, per)
 
 
+# ------------------------------------------------------------------------- collectives
+def collective_alpha(rows: Sequence[Any], op: str, implementation: str, gpu: str, gpus: int,
+                     max_bytes: float = 1 << 20) -> tuple[float, float, int]:
+    """(α µs, β GB/s, rows) of latency = α + bytes/β fitted by least squares on one collective's small messages.
+
+    `rows` are `measurements.CollectiveRow`s; messages up to `max_bytes` (a decode step's
+    all-reduce carries batch × hidden × 2 bytes: 8 KiB to 1 MiB for batch 1 to 128).
+    """
+    pts = [(r.message_bytes, r.latency_us) for r in rows if r.op == op and r.implementation == implementation and r.gpu == gpu
+           and r.gpus == gpus and r.message_bytes <= max_bytes]
+    if len(pts) < 2:
+        raise ValueError(f"need two or more {op}/{implementation} rows on {gpus}x {gpu} up to {max_bytes:.0f} bytes, found {len(pts)}")
+    b = np.array([p[0] for p in pts])
+    lat = np.array([p[1] for p in pts])
+    (alpha, slope), *_ = np.linalg.lstsq(np.vstack([np.ones_like(b), b]).T, lat, rcond=None)
+    return float(alpha), (float(1e-3 / slope) if slope > 0 else math.inf), len(pts)
+
+
 # ------------------------------------------------------------------------- fitted profiles
 def provenance(path: str | Path, n_rows: int, n_targets: int, sources: Sequence[str]) -> dict[str, Any]:
     return {"dataset": str(Path(path).name), "dataset_sha256": file_sha256(path), "rows": n_rows, "figures_fitted": n_targets,
             "sources": len(sources), "date": _dt.date.today().isoformat(), "tool": "specagent latency fit"}
+
+
+def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, Any]:
+    """An engine profile's TOML table with fitted tables written over it (nested dicts merged)."""
+    out = dict(profile)
+    for k, v in tables.items():
+        out[k] = merge_tables(out.get(k, {}), v) if isinstance(v, dict) and "value" not in v else v
+    return out
 
 
 def fitted_tables(result: FitResult, prov: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -50,6 +50,7 @@ class EngineProfileError(ValueError):
 _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "cuda_graphs": ("cuda_graphs", "decode", "bool", True),
     "cuda_graph_max_batch": ("cuda_graphs", "max_batch", "batch", True),
+    "cuda_graphs_mixed": ("cuda_graphs", "mixed", "bool", True),
     "iteration_us": ("per_pass", "iteration_us", "us", False),
     "per_sequence_us": ("per_pass", "per_sequence_us", "us", True),
     "launch_us": ("per_pass", "launch_us", "us", True),
@@ -81,7 +82,8 @@ class EngineProfile:
     name: str
     version: str
     cuda_graphs: Sourced  # bool: pure-decode batches replay CUDA graphs (no launch cost)
-    cuda_graph_max_batch: Sourced  # largest decode batch with a captured graph
+    cuda_graph_max_batch: Sourced  # largest captured graph, in tokens per pass (= the decode batch for pure decode)
+    cuda_graphs_mixed: Sourced  # bool: passes with prefill tokens replay graphs too (up to max_batch tokens)
     iteration_us: Sourced | None  # CPU work per iteration: scheduling, input preparation, sampling
     per_sequence_us: Sourced  # CPU work per sequence in the batch
     launch_us: Sourced  # CPU time to launch one kernel (exposed only without CUDA graphs)

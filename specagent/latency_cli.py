@@ -113,6 +113,8 @@ def validate_cmd(
 def fit_cmd(
     data: Optional[Path] = DATA,
     output: Path = typer.Option(Path("latency_fit.toml"), "-o", "--output", help="TOML file of fitted coefficients (written atomically)."),
+    profiles: Optional[Path] = typer.Option(None, "--write-profiles", help="Also write each fitted engine's whole profile (shipped "
+                                            "profile + fitted tables) into this folder, ready to replace hardware/engines/<engine>.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print the fitted coefficients as JSON."),
 ) -> None:
     """Fit the engine coefficients on every describable row; write them as TOML tables with provenance.
@@ -131,6 +133,22 @@ def fit_cmd(
     prov = provenance(path, len(rows), len(targets), res.sources)
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
     atomic.write_text(output, "# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n" + tomli_w.dumps(tables))
+    if profiles:
+        import tomllib
+
+        from specagent.costmodel.latency_fit import merge_tables
+        from specagent.hardware.engine import load_engine, parse_engine
+
+        fitted = tables["engines"]
+        for eid in sorted({t.dep.engine.id for t in targets}):
+            base = load_engine(eid)
+            data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
+            data = merge_tables(merge_tables(data, fitted.get("*", {})), fitted.get(eid, {}))
+            data["provenance"] = {**data.get("provenance", {}), "fit": prov}
+            target = profiles / Path(base.path).name
+            parse_engine(data, str(target))  # validate before writing
+            atomic.write_text(target, f"# Serving-engine profile {eid}: fitted fields written by `specagent latency fit --write-profiles`.\n"
+                              + tomli_w.dumps(data))
     values = {p.name: float(v) for p, v in zip(res.params, res.values)}
     if as_json:
         print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success}, indent=2))
