@@ -20,7 +20,7 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
   all-reduce and logits gather (2 per pass) are left in the per-iteration term;
 * grouped-GEMM MoE efficiency vs tokens per expert: each touched expert computes
   ``moe_pad_tokens`` rows beyond its tokens (block padding), i.e. efficiency
-  τ/(τ + pad) at τ tokens per expert;
+  ``moe_mfu`` × τ/(τ + pad) at τ tokens per expert;
 * attention-kernel efficiency apart from GEMM efficiency (``attention_mfu``);
 * the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
   kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.
@@ -64,6 +64,7 @@ class LatencyTerms:
     bandwidth_ramp_s: float  # memory time the achieved-bandwidth curve adds per pass
     gemm_mfu: float
     attention_mfu: float | None  # None: attention at the GEMM efficiency
+    moe_mfu: float | None  # None: routed-expert GEMMs at the GEMM efficiency
     bandwidth_efficiency: float
     cuda_graphs: bool
     cuda_graph_max_batch: int
@@ -112,6 +113,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         bandwidth_ramp_s=weight_kernels * half_bytes / (hw.bandwidth_bytes_s * bw_eff),
         gemm_mfu=float((eng.gemm_mfu or hw.prefill_mfu).value),
         attention_mfu=float(eng.attention_mfu.value) if eng.attention_mfu is not None else None,
+        moe_mfu=float(eng.moe_mfu.value) if eng.moe_mfu is not None else None,
         bandwidth_efficiency=bw_eff,
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),

@@ -301,6 +301,7 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) 
         Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "SPEC §4: ~0.6-0.65 prefill MFU (hardware profiles' prefill_mfu)"),
         Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
         Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
+        Param("moe_mfu", "moe_mfu", 0.66, 0.05, 0.95, "SPEC §6: tuned grouped FP8 GEMM on H20 at 66% of peak (sgl-project/DeepGEMM PR #11)"),
         Param("moe_pad_tokens", "moe_pad_tokens", 15.0, 0.0, 128.0, "vLLM fused_moe BLOCK_SIZE_M 16 at decode (tokens <= experts)"),
         Param("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, "BLIS trained-physics beta6 ~4 us per request (vLLM, H100)"),
         Param("layer_us", "layer_us.*", 16.0, 0.0, 300.0, "half of BLIS trained-physics beta5 ~32 us per layer (vLLM, H100)"),
@@ -349,45 +350,70 @@ class FitResult:
 PRIOR_SCALE = math.log(4.0)  # a parameter 4x from its prior costs as much as one row off by e
 
 
-def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Sequence[float] | None = None,
-        f_scale: float = 0.2, max_nfev: int = 200, loss: str = "cauchy", prior_scale: float = PRIOR_SCALE) -> FitResult:
-    """Least-squares fit of `params` on log(predicted / measured), robust loss, bounded, with a weak prior.
-
-    `loss` is scipy's robust loss ("cauchy" by default: a few rows off by 10x, e.g. TTFTs
-    dominated by queueing the mapping cannot see, must not drag every coefficient; "soft_l1"
-    is the milder choice); `prior_scale` is how far (in ln units) a coefficient may move from
-    its prior at the cost of one row off by a factor e.
-    """
+def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[Param], fixed_values: Sequence[float],
+           x0: Sequence[float], f_scale: float, max_nfev: int, loss: str, prior_scale: float) -> tuple[np.ndarray, Any]:
+    """One bounded robust least-squares solve of `params` (log space), `fixed` held at their values."""
     from scipy.optimize import least_squares
 
-    params = list(params or default_params())
-    if not targets:
-        raise ValueError("nothing to fit: no targets")
     measured = np.array([t.measured for t in targets])
     lo = np.log([p.lower if p.lower > 0 else 1e-3 for p in params])
     hi = np.log([p.upper for p in params])
     prior = np.log([max(p.prior, 1e-3) for p in params])
-    start = np.clip(np.log(np.maximum(np.asarray(x0 if x0 is not None else [p.prior for p in params], dtype=float), 1e-3)), lo, hi)
+    start = np.clip(np.log(np.maximum(np.asarray(x0, dtype=float), 1e-3)), lo, hi)
     bases = {t.dep.engine.id: t.dep.engine for t in targets}
+    every = [*fixed, *params]
 
     def residuals(z: np.ndarray) -> np.ndarray:
-        vals = np.exp(z)
+        vals = [*fixed_values, *np.exp(z)]
         cache: dict[tuple[str, str, bool], EngineProfile] = {}
 
         def engine_for(dep: Deployment) -> EngineProfile:
             k = (dep.engine.id, dep.hardware.id, bool(dep.engine.cuda_graphs.value))
             if k not in cache:
                 base = dataclasses.replace(bases[dep.engine.id], cuda_graphs=dep.engine.cuda_graphs)
-                cache[k] = engine_with(base, dep.hardware.id, params, vals, "fit")
+                cache[k] = engine_with(base, dep.hardware.id, every, vals, "fit")
             return cache[k]
 
         pred = predict(targets, engine_for)
         return np.concatenate([np.log(pred / measured), (z - prior) / prior_scale])
 
-    res = least_squares(residuals, start, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev,
-                        x_scale=1.0, diff_step=1e-3)
-    return FitResult(params, np.exp(res.x), len(targets), sorted({t.row.source for t in targets}), float(res.cost),
-                     bool(res.success), str(res.message))
+    res = least_squares(residuals, start, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev, x_scale=1.0, diff_step=1e-3)
+    return np.exp(res.x), res
+
+
+def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Sequence[float] | None = None,
+        f_scale: float = 0.2, max_nfev: int = 200, loss: str = "cauchy", prior_scale: float = PRIOR_SCALE) -> FitResult:
+    """Least-squares fit of `params` on log(predicted / measured), robust loss, bounded, with a weak prior.
+
+    Two stages: the pass-time coefficients are fitted on the figures that are sums of
+    passes (TPOT, end-to-end latency, throughput); then the per-request overheads
+    (``request_us``) alone on TTFT, the pass-time ones held. A TTFT also carries API-server
+    work and queueing that no pass shows, so it must not move the pass-time terms.
+    `loss` is scipy's robust loss ("cauchy" by default: a few rows off by 10x must not drag
+    every coefficient; "soft_l1" is the milder choice); `prior_scale` is how far (in ln
+    units) a coefficient may move from its prior at the cost of one row off by a factor e.
+    """
+    params = list(params or default_params())
+    if not targets:
+        raise ValueError("nothing to fit: no targets")
+    x = np.array(x0 if x0 is not None else [p.prior for p in params], dtype=float)
+    stage2 = [k for k, p in enumerate(params) if p.field == "request_us"]
+    stage1 = [k for k in range(len(params)) if k not in stage2]
+    opts = dict(f_scale=f_scale, max_nfev=max_nfev, loss=loss, prior_scale=prior_scale)
+    passes = [t for t in targets if t.metric != "ttft"]
+    firsts = [t for t in targets if t.metric == "ttft"]
+    cost, ok, msg = 0.0, True, []
+    if stage1 and passes:
+        v, res = _solve(passes, [params[k] for k in stage1], [], [], x[stage1], **opts)  # type: ignore[arg-type]
+        x[stage1] = v
+        cost, ok = cost + float(res.cost), ok and bool(res.success)
+        msg.append(f"pass-time terms on {len(passes)} figures: {res.message}")
+    if stage2 and firsts:
+        v, res = _solve(firsts, [params[k] for k in stage2], [params[k] for k in stage1], list(x[stage1]), x[stage2], **opts)  # type: ignore[arg-type]
+        x[stage2] = v
+        cost, ok = cost + float(res.cost), ok and bool(res.success)
+        msg.append(f"per-request terms on {len(firsts)} TTFTs: {res.message}")
+    return FitResult(params, x, len(targets), sorted({t.row.source for t in targets}), cost, ok, "; ".join(msg))
 
 
 def fitted_engine_for(result: FitResult, source: str = "fit") -> Callable[[Deployment], EngineProfile]:
@@ -477,9 +503,9 @@ def collective_alpha(rows: Sequence[Any], op: str, implementation: str, gpu: str
 
 
 # ------------------------------------------------------------------------- fitted profiles
-def provenance(path: str | Path, n_rows: int, n_targets: int, sources: Sequence[str]) -> dict[str, Any]:
-    return {"dataset": str(Path(path).name), "dataset_sha256": file_sha256(path), "rows": n_rows, "figures_fitted": n_targets,
-            "sources": len(sources), "date": _dt.date.today().isoformat(), "tool": "specagent latency fit"}
+def provenance(path: str | Path, n_rows: int, rows_used: int, n_targets: int, sources: Sequence[str]) -> dict[str, Any]:
+    return {"dataset": str(Path(path).name), "dataset_sha256": file_sha256(path), "rows": n_rows, "rows_used": rows_used,
+            "figures_fitted": n_targets, "sources": len(sources), "date": _dt.date.today().isoformat(), "tool": "specagent latency fit"}
 
 
 def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, Any]:
@@ -492,8 +518,9 @@ def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, A
 
 def fitted_tables(result: FitResult, prov: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per engine id, the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones."""
-    src = (f"fit: specagent latency fit on {prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}, {prov['figures_fitted']} figures "
-           f"from {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); soft-L1 on log error, prior {{prior}} ({{psrc}})")
+    src = (f"fit: specagent latency fit on measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}, {prov['figures_fitted']} "
+           f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
+           f"error, pass-time terms on TPOT/e2e/throughput then request_us on TTFT; prior {{prior}} ({{psrc}})")
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     from specagent.hardware.engine import _PER_KIND, _SCALARS
     for p, v in zip(result.params, result.values):

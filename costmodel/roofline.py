@@ -20,8 +20,9 @@ at the GEMM efficiency for its token count (the calibrated compute curve where p
 else the engine's `gemm_mfu` or the hardware's `prefill_mfu`) — decode included, since a
 decode pass's GEMMs are GEMMs of `batch` rows and its low achieved MFU is the memory
 bound, which the memory term already gives; a calibrated decode curve, where present,
-prices pure-decode passes; attention (softmax and Gated DeltaNet) at the engine's
-`attention_mfu` where it states one.
+prices pure-decode passes; routed experts' grouped GEMMs at the engine's `moe_mfu` (padded
+per touched expert), attention (softmax and Gated DeltaNet) at its `attention_mfu`, where
+the engine states them.
 """
 
 from __future__ import annotations
@@ -159,8 +160,8 @@ class PassCost:
     experts_touched: np.ndarray  # distinct experts per MoE layer (0 for dense models)
     weight_mode: str = "union"
     meta: dict = field(default_factory=dict)
-    #: compute seconds by kind: "gemm" (dense, experts, LM head), "expert_padding" (grouped-GEMM
-    #: rows computed beyond the tokens), "attention" (softmax and Gated DeltaNet); they sum to compute_s
+    #: compute seconds by kind: "gemm" (dense GEMMs and LM head), "experts" (routed experts' grouped GEMMs),
+    #: "expert_padding" (their rows computed beyond the tokens), "attention" (softmax and Gated DeltaNet); they sum to compute_s
     compute_parts: dict[str, np.ndarray] = field(default_factory=dict)
     #: engine fixed costs by term (costmodel.latency): iteration, per_sequence, layers, launch
     fixed: dict[str, np.ndarray] = field(default_factory=dict)
@@ -248,7 +249,7 @@ def compute_efficiency(dep: Deployment, tokens: np.ndarray, decode_tokens: np.nd
     return eff
 
 
-def attention_efficiency(terms: LatencyTerms, gemm_efficiency: np.ndarray) -> np.ndarray:
+def attention_efficiency(terms: LatencyTerms, gemm_efficiency: np.ndarray) -> np.ndarray:  # noqa: D401
     """Efficiency of attention FLOPs: the engine's attention-kernel MFU, else the GEMM efficiency."""
     if terms.attention_mfu is None:
         return gemm_efficiency
@@ -307,19 +308,21 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
         if c.a2a_layers:
             gpus_touched = g * (1.0 - (1.0 - 1.0 / g) ** c.top_k)
             comm = comm + c.a2a_layers * 2.0 * hidden_msg / g * gpus_touched * (g - 1) / g
-    gemm_flops = flops["dense"] + flops["experts"] + flops["lm_head"]
     attn_flops = flops["attention"] + flops["linear_attention"]
     # grouped MoE GEMMs compute `moe_pad_tokens` rows beyond the tokens of every touched expert
     pad_flops = 2.0 * c.expert_params * c.moe_layers * lt.moe_pad_tokens * touched
     pure = passes.decode_tokens == t
     eff_c = compute_efficiency(dep, t, passes.decode_tokens, lt)
     eff_a = attention_efficiency(lt, eff_c)
+    eff_m = eff_c if lt.moe_mfu is None else np.full_like(eff_c, lt.moe_mfu)
     attn_dtype = dep.activation_dtype if dep.activation_dtype in hw.peak_tflops else "bf16"  # attention runs in the activation dtype
     peak_c, peak_a = hw.peak_flops(dep.compute_dtype), hw.peak_flops(attn_dtype)
     # written as one sum over the GEMM efficiency so that, without the engine terms, it is the
-    # pre-engine roofline bit for bit (+ 0.0 and × 1.0 change no bits)
-    compute_s = (gemm_flops / peak_c + pad_flops / peak_c + attn_flops / peak_a * (eff_c / eff_a)) / (g * eff_c)
-    compute_parts = {"gemm": gemm_flops / peak_c / (g * eff_c), "expert_padding": pad_flops / peak_c / (g * eff_c),
+    # pre-engine roofline bit for bit (+ 0.0 and x 1.0 change no bits)
+    gemm_flops = flops["dense"] + flops["experts"] * (eff_c / eff_m) + flops["lm_head"]
+    compute_s = (gemm_flops / peak_c + pad_flops / peak_c * (eff_c / eff_m) + attn_flops / peak_a * (eff_c / eff_a)) / (g * eff_c)
+    compute_parts = {"gemm": (flops["dense"] + flops["lm_head"]) / peak_c / (g * eff_c),
+                     "experts": flops["experts"] / peak_c / (g * eff_m), "expert_padding": pad_flops / peak_c / (g * eff_m),
                      "attention": attn_flops / peak_a / (g * eff_a)}
     total_bytes = sum(read.values()) + sum(written.values())
     memory_s = total_bytes / (g * hw.bandwidth_bytes_s * lt.bandwidth_efficiency) + lt.bandwidth_ramp_s

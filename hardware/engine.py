@@ -61,6 +61,7 @@ _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "moe_pad_tokens": ("kernels", "moe_pad_tokens", "tokens", True),
     "bandwidth_half_mb": ("kernels", "bandwidth_half_mb", "mb", True),
     "attention_mfu": ("kernels", "attention_mfu", "fraction", False),
+    "moe_mfu": ("kernels", "moe_mfu", "fraction", False),
     "gemm_mfu": ("kernels", "gemm_mfu", "fraction", False),
     "bandwidth": ("kernels", "bandwidth", "fraction", False),
 }
@@ -73,8 +74,8 @@ class EngineProfile:
 
     Optional fields fall back to the hardware profile: no ``iteration_us`` means the
     hardware's ``pass_overhead_us``; no ``gemm_mfu`` / ``bandwidth`` means the hardware's
-    ``prefill_mfu`` / ``bandwidth``; no ``attention_mfu`` means attention runs at the GEMM
-    efficiency. The ``ideal`` profile sets none of them and zeroes the rest, which is the
+    ``prefill_mfu`` / ``bandwidth``; no ``attention_mfu`` / ``moe_mfu`` means attention / the
+    grouped expert GEMMs run at the GEMM efficiency. The ``ideal`` profile sets none of them and zeroes the rest, which is the
     roofline as it was before engine profiles existed.
     """
 
@@ -96,6 +97,7 @@ class EngineProfile:
     moe_pad_tokens: Sourced  # rows a grouped-GEMM MoE kernel computes per touched expert beyond its tokens
     bandwidth_half_mb: Sourced  # weight-streaming kernel size (per GPU) at which achieved bandwidth is half its asymptote
     attention_mfu: Sourced | None = None
+    moe_mfu: Sourced | None = None  # asymptotic efficiency of the grouped MoE GEMMs (padding apart)
     gemm_mfu: Sourced | None = None
     bandwidth: Sourced | None = None
     overrides: dict[str, dict[str, Sourced]] = field(default_factory=dict)  # gpu id -> field name -> value

@@ -95,6 +95,7 @@ class IterationCost:
         self._eff_const = terms.gemm_mfu
         self._flat_eff = not self._curve and not self._decode_curve  # efficiency() is _eff_const for every pass
         self._attn_eff = terms.attention_mfu  # None: attention at the GEMM efficiency
+        self._moe_eff = terms.moe_mfu  # None: grouped expert GEMMs at the GEMM efficiency
         self._eff_cache: dict[float, float] = {}
         self._decode_eff_cache: dict[float, float] = {}
         self._extra_cache: dict[float, tuple[float, float]] = {}
@@ -114,12 +115,13 @@ class IterationCost:
         self.expert_bytes = float(expert_read[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0
         eff = np.array([self.efficiency(float(t), p) for t, p in zip(tokens, pure)])
         eff_a = np.array([self.attention_efficiency(float(t), p) for t, p in zip(tokens, pure)])
+        eff_m = np.array([self.moe_efficiency(float(t), p) for t, p in zip(tokens, pure)])
         read_lin = cost.total_bytes_read - self.expert_bytes * touched
         written = cost.total_bytes_written
         total_bytes = cost.total_bytes_read + written
         self.inv_bw = float((cost.memory_s[0] - self.mem_fixed) / total_bytes[0])
         pad = cost.compute_parts["expert_padding"]
-        self.pad_work = float(pad[0] * eff[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0  # per touched expert
+        self.pad_work = float(pad[0] * eff_m[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0  # per touched expert
         launch = cost.fixed["launch"]
 
         def affine(q: np.ndarray) -> tuple[float, ...]:
@@ -131,6 +133,7 @@ class IterationCost:
         self.written = affine(written)
         self.compute_work = affine(cost.compute_parts["gemm"] * eff)  # GEMM seconds at efficiency 1
         self.attention_work = affine(cost.compute_parts["attention"] * eff_a)  # attention seconds at efficiency 1
+        self.expert_work = affine(cost.compute_parts["experts"] * eff_m)  # routed-expert GEMM seconds at efficiency 1
         self.fixed = affine(cost.comm_s + cost.overhead_s - launch)  # all fixed costs but the launch term
 
     # --- the nonlinear factors: functions of (token total, pure decode) ---------------------
@@ -165,6 +168,11 @@ class IterationCost:
         a = self._attn_eff
         return self.efficiency(tokens, pure_decode) if a is None else a
 
+    def moe_efficiency(self, tokens: float, pure_decode: bool = False) -> float:
+        """Grouped expert GEMM efficiency: the engine's `moe_mfu`, else the GEMM efficiency."""
+        m = self._moe_eff
+        return self.efficiency(tokens, pure_decode) if m is None else m
+
     # --- one pass -----------------------------------------------------------------------
     def one(self, t: float, seqs: float, dec: float, pairs: float, kv_tokens: float, state: float, logits: float) -> tuple[float, float, float, float]:
         """(time_s, flops, bytes_read, bytes_written) of one pass given its aggregates."""
@@ -177,7 +185,9 @@ class IterationCost:
         pure = dec == t
         eff = self._eff_const if self._flat_eff else self.efficiency(t, pure)
         attn = _dot(self.attention_work, t, seqs, dec, pairs, kv_tokens, state, logits)
-        compute_s = ((_dot(self.compute_work, t, seqs, dec, pairs, kv_tokens, state, logits) + extra[1]) / eff
+        experts = _dot(self.expert_work, t, seqs, dec, pairs, kv_tokens, state, logits) + extra[1]
+        compute_s = (_dot(self.compute_work, t, seqs, dec, pairs, kv_tokens, state, logits) / eff
+                     + experts / (eff if self._moe_eff is None else self._moe_eff)
                      + attn / (eff if self._attn_eff is None else self._attn_eff))
         memory_s = (read + written) * self.inv_bw + self.mem_fixed
         fixed = _dot(self.fixed, t, seqs, dec, pairs, kv_tokens, state, logits) + self.launch_s * launch_exposed_one(self.terms, t, pure)
@@ -194,12 +204,12 @@ class IterationCost:
         c = self._decode_cache.get(batch)
         if c is None:
             c = self._decode_cache[batch] = self._decode_constants(batch)
-        (eff, eff_a, extra, pad, cw, cw4, cw5, cw6, cw7, aw, aw4, aw5, aw6, aw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7,
+        (eff, eff_a, extra, moe0, cw, cw4, cw5, cw6, cw7, aw, aw4, aw5, aw6, aw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7,
          fx, fx4, fx5, fx6, fx7, fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, f1, dread, dwritten, launch) = c
         p0 = ctx_sum + float(batch)
         read0 = rd + rd4 * p0 + rd5 * p0 + rd6 + rd7 + extra
         written0 = wr + wr4 * p0 + wr5 * p0 + wr6 + wr7
-        c0 = (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7 + pad) / eff + (aw + aw4 * p0 + aw5 * p0 + aw6 + aw7) / eff_a
+        c0 = (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7) / eff + moe0 + (aw + aw4 * p0 + aw5 * p0 + aw6 + aw7) / eff_a
         return DecodeSegment(
             c0, c1, (read0 + written0) * self.inv_bw + self.mem_fixed, m1,
             fx + fx4 * p0 + fx5 * p0 + fx6 + fx7 + launch, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten,
@@ -214,7 +224,10 @@ class IterationCost:
         b = float(batch)
         eff = self.efficiency(b, True)
         eff_a = self.attention_efficiency(b, True)
+        eff_m = self.moe_efficiency(b, True)
         tt = self.touched(b)
+        ew = self.expert_work
+        moe0 = (ew[0] + ew[1] * b + ew[2] * b + ew[3] * b + ew[6] * b + ew[7] * b + self.pad_work * tt) / eff_m  # experts' GEMMs do not grow with context
 
         def parts(a: tuple[float, ...]) -> tuple[float, ...]:
             # a[0] + a[1]*t + a[2]*s + a[3]*d, then the p and k coefficients, then the st and lg terms, as _dot adds them
@@ -222,8 +235,9 @@ class IterationCost:
 
         dread = (self.read[4] + self.read[5]) * b
         dwritten = (self.written[4] + self.written[5]) * b
-        c1 = (self.compute_work[4] + self.compute_work[5]) * b / eff + (self.attention_work[4] + self.attention_work[5]) * b / eff_a
-        return (eff, eff_a, self.expert_bytes * tt, self.pad_work * tt, *parts(self.compute_work), *parts(self.attention_work),
+        c1 = ((self.compute_work[4] + self.compute_work[5]) * b / eff + (ew[4] + ew[5]) * b / eff_m
+              + (self.attention_work[4] + self.attention_work[5]) * b / eff_a)
+        return (eff, eff_a, self.expert_bytes * tt, moe0, *parts(self.compute_work), *parts(self.attention_work),
                 *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.flops),
                 c1, (dread + dwritten) * self.inv_bw, (self.fixed[4] + self.fixed[5]) * b, (self.flops[4] + self.flops[5]) * b,
                 dread, dwritten, self.launch_s * launch_exposed_one(self.terms, b, True))

@@ -130,7 +130,7 @@ def fit_cmd(
 
     path, rows, targets, skipped = _load(data)
     res = fit(targets)
-    prov = provenance(path, len(rows), len(targets), res.sources)
+    prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
     atomic.write_text(output, "# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n" + tomli_w.dumps(tables))
     if profiles:

@@ -122,16 +122,18 @@ def test_engine_without_iteration_term_uses_the_hardware_pass_overhead():
 
 # ------------------------------------------------------------------------- kernel efficiencies
 def test_grouped_gemm_padding_per_touched_expert_by_hand():
-    eng = _engine(moe_pad_tokens=20.0, gemm_mfu=0.5)
+    eng = _engine(moe_pad_tokens=20.0, gemm_mfu=0.5, moe_mfu=0.4)
     dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng)
     cost = decode(dep, context=0, batch=4)
     touched = 512 * (1 - (1 - 10 / 512) ** 4)
     pad_flops = 2 * (3 * 4096 * 1024) * 60 * 20.0 * touched
-    assert cost.compute_parts["expert_padding"][0] == pytest.approx(pad_flops / (296e12 * 8 * 0.5), rel=1e-9)
-    # efficiency of the expert GEMMs at tau tokens per touched expert is tau / (tau + pad)
+    assert cost.compute_parts["expert_padding"][0] == pytest.approx(pad_flops / (296e12 * 8 * 0.4), rel=1e-9)
+    # efficiency of the expert GEMMs at tau tokens per touched expert is moe_mfu x tau / (tau + pad)
     tau = 4 * 10 / touched
-    expert = cost.flops["experts"][0] / (296e12 * 8 * 0.5)
-    assert expert / (expert + cost.compute_parts["expert_padding"][0]) == pytest.approx(tau / (tau + 20.0), rel=1e-9)
+    expert = cost.compute_parts["experts"][0] + cost.compute_parts["expert_padding"][0]
+    assert cost.flops["experts"][0] / (296e12 * 8) / expert == pytest.approx(0.4 * tau / (tau + 20.0), rel=1e-9)
+    gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
+    assert cost.compute_parts["gemm"][0] == pytest.approx(gemm / (296e12 * 8 * 0.5), rel=1e-12)
     assert decode(Deployment(Q35_4B, H20, engine=eng), context=0).compute_parts["expert_padding"][0] == 0.0
 
 
@@ -245,7 +247,7 @@ def test_hardware_profiles_reject_decode_mfu_with_the_reason():
 def test_iteration_cost_equals_estimate_with_every_engine_term():
     from specagent.simulator.itercost import IterationCost
 
-    full = _engine(attention_mfu=0.3, bandwidth_half_mb=3.0, moe_pad_tokens=24.0, per_sequence_us=20.0, gemm_mfu=0.5)
+    full = _engine(attention_mfu=0.3, bandwidth_half_mb=3.0, moe_pad_tokens=24.0, per_sequence_us=20.0, gemm_mfu=0.5, moe_mfu=0.35)
     deps = [Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=full),
             Deployment(Q30, H20, gpus=4, parallelism="tp+ep", engine=dataclasses.replace(full, cuda_graph_max_batch=Sourced(6, "t"))),
             Deployment(Q35_4B, H20, engine=load_engine("sglang:eager"))]
