@@ -131,9 +131,17 @@ class IterationCost:
         self.flops = affine(cost.total_flops)
         self.read = affine(read_lin)
         self.written = affine(written)
-        self.compute_work = affine(cost.compute_parts["gemm"] * eff)  # GEMM seconds at efficiency 1
-        self.attention_work = affine(cost.compute_parts["attention"] * eff_a)  # attention seconds at efficiency 1
-        self.expert_work = affine(cost.compute_parts["experts"] * eff_m)  # routed-expert GEMM seconds at efficiency 1
+        # Work at efficiency 1 by efficiency: GEMMs; routed experts' grouped GEMMs and attention when the
+        # engine gives them their own efficiency, else folded into the GEMM work (so that, with no engine
+        # terms, this is the pre-engine arithmetic bit for bit: the fleet's pinned outputs depend on it).
+        parts = cost.compute_parts
+        fold = parts["gemm"] + (parts["experts"] if self._moe_eff is None else 0.0) + (parts["attention"] if self._attn_eff is None else 0.0)
+        if self._moe_eff is None and self._attn_eff is None:
+            fold = cost.compute_s - parts["expert_padding"]
+        zero = np.zeros(nf + 1)
+        self.compute_work = affine(fold * eff)
+        self.attention_work = affine(zero if self._attn_eff is None else parts["attention"] * eff_a)
+        self.expert_work = affine(zero if self._moe_eff is None else parts["experts"] * eff_m)
         self.fixed = affine(cost.comm_s + cost.overhead_s - launch)  # all fixed costs but the launch term
 
     # --- the nonlinear factors: functions of (token total, pure decode) ---------------------

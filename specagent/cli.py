@@ -260,12 +260,17 @@ def roofline(
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
     lt = coefficients(dep).terms
+    eng = dep.engine.for_hardware(hw.id)
     out = dict(
         deployment=dep.describe(), serving_engine=dep.engine.describe(), phase=phase, batch=batch, context=context,
         new_tokens_per_sequence=new, weight_mode=weight_mode,
         ridge_flop_per_byte=hw.ridge(dep.compute_dtype), intensity_flop_per_byte=float(cost.intensity[0]),
-        efficiencies=dict(gemm=lt.gemm_mfu, attention=lt.attention_mfu if lt.attention_mfu is not None else lt.gemm_mfu,
-                          bandwidth=lt.bandwidth_efficiency, moe_pad_tokens=lt.moe_pad_tokens),
+        efficiencies=dict(gemm=lt.gemm_mfu, gemm_source=(eng.gemm_mfu or hw.prefill_mfu).source,
+                          attention=lt.attention_mfu if lt.attention_mfu is not None else lt.gemm_mfu,
+                          attention_source=(eng.attention_mfu or eng.gemm_mfu or hw.prefill_mfu).source,
+                          moe=lt.moe_mfu if lt.moe_mfu is not None else lt.gemm_mfu, moe_pad_tokens=lt.moe_pad_tokens,
+                          bandwidth=lt.bandwidth_efficiency, bandwidth_source=(eng.bandwidth or hw.bandwidth_efficiency).source),
+        engine_terms={name: value for name, value, _ in eng.figures()},
         **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
     )
     if as_json:

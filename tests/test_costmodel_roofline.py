@@ -259,7 +259,7 @@ def _hand_dense_balance_qwen3_4b(peak: float, bw: float, mfu: float = 1.0, beff:
 
 
 def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
-    bp = balance_point(Deployment(Q4, H20))
+    bp = balance_point(Deployment(Q4, H20, engine=IDEAL))
     exact = _hand_dense_balance_qwen3_4b(148e12, 4.0e12)
     assert bp.balance_batch_peak == math.ceil(exact)
     # 2 FLOPs per 2-byte weight per token: batch ≈ ridge · 2/2 = 37 (KV, activations add < 3%)
@@ -267,6 +267,12 @@ def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
     assert bp.hardware_ridge == bp.hardware_ridge_bf16 == pytest.approx(37.0)
     eff = _hand_dense_balance_qwen3_4b(148e12, 4.0e12, mfu=0.6, beff=0.72)
     assert bp.balance_batch_effective == math.ceil(eff)
+    # a serving engine's fitted GEMM and bandwidth efficiencies move the effective balance batch,
+    # its fixed costs (added to both sides of the bound) do not; here the engine has no attention_mfu
+    eng = dataclasses.replace(load_engine("vllm"), gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None)
+    served = balance_point(Deployment(Q4, H20, engine=eng))
+    assert served.balance_batch_peak == bp.balance_batch_peak
+    assert served.balance_batch_effective == math.ceil(_hand_dense_balance_qwen3_4b(148e12, 4.0e12, mfu=0.5, beff=0.9))
 
 
 @pytest.mark.parametrize("model", [Q4, LLAMA], ids=lambda m: m.name)
@@ -443,7 +449,7 @@ def test_decode_curve_prices_a_pure_decode_pass_by_hand():
 
 
 def test_decode_curve_only_for_passes_where_every_sequence_decodes():
-    dep, plain = Deployment(Q4, _curved()), Deployment(Q4, _curved(()))
+    dep, plain = Deployment(Q4, _curved(), engine=IDEAL), Deployment(Q4, _curved(()), engine=IDEAL)
     batches = [
         [(1, 100), (1, 200), (1, 300), (1, 50)],  # pure decode, batch 4 -> decode curve 0.06
         [(1, 100), (3, 200)],  # 4 tokens, one sequence verifies 3: mixed -> tokens curve 0.18

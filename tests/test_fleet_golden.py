@@ -63,9 +63,18 @@ def synthetic_plan(n_tasks: int, seed: int):
     return b.build()
 
 
-def _cases():
-    s = default_setting()
-    edge = edge_setting()
+def _with_engine(setting, engine):
+    """The setting with every self-hosted deployment served by `engine` (an API Strong model stays as it is)."""
+    if engine is None:
+        return setting
+    swap = {k: dataclasses.replace(getattr(setting, k), engine=engine) for k in ("weak", "strong")
+            if not (k == "strong" and setting.strong_is_api)}
+    return dataclasses.replace(setting, **swap)
+
+
+def _cases(engine=None):
+    s = _with_engine(default_setting(), engine)
+    edge = _with_engine(edge_setting(), engine)
     tight = dataclasses.replace(s.weak, memory_utilization=0.16)  # a few calls' KV at once: admission waits
     return {
         "contended_chunked": (s, Fleet(Pool(s.weak, 2, scheduler=Scheduler(8, 256)), Pool(s.strong, 1, scheduler=Scheduler(8, 256))),
@@ -91,8 +100,8 @@ def _summary_digest(summary: dict) -> str:
                                      sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def run_case(name: str) -> dict:
-    setting, fleet, arrivals, n, seed, by_token = _cases()[name]
+def run_case(name: str, engine=None) -> dict:
+    setting, fleet, arrivals, n, seed, by_token = _cases(engine)[name]
     plan = synthetic_plan(n, seed)
     res = FleetSim(plan, fleet, arrivals.sample(n), step_by_token=by_token).run()
     return {
@@ -102,8 +111,9 @@ def run_case(name: str) -> dict:
     }
 
 
-# Captured from the simpy engine (commit d746f19); see the module docstring before changing.
-GOLDEN: dict[str, dict] = {'api_unlimited': {'calls': 'd68ac2b466604f5b78078c6b',
+# Captured from the simpy engine (commit d746f19), before serving-engine profiles existed; the
+# `ideal` engine (the bare roofline) must still reproduce them (test_ideal_engine_reproduces_...).
+GOLDEN_IDEAL: dict[str, dict] = {'api_unlimited': {'calls': 'd68ac2b466604f5b78078c6b',
                    'latency': ['0x1.81ab0d7ef8947p+3', '0x1.2585cadbe886dp+4', '0x1.5a61a6ea7c09ep+2',
                                '0x1.e859f1532477bp+3', '0x1.f1a9430d0e46ep+2', '0x1.6f43501d4b01cp+0',
                                '0x1.41a76202ba4f4p+2', '0x1.c3a8aa34a93a0p+3', '0x1.bfa5434a3f878p+2',
@@ -167,6 +177,21 @@ GOLDEN: dict[str, dict] = {'api_unlimited': {'calls': 'd68ac2b466604f5b78078c6b'
                     'summary': 'c3c50dd4b5b42ed21e0fcd2f',
                     'tasks': '35ad05d8ca976c73365b1921',
                     'turns': '49f78c2b855669afb1aa4e58'}}
+
+
+@pytest.mark.parametrize("name", sorted(_cases()))
+def test_ideal_engine_reproduces_the_runs_pinned_before_engine_profiles(name):
+    """The new terms are the only change: with none of them (`ideal`), every output is the old one bit for bit.
+
+    The summary is left out: it names each pool's deployment, whose description now names its engine.
+    """
+    from specagent.hardware.engine import load_engine
+
+    got = run_case(name, load_engine("ideal"))
+    want = GOLDEN_IDEAL[name]
+    assert [float.fromhex(x) for x in got["latency"]] == [float.fromhex(x) for x in want["latency"]]
+    for frame in ("tasks", "calls", "turns", "segments", "replicas"):
+        assert got[frame] == want[frame], f"{name}: the {frame} output changed"
 
 
 @pytest.mark.parametrize("name", sorted(_cases()))
