@@ -162,3 +162,33 @@ def fit_cmd(
     console.print(t)
     if not res.success:
         err.print(f"[yellow]warning:[/] the optimiser stopped without converging: {res.message}", highlight=False)
+
+
+@app.command("engine")
+def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias or .toml path (NAME:eager = CUDA graphs off)."),
+               gpu: Optional[str] = typer.Option(None, "--gpu", help="Show the values this engine uses on this GPU profile id."),
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every term of one serving-engine profile with its source (engine-wide, or resolved for one GPU)."""
+    from specagent.hardware.engine import EngineProfileError, list_engines, load_engine
+
+    try:
+        eng = load_engine(name)
+        if gpu:
+            eng = eng.for_hardware(gpu)
+    except EngineProfileError as exc:
+        fail(str(exc))
+    figs = eng.figures()
+    if as_json:
+        print(json.dumps({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,
+                          "pair_tables": sorted(eng.overrides), "known": sorted(e.id for e in list_engines()),
+                          "figures": [dict(name=a, value=b, source=c) for a, b, c in figs]}, indent=2))
+        return
+    t = Table(title=f"{eng.describe()} — {eng.path}" + (f" (on {gpu})" if gpu else ""))
+    t.add_column("term")
+    t.add_column("value", justify="right")
+    t.add_column("source", overflow="fold")
+    for a, b, c in figs:
+        t.add_row(a, f"{b:g}" if isinstance(b, float) else str(b), c)
+    console.print(t)
+    if eng.overrides and not gpu:
+        console.print(f"GPU-specific values ([hardware.<id>] tables): {', '.join(sorted(eng.overrides))}; see --gpu", highlight=False)
