@@ -10,5 +10,5 @@ from rich.markup import escape
 
 
 def fail(msg: object) -> NoReturn:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)  # one line, never wrapped
     raise typer.Exit(code=2)

@@ -51,7 +51,7 @@ def report(
     title: Optional[str] = typer.Option(None, "--title", help="Report title."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # an error is one line, never wrapped
     try:
         data = load_results(results)
     except ReportInputError as exc:
