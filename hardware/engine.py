@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from specagent.hardware.profile import Sourced
+from specagent.hardware.profile import Sourced, read_toml
 
 ENGINE_ENV_VAR = "SPECAGENT_ENGINE_DIR"
 #: vLLM: the most widely deployed open-source serving engine (and the first one the
@@ -230,16 +229,7 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
 
 
 def load_engine_file(path: str | Path) -> EngineProfile:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EngineProfileError(f"{p}: cannot read engine profile ({exc.strerror})") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise EngineProfileError(f"{p}: not valid TOML: {exc}") from exc
-    return parse_engine(data, str(p))
+    return parse_engine(read_toml(path, EngineProfileError, "engine profile"), str(path))
 
 
 def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:

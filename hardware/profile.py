@@ -179,17 +179,21 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
     return prof
 
 
-def load_profile_file(path: str | Path) -> HardwareProfile:
+def read_toml(path: str | Path, error: type[ValueError], what: str) -> dict[str, Any]:
+    """A profile file's TOML table; unreadable or invalid files raise `error` naming the file."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise HardwareProfileError(f"{p}: cannot read hardware profile ({exc.strerror})") from exc
+        raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise HardwareProfileError(f"{p}: not valid TOML: {exc}") from exc
-    return parse_profile(data, str(p))
+        raise error(f"{p}: not valid TOML: {exc}") from exc
+
+
+def load_profile_file(path: str | Path) -> HardwareProfile:
+    return parse_profile(read_toml(path, HardwareProfileError, "hardware profile"), str(path))
 
 
 def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:

@@ -135,7 +135,8 @@ def _number(text: str, where: str, integer: bool = False) -> Any:
     return v
 
 
-def _read(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def _read(path: Path, columns: tuple[str, ...], required: tuple[str, ...]) -> list[tuple[int, str, dict[str, str]]]:
+    """(line, "file: line N", raw row) of every data row: columns present, required fields filled, row ids unique."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -146,10 +147,20 @@ def _read(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str
     if missing:
         raise MeasurementError(f"{path}: line 1: missing columns {missing} (expected {', '.join(columns)})")
     rows = []
+    seen: dict[str, int] = {}
     for i, raw in enumerate(reader, start=2):
+        where = f"{path}: line {i}"
         if None in raw:
-            raise MeasurementError(f"{path}: line {i}: more fields than the header has")
-        rows.append((i, {k: (v or "") for k, v in raw.items()}))
+            raise MeasurementError(f"{where}: more fields than the header has")
+        raw = {k: (v or "") for k, v in raw.items()}
+        for c in required:
+            if not raw[c].strip():
+                raise MeasurementError(f"{where}: field '{c}' is empty (every row needs what was measured and its source)")
+        rid = raw["row_id"].strip()
+        if rid in seen:
+            raise MeasurementError(f"{where}: row_id '{rid}' repeats line {seen[rid]}")
+        seen[rid] = i
+        rows.append((i, where, raw))
     return rows
 
 
@@ -157,16 +168,7 @@ def load_serving(path: str | Path | None = None) -> list[ServingRow]:
     """Rows of `serving_latency.csv`, validated: sources present, numbers numeric, ids unique, a latency figure given."""
     p = Path(path) if path else default_path("serving_latency.csv")
     out: list[ServingRow] = []
-    seen: dict[str, int] = {}
-    for line, raw in _read(p, SERVING_COLUMNS):
-        where = f"{p}: line {line}"
-        for c in _REQUIRED:
-            if not raw[c].strip():
-                raise MeasurementError(f"{where}: field '{c}' is empty (every row needs what was measured and its source)")
-        rid = raw["row_id"].strip()
-        if rid in seen:
-            raise MeasurementError(f"{where}: row_id '{rid}' repeats line {seen[rid]}")
-        seen[rid] = line
+    for line, where, raw in _read(p, SERVING_COLUMNS, _REQUIRED):
         vals: dict[str, Any] = {}
         for f in fields(ServingRow):
             if f.name == "line":
@@ -192,23 +194,16 @@ def load_collectives(path: str | Path | None = None) -> list[CollectiveRow]:
     """Rows of `collectives.csv`, validated like `load_serving`."""
     p = Path(path) if path else default_path("collectives.csv")
     out: list[CollectiveRow] = []
-    seen: dict[str, int] = {}
-    for line, raw in _read(p, COLLECTIVE_COLUMNS):
-        where = f"{p}: line {line}"
-        for c in ("row_id", "op", "gpu", "gpus", "implementation", "message_bytes", "latency_us", "source", "source_url"):
-            if not raw[c].strip():
-                raise MeasurementError(f"{where}: field '{c}' is empty")
-        rid = raw["row_id"].strip()
-        if rid in seen:
-            raise MeasurementError(f"{where}: row_id '{rid}' repeats line {seen[rid]}")
-        seen[rid] = line
+    required = ("row_id", "op", "gpu", "gpus", "implementation", "message_bytes", "latency_us", "source", "source_url")
+    for line, where, raw in _read(p, COLLECTIVE_COLUMNS, required):
         out.append(CollectiveRow(
-            row_id=rid, op=raw["op"].strip(), gpu=raw["gpu"].strip(), gpus=_number(raw["gpus"], f"{where}: field 'gpus'", True),
+            row_id=raw["row_id"].strip(), op=raw["op"].strip(), gpu=raw["gpu"].strip(), gpus=_number(raw["gpus"], f"{where}: field 'gpus'", True),
             interconnect=raw["interconnect"].strip(), implementation=raw["implementation"].strip(),
             cuda_graph=_bool(raw["cuda_graph"], f"{where}: field 'cuda_graph'"),
             message_bytes=_number(raw["message_bytes"], f"{where}: field 'message_bytes'"),
             latency_us=_number(raw["latency_us"], f"{where}: field 'latency_us'"), statistic=raw["statistic"].strip(),
             source_kind=raw["source_kind"].strip(), source=raw["source"].strip(), source_url=raw["source_url"].strip(),
-            source_locator=raw["source_locator"].strip(), retrieved=raw["retrieved"].strip(), notes=raw["notes"].strip(), line=line,
+            source_locator=raw["source_locator"].strip(), retrieved=raw["retrieved"].strip(), notes=raw["notes"].strip(),
+            line=line,
         ))
     return out
