@@ -69,7 +69,6 @@ class LatencyTerms:
     cuda_graphs: bool
     cuda_graph_max_batch: int
     cuda_graphs_mixed: bool
-    layer_counts: tuple[tuple[str, int], ...]  # (kind, layers of that kind)
 
 
 def layer_counts(dep: Deployment) -> dict[str, int]:
@@ -118,7 +117,6 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
-        layer_counts=tuple(counts.items()),
     )
 
 

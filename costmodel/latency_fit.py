@@ -46,7 +46,7 @@ from specagent.costmodel.dtypes import dtype_bytes
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
-from specagent.hardware.engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine
+from specagent.hardware.engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
 from specagent.hardware.profile import HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import ServingRow, file_sha256, load_serving
 
@@ -343,9 +343,6 @@ class FitResult:
     success: bool
     message: str
 
-    def value(self, name: str) -> float:
-        return float(self.values[[p.name for p in self.params].index(name)])
-
 
 PRIOR_SCALE = math.log(4.0)  # a parameter 4x from its prior costs as much as one row off by e
 
@@ -522,14 +519,8 @@ def fitted_tables(result: FitResult, prov: dict[str, Any]) -> dict[str, dict[str
            f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
            f"error, pass-time terms on TPOT/e2e/throughput then request_us on TTFT; prior {{prior}} ({{psrc}})")
     out: dict[str, dict[str, Any]] = defaultdict(dict)
-    from specagent.hardware.engine import _PER_KIND, _SCALARS
     for p, v in zip(result.params, result.values):
-        if p.field.startswith("layer_us"):
-            section = _PER_KIND["layer_us"][0]
-            keys = list(LAYER_KINDS) if p.field == "layer_us.*" else [p.field.split(".", 1)[1]]
-        else:
-            section, key = _SCALARS[p.field][0], _SCALARS[p.field][1]
-            keys = [key]
+        section, keys = toml_location(p.field)
         item = {"value": float(f"{v:.4g}"), "source": src.format(prior=p.prior, psrc=p.prior_source)}
         for e in (p.engines or ("*",)):
             tables = out[e]

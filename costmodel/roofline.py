@@ -249,7 +249,7 @@ def compute_efficiency(dep: Deployment, tokens: np.ndarray, decode_tokens: np.nd
     return eff
 
 
-def attention_efficiency(terms: LatencyTerms, gemm_efficiency: np.ndarray) -> np.ndarray:  # noqa: D401
+def attention_efficiency(terms: LatencyTerms, gemm_efficiency: np.ndarray) -> np.ndarray:
     """Efficiency of attention FLOPs: the engine's attention-kernel MFU, else the GEMM efficiency."""
     if terms.attention_mfu is None:
         return gemm_efficiency

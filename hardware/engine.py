@@ -139,6 +139,15 @@ class EngineProfile:
         return out
 
 
+def toml_location(name: str) -> tuple[str, list[str]]:
+    """(section, keys) of an EngineProfile field in the TOML file; "layer_us.*" names every layer kind."""
+    if name.startswith("layer_us"):
+        return _PER_KIND["layer_us"][0], list(LAYER_KINDS) if name == "layer_us.*" else [name.split(".", 1)[1]]
+    if name not in _SCALARS:
+        raise EngineProfileError(f"no engine profile field '{name}' (known: {', '.join(_SCALARS)}, layer_us.<kind>)")
+    return _SCALARS[name][0], [_SCALARS[name][1]]
+
+
 def _check(value: Any, kind: str, where: str, path: str) -> Any:
     if kind == "bool":
         if not isinstance(value, bool):

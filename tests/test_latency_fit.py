@@ -143,3 +143,13 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     off = [abs(e) for t, e in zip(bad.targets, bad.errors) if t.row.source == "src1"]
     assert min(off) > 0.3
     assert bad.targets_met()["tpot_c<=16"]["met"] is False
+
+
+def test_shipped_all_reduce_alpha_is_the_fit_on_collectives_csv():
+    """SGLang's and TensorRT-LLM's alpha is the least-squares alpha of their custom all-reduce on 8x H100 (collectives.csv)."""
+    alpha, beta, n = lf.collective_alpha(load_collectives(), "all_reduce", "custom", "h100_sxm", 8)
+    assert n >= 4 and 0 < alpha < 20
+    for name in ("sglang", "tensorrt-llm"):
+        assert load_engine(name).allreduce_alpha_us.value == pytest.approx(round(alpha, 1), abs=0.05)
+    with pytest.raises(ValueError, match="need two or more"):
+        lf.collective_alpha(load_collectives(), "all_reduce", "custom", "b200", 8)
