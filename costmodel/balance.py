@@ -5,6 +5,13 @@ SpecAgent moves Strong tokens from decode (bandwidth-bound) into a verification 
 point. The hardware ridge (peak FLOP/s ÷ bandwidth) is the dense-model answer in FLOP per
 byte; the model-specific batch differs because KV and state reads grow with the batch and,
 for MoE, so do the distinct experts read.
+
+The effective balance batch uses the same pass-time function as everything else
+(`roofline.estimate`): GEMMs at the GEMM efficiency for their token count, grouped MoE
+GEMMs padded per touched expert, attention at the attention-kernel efficiency, the
+achieved-bandwidth ramp — so the engine's kernel terms move it; fixed costs that add to
+both sides of the bound (per iteration, per layer, collectives) do not. The peak balance
+batch is the same comparison at datasheet rates: FLOPs ÷ peak against bytes ÷ bandwidth.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import pandas as pd
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
-from specagent.costmodel.roofline import compute_efficiency, estimate
+from specagent.costmodel.roofline import estimate
 
 
 @dataclass(frozen=True)
@@ -36,16 +43,17 @@ def balance_point(dep: Deployment, context: int = 0, weight_mode: str = "union",
     """Search every batch 1..max_batch at once; None means decode never turns compute-bound there."""
     batches = np.arange(1, max_batch + 1, dtype=np.float64)
     cost = estimate(dep, Passes.uniform(1, context, batches), weight_mode)
-    eff_c = compute_efficiency(dep, batches, batches)  # pure-decode passes: the decode curve where calibrated
-    eff_b = float(dep.hardware.bandwidth_efficiency.value)
-    peak_compute = cost.compute_s * eff_c
-    peak_memory = cost.memory_s * eff_b
+    hw = dep.hardware
+    attn_dtype = dep.activation_dtype if dep.activation_dtype in hw.peak_tflops else "bf16"
+    f = cost.flops
+    peak_compute = ((f["dense"] + f["experts"] + f["lm_head"]) / hw.peak_flops(dep.compute_dtype)
+                    + (f["attention"] + f["linear_attention"]) / hw.peak_flops(attn_dtype))
+    peak_memory = cost.total_bytes / hw.bandwidth_bytes_s
 
     def first(mask: np.ndarray) -> int | None:
         idx = np.flatnonzero(mask)
         return int(batches[idx[0]]) if idx.size else None
 
-    hw = dep.hardware
     return BalancePoint(
         hardware_ridge=hw.ridge(dep.compute_dtype),
         hardware_ridge_bf16=hw.ridge("bf16"),

@@ -7,10 +7,11 @@ that cannot be loaded is worse than no estimate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specagent.costmodel.dtypes import COMPUTE_DTYPE, dtype_bytes
 from specagent.costmodel.model_spec import ModelSpec
+from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfile, load_engine
 from specagent.hardware.profile import HardwareProfile
 
 #: Fraction of device memory a serving engine lets the model use; vLLM's default
@@ -31,6 +32,11 @@ class DeploymentDoesNotFit(ValueError):
         self.min_gpus = min_gpus
 
 
+def default_engine() -> EngineProfile:
+    """The serving engine a deployment names when none is given (`hardware.engine.DEFAULT_ENGINE`)."""
+    return load_engine(DEFAULT_ENGINE)
+
+
 @dataclass(frozen=True)
 class Deployment:
     model: ModelSpec
@@ -42,6 +48,8 @@ class Deployment:
     activation_dtype: str = "bf16"
     state_dtype: str = "fp32"  # Gated DeltaNet recurrent state is kept in float32 (SPEC §3)
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    #: The serving engine whose fixed costs (costmodel.latency) every pass pays; `ideal` is the bare roofline.
+    engine: EngineProfile = field(default_factory=default_engine)
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -116,4 +124,5 @@ class Deployment:
             )
 
     def describe(self) -> str:
-        return f"{self.model.name} on {self.gpus}x {self.hardware.name} ({self.parallelism}, weights {self.weight_dtype}, KV {self.kv_dtype})"
+        return (f"{self.model.name} on {self.gpus}x {self.hardware.name} ({self.parallelism}, weights {self.weight_dtype}, "
+                f"KV {self.kv_dtype}, engine {self.engine.id})")

@@ -11,6 +11,18 @@ its input activations and writes its outputs once; communication is not overlapp
 compute; experts are routed uniformly (SPEC §3); chunked Gated DeltaNet prefill reads the
 float32 state once, writes it once, and materialises one state per 64-token chunk in the
 activation dtype (as flash-linear-attention's chunk kernels do).
+
+On top of the roofline every pass pays its serving engine's fixed costs — per iteration,
+per sequence, per layer, kernel launches, collective latencies — and runs its grouped
+MoE GEMMs and attention kernels at their own efficiencies; those terms are defined in
+`costmodel.latency` (one place) and added here. Which efficiency a pass uses: every GEMM
+at the GEMM efficiency for its token count (the calibrated compute curve where present,
+else the engine's `gemm_mfu` or the hardware's `prefill_mfu`) — decode included, since a
+decode pass's GEMMs are GEMMs of `batch` rows and its low achieved MFU is the memory
+bound, which the memory term already gives; a calibrated decode curve, where present,
+prices pure-decode passes; routed experts' grouped GEMMs at the engine's `moe_mfu` (padded
+per touched expert), attention (softmax and Gated DeltaNet) at its `attention_mfu`, where
+the engine states them.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import pandas as pd
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.dtypes import dtype_bytes
+from specagent.costmodel.latency import LatencyTerms, latency_terms, launch_exposed
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import GDN_CHUNK, Passes
 
@@ -58,6 +71,7 @@ class Coefficients:
     a2a_layers: int  # MoE layers using all-to-all under expert parallelism
     hidden: int
     act_bytes: float
+    terms: LatencyTerms  # the serving engine's fixed costs on this deployment (costmodel.latency)
 
 
 def coefficients(dep: Deployment) -> Coefficients:
@@ -127,6 +141,7 @@ def coefficients(dep: Deployment) -> Coefficients:
         a2a_layers=a2a_layers,
         hidden=h,
         act_bytes=ab,
+        terms=latency_terms(dep),
     )
 
 
@@ -140,11 +155,17 @@ class PassCost:
     comm_bytes: np.ndarray  # per GPU, over the interconnect
     compute_s: np.ndarray
     memory_s: np.ndarray
-    comm_s: np.ndarray
-    overhead_s: np.ndarray
+    comm_s: np.ndarray  # collectives: latency α per collective + bytes / link bandwidth
+    overhead_s: np.ndarray  # the sum of `fixed`
     experts_touched: np.ndarray  # distinct experts per MoE layer (0 for dense models)
     weight_mode: str = "union"
     meta: dict = field(default_factory=dict)
+    #: compute seconds by kind: "gemm" (dense GEMMs and LM head), "experts" (routed experts' grouped GEMMs),
+    #: "expert_padding" (their rows computed beyond the tokens), "attention" (softmax and Gated DeltaNet); they sum to compute_s
+    compute_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    #: engine fixed costs by term (costmodel.latency): iteration, per_sequence, layers, launch
+    fixed: dict[str, np.ndarray] = field(default_factory=dict)
+    collective_latency_s: np.ndarray | None = None  # the α part of comm_s
 
     @property
     def total_flops(self) -> np.ndarray:
@@ -189,6 +210,10 @@ class PassCost:
             memory_s=self.memory_s, comm_s=self.comm_s, overhead_s=self.overhead_s, time_s=self.time_s,
             bound=np.where(self.compute_bound, "compute", "memory"),
         )
+        cols.update({f"compute_{k}_s": v for k, v in self.compute_parts.items()})
+        cols.update({f"fixed_{k}_s": v for k, v in self.fixed.items()})
+        if self.collective_latency_s is not None:
+            cols["collective_latency_s"] = self.collective_latency_s
         return pd.DataFrame(cols)
 
 
@@ -200,19 +225,23 @@ def _interp_log(x: np.ndarray, curve: tuple[tuple[float, float], ...], default: 
     return np.interp(np.log(np.maximum(x, 1e-30)), xs, ys)
 
 
-def compute_efficiency(dep: Deployment, tokens: np.ndarray, decode_tokens: np.ndarray | None = None) -> np.ndarray:
-    """Fraction of peak FLOP/s reached; a calibrated curve over tokens per pass when present.
+def compute_efficiency(dep: Deployment, tokens: np.ndarray, decode_tokens: np.ndarray | None = None,
+                       terms: LatencyTerms | None = None) -> np.ndarray:
+    """GEMM efficiency (fraction of peak FLOP/s) of passes of `tokens` tokens.
 
-    With `decode_tokens` given and a profile that has a decode curve, a pure-decode pass
-    (every sequence adds one token: decode_tokens == tokens, so tokens is the decode batch)
-    takes the decode curve at its batch instead: B one-token sequences run a recurrent
-    state step and attention over B caches, which is slower than a B-token prefill's
-    GEMM-bound work (measured on CPU; `kernels.calibrate`). Mixed passes and profiles
-    without a decode curve (every shipped GPU profile) are priced as before.
+    A calibrated curve over tokens per pass when the hardware profile has one, else the
+    engine's `gemm_mfu` (or the hardware's `prefill_mfu`). With `decode_tokens` given and
+    a profile that has a decode curve, a pure-decode pass (every sequence adds one token:
+    decode_tokens == tokens, so tokens is the decode batch) takes the decode curve at its
+    batch instead: B one-token sequences run a recurrent state step and attention over B
+    caches, which is slower than a B-token prefill's GEMM-bound work (measured on CPU;
+    `kernels.calibrate`). Mixed passes and profiles without a decode curve (every shipped
+    GPU profile) use the prefill curve or the flat efficiency.
     """
     hw = dep.hardware
     t = np.asarray(tokens, dtype=np.float64)
-    eff = _interp_log(t, hw.compute_efficiency_curve, float(hw.prefill_mfu.value))
+    flat = (terms or latency_terms(dep)).gemm_mfu
+    eff = _interp_log(t, hw.compute_efficiency_curve, flat)
     if decode_tokens is not None and hw.decode_efficiency_curve:
         pure = np.asarray(decode_tokens, dtype=np.float64) == t
         if np.any(pure):
@@ -220,11 +249,19 @@ def compute_efficiency(dep: Deployment, tokens: np.ndarray, decode_tokens: np.nd
     return eff
 
 
+def attention_efficiency(terms: LatencyTerms, gemm_efficiency: np.ndarray) -> np.ndarray:
+    """Efficiency of attention FLOPs: the engine's attention-kernel MFU, else the GEMM efficiency."""
+    if terms.attention_mfu is None:
+        return gemm_efficiency
+    return np.full_like(gemm_efficiency, terms.attention_mfu)
+
+
 def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: Coefficients | None = None) -> PassCost:
     """Price every pass in `passes` on `dep` (vectorised over passes)."""
     if weight_mode not in WEIGHT_MODES:
         raise ValueError(f"weight_mode must be one of {WEIGHT_MODES}, got '{weight_mode}'")
     c = coef or coefficients(dep)
+    lt = c.terms
     t = passes.tokens
     prefill_tokens = t - passes.decode_tokens
     one = np.ones_like(t)
@@ -271,16 +308,35 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
         if c.a2a_layers:
             gpus_touched = g * (1.0 - (1.0 - 1.0 / g) ** c.top_k)
             comm = comm + c.a2a_layers * 2.0 * hidden_msg / g * gpus_touched * (g - 1) / g
-    gemm_flops = flops["dense"] + flops["experts"] + flops["lm_head"]
     attn_flops = flops["attention"] + flops["linear_attention"]
-    eff_c = compute_efficiency(dep, t, passes.decode_tokens)
+    # grouped MoE GEMMs compute `moe_pad_tokens` rows beyond the tokens of every touched expert
+    pad_flops = 2.0 * c.expert_params * c.moe_layers * lt.moe_pad_tokens * touched
+    pure = passes.decode_tokens == t
+    eff_c = compute_efficiency(dep, t, passes.decode_tokens, lt)
+    eff_a = attention_efficiency(lt, eff_c)
+    eff_m = eff_c if lt.moe_mfu is None else np.full_like(eff_c, lt.moe_mfu)
     attn_dtype = dep.activation_dtype if dep.activation_dtype in hw.peak_tflops else "bf16"  # attention runs in the activation dtype
-    compute_s = (gemm_flops / hw.peak_flops(dep.compute_dtype) + attn_flops / hw.peak_flops(attn_dtype)) / (g * eff_c)
+    peak_c, peak_a = hw.peak_flops(dep.compute_dtype), hw.peak_flops(attn_dtype)
+    # written as one sum over the GEMM efficiency so that, without the engine terms, it is the
+    # pre-engine roofline bit for bit (+ 0.0 and x 1.0 change no bits)
+    gemm_flops = flops["dense"] + flops["experts"] * (eff_c / eff_m) + flops["lm_head"]
+    compute_s = (gemm_flops / peak_c + pad_flops / peak_c * (eff_c / eff_m) + attn_flops / peak_a * (eff_c / eff_a)) / (g * eff_c)
+    compute_parts = {"gemm": (flops["dense"] + flops["lm_head"]) / peak_c / (g * eff_c),
+                     "experts": flops["experts"] / peak_c / (g * eff_m), "expert_padding": pad_flops / peak_c / (g * eff_m),
+                     "attention": attn_flops / peak_a / (g * eff_a)}
     total_bytes = sum(read.values()) + sum(written.values())
-    memory_s = total_bytes / (g * hw.bandwidth_bytes_s * float(hw.bandwidth_efficiency.value))
-    comm_s = comm / hw.link_bytes_s if g > 1 else np.zeros_like(t)
-    overhead_s = np.full_like(t, float(hw.pass_overhead_us.value) * 1e-6)
+    memory_s = total_bytes / (g * hw.bandwidth_bytes_s * lt.bandwidth_efficiency) + lt.bandwidth_ramp_s
+    collective_latency = np.full_like(t, lt.collective_latency_s)
+    comm_s = comm / hw.link_bytes_s + collective_latency if g > 1 else np.zeros_like(t)
+    fixed = {
+        "iteration": np.full_like(t, lt.iteration_s),
+        "per_sequence": lt.per_sequence_s * passes.seqs,
+        "layers": np.full_like(t, lt.layers_s),
+        "launch": lt.launch_s * launch_exposed(lt, t, pure),
+    }
+    overhead_s = fixed["iteration"] + fixed["per_sequence"] + fixed["layers"] + fixed["launch"]
     return PassCost(
         flops=flops, bytes_read=read, bytes_written=written, comm_bytes=comm, compute_s=compute_s,
         memory_s=memory_s, comm_s=comm_s, overhead_s=overhead_s, experts_touched=touched, weight_mode=weight_mode,
+        compute_parts=compute_parts, fixed=fixed, collective_latency_s=collective_latency if g > 1 else np.zeros_like(t),
     )

@@ -45,8 +45,7 @@ class HardwareProfile:
     interconnect_kind: Sourced
     interconnect_gb_s: Sourced
     interconnect_unidirectional_gb_s: Sourced | None
-    prefill_mfu: Sourced
-    decode_mfu: Sourced | None
+    prefill_mfu: Sourced  # GEMM efficiency of every pass (decode included), unless an engine profile or curve gives one
     bandwidth_efficiency: Sourced
     pass_overhead_us: Sourced
     price_usd_per_gpu_hour: Sourced | None = None
@@ -139,6 +138,11 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
     peaks_raw = data.get("peak_tflops")
     if not isinstance(peaks_raw, dict) or "bf16" not in peaks_raw:
         raise HardwareProfileError(f"{path}: missing field 'peak_tflops.bf16'")
+    if isinstance(data.get("efficiency"), dict) and "decode_mfu" in data["efficiency"]:
+        raise HardwareProfileError(
+            f"{path}: field 'efficiency.decode_mfu' is no longer read: a decode pass's GEMMs run at the GEMM efficiency for "
+            f"their token count (prefill_mfu, or efficiency.compute_curve / decode_curve from calibration), attention at the "
+            f"serving engine's attention_mfu; delete the field (see specagent.costmodel.roofline)")
     peaks = {k: _sourced(peaks_raw, "", k, path) for k in peaks_raw}
     for k, v in peaks.items():
         if not isinstance(v.value, (int, float)) or v.value <= 0:
@@ -155,7 +159,6 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
         interconnect_gb_s=_sourced(data, "interconnect", "bandwidth_gb_s", path),  # type: ignore[arg-type]
         interconnect_unidirectional_gb_s=_sourced(data, "interconnect", "unidirectional_gb_s", path, required=False),
         prefill_mfu=_sourced(data, "efficiency", "prefill_mfu", path),  # type: ignore[arg-type]
-        decode_mfu=_sourced(data, "efficiency", "decode_mfu", path, required=False),
         bandwidth_efficiency=_sourced(data, "efficiency", "bandwidth", path),  # type: ignore[arg-type]
         pass_overhead_us=_sourced(data, "efficiency", "pass_overhead_us", path),  # type: ignore[arg-type]
         price_usd_per_gpu_hour=_sourced(data, "price", "usd_per_gpu_hour", path, required=False),
@@ -176,17 +179,21 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
     return prof
 
 
-def load_profile_file(path: str | Path) -> HardwareProfile:
+def read_toml(path: str | Path, error: type[ValueError], what: str) -> dict[str, Any]:
+    """A profile file's TOML table; unreadable or invalid files raise `error` naming the file."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise HardwareProfileError(f"{p}: cannot read hardware profile ({exc.strerror})") from exc
+        raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise HardwareProfileError(f"{p}: not valid TOML: {exc}") from exc
-    return parse_profile(data, str(p))
+        raise error(f"{p}: not valid TOML: {exc}") from exc
+
+
+def load_profile_file(path: str | Path) -> HardwareProfile:
+    return parse_profile(read_toml(path, HardwareProfileError, "hardware profile"), str(path))
 
 
 def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The roofline of one replica iteration as plain float arithmetic on a pass's aggregates.
+"""The pass time of one replica iteration as plain float arithmetic on a pass's aggregates.
 
 The fleet prices every iteration a replica runs (10^5 or more per simulation), and
 `costmodel.roofline.estimate` carries numpy and dict overhead per call that would
@@ -21,7 +21,8 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK, Passes
-from specagent.costmodel.roofline import WEIGHT_MODES, compute_efficiency, estimate
+from specagent.costmodel.latency import launch_exposed_one
+from specagent.costmodel.roofline import WEIGHT_MODES, coefficients, compute_efficiency, estimate
 
 
 @dataclass(frozen=True)
@@ -62,15 +63,18 @@ _PROBE_STEP = 1024.0  # a power of two, so probe differences divide exactly
 
 
 class IterationCost:
-    """The roofline of one pass as affine functions of its aggregates, read off `estimate` itself.
+    """The pass time of `estimate` as affine functions of a pass's aggregates, read off `estimate` itself.
 
-    `estimate` is affine in the `Passes` aggregates except for two functions of the token
-    total: the distinct MoE experts read (union mode) and the compute efficiency curve
-    (for a profile with a decode curve, its value at pure-decode passes, where every
-    sequence adds one token, i.e. decode tokens == tokens; the same test as `estimate`).
-    Probing it at a base point and one step along each aggregate recovers the affine parts
-    exactly (the two nonlinear factors are divided out), so this class follows any change
-    to the roofline; a test checks it against `estimate` on random ragged batches.
+    `estimate` is affine in the `Passes` aggregates times factors that depend only on the
+    token total and whether the pass is pure decode (every sequence adds one token, i.e.
+    decode tokens == tokens; the same test as `estimate`) — the rule `costmodel.latency`
+    states for every term: the distinct MoE experts read (union mode; it scales expert
+    bytes and grouped-GEMM padding), the GEMM and attention efficiencies (flat, or a
+    calibrated curve) and whether kernel launches are exposed (no CUDA graph). Probing
+    `estimate` at a base point and one step along each aggregate recovers the affine parts
+    exactly (the nonlinear factors are divided out), so this class follows any change to
+    the pass-time function that keeps the rule; tests check it against `estimate` on random
+    ragged batches.
     """
 
     def __init__(self, dep: Deployment, weight_mode: str = "union"):
@@ -84,29 +88,41 @@ class IterationCost:
         self.top_k = moe.top_k if moe else 0
         self._log_miss = math.log1p(-self.top_k / self.num_experts) if (moe and self.top_k < self.num_experts) else None
         hw = dep.hardware
+        coef = coefficients(dep)
+        self.terms = terms = coef.terms
         self._curve = bool(hw.compute_efficiency_curve)
         self._decode_curve = bool(hw.decode_efficiency_curve)
-        self._eff_const = float(hw.prefill_mfu.value)
+        self._eff_const = terms.gemm_mfu
         self._flat_eff = not self._curve and not self._decode_curve  # efficiency() is _eff_const for every pass
+        self._attn_eff = terms.attention_mfu  # None: attention at the GEMM efficiency
+        self._moe_eff = terms.moe_mfu  # None: grouped expert GEMMs at the GEMM efficiency
         self._eff_cache: dict[float, float] = {}
         self._decode_eff_cache: dict[float, float] = {}
-        self._extra_cache: dict[float, float] = {}
+        self._extra_cache: dict[float, tuple[float, float]] = {}
         self._decode_cache: dict[int, tuple] = {}
+        self.launch_s = terms.launch_s
+        self.mem_fixed = terms.bandwidth_ramp_s
 
         nf = len(FEATURES)
         x = np.ones((nf + 1, nf))
         for i in range(nf):
             x[i + 1, i] += _PROBE_STEP
-        cost = estimate(dep, Passes(**{f: x[:, i].copy() for i, f in enumerate(FEATURES)}), weight_mode)
+        cost = estimate(dep, Passes(**{f: x[:, i].copy() for i, f in enumerate(FEATURES)}), weight_mode, coef)
         tokens = x[:, 0]
+        pure = [bool(d == t) for t, d in zip(tokens, x[:, FEATURES.index("decode_tokens")])]
         touched = np.array([self.touched(t) for t in tokens])
         expert_read = cost.bytes_read.get("expert_weights", np.zeros(nf + 1))
         self.expert_bytes = float(expert_read[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0
-        eff = np.array([self.efficiency(float(t), bool(d == t)) for t, d in zip(tokens, x[:, FEATURES.index("decode_tokens")])])
+        eff = np.array([self.efficiency(float(t), p) for t, p in zip(tokens, pure)])
+        eff_a = np.array([self.attention_efficiency(float(t), p) for t, p in zip(tokens, pure)])
+        eff_m = np.array([self.moe_efficiency(float(t), p) for t, p in zip(tokens, pure)])
         read_lin = cost.total_bytes_read - self.expert_bytes * touched
         written = cost.total_bytes_written
         total_bytes = cost.total_bytes_read + written
-        self.inv_bw = float(cost.memory_s[0] / total_bytes[0])
+        self.inv_bw = float((cost.memory_s[0] - self.mem_fixed) / total_bytes[0])
+        pad = cost.compute_parts["expert_padding"]
+        self.pad_work = float(pad[0] * eff_m[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0  # per touched expert
+        launch = cost.fixed["launch"]
 
         def affine(q: np.ndarray) -> tuple[float, ...]:
             slopes = (q[1:] - q[0]) / _PROBE_STEP
@@ -115,10 +131,20 @@ class IterationCost:
         self.flops = affine(cost.total_flops)
         self.read = affine(read_lin)
         self.written = affine(written)
-        self.compute_work = affine(cost.compute_s * eff)  # compute seconds at efficiency 1
-        self.fixed = affine(cost.comm_s + cost.overhead_s)
+        # Work at efficiency 1 by efficiency: GEMMs; routed experts' grouped GEMMs and attention when the
+        # engine gives them their own efficiency, else folded into the GEMM work (so that, with no engine
+        # terms, this is the pre-engine arithmetic bit for bit: the fleet's pinned outputs depend on it).
+        parts = cost.compute_parts
+        fold = parts["gemm"] + (parts["experts"] if self._moe_eff is None else 0.0) + (parts["attention"] if self._attn_eff is None else 0.0)
+        if self._moe_eff is None and self._attn_eff is None:
+            fold = cost.compute_s - parts["expert_padding"]
+        zero = np.zeros(nf + 1)
+        self.compute_work = affine(fold * eff)
+        self.attention_work = affine(zero if self._attn_eff is None else parts["attention"] * eff_a)
+        self.expert_work = affine(zero if self._moe_eff is None else parts["experts"] * eff_m)
+        self.fixed = affine(cost.comm_s + cost.overhead_s - launch)  # all fixed costs but the launch term
 
-    # --- the two nonlinear factors ------------------------------------------------------
+    # --- the nonlinear factors: functions of (token total, pure decode) ---------------------
     def touched(self, tokens: float) -> float:
         """Distinct experts per MoE layer read by a pass of `tokens` tokens (SPEC §3; costmodel.moe)."""
         if not self.is_moe:
@@ -130,33 +156,49 @@ class IterationCost:
         return self.num_experts * (1.0 - math.exp(tokens * self._log_miss))
 
     def efficiency(self, tokens: float, pure_decode: bool = False) -> float:
-        """Compute efficiency of a pass of `tokens` tokens; `pure_decode`: every sequence adds one token."""
+        """GEMM efficiency of a pass of `tokens` tokens; `pure_decode`: every sequence adds one token."""
         if pure_decode and self._decode_curve:
             e = self._decode_eff_cache.get(tokens)
             if e is None:
                 t = np.array([tokens])
-                e = self._decode_eff_cache[tokens] = float(compute_efficiency(self.dep, t, t)[0])
+                e = self._decode_eff_cache[tokens] = float(compute_efficiency(self.dep, t, t, self.terms)[0])
             return e
         if not self._curve:
             return self._eff_const
         e = self._eff_cache.get(tokens)
         if e is None:
-            e = float(compute_efficiency(self.dep, np.array([tokens]))[0])
+            e = float(compute_efficiency(self.dep, np.array([tokens]), None, self.terms)[0])
             self._eff_cache[tokens] = e
         return e
+
+    def attention_efficiency(self, tokens: float, pure_decode: bool = False) -> float:
+        """Attention efficiency: the engine's attention-kernel MFU, else the GEMM efficiency (`roofline.attention_efficiency`)."""
+        a = self._attn_eff
+        return self.efficiency(tokens, pure_decode) if a is None else a
+
+    def moe_efficiency(self, tokens: float, pure_decode: bool = False) -> float:
+        """Grouped expert GEMM efficiency: the engine's `moe_mfu`, else the GEMM efficiency."""
+        m = self._moe_eff
+        return self.efficiency(tokens, pure_decode) if m is None else m
 
     # --- one pass -----------------------------------------------------------------------
     def one(self, t: float, seqs: float, dec: float, pairs: float, kv_tokens: float, state: float, logits: float) -> tuple[float, float, float, float]:
         """(time_s, flops, bytes_read, bytes_written) of one pass given its aggregates."""
         extra = self._extra_cache.get(t)
         if extra is None:
-            extra = self._extra_cache[t] = self.expert_bytes * self.touched(t)
-        read = _dot(self.read, t, seqs, dec, pairs, kv_tokens, state, logits) + extra
+            tt = self.touched(t)
+            extra = self._extra_cache[t] = (self.expert_bytes * tt, self.pad_work * tt)
+        read = _dot(self.read, t, seqs, dec, pairs, kv_tokens, state, logits) + extra[0]
         written = _dot(self.written, t, seqs, dec, pairs, kv_tokens, state, logits)
-        compute_s = (_dot(self.compute_work, t, seqs, dec, pairs, kv_tokens, state, logits)
-                     / (self._eff_const if self._flat_eff else self.efficiency(t, dec == t)))
-        memory_s = (read + written) * self.inv_bw
-        fixed = _dot(self.fixed, t, seqs, dec, pairs, kv_tokens, state, logits)
+        pure = dec == t
+        eff = self._eff_const if self._flat_eff else self.efficiency(t, pure)
+        attn = _dot(self.attention_work, t, seqs, dec, pairs, kv_tokens, state, logits)
+        experts = _dot(self.expert_work, t, seqs, dec, pairs, kv_tokens, state, logits) + extra[1]
+        compute_s = (_dot(self.compute_work, t, seqs, dec, pairs, kv_tokens, state, logits) / eff
+                     + experts / (eff if self._moe_eff is None else self._moe_eff)
+                     + attn / (eff if self._attn_eff is None else self._attn_eff))
+        memory_s = (read + written) * self.inv_bw + self.mem_fixed
+        fixed = _dot(self.fixed, t, seqs, dec, pairs, kv_tokens, state, logits) + self.launch_s * launch_exposed_one(self.terms, t, pure)
         flops = _dot(self.flops, t, seqs, dec, pairs, kv_tokens, state, logits)
         return (compute_s if compute_s >= memory_s else memory_s) + fixed, flops, read, written
 
@@ -165,20 +207,20 @@ class IterationCost:
 
         Iteration j has tokens = seqs = decode tokens = state touches = logits = batch and
         attended pairs = KV tokens read = ctx_sum + batch + batch*j. Everything that depends
-        on the batch size alone is cached per size; the arithmetic (and so every rounding) is
-        the same as evaluating `_dot` on the first iteration's aggregates.
+        on the batch size alone is cached per size.
         """
         c = self._decode_cache.get(batch)
         if c is None:
             c = self._decode_cache[batch] = self._decode_constants(batch)
-        (eff, extra, cw, cw4, cw5, cw6, cw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7, fx, fx4, fx5, fx6, fx7,
-         fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, f1, dread, dwritten) = c
+        (eff, eff_a, extra, moe0, cw, cw4, cw5, cw6, cw7, aw, aw4, aw5, aw6, aw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7,
+         fx, fx4, fx5, fx6, fx7, fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, f1, dread, dwritten, launch) = c
         p0 = ctx_sum + float(batch)
         read0 = rd + rd4 * p0 + rd5 * p0 + rd6 + rd7 + extra
         written0 = wr + wr4 * p0 + wr5 * p0 + wr6 + wr7
+        c0 = (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7) / eff + moe0 + (aw + aw4 * p0 + aw5 * p0 + aw6 + aw7) / eff_a
         return DecodeSegment(
-            (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7) / eff, c1, (read0 + written0) * self.inv_bw, m1,
-            fx + fx4 * p0 + fx5 * p0 + fx6 + fx7, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten,
+            c0, c1, (read0 + written0) * self.inv_bw + self.mem_fixed, m1,
+            fx + fx4 * p0 + fx5 * p0 + fx6 + fx7 + launch, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten,
         )
 
     def decode_run(self, batch: int, ctx_sum: float, k: int) -> tuple["DecodeSegment", float]:
@@ -189,7 +231,11 @@ class IterationCost:
     def _decode_constants(self, batch: int) -> tuple:
         b = float(batch)
         eff = self.efficiency(b, True)
-        extra = self.expert_bytes * self.touched(b)
+        eff_a = self.attention_efficiency(b, True)
+        eff_m = self.moe_efficiency(b, True)
+        tt = self.touched(b)
+        ew = self.expert_work
+        moe0 = (ew[0] + ew[1] * b + ew[2] * b + ew[3] * b + ew[6] * b + ew[7] * b + self.pad_work * tt) / eff_m  # experts' GEMMs do not grow with context
 
         def parts(a: tuple[float, ...]) -> tuple[float, ...]:
             # a[0] + a[1]*t + a[2]*s + a[3]*d, then the p and k coefficients, then the st and lg terms, as _dot adds them
@@ -197,9 +243,12 @@ class IterationCost:
 
         dread = (self.read[4] + self.read[5]) * b
         dwritten = (self.written[4] + self.written[5]) * b
-        return (eff, extra, *parts(self.compute_work), *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.flops),
-                (self.compute_work[4] + self.compute_work[5]) * b / eff, (dread + dwritten) * self.inv_bw,
-                (self.fixed[4] + self.fixed[5]) * b, (self.flops[4] + self.flops[5]) * b, dread, dwritten)
+        c1 = ((self.compute_work[4] + self.compute_work[5]) * b / eff + (ew[4] + ew[5]) * b / eff_m
+              + (self.attention_work[4] + self.attention_work[5]) * b / eff_a)
+        return (eff, eff_a, self.expert_bytes * tt, moe0, *parts(self.compute_work), *parts(self.attention_work),
+                *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.flops),
+                c1, (dread + dwritten) * self.inv_bw, (self.fixed[4] + self.fixed[5]) * b, (self.flops[4] + self.flops[5]) * b,
+                dread, dwritten, self.launch_s * launch_exposed_one(self.terms, b, True))
 
 
 def _dot(a: tuple[float, ...], t: float, s: float, d: float, p: float, k: float, st: float, lg: float) -> float:

@@ -39,6 +39,7 @@ from specagent.common.errors import InputError
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
+from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
@@ -72,7 +73,10 @@ class DoesNotFit(ScenarioError):
 RESOLVERS: dict[str, Callable[..., Any]] = {
     "model": lambda name, hardware_dirs: load_model_spec(name),
     "hardware": lambda name, hardware_dirs: load_hardware(name, hardware_dirs),
+    "engine": lambda name, hardware_dirs: load_engine(name),
 }
+#: The name a resolved field takes when the scenario gives none (for fields whose Deployment default is a factory).
+RESOLVER_DEFAULTS: dict[str, str] = {"engine": DEFAULT_ENGINE}
 #: Help for the flags and scenario files; a field without an entry here is described by its
 #: `metadata={"help": ...}` in costmodel/deployment.py, or by its name.
 DEPLOYMENT_HELP = {
@@ -85,9 +89,13 @@ DEPLOYMENT_HELP = {
     "activation_dtype": "activation dtype",
     "state_dtype": "recurrent-state dtype (Gated DeltaNet keeps float32)",
     "memory_utilization": "share of GPU memory the serving engine may use",
+    "engine": "serving-engine profile whose fixed costs every pass pays (hardware/engines/: vllm, sglang, tensorrt-llm, "
+              "ideal = the bare roofline; or a .toml path; NAME:eager = CUDA graphs off)",
 }
 #: Flag names that differ from the field name (role-prefixed: --weak-dtype, --strong-dtype).
-DEPLOYMENT_FLAGS = {"weight_dtype": "dtype"}
+DEPLOYMENT_FLAGS = {"weight_dtype": "dtype", "engine": "serving_engine"}
+#: Flag names of a command about one deployment (`roofline`) that differ from the field name.
+SINGLE_DEPLOYMENT_FLAGS = {"engine": "serving_engine"}
 _SCALARS = (str, int, float, bool)
 
 
@@ -97,7 +105,9 @@ def _deployment_fields() -> list[tuple[str, type, Any]]:
     for f in fields(Deployment):
         help_ = f.metadata.get("help") or DEPLOYMENT_HELP.get(f.name) or f.name.replace("_", " ")
         if f.name in RESOLVERS:  # named in the scenario; an optional object (default None) stays optional
-            if f.default is dataclasses.MISSING:
+            if f.name in RESOLVER_DEFAULTS:
+                out.append((f.name, str, field(default=RESOLVER_DEFAULTS[f.name], metadata={"help": help_})))
+            elif f.default is dataclasses.MISSING:
                 out.append((f.name, str, field(metadata={"help": help_})))
             else:
                 out.append((f.name, str | None, field(default=None, metadata={"help": help_})))  # type: ignore[arg-type]
@@ -132,7 +142,7 @@ class _DeploymentSpecMethods:
                 continue
             try:
                 values[name] = load(values[name], dirs)
-            except (ModelSpecError, HardwareProfileError, OSError) as exc:
+            except (ModelSpecError, HardwareProfileError, EngineProfileError, OSError) as exc:
                 raise ScenarioError(str(exc), name) from exc
         try:
             return Deployment(**values)

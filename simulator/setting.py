@@ -83,9 +83,13 @@ class Setting:
 
     def describe(self) -> dict[str, str]:
         strong = self.strong.name + " (API)" if isinstance(self.strong, ApiModel) else self.strong.describe()
+        engines = self.weak.engine.describe() if isinstance(self.strong, ApiModel) else (
+            self.weak.engine.describe() if self.strong.engine.id == self.weak.engine.id
+            else f"Weak: {self.weak.engine.describe()}; Strong: {self.strong.engine.describe()}")
         return {
             "weak": self.weak.describe(),
             "strong": strong,
+            "serving_engine": engines,
             "prefix_caching": str(self.prefix_caching),
             "weight_mode": self.weight_mode,
             "verifier_prompt": self.verifier_prompt,

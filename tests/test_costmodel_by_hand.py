@@ -23,11 +23,19 @@ from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun, decode, prefill, repair, verify
 from specagent.costmodel.roofline import coefficients, estimate
+from specagent.hardware.engine import load_engine
 from specagent.hardware.profile import Sourced, load_hardware
 
 H20 = load_hardware("h20")
 Q397 = load_model_spec("qwen3.5-397b-a17b")
 Q4 = load_model_spec("qwen3-4b")
+#: The hand calculations here are of the bare roofline; the serving engine's fixed costs are
+#: checked by hand in tests/test_costmodel_latency.py.
+IDEAL = load_engine("ideal")
+
+
+def Dep(*args, **kw) -> Deployment:
+    return Deployment(*args, **{"engine": IDEAL, **kw})
 
 # ------------------------------------------------------------------ Qwen3.5-397B-A17B by hand (SPEC §3)
 H, L_FULL, L_LIN, L = 4096, 15, 45, 60
@@ -51,7 +59,7 @@ SHARED = L * (3 * H * 1024 + H)
 
 @pytest.mark.parametrize("gpus,par", [(1, "tp"), (8, "tp"), (8, "tp+ep")])
 def test_coefficients_of_the_397b_by_hand(gpus, par):
-    dep = Deployment(Q397, H20, gpus=gpus, parallelism=par, weight_dtype="fp8")
+    dep = Dep(Q397, H20, gpus=gpus, parallelism=par, weight_dtype="fp8")
     c = coefficients(dep)
     assert c.dense_gemm_params == L_FULL * ATTN_GEMM + L_LIN * GDN_GEMM + L * MOE_DENSE
     assert c.expert_params == EXPERT and c.expert_bytes == EXPERT * 1.0  # fp8: one byte per weight
@@ -73,7 +81,7 @@ def test_coefficients_of_the_397b_by_hand(gpus, par):
 
 def test_dense_ffn_coefficients_qwen3_4b_by_hand():
     h, layers, ff = 2560, 36, 9728
-    c = coefficients(Deployment(Q4, H20))
+    c = coefficients(Dep(Q4, H20))
     attn = h * 4096 + 2 * h * 1024 + 4096 * h
     assert c.dense_gemm_params == layers * (attn + 3 * h * ff)
     assert c.act_bytes_per_token == 2 * layers * ((h + 4096) + 2 * (h + 1024) + (4096 + h) + (h + 2 * ff + ff + h))
@@ -82,7 +90,7 @@ def test_dense_ffn_coefficients_qwen3_4b_by_hand():
 
 def test_397b_passes_component_by_component():
     """Decode at context 1000 and a 100-token verification on 8 GPUs (tp+ep): every FLOP, byte and second by hand."""
-    dep = Deployment(Q397, H20, gpus=8, parallelism="tp+ep", weight_dtype="fp8")
+    dep = Dep(Q397, H20, gpus=8, parallelism="tp+ep", weight_dtype="fp8")
     p = estimate(dep, Passes.from_batches([[(1, 1000)], [(100, 1000)]]), "union")
     t = np.array([1.0, 100.0])
     assert p.flops["dense"] == pytest.approx(2 * (L_FULL * ATTN_GEMM + L_LIN * GDN_GEMM + L * MOE_DENSE) * t, rel=1e-12)
@@ -120,17 +128,17 @@ def test_397b_passes_component_by_component():
 
 
 def test_single_gpu_has_no_communication_and_attention_runs_in_the_activation_dtype():
-    one = estimate(Deployment(Q4, H20), Passes.uniform(512, 0, 1))
+    one = estimate(Dep(Q4, H20), Passes.uniform(512, 0, 1))
     assert one.comm_bytes[0] == 0 and one.comm_s[0] == 0
-    two = estimate(Deployment(Q4, H20, gpus=2), Passes.uniform(512, 0, 1))  # ring all-reduce, 2 per layer: 2(g-1)/g = 1
+    two = estimate(Dep(Q4, H20, gpus=2), Passes.uniform(512, 0, 1))  # ring all-reduce, 2 per layer: 2(g-1)/g = 1
     assert two.comm_bytes[0] == 2 * 36 * 1.0 * 512 * 2560 * 2 and two.comm_s[0] == pytest.approx(two.comm_bytes[0] / 450e9, rel=1e-12)
     a100 = load_hardware("a100")  # no fp8 peak: fp8 activations run attention at the bf16 peak
-    p8 = estimate(Deployment(Q4, a100, activation_dtype="fp8"), Passes.uniform(512, 0, 1))
+    p8 = estimate(Dep(Q4, a100, activation_dtype="fp8"), Passes.uniform(512, 0, 1))
     g8, a8 = p8.flops["dense"] + p8.flops["lm_head"], p8.flops["attention"]
     assert p8.compute_s[0] == pytest.approx((g8[0] + a8[0]) / (312e12 * float(a100.prefill_mfu.value)), rel=1e-12)
     # fp32 activations: attention at the profile's fp32 peak (37 TFLOP/s here), GEMMs at the bf16 peak
     hw = dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "fp32": Sourced(37.0, "test")})
-    p = estimate(Deployment(Q4, hw, activation_dtype="fp32"), Passes.uniform(512, 0, 1))
+    p = estimate(Dep(Q4, hw, activation_dtype="fp32"), Passes.uniform(512, 0, 1))
     gemm = p.flops["dense"] + p.flops["lm_head"]
     attn = p.flops["attention"] + p.flops["linear_attention"]
     assert p.compute_s[0] == pytest.approx((gemm[0] / 148e12 + attn[0] / 37e12) / 0.6, rel=1e-12)
@@ -138,7 +146,7 @@ def test_single_gpu_has_no_communication_and_attention_runs_in_the_activation_dt
 
 # ------------------------------------------------------------------ phase wrappers, DecodeRun's closed form
 def test_phase_wrappers_pass_weight_mode_and_batch():
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    dep = Dep(Q397, H20, gpus=8, weight_dtype="fp8")
     for mode in ("union", "active"):
         assert decode(dep, 500, 4, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 4), mode).total_bytes_read[0]
         assert repair(dep, 500, 4, mode).total_bytes_read[0] == estimate(dep, Passes.uniform(1, 500, 4), mode).total_bytes_read[0]
@@ -167,7 +175,7 @@ def test_decode_run_max_affine_sum_matches_the_loop(a1, b1, a2, b2, c, m):
 
 
 def test_decode_run_time_includes_communication_and_overhead_per_step():
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    dep = Dep(Q397, H20, gpus=8, weight_dtype="fp8")
     run = DecodeRun(dep, "active")
     steps = estimate(dep, Passes.uniform(1, 2000 + np.arange(50.0), 1), "active")
     tot = run.totals(2000, 50)
@@ -221,22 +229,22 @@ def test_passes_fields_must_agree_in_shape_and_be_positive():
 # ------------------------------------------------------------------ Deployment: fit, limits, messages
 def test_deployment_validation_messages_and_bounds():
     with pytest.raises(ValueError, match=r"^gpus must be >= 1, got 0$"):
-        Deployment(Q4, H20, gpus=0)
+        Dep(Q4, H20, gpus=0)
     with pytest.raises(ValueError, match=r"^parallelism must be one of \('tp', 'tp\+ep'\), got 'pp'$"):
-        Deployment(Q4, H20, parallelism="pp")
+        Dep(Q4, H20, parallelism="pp")
     for bad in (0.0, 1.01):
         with pytest.raises(ValueError, match=rf"^memory_utilization must be in \(0, 1\], got {bad}$"):
-            Deployment(Q4, H20, memory_utilization=bad)
-    assert Deployment(Q4, H20, memory_utilization=1.0).usable_bytes == 96e9  # 1 is allowed: the whole card
+            Dep(Q4, H20, memory_utilization=bad)
+    assert Dep(Q4, H20, memory_utilization=1.0).usable_bytes == 96e9  # 1 is allowed: the whole card
 
 
 def test_deployment_memory_sizes_by_hand():
-    dep = Deployment(load_model_spec("qwen3.5-4b"), H20)
+    dep = Dep(load_model_spec("qwen3.5-4b"), H20)
     w = 4_205_751_296 * 2
     state = 24 * (32 * 128 * 128 * 4 + (2 * 16 * 128 + 32 * 128) * 3 * 2)  # fp32 recurrent + bf16 conv state
     kv = 8 * 2 * 4 * 256 * 2
     assert dep.weight_bytes() == w and dep.state_bytes_per_sequence() == state and dep.kv_bytes_per_token() == kv
-    assert Deployment(dep.model, H20, activation_dtype="fp32").state_bytes_per_sequence() == 24 * (32 * 128 * 128 * 4 + 8192 * 3 * 4)
+    assert Dep(dep.model, H20, activation_dtype="fp32").state_bytes_per_sequence() == 24 * (32 * 128 * 128 * 4 + 8192 * 3 * 4)
     assert dep.memory_needed() == w + state  # 1 sequence, context 0 by default
     assert dep.memory_needed(3, 1000) == w + 3 * (1000 * kv + state)
     free = 96e9 * 0.9 - w
@@ -245,16 +253,16 @@ def test_deployment_memory_sizes_by_hand():
 
 
 def test_max_sequences_edges():
-    q4 = Deployment(Q4, H20)  # no recurrent state: a sequence of context 0 costs nothing
+    q4 = Dep(Q4, H20)  # no recurrent state: a sequence of context 0 costs nothing
     assert q4.max_sequences(0) == 10**9
     tiny = dataclasses.replace(H20, memory_capacity_gb=Sourced(8.0, "test"))
-    assert Deployment(Q4, tiny).max_sequences(100) == 0  # 8.04 GB of weights > 7.2 GB usable
-    exact = Deployment(Q4, H20, memory_utilization=Q4.param_counts().total * 2 / 96e9)  # weights fill it exactly
+    assert Dep(Q4, tiny).max_sequences(100) == 0  # 8.04 GB of weights > 7.2 GB usable
+    exact = Dep(Q4, H20, memory_utilization=Q4.param_counts().total * 2 / 96e9)  # weights fill it exactly
     assert exact.max_sequences(100) == 0
 
 
 def test_check_fit_message_and_figures():
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="bf16")
+    dep = Dep(Q397, H20, gpus=8, weight_dtype="bf16")
     need = dep.memory_needed(100, 100_000)
     with pytest.raises(DeploymentDoesNotFit) as e:
         dep.check_fit(100, 100_000)
@@ -268,29 +276,29 @@ def test_check_fit_message_and_figures():
     )
     # defaults: one sequence at context 0 (weights + one recurrent state), judged against a budget of 1.5 states
     m = load_model_spec("qwen3.5-4b")
-    w, state, kv = 4_205_751_296 * 2, Deployment(m, H20).state_bytes_per_sequence(), Deployment(m, H20).kv_bytes_per_token()
-    snug = Deployment(m, H20, memory_utilization=(w + 1.5 * state) / 96e9)
+    w, state, kv = 4_205_751_296 * 2, Dep(m, H20).state_bytes_per_sequence(), Dep(m, H20).kv_bytes_per_token()
+    snug = Dep(m, H20, memory_utilization=(w + 1.5 * state) / 96e9)
     snug.check_fit()  # 1 sequence, context 0: fits
     assert snug.min_gpus() == 1
     with pytest.raises(DeploymentDoesNotFit):
         snug.check_fit(2, 0)
-    tight = Deployment(m, H20, memory_utilization=(w + state + 0.5 * kv) / 96e9)
+    tight = Dep(m, H20, memory_utilization=(w + state + 0.5 * kv) / 96e9)
     tight.check_fit()  # context 0 by default
     assert tight.min_gpus() == 1 and tight.min_gpus(1, 1) == 2
-    exact = Deployment(Q4, dataclasses.replace(H20, memory_capacity_gb=Sourced(8.044936192, "test")), memory_utilization=1.0)
+    exact = Dep(Q4, dataclasses.replace(H20, memory_capacity_gb=Sourced(8.044936192, "test")), memory_utilization=1.0)
     assert exact.memory_needed() == exact.usable_bytes == 4_022_468_096 * 2
     exact.check_fit()  # needing exactly what is there fits
     with pytest.raises(DeploymentDoesNotFit):
         tight.check_fit(1, 1)
-    fits = Deployment(Q4, H20, memory_utilization=(Q4.param_counts().total * 2 + 1) / 96e9)
+    fits = Dep(Q4, H20, memory_utilization=(Q4.param_counts().total * 2 + 1) / 96e9)
     fits.check_fit(1, 0)  # need == have - 1 byte: fits
     with pytest.raises(DeploymentDoesNotFit):
-        Deployment(Q4, H20, memory_utilization=Q4.param_counts().total * 2 / 96e9 * (1 - 1e-9)).check_fit()
+        Dep(Q4, H20, memory_utilization=Q4.param_counts().total * 2 / 96e9 * (1 - 1e-9)).check_fit()
 
 
 # ------------------------------------------------------------------ balance point fields and search range
 def test_balance_point_reports_what_it_searched():
-    dep = Deployment(Q4, H20)
+    dep = Dep(Q4, H20)
     default = balance_point(dep)
     assert (default.context, default.weight_mode, default.max_batch_searched) == (0, "union", 65536)
     bp = balance_point(dep, context=0, weight_mode="active", max_batch=64)
@@ -298,9 +306,9 @@ def test_balance_point_reports_what_it_searched():
     assert bp.hardware_ridge_bf16 == 37.0 and bp.hardware_ridge == 37.0
     assert balance_point(dep, max_batch=38).balance_batch_peak == 38  # the last batch searched counts
     assert balance_point(dep, max_batch=37).balance_batch_peak is None
-    slow = Deployment(Q4, dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "bf16": Sourced(0.001, "test")}))
+    slow = Dep(Q4, dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "bf16": Sourced(0.001, "test")}))
     assert balance_point(slow, max_batch=4).balance_batch_peak == 1  # compute-bound from the first batch
-    fp8 = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    fp8 = Dep(Q397, H20, gpus=8, weight_dtype="fp8")
     bp8 = balance_point(fp8, max_batch=4)
     assert bp8.compute_dtype == "fp8" and bp8.hardware_ridge == 74.0 and bp8.hardware_ridge_bf16 == 37.0
 
@@ -353,7 +361,7 @@ def test_small_moe_config_parameter_counts_by_hand():
     # an MoE spec with every layer mlp-only: no MoE anywhere, MTP layer dense too, no expert terms in the roofline
     no_moe = parse_config(_moe_cfg(mlp_only_layers=[0, 1, 2, 3, 4, 5]), path="x")
     assert no_moe.moe is not None and no_moe.num_moe_layers == 0 and no_moe.param_counts().mtp == attn + dense + 2 * 64 * 64 + 5 * 64
-    c = coefficients(Deployment(no_moe, H20))
+    c = coefficients(Dep(no_moe, H20))
     assert (c.moe_layers, c.num_experts, c.top_k, c.expert_params) == (0, 0, 0, 0)
     assert c.dense_gemm_params == 6 * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 6 * dense
     mixtral_style = parse_config(_moe_cfg(num_experts=None, num_local_experts=4, shared_expert_intermediate_size=1), path="x")
@@ -369,7 +377,7 @@ def test_qwen3_30b_a3b_no_shared_expert_by_hand():
     p = load_model_spec("qwen3-30b-a3b").param_counts()
     assert p.shared_expert == 0 and p.attention == layers * (attn_gemm + 2 * 128)
     assert p.total == layers * (attn_gemm + 256) + layers * 128 * 3 * h * 768 + layers * h * 128 + 2 * 151936 * h + layers * 2 * h + h
-    c = coefficients(Deployment(load_model_spec("qwen3-30b-a3b"), H20))
+    c = coefficients(Dep(load_model_spec("qwen3-30b-a3b"), H20))
     assert c.dense_gemm_params == layers * (attn_gemm + h * 128)  # attention + router; no shared expert, no gate
     act_attn = (h + 4096) + 2 * (h + 512) + (4096 + h)
     assert c.act_bytes_per_token == 2 * layers * (act_attn + 8 * (h + 2 * 768 + 768 + h) + h + 128)

@@ -19,9 +19,11 @@ from specagent.costmodel.moe import moe_union_experts, moe_union_experts_monte_c
 from specagent.costmodel.passes import GDN_CHUNK, Passes
 from specagent.costmodel.phases import DecodeRun, decode, prefill, repair, verify
 from specagent.costmodel.roofline import estimate
+from specagent.hardware.engine import load_engine
 from specagent.hardware.profile import Sourced, list_profiles, load_hardware
 
 H20 = load_hardware("h20")
+IDEAL = load_engine("ideal")  # the bare roofline: these hand checks are of the roofline itself (engine terms: test_costmodel_latency.py)
 Q4 = load_model_spec("qwen3-4b")  # dense, softmax attention only
 Q35_4B = load_model_spec("qwen3.5-4b")  # dense, hybrid GDN, tied embeddings
 Q27 = load_model_spec("qwen3.5-27b")  # dense, hybrid, untied
@@ -93,7 +95,7 @@ def test_decode_flops_hand_count_qwen3_4b():
 
 def test_time_and_bound_hand_397b_decode():
     """397B fp8 on 8x H20 decode at 8k context: memory time, comm bytes and the bound by hand."""
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8")
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=IDEAL)
     cost = decode(dep, context=8192)
     total_bytes = cost.total_bytes_read[0] + cost.total_bytes_written[0]
     assert cost.memory_s[0] == pytest.approx(total_bytes / (8 * 4.0e12 * 0.72), rel=1e-12)
@@ -264,7 +266,7 @@ def _hand_dense_balance_qwen3_4b(peak: float, bw: float, mfu: float = 1.0, beff:
 
 
 def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
-    bp = balance_point(Deployment(Q4, H20))
+    bp = balance_point(Deployment(Q4, H20, engine=IDEAL))
     exact = _hand_dense_balance_qwen3_4b(148e12, 4.0e12)
     assert bp.balance_batch_peak == math.ceil(exact)
     # 2 FLOPs per 2-byte weight per token: batch ≈ ridge · 2/2 = 37 (KV, activations add < 3%)
@@ -272,6 +274,12 @@ def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
     assert bp.hardware_ridge == bp.hardware_ridge_bf16 == pytest.approx(37.0)
     eff = _hand_dense_balance_qwen3_4b(148e12, 4.0e12, mfu=0.6, beff=0.72)
     assert bp.balance_batch_effective == math.ceil(eff)
+    # a serving engine's fitted GEMM and bandwidth efficiencies move the effective balance batch,
+    # its fixed costs (added to both sides of the bound) do not; here the engine has no attention_mfu
+    eng = dataclasses.replace(load_engine("vllm"), gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None)
+    served = balance_point(Deployment(Q4, H20, engine=eng))
+    assert served.balance_batch_peak == bp.balance_batch_peak
+    assert served.balance_batch_effective == math.ceil(_hand_dense_balance_qwen3_4b(148e12, 4.0e12, mfu=0.5, beff=0.9))
 
 
 @pytest.mark.parametrize("model", [Q4, LLAMA], ids=lambda m: m.name)
@@ -436,7 +444,7 @@ def _curved(decode_curve=((1.0, 0.1), (16.0, 0.02))):
 def test_decode_curve_prices_a_pure_decode_pass_by_hand():
     """Batch 4 decode: decode curve at log4/log16 = 1/2 of the way -> 0.06; without it the
     tokens/pass curve at log4/log1024 = 1/5 of the way -> 0.1 + 0.4/5 = 0.18 (3x faster compute)."""
-    with_dc, without = Deployment(Q4, _curved()), Deployment(Q4, _curved(()))
+    with_dc, without = Deployment(Q4, _curved(), engine=IDEAL), Deployment(Q4, _curved(()), engine=IDEAL)
     p = Passes.uniform(1, 512, 4)
     a, b = estimate(with_dc, p), estimate(without, p)
     peak = H20.peak_flops("bf16")  # weights, KV and activations all bf16: one peak for GEMMs and attention
@@ -449,7 +457,7 @@ def test_decode_curve_prices_a_pure_decode_pass_by_hand():
 
 
 def test_decode_curve_only_for_passes_where_every_sequence_decodes():
-    dep, plain = Deployment(Q4, _curved()), Deployment(Q4, _curved(()))
+    dep, plain = Deployment(Q4, _curved(), engine=IDEAL), Deployment(Q4, _curved(()), engine=IDEAL)
     batches = [
         [(1, 100), (1, 200), (1, 300), (1, 50)],  # pure decode, batch 4 -> decode curve 0.06
         [(1, 100), (3, 200)],  # 4 tokens, one sequence verifies 3: mixed -> tokens curve 0.18
@@ -518,10 +526,12 @@ def test_balance_point_uses_the_decode_curve_of_a_calibrated_profile():
     from specagent.costmodel.model_spec import load_model_spec
     from specagent.hardware.profile import load_hardware
 
+    from specagent.hardware.engine import load_engine
+
     hw = load_hardware("h20")
-    dep = Deployment(load_model_spec("qwen3-4b"), hw)
+    dep = Deployment(load_model_spec("qwen3-4b"), hw, engine=load_engine("ideal"))  # the bare roofline, by hand below
     plain = balance_point(dep, max_batch=512)
-    curved = Deployment(dep.model, dataclasses.replace(hw, decode_efficiency_curve=((1.0, 0.05), (512.0, 0.3))))
+    curved = Deployment(dep.model, dataclasses.replace(hw, decode_efficiency_curve=((1.0, 0.05), (512.0, 0.3))), engine=dep.engine)
     with_curve = balance_point(curved, max_batch=512)
     # at peak rates the efficiencies cancel, whatever the curve
     assert with_curve.balance_batch_peak == plain.balance_batch_peak

@@ -65,9 +65,18 @@ def synthetic_plan(n_tasks: int, seed: int):
     return b.build()
 
 
-def _cases():
-    s = default_setting()
-    edge = edge_setting()
+def _with_engine(setting, engine):
+    """The setting with every self-hosted deployment served by `engine` (an API Strong model stays as it is)."""
+    if engine is None:
+        return setting
+    swap = {k: dataclasses.replace(getattr(setting, k), engine=engine) for k in ("weak", "strong")
+            if not (k == "strong" and setting.strong_is_api)}
+    return dataclasses.replace(setting, **swap)
+
+
+def _cases(engine=None):
+    s = _with_engine(default_setting(), engine)
+    edge = _with_engine(edge_setting(), engine)
     tight = dataclasses.replace(s.weak, memory_utilization=0.16)  # a few calls' KV at once: admission waits
     return {
         "contended_chunked": (s, Fleet(Pool(s.weak, 2, scheduler=Scheduler(8, 256)), Pool(s.strong, 1, scheduler=Scheduler(8, 256))),
@@ -93,8 +102,8 @@ def _summary_digest(summary: dict) -> str:
                                      sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def run_case(name: str) -> dict:
-    setting, fleet, arrivals, n, seed, by_token = _cases()[name]
+def run_case(name: str, engine=None) -> dict:
+    setting, fleet, arrivals, n, seed, by_token = _cases(engine)[name]
     plan = synthetic_plan(n, seed)
     res = FleetSim(plan, fleet, arrivals.sample(n), step_by_token=by_token).run()
     return {
@@ -104,8 +113,9 @@ def run_case(name: str) -> dict:
     }
 
 
-# Captured from the simpy engine (commit d746f19); see the module docstring before changing.
-GOLDEN: dict[str, dict] = {'api_unlimited': {'calls': 'd68ac2b466604f5b78078c6b',
+# Captured from the simpy engine (commit d746f19), before serving-engine profiles existed; the
+# `ideal` engine (the bare roofline) must still reproduce them (test_ideal_engine_reproduces_...).
+GOLDEN_IDEAL: dict[str, dict] = {'api_unlimited': {'calls': 'd68ac2b466604f5b78078c6b',
                    'latency': ['0x1.81ab0d7ef8947p+3', '0x1.2585cadbe886dp+4', '0x1.5a61a6ea7c09ep+2',
                                '0x1.e859f1532477bp+3', '0x1.f1a9430d0e46ep+2', '0x1.6f43501d4b01cp+0',
                                '0x1.41a76202ba4f4p+2', '0x1.c3a8aa34a93a0p+3', '0x1.bfa5434a3f878p+2',
@@ -169,6 +179,90 @@ GOLDEN: dict[str, dict] = {'api_unlimited': {'calls': 'd68ac2b466604f5b78078c6b'
                     'summary': 'c3c50dd4b5b42ed21e0fcd2f',
                     'tasks': '35ad05d8ca976c73365b1921',
                     'turns': '49f78c2b855669afb1aa4e58'}}
+
+
+# The default serving engine (vLLM's fitted profile, hardware/engines/vllm.toml): regenerated when
+# the engine terms were added (issue 12) after test_ideal_engine_reproduces_... showed the
+# change is only those terms; regenerate with `python tests/test_fleet_golden.py` after a
+# deliberate change to the pass-time function, an engine profile or the scheduler.
+GOLDEN: dict[str, dict] = {'api_unlimited': {'calls': 'fabafb0191b5e4ca8e820206',
+                   'latency': ['0x1.9226141518c33p+3', '0x1.365db7d8f8a31p+4', '0x1.6540586729634p+2',
+                               '0x1.fa5419959d17dp+3', '0x1.04bc84affef1dp+3', '0x1.730fa5937498ap+0',
+                               '0x1.5a1ac7fe9b204p+2', '0x1.d569bddb4259ep+3', '0x1.e022cf10e84d0p+2',
+                               '0x1.312e6cf758fdcp+4', '0x1.e8d64d0ad144ap+1', '0x1.5b9a04a44a79dp+4',
+                               '0x1.c4f690d6de8eep+4', '0x1.95450e098d921p+3', '0x1.06862bdfed085p+4',
+                               '0x1.1c4a107fbe868p+5'],
+                   'replicas': '5d01313944a3c9cc3e56d9c3',
+                   'segments': '6d8eeae430d07aeaaeb1d4d9',
+                   'summary': '16a8ad99532d9be63f537e9d',
+                   'tasks': 'bb0522853bbea90f3bd1244f',
+                   'turns': 'bd50c769431fcf134d60d815'},
+ 'contended_chunked': {'calls': '9a8dbd2aadda6861f8d3be3d',
+                       'latency': ['0x1.f147e8c026eb2p+1', '0x1.931d375df6f9fp+4', '0x1.7fff77f6d4c0bp+4',
+                                   '0x1.9cf0d1845eb2bp+4', '0x1.4a7fa4229c552p+3', '0x1.972e70d3d169cp+4',
+                                   '0x1.0a37ddbde04d5p+5', '0x1.5b0066f680b29p+4', '0x1.18c31a49ba560p+3',
+                                   '0x1.95fc797967c6bp+4', '0x1.225ddcfd3fad1p+4', '0x1.cf9484812f32cp+4',
+                                   '0x1.b7fd9237d9146p+4', '0x1.c006fb9e94c9ep+4', '0x1.f441b2c7793d2p+3',
+                                   '0x1.6d5efd93b6c52p+4', '0x1.3a0f9752c2622p+4', '0x1.434199525a120p+4',
+                                   '0x1.f29719138e430p+3', '0x1.0aef8e4643619p+4', '0x1.d51b25281a955p+3',
+                                   '0x1.665df444e8653p+4', '0x1.7a6a868489d8cp+3', '0x1.1db164ef1ffa9p+4'],
+                       'replicas': '17eaf03f89eb64635ee8fcff',
+                       'segments': 'ff8b233edb539feb05b17db3',
+                       'summary': '10bc46e0cf162edc63ef3e3f',
+                       'tasks': '47ff9c997d981808b1472d78',
+                       'turns': '20c8b7bc642ac41f8c7f6f45'},
+ 'memory_ties': {'calls': '4a2d423bcaf2fffd6fb4fec4',
+                 'latency': ['0x1.1ab5104526e45p+4', '0x1.c2483686b059dp+3', '0x1.049d1a736a354p+4',
+                             '0x1.42f68accd00c3p+4', '0x1.44c33b3d115cdp+3', '0x1.e42eb89da811ep+3',
+                             '0x1.c046c905f6030p+3', '0x1.f76f467258f84p+3', '0x1.81d065cb45598p+4',
+                             '0x1.5fe3e3f6ec916p+3', '0x1.46c7492b0736ep+3', '0x1.dce78e2f77360p+3',
+                             '0x1.dbf7c2d67d0cep+3', '0x1.7db5c4b0f43ecp+3', '0x1.c459a085693f8p+1',
+                             '0x1.bb14e9feee5a4p+3', '0x1.0f26fc95e83e0p+4', '0x1.0070b24947970p+4',
+                             '0x1.4978f0874801cp+2', '0x1.c77d30af8216cp+2'],
+                 'replicas': '3c04d4b86a4120839ae8479e',
+                 'segments': '1e6782d049b7f2206bc50d26',
+                 'summary': '99617eec91d869422b789b88',
+                 'tasks': 'e623728be75340465dc8d69c',
+                 'turns': 'c8c7a1b1081f4127f955edc5'},
+ 'routers_bursty': {'calls': '4eed48a4f44f8c40d3e3cd85',
+                    'latency': ['0x1.f02d1953a0d9dp+0', '0x1.aba90a66b53dep+2', '0x1.f4f5857deb227p+1',
+                                '0x1.3cbb6127bfb54p+3', '0x1.648eb7aa8a309p+3', '0x1.5af4c91baf0dbp+2',
+                                '0x1.b72029e674d3cp+3', '0x1.83aacb479046bp+3', '0x1.ffed5c8ad6a04p+3',
+                                '0x1.fc6603e50e320p-1', '0x1.b8e86bc9493a0p-1', '0x1.558bcbc5e468ap+3',
+                                '0x1.44c5c1aa1cc1fp+4', '0x1.0f9d50c4d384ap+3', '0x1.d6884ae0ec0a6p+3',
+                                '0x1.e35b355199f34p+3', '0x1.e8d98752bbdb4p+3', '0x1.56ce85da9a738p+4',
+                                '0x1.48b8fd5d6b652p+4', '0x1.570f3934bc254p+3', '0x1.cab25bbca8930p+3',
+                                '0x1.afb79f9708308p+2', '0x1.c96181d2fd24cp+3', '0x1.4abe347c444f8p+2',
+                                '0x1.dcec3e1caaa8cp+3', '0x1.29d81f36dd3e4p+3', '0x1.0bdca08293258p+3',
+                                '0x1.b576096f45580p+3', '0x1.20450993faca4p+3', '0x1.49425b3e99530p+2'],
+                    'replicas': '5d1391bca0dce860fbfa8966',
+                    'segments': 'a60577e40ef60ddc4c6985e1',
+                    'summary': 'c9ed67929a27828eaa35c5d8',
+                    'tasks': '5666fca7e76e09559f54f5fb',
+                    'turns': '0f8b23df0ac3cbb5e0d91f85'},
+ 'token_stepping': {'calls': '5f7a27bf8df7a6d6b750baa0',
+                    'latency': ['0x1.6e3e3782f4a7fp+4', '0x1.9fb9a48d333f4p+2', '0x1.da7c090df54e5p+1',
+                                '0x1.44ec85639efcep+3', '0x1.5ac71d455da7cp+4', '0x1.87c981bde2360p+4',
+                                '0x1.6f2aabf0e9a88p+4', '0x1.6f6db2a2a30a5p+3'],
+                    'replicas': 'ed5315c64dcb243a6a4b65ca',
+                    'segments': 'a3e5674fd21bb080854c297b',
+                    'summary': '764601f7059cc0facadae5c6',
+                    'tasks': '5e44718c9672af78aee42553',
+                    'turns': '111892d6b250e984d48e873d'}}
+
+@pytest.mark.parametrize("name", sorted(_cases()))
+def test_ideal_engine_reproduces_the_runs_pinned_before_engine_profiles(name):
+    """The new terms are the only change: with none of them (`ideal`), every output is the old one bit for bit.
+
+    The summary is left out: it names each pool's deployment, whose description now names its engine.
+    """
+    from specagent.hardware.engine import load_engine
+
+    got = run_case(name, load_engine("ideal"))
+    want = GOLDEN_IDEAL[name]
+    assert [float.fromhex(x) for x in got["latency"]] == [float.fromhex(x) for x in want["latency"]]
+    for frame in ("tasks", "calls", "turns", "segments", "replicas"):
+        assert got[frame] == want[frame], f"{name}: the {frame} output changed"
 
 
 @pytest.mark.parametrize("name", sorted(_cases()))

@@ -1,4 +1,4 @@
-"""Imports run one way: common → hardware → costmodel → traces → simulator → kernels → reports → cli.
+"""Imports run one way: common → hardware → measurements → costmodel → traces → simulator → kernels → reports → cli.
 
 Every module's imports are read from its source (the ones inside functions too, which a
 runtime check would miss) and each arrow must point to the same layer or one below. Inside
@@ -17,11 +17,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: package -> folder, as pyproject.toml maps them
 FOLDERS = {
-    "specagent.common": "common", "specagent.hardware": "hardware", "specagent.costmodel": "costmodel",
+    "specagent.common": "common", "specagent.hardware": "hardware", "specagent.measurements": "measurements", "specagent.costmodel": "costmodel",
     "specagent.traces": "traces", "specagent.simulator": "simulator", "specagent.kernels": "kernels",
     "specagent.reports": "specagent/reports", "specagent.cli": "specagent/cli",
 }
-LAYERS = ["specagent.common", "specagent.hardware", "specagent.costmodel", "specagent.traces", "specagent.simulator",
+LAYERS = ["specagent.common", "specagent.hardware", "specagent.measurements", "specagent.costmodel", "specagent.traces", "specagent.simulator",
           "specagent.kernels", "specagent.reports", "specagent.cli"]
 #: The package root re-exports the public API lazily; only the command line may import it.
 ROOT_RANK = LAYERS.index("specagent.cli")

@@ -93,8 +93,11 @@ def test_roofline_balance_fallback_matches_hand_calculation_for_a_dense_model():
 def test_roofline_saving_never_grows_with_the_decode_batch(b1, b2, seg, ctx):
     lo, hi = sorted((b1, b2))
     df = verify_saving_curve(_dense(), seg, ctx, batches=[lo, hi])
-    assert df["time_saving"].iloc[1] <= df["time_saving"].iloc[0] + 1e-12
     assert df["memory_saving"].iloc[1] <= df["memory_saving"].iloc[0] + 1e-12
+    cap = int(_dense().engine.cuda_graph_max_batch.value)
+    if lo <= cap < hi:
+        return  # past the largest captured CUDA graph a decode pass launches its kernels one by one: decode gets dearer
+    assert df["time_saving"].iloc[1] <= df["time_saving"].iloc[0] + 1e-12
 
 
 def test_balance_figure_marks_where_the_saving_vanishes():
@@ -131,13 +134,17 @@ def test_simulated_phases_lie_under_the_derated_roofline():
                                    {"weak": setting.weak.compute_dtype, "strong": setting.strong.compute_dtype})
     assert set(pts["phase"]) >= {"strong_verify", "strong_decode", "weak_decode"}
     hw = setting.strong.hardware
+    from specagent.costmodel.latency import latency_terms
+
+    lt = latency_terms(setting.strong)  # the serving engine's GEMM MFU and bandwidth on this GPU
+    assert setting.weak.engine.id == setting.strong.engine.id and setting.weak.hardware.id == hw.id  # one derated roofline for both
     for _, r in pts.iterrows():
-        ceiling = min(hw.peak_flops(r["compute_dtype"]) * hw.prefill_mfu.value, r["intensity"] * hw.bandwidth_bytes_s * hw.bandwidth_efficiency.value)
+        ceiling = min(hw.peak_flops(r["compute_dtype"]) * lt.gemm_mfu, r["intensity"] * hw.bandwidth_bytes_s * lt.bandwidth_efficiency)
         assert r["flops_per_s_per_gpu"] <= ceiling * (1 + 1e-9), r["phase"]
     # Decode is bandwidth-bound, the verification prefill is not: intensity on either side of the ridge.
     by = pts[pts["strategy"] == "specagent"].set_index("phase")["intensity"]
     assert by["strong_decode"] < hw.ridge("fp8") < by["strong_verify"]
-    fig = F.roofline_figure(hw, pts)
+    fig = F.roofline_figure(hw, pts, derate=(lt.gemm_mfu, lt.bandwidth_efficiency))
     assert sum(1 for tr in fig.data if tr.mode == "markers") == len(pts)
 
 

@@ -16,7 +16,7 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.scenario import (
-    DEFAULT_TITLE, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, Workload, default_setting, edge_setting, shipped_path,
+    DEFAULT_TITLE, RESOLVER_DEFAULTS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, Workload, default_setting, edge_setting, shipped_path,
 )
 from specagent.simulator.setting import Setting
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, STRATEGY_NAMES
@@ -50,6 +50,8 @@ def test_deployment_entries_have_exactly_the_deployment_fields():
     for name, default in dep_fields.items():
         if name in ("model", "hardware"):
             assert spec_fields[name] is dataclasses.MISSING
+        elif name in RESOLVER_DEFAULTS:  # an object made by a factory: named in the scenario
+            assert spec_fields[name] == RESOLVER_DEFAULTS[name]
         else:
             assert spec_fields[name] == default
     assert set(Scenario().to_dict()["strong"]) == set(dep_fields)

@@ -14,6 +14,7 @@ from rich.table import Table
 from specagent import __version__
 from specagent.cli import fleet as fleet_cli
 from specagent.cli import kernels as kernels_cli
+from specagent.cli import latency as latency_cli
 from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
@@ -24,7 +25,7 @@ from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
 from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
-from specagent.costmodel.roofline import WEIGHT_MODES
+from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
 from specagent.simulator import ENGINE
 from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
@@ -135,8 +136,8 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
         items.append((f"peak {k} TFLOP/s", v.value, v.source))
     for label, v in (("memory GB", p.memory_capacity_gb), ("bandwidth TB/s", p.memory_bandwidth_tb_s), ("memory kind", p.memory_kind),
                      ("interconnect", p.interconnect_kind), ("interconnect GB/s", p.interconnect_gb_s),
-                     ("interconnect GB/s one way", p.interconnect_unidirectional_gb_s), ("prefill MFU", p.prefill_mfu),
-                     ("decode MFU (reported)", p.decode_mfu), ("bandwidth efficiency", p.bandwidth_efficiency),
+                     ("interconnect GB/s one way", p.interconnect_unidirectional_gb_s), ("GEMM MFU (prefill_mfu)", p.prefill_mfu),
+                     ("bandwidth efficiency", p.bandwidth_efficiency),
                      ("pass overhead µs", p.pass_overhead_us), ("$/GPU-hour", p.price_usd_per_gpu_hour)):
         if v is not None:
             items.append((label, v.value, v.source))
@@ -263,18 +264,25 @@ def roofline(
     cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
+    lt = coefficients(dep).terms
+    eng = dep.engine.for_hardware(hw.id)
     out = dict(
-        deployment=dep.describe(), phase=phase, batch=batch, context=context, new_tokens_per_sequence=new, weight_mode=weight_mode,
+        deployment=dep.describe(), serving_engine=dep.engine.describe(), phase=phase, batch=batch, context=context,
+        new_tokens_per_sequence=new, weight_mode=weight_mode,
         ridge_flop_per_byte=hw.ridge(dep.compute_dtype), intensity_flop_per_byte=float(cost.intensity[0]),
-        efficiencies=dict(compute=float(hw.prefill_mfu.value), compute_source=hw.prefill_mfu.source,
-                          bandwidth=float(hw.bandwidth_efficiency.value), bandwidth_source=hw.bandwidth_efficiency.source,
-                          pass_overhead_us=float(hw.pass_overhead_us.value)),
+        efficiencies=dict(gemm=lt.gemm_mfu, gemm_source=(eng.gemm_mfu or hw.prefill_mfu).source,
+                          attention=lt.attention_mfu if lt.attention_mfu is not None else lt.gemm_mfu,
+                          attention_source=(eng.attention_mfu or eng.gemm_mfu or hw.prefill_mfu).source,
+                          moe=lt.moe_mfu if lt.moe_mfu is not None else lt.gemm_mfu, moe_pad_tokens=lt.moe_pad_tokens,
+                          bandwidth=lt.bandwidth_efficiency, bandwidth_source=(eng.bandwidth or hw.bandwidth_efficiency).source),
+        engine_terms={name: value for name, value, _ in eng.figures()},
         **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
     )
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]")
+    t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]; "
+                    f"served by {dep.engine.describe()}")
     t.add_column("component")
     t.add_column("FLOPs", justify="right")
     t.add_column("HBM read", justify="right")
@@ -288,10 +296,14 @@ def roofline(
     s = Table(show_header=False, title="time (per replica)")
     s.add_column("k")
     s.add_column("v", justify="right")
-    s.add_row("compute time", f"{out['compute_s'] * 1e3:.3f} ms  (MFU {hw.prefill_mfu.value:g})")
-    s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {hw.bandwidth_efficiency.value:g})")
-    s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU)")
-    s.add_row("fixed overhead", f"{out['overhead_s'] * 1e3:.3f} ms")
+    eff = out["efficiencies"]
+    s.add_row("compute time", f"{out['compute_s'] * 1e3:.3f} ms  (GEMM MFU {eff['gemm']:.3g}, attention {eff['attention']:.3g}; "
+              f"MoE padding {out['compute_expert_padding_s'] * 1e3:.3f} ms)")
+    s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {eff['bandwidth']:.3g})")
+    s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU; latency "
+              f"{out['collective_latency_s'] * 1e3:.3f} ms for {lt.allreduces} all-reduces + {lt.all_to_alls} all-to-alls)")
+    s.add_row("engine fixed costs", f"{out['overhead_s'] * 1e3:.3f} ms  (iteration {out['fixed_iteration_s'] * 1e3:.3f}, sequences "
+              f"{out['fixed_per_sequence_s'] * 1e3:.3f}, layers {out['fixed_layers_s'] * 1e3:.3f}, launches {out['fixed_launch_s'] * 1e3:.3f})")
     s.add_row("pass time", f"{out['time_s'] * 1e3:.3f} ms")
     s.add_row("intensity / ridge", f"{out['intensity_flop_per_byte']:.1f} / {out['ridge_flop_per_byte']:.1f} FLOP/B")
     s.add_row("bound", out["bound"])
@@ -344,6 +356,7 @@ app.add_typer(fleet_cli.study_app, name="study")
 app.command("report", help=report_cli.HELP)(report_cli.report)
 app.command("calibrate")(kernels_cli.calibrate_cmd)
 app.command("live")(kernels_cli.live_cmd)
+app.add_typer(latency_cli.app, name="latency")
 
 
 def main() -> None:

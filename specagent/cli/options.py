@@ -23,7 +23,7 @@ import typer
 from specagent.cli.console import fail
 from specagent.common.errors import InputError
 from specagent.simulator.scenario import (
-    DEPLOYMENT_FLAGS, SHIPPED, DeploymentSpec, DoesNotFit, Scenario, ScenarioError,
+    DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError,
 )
 from specagent.simulator.setting import Setting
 
@@ -59,7 +59,7 @@ def _kebab(name: str) -> str:
 def deployment_flag(role: str, name: str) -> str:
     """The flag of deployment field `name`: `--strong-gpus`, `--weak-dtype` (weight_dtype); `--gpus`, `--weight-dtype`
     for a command about one deployment (role '')."""
-    return f"--{_kebab(name)}" if not role else f"--{role}-{_kebab(DEPLOYMENT_FLAGS.get(name, name))}"
+    return f"--{_kebab(SINGLE_DEPLOYMENT_FLAGS.get(name, name))}" if not role else f"--{role}-{_kebab(DEPLOYMENT_FLAGS.get(name, name))}"
 
 
 def _is_scalar(typ: Any) -> bool:

@@ -348,13 +348,15 @@ def phase_operating_points(summary: pd.DataFrame, gpus: Mapping[str, int], compu
                                        "flops_per_s_per_gpu", "compute_dtype"])
 
 
-def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True) -> go.Figure:
+def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True,
+                    derate: tuple[float, float] | None = None) -> go.Figure:
     """Figure 5: the hardware profile's roofline per GPU with each phase's operating points.
 
     ``profile`` is a HardwareProfile; ``points`` has columns label, phase, phase_label,
     intensity (FLOP/byte), flops_per_s_per_gpu and compute_dtype (from
     ``phase_operating_points``). Solid lines are peak rooflines, one per compute dtype used;
-    dashed lines apply the profile's prefill MFU and bandwidth efficiency.
+    dashed lines apply ``derate`` = (GEMM MFU, bandwidth efficiency) — the serving engine's
+    on this GPU (`costmodel.latency`) — or else the profile's prefill MFU and bandwidth efficiency.
     """
     _need(points, ["label", "phase", "intensity", "flops_per_s_per_gpu", "compute_dtype"], "Figure 5 (roofline)")
     if points.empty:
@@ -365,8 +367,7 @@ def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True) ->
     xi = np.geomspace(lo, hi, 200)
     fig = go.Figure()
     dtypes = list(dict.fromkeys(points["compute_dtype"])) or ["bf16"]
-    eff_c = float(profile.prefill_mfu.value)
-    eff_b = float(profile.bandwidth_efficiency.value)
+    eff_c, eff_b = derate or (float(profile.prefill_mfu.value), float(profile.bandwidth_efficiency.value))
     for dt in dtypes:
         peak = profile.peak_flops(dt)
         fig.add_scatter(x=xi, y=np.minimum(peak, xi * bw) / 1e12, mode="lines", name=f"peak roofline ({dt.upper()})",

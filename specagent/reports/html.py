@@ -158,7 +158,10 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
             s = data.runs[0].summary
             keep = [k for k in ("strongonly", "specagent") if k in s.index] or list(s.index[:2])
             pts = F.phase_operating_points(s, gpus, dts, keep)
-            return F.roofline_figure(hw, pts)
+            from specagent.costmodel.latency import latency_terms
+
+            lt = latency_terms(strong if strong is not None else weak)
+            return F.roofline_figure(hw, pts, derate=(lt.gemm_mfu, lt.bandwidth_efficiency))
 
         attempt("fig5", "The hardware's roofline per GPU and where each phase of the run operates: decode phases sit "
                         "on the bandwidth slope, verification prefill near the compute roof.", fig5)

@@ -1,0 +1,134 @@
+"""The fixed costs a served forward pass pays beyond the roofline, defined once.
+
+`roofline.estimate` adds these terms to every pass, so the phases, `DecodeRun`'s closed
+form, the fleet's `IterationCost` (which reads them off `estimate`), the balance point and
+calibration all price the same pass the same way. Each term is a named field of the
+deployment's serving-engine profile (`hardware/engines/*.toml`, with its source or fit):
+
+* per-iteration CPU work (``iteration_us``) + per sequence (``per_sequence_us``);
+* GPU-side fixed time per layer by kind (``layer_us``: full attention, Gated DeltaNet,
+  dense MLP, MoE — a decoder layer is one mixer and one FFN and pays both);
+* kernel launches (``launch_us`` × kernels per pass), paid by every pass that does not
+  replay a CUDA graph: graphs cover passes of up to ``cuda_graphs.max_batch`` tokens,
+  pure-decode ones only unless the engine also captures mixed batches (vLLM V1's
+  piecewise graphs). Launches are added, not overlapped with GPU work, so a long eager
+  prefill is over-priced by at most one pass's launch time (stated simplification);
+* α–β collectives: ``allreduce_alpha_us`` per tensor-parallel all-reduce (2 per layer: after
+  the mixer and after the FFN) and ``all_to_all_alpha_us`` per expert-parallel all-to-all
+  (dispatch + combine replace the FFN all-reduce of an MoE layer under tp+ep); the bytes
+  ÷ link bandwidth part is the roofline's, unchanged; the vocabulary-parallel embedding
+  all-reduce and logits gather (2 per pass) are left in the per-iteration term;
+* grouped-GEMM MoE efficiency vs tokens per expert: each touched expert computes
+  ``moe_pad_tokens`` rows beyond its tokens (block padding), i.e. efficiency
+  ``moe_mfu`` × τ/(τ + pad) at τ tokens per expert;
+* attention-kernel efficiency apart from GEMM efficiency (``attention_mfu``);
+* the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
+  kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.
+
+The rule that keeps the fleet exact: every term is affine in a pass's aggregates
+(`Passes`), times factors that depend only on (token total, pure-decode flag) — the MoE
+expert union, the GEMM and attention efficiencies (calibrated curves), and whether the
+launch term is exposed. `simulator.itercost.IterationCost` probes `estimate` under exactly
+this rule; a new term that breaks it must extend that probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specagent.costmodel.deployment import Deployment
+from specagent.hardware.engine import LAYER_KINDS
+
+#: Weight-streaming GEMM kernels per layer by kind, as vLLM and SGLang fuse them (fused QKV
+#: and gate/up projections: QKVParallelLinear, MergedColumnParallelLinear): attention QKV +
+#: output; Gated DeltaNet fused qkvz + fused ba + output; MLP gate/up + down; MoE router +
+#: grouped w13 + grouped w2 (+ shared expert gate/up + down + its gate, where present).
+WEIGHT_KERNELS = {"full_attention": 2, "linear_attention": 3, "dense_mlp": 2, "moe": 3}
+SHARED_EXPERT_KERNELS = 3
+
+
+@dataclass(frozen=True)
+class LatencyTerms:
+    """One deployment's fixed-cost terms in seconds (engine profile resolved for its GPU)."""
+
+    iteration_s: float
+    per_sequence_s: float
+    layers_s: float  # sum over layers of the per-kind fixed time
+    launch_s: float  # every kernel of one pass, when launched one by one
+    allreduces: int  # tensor-parallel all-reduces per pass
+    all_to_alls: int  # expert-parallel all-to-alls per pass
+    collective_latency_s: float  # allreduces × α_ar + all_to_alls × α_a2a
+    moe_pad_tokens: float
+    bandwidth_ramp_s: float  # memory time the achieved-bandwidth curve adds per pass
+    gemm_mfu: float
+    attention_mfu: float | None  # None: attention at the GEMM efficiency
+    moe_mfu: float | None  # None: routed-expert GEMMs at the GEMM efficiency
+    bandwidth_efficiency: float
+    cuda_graphs: bool
+    cuda_graph_max_batch: int
+    cuda_graphs_mixed: bool
+
+
+def layer_counts(dep: Deployment) -> dict[str, int]:
+    m = dep.model
+    return {"full_attention": m.num_full_layers, "linear_attention": m.num_linear_layers,
+            "dense_mlp": m.num_dense_ffn_layers, "moe": m.num_moe_layers if m.is_moe else 0}
+
+
+def collective_counts(dep: Deployment) -> tuple[int, int]:
+    """(all-reduces, all-to-alls) one pass issues: 2 all-reduces per layer under TP; under
+    tp+ep an MoE layer's FFN all-reduce becomes a dispatch and a combine all-to-all."""
+    if dep.gpus == 1:
+        return 0, 0
+    m = dep.model
+    moe_ep = m.num_moe_layers if (dep.parallelism == "tp+ep" and m.is_moe) else 0
+    return 2 * m.num_layers - moe_ep, 2 * moe_ep
+
+
+def latency_terms(dep: Deployment) -> LatencyTerms:
+    eng = dep.engine.for_hardware(dep.hardware.id)
+    hw = dep.hardware
+    counts = layer_counts(dep)
+    us = 1e-6
+    layers_s = sum(counts[k] * float(eng.layer_us[k].value) for k in LAYER_KINDS) * us
+    kernels = int(eng.pass_kernels.value) + sum(counts[k] * int(eng.layer_kernels[k].value) for k in LAYER_KINDS)
+    ar, a2a = collective_counts(dep)
+    bw_eff = float((eng.bandwidth or hw.bandwidth_efficiency).value)
+    weight_kernels = 1 + sum(counts[k] * WEIGHT_KERNELS[k] for k in LAYER_KINDS)  # + the LM head
+    if dep.model.moe and dep.model.moe.shared_intermediate:
+        weight_kernels += counts["moe"] * SHARED_EXPERT_KERNELS
+    half_bytes = float(eng.bandwidth_half_mb.value) * 1e6
+    return LatencyTerms(
+        iteration_s=float((eng.iteration_us or hw.pass_overhead_us).value) * us,
+        per_sequence_s=float(eng.per_sequence_us.value) * us,
+        layers_s=layers_s,
+        launch_s=kernels * float(eng.launch_us.value) * us,
+        allreduces=ar,
+        all_to_alls=a2a,
+        collective_latency_s=(ar * float(eng.allreduce_alpha_us.value) + a2a * float(eng.all_to_all_alpha_us.value)) * us,
+        moe_pad_tokens=float(eng.moe_pad_tokens.value),
+        bandwidth_ramp_s=weight_kernels * half_bytes / (hw.bandwidth_bytes_s * bw_eff),
+        gemm_mfu=float((eng.gemm_mfu or hw.prefill_mfu).value),
+        attention_mfu=float(eng.attention_mfu.value) if eng.attention_mfu is not None else None,
+        moe_mfu=float(eng.moe_mfu.value) if eng.moe_mfu is not None else None,
+        bandwidth_efficiency=bw_eff,
+        cuda_graphs=bool(eng.cuda_graphs.value),
+        cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
+        cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
+    )
+
+
+# --- the factors that may depend only on (token total, pure-decode flag) ---------------------
+def launch_exposed(terms: LatencyTerms, tokens: np.ndarray, pure_decode: np.ndarray) -> np.ndarray:
+    """1.0 where a pass launches its kernels one by one (no captured CUDA graph replays it), else 0.0."""
+    kinds = np.asarray(pure_decode, dtype=bool) | terms.cuda_graphs_mixed
+    graphed = terms.cuda_graphs & (np.asarray(tokens) <= terms.cuda_graph_max_batch) & kinds
+    return np.where(graphed, 0.0, 1.0)
+
+
+def launch_exposed_one(terms: LatencyTerms, tokens: float, pure_decode: bool) -> float:
+    """`launch_exposed` for one pass (the fleet's scalar path)."""
+    graphed = terms.cuda_graphs and tokens <= terms.cuda_graph_max_batch and (pure_decode or terms.cuda_graphs_mixed)
+    return 0.0 if graphed else 1.0

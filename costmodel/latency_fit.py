@@ -1,0 +1,532 @@
+"""Fit the serving-engine terms to public measurements and validate them on held-out sources.
+
+How a published row becomes a prediction (every time through `roofline.estimate`, the
+same pass-time function everything else uses):
+
+* the deployment: the row's model config, GPU profile, GPU count, TP (EP > 1 → tp+ep),
+  weight and KV dtypes, and its engine profile (CUDA graphs off where the row says so);
+* closed loop at concurrency C (``--max-concurrency C``, or an open-loop request rate λ
+  turned into C = λ × mean end-to-end latency by Little's law): the running batch B is C,
+  capped by how many sequences of I + O tokens fit in memory (`Deployment.max_sequences`);
+  - TPOT = one decode iteration of B sequences at context I + O/2, plus each running
+    request's prefill amortised over its O tokens (B/O prefills of I tokens per token:
+    a prefill stalls the running batch once per request);
+  - TTFT = the engine's per-request overhead (`request_us`: API server, tokenisation,
+    admission), a prefill of I tokens, half a decode iteration (a new request waits for
+    the running one to finish), and, when C > B, the wait for a free slot: (C − B)/B
+    request lifetimes (queueing, modelled this simply);
+  - output throughput = B × O / (request lifetime);
+* a static batch of B (``benchmark_latency``): end-to-end latency = one prefill of B × I
+  tokens plus O − 1 decode iterations of B sequences at contexts I + 1 … I + O − 1.
+
+Rows the tool cannot describe (unknown model, GPU, engine or dtype, data parallelism, a
+deployment that does not fit, no running batch stated) are skipped with the reason.
+
+The fit: scipy `least_squares` on log(predicted / measured) with a robust (Cauchy) loss,
+bounded parameters, and a weak pull of each parameter towards its prior (one residual of
+ln(value / prior) / ln 4 per parameter), so a term no training row constrains stays at
+its sourced prior instead of wandering. Validation is leave-one-source-out: every row is
+predicted by a fit that never saw its source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.dtypes import dtype_bytes
+from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+from specagent.costmodel.passes import Passes
+from specagent.costmodel.roofline import coefficients, estimate
+from specagent.hardware.engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
+from specagent.hardware.profile import HardwareProfileError, Sourced, load_hardware
+from specagent.measurements import ServingRow, file_sha256, load_serving
+
+METRICS = ("tpot", "ttft", "e2e", "throughput")
+#: Held-out MAPE targets (issue 12): TPOT at concurrency <= 16, TPOT above that, TTFT.
+TARGETS = {"tpot_c<=16": 0.20, "tpot_c>16": 0.30, "ttft": 0.30}
+
+
+class Skip(ValueError):
+    """A row the cost model cannot describe; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One measured figure of one row, with everything needed to predict it."""
+
+    row: ServingRow
+    metric: str  # tpot | ttft | e2e | throughput
+    measured: float  # seconds, or tokens/s for throughput
+    dep: Deployment
+    concurrency: float  # requests in flight (static batch: the batch)
+    batch: int  # running batch B
+    input_tokens: float
+    output_tokens: float
+    key: tuple  # deployment key: targets that share it are priced in one `estimate` call
+
+    @property
+    def model_class(self) -> str:
+        m = self.dep.model
+        return ("hybrid " if m.num_linear_layers else "") + ("MoE" if m.is_moe else "dense")
+
+    @property
+    def load_class(self) -> str:
+        """The issue's target classes: TPOT by concurrency, TTFT; e2e and throughput by concurrency too."""
+        if self.metric == "ttft":
+            return "ttft"
+        return f"{self.metric}_c<=16" if self.concurrency <= 16 else f"{self.metric}_c>16"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    row: ServingRow
+    reason: str
+
+
+# ------------------------------------------------------------------------- rows -> targets
+def _deployment(row: ServingRow, engines: dict[str, EngineProfile]) -> Deployment:
+    try:
+        spec = load_model_spec(row.model)
+    except ModelSpecError as exc:
+        raise Skip(f"model not describable: {exc}") from None
+    try:
+        hw = load_hardware(row.gpu)
+    except HardwareProfileError:
+        raise Skip(f"no hardware profile for GPU '{row.gpu}'") from None
+    eng = engines.get(row.engine)
+    if eng is None:
+        try:
+            eng = load_engine(row.engine)
+        except EngineProfileError:
+            raise Skip(f"no serving-engine profile for '{row.engine}'") from None
+    if row.cuda_graphs is False:
+        eng = dataclasses.replace(eng, cuda_graphs=Sourced(False, f"row {row.row_id}: CUDA graphs off"))
+    for d in (row.weight_dtype, row.kv_dtype):
+        if d:
+            try:
+                dtype_bytes(d)
+            except ValueError:
+                raise Skip(f"dtype '{d}' not modelled") from None
+    if row.dp and row.dp > 1:
+        raise Skip(f"data parallelism (dp={row.dp}) not modelled")
+    tp = row.tp or row.gpus
+    if tp != row.gpus:
+        raise Skip(f"tp={tp} on {row.gpus} GPUs (pipeline or data parallelism) not modelled")
+    par = "tp+ep" if (row.ep and row.ep > 1 and spec.is_moe) else "tp"
+    try:
+        return Deployment(spec, hw, gpus=row.gpus, parallelism=par, weight_dtype=row.weight_dtype or "bf16",
+                          kv_dtype=row.kv_dtype or "bf16", engine=eng)
+    except ValueError as exc:
+        raise Skip(str(exc)) from None
+
+
+def targets_from_rows(rows: Iterable[ServingRow], engines: dict[str, EngineProfile] | None = None) -> tuple[list[Target], list[Skipped]]:
+    """Every latency figure of every row the cost model can describe; the rest with the reason."""
+    engines = engines or {}
+    out: list[Target] = []
+    skipped: list[Skipped] = []
+    for row in rows:
+        try:
+            out.extend(_row_targets(row, engines))
+        except Skip as exc:
+            skipped.append(Skipped(row, str(exc)))
+    return out, skipped
+
+
+def mean_lengths(row: ServingRow) -> tuple[float, float]:
+    """Mean input and output tokens of a row's requests.
+
+    `sglang.bench_serving --dataset-name random` draws each request's lengths uniformly
+    from [len × ratio, len] with --random-range-ratio defaulting to 0.0 (sgl-project/sglang
+    python/sglang/bench_serving.py @0033168f, sample_random_requests), so a row whose
+    recorded command gives no ratio measured requests of about half the nominal lengths.
+    """
+    i, o = row.input_tokens, row.output_tokens
+    if i is None or o is None:
+        raise Skip("input or output length not given")
+    cmd = row.notes
+    if "sglang.bench_serving" in cmd and "--dataset-name random" in cmd and "--random-range-ratio" not in cmd:
+        return (i + 1) / 2.0, o / 2.0
+    return i, o
+
+
+def _row_targets(row: ServingRow, engines: dict[str, EngineProfile]) -> list[Target]:
+    dep = _deployment(row, engines)
+    i, o = mean_lengths(row)
+    if o < 1:
+        raise Skip("output length below one token")
+    key = (row.model, row.gpu, row.gpus, dep.parallelism, dep.weight_dtype, dep.kv_dtype, dep.engine.id, bool(dep.engine.cuda_graphs.value))
+    static = row.batch is not None and row.concurrency is None
+    if static:
+        b = int(row.batch)  # type: ignore[arg-type]
+        conc = float(b)
+    else:
+        conc = row.concurrency
+        if conc is None and row.request_rate is not None and row.e2e_latency_ms is not None:
+            conc = row.request_rate * row.e2e_latency_ms / 1000.0  # Little's law on the measured latency
+        if conc is None:
+            raise Skip("no concurrency, batch or request rate with latency: the running batch is not stated (burst run)")
+        b = max(1, round(conc))
+    ctx = int(i + o)
+    fit = dep.max_sequences(ctx)
+    if fit < 1:
+        raise Skip(f"does not fit: {dep.describe()} cannot hold one sequence of {ctx} tokens by the memory model")
+    if static and b > fit:
+        raise Skip(f"static batch {b} of {ctx} tokens does not fit by the memory model (fits {fit})")
+    b = min(b, fit)
+    figures: list[tuple[str, float]] = []
+    if static:
+        if row.e2e_latency_ms is not None:
+            figures.append(("e2e", row.e2e_latency_ms / 1e3))
+    else:
+        tpot = row.tpot_ms if row.tpot_ms is not None else row.itl_ms
+        if tpot is not None:
+            figures.append(("tpot", tpot / 1e3))
+        if row.ttft_ms is not None:
+            figures.append(("ttft", row.ttft_ms / 1e3))
+        if tpot is None and row.ttft_ms is None and row.output_throughput_tok_s is not None:
+            figures.append(("throughput", row.output_throughput_tok_s))
+    if not figures:
+        raise Skip("no latency figure this mapping can predict for this kind of run")
+    return [Target(row, m, v, dep, float(conc), b, float(i), float(o), key) for m, v in figures]
+
+
+# ------------------------------------------------------------------------- predictions
+@dataclass
+class _Plan:
+    """The passes of every target on one deployment key, concatenated, and how each target reads them."""
+
+    dep: Deployment
+    passes: Passes
+    slices: list[dict[str, tuple[int, int, float]]]  # per target: quantity -> (start, end, weight)
+    targets: list[Target]
+
+
+def _plan(targets: Sequence[Target]) -> list[_Plan]:
+    groups: dict[tuple, list[Target]] = defaultdict(list)
+    for t in targets:
+        groups[t.key].append(t)
+    plans = []
+    for key in sorted(groups, key=str):
+        ts = groups[key]
+        parts: list[Passes] = []
+        slices: list[dict[str, tuple[int, int, float]]] = []
+        n = 0
+
+        def add(p: Passes, weight: float = 1.0) -> tuple[int, int, float]:
+            nonlocal n
+            parts.append(p)
+            n += len(p)
+            return (n - len(p), n, weight)
+
+        for t in ts:
+            i, o, b = t.input_tokens, t.output_tokens, t.batch
+            q: dict[str, tuple[int, int, float]] = {}
+            if t.metric == "e2e":
+                q["prefill"] = add(Passes.uniform(i, 0, b))
+                steps = max(int(round(o)) - 1, 0)
+                if steps:
+                    q["decode_sum"] = add(Passes.uniform(1, i + np.arange(1, steps + 1, dtype=np.float64), b))
+            else:
+                q["decode"] = add(Passes.uniform(1, i + o / 2.0, b))
+                q["prefill"] = add(Passes.uniform(i, 0, 1))
+            slices.append(q)
+        plans.append(_Plan(ts[0].dep, Passes.concat(parts), slices, ts))
+    return plans
+
+
+def _metric(t: Target, q: dict[str, float]) -> float:
+    """The measured quantity from the priced passes (see the module docstring)."""
+    if t.metric == "e2e":
+        return q["prefill"] + q.get("decode_sum", 0.0)
+    b, o, c = float(t.batch), t.output_tokens, t.concurrency
+    tpot = q["decode"] + b / o * q["prefill"]
+    first = q["request"] + q["prefill"] + 0.5 * q["decode"]
+    lifetime = first + max(o - 1.0, 0.0) * tpot
+    if t.metric == "tpot":
+        return tpot
+    wait = max(c - b, 0.0) / b * lifetime
+    if t.metric == "ttft":
+        return first + wait
+    return b * o / lifetime  # throughput
+
+
+def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], EngineProfile] | None = None) -> np.ndarray:
+    """Predicted value of every target (in order); `engine_for` replaces each deployment's engine (a fit's trial)."""
+    out = np.empty(len(targets))
+    index = {id(t): k for k, t in enumerate(targets)}
+    for plan in _plan(targets):
+        dep = plan.dep if engine_for is None else dataclasses.replace(plan.dep, engine=engine_for(plan.dep))
+        time = estimate(dep, plan.passes, coef=coefficients(dep)).time_s
+        request_s = float(dep.engine.for_hardware(dep.hardware.id).request_us.value) * 1e-6
+        for t, sl in zip(plan.targets, plan.slices):
+            q = {name: w * float(time[a:z].sum()) for name, (a, z, w) in sl.items()}
+            q["request"] = request_s
+            out[index[id(t)]] = _metric(t, q)
+    return out
+
+
+# ------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class Param:
+    """One fitted engine coefficient: which field, for which engines and GPUs, its prior and bounds."""
+
+    name: str  # unique label
+    field: str  # EngineProfile field, or "layer_us.<kind>" / "layer_us.*" for every kind
+    prior: float
+    lower: float
+    upper: float
+    prior_source: str
+    engines: tuple[str, ...] = ()  # () = every engine
+    gpus: tuple[str, ...] = ()  # () = every GPU
+
+    def applies(self, engine_id: str, gpu_id: str) -> bool:
+        return (not self.engines or engine_id in self.engines) and (not self.gpus or gpu_id in self.gpus)
+
+
+def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) -> list[Param]:
+    """The coefficients the public data can constrain; every other term keeps its sourced value."""
+    ps = [
+        Param("bandwidth", "bandwidth", 0.72, 0.3, 1.0, "BLIS example configuration H100 BwEffConstant 0.72 (hardware profiles)"),
+        Param("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, "as 'bandwidth' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
+        Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "SPEC §4: ~0.6-0.65 prefill MFU (hardware profiles' prefill_mfu)"),
+        Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
+        Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
+        Param("moe_mfu", "moe_mfu", 0.66, 0.05, 0.95, "SPEC §6: tuned grouped FP8 GEMM on H20 at 66% of peak (sgl-project/DeepGEMM PR #11)"),
+        Param("moe_pad_tokens", "moe_pad_tokens", 15.0, 0.0, 128.0, "vLLM fused_moe BLOCK_SIZE_M 16 at decode (tokens <= experts)"),
+        Param("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, "BLIS trained-physics beta6 ~4 us per request (vLLM, H100)"),
+        Param("layer_us", "layer_us.*", 16.0, 0.0, 300.0, "half of BLIS trained-physics beta5 ~32 us per layer (vLLM, H100)"),
+        Param("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, "as 'layer_us' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
+    ]
+    for e in engines:
+        ps.append(Param(f"iteration_us@{e}", "iteration_us", 126.0, 1.0, 20000.0,
+                        "BLIS trained-physics beta7 ~126 us per step (vLLM, H100)", engines=(e,)))
+        ps.append(Param(f"request_us@{e}", "request_us", 15563.0, 10.0, 200000.0,
+                        "BLIS trained-physics alpha0 ~15.6 ms per request (vLLM, H100)", engines=(e,)))
+    return ps
+
+
+def engine_with(base: EngineProfile, gpu_id: str, params: Sequence[Param], values: Sequence[float], source: str) -> EngineProfile:
+    """`base` on `gpu_id` with every applicable parameter set to its value (later parameters win)."""
+    eng = base.for_hardware(gpu_id)
+    changes: dict[str, Any] = {}
+    for p, v in zip(params, values):
+        if not p.applies(eng.id, gpu_id):
+            continue
+        s = Sourced(float(v), source)
+        if p.field == "layer_us.*":
+            changes["layer_us"] = {k: s for k in LAYER_KINDS}
+        elif p.field.startswith("layer_us."):
+            changes["layer_us"] = {**changes.get("layer_us", eng.layer_us), p.field.split(".", 1)[1]: s}
+        else:
+            changes[p.field] = s
+    return dataclasses.replace(eng, **changes)
+
+
+# ------------------------------------------------------------------------- fit
+@dataclass
+class FitResult:
+    params: list[Param]
+    values: np.ndarray
+    rows: int  # targets fitted
+    sources: list[str]
+    cost: float
+    success: bool
+    message: str
+
+
+PRIOR_SCALE = math.log(4.0)  # a parameter 4x from its prior costs as much as one row off by e
+
+
+def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[Param], fixed_values: Sequence[float],
+           x0: Sequence[float], f_scale: float, max_nfev: int, loss: str, prior_scale: float) -> tuple[np.ndarray, Any]:
+    """One bounded robust least-squares solve of `params` (log space), `fixed` held at their values."""
+    from scipy.optimize import least_squares
+
+    measured = np.array([t.measured for t in targets])
+    lo = np.log([p.lower if p.lower > 0 else 1e-3 for p in params])
+    hi = np.log([p.upper for p in params])
+    prior = np.log([max(p.prior, 1e-3) for p in params])
+    start = np.clip(np.log(np.maximum(np.asarray(x0, dtype=float), 1e-3)), lo, hi)
+    bases = {t.dep.engine.id: t.dep.engine for t in targets}
+    every = [*fixed, *params]
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        vals = [*fixed_values, *np.exp(z)]
+        cache: dict[tuple[str, str, bool], EngineProfile] = {}
+
+        def engine_for(dep: Deployment) -> EngineProfile:
+            k = (dep.engine.id, dep.hardware.id, bool(dep.engine.cuda_graphs.value))
+            if k not in cache:
+                base = dataclasses.replace(bases[dep.engine.id], cuda_graphs=dep.engine.cuda_graphs)
+                cache[k] = engine_with(base, dep.hardware.id, every, vals, "fit")
+            return cache[k]
+
+        pred = predict(targets, engine_for)
+        return np.concatenate([np.log(pred / measured), (z - prior) / prior_scale])
+
+    res = least_squares(residuals, start, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev, x_scale=1.0, diff_step=1e-3)
+    return np.exp(res.x), res
+
+
+def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Sequence[float] | None = None,
+        f_scale: float = 0.2, max_nfev: int = 200, loss: str = "cauchy", prior_scale: float = PRIOR_SCALE) -> FitResult:
+    """Least-squares fit of `params` on log(predicted / measured), robust loss, bounded, with a weak prior.
+
+    Two stages: the pass-time coefficients are fitted on the figures that are sums of
+    passes (TPOT, end-to-end latency, throughput); then the per-request overheads
+    (``request_us``) alone on TTFT, the pass-time ones held. A TTFT also carries API-server
+    work and queueing that no pass shows, so it must not move the pass-time terms.
+    `loss` is scipy's robust loss ("cauchy" by default: a few rows off by 10x must not drag
+    every coefficient; "soft_l1" is the milder choice); `prior_scale` is how far (in ln
+    units) a coefficient may move from its prior at the cost of one row off by a factor e.
+    """
+    params = list(params or default_params())
+    if not targets:
+        raise ValueError("nothing to fit: no targets")
+    x = np.array(x0 if x0 is not None else [p.prior for p in params], dtype=float)
+    stage2 = [k for k, p in enumerate(params) if p.field == "request_us"]
+    stage1 = [k for k in range(len(params)) if k not in stage2]
+    opts = dict(f_scale=f_scale, max_nfev=max_nfev, loss=loss, prior_scale=prior_scale)
+    passes = [t for t in targets if t.metric != "ttft"]
+    firsts = [t for t in targets if t.metric == "ttft"]
+    cost, ok, msg = 0.0, True, []
+    if stage1 and passes:
+        v, res = _solve(passes, [params[k] for k in stage1], [], [], x[stage1], **opts)  # type: ignore[arg-type]
+        x[stage1] = v
+        cost, ok = cost + float(res.cost), ok and bool(res.success)
+        msg.append(f"pass-time terms on {len(passes)} figures: {res.message}")
+    if stage2 and firsts:
+        v, res = _solve(firsts, [params[k] for k in stage2], [params[k] for k in stage1], list(x[stage1]), x[stage2], **opts)  # type: ignore[arg-type]
+        x[stage2] = v
+        cost, ok = cost + float(res.cost), ok and bool(res.success)
+        msg.append(f"per-request terms on {len(firsts)} TTFTs: {res.message}")
+    return FitResult(params, x, len(targets), sorted({t.row.source for t in targets}), cost, ok, "; ".join(msg))
+
+
+def fitted_engine_for(result: FitResult, source: str = "fit") -> Callable[[Deployment], EngineProfile]:
+    def engine_for(dep: Deployment) -> EngineProfile:
+        return engine_with(dep.engine, dep.hardware.id, result.params, result.values, source)
+    return engine_for
+
+
+# ------------------------------------------------------------------------- validation
+@dataclass
+class Validation:
+    targets: list[Target]
+    skipped: list[Skipped]
+    predicted: np.ndarray  # held out (leave-one-source-out) where `held_out`, else in-sample
+    held_out: bool
+    full_fit: FitResult | None = None
+    per_source: dict[str, FitResult] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> np.ndarray:
+        return self.predicted / np.array([t.measured for t in self.targets]) - 1.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for t, p, e in zip(self.targets, self.predicted, self.errors):
+            unit = "tok/s" if t.metric == "throughput" else "ms"
+            scale = 1.0 if t.metric == "throughput" else 1e3
+            out.append(dict(row_id=t.row.row_id, source=t.row.source, model=t.row.model, model_class=t.model_class, gpu=t.row.gpu,
+                            gpus=t.row.gpus, engine=t.row.engine, metric=t.metric, concurrency=t.concurrency, batch=t.batch,
+                            input_tokens=t.input_tokens, output_tokens=t.output_tokens, unit=unit,
+                            measured=t.measured * scale, predicted=float(p) * scale, error=float(e), load_class=t.load_class))
+        return out
+
+    def mape(self, by: str) -> dict[str, dict[str, float]]:
+        """MAPE and row count grouped by a row key (gpu, engine, model_class, metric, load_class)."""
+        groups: dict[str, list[float]] = defaultdict(list)
+        for r in self.rows():
+            groups[str(r[by])].append(abs(r["error"]))
+        return {k: {"mape": float(np.mean(v)), "rows": len(v)} for k, v in sorted(groups.items())}
+
+    def targets_met(self) -> dict[str, dict[str, Any]]:
+        m = self.mape("load_class")
+        return {k: {"target": v, "mape": m.get(k, {}).get("mape"), "rows": m.get(k, {}).get("rows", 0),
+                    "met": (m[k]["mape"] <= v) if k in m else None} for k, v in TARGETS.items()}
+
+
+def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_out: bool = True,
+             params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None, **fit_options: Any) -> Validation:
+    """Leave-one-source-out predictions (or, with held_out=False, the engine profiles as shipped)."""
+    targets = list(targets)
+    if not held_out:
+        return Validation(targets, list(skipped), predict(targets), False)
+    params = list(params or default_params())
+    tick = progress or (lambda _m: None)
+    tick(f"fit on all {len(targets)} figures")
+    full = fit(targets, params, **fit_options)
+    pred = np.empty(len(targets))
+    per: dict[str, FitResult] = {}
+    sources = sorted({t.row.source for t in targets})
+    for s in sources:
+        train = [t for t in targets if t.row.source != s]
+        test_idx = [k for k, t in enumerate(targets) if t.row.source == s]
+        tick(f"hold out {s} ({len(test_idx)} figures)")
+        r = fit(train, params, x0=full.values, **fit_options) if train else full
+        per[s] = r
+        test = [targets[k] for k in test_idx]
+        pred[test_idx] = predict(test, fitted_engine_for(r))
+    return Validation(targets, list(skipped), pred, True, full, per)
+
+
+# ------------------------------------------------------------------------- collectives
+def collective_alpha(rows: Sequence[Any], op: str, implementation: str, gpu: str, gpus: int,
+                     max_bytes: float = 1 << 20) -> tuple[float, float, int]:
+    """(α µs, β GB/s, rows) of latency = α + bytes/β fitted by least squares on one collective's small messages.
+
+    `rows` are `measurements.CollectiveRow`s; messages up to `max_bytes` (a decode step's
+    all-reduce carries batch × hidden × 2 bytes: 8 KiB to 1 MiB for batch 1 to 128).
+    """
+    pts = [(r.message_bytes, r.latency_us) for r in rows if r.op == op and r.implementation == implementation and r.gpu == gpu
+           and r.gpus == gpus and r.message_bytes <= max_bytes]
+    if len(pts) < 2:
+        raise ValueError(f"need two or more {op}/{implementation} rows on {gpus}x {gpu} up to {max_bytes:.0f} bytes, found {len(pts)}")
+    b = np.array([p[0] for p in pts])
+    lat = np.array([p[1] for p in pts])
+    (alpha, slope), *_ = np.linalg.lstsq(np.vstack([np.ones_like(b), b]).T, lat, rcond=None)
+    return float(alpha), (float(1e-3 / slope) if slope > 0 else math.inf), len(pts)
+
+
+# ------------------------------------------------------------------------- fitted profiles
+def provenance(path: str | Path, n_rows: int, rows_used: int, n_targets: int, sources: Sequence[str]) -> dict[str, Any]:
+    return {"dataset": str(Path(path).name), "dataset_sha256": file_sha256(path), "rows": n_rows, "rows_used": rows_used,
+            "figures_fitted": n_targets, "sources": len(sources), "date": _dt.date.today().isoformat(), "tool": "specagent latency fit"}
+
+
+def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, Any]:
+    """An engine profile's TOML table with fitted tables written over it (nested dicts merged)."""
+    out = dict(profile)
+    for k, v in tables.items():
+        out[k] = merge_tables(out.get(k, {}), v) if isinstance(v, dict) and "value" not in v else v
+    return out
+
+
+def fitted_tables(result: FitResult, prov: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per engine id, the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones."""
+    src = (f"fit: specagent latency fit on measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}, {prov['figures_fitted']} "
+           f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
+           f"error, pass-time terms on TPOT/e2e/throughput then request_us on TTFT; prior {{prior}} ({{psrc}})")
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    for p, v in zip(result.params, result.values):
+        section, keys = toml_location(p.field)
+        item = {"value": float(f"{v:.4g}"), "source": src.format(prior=p.prior, psrc=p.prior_source)}
+        for e in (p.engines or ("*",)):
+            tables = out[e]
+            where = tables if not p.gpus else tables.setdefault("hardware", {})
+            for g in (p.gpus or (None,)):
+                sec = (where if g is None else where.setdefault(g, {})).setdefault(section, {})
+                for k in keys:
+                    sec[k] = item
+    return dict(out)

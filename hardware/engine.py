@@ -1,0 +1,280 @@
+"""Serving-engine profiles: the fixed costs a real serving system adds to the roofline, as data.
+
+A roofline prices bytes and FLOPs; a served decode step also pays kernel launches, work per
+layer that does not shrink with bytes, collective latencies and the engine's own CPU work
+per iteration. Those depend on the software (which kernels, CUDA graphs or not, which
+all-reduce), so they live in one TOML file per engine (``hardware/engines/``), loaded and
+validated like hardware profiles, every coefficient with its source or its fit.
+
+Where a figure lives: a GPU's datasheet peaks and its best achieved GEMM MFU and streaming
+bandwidth stay in the hardware profile (any kernels can reach them; `calibrate` measures
+them). Everything that depends on the kernels and runtime an engine uses — per-layer fixed
+time, launches, collective α, attention and grouped-GEMM kernel efficiency, the achieved-
+bandwidth ramp of small kernels, per-iteration CPU work — belongs to the engine. A value
+measured or fitted for one (engine, GPU) pair goes in a ``[hardware.<gpu id>.<section>]``
+table of the engine file and replaces the engine-wide value on that GPU only, so one file
+answers for every GPU and the pairs the data supports are visible in it.
+
+Lookup order: explicit path, the directories given by the caller, ``$SPECAGENT_ENGINE_DIR``,
+then the shipped profiles. How the terms enter a pass's time: `costmodel.latency`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from specagent.hardware.profile import Sourced, read_toml
+
+ENGINE_ENV_VAR = "SPECAGENT_ENGINE_DIR"
+#: vLLM: the most widely deployed open-source serving engine (and the first one the
+#: Qwen3.5 model cards give serving commands for), so the default answer is what most
+#: users would measure; `--serving-engine` picks another.
+DEFAULT_ENGINE = "vllm"
+#: Layer kinds with their own fixed time and kernel count: a decoder layer is one token
+#: mixer (full attention or Gated DeltaNet) plus one FFN (dense MLP or MoE).
+LAYER_KINDS = ("full_attention", "linear_attention", "dense_mlp", "moe")
+
+
+class EngineProfileError(ValueError):
+    """An engine profile file is missing, malformed, or names an unknown engine."""
+
+
+# name -> (section, key, kind, required). Kinds: us (>= 0 float), count (int >= 0),
+# batch (int >= 1), bool, fraction (0, 1.5], tokens (>= 0 float), mb (>= 0 float).
+_SCALARS: dict[str, tuple[str, str, str, bool]] = {
+    "cuda_graphs": ("cuda_graphs", "decode", "bool", True),
+    "cuda_graph_max_batch": ("cuda_graphs", "max_batch", "batch", True),
+    "cuda_graphs_mixed": ("cuda_graphs", "mixed", "bool", True),
+    "iteration_us": ("per_pass", "iteration_us", "us", False),
+    "per_sequence_us": ("per_pass", "per_sequence_us", "us", True),
+    "launch_us": ("per_pass", "launch_us", "us", True),
+    "request_us": ("per_request", "request_us", "us", True),
+    "pass_kernels": ("per_pass", "kernels", "count", True),
+    "allreduce_alpha_us": ("collectives", "allreduce_alpha_us", "us", True),
+    "all_to_all_alpha_us": ("collectives", "all_to_all_alpha_us", "us", True),
+    "moe_pad_tokens": ("kernels", "moe_pad_tokens", "tokens", True),
+    "bandwidth_half_mb": ("kernels", "bandwidth_half_mb", "mb", True),
+    "attention_mfu": ("kernels", "attention_mfu", "fraction", False),
+    "moe_mfu": ("kernels", "moe_mfu", "fraction", False),
+    "gemm_mfu": ("kernels", "gemm_mfu", "fraction", False),
+    "bandwidth": ("kernels", "bandwidth", "fraction", False),
+}
+_PER_KIND = {"layer_us": ("per_layer_us", "us"), "layer_kernels": ("kernels_per_layer", "count")}
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Fixed costs and kernel efficiencies of one serving engine (engine-wide, or resolved for one GPU).
+
+    Optional fields fall back to the hardware profile: no ``iteration_us`` means the
+    hardware's ``pass_overhead_us``; no ``gemm_mfu`` / ``bandwidth`` means the hardware's
+    ``prefill_mfu`` / ``bandwidth``; no ``attention_mfu`` / ``moe_mfu`` means attention / the
+    grouped expert GEMMs run at the GEMM efficiency. The ``ideal`` profile sets none of them and zeroes the rest, which is the
+    roofline as it was before engine profiles existed.
+    """
+
+    id: str
+    name: str
+    version: str
+    cuda_graphs: Sourced  # bool: pure-decode batches replay CUDA graphs (no launch cost)
+    cuda_graph_max_batch: Sourced  # largest captured graph, in tokens per pass (= the decode batch for pure decode)
+    cuda_graphs_mixed: Sourced  # bool: passes with prefill tokens replay graphs too (up to max_batch tokens)
+    iteration_us: Sourced | None  # CPU work per iteration: scheduling, input preparation, sampling
+    per_sequence_us: Sourced  # CPU work per sequence in the batch
+    launch_us: Sourced  # CPU time to launch one kernel (exposed only without CUDA graphs)
+    pass_kernels: Sourced  # kernels per pass outside the layers (embedding, final norm, LM head, sampling)
+    request_us: Sourced  # per request before its first token, outside any pass: API server, tokenisation, admission, first detokenised chunk
+    layer_us: dict[str, Sourced]  # GPU-side fixed time per layer by kind (LAYER_KINDS)
+    layer_kernels: dict[str, Sourced]  # kernels launched per layer by kind
+    allreduce_alpha_us: Sourced  # latency α of one tensor-parallel all-reduce
+    all_to_all_alpha_us: Sourced  # latency α of one expert-parallel all-to-all (dispatch or combine)
+    moe_pad_tokens: Sourced  # rows a grouped-GEMM MoE kernel computes per touched expert beyond its tokens
+    bandwidth_half_mb: Sourced  # weight-streaming kernel size (per GPU) at which achieved bandwidth is half its asymptote
+    attention_mfu: Sourced | None = None
+    moe_mfu: Sourced | None = None  # asymptotic efficiency of the grouped MoE GEMMs (padding apart)
+    gemm_mfu: Sourced | None = None
+    bandwidth: Sourced | None = None
+    overrides: dict[str, dict[str, Sourced]] = field(default_factory=dict)  # gpu id -> field name -> value
+    resolved_for: str = ""  # the GPU id whose overrides are applied ("" = engine-wide)
+    aliases: tuple[str, ...] = ()
+    path: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def for_hardware(self, hardware_id: str) -> "EngineProfile":
+        """This engine on one GPU: its ``[hardware.<id>]`` values replace the engine-wide ones."""
+        hid = hardware_id.lower()
+        if self.resolved_for == hid:
+            return self
+        if self.resolved_for:
+            raise EngineProfileError(f"{self.path or self.id}: already resolved for '{self.resolved_for}', not '{hid}'")
+        changes: dict[str, Any] = {"resolved_for": hid}
+        for name, value in self.overrides.get(hid, {}).items():
+            if "." in name:
+                group, kind = name.split(".", 1)
+                changes[group] = {**changes.get(group, getattr(self, group)), kind: value}
+            else:
+                changes[name] = value
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        graphs = f"CUDA graphs for decode ≤ {int(self.cuda_graph_max_batch.value)}" if self.cuda_graphs.value else "no CUDA graphs"
+        return f"{self.name} ({self.version}; {graphs})"
+
+    def figures(self) -> list[tuple[str, Any, str]]:
+        """(name, value, source) of every term, for tables and `--json`."""
+        out: list[tuple[str, Any, str]] = []
+        for name in _SCALARS:
+            v = getattr(self, name)
+            if v is not None:
+                out.append((name, v.value, v.source))
+        for group in _PER_KIND:
+            for kind in LAYER_KINDS:
+                v = getattr(self, group)[kind]
+                out.append((f"{group}.{kind}", v.value, v.source))
+        return out
+
+
+def toml_location(name: str) -> tuple[str, list[str]]:
+    """(section, keys) of an EngineProfile field in the TOML file; "layer_us.*" names every layer kind."""
+    if name.startswith("layer_us"):
+        return _PER_KIND["layer_us"][0], list(LAYER_KINDS) if name == "layer_us.*" else [name.split(".", 1)[1]]
+    if name not in _SCALARS:
+        raise EngineProfileError(f"no engine profile field '{name}' (known: {', '.join(_SCALARS)}, layer_us.<kind>)")
+    return _SCALARS[name][0], [_SCALARS[name][1]]
+
+
+def _check(value: Any, kind: str, where: str, path: str) -> Any:
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise EngineProfileError(f"{path}: field '{where}' must be true or false, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EngineProfileError(f"{path}: field '{where}' must be a number, got {value!r}")
+    if kind in ("count", "batch"):
+        if int(value) != value or value < (1 if kind == "batch" else 0):
+            raise EngineProfileError(f"{path}: field '{where}' must be an integer >= {1 if kind == 'batch' else 0}, got {value!r}")
+        return int(value)
+    if kind == "fraction" and not 0 < value <= 1.5:
+        raise EngineProfileError(f"{path}: field '{where}' must be in (0, 1.5], got {value!r}")
+    if value < 0:
+        raise EngineProfileError(f"{path}: field '{where}' must be non-negative, got {value!r}")
+    return float(value)
+
+
+def _item(table: dict[str, Any], section: str, key: str, kind: str, path: str, prefix: str = "") -> Sourced:
+    where = f"{prefix}{section}.{key}"
+    item = table[key]
+    if not isinstance(item, dict) or "value" not in item or "source" not in item:
+        raise EngineProfileError(f"{path}: field '{where}' must be an inline table {{ value = ..., source = \"...\" }}, got {item!r}")
+    if not str(item["source"]).strip():
+        raise EngineProfileError(f"{path}: field '{where}' has an empty source")
+    extra = set(item) - {"value", "source"}
+    if extra:
+        raise EngineProfileError(f"{path}: field '{where}' has unknown keys {sorted(extra)} (expected value, source)")
+    return Sourced(value=_check(item["value"], kind, where, path), source=str(item["source"]))
+
+
+def _sections(data: dict[str, Any], path: str, prefix: str, required: bool) -> dict[str, Sourced]:
+    """Every known field present in `data` (a profile or one override table), by field name."""
+    known_sections = {s for s, *_ in _SCALARS.values()} | {s for s, _ in _PER_KIND.values()}
+    out: dict[str, Sourced] = {}
+    for section, table in data.items():
+        if section not in known_sections:
+            continue
+        if not isinstance(table, dict):
+            raise EngineProfileError(f"{path}: [{prefix}{section}] must be a table")
+        known = {k for s, k, *_ in _SCALARS.values() if s == section}
+        known |= set(LAYER_KINDS) if section in {s for s, _ in _PER_KIND.values()} else set()
+        unknown = set(table) - known
+        if unknown:
+            raise EngineProfileError(f"{path}: [{prefix}{section}] has unknown fields {sorted(unknown)} (known: {sorted(known)})")
+    for name, (section, key, kind, req) in _SCALARS.items():
+        table = data.get(section, {})
+        if key in table:
+            out[name] = _item(table, section, key, kind, path, prefix)
+        elif req and required:
+            raise EngineProfileError(f"{path}: missing field '{prefix}{section}.{key}' (expected {{ value = ..., source = \"...\" }})")
+    for group, (section, kind) in _PER_KIND.items():
+        table = data.get(section, {})
+        for lk in LAYER_KINDS:
+            if lk in table:
+                out[f"{group}.{lk}"] = _item(table, section, lk, kind, path, prefix)
+            elif required:
+                raise EngineProfileError(f"{path}: missing field '{prefix}{section}.{lk}' (one per layer kind: {', '.join(LAYER_KINDS)})")
+    return out
+
+
+def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
+    """Validate an engine profile's TOML table, naming the file and field on any problem."""
+    for key in ("id", "name", "version"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise EngineProfileError(f"{path}: missing field '{key}' (expected a string)")
+    fields = _sections(data, path, "", required=True)
+    overrides: dict[str, dict[str, Sourced]] = {}
+    hw = data.get("hardware", {})
+    if not isinstance(hw, dict):
+        raise EngineProfileError(f"{path}: [hardware] must be a table of [hardware.<gpu id>] tables")
+    for hid, table in hw.items():
+        if not isinstance(table, dict):
+            raise EngineProfileError(f"{path}: [hardware.{hid}] must be a table")
+        prefix = f"hardware.{hid}."
+        known = {s for s, *_ in _SCALARS.values()} | {s for s, _ in _PER_KIND.values()}
+        bad = set(table) - known
+        if bad:
+            raise EngineProfileError(f"{path}: [hardware.{hid}] has unknown sections {sorted(bad)} (known: {sorted(known)})")
+        overrides[hid.lower()] = _sections(table, path, prefix, required=False)
+    per_kind = {g: {lk: fields.pop(f"{g}.{lk}") for lk in LAYER_KINDS} for g in _PER_KIND}
+    fields = {name: fields.get(name) for name in _SCALARS}  # optional ones absent: None (the hardware's value)
+    return EngineProfile(
+        id=data["id"].lower(), name=data["name"], version=data["version"], **fields, **per_kind,  # type: ignore[arg-type]
+        overrides=overrides, aliases=tuple(str(a).lower() for a in data.get("aliases", [])), path=path,
+        provenance=dict(data.get("provenance", {})),
+    )
+
+
+def load_engine_file(path: str | Path) -> EngineProfile:
+    return parse_engine(read_toml(path, EngineProfileError, "engine profile"), str(path))
+
+
+def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:
+    dirs = [Path(d) for d in (extra_dirs or [])]
+    dirs += [Path(d) for d in os.environ.get(ENGINE_ENV_VAR, "").split(os.pathsep) if d]
+    dirs.append(Path(str(resources.files("specagent.hardware") / "engines")))
+    return dirs
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def list_engines(extra_dirs: Iterable[str | Path] | None = None) -> list[EngineProfile]:
+    """All engine profiles visible from the search path; earlier directories shadow later ones."""
+    seen: dict[str, EngineProfile] = {}
+    for d in _search_dirs(extra_dirs):
+        if d.is_dir():
+            for f in sorted(d.glob("*.toml")):
+                prof = load_engine_file(f)
+                seen.setdefault(prof.id, prof)
+    return list(seen.values())
+
+
+def load_engine(name_or_path: str | Path = DEFAULT_ENGINE, extra_dirs: Iterable[str | Path] | None = None) -> EngineProfile:
+    """Find an engine profile by id, alias or file path; unknown names list the known ones."""
+    text = str(name_or_path)
+    if text.lower().endswith(":eager"):  # the same engine with CUDA graphs off (e.g. vLLM --enforce-eager)
+        base = load_engine(text[: -len(":eager")], extra_dirs)
+        return dataclasses.replace(base, cuda_graphs=Sourced(False, f"selected with '{text}': CUDA graphs off"))
+    if text.endswith(".toml") or os.sep in text:
+        return load_engine_file(text)
+    want = _normalise(text)
+    engines = list_engines(extra_dirs)
+    for prof in engines:
+        if want in {_normalise(prof.id), _normalise(prof.name)} | {_normalise(a) for a in prof.aliases}:
+            return prof
+    known = ", ".join(sorted(p.id for p in engines))
+    raise EngineProfileError(f"unknown serving engine '{text}'; known: {known} (or pass a .toml path)")

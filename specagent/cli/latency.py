@@ -1,0 +1,194 @@
+"""`specagent latency validate` and `specagent latency fit`: the engine terms against public measurements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specagent.cli.console import fail
+
+app = typer.Typer(help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv).",
+                  no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+DATA = typer.Option(None, "--data", help="serving_latency.csv to use (default: the shipped one).")
+
+
+def _load(data: Optional[Path]):
+    from specagent.costmodel.latency_fit import targets_from_rows
+    from specagent.measurements import MeasurementError, default_path, load_serving
+
+    path = data or default_path("serving_latency.csv")
+    try:
+        rows = load_serving(path)
+    except MeasurementError as exc:
+        fail(str(exc))
+    targets, skipped = targets_from_rows(rows)
+    if not targets:
+        fail(f"{path}: no row the cost model can describe ({len(skipped)} skipped)")
+    return path, rows, targets, skipped
+
+
+@app.command("validate")
+def validate_cmd(
+    data: Optional[Path] = DATA,
+    holdout: bool = typer.Option(True, "--holdout/--no-holdout", help="Leave-one-source-out refits (default), or the shipped engine profiles as they are."),
+    worst: int = typer.Option(10, "--worst", help="How many of the worst rows to list."),
+    rows_out: Optional[Path] = typer.Option(None, "--rows", help="Also write every row's prediction as CSV here."),
+    figure: Optional[Path] = typer.Option(None, "--figure", help="Also write the predicted-vs-measured figure (HTML, log-log, one colour per GPU)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+) -> None:
+    """Predicted vs measured for every describable row; MAPE per GPU, engine, model class and target class.
+
+    With --holdout (default) each row is predicted by a fit that never saw its source
+    (leave-one-source-out), so the MAPE is a held-out error. Targets (issue 12): TPOT at
+    concurrency <= 16 within 20%, above that and TTFT within 30%.
+    """
+    from specagent.common import atomic
+    from specagent.costmodel.latency_fit import validate
+
+    path, rows, targets, skipped = _load(data)
+    tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
+    val = validate(targets, skipped, held_out=holdout, progress=tick)
+    table = val.rows()
+    kind = "held out (leave one source out)" if holdout else "in sample (shipped engine profiles)"
+    out = {
+        "dataset": str(path), "rows": len(rows), "figures": len(targets), "skipped": [dict(row_id=s.row.row_id, reason=s.reason) for s in skipped],
+        "predictions": kind, "targets": val.targets_met(),
+        "mape": {k: val.mape(k) for k in ("load_class", "metric", "gpu", "engine", "model_class", "source")},
+        "worst": sorted(table, key=lambda r: -abs(r["error"]))[:worst],
+        "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
+    }
+    if rows_out:
+        import pandas as pd
+
+        atomic.atomic_write(rows_out, lambda t: pd.DataFrame(table).to_csv(t, index=False))
+    if figure:
+        from specagent.reports.latency import write_latency_figure
+
+        write_latency_figure(table, figure, f"Predicted vs measured — {kind}")
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    t = Table(title=f"Held-out MAPE against the targets — {len(targets)} figures from {len(rows) - len(skipped)} of {len(rows)} rows ({kind})")
+    for c in ("class", "figures", "MAPE", "target", "met"):
+        t.add_column(c, justify="left" if c == "class" else "right")
+    for k, v in out["targets"].items():
+        t.add_row(k, str(v["rows"]), "-" if v["mape"] is None else f"{v['mape']:.1%}", f"{v['target']:.0%}",
+                  "-" if v["met"] is None else ("yes" if v["met"] else "NO"))
+    for k, v in val.mape("load_class").items():
+        if k not in out["targets"]:
+            t.add_row(k, str(v["rows"]), f"{v['mape']:.1%}", "", "")
+    console.print(t)
+    for key, title in (("gpu", "GPU"), ("engine", "engine"), ("model_class", "model class")):
+        s = Table(title=f"MAPE by {title}")
+        s.add_column(title)
+        s.add_column("figures", justify="right")
+        s.add_column("MAPE", justify="right")
+        for k, v in out["mape"][key].items():
+            s.add_row(k, str(v["rows"]), f"{v['mape']:.1%}")
+        console.print(s)
+    w = Table(title=f"Worst {len(out['worst'])} rows")
+    for c in ("row", "metric", "GPU", "engine", "C/B", "measured", "predicted", "error"):
+        w.add_column(c, justify="left" if c in ("row", "metric", "GPU", "engine") else "right")
+    for r in out["worst"]:
+        w.add_row(r["row_id"], r["metric"], r["gpu"], r["engine"], f"{r['concurrency']:g}", f"{r['measured']:.4g} {r['unit']}",
+                  f"{r['predicted']:.4g}", f"{r['error']:+.0%}")
+    console.print(w)
+    if skipped:
+        reasons: dict[str, int] = {}
+        for s in skipped:
+            reasons[s.reason] = reasons.get(s.reason, 0) + 1
+        console.print(f"skipped {len(skipped)} rows: " + "; ".join(f"{n} × {r}" for r, n in sorted(reasons.items(), key=lambda x: -x[1])),
+                      highlight=False)
+
+
+@app.command("fit")
+def fit_cmd(
+    data: Optional[Path] = DATA,
+    output: Path = typer.Option(Path("latency_fit.toml"), "-o", "--output", help="TOML file of fitted coefficients (written atomically)."),
+    profiles: Optional[Path] = typer.Option(None, "--write-profiles", help="Also write each fitted engine's whole profile (shipped "
+                                            "profile + fitted tables) into this folder, ready to replace hardware/engines/<engine>.toml."),
+    as_json: bool = typer.Option(False, "--json", help="Print the fitted coefficients as JSON."),
+) -> None:
+    """Fit the engine coefficients on every describable row; write them as TOML tables with provenance.
+
+    The file holds, per engine, the tables of its profile that the fit sets (engine-wide
+    fields and [hardware.<gpu>] ones), each value with its source (dataset hash, rows,
+    date), to merge into hardware/engines/<engine>.toml.
+    """
+    import tomli_w
+
+    from specagent.common import atomic
+    from specagent.costmodel.latency_fit import fit, fitted_tables, provenance
+
+    path, rows, targets, skipped = _load(data)
+    res = fit(targets)
+    prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
+    tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
+    atomic.write_text(output, "# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n" + tomli_w.dumps(tables))
+    if profiles:
+        import tomllib
+
+        from specagent.costmodel.latency_fit import merge_tables
+        from specagent.hardware.engine import load_engine, parse_engine
+
+        fitted = tables["engines"]
+        for eid in sorted({t.dep.engine.id for t in targets}):
+            base = load_engine(eid)
+            data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
+            data = merge_tables(merge_tables(data, fitted.get("*", {})), fitted.get(eid, {}))
+            data["provenance"] = {**data.get("provenance", {}), "fit": prov}
+            target = profiles / Path(base.path).name
+            parse_engine(data, str(target))  # validate before writing
+            atomic.write_text(target, f"# Serving-engine profile {eid}: fitted fields written by `specagent latency fit --write-profiles`.\n"
+                              + tomli_w.dumps(data))
+    values = {p.name: float(v) for p, v in zip(res.params, res.values)}
+    if as_json:
+        print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success}, indent=2))
+        return
+    t = Table(title=f"Fitted on {len(targets)} figures from {len(rows) - len(skipped)} rows ({len(res.sources)} sources) → {output}")
+    t.add_column("coefficient")
+    t.add_column("value", justify="right")
+    t.add_column("prior", justify="right")
+    for p, v in zip(res.params, res.values):
+        t.add_row(p.name, f"{v:.4g}", f"{p.prior:g}")
+    console.print(t)
+    if not res.success:
+        err.print(f"[yellow]warning:[/] the optimiser stopped without converging: {res.message}", highlight=False)
+
+
+@app.command("engine")
+def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias or .toml path (NAME:eager = CUDA graphs off)."),
+               gpu: Optional[str] = typer.Option(None, "--gpu", help="Show the values this engine uses on this GPU profile id."),
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every term of one serving-engine profile with its source (engine-wide, or resolved for one GPU)."""
+    from specagent.hardware.engine import EngineProfileError, list_engines, load_engine
+
+    try:
+        eng = load_engine(name)
+        if gpu:
+            eng = eng.for_hardware(gpu)
+    except EngineProfileError as exc:
+        fail(str(exc))
+    figs = eng.figures()
+    if as_json:
+        print(json.dumps({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,
+                          "pair_tables": sorted(eng.overrides), "known": sorted(e.id for e in list_engines()),
+                          "figures": [dict(name=a, value=b, source=c) for a, b, c in figs]}, indent=2))
+        return
+    t = Table(title=f"{eng.describe()} — {eng.path}" + (f" (on {gpu})" if gpu else ""))
+    t.add_column("term")
+    t.add_column("value", justify="right")
+    t.add_column("source", overflow="fold")
+    for a, b, c in figs:
+        t.add_row(a, f"{b:g}" if isinstance(b, float) else str(b), c)
+    console.print(t)
+    if eng.overrides and not gpu:
+        console.print(f"GPU-specific values ([hardware.<id>] tables): {', '.join(sorted(eng.overrides))}; see --gpu", highlight=False)

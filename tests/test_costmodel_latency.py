@@ -1,0 +1,272 @@
+"""The serving-engine terms (costmodel.latency) against hand counts, and engine profiles as data.
+
+Each expected figure is counted here from the model's shape (SPEC §3) and the engine
+profile's coefficients, not read back from `latency_terms`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.costmodel.passes import Passes
+from specagent.costmodel.phases import decode, prefill
+from specagent.costmodel.roofline import estimate
+from specagent.hardware.engine import (
+    DEFAULT_ENGINE, LAYER_KINDS, EngineProfileError, list_engines, load_engine, load_engine_file, parse_engine,
+)
+from specagent.hardware.profile import HardwareProfileError, Sourced, load_hardware, parse_profile
+
+H20 = load_hardware("h20")
+H100 = load_hardware("h100_sxm")
+Q397 = load_model_spec("qwen3.5-397b-a17b")  # 60 layers: 15 full + 45 Gated DeltaNet, all MoE
+Q35_4B = load_model_spec("qwen3.5-4b")  # 32 layers: 8 full + 24 Gated DeltaNet, dense MLP
+Q30 = load_model_spec("qwen3-30b-a3b")  # 48 full-attention MoE layers
+VLLM = load_engine("vllm")
+IDEAL = load_engine("ideal")
+
+
+def _us(s: Sourced) -> float:
+    return float(s.value) * 1e-6
+
+
+def _engine(**fields) -> object:
+    """vLLM's profile with some fields replaced (values in the profile's units)."""
+    return dataclasses.replace(VLLM, **{k: Sourced(v, "test") for k, v in fields.items()})
+
+
+# ------------------------------------------------------------------------- collectives
+def test_tp8_decode_step_carries_two_all_reduce_latencies_per_layer():
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=VLLM)
+    cost = decode(dep, context=4096, batch=3)
+    alpha = _us(VLLM.allreduce_alpha_us)
+    assert cost.collective_latency_s[0] == pytest.approx(2 * 60 * alpha, rel=1e-12)
+    # the bytes part is the roofline's ring all-reduce, unchanged: 2 per layer of 3 tokens x 4096 x 2 B
+    beta = 2 * 60 * 2 * 7 / 8 * 3 * 4096 * 2 / 450e9
+    assert cost.comm_s[0] == pytest.approx(2 * 60 * alpha + beta, rel=1e-12)
+    # one GPU: no collective at all; the ideal engine: bytes only
+    assert decode(Deployment(Q35_4B, H20, engine=VLLM), context=10).comm_s[0] == 0.0
+    ideal = decode(dataclasses.replace(dep, engine=IDEAL), context=4096, batch=3)
+    assert ideal.collective_latency_s[0] == 0.0 and ideal.comm_s[0] == pytest.approx(beta, rel=1e-12)
+
+
+def test_expert_parallel_moe_layers_use_two_all_to_alls_instead_of_their_ffn_all_reduce():
+    eng = _engine(allreduce_alpha_us=10.0, all_to_all_alpha_us=25.0)
+    dep = Deployment(Q30, H20, gpus=4, parallelism="tp+ep", engine=eng)
+    cost = decode(dep, context=0)
+    # 48 layers: 48 attention all-reduces; each of the 48 MoE layers dispatches and combines
+    assert cost.collective_latency_s[0] == pytest.approx((48 * 10.0 + 2 * 48 * 25.0) * 1e-6, rel=1e-12)
+    tp = decode(dataclasses.replace(dep, parallelism="tp"), context=0)
+    assert tp.collective_latency_s[0] == pytest.approx(2 * 48 * 10.0 * 1e-6, rel=1e-12)
+
+
+# ------------------------------------------------------------------------- launches and CUDA graphs
+def _kernels(eng, full: int, linear: int, dense: int, moe: int) -> int:
+    k = eng.layer_kernels
+    return (int(eng.pass_kernels.value) + full * int(k["full_attention"].value) + linear * int(k["linear_attention"].value)
+            + dense * int(k["dense_mlp"].value) + moe * int(k["moe"].value))
+
+
+def test_cuda_graphs_remove_the_launch_term_for_decode():
+    dep = Deployment(Q35_4B, H20, engine=VLLM)
+    launch = _kernels(VLLM, 8, 24, 32, 0) * _us(VLLM.launch_us)
+    assert launch > 0
+    graphed = decode(dep, context=1000, batch=8)
+    assert graphed.fixed["launch"][0] == 0.0
+    eager = decode(dataclasses.replace(dep, engine=load_engine("vllm:eager")), context=1000, batch=8)
+    assert eager.fixed["launch"][0] == pytest.approx(launch, rel=1e-12)
+    assert eager.time_s[0] - graphed.time_s[0] == pytest.approx(launch, rel=1e-9)
+    # past the largest captured graph the batch runs eagerly again
+    big = decode(dep, context=0, batch=int(VLLM.cuda_graph_max_batch.value) + 1)
+    assert big.fixed["launch"][0] == pytest.approx(launch, rel=1e-12)
+
+
+def test_mixed_passes_replay_graphs_only_where_the_engine_captures_them():
+    sgl = load_engine("sglang")
+    assert VLLM.cuda_graphs_mixed.value and not sgl.cuda_graphs_mixed.value
+    p = Passes.from_batches([[(1, 100), (3, 200)]])  # 4 tokens, one sequence verifies 3: not pure decode
+    v = estimate(Deployment(Q35_4B, H20, engine=VLLM), p)
+    s = estimate(Deployment(Q35_4B, H20, engine=sgl), p)
+    assert v.fixed["launch"][0] == 0.0
+    assert s.fixed["launch"][0] == pytest.approx(_kernels(sgl, 8, 24, 32, 0) * _us(sgl.launch_us), rel=1e-12)
+
+
+# ------------------------------------------------------------------------- per layer, per iteration, per sequence
+def test_per_layer_fixed_time_by_kind_and_per_iteration_and_sequence_terms():
+    eng = _engine(iteration_us=100.0, per_sequence_us=3.0)
+    eng = dataclasses.replace(eng, layer_us={"full_attention": Sourced(11.0, "t"), "linear_attention": Sourced(7.0, "t"),
+                                             "dense_mlp": Sourced(5.0, "t"), "moe": Sourced(13.0, "t")})
+    dense = decode(Deployment(Q35_4B, H20, engine=eng), context=50, batch=7)
+    assert dense.fixed["layers"][0] == pytest.approx((8 * 11 + 24 * 7 + 32 * 5) * 1e-6, rel=1e-12)
+    assert dense.fixed["iteration"][0] == pytest.approx(100e-6, rel=1e-12)
+    assert dense.fixed["per_sequence"][0] == pytest.approx(7 * 3e-6, rel=1e-12)
+    moe = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng), context=50)
+    assert moe.fixed["layers"][0] == pytest.approx((15 * 11 + 45 * 7 + 60 * 13) * 1e-6, rel=1e-12)
+    assert moe.overhead_s[0] == pytest.approx(sum(v[0] for v in moe.fixed.values()), rel=1e-12)
+
+
+def test_engine_without_iteration_term_uses_the_hardware_pass_overhead():
+    assert IDEAL.iteration_us is None and VLLM.iteration_us is not None
+    c = decode(Deployment(Q35_4B, H20, engine=IDEAL), context=0)
+    assert c.fixed["iteration"][0] == pytest.approx(float(H20.pass_overhead_us.value) * 1e-6, rel=1e-12)
+    v = decode(Deployment(Q35_4B, H20, engine=VLLM), context=0)
+    assert v.fixed["iteration"][0] == pytest.approx(_us(VLLM.iteration_us), rel=1e-12)
+
+
+# ------------------------------------------------------------------------- kernel efficiencies
+def test_grouped_gemm_padding_per_touched_expert_by_hand():
+    eng = _engine(moe_pad_tokens=20.0, gemm_mfu=0.5, moe_mfu=0.4)
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng)
+    cost = decode(dep, context=0, batch=4)
+    touched = 512 * (1 - (1 - 10 / 512) ** 4)
+    pad_flops = 2 * (3 * 4096 * 1024) * 60 * 20.0 * touched
+    assert cost.compute_parts["expert_padding"][0] == pytest.approx(pad_flops / (296e12 * 8 * 0.4), rel=1e-9)
+    # efficiency of the expert GEMMs at tau tokens per touched expert is moe_mfu x tau / (tau + pad)
+    tau = 4 * 10 / touched
+    expert = cost.compute_parts["experts"][0] + cost.compute_parts["expert_padding"][0]
+    assert cost.flops["experts"][0] / (296e12 * 8) / expert == pytest.approx(0.4 * tau / (tau + 20.0), rel=1e-9)
+    gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
+    assert cost.compute_parts["gemm"][0] == pytest.approx(gemm / (296e12 * 8 * 0.5), rel=1e-12)
+    assert decode(Deployment(Q35_4B, H20, engine=eng), context=0).compute_parts["expert_padding"][0] == 0.0
+
+
+def test_attention_runs_at_its_own_efficiency_and_gemms_at_the_gemm_one():
+    eng = _engine(attention_mfu=0.25, gemm_mfu=0.5)
+    dep = Deployment(Q35_4B, H20, engine=eng)
+    cost = prefill(dep, 4096, context=8192)
+    attn = cost.flops["attention"][0] + cost.flops["linear_attention"][0]
+    gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
+    assert cost.compute_parts["attention"][0] == pytest.approx(attn / (148e12 * 0.25), rel=1e-12)
+    assert cost.compute_parts["gemm"][0] == pytest.approx(gemm / (148e12 * 0.5), rel=1e-12)
+    assert cost.compute_s[0] == pytest.approx(sum(v[0] for v in cost.compute_parts.values()), rel=1e-12)
+
+
+def test_a_decode_pass_uses_the_gemm_efficiency_for_its_token_count_not_a_decode_mfu():
+    """Issue 17: no separate decode MFU; a batch-B decode's GEMMs are B-row GEMMs at the GEMM efficiency."""
+    dep = Deployment(Q35_4B, H20, engine=IDEAL)  # no engine gemm_mfu: the hardware's prefill_mfu (0.6)
+    for b in (1, 64, 3000):
+        cost = decode(dep, context=100, batch=b)
+        assert cost.compute_s[0] == pytest.approx(cost.total_flops[0] / (148e12 * 0.6), rel=1e-12)
+    eng = _engine(gemm_mfu=0.45)
+    cost = decode(Deployment(Q35_4B, H20, engine=eng), context=100, batch=64)
+    gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
+    assert cost.compute_parts["gemm"][0] == pytest.approx(gemm / (148e12 * 0.45), rel=1e-12)
+
+
+def test_achieved_bandwidth_ramp_adds_half_size_per_weight_kernel():
+    eng = _engine(bandwidth_half_mb=2.0, bandwidth=0.8)
+    dep = Deployment(Q35_4B, H20, engine=eng)
+    cost = decode(dep, context=500)
+    # weight kernels: 8 x (QKV, output) + 24 x (qkvz, ba, output) + 32 x (gate/up, down) + the LM head
+    kernels = 8 * 2 + 24 * 3 + 32 * 2 + 1
+    flat = cost.total_bytes[0] / (4.0e12 * 0.8)
+    assert cost.memory_s[0] - flat == pytest.approx(kernels * 2e6 / (4.0e12 * 0.8), rel=1e-9)
+    # a kernel of b bytes then streams at 0.8 * b / (b + 2 MB) of the datasheet bandwidth
+    b = 50e6
+    assert b / (b / (4.0e12 * 0.8) + 2e6 / (4.0e12 * 0.8)) / 4.0e12 == pytest.approx(0.8 * b / (b + 2e6), rel=1e-12)
+
+
+# ------------------------------------------------------------------------- ideal = the roofline before engine terms
+def test_ideal_engine_is_the_bare_roofline():
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=IDEAL)
+    p = Passes.from_batches([[(1, 5000)] * 7, [(300, 2000), (1, 100)], [(4096, 0)]])
+    cost = estimate(dep, p)
+    hw = H20
+    ring = cost.comm_bytes / hw.link_bytes_s
+    expect = np.maximum(cost.total_flops * 0 + cost.compute_s, cost.total_bytes / (8 * 4.0e12 * 0.72)) + ring + 50e-6
+    assert cost.time_s == pytest.approx(expect, rel=1e-12)
+    assert all(float(v.sum()) == 0.0 for k, v in cost.fixed.items() if k != "iteration")
+
+
+# ------------------------------------------------------------------------- profiles as data
+def test_shipped_engines_load_with_sources_and_the_default_is_vllm():
+    ids = {e.id for e in list_engines()}
+    assert {"vllm", "sglang", "tensorrt-llm", "ideal"} <= ids
+    assert DEFAULT_ENGINE == "vllm" and Deployment(Q35_4B, H20).engine.id == "vllm"
+    for e in list_engines():
+        for name, value, source in e.figures():
+            assert source.strip(), f"{e.path}: {name} has no source"
+        assert set(e.layer_us) == set(LAYER_KINDS) == set(e.layer_kernels)
+    assert load_engine("SGL").id == "sglang" and load_engine("trtllm").id == "tensorrt-llm"
+    assert "engine vllm" in Deployment(Q35_4B, H20).describe()
+
+
+def test_engine_profile_errors_name_file_and_field(tmp_path: Path):
+    data = tomllib.loads(Path(VLLM.path).read_text(encoding="utf-8"))
+    bad = {**data, "collectives": {k: v for k, v in data["collectives"].items() if k != "allreduce_alpha_us"}}
+    with pytest.raises(EngineProfileError, match=r"x\.toml: missing field 'collectives\.allreduce_alpha_us'"):
+        parse_engine(bad, "x.toml")
+    bad = {**data, "per_pass": {**data["per_pass"], "launch_us": {"value": -1.0, "source": "s"}}}
+    with pytest.raises(EngineProfileError, match=r"x\.toml: field 'per_pass\.launch_us' must be non-negative"):
+        parse_engine(bad, "x.toml")
+    bad = {**data, "per_pass": {**data["per_pass"], "launch_us": {"value": 3.0, "source": " "}}}
+    with pytest.raises(EngineProfileError, match=r"'per_pass\.launch_us' has an empty source"):
+        parse_engine(bad, "x.toml")
+    bad = {**data, "kernels": {**data["kernels"], "typo_mfu": {"value": 0.5, "source": "s"}}}
+    with pytest.raises(EngineProfileError, match=r"\[kernels\] has unknown fields \['typo_mfu'\]"):
+        parse_engine(bad, "x.toml")
+    bad = {**data, "hardware": {"h20": {"collectives": {"allreduce_alpha_us": {"value": "fast", "source": "s"}}}}}
+    with pytest.raises(EngineProfileError, match=r"'hardware\.h20\.collectives\.allreduce_alpha_us' must be a number"):
+        parse_engine(bad, "x.toml")
+    f = tmp_path / "broken.toml"
+    f.write_text("id = [", encoding="utf-8")
+    with pytest.raises(EngineProfileError, match=r"broken\.toml: not valid TOML"):
+        load_engine_file(f)
+    with pytest.raises(EngineProfileError, match=r"unknown serving engine 'tgi'; known: .*sglang.*vllm"):
+        load_engine("tgi")
+
+
+def test_hardware_pair_tables_apply_on_their_gpu_only():
+    data = tomllib.loads(Path(VLLM.path).read_text(encoding="utf-8"))
+    data["hardware"] = {"h20": {"collectives": {"allreduce_alpha_us": {"value": 21.0, "source": "pair fit"}},
+                                "per_layer_us": {"moe": {"value": 40.0, "source": "pair fit"}}}}
+    eng = parse_engine(data, "pair.toml")
+    on_h20 = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng), context=0)
+    on_h100 = decode(Deployment(Q397, H100, gpus=8, weight_dtype="fp8", engine=eng), context=0)
+    assert on_h20.collective_latency_s[0] == pytest.approx(120 * 21e-6, rel=1e-12)
+    assert on_h100.collective_latency_s[0] == pytest.approx(120 * _us(VLLM.allreduce_alpha_us), rel=1e-12)
+    lay = eng.for_hardware("h20").layer_us
+    assert lay["moe"].value == 40.0 and lay["full_attention"].value == VLLM.layer_us["full_attention"].value
+
+
+def test_hardware_profiles_reject_decode_mfu_with_the_reason():
+    data = tomllib.loads(Path(H20.path).read_text(encoding="utf-8"))
+    data["efficiency"]["decode_mfu"] = {"value": 0.12, "source": "BLIS example"}
+    with pytest.raises(HardwareProfileError, match=r"x\.toml: field 'efficiency\.decode_mfu' is no longer read"):
+        parse_profile(data, "x.toml")
+
+
+# ------------------------------------------------------------------------- the fleet's iteration cost follows every term
+def test_iteration_cost_equals_estimate_with_every_engine_term():
+    from specagent.simulator.itercost import IterationCost
+
+    full = _engine(attention_mfu=0.3, bandwidth_half_mb=3.0, moe_pad_tokens=24.0, per_sequence_us=20.0, gemm_mfu=0.5, moe_mfu=0.35)
+    deps = [Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=full),
+            Deployment(Q30, H20, gpus=4, parallelism="tp+ep", engine=dataclasses.replace(full, cuda_graph_max_batch=Sourced(6, "t"))),
+            Deployment(Q35_4B, H20, engine=load_engine("sglang:eager"))]
+    rng = np.random.default_rng(11)
+    for dep in deps:
+        for mode in ("union", "active"):
+            ic = IterationCost(dep, mode)
+            for _ in range(25):
+                b = int(rng.integers(1, 12))
+                new = np.where(rng.random(b) < 0.6, 1, rng.integers(1, 3000, b))
+                ctx = rng.integers(0, 40000, b)
+                ref = estimate(dep, Passes.from_batches([list(zip(new.tolist(), ctx.tolist()))]), mode)
+                n, c = new.astype(float), ctx.astype(float)
+                got = ic.one(n.sum(), float(b), float((n == 1).sum()), float((n * c + n * (n + 1) / 2).sum()), float((c + n).sum()),
+                             float(sum(1 + (math.ceil(x / 64) if x > 1 else 0) for x in new)), float(b))
+                assert got[0] == pytest.approx(float(ref.time_s[0]), rel=1e-9)
+                assert got[1] == pytest.approx(float(ref.total_flops[0]), rel=1e-9)
+            for batch, k in ((1, 30), (5, 40), (9, 20)):  # 9 > the captured 6 on the second deployment: launches exposed
+                ctx = rng.integers(100, 20000, batch).astype(float)
+                seg = ic.decode_segment(batch, float(ctx.sum()))
+                ref = estimate(dep, Passes.from_batches([list(zip([1] * batch, (ctx + j).tolist())) for j in range(k)]), mode)
+                assert seg.totals(k).time_s == pytest.approx(float(ref.time_s.sum()), rel=1e-9)

@@ -1,0 +1,66 @@
+"""`--serving-engine` and `specagent latency validate|fit` from the command line."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specagent.cli import app
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.costmodel.phases import decode
+from specagent.hardware.engine import load_engine, parse_engine
+from specagent.hardware.profile import load_hardware
+from tests.test_latency_fit import _csv
+
+runner = CliRunner()
+
+
+def _run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.parametrize("engine", ["ideal", "sglang", "vllm:eager"])
+def test_roofline_prices_the_named_serving_engine(engine):
+    r = _run("roofline", "--model", "qwen3.5-4b", "--gpus", "1", "--weight-dtype", "bf16", "--context", "2000",
+             "--serving-engine", engine, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h20"), engine=load_engine(engine))
+    assert d["time_s"] == pytest.approx(decode(dep, 2000).time_s[0], rel=1e-12)
+    assert f"engine {engine.split(':')[0]}" in d["deployment"]
+    assert d["efficiencies"]["bandwidth_source"].strip() and d["efficiencies"]["gemm_source"].strip()
+
+
+def test_unknown_serving_engine_is_one_clear_line():
+    r = _run("roofline", "--serving-engine", "tgi")
+    assert r.exit_code == 2
+    assert "unknown serving engine 'tgi'" in r.output and "Traceback" not in r.output
+
+
+def test_latency_validate_and_fit_on_a_small_file(tmp_path: Path):
+    data = _csv(tmp_path, [dict(concurrency=c, input_tokens=512, output_tokens=256, tpot_ms=t, ttft_ms=40, source=f"s{c % 2}")
+                           for c, t in ((1, 7.3), (2, 7.4), (4, 7.6), (8, 7.9))])
+    r = _run("latency", "validate", "--data", str(data), "--no-holdout", "--json", "--figure", str(tmp_path / "fig.html"))
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["figures"] == 8 and d["targets"]["tpot_c<=16"]["rows"] == 4
+    assert (tmp_path / "fig.html").read_text().count("plotly") > 0
+    out = tmp_path / "fit.toml"
+    prof = tmp_path / "profiles"
+    r = _run("latency", "fit", "--data", str(data), "-o", str(out), "--write-profiles", str(prof), "--json")
+    assert r.exit_code == 0, r.output
+    fitted = tomllib.loads(out.read_text())
+    assert fitted["provenance"]["rows"] == 4 and len(fitted["provenance"]["dataset_sha256"]) == 64
+    vllm = parse_engine(tomllib.loads((prof / "vllm.toml").read_text()), "vllm.toml")
+    assert vllm.layer_us["moe"].source.startswith("fit: specagent latency fit")
+
+
+def test_latency_validate_reports_a_bad_file_in_one_line(tmp_path: Path):
+    bad = _csv(tmp_path, [dict(tpot_ms="slow")])
+    r = _run("latency", "validate", "--data", str(bad))
+    assert r.exit_code == 2 and "field 'tpot_ms': expected a number" in r.output
