@@ -9,14 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.phases import DECODE_PHASES, PHASE_GROUPS, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, WEAK_PHASES
+from specagent.simulator.phases import (
+    DECODE_PHASES, PHASE_GROUPS, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, TOOL, USER, WEAK_PHASES,
+)
 from specagent.simulator.plan import STAT_NAMES, CallPlan
 from specagent.simulator.pricing import EventCosts, wall_time
 
 METRICS = ("time_s", "flops", "bytes_read", "bytes_written", "tokens")
 #: Headline per-trajectory figures compared across strategies.
 HEADLINE = (
-    "total_bytes_read", "strong_bytes_read", "weak_bytes_read", "wall_time_s", "total_flops", "strong_flops",
+    "total_bytes_read", "strong_bytes_read", "weak_bytes_read", "wall_time_s", "model_wall_time_s", "total_flops", "strong_flops",
     "strong_decode_tokens", "strong_calls", "api_usd",
 )
 
@@ -43,6 +45,11 @@ def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:
     for metric in ("flops", "bytes_read", "bytes_written"):
         cols[f"total_{metric}"] = cols[f"weak_{metric}"] + cols[f"strong_{metric}"]
     cols["wall_time_s"] = wall_time(plan, costs.time_s)
+    # Agent time vs environment time: the wall time with tool and user waits taken out is what a
+    # strategy can change; what the waits add to the wall clock (env_wall_time_s) it cannot.
+    waits = (plan.phase == TOOL) | (plan.phase == USER)
+    cols["model_wall_time_s"] = wall_time(plan, np.where(waits, 0.0, costs.time_s))
+    cols["env_wall_time_s"] = cols["wall_time_s"] - cols["model_wall_time_s"]
     cols["api_usd"] = np.bincount(plan.traj, weights=costs.usd, minlength=nt)
     cols["strong_verdict_tokens"] = cols["tokens_strong_verdict"]
     cols["strong_repair_tokens"] = cols["tokens_strong_decode"]

@@ -213,3 +213,26 @@ def test_pricer_events_match_roofline_for_verify():
     ref = verify(SETTING.strong, plan.tokens[i], plan.context[i])
     assert costs.bytes_read[i] == pytest.approx(float(ref.total_bytes_read[0]), rel=1e-12)
     assert costs.time_s[i] == pytest.approx(float(ref.time_s[0]), rel=1e-12)
+
+
+def test_agent_time_and_environment_time_split_the_wall_time():
+    """model_wall_time_s is the wall time with tool and user waits at zero; env_wall_time_s is the rest.
+
+    For strategies whose events run one after another the wall time is a plain sum, so the model
+    time must equal the two models' phase times and the environment time the recorded waits; the
+    lane strategy (exact match runs Weak and Strong side by side) must still split its wall exactly.
+    """
+    trajs = load_trajectories(default_workload_path())[:12]
+    comp = compare(trajs, ["strongonly", "specagent", "exactmatch"])
+    f = comp.per_trajectory
+    assert np.allclose(f["model_wall_time_s"] + f["env_wall_time_s"], f["wall_time_s"], rtol=0, atol=1e-9)
+    plain = f[f["strategy"] != "exactmatch"]
+    assert np.allclose(plain["model_wall_time_s"], plain["weak_model_time_s"] + plain["strong_model_time_s"], rtol=1e-12)
+    assert np.allclose(plain["env_wall_time_s"], plain["time_s_tool"] + plain["time_s_user"], rtol=1e-12, atol=1e-9)
+    waits = f["time_s_tool"] + f["time_s_user"]
+    assert (waits > 0).all()  # the recorded workload has waits, so the split is not trivially zero
+    lanes = f[f["strategy"] == "exactmatch"]  # side-by-side models: model wall < sum of both models' time
+    assert (lanes["model_wall_time_s"] < lanes["weak_model_time_s"] + lanes["strong_model_time_s"]).all()
+    s = comp.summary
+    assert s.loc["specagent", "model_wall_time_s_rel"] == pytest.approx(
+        s.loc["specagent", "model_wall_time_s"] / s.loc["strongonly", "model_wall_time_s"], rel=1e-12)

@@ -48,36 +48,73 @@ def load_workload(scenario: Scenario, show: bool = True):
         fail(f"{'--synthetic' if exc.where == 'workload.synthetic' else '--trace'}: {exc}")
 
 
+#: (summary column, short header, legend): headers are words of at most 5 letters, so every column fits
+#: 80 terminal columns next to the longest strategy name; the caption spells them out.
+REL_COLUMNS = (
+    ("total_bytes_read_rel", "bytes", "HBM bytes read by both models"),
+    ("strong_bytes_read_rel", "S bytes", "bytes read by the Strong model"),
+    ("wall_time_s_rel", "wall", "wall time per task, tool and user waits included"),
+    ("model_wall_time_s_rel", "model", "wall time without tool and user waits (what a strategy can change)"),
+    ("total_flops_rel", "FLOPs", "FLOPs of both models"),
+    ("strong_decode_tokens_rel", "S dec", "tokens the Strong model decodes"),
+    ("strong_calls_rel", "S calls", "Strong model calls"),
+    ("api_usd_rel", "API $", "API charges"),
+)
+#: Phase-table headers, short for the same reason, with their legend.
+PHASE_HEADERS = {
+    "weak_drafting": ("W dec", "Weak drafting (decode)"), "weak_prefill": ("W pre", "Weak prefill"),
+    "strong_verification": ("S ver", "Strong verification prefill"), "strong_repair_verdict": ("S rep", "Strong verdict and repair decode"),
+    "strong_prefill": ("S pre", "Strong prefill"), "tool": ("tool", "tool calls"), "user": ("user", "user turns"),
+}
+
+
+def _strategy_column(t: Table, names) -> None:
+    t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in names))
+
+
 def _rel_table(summary: pd.DataFrame, title: str) -> Table:
     t = Table(title=title, show_edge=False)
-    t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in summary.index))
-    cols = [("total_bytes_read_rel", "memory traffic (both)"), ("strong_bytes_read_rel", "Strong memory traffic"),
-            ("wall_time_s_rel", "wall time"), ("total_flops_rel", "FLOPs (both)"),
-            ("strong_decode_tokens_rel", "Strong decode tokens"), ("strong_calls_rel", "Strong calls"), ("api_usd_rel", "API $")]
-    cols = [c for c in cols if c[0] in summary]
-    for _, name in cols:
-        t.add_column(name, justify="right", min_width=5)  # figures are never cut; headers wrap instead
+    _strategy_column(t, summary.index)
+    cols = [c for c in REL_COLUMNS if c[0] in summary]
+    for _, head, _ in cols:
+        t.add_column(head, justify="right", min_width=5)  # figures are never cut; headers wrap between words
     if "measured_success" in summary:
         t.add_column("measured success", justify="right", min_width=5)
     for strat, row in summary.iterrows():
-        cells = [f"{row[c]:.3f}" for c, _ in cols]
+        cells = [f"{row[c]:.3f}" for c, _, _ in cols]
         if "measured_success" in summary:
             cells.append("-" if pd.isna(row["measured_success"]) else f"{row['measured_success']:.2f}")
         t.add_row(str(strat), *cells)
+    caption = ["ratios to Strong-only: " + "; ".join(f"{head} = {legend}" for _, head, legend in cols)]
     if "label" in summary:
-        t.caption = "; ".join(f"{s} = {label}" for s, label in summary["label"].items())
+        caption.append("; ".join(f"{s} = {label}" for s, label in summary["label"].items()))
+    t.caption = "\n".join(caption)
     return t
+
+
+def environment_line(summary: pd.DataFrame) -> str | None:
+    """What the strategies cannot change: Strong-only's tool and user waits, as a share of its wall time."""
+    if "strongonly" not in summary.index or "env_wall_time_s" not in summary:
+        return None
+    base = summary.loc["strongonly"]
+    wall, env = float(base["wall_time_s"]), float(base["env_wall_time_s"])
+    if wall <= 0:
+        return None
+    return (f"Agent time vs environment time: tool and user waits are {env:,.0f} s of Strong-only's {wall:,.0f} s wall "
+            f"time ({env / wall:.1%}); no strategy changes them. Column 'model' compares model time alone.")
 
 
 def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: str) -> Table:
     t = Table(title=title, show_edge=False)
-    t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in phase.index))
-    for c in phase.columns:
-        t.add_column(c.replace("_", " "), justify="right", min_width=5)
+    _strategy_column(t, phase.index)
+    heads = [PHASE_HEADERS.get(c, (c.replace("_", " "), c.replace("_", " "))) for c in phase.columns]
+    for head, _ in heads:
+        t.add_column(head, justify="right", min_width=5)
     for strat, row in phase.iterrows():
         t.add_row(str(strat), *[f"{v / baseline_total:.3f}" if baseline_total else f"{v:.3g}" for v in row.values])
-    t.caption = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
-                 else f"absolute {unit}: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
+    what = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
+            else f"absolute {unit}: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
+    t.caption = what + ": " + "; ".join(f"{h} = {legend}" for h, legend in heads)
     return t
 
 
@@ -150,9 +187,13 @@ def predict(
     else:
         console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
                                                f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
+        env = environment_line(comp.summary)
+        if env:
+            console.print(env)
         base = comp.summary.loc["strongonly"]
         console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads"))
         console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time"))
+
         console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs"))
         console.print(_assumption_table(comp.assumptions))
         console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}")

@@ -204,6 +204,36 @@ def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
                    "<br><sup>quality not shown: no measured success rates were supplied, and none are invented</sup>", height=560, top=150)
 
 
+# ----------------------------------------------------------------------------- agent vs environment time
+def agent_time_figure(summary: pd.DataFrame) -> go.Figure:
+    """Wall time split into model time (what a strategy changes) and tool + user waits (what it cannot),
+    each relative to Strong-only's wall time.
+
+    Columns: strategy, label, wall_time_s, model_wall_time_s, env_wall_time_s.
+    """
+    df = _summary_frame(summary)
+    _need(df, ["wall_time_s", "model_wall_time_s", "env_wall_time_s"], "Agent vs environment time")
+    if BASELINE not in set(df["strategy"]):
+        raise FigureNotSupported(f"Agent vs environment time: no '{BASELINE}' row to normalise by")
+    base = df[df["strategy"] == BASELINE]
+    wall = float(base["wall_time_s"].iloc[0])
+    if wall <= 0:
+        raise FigureNotSupported("Agent vs environment time: Strong-only's wall time is zero")
+    y = _x_axis(df)
+    fig = go.Figure()
+    for col, name, color in (("model_wall_time_s", "model time (Weak + Strong)", "#3182bd"),
+                             ("env_wall_time_s", "tool and user waits", "#bdbdbd")):
+        v = df[col].astype(float).to_numpy() / wall
+        fig.add_bar(y=y, x=v, orientation="h", name=name, marker_color=color, text=[_fmt_rel(a) for a in v],
+                    textposition="inside", hovertemplate="%{y}<br>" + name + ": %{x:.3f}× Strong-only wall time<extra></extra>")
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
+    fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", bargap=0.25)
+    fig.update_yaxes(autorange="reversed")
+    return _finish(fig, "Agent time vs environment time, relative to Strong-only's wall time"
+                   "<br><sup>a strategy changes model time only; tool and user waits are the workload's</sup>",
+                   height=200 + 52 * max(len(df), 3), top=90, legend="bottom", bottom=100)
+
+
 # ----------------------------------------------------------------------------- figure 3
 def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phase_time: pd.DataFrame,
                       labels: Mapping[str, str] | None = None, baseline: str = BASELINE,

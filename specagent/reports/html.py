@@ -102,6 +102,9 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
                         "prefill per drafted segment.", lambda: F.memory_reads_figure(summary))
         attempt("fig2", "Each strategy's operating point relative to Strong-only. Quality comes only from measured "
                         "success rates supplied with the results.", lambda: F.operating_points_figure(summary))
+        attempt("fig_time", "Wall time split into model time (Weak and Strong passes on the critical path) and the tool "
+                            "and user waits recorded in the workload, relative to Strong-only's wall time: what a strategy "
+                            "can change and what it cannot.", lambda: F.agent_time_figure(summary))
         for i, r in enumerate(data.runs):
             key = "fig3" if len(data.runs) == 1 else f"fig3_{i + 1}"
             attempt(key, "FLOPs, HBM bytes read and time by phase, stacked, as a fraction of Strong-only's total. "
@@ -110,7 +113,7 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
             if len(data.runs) > 1 and out[-1].figure is not None:
                 out[-1].figure.update_layout(title_text=f"3 · Cost by phase relative to Strong-only · {r.workload}")
     else:
-        for key in ("fig1", "fig2", "fig3"):
+        for key in ("fig1", "fig2", "fig_time", "fig3"):
             out.append(FigureEntry(key, "", None, "no simulator results (summary JSON or per-trajectory Parquet) supplied"))
 
     weak, strong, weight_mode = deployments(data)
@@ -260,6 +263,7 @@ HEADLINE_COLUMNS = {
     "strong_bytes_read_rel": "Strong HBM reads",
     "total_bytes_read_rel": "total HBM reads",
     "wall_time_s_rel": "wall time",
+    "model_wall_time_s_rel": "model time (no tool/user waits)",
     "total_flops_rel": "total FLOPs",
     "strong_flops_rel": "Strong FLOPs",
     "strong_decode_tokens_rel": "Strong decode tokens",
