@@ -73,7 +73,8 @@ def calibrate_cmd(
     engine_terms: Optional[bool] = typer.Option(None, "--engine-terms/--no-engine-terms", help="Also measure the serving-engine terms "
                                                 "(per-layer fixed time, launch cost, kernels, collectives where >= 2 GPUs) and write an "
                                                 "engine profile. Default: on for --device cuda, off on a CPU."),
-    engine_output: Optional[Path] = typer.Option(None, help="Engine profile TOML to write (default: beside --output, NAME.engine.toml)."),
+    engine_output: Optional[Path] = typer.Option(None, help="Engine profile TOML to write (default: beside --output, NAME.engine.toml; "
+                                                 "giving it turns --engine-terms on)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Microbenchmark this device, fit the roofline's efficiencies, write a hardware profile.
@@ -96,8 +97,10 @@ def calibrate_cmd(
         cfg.timer(device)
     except ValueError as exc:
         fail(f"--statistic/--clock: {exc}")
+    if engine_terms is False and engine_output is not None:
+        fail("--engine-output names the engine profile that --no-engine-terms skips; drop one of them")
     if engine_terms is None:
-        engine_terms = device.startswith("cuda")
+        engine_terms = device.startswith("cuda") or engine_output is not None
     engine_path = engine_output or output.with_name(f"{output.stem}.engine.toml")
     if engine_terms and engine_path.resolve() == output.resolve():
         fail(f"--engine-output {engine_path} is the hardware profile's --output; give another path")
