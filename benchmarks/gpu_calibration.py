@@ -251,7 +251,7 @@ def engine_one(run: Run, dtype: str, cals: dict[str, dict], collectives: bool) -
         c["engine_mape"] = cal.mape(c["engine_rows"])
         run.say(f"  {c['spec']} {dtype}: held-out MAPE with the engine terms {c['engine_mape']:.1%} (calibrated profile alone {c['mape']:.1%})")
     run.say(f"  launch {terms.launch_s * 1e6:.2f} us/kernel, iteration {terms.iteration_s * 1e6:.1f} us, layer us "
-            + ", ".join(f"{k} {et.layer_fixed_s(pt) * 1e6:.1f}" for k, pt in terms.parts.items()) + f"; collectives: {terms.collectives_note}")
+            + ", ".join(f"{k} {et.layer_fixed_s(pt, terms.launch_s) * 1e6:.1f}" for k, pt in terms.parts.items()) + f"; collectives: {terms.collectives_note}")
     return {"dtype": dtype, "profile": fname, "id": eng.id, "engine": eng, "terms": terms.as_dict()}
 
 
@@ -357,6 +357,10 @@ def not_measured(run: Run, cals: list[dict], engines: list[dict], live: dict | N
     note = run.record.get("collectives_note")
     if note and not note.startswith("measured"):
         out.append(f"all-reduce / all-to-all latency: {note}")
+    for e in engines:
+        for kind, pt in e["terms"]["parts"].items():
+            if pt.get("graph_error"):
+                out.append(f"CUDA graph of the {kind} part ({e['dtype']}): {pt['graph_error']}; its layer_us is eager - roofline - kernels x launch")
     if cals and not any("fp8" in c["peak_tflops"] for c in cals):
         out.append("fp8 peak: this device has no FP8 tensor cores (compute capability < 8.9) or no CUDA")
     out.append("fp8 models: the torch models run in fp32/bf16/fp16; fp8 is measured as a peak GEMM rate only")

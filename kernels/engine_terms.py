@@ -251,6 +251,7 @@ class PartTiming:
     roofline_s: float
     flops: float
     bytes: float
+    graph_error: str | None = None  # why a graph could not be captured on CUDA (then `layer_fixed_s` takes the launches out of eager)
 
     def as_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -261,11 +262,17 @@ def time_part(p: PartBench, hw: HardwareProfile, dtype: str, device: str, cfg: m
     cfg = dataclasses.replace(cfg, rotate=p.sets)
     eager, _ = mb.time_call(_calls(p.run, calls), device, cfg)
     fixed = mb.time_call(_calls(p.run_fixed, calls), device, cfg)[0] if p.has_host_reads else eager
-    graph = graph_seconds(p.run_fixed, p.sets, device, cfg, calls) if torch.device(device).type == "cuda" else None
+    graph, error = None, None
+    if torch.device(device).type == "cuda":
+        try:
+            graph = graph_seconds(p.run_fixed, p.sets, device, cfg, calls)
+        except Exception as exc:  # an op this torch cannot capture: the part is priced from eager time (`layer_fixed_s`)
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            torch.cuda.synchronize(device)
     k, how = count_kernels(lambda: p.run(0), device)
     kf = count_kernels(lambda: p.run_fixed(0), device)[0] if p.has_host_reads else k
     return PartTiming(p.kind, p.model, eager / calls, fixed / calls, graph, k, kf, how, roofline_s(p.flops, p.bytes, hw, dtype),
-                      p.flops, p.bytes)
+                      p.flops, p.bytes, error)
 
 
 # --------------------------------------------------------------------------- arithmetic (pure)
@@ -285,12 +292,16 @@ def launch_per_kernel_s(parts: Sequence[PartTiming]) -> float | None:
     return sum(max(p.eager_fixed_s - p.graph_s, 0.0) for p in graphed) / kernels
 
 
-def layer_fixed_s(p: PartTiming) -> float:
-    """Fixed time of one part: GPU time in a graph (else eager time) − the roofline's part, plus the host
-    reads of the MoE routing counts (eager with − without them), which eager passes pay and a graph cannot hold."""
-    base = p.graph_s if p.graph_s is not None else p.eager_s
-    reads = max(p.eager_s - p.eager_fixed_s, 0.0) if p.graph_s is not None else 0.0
-    return max(base - p.roofline_s, 0.0) + reads
+def layer_fixed_s(p: PartTiming, launch_s: float = 0.0) -> float:
+    """Fixed time of one part: GPU time in a graph − the roofline's part, plus the host reads of the MoE
+    routing counts (eager with − without them), which eager passes pay and a graph cannot hold.
+
+    Without a graph: eager time − the roofline's part − its kernels x `launch_s` (the launch cost
+    measured on the other parts; 0 on a CPU), so the cost model still adds up to the eager time.
+    """
+    if p.graph_s is None:
+        return max(p.eager_s - p.roofline_s - p.kernels * launch_s, 0.0)
+    return max(p.graph_s - p.roofline_s, 0.0) + max(p.eager_s - p.eager_fixed_s, 0.0)
 
 
 def fit_alpha_beta(sizes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float, list[float]]:
@@ -434,7 +445,7 @@ class EngineTerms:
     def as_dict(self) -> dict:
         out = {k: v for k, v in dataclasses.asdict(self).items() if k != "parts" and v is not None}
         out["parts"] = {k: p.as_dict() for k, p in self.parts.items()}
-        out["layer_us"] = {k: layer_fixed_s(p) * 1e6 for k, p in self.parts.items()}
+        out["layer_us"] = {k: layer_fixed_s(p, self.launch_s) * 1e6 for k, p in self.parts.items()}
         out["launch_us"] = self.launch_s * 1e6
         out["iteration_us"] = self.iteration_s * 1e6
         return out
@@ -560,7 +571,9 @@ def engine_profile_dict(t: EngineTerms) -> dict:
                 how += f" + routing-count host reads {(p.eager_s - p.eager_fixed_s) * 1e6:.3f} us (eager with - without)"
         else:
             how = f"eager {p.eager_s * 1e6:.3f} us - roofline {p.roofline_s * 1e6:.3f} us"
-        per_layer[kind] = {"value": _g(layer_fixed_s(p) * 1e6), "source": f"{src}: {what}: {how}"}
+            if t.launch_s > 0:
+                how += f" - {p.kernels} kernels x launch {t.launch_s * 1e6:.3f} us (no CUDA graph: {p.graph_error or 'not captured'})"
+        per_layer[kind] = {"value": _g(layer_fixed_s(p, t.launch_s) * 1e6), "source": f"{src}: {what}: {how}"}
         kernels[kind] = {"value": int(p.kernels), "source": f"{src}: {what}: {p.kernels_how}"}
     graphed = [p for p in t.parts.values() if p.graph_s is not None]
     if graphed:

@@ -83,6 +83,14 @@ def test_launch_cost_and_fixed_time_by_hand():
     assert et.layer_fixed_s(_part("dense_mlp", 10.0, None, 5, 20.0)) == 0.0
     with pytest.raises(ValueError, match="no kernels counted"):
         et.launch_per_kernel_s([_part("dense_mlp", 10.0, 5.0, 0, 0.0)])
+    # a part whose graph could not be captured on a GPU: its launches (at the others' rate) come out of its eager time
+    ungraphed = dataclasses.replace(_part("dense_mlp", 100.0, None, 10, 1.0), graph_error="RuntimeError: capture")
+    assert et.layer_fixed_s(ungraphed, 6e-6) == pytest.approx(39.0 * US, rel=1e-12)
+    parts = {**GPU_PARTS, "dense_mlp": ungraphed}
+    data = et.engine_profile_dict(_terms(parts))
+    assert "no CUDA graph: RuntimeError: capture" in data["per_layer_us"]["dense_mlp"]["source"]
+    launch = (240 + 320 + 330) / (40 + 50 + 60)  # from the three graphed parts
+    assert data["per_layer_us"]["dense_mlp"]["value"] == pytest.approx(100.0 - 1.0 - 10 * launch, rel=1e-4)
 
 
 def test_part_work_counts_what_the_roofline_counts():

@@ -167,7 +167,7 @@ def print_engine_terms(terms, eng, path) -> None:
         t.add_column(c, justify="right")
     for kind, p in terms.parts.items():
         t.add_row(kind, f"{p.eager_s * 1e6:.1f}", "-" if p.graph_s is None else f"{p.graph_s * 1e6:.1f}", f"{p.roofline_s * 1e6:.2f}",
-                  str(p.kernels), f"{layer_fixed_s(p) * 1e6:.1f}")
+                  str(p.kernels), f"{layer_fixed_s(p, terms.launch_s) * 1e6:.1f}")
     console.print(t)
     console.print(f"launch per kernel {terms.launch_s * 1e6:.2f} us ({terms.launch_note}); kernels per pass outside the layers "
                   f"{terms.pass_kernels}; per-iteration host work {terms.iteration_s * 1e6:.1f} us; collectives: {terms.collectives_note}",
