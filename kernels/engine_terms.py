@@ -535,17 +535,22 @@ def measure_engine_terms(specs: dict[str, ModelSpec], profiles: dict[str, Hardwa
         row["residual_s"] = r
     # collectives over every visible GPU
     terms.gpus = torch.cuda.device_count() if terms.cuda else 0
-    if not terms.cuda:
-        terms.collectives_note = "not measured: CPU device (no GPUs)"
-    elif terms.gpus < 2:
-        terms.collectives_note = f"not measured: {terms.gpus} GPU (torch.cuda.device_count() = {terms.gpus}; a collective needs >= 2)"
-    elif not collectives:
-        terms.collectives_note = f"not measured: skipped by the caller ({terms.gpus} GPUs visible)"
-    else:
+    measure, terms.collectives_note = collectives_plan(terms.cuda, terms.gpus, collectives)
+    if measure:
         tick(f"engine terms: NCCL all-reduce and all-to-all over {terms.gpus} GPUs")
         terms.collectives = measure_collectives(terms.gpus, "nccl", collective_sizes)
-        terms.collectives_note = f"measured: torch.distributed NCCL over {terms.gpus} GPUs"
     return terms
+
+
+def collectives_plan(cuda: bool, gpus: int, wanted: bool = True) -> tuple[bool, str]:
+    """(measure?, what the record says): collectives need CUDA and >= 2 visible GPUs; nothing is invented otherwise."""
+    if not cuda:
+        return False, "not measured: CPU device (no GPUs)"
+    if gpus < 2:
+        return False, f"not measured: {gpus} GPU (torch.cuda.device_count() = {gpus}; a collective needs >= 2)"
+    if not wanted:
+        return False, f"not measured: skipped by the caller ({gpus} GPUs visible)"
+    return True, f"measured: torch.distributed NCCL over {gpus} GPUs"
 
 
 # --------------------------------------------------------------------------- the profile

@@ -344,6 +344,13 @@ def test_measure_engine_terms_on_this_cpu(tmp_path):
     assert priced[0].predicted_s == pytest.approx(float(ref.time_s[0]), rel=1e-12)
 
 
+def test_collectives_are_measured_only_on_two_or_more_gpus():
+    assert et.collectives_plan(False, 0) == (False, "not measured: CPU device (no GPUs)")
+    assert et.collectives_plan(True, 1) == (False, "not measured: 1 GPU (torch.cuda.device_count() = 1; a collective needs >= 2)")
+    assert et.collectives_plan(True, 8, wanted=False) == (False, "not measured: skipped by the caller (8 GPUs visible)")
+    assert et.collectives_plan(True, 2) == (True, "measured: torch.distributed NCCL over 2 GPUs")
+
+
 def test_collectives_over_two_gloo_processes():
     """The torch.distributed sweep's code path on CPU processes (gloo): both ops, every size, a fit each."""
     r = et.measure_collectives(2, "gloo", sizes=(4096, 65536), iters=2, rounds=2, timeout_s=120)
