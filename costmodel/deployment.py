@@ -62,6 +62,11 @@ class Deployment:
             raise ValueError(f"memory_utilization must be in (0, 1], got {self.memory_utilization}")
         if self.parallelism == "tp+ep" and not self.model.is_moe:
             raise ValueError(f"parallelism 'tp+ep' needs an MoE model; {self.model.name} is dense")
+        lim = self.engine.max_gpus
+        if lim is not None and self.gpus > int(lim.value):
+            raise ValueError(f"serving engine '{self.engine.id}' ({self.engine.path or 'in memory'}) prices at most {int(lim.value)} GPU(s) "
+                             f"([limits] max_gpus: {lim.source}); {self.gpus} GPUs need collective latencies it does not have: "
+                             "calibrate on more GPUs or pick another serving engine")
 
     # --- sizes --------------------------------------------------------------------
     @property

@@ -65,6 +65,9 @@ _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "bandwidth": ("kernels", "bandwidth", "fraction", False),
 }
 _PER_KIND = {"layer_us": ("per_layer_us", "us"), "layer_kernels": ("kernels_per_layer", "count")}
+#: Collective latencies: a profile limited to one GPU ([limits] max_gpus = 1, e.g. one calibrated
+#: on a single GPU, where no collective can be measured) may leave them out; no pass it prices runs one.
+_COLLECTIVES = ("allreduce_alpha_us", "all_to_all_alpha_us")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,9 @@ class EngineProfile:
     gemm_mfu: Sourced | None = None
     bandwidth: Sourced | None = None
     overrides: dict[str, dict[str, Sourced]] = field(default_factory=dict)  # gpu id -> field name -> value
+    #: Largest GPU count the profile may price ([limits] max_gpus; None: any). A profile whose
+    #: collective latencies were measured on N GPUs (or not at all, on 1) says so; Deployment refuses more.
+    max_gpus: Sourced | None = None
     resolved_for: str = ""  # the GPU id whose overrides are applied ("" = engine-wide)
     aliases: tuple[str, ...] = ()
     path: str = ""
@@ -132,6 +138,8 @@ class EngineProfile:
             v = getattr(self, name)
             if v is not None:
                 out.append((name, v.value, v.source))
+        if self.max_gpus is not None:
+            out.append(("max_gpus", self.max_gpus.value, self.max_gpus.source))
         for group in _PER_KIND:
             for kind in LAYER_KINDS:
                 v = getattr(self, group)[kind]
@@ -179,8 +187,8 @@ def _item(table: dict[str, Any], section: str, key: str, kind: str, path: str, p
     return Sourced(value=_check(item["value"], kind, where, path), source=str(item["source"]))
 
 
-def _sections(data: dict[str, Any], path: str, prefix: str, required: bool) -> dict[str, Sourced]:
-    """Every known field present in `data` (a profile or one override table), by field name."""
+def _sections(data: dict[str, Any], path: str, prefix: str, required: bool, optional: frozenset[str] = frozenset()) -> dict[str, Sourced]:
+    """Every known field present in `data` (a profile or one override table), by field name (`optional`: required ones that may be absent)."""
     known_sections = {s for s, *_ in _SCALARS.values()} | {s for s, _ in _PER_KIND.values()}
     out: dict[str, Sourced] = {}
     for section, table in data.items():
@@ -197,7 +205,7 @@ def _sections(data: dict[str, Any], path: str, prefix: str, required: bool) -> d
         table = data.get(section, {})
         if key in table:
             out[name] = _item(table, section, key, kind, path, prefix)
-        elif req and required:
+        elif req and required and name not in optional:
             raise EngineProfileError(f"{path}: missing field '{prefix}{section}.{key}' (expected {{ value = ..., source = \"...\" }})")
     for group, (section, kind) in _PER_KIND.items():
         table = data.get(section, {})
@@ -214,7 +222,12 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     for key in ("id", "name", "version"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise EngineProfileError(f"{path}: missing field '{key}' (expected a string)")
-    fields = _sections(data, path, "", required=True)
+    max_gpus = _limits(data, path)
+    single = max_gpus is not None and max_gpus.value == 1
+    fields = _sections(data, path, "", required=True, optional=frozenset(_COLLECTIVES) if single else frozenset())
+    for name in _COLLECTIVES:
+        if name not in fields:  # only possible with max_gpus = 1
+            fields[name] = Sourced(0.0, f"not applicable: [limits] max_gpus = 1 ({max_gpus.source}); a single GPU runs no collective")
     overrides: dict[str, dict[str, Sourced]] = {}
     hw = data.get("hardware", {})
     if not isinstance(hw, dict):
@@ -233,8 +246,21 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     return EngineProfile(
         id=data["id"].lower(), name=data["name"], version=data["version"], **fields, **per_kind,  # type: ignore[arg-type]
         overrides=overrides, aliases=tuple(str(a).lower() for a in data.get("aliases", [])), path=path,
-        provenance=dict(data.get("provenance", {})),
+        provenance=dict(data.get("provenance", {})), max_gpus=max_gpus,
     )
+
+
+def _limits(data: dict[str, Any], path: str) -> Sourced | None:
+    """The optional [limits] table: max_gpus = { value = N, source = "..." }."""
+    table = data.get("limits")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise EngineProfileError(f"{path}: [limits] must be a table")
+    unknown = set(table) - {"max_gpus"}
+    if unknown:
+        raise EngineProfileError(f"{path}: [limits] has unknown fields {sorted(unknown)} (known: ['max_gpus'])")
+    return _item(table, "limits", "max_gpus", "batch", path) if "max_gpus" in table else None
 
 
 def load_engine_file(path: str | Path) -> EngineProfile:

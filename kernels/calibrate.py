@@ -46,7 +46,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import ModelSpec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.engine import load_engine
+from specagent.hardware.engine import EngineProfile, load_engine
 from specagent.hardware.profile import HardwareProfile, parse_profile
 from specagent.kernels import microbench as mb
 from specagent.kernels.modules import Model
@@ -165,14 +165,15 @@ def _slug(text: str) -> str:
     return s.strip("-")
 
 
-def deployment_for(spec: ModelSpec, hw: HardwareProfile, dtype: str) -> Deployment:
+def deployment_for(spec: ModelSpec, hw: HardwareProfile, dtype: str, engine: EngineProfile | None = None) -> Deployment:
     """The roofline's view of a torch model run in `dtype` on one device.
 
-    Eager torch is no serving engine: the `ideal` engine profile adds no fixed costs of its
-    own, so a pass pays the calibrated profile's `pass_overhead_us` (fitted here) and nothing else.
+    Eager torch is no serving engine: by default the `ideal` engine profile adds no fixed
+    costs of its own, so a pass pays the calibrated profile's `pass_overhead_us` (fitted here)
+    and nothing else; `engine` prices it with measured engine terms instead (kernels/engine_terms.py).
     """
     return Deployment(spec, hw, gpus=1, weight_dtype=dtype, kv_dtype=dtype,
-                      activation_dtype=dtype, state_dtype="fp32", engine=load_engine("ideal"))
+                      activation_dtype=dtype, state_dtype="fp32", engine=engine or load_engine("ideal"))
 
 
 def predict_seconds(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]]) -> np.ndarray:

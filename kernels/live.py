@@ -616,10 +616,11 @@ def total_counts(results: Sequence[LiveResult]) -> dict[str, int]:
 
 
 def compare(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_spec, strong_spec, weak_hw, strong_hw, dtype: str,
-            k: int) -> Comparison:
+            k: int, engine=None) -> Comparison:
     """Price the protocol logs with `specagent.simulator.simulate` and line them up with the measurements.
 
-    `runs`: the repeats of one live run (or a single run's results)."""
+    `runs`: the repeats of one live run (or a single run's results); `engine`: the serving-engine
+    profile both models' passes pay (default `ideal`: the calibrated profiles' own overhead)."""
     from specagent.kernels.calibrate import deployment_for
     from specagent.simulator.run import simulate
     from specagent.simulator.setting import Setting
@@ -628,7 +629,7 @@ def compare(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_sp
         runs = [runs]  # type: ignore[list-item]
     m = measure(runs)  # type: ignore[arg-type]
     first = runs[0]
-    setting = Setting(weak=deployment_for(weak_spec, weak_hw, dtype), strong=deployment_for(strong_spec, strong_hw, dtype))
+    setting = Setting(weak=deployment_for(weak_spec, weak_hw, dtype, engine), strong=deployment_for(strong_spec, strong_hw, dtype, engine))
     df = simulate([r.protocol_log for r in first], "specagent", setting=setting, k=k)  # type: ignore[union-attr]
     rows = []
     exact = True

@@ -25,6 +25,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from specagent.hardware.engine import EngineProfile
 from specagent.hardware.profile import HardwareProfile, load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
@@ -101,19 +102,25 @@ def _sum(dicts: Sequence[dict[str, int]]) -> dict[str, int]:
 
 
 def run_repeats(trajs: Sequence[Trajectory], weak: Model, strong: Model, cfg: LiveConfig, repeats: int = 1,
-                progress: Callable[..., None] | None = None) -> list[list[LiveResult]]:
+                progress: Callable[..., None] | None = None, deadline: float | None = None) -> list[list[LiveResult]]:
     """Run every trajectory `repeats` times (trajectory i uses index i: its own database, user and draws);
-    `progress(message, done, total)` before each."""
+    `progress(message, done, total)` before each. With a `deadline` (a time.monotonic() value), a repeat
+    after the first starts only if one as long as the last would end before it (a time budget)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    runs = []
+    runs: list[list[LiveResult]] = []
+    last = 0.0
     for r in range(repeats):
+        if r and deadline is not None and time.monotonic() + last > deadline:
+            break
+        t0 = time.monotonic()
         run = []
         for i, t in enumerate(trajs):
             if progress:
                 progress(f"repeat {r + 1}/{repeats}: trajectory {i + 1}/{len(trajs)}", r * len(trajs) + i, repeats * len(trajs))
             run.append(run_trajectory(t, weak, strong, cfg, index=i))
         runs.append(run)
+        last = time.monotonic() - t0
     return runs
 
 
@@ -134,10 +141,14 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
                     k: int = 4, seed: int = 0, accept: float = LIVE_ACCEPT, verdict_tokens: int = LIVE_VERDICT_TOKENS,
                     repeats: int = 1, clock: str | None = None, weak_profile: str | None = None, strong_profile: str | None = None,
                     out_dir: str | Path = "out/live", compare_with_simulator: bool = True,
-                    calibration: mb.TimingConfig | None = None,
-                    progress: Callable[..., None] | None = None) -> LiveReport:
+                    calibration: mb.TimingConfig | None = None, engine: EngineProfile | None = None,
+                    deadline_s: float | None = None, progress: Callable[..., None] | None = None) -> LiveReport:
     """Calibrate (unless profiles are given), run `trajs` (default `live_workload(trajectories)`) live
     `repeats` times, and compare with the simulator's prediction for the same protocol logs.
+
+    `engine`: price the logs with these serving-engine terms (default: the `ideal` engine, the
+    calibrated profiles' own overhead); `deadline_s`: seconds from the start of the live runs
+    after which no further repeat starts (`run_repeats`; `setup["repeats"]` says how many ran).
 
     Profiles: `weak_profile` (and `strong_profile`, default the Weak one) name hardware
     profiles; without them both models are calibrated on `device` first (`calibration`,
@@ -178,13 +189,18 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
     ws, ss = weak_spec(scale), strong_spec(scale)
     weak = Model(ws, seed=seed, dtype=mb.torch_dtype(dtype), device=device)
     strong = Model(ss, seed=seed + 1, dtype=mb.torch_dtype(dtype), device=device)
-    t0 = time.perf_counter()
-    report.runs = run_repeats(trajs, weak, strong, cfg, repeats, tick)
+    t0 = time.monotonic()
+    report.runs = run_repeats(trajs, weak, strong, cfg, repeats, tick, None if deadline_s is None else t0 + deadline_s)
+    setup["repeats"] = len(report.runs)
+    if len(report.runs) < repeats:
+        report.notes.append(f"{len(report.runs)} of {repeats} repeats ran: the next would have passed the time budget")
     tick("live runs done", repeats * len(trajs), repeats * len(trajs))
-    report.seconds["live_runs"] = time.perf_counter() - t0
+    report.seconds["live_runs"] = time.monotonic() - t0
     if compare_with_simulator:
         tick("pricing the protocol logs")
-        report.comparison = compare(report.runs, ws, ss, hw["weak"], hw["strong"], dtype, k)
+        report.comparison = compare(report.runs, ws, ss, hw["weak"], hw["strong"], dtype, k, engine)
+        if engine is not None:
+            setup["engine"] = engine.id
     return report
 
 

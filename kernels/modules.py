@@ -353,7 +353,14 @@ class MoE(nn.Module):
         self.shared_gate = _linear(h, 1, dtype, gen) if (mo.shared_intermediate and mo.shared_gate) else None
         self.last_touched = 0
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def route_counts(self, x: torch.Tensor) -> list[int]:
+        """Tokens per expert as this input routes them (what `forward` reads back to the host)."""
+        probs = torch.softmax(F.linear(x.reshape(-1, x.shape[-1]), self.router).float(), dim=-1)
+        return torch.bincount(probs.topk(self.k, dim=-1)[1].reshape(-1), minlength=self.e).tolist()
+
+    def forward(self, x: torch.Tensor, counts: Sequence[int] | None = None) -> torch.Tensor:
+        """`counts` (from `route_counts` of this very input) skips the host read of the per-expert
+        counts — the one step of the dispatch a CUDA graph cannot capture (kernels/engine_terms.py)."""
         shape = x.shape
         xf = x.reshape(-1, shape[-1])
         probs = torch.softmax(F.linear(xf, self.router).float(), dim=-1)
@@ -361,7 +368,10 @@ class MoE(nn.Module):
         w = (w / w.sum(-1, keepdim=True)).to(x.dtype)
         flat = idx.reshape(-1)
         order = flat.argsort(stable=True)
-        counts = torch.bincount(flat, minlength=self.e).tolist()
+        if counts is None:  # torch.bincount sizes its output on the host too (a sync on CUDA)
+            counts = torch.bincount(flat, minlength=self.e).tolist()
+        elif len(counts) != self.e or sum(counts) != flat.numel():
+            raise ValueError(f"counts must give the tokens of each of {self.e} experts ({flat.numel()} in all), got {list(counts)}")
         token_of = order // self.k
         weight_of = w.reshape(-1)[order]
         out = torch.zeros_like(xf)

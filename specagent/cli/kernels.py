@@ -70,6 +70,11 @@ def calibrate_cmd(
     clock: str = typer.Option("wall", help="wall, or cpu (this thread's CPU time, leaving out other jobs' time on the core: "
                               "for --threads 1 on a CPU; `specagent live` times its passes the same way)."),
     validate: bool = typer.Option(True, help="Also predict and measure held-out full passes and report MAPE."),
+    engine_terms: Optional[bool] = typer.Option(None, "--engine-terms/--no-engine-terms", help="Also measure the serving-engine terms "
+                                                "(per-layer fixed time, launch cost, kernels, collectives where >= 2 GPUs) and write an "
+                                                "engine profile. Default: on for --device cuda, off on a CPU."),
+    engine_output: Optional[Path] = typer.Option(None, help="Engine profile TOML to write (default: beside --output, NAME.engine.toml; "
+                                                 "giving it turns --engine-terms on)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Microbenchmark this device, fit the roofline's efficiencies, write a hardware profile.
@@ -80,6 +85,9 @@ def calibrate_cmd(
     per-pass overhead is the fixed cost of one forward pass (framework dispatch). The
     validation table compares the roofline's prediction with measured full forward passes
     at held-out (batch, new tokens, context) points; MAPE is their mean absolute % error.
+    With --engine-terms (the default on a GPU) it also measures the serving-engine terms of
+    the torch modules on this device (kernels/engine_terms.py) and writes them as an engine
+    profile `calibrated-<device>-<dtype>`; the held-out passes are then priced with it too.
     """
     _, cal, mb = _torch_backend()
     _setup(device, threads, dtype)
@@ -89,21 +97,45 @@ def calibrate_cmd(
         cfg.timer(device)
     except ValueError as exc:
         fail(f"--statistic/--clock: {exc}")
+    if engine_terms is False and engine_output is not None:
+        fail("--engine-output names the engine profile that --no-engine-terms skips; drop one of them")
+    if engine_terms is None:
+        engine_terms = device.startswith("cuda") or engine_output is not None
+    engine_path = engine_output or output.with_name(f"{output.stem}.engine.toml")
+    if engine_terms and engine_path.resolve() == output.resolve():
+        fail(f"--engine-output {engine_path} is the hardware profile's --output; give another path")
     with Progress(console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("calibrating", total=None)
-        fit, hw, data = cal.calibrate(spec, dtype, device, cfg, progress=lambda m: prog.update(task, description=m))
+        tick = lambda m: prog.update(task, description=m)  # noqa: E731
+        fit, hw, data = cal.calibrate(spec, dtype, device, cfg, progress=tick)
         prog.update(task, description="writing profile")
         cal.write_profile_toml(data, output)
-        rows = []
+        terms = eng = None
+        if engine_terms:
+            from specagent.hardware.engine import parse_engine
+            from specagent.kernels import engine_terms as et
+            from specagent.kernels.configs import strong_spec, weak_spec
+
+            terms = et.measure_engine_terms({"weak": weak_spec(scale), "strong": strong_spec(scale)}, {model: hw}, dtype, device, cfg,
+                                            scale=scale, progress=tick)
+            eng_data = et.engine_profile_dict(terms)
+            et.write_engine_toml(eng_data, engine_path)
+            eng = parse_engine(eng_data, str(engine_path))
+        rows = eng_rows = []
         if validate:
             prog.update(task, description="validation passes")
             rows = cal.validate(spec, hw, dtype, device=device, cfg=cfg)
+            if eng is not None:
+                eng_rows = et.price_rows(spec, hw, eng, dtype, rows)
     if as_json:
         out = {"profile": str(output), "peak_tflops": fit.peak_tflops, "bandwidth_tb_s": fit.bandwidth_tb_s,
                "bandwidth_efficiency": fit.bandwidth_efficiency, "compute_curve": fit.curve, "pass_overhead_us": fit.pass_overhead_us,
                "validation": [dict(batch=r.batch, new_tokens=r.new_tokens, context=r.context, predicted_s=r.predicted_s,
                                    measured_s=r.measured_s, error=r.error) for r in rows],
                "mape": cal.mape(rows) if rows else None}
+        if terms is not None:
+            out["engine"] = {"profile": str(engine_path), "id": eng.id, "terms": terms.as_dict(),
+                             "validation_mape": cal.mape(eng_rows) if eng_rows else None}
         typer.echo(json.dumps(out, indent=2, default=float))
         return
     console.print(f"wrote [bold]{output}[/] ({hw.name})", highlight=False)
@@ -117,8 +149,33 @@ def calibrate_cmd(
         t.add_row(f"compute efficiency @ {tok:.0f} tokens/pass", f"{e:.3f}")
     t.add_row("per-pass overhead", f"{fit.pass_overhead_us:,.0f} us")
     console.print(t)
+    if terms is not None:
+        print_engine_terms(terms, eng, engine_path)
     if rows:
         print_validation(rows, f"held-out passes of {spec.name} ({dtype})")
+    if eng_rows:
+        print_validation(eng_rows, f"the same passes priced with the measured engine terms ({eng.id})")
+
+
+def print_engine_terms(terms, eng, path) -> None:
+    """The measured engine terms: per layer kind, then per pass and the collectives (or why not measured)."""
+    from specagent.kernels.engine_terms import layer_fixed_s
+
+    console.print(f"wrote [bold]{path}[/] (serving engine '{eng.id}')", highlight=False)
+    t = Table(title=f"engine terms measured on {terms.device_name} ({terms.dtype}): one layer part, batch 1, 1 token")
+    for c in ("layer kind", "eager us", "graph us", "roofline us", "kernels", "fixed us"):
+        t.add_column(c, justify="right")
+    for kind, p in terms.parts.items():
+        t.add_row(kind, f"{p.eager_s * 1e6:.1f}", "-" if p.graph_s is None else f"{p.graph_s * 1e6:.1f}", f"{p.roofline_s * 1e6:.2f}",
+                  str(p.kernels), f"{layer_fixed_s(p, terms.launch_s) * 1e6:.1f}")
+    console.print(t)
+    console.print(f"launch per kernel {terms.launch_s * 1e6:.2f} us ({terms.launch_note}); kernels per pass outside the layers "
+                  f"{terms.pass_kernels}; per-iteration host work {terms.iteration_s * 1e6:.1f} us; collectives: {terms.collectives_note}",
+                  highlight=False)
+    for op in ("all_reduce", "all_to_all"):
+        if terms.collectives and op in terms.collectives:
+            c = terms.collectives[op]
+            console.print(f"  {op}: alpha {c['alpha_us']:.2f} us, beta {c['beta_gb_s']:.1f} GB/s", highlight=False)
 
 
 def print_validation(rows, title: str) -> None:
