@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from specagent.costmodel.latency_fit import TARGETS, targets_from_rows, validate
+from specagent.costmodel.latency_fit import TARGETS, skipped_by_reason, targets_from_rows, validate
 from specagent.measurements import default_path, file_sha256, load_serving
 
 
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": met, "by_class": val.mape("load_class"), "by_gpu": val.mape("gpu"), "by_engine": val.mape("engine"),
         "by_model_class": val.mape("model_class"), "by_source": val.mape("source"),
         "worst": sorted(val.rows(), key=lambda r: -abs(r["error"]))[: args.worst],
+        "excluded": [dict(reason=r, rows=ids) for r, ids in skipped_by_reason(skipped)],
     }
     if args.json:
         print(json.dumps(out, indent=2))
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {k:12s} {v['mape']:>7.1%}  (no target; {v['rows']} figures)")
     for key in ("by_gpu", "by_engine", "by_model_class", "by_source"):
         print(f"{key.replace('_', ' ')}: " + "; ".join(f"{k} {v['mape']:.0%} ({v['rows']})" for k, v in out[key].items()))
+    print(f"excluded {len(skipped)} rows, by rule:")
+    for e in out["excluded"]:
+        print(f"  {len(e['rows'])} x {e['reason']}: {', '.join(e['rows'])}")
     print("worst rows:")
     for r in out["worst"]:
         print(f"  {r['row_id']:40s} {r['metric']:10s} {r['gpu']:9s} {r['engine']:12s} C={r['concurrency']:<6g} "

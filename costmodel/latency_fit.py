@@ -154,6 +154,14 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile]) -> Deploymen
         raise Skip(str(exc)) from None
 
 
+def skipped_by_reason(skipped: Sequence[Skipped]) -> list[tuple[str, list[str]]]:
+    """(reason, row ids) for every exclusion reason, most rows first: what a validation left out and why."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for s in skipped:
+        groups[s.reason].append(s.row.row_id)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
 def targets_from_rows(rows: Iterable[ServingRow], engines: dict[str, EngineProfile] | None = None) -> tuple[list[Target], list[Skipped]]:
     """Every latency figure of every row the cost model can describe; the rest with the reason."""
     engines = engines or {}
@@ -355,7 +363,8 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) 
     ps = [
         Param("bandwidth", "bandwidth", 0.72, 0.3, 1.0, "BLIS example configuration H100 BwEffConstant 0.72 (hardware profiles)"),
         Param("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, "as 'bandwidth' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
-        Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "SPEC §4: ~0.6-0.65 prefill MFU (hardware profiles' prefill_mfu)"),
+        Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "inference-sim (BLIS) docs/HARDWARE_CONFIG_GUIDE.md example mfuPrefill 0.60 "
+              "(A100) / 0.65 (H100) (hardware profiles' prefill_mfu)"),
         Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
         Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
         # the grouped-GEMM prior comes from a per-operator profile of the Triton fused_moe kernel, the default MoE path of
