@@ -17,8 +17,22 @@ import json
 import sys
 import time
 
-from specagent.costmodel.latency_fit import TARGETS, targets_from_rows, validate
+from specagent.costmodel.latency_fit import TARGETS, skipped_by_reason, targets_from_rows, validate
+from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, file_sha256, load_serving
+from specagent.simulator.scenario import default_setting
+
+#: The default setting's decode step is reported at these batches, at this context (tokens already cached per sequence).
+TPOT_BATCHES = (1, 8, 32, 128)
+TPOT_CONTEXT = 2000
+
+
+def default_tpot_ms() -> dict[str, dict]:
+    """TPOT of one decode step of the default Weak and Strong deployments (what `make run` prices), by batch."""
+    s = default_setting()
+    return {role: {"deployment": dep.describe(), "tpot_ms": {b: round(float(decode(dep, TPOT_CONTEXT, b).time_s[0]) * 1e3, 3)
+                                                             for b in TPOT_BATCHES}}
+            for role, dep in (("weak", s.weak), ("strong", s.strong))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         "targets": met, "by_class": val.mape("load_class"), "by_gpu": val.mape("gpu"), "by_engine": val.mape("engine"),
         "by_model_class": val.mape("model_class"), "by_source": val.mape("source"),
         "worst": sorted(val.rows(), key=lambda r: -abs(r["error"]))[: args.worst],
+        "excluded": [dict(reason=r, rows=ids) for r, ids in skipped_by_reason(skipped)],
+        "default_tpot_context": TPOT_CONTEXT, "default_tpot": default_tpot_ms(),
     }
     if args.json:
         print(json.dumps(out, indent=2))
@@ -55,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {k:12s} {v['mape']:>7.1%}  (no target; {v['rows']} figures)")
     for key in ("by_gpu", "by_engine", "by_model_class", "by_source"):
         print(f"{key.replace('_', ' ')}: " + "; ".join(f"{k} {v['mape']:.0%} ({v['rows']})" for k, v in out[key].items()))
+    print(f"the default setting's decode step (TPOT) at context {TPOT_CONTEXT}, batch {'/'.join(map(str, TPOT_BATCHES))}:")
+    for role, v in out["default_tpot"].items():
+        print(f"  {role:6s} {' / '.join(f'{t:.2f}' for t in v['tpot_ms'].values())} ms  ({v['deployment']})")
+    print(f"excluded {len(skipped)} rows, by rule:")
+    for e in out["excluded"]:
+        print(f"  {len(e['rows'])} x {e['reason']}: {', '.join(e['rows'])}")
     print("worst rows:")
     for r in out["worst"]:
         print(f"  {r['row_id']:40s} {r['metric']:10s} {r['gpu']:9s} {r['engine']:12s} C={r['concurrency']:<6g} "

@@ -8,11 +8,12 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
 * per-iteration CPU work (``iteration_us``) + per sequence (``per_sequence_us``);
 * GPU-side fixed time per layer by kind (``layer_us``: full attention, Gated DeltaNet,
   dense MLP, MoE — a decoder layer is one mixer and one FFN and pays both);
-* kernel launches (``launch_us`` × kernels per pass), paid by every pass that does not
-  replay a CUDA graph: graphs cover passes of up to ``cuda_graphs.max_batch`` tokens,
-  pure-decode ones only unless the engine also captures mixed batches (vLLM V1's
-  piecewise graphs). Launches are added, not overlapped with GPU work, so a long eager
-  prefill is over-priced by at most one pass's launch time (stated simplification);
+* kernel launches (``launch_us`` × kernels per pass) by every pass that does not replay a
+  CUDA graph: graphs cover passes of up to ``cuda_graphs.max_batch`` tokens, pure-decode
+  ones only unless the engine also captures mixed batches (vLLM V1's piecewise graphs).
+  Launches are CPU work issued asynchronously, so they overlap the GPU's execution: an
+  eager pass takes max(GPU-busy time, launch time), and only the launch time beyond the
+  GPU-busy time is exposed (`exposed_launch`);
 * α–β collectives: ``allreduce_alpha_us`` per tensor-parallel all-reduce (2 per layer: after
   the mixer and after the FFN) and ``all_to_all_alpha_us`` per expert-parallel all-to-all
   (dispatch + combine replace the FFN all-reduce of an MoE layer under tp+ep); the bytes
@@ -28,8 +29,15 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
 The rule that keeps the fleet exact: every term is affine in a pass's aggregates
 (`Passes`), times factors that depend only on (token total, pure-decode flag) — the MoE
 expert union, the GEMM and attention efficiencies (calibrated curves), and whether the
-launch term is exposed. `simulator.itercost.IterationCost` probes `estimate` under exactly
-this rule; a new term that breaks it must extend that probe.
+kernels are launched one by one — and a pass's time is
+
+    max(compute, memory, launch − G) + G + iteration + per_sequence,   G = collectives + layers
+
+a maximum of three such functions plus affine ones (the launch branch is constant for a
+given token total and pure-decode flag, so within a run of decode iterations of one batch).
+`simulator.itercost.IterationCost` probes `estimate` under exactly this rule and
+`DecodeRun` / `DecodeSegment` sum the three-branch maximum exactly; a new term that
+breaks the rule must extend that probe.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ class LatencyTerms:
     iteration_s: float
     per_sequence_s: float
     layers_s: float  # sum over layers of the per-kind fixed time
-    launch_s: float  # every kernel of one pass, when launched one by one
+    launch_s: float  # CPU time to launch every kernel of one pass one by one (overlaps the GPU's work: exposed_launch)
     allreduces: int  # tensor-parallel all-reduces per pass
     all_to_alls: int  # expert-parallel all-to-alls per pass
     collective_latency_s: float  # allreduces × α_ar + all_to_alls × α_a2a
@@ -121,14 +129,38 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
 
 
 # --- the factors that may depend only on (token total, pure-decode flag) ---------------------
-def launch_exposed(terms: LatencyTerms, tokens: np.ndarray, pure_decode: np.ndarray) -> np.ndarray:
+def eager_launch(terms: LatencyTerms, tokens: np.ndarray, pure_decode: np.ndarray) -> np.ndarray:
     """1.0 where a pass launches its kernels one by one (no captured CUDA graph replays it), else 0.0."""
     kinds = np.asarray(pure_decode, dtype=bool) | terms.cuda_graphs_mixed
     graphed = terms.cuda_graphs & (np.asarray(tokens) <= terms.cuda_graph_max_batch) & kinds
     return np.where(graphed, 0.0, 1.0)
 
 
-def launch_exposed_one(terms: LatencyTerms, tokens: float, pure_decode: bool) -> float:
-    """`launch_exposed` for one pass (the fleet's scalar path)."""
+def eager_launch_one(terms: LatencyTerms, tokens: float, pure_decode: bool) -> float:
+    """`eager_launch` for one pass (the fleet's scalar path)."""
     graphed = terms.cuda_graphs and tokens <= terms.cuda_graph_max_batch and (pure_decode or terms.cuda_graphs_mixed)
     return 0.0 if graphed else 1.0
+
+
+# --- launch overlap -----------------------------------------------------------------------------
+def exposed_launch(launch_s: np.ndarray, busy_s: np.ndarray) -> np.ndarray:
+    """Launch time a pass exposes beyond its GPU-busy time: max(launch − busy, 0).
+
+    Kernel launches are CPU work enqueued asynchronously ("By default, GPU operations are
+    asynchronous ... enqueued to the particular device, but not necessarily executed until
+    later": PyTorch docs, notes/cuda.rst, Asynchronous execution): the CPU launches kernel
+    i+1 while the GPU runs kernel i, so an eager pass takes max(GPU-busy, launch) to first
+    order, and only a pass whose kernels are shorter than their launches is launch-bound
+    (NVIDIA, docs.nvidia.com/dl-cuda-graph, "CUDA Graph": launch overhead matters
+    "especially when the CPU cannot keep up with feeding work to the GPU"). GPU-busy time is
+    max(compute, memory) + collectives + per-layer fixed time; the engine's per-iteration
+    and per-sequence CPU work (scheduling, input preparation) comes before the launches
+    and stays serial. With no launch term (``launch_s`` 0) this is +0.0: no bit changes.
+    """
+    return np.maximum(launch_s - busy_s, 0.0)
+
+
+def exposed_launch_one(launch_s: float, busy_s: float) -> float:
+    """`exposed_launch` for one pass (the fleet's scalar path)."""
+    d = launch_s - busy_s
+    return d if d > 0.0 else 0.0

@@ -7,23 +7,37 @@ same pass-time function everything else uses):
   weight and KV dtypes, and its engine profile (CUDA graphs off where the row says so);
 * closed loop at concurrency C (``--max-concurrency C``, or an open-loop request rate λ
   turned into C = λ × mean end-to-end latency by Little's law): the running batch B is C,
-  capped by how many sequences of I + O tokens fit in memory (`Deployment.max_sequences`);
-  - TPOT = one decode iteration of B sequences at context I + O/2, plus each running
-    request's prefill amortised over its O tokens (B/O prefills of I tokens per token:
-    a prefill stalls the running batch once per request);
+  capped by how many sequences of I + O tokens fit in memory (`Deployment.max_sequences`).
+  With d one decode iteration of B sequences at context I + O/2 and P one prefill of I
+  tokens, each client starts a new request when its last one ends, so the other B − 1
+  running requests arrive at λ = (B − 1)/L (L the request lifetime, TTFT + (O − 1)·TPOT)
+  and their prefills take a fraction ρ = λP of the engine's time (`closed_loop`):
+  - TPOT = d / (1 − ρ): the decode iterations of a request's output, stalled by the other
+    requests' prefills (whether a prefill runs as its own batch, as in SGLang, or in
+    chunks of the scheduler's token budget mixed with decodes, as in vLLM, the prefill
+    work per unit time is the same, so the budget changes the spread of TPOT, not its
+    mean); solved exactly with L, which itself depends on TPOT;
   - TTFT = the engine's per-request overhead (`request_us`: API server, tokenisation,
-    admission), a prefill of I tokens, half a decode iteration (a new request waits for
-    the running one to finish), and, when C > B, the wait for a free slot: (C − B)/B
-    request lifetimes (queueing, modelled this simply);
-  - output throughput = B × O / (request lifetime);
+    admission, first detokenised chunk) + the rest of the iteration in progress when the
+    request arrives (R: a decode iteration with probability 1 − ρ, another request's
+    prefill with probability ρ, each half done on average; 0 when nothing else runs, as
+    at concurrency 1) + its own prefill, batched with the prefills of the requests that
+    arrived during R (P·(1 + λR));
+  - output throughput = B × O / L;
 * a static batch of B (``benchmark_latency``): end-to-end latency = one prefill of B × I
   tokens plus O − 1 decode iterations of B sequences at contexts I + 1 … I + O − 1.
 
 Rows the tool cannot describe (unknown model, GPU, engine or dtype, data parallelism, a
-deployment that does not fit, no running batch stated) are skipped with the reason.
+deployment that does not fit, no running batch stated) are skipped with the reason; so
+are rows tagged ``[queued]`` by the dataset (their mean TTFT is over ten times the
+concurrency-1 TTFT of the same setup: requests waited behind an admission limit the
+source does not state, so the running batch, on which TPOT and TTFT both depend, is
+unknown). The skipped rows and reasons are part of every validation's output.
 
-The fit: scipy `least_squares` on log(predicted / measured) with a robust (Cauchy) loss,
-bounded parameters, and a weak pull of each parameter towards its prior (one residual of
+The fit: scipy `least_squares` on log(predicted / measured) over every figure (TPOT,
+TTFT, end-to-end latency, throughput: a concurrency-1 TTFT is mostly one prefill, the
+only measurement of prefill time in most sources) with a robust (Cauchy) loss, bounded
+parameters, and a weak pull of each parameter towards its prior (one residual of
 ln(value / prior) / ln 4 per parameter), so a term no training row constrains stays at
 its sourced prior instead of wandering. Validation is leave-one-source-out: every row is
 predicted by a fit that never saw its source.
@@ -57,6 +71,16 @@ TARGETS = {"tpot_c<=16": 0.20, "tpot_c>16": 0.30, "ttft": 0.30}
 
 class Skip(ValueError):
     """A row the cost model cannot describe; the message is the reason."""
+
+
+#: The dataset's tag for runs whose requests queued behind an unstated admission limit (measurements/README.md).
+QUEUED_TAG = "[queued]"
+#: Engines a row names that run another engine's kernels, with the source that says so.
+ENGINE_BACKENDS = {
+    "nim": ("tensorrt-llm", "NVIDIA NIM for LLMs runs pre-compiled TensorRT-LLM engines for its optimized profiles (one per GPU, "
+            "GPU count and precision, e.g. H100 fp8 TP2) and falls back to a generic backend only where none exists "
+            "(docs.nvidia.com/nim/large-language-models/1.5.0/profiles.html, 'Model Profiles')"),
+}
 
 
 @dataclass(frozen=True)
@@ -102,10 +126,11 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile]) -> Deploymen
         hw = load_hardware(row.gpu)
     except HardwareProfileError:
         raise Skip(f"no hardware profile for GPU '{row.gpu}'") from None
-    eng = engines.get(row.engine)
+    name = ENGINE_BACKENDS.get(row.engine, (row.engine, ""))[0]
+    eng = engines.get(name)
     if eng is None:
         try:
-            eng = load_engine(row.engine)
+            eng = load_engine(name)
         except EngineProfileError:
             raise Skip(f"no serving-engine profile for '{row.engine}'") from None
     if row.cuda_graphs is False:
@@ -127,6 +152,14 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile]) -> Deploymen
                           kv_dtype=row.kv_dtype or "bf16", engine=eng)
     except ValueError as exc:
         raise Skip(str(exc)) from None
+
+
+def skipped_by_reason(skipped: Sequence[Skipped]) -> list[tuple[str, list[str]]]:
+    """(reason, row ids) for every exclusion reason, most rows first: what a validation left out and why."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for s in skipped:
+        groups[s.reason].append(s.row.row_id)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
 def targets_from_rows(rows: Iterable[ServingRow], engines: dict[str, EngineProfile] | None = None) -> tuple[list[Target], list[Skipped]]:
@@ -160,6 +193,9 @@ def mean_lengths(row: ServingRow) -> tuple[float, float]:
 
 
 def _row_targets(row: ServingRow, engines: dict[str, EngineProfile]) -> list[Target]:
+    if QUEUED_TAG in row.notes:
+        raise Skip(f"{QUEUED_TAG}: requests waited behind an admission limit the source does not state, so the running batch "
+                   "(on which TPOT and TTFT both depend) is unknown")
     dep = _deployment(row, engines)
     i, o = mean_lengths(row)
     if o < 1:
@@ -182,7 +218,8 @@ def _row_targets(row: ServingRow, engines: dict[str, EngineProfile]) -> list[Tar
         raise Skip(f"does not fit: {dep.describe()} cannot hold one sequence of {ctx} tokens by the memory model")
     if static and b > fit:
         raise Skip(f"static batch {b} of {ctx} tokens does not fit by the memory model (fits {fit})")
-    b = min(b, fit)
+    # a closed loop not tagged [queued] admitted every client: its running batch is the concurrency (the memory
+    # model, whose KV dtype and memory fraction are the engine's unstated defaults, is not allowed to overrule that)
     figures: list[tuple[str, float]] = []
     if static:
         if row.e2e_latency_ms is not None:
@@ -244,20 +281,48 @@ def _plan(targets: Sequence[Target]) -> list[_Plan]:
     return plans
 
 
+#: Fixed-point rounds of `closed_loop` (TTFT depends on TPOT through λ and R, weakly): a fixed count keeps the
+#: prediction a smooth function of the coefficients for the optimiser; 6 rounds settle it to < 1e-9 on the dataset.
+CLOSED_LOOP_ROUNDS = 6
+
+
+def closed_loop(decode: float, prefill: float, request: float, batch: float, output_tokens: float) -> tuple[float, float, float]:
+    """(TPOT, TTFT, lifetime) of a closed-loop benchmark with `batch` requests running (module docstring).
+
+    TPOT solves TPOT·(1 − (B − 1)·P / L) = d with L = TTFT + m·TPOT, m = O − 1, exactly
+    (the positive root of m·x² + (T − k − d·m)·x − d·T = 0, k = (B − 1)·P); TTFT = request +
+    R + P·(1 + λR) with λ = (B − 1)/L and R = busy·((1 − ρ)·d/2 + ρ·P/2), busy the chance
+    that another request is decoding when this one arrives (1 − (1 − m·TPOT/L)^(B − 1)).
+    """
+    d, p, m = decode, prefill, max(output_tokens - 1.0, 0.0)
+    others = max(batch - 1.0, 0.0)
+    k = others * p
+    ttft = request + p
+    tpot = d
+    for _ in range(CLOSED_LOOP_ROUNDS):
+        if m > 0.0 and k > 0.0:
+            h = ttft - k - d * m
+            tpot = (-h + math.sqrt(h * h + 4.0 * m * d * ttft)) / (2.0 * m)
+        life = ttft + m * tpot
+        lam = others / life
+        rho = lam * p
+        busy = 1.0 - (1.0 - m * tpot / life) ** others
+        resid = busy * ((1.0 - rho) * d / 2.0 + rho * p / 2.0)
+        ttft = request + resid + p * (1.0 + lam * resid)
+    return tpot, ttft, ttft + m * tpot
+
+
 def _metric(t: Target, q: dict[str, float]) -> float:
     """The measured quantity from the priced passes (see the module docstring)."""
     if t.metric == "e2e":
         return q["prefill"] + q.get("decode_sum", 0.0)
-    b, o, c = float(t.batch), t.output_tokens, t.concurrency
-    tpot = q["decode"] + b / o * q["prefill"]
-    first = q["request"] + q["prefill"] + 0.5 * q["decode"]
-    lifetime = first + max(o - 1.0, 0.0) * tpot
+    b = float(t.batch)
+    tpot, ttft, lifetime = closed_loop(q["decode"], q["prefill"], q["request"], b, t.output_tokens)
     if t.metric == "tpot":
         return tpot
-    wait = max(c - b, 0.0) / b * lifetime
     if t.metric == "ttft":
-        return first + wait
-    return b * o / lifetime  # throughput
+        return ttft
+    return b * t.output_tokens / lifetime  # throughput
 
 
 def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], EngineProfile] | None = None) -> np.ndarray:
@@ -298,11 +363,15 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) 
     ps = [
         Param("bandwidth", "bandwidth", 0.72, 0.3, 1.0, "BLIS example configuration H100 BwEffConstant 0.72 (hardware profiles)"),
         Param("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, "as 'bandwidth' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
-        Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "SPEC §4: ~0.6-0.65 prefill MFU (hardware profiles' prefill_mfu)"),
+        Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "inference-sim (BLIS) docs/HARDWARE_CONFIG_GUIDE.md example mfuPrefill 0.60 "
+              "(A100) / 0.65 (H100) (hardware profiles' prefill_mfu)"),
         Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
         Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
-        Param("moe_mfu", "moe_mfu", 0.66, 0.05, 0.95, "SPEC §6: tuned grouped FP8 GEMM on H20 at 66% of peak (sgl-project/DeepGEMM PR #11)"),
-        Param("moe_pad_tokens", "moe_pad_tokens", 15.0, 0.0, 128.0, "vLLM fused_moe BLOCK_SIZE_M 16 at decode (tokens <= experts)"),
+        # the grouped-GEMM prior comes from a per-operator profile of the Triton fused_moe kernel, the default MoE path of
+        # vLLM and SGLang, at a prefill's token count; the engines' moe_pad_tokens is 0 (see hardware/engines/*.toml)
+        Param("moe_mfu", "moe_mfu", 0.22, 0.01, 0.95, "vllm-project/vllm#53710 (PR description, per-M kernel time table, default "
+              "config): Triton fused_moe FP8 W8A8, E=128 N=768 top-8 (Qwen3-30B-A3B shape) on one L40S, 1916.23 us at 4096 "
+              "tokens for 4096 x 75.5 MFLOP = 22% of the 733 TFLOP/s FP8 peak"),
         Param("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, "BLIS trained-physics beta6 ~4 us per request (vLLM, H100)"),
         Param("layer_us", "layer_us.*", 16.0, 0.0, 300.0, "half of BLIS trained-physics beta5 ~32 us per layer (vLLM, H100)"),
         Param("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, "as 'layer_us' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
@@ -380,37 +449,23 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
 
 def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Sequence[float] | None = None,
         f_scale: float = 0.2, max_nfev: int = 200, loss: str = "cauchy", prior_scale: float = PRIOR_SCALE) -> FitResult:
-    """Least-squares fit of `params` on log(predicted / measured), robust loss, bounded, with a weak prior.
+    """Least-squares fit of `params` on log(predicted / measured) over every figure, robust loss, bounded, weak prior.
 
-    Two stages: the pass-time coefficients are fitted on the figures that are sums of
-    passes (TPOT, end-to-end latency, throughput); then the per-request overheads
-    (``request_us``) alone on TTFT, the pass-time ones held. A TTFT also carries API-server
-    work and queueing that no pass shows, so it must not move the pass-time terms.
-    `loss` is scipy's robust loss ("cauchy" by default: a few rows off by 10x must not drag
-    every coefficient; "soft_l1" is the milder choice); `prior_scale` is how far (in ln
-    units) a coefficient may move from its prior at the cost of one row off by a factor e.
+    One stage over TPOT, TTFT, end-to-end latency and throughput together: a TTFT carries
+    the engine's per-request overhead (``request_us``, fitted per engine) and one prefill,
+    so it is where prefill-side terms (GEMM, attention and grouped-GEMM efficiency) are
+    measured at all. `loss` is scipy's robust loss ("cauchy" by default: a few rows off by
+    10x must not drag every coefficient; "soft_l1" is the milder choice); `prior_scale` is
+    how far (in ln units) a coefficient may move from its prior at the cost of one row off
+    by a factor e.
     """
     params = list(params or default_params())
     if not targets:
         raise ValueError("nothing to fit: no targets")
     x = np.array(x0 if x0 is not None else [p.prior for p in params], dtype=float)
-    stage2 = [k for k, p in enumerate(params) if p.field == "request_us"]
-    stage1 = [k for k in range(len(params)) if k not in stage2]
-    opts = dict(f_scale=f_scale, max_nfev=max_nfev, loss=loss, prior_scale=prior_scale)
-    passes = [t for t in targets if t.metric != "ttft"]
-    firsts = [t for t in targets if t.metric == "ttft"]
-    cost, ok, msg = 0.0, True, []
-    if stage1 and passes:
-        v, res = _solve(passes, [params[k] for k in stage1], [], [], x[stage1], **opts)  # type: ignore[arg-type]
-        x[stage1] = v
-        cost, ok = cost + float(res.cost), ok and bool(res.success)
-        msg.append(f"pass-time terms on {len(passes)} figures: {res.message}")
-    if stage2 and firsts:
-        v, res = _solve(firsts, [params[k] for k in stage2], [params[k] for k in stage1], list(x[stage1]), x[stage2], **opts)  # type: ignore[arg-type]
-        x[stage2] = v
-        cost, ok = cost + float(res.cost), ok and bool(res.success)
-        msg.append(f"per-request terms on {len(firsts)} TTFTs: {res.message}")
-    return FitResult(params, x, len(targets), sorted({t.row.source for t in targets}), cost, ok, "; ".join(msg))
+    v, res = _solve(targets, params, [], [], x, f_scale=f_scale, max_nfev=max_nfev, loss=loss, prior_scale=prior_scale)
+    return FitResult(params, v, len(targets), sorted({t.row.source for t in targets}), float(res.cost), bool(res.success),
+                     f"{len(params)} terms on {len(targets)} figures: {res.message}")
 
 
 def fitted_engine_for(result: FitResult, source: str = "fit") -> Callable[[Deployment], EngineProfile]:
@@ -459,7 +514,13 @@ class Validation:
 
 def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_out: bool = True,
              params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None, **fit_options: Any) -> Validation:
-    """Leave-one-source-out predictions (or, with held_out=False, the engine profiles as shipped)."""
+    """Leave-one-source-out predictions (or, with held_out=False, the engine profiles as shipped).
+
+    Each held-out fit starts from the priors, as the full fit does: starting it from the
+    full fit's values would carry the held-out source into its own prediction wherever
+    the other sources leave a coefficient unconstrained (the optimiser stays near its
+    start along a flat direction), which is not leave-one-source-out.
+    """
     targets = list(targets)
     if not held_out:
         return Validation(targets, list(skipped), predict(targets), False)
@@ -474,7 +535,7 @@ def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_ou
         train = [t for t in targets if t.row.source != s]
         test_idx = [k for k, t in enumerate(targets) if t.row.source == s]
         tick(f"hold out {s} ({len(test_idx)} figures)")
-        r = fit(train, params, x0=full.values, **fit_options) if train else full
+        r = fit(train, params, **fit_options) if train else full  # from the priors: the full fit saw this source
         per[s] = r
         test = [targets[k] for k in test_idx]
         pred[test_idx] = predict(test, fitted_engine_for(r))
@@ -517,7 +578,7 @@ def fitted_tables(result: FitResult, prov: dict[str, Any]) -> dict[str, dict[str
     """Per engine id, the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones."""
     src = (f"fit: specagent latency fit on measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}, {prov['figures_fitted']} "
            f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
-           f"error, pass-time terms on TPOT/e2e/throughput then request_us on TTFT; prior {{prior}} ({{psrc}})")
+           f"error, every term on TPOT, TTFT, e2e and throughput together; prior {{prior}} ({{psrc}})")
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for p, v in zip(result.params, result.values):
         section, keys = toml_location(p.field)

@@ -12,6 +12,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
+from specagent.costmodel.latency import eager_launch
 from specagent.costmodel.roofline import Coefficients, PassCost, coefficients, estimate
 
 PHASES = ("prefill", "decode", "verify", "repair")
@@ -45,7 +46,11 @@ class DecodeRun:
 
     Every per-step figure is affine in the context (c + j at step j), so FLOPs and bytes
     sum in closed form; the step time max(compute, memory) is a maximum of two affine
-    functions, summed exactly by splitting the run at the crossover step.
+    functions, summed exactly by splitting the run at the crossover step. Without CUDA
+    graphs a step's kernel launches overlap its GPU-busy time (`latency.exposed_launch`):
+    the step takes max(compute + G, memory + G, launch) + CPU work, G the collectives and
+    per-layer time; the launch branch is the same at every step (one token, batch 1), so the
+    sum of the three-branch maximum is exact too (`max_affine_sum_lines`).
     """
 
     def __init__(self, dep: Deployment, weight_mode: str = "union", coef: Coefficients | None = None):
@@ -59,7 +64,10 @@ class DecodeRun:
         for name, arr in self._columns(base).items():
             self._a[name] = float(arr[0])
             self._b[name] = float(arr[1] - arr[0])
-        self._fixed_s = float(base.comm_s[0] + base.overhead_s[0])
+        self._fixed_s = float(base.comm_s[0] + base.overhead_s[0] - base.fixed["launch"][0])  # every fixed cost but launches
+        self._busy_s = float(base.comm_s[0] + base.fixed["layers"][0])  # the GPU-side part: collectives, per-layer time
+        lt = coef.terms
+        self._launch_s = lt.launch_s * float(eager_launch(lt, np.ones(1), np.ones(1, dtype=bool))[0])
 
     @staticmethod
     def _columns(cost: PassCost) -> dict[str, np.ndarray]:
@@ -77,7 +85,12 @@ class DecodeRun:
         # sum_{j<m} (c + j) = m*c + m(m-1)/2
         ctx_sum = m * c + m * (m - 1) / 2
         out = {k: self._a[k] * m + self._b[k] * ctx_sum for k in self._a}
-        out["time_s"] = self._max_affine_sum(c, m) + self._fixed_s * m
+        if self._launch_s > 0.0:
+            g = self._busy_s
+            lines = [(self._a["compute_s"] + g, self._b["compute_s"]), (self._a["memory_s"] + g, self._b["memory_s"]), (self._launch_s, 0.0)]
+            out["time_s"] = max_affine_sum_lines(lines, c, m) + (self._fixed_s - g) * m
+        else:
+            out["time_s"] = self._max_affine_sum(c, m) + self._fixed_s * m
         return out
 
     def _max_affine_sum(self, c: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -99,3 +112,36 @@ class DecodeRun:
             return s(a2, b2, np.zeros_like(m), split) + s(a1, b1, split, m)
         split = np.clip(np.floor(j_star) + 1, 0, m)  # compute wins for j <= j_star
         return s(a1, b1, np.zeros_like(m), split) + s(a2, b2, split, m)
+
+
+def max_affine_sum_lines(lines: list[tuple[float, float]], c: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """sum over integer j in [0, m) of max over `lines` (a, b) of a + b*(c + j), exactly, vectorised over (c, m).
+
+    The maximum changes its winning line only where two lines cross; cutting every run at
+    ceil of each crossing inside (0, m) leaves pieces [lo, hi) on whose integers one line is
+    the maximum — the one that wins at the piece's midpoint — and each piece sums in closed
+    form. (`simulator.itercost.max_affine_sum3` is the fleet's scalar twin.)
+    """
+    c, m = np.broadcast_arrays(np.asarray(c, dtype=np.float64), np.asarray(m, dtype=np.float64))
+    shape = m.shape
+    c, m = c.ravel(), m.ravel()
+    cuts = [np.zeros_like(m), m]
+    for p in range(len(lines)):
+        for q in range(p + 1, len(lines)):
+            db = lines[p][1] - lines[q][1]
+            if db != 0.0:
+                x = -((lines[p][0] - lines[q][0]) / db) - c  # crossing, in steps from the run's start
+                inside = (x > 0) & (x < m)
+                cuts.append(np.where(inside, np.ceil(np.where(inside, x, 0.0)), m))
+    cuts_arr = np.sort(np.stack(cuts), axis=0)
+    a = np.array([ln[0] for ln in lines])[:, None]
+    b = np.array([ln[1] for ln in lines])[:, None]
+    total = np.zeros_like(m)
+    for lo, hi in zip(cuts_arr[:-1], cuts_arr[1:]):
+        n = np.maximum(hi - lo, 0)
+        mid = c + 0.5 * (lo + hi - 1)
+        w = np.argmax(a + b * mid[None, :], axis=0)
+        aw, bw = a[w, 0], b[w, 0]
+        # sum over integer j in [lo, hi) of aw + bw*(c + j)
+        total = total + np.where(n > 0, n * (aw + bw * c) + bw * (hi * (hi - 1) / 2 - lo * (lo - 1) / 2), 0.0)
+    return total.reshape(shape)

@@ -13,7 +13,8 @@ float32 state once, writes it once, and materialises one state per 64-token chun
 activation dtype (as flash-linear-attention's chunk kernels do).
 
 On top of the roofline every pass pays its serving engine's fixed costs — per iteration,
-per sequence, per layer, kernel launches, collective latencies — and runs its grouped
+per sequence, per layer, collective latencies, and the part of its kernel launches that
+the GPU's own work does not hide — and runs its grouped
 MoE GEMMs and attention kernels at their own efficiencies; those terms are defined in
 `costmodel.latency` (one place) and added here. Which efficiency a pass uses: every GEMM
 at the GEMM efficiency for its token count (the calibrated compute curve where present,
@@ -34,7 +35,7 @@ import pandas as pd
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.dtypes import dtype_bytes
-from specagent.costmodel.latency import LatencyTerms, latency_terms, launch_exposed
+from specagent.costmodel.latency import LatencyTerms, eager_launch, exposed_launch, latency_terms
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import GDN_CHUNK, Passes
 
@@ -163,9 +164,12 @@ class PassCost:
     #: compute seconds by kind: "gemm" (dense GEMMs and LM head), "experts" (routed experts' grouped GEMMs),
     #: "expert_padding" (their rows computed beyond the tokens), "attention" (softmax and Gated DeltaNet); they sum to compute_s
     compute_parts: dict[str, np.ndarray] = field(default_factory=dict)
-    #: engine fixed costs by term (costmodel.latency): iteration, per_sequence, layers, launch
+    #: engine fixed costs by term (costmodel.latency): iteration, per_sequence, layers, launch (the exposed part:
+    #: launch time beyond the GPU-busy time max(compute, memory) + comm + layers, which it overlaps)
     fixed: dict[str, np.ndarray] = field(default_factory=dict)
     collective_latency_s: np.ndarray | None = None  # the α part of comm_s
+    #: CPU time of launching the pass's kernels one by one (0 where a CUDA graph replays it), before overlap
+    eager_launch_s: np.ndarray | None = None
 
     @property
     def total_flops(self) -> np.ndarray:
@@ -185,7 +189,18 @@ class PassCost:
 
     @property
     def time_s(self) -> np.ndarray:
-        return np.maximum(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+        """max(GPU-busy time, eager launches) + the engine's CPU work per iteration and sequence.
+
+        GPU-busy = max(compute, memory) + communication + per-layer fixed time; launches
+        overlap it (`costmodel.latency.exposed_launch`). Written so that with no launch term
+        it is max(compute, memory) + comm + overhead bit for bit, and so that two
+        launch-bound passes cost exactly the same (time stays monotone in the work).
+        """
+        roof = np.maximum(self.compute_s, self.memory_s)
+        if self.eager_launch_s is None:
+            return roof + self.comm_s + self.overhead_s
+        f = self.fixed
+        return np.maximum(roof + self.comm_s + f["layers"], self.eager_launch_s) + f["iteration"] + f["per_sequence"]
 
     @property
     def compute_bound(self) -> np.ndarray:
@@ -328,15 +343,19 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
     memory_s = total_bytes / (g * hw.bandwidth_bytes_s * lt.bandwidth_efficiency) + lt.bandwidth_ramp_s
     collective_latency = np.full_like(t, lt.collective_latency_s)
     comm_s = comm / hw.link_bytes_s + collective_latency if g > 1 else np.zeros_like(t)
+    layers = np.full_like(t, lt.layers_s)
+    launch = lt.launch_s * eager_launch(lt, t, pure)
     fixed = {
         "iteration": np.full_like(t, lt.iteration_s),
         "per_sequence": lt.per_sequence_s * passes.seqs,
-        "layers": np.full_like(t, lt.layers_s),
-        "launch": lt.launch_s * launch_exposed(lt, t, pure),
+        "layers": layers,
+        # the GPU's own time hides the launches it overlaps; only the rest shows
+        "launch": exposed_launch(launch, np.maximum(compute_s, memory_s) + comm_s + layers),
     }
     overhead_s = fixed["iteration"] + fixed["per_sequence"] + fixed["layers"] + fixed["launch"]
     return PassCost(
         flops=flops, bytes_read=read, bytes_written=written, comm_bytes=comm, compute_s=compute_s,
         memory_s=memory_s, comm_s=comm_s, overhead_s=overhead_s, experts_touched=touched, weight_mode=weight_mode,
         compute_parts=compute_parts, fixed=fixed, collective_latency_s=collective_latency if g > 1 else np.zeros_like(t),
+        eager_launch_s=launch,
     )

@@ -21,7 +21,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK, Passes
-from specagent.costmodel.latency import launch_exposed_one
+from specagent.costmodel.latency import eager_launch_one, exposed_launch_one
 from specagent.costmodel.roofline import WEIGHT_MODES, coefficients, compute_efficiency, estimate
 
 
@@ -56,6 +56,42 @@ def max_affine_sum(a1: float, b1: float, a2: float, b2: float, m: int) -> float:
         return _sum_affine(a2, b2, 0, split) + _sum_affine(a1, b1, split, m)
     split = m if j_star >= m else (0 if j_star < 0 else math.floor(j_star) + 1)  # the first function wins for j <= j_star
     return _sum_affine(a1, b1, 0, split) + _sum_affine(a2, b2, split, m)
+
+
+def max_affine_sum3(a1: float, b1: float, a2: float, b2: float, a3: float, b3: float, m: int) -> float:
+    """sum over j in [0, m) of max(a1 + b1*j, a2 + b2*j, a3 + b3*j), exactly.
+
+    The upper envelope of three lines changes its winner only where two of them cross, so
+    the run is cut at ceil(x) of every crossing x inside (0, m): between two consecutive
+    cuts lo < hi no crossing lies in (lo, hi - 1], so one line is the maximum on every
+    integer of [lo, hi) and it is the one that wins at their midpoint; each piece sums in
+    closed form (`_sum_affine`). A decode segment's launch branch (a3, b3 = 0) is constant.
+    """
+    if m <= 0:
+        return 0.0
+    aa = (a1, a2, a3)
+    bb = (b1, b2, b3)
+    cuts = [0, m]
+    for p in range(3):
+        for q in range(p + 1, 3):
+            db = bb[p] - bb[q]
+            if db != 0.0:
+                x = -(aa[p] - aa[q]) / db
+                if 0.0 < x < m:
+                    cuts.append(math.ceil(x))
+    cuts.sort()
+    total = 0.0
+    for i in range(len(cuts) - 1):
+        lo = cuts[i]
+        hi = cuts[i + 1]
+        if hi > lo:
+            mid = 0.5 * (lo + hi - 1)
+            w = 0
+            for q in (1, 2):
+                if aa[q] + bb[q] * mid > aa[w] + bb[w] * mid:
+                    w = q
+            total += _sum_affine(aa[w], bb[w], lo, hi)
+    return total
 
 
 FEATURES = ("tokens", "seqs", "decode_tokens", "attn_pairs", "kv_read_tokens", "state_touches", "logits")
@@ -100,7 +136,7 @@ class IterationCost:
         self._decode_eff_cache: dict[float, float] = {}
         self._extra_cache: dict[float, tuple[float, float]] = {}
         self._decode_cache: dict[int, tuple] = {}
-        self.launch_s = terms.launch_s
+        self.launch_s = terms.launch_s  # eager launches overlap the GPU-busy time (costmodel.latency.exposed_launch)
         self.mem_fixed = terms.bandwidth_ramp_s
 
         nf = len(FEATURES)
@@ -143,6 +179,7 @@ class IterationCost:
         self.attention_work = affine(zero if self._attn_eff is None else parts["attention"] * eff_a)
         self.expert_work = affine(zero if self._moe_eff is None else parts["experts"] * eff_m)
         self.fixed = affine(cost.comm_s + cost.overhead_s - launch)  # all fixed costs but the launch term
+        self.busy = affine(cost.comm_s + cost.fixed["layers"])  # the GPU-side ones: collectives and per-layer time
 
     # --- the nonlinear factors: functions of (token total, pure decode) ---------------------
     def touched(self, tokens: float) -> float:
@@ -198,9 +235,13 @@ class IterationCost:
                      + experts / (eff if self._moe_eff is None else self._moe_eff)
                      + attn / (eff if self._attn_eff is None else self._attn_eff))
         memory_s = (read + written) * self.inv_bw + self.mem_fixed
-        fixed = _dot(self.fixed, t, seqs, dec, pairs, kv_tokens, state, logits) + self.launch_s * launch_exposed_one(self.terms, t, pure)
+        roof = compute_s if compute_s >= memory_s else memory_s
+        fixed = _dot(self.fixed, t, seqs, dec, pairs, kv_tokens, state, logits)
+        launch = self.launch_s * eager_launch_one(self.terms, t, pure)
+        if launch > 0.0:  # kernels launched one by one: only the launch time beyond the GPU-busy time shows
+            fixed += exposed_launch_one(launch, roof + _dot(self.busy, t, seqs, dec, pairs, kv_tokens, state, logits))
         flops = _dot(self.flops, t, seqs, dec, pairs, kv_tokens, state, logits)
-        return (compute_s if compute_s >= memory_s else memory_s) + fixed, flops, read, written
+        return roof + fixed, flops, read, written
 
     def decode_segment(self, batch: int, ctx_sum: float) -> "DecodeSegment":
         """k iterations of `batch` sequences decoding one token each; contexts sum to ctx_sum at the first.
@@ -213,14 +254,15 @@ class IterationCost:
         if c is None:
             c = self._decode_cache[batch] = self._decode_constants(batch)
         (eff, eff_a, extra, moe0, cw, cw4, cw5, cw6, cw7, aw, aw4, aw5, aw6, aw7, rd, rd4, rd5, rd6, rd7, wr, wr4, wr5, wr6, wr7,
-         fx, fx4, fx5, fx6, fx7, fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, f1, dread, dwritten, launch) = c
+         fx, fx4, fx5, fx6, fx7, bz, bz4, bz5, bz6, bz7, fl, fl4, fl5, fl6, fl7, c1, m1, fixed1, busy1, f1, dread, dwritten, launch) = c
         p0 = ctx_sum + float(batch)
         read0 = rd + rd4 * p0 + rd5 * p0 + rd6 + rd7 + extra
         written0 = wr + wr4 * p0 + wr5 * p0 + wr6 + wr7
         c0 = (cw + cw4 * p0 + cw5 * p0 + cw6 + cw7) / eff + moe0 + (aw + aw4 * p0 + aw5 * p0 + aw6 + aw7) / eff_a
         return DecodeSegment(
             c0, c1, (read0 + written0) * self.inv_bw + self.mem_fixed, m1,
-            fx + fx4 * p0 + fx5 * p0 + fx6 + fx7 + launch, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten,
+            fx + fx4 * p0 + fx5 * p0 + fx6 + fx7, fixed1, fl + fl4 * p0 + fl5 * p0 + fl6 + fl7, f1, read0, dread, written0, dwritten,
+            bz + bz4 * p0 + bz5 * p0 + bz6 + bz7, busy1, launch,
         )
 
     def decode_run(self, batch: int, ctx_sum: float, k: int) -> tuple["DecodeSegment", float]:
@@ -246,9 +288,9 @@ class IterationCost:
         c1 = ((self.compute_work[4] + self.compute_work[5]) * b / eff + (ew[4] + ew[5]) * b / eff_m
               + (self.attention_work[4] + self.attention_work[5]) * b / eff_a)
         return (eff, eff_a, self.expert_bytes * tt, moe0, *parts(self.compute_work), *parts(self.attention_work),
-                *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.flops),
-                c1, (dread + dwritten) * self.inv_bw, (self.fixed[4] + self.fixed[5]) * b, (self.flops[4] + self.flops[5]) * b,
-                dread, dwritten, self.launch_s * launch_exposed_one(self.terms, b, True))
+                *parts(self.read), *parts(self.written), *parts(self.fixed), *parts(self.busy), *parts(self.flops),
+                c1, (dread + dwritten) * self.inv_bw, (self.fixed[4] + self.fixed[5]) * b, (self.busy[4] + self.busy[5]) * b,
+                (self.flops[4] + self.flops[5]) * b, dread, dwritten, self.launch_s * eager_launch_one(self.terms, b, True))
 
 
 def _dot(a: tuple[float, ...], t: float, s: float, d: float, p: float, k: float, st: float, lg: float) -> float:
@@ -259,24 +301,35 @@ def _dot(a: tuple[float, ...], t: float, s: float, d: float, p: float, k: float,
 class DecodeSegment:
     """Per-iteration compute/memory time and work as affine functions of the iteration index j.
 
+    Iteration j takes max(c0 + c1 j, m0 + m1 j) + fixed + fixed1 j, plus, when its kernels
+    are launched one by one (``launch`` > 0: no captured CUDA graph of this batch), the
+    launch time beyond its GPU-busy time (roofline + busy + busy1 j; `exposed_launch`). The
+    launch branch is the same for every iteration of a segment (one batch, pure decode).
     A plain slotted class, not a dataclass: the fleet builds one per decode segment.
     """
 
-    __slots__ = ("c0", "c1", "m0", "m1", "fixed", "fixed1", "f0", "f1", "r0", "r1", "w0", "w1")
+    __slots__ = ("c0", "c1", "m0", "m1", "fixed", "fixed1", "f0", "f1", "r0", "r1", "w0", "w1", "busy", "busy1", "launch")
 
     def __init__(self, c0: float, c1: float, m0: float, m1: float, fixed: float, fixed1: float, f0: float, f1: float, r0: float,
-                 r1: float, w0: float, w1: float):
+                 r1: float, w0: float, w1: float, busy: float = 0.0, busy1: float = 0.0, launch: float = 0.0):
         self.c0, self.c1, self.m0, self.m1, self.fixed, self.fixed1 = c0, c1, m0, m1, fixed, fixed1
         self.f0, self.f1, self.r0, self.r1, self.w0, self.w1 = f0, f1, r0, r1, w0, w1
+        self.busy, self.busy1, self.launch = busy, busy1, launch
 
     def elapsed(self, k: int) -> float:
         """Time taken by the first k iterations.
 
-        `max_affine_sum(c0, c1, m0, m1, k) + _sum_affine(fixed, fixed1, 0, k)`, inlined (this
-        runs ~10^5 times per simulation) with the very same float operations in the same order.
+        Without a launch term, `max_affine_sum(c0, c1, m0, m1, k) + _sum_affine(fixed, fixed1, 0, k)`,
+        inlined (this runs ~10^5 times per simulation) with the very same float operations in
+        the same order. With one, the three-branch sum max(roofline + busy, launch) of
+        `max_affine_sum3` plus the CPU-side rest (fixed − busy).
         """
         if k <= 0:
             return 0.0 + 0.0
+        if self.launch > 0.0:
+            bz, bz1 = self.busy, self.busy1
+            return (max_affine_sum3(self.c0 + bz, self.c1 + bz1, self.m0 + bz, self.m1 + bz1, self.launch, 0.0, k)
+                    + _sum_affine(self.fixed - bz, self.fixed1 - bz1, 0, k))
         a1, b1, a2, b2 = self.c0, self.c1, self.m0, self.m1
         tri = k * (k - 1) / 2  # _sum_affine's hi*(hi-1)/2 - lo*(lo-1)/2 with lo = 0 (subtracting 0.0 changes no bit)
         fixed = k * self.fixed + self.fixed1 * tri
@@ -316,6 +369,8 @@ class DecodeSegment:
             a, b = self.c0 + self.fixed, self.c1 + self.fixed1
         else:
             a, b = self.m0 + self.fixed, self.m1 + self.fixed1
+        if self.launch > a - self.fixed + self.busy:  # launch-bound at the start: guess from that branch
+            a, b = self.launch + self.fixed - self.busy, self.fixed1 - self.busy1
         # elapsed(j) ~ a*j + b*j*(j-1)/2 = dt
         if a > 0.0 and dt > 0.0:
             h = a - 0.5 * b

@@ -21,7 +21,7 @@ from specagent.costmodel.dtypes import dtype_bytes
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, parse_config, shipped_models
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
-from specagent.costmodel.phases import DecodeRun, decode, prefill, repair, verify
+from specagent.costmodel.phases import DecodeRun, decode, max_affine_sum_lines, prefill, repair, verify
 from specagent.costmodel.roofline import coefficients, estimate
 from specagent.hardware.engine import load_engine
 from specagent.hardware.profile import Sourced, load_hardware
@@ -172,6 +172,29 @@ def test_decode_run_max_affine_sum_matches_the_loop(a1, b1, a2, b2, c, m):
     ms = np.full_like(cs, float(m))
     want = [sum(max(a1 + b1 * (ci + j), a2 + b2 * (ci + j)) for j in range(m)) for ci in c]
     assert run._max_affine_sum(cs, ms) == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+@given(a=st.lists(st.sampled_from([0.0, 1.0, 2.5, 4.0, 7.0]), min_size=3, max_size=3),
+       b=st.lists(st.sampled_from([-1.0, 0.0, 0.25, 0.5, 2.0]), min_size=3, max_size=3),
+       c=st.lists(st.integers(0, 30), min_size=1, max_size=4), m=st.integers(0, 25))
+@settings(max_examples=300, deadline=None)
+def test_max_affine_sum_of_three_lines_matches_the_loop(a, b, c, m):
+    """sum_{j<m} max_i (a_i + b_i(c+j)) over three lines: ties, equal slopes and empty runs included."""
+    cs = np.array(c, dtype=float)
+    want = [sum(max(a[i] + b[i] * (ci + j) for i in range(3)) for j in range(m)) for ci in c]
+    got = max_affine_sum_lines(list(zip(a, b)), cs, np.full_like(cs, float(m)))
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["sglang:eager", "vllm:eager"])
+def test_decode_run_without_cuda_graphs_sums_the_overlapped_launches_exactly(engine):
+    """Eager batch-1 decode: each step is max(GPU-busy, launches) + CPU work; the closed form equals the loop."""
+    for dep in (Dep(Q397, H20, gpus=8, weight_dtype="fp8", engine=load_engine(engine)), Dep(Q4, H20, engine=load_engine(engine))):
+        run = DecodeRun(dep)
+        assert run._launch_s > 0
+        for c, m in ((0, 40), (3000, 200), (150_000, 30)):
+            steps = estimate(dep, Passes.uniform(1, c + np.arange(float(m)), 1))
+            assert run.totals(c, m)["time_s"] == pytest.approx(steps.time_s.sum(), rel=1e-12)
 
 
 def test_decode_run_time_includes_communication_and_overhead_per_step():

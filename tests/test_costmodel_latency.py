@@ -74,18 +74,42 @@ def _kernels(eng, full: int, linear: int, dense: int, moe: int) -> int:
             + dense * int(k["dense_mlp"].value) + moe * int(k["moe"].value))
 
 
+def _busy(cost) -> float:
+    """GPU-busy time of a one-pass cost, summed here from its parts: max(compute, memory) + comm + per-layer time."""
+    return max(float(cost.compute_s[0]), float(cost.memory_s[0])) + float(cost.comm_s[0]) + float(cost.fixed["layers"][0])
+
+
 def test_cuda_graphs_remove_the_launch_term_for_decode():
     dep = Deployment(Q35_4B, H20, engine=VLLM)
     launch = _kernels(VLLM, 8, 24, 32, 0) * _us(VLLM.launch_us)
     assert launch > 0
     graphed = decode(dep, context=1000, batch=8)
-    assert graphed.fixed["launch"][0] == 0.0
+    assert graphed.fixed["launch"][0] == 0.0 and graphed.eager_launch_s[0] == 0.0
     eager = decode(dataclasses.replace(dep, engine=load_engine("vllm:eager")), context=1000, batch=8)
-    assert eager.fixed["launch"][0] == pytest.approx(launch, rel=1e-12)
-    assert eager.time_s[0] - graphed.time_s[0] == pytest.approx(launch, rel=1e-9)
+    assert eager.eager_launch_s[0] == pytest.approx(launch, rel=1e-12)
+    # a 4B decode step keeps the GPU busy ~2 ms, shorter than its 7 ms of launches: launch-bound,
+    # so the step takes the launch time plus the CPU work, and the GPU's own time is hidden
+    busy = _busy(eager)
+    assert busy < launch
+    cpu = _us(VLLM.iteration_us) + 8 * _us(VLLM.per_sequence_us)
+    assert eager.time_s[0] == pytest.approx(launch + cpu, rel=1e-12)
+    assert eager.fixed["launch"][0] == pytest.approx(launch - busy, rel=1e-12)
+    assert eager.time_s[0] - graphed.time_s[0] == pytest.approx(launch - busy, rel=1e-9)
     # past the largest captured graph the batch runs eagerly again
     big = decode(dep, context=0, batch=int(VLLM.cuda_graph_max_batch.value) + 1)
-    assert big.fixed["launch"][0] == pytest.approx(launch, rel=1e-12)
+    assert big.eager_launch_s[0] == pytest.approx(launch, rel=1e-12)
+
+
+def test_eager_launches_overlap_the_gpu_work_of_a_long_pass():
+    """Launches are issued asynchronously: a pass whose GPU work outlasts them shows none of them."""
+    dep = Deployment(Q35_4B, H20, engine=load_engine("vllm:eager"))
+    launch = _kernels(VLLM, 8, 24, 32, 0) * _us(VLLM.launch_us)
+    long = prefill(dep, 8000)  # ~ 64 TFLOP at 148 TFLOP/s: hundreds of ms of GPU time
+    busy = _busy(long)
+    assert busy > 10 * launch
+    assert long.fixed["launch"][0] == 0.0 and long.eager_launch_s[0] == pytest.approx(launch, rel=1e-12)
+    cpu = _us(VLLM.iteration_us) + _us(VLLM.per_sequence_us)
+    assert long.time_s[0] == pytest.approx(busy + cpu, rel=1e-12)
 
 
 def test_mixed_passes_replay_graphs_only_where_the_engine_captures_them():
@@ -94,8 +118,10 @@ def test_mixed_passes_replay_graphs_only_where_the_engine_captures_them():
     p = Passes.from_batches([[(1, 100), (3, 200)]])  # 4 tokens, one sequence verifies 3: not pure decode
     v = estimate(Deployment(Q35_4B, H20, engine=VLLM), p)
     s = estimate(Deployment(Q35_4B, H20, engine=sgl), p)
-    assert v.fixed["launch"][0] == 0.0
-    assert s.fixed["launch"][0] == pytest.approx(_kernels(sgl, 8, 24, 32, 0) * _us(sgl.launch_us), rel=1e-12)
+    assert v.fixed["launch"][0] == 0.0 and v.eager_launch_s[0] == 0.0
+    launch = _kernels(sgl, 8, 24, 32, 0) * _us(sgl.launch_us)
+    assert s.eager_launch_s[0] == pytest.approx(launch, rel=1e-12)
+    assert s.fixed["launch"][0] == pytest.approx(max(launch - _busy(s), 0.0), rel=1e-12)
 
 
 # ------------------------------------------------------------------------- per layer, per iteration, per sequence

@@ -18,7 +18,7 @@ from specagent.simulator.fleet import FleetSim, compile_steps
 from specagent.simulator.fleet_build import fleet_from_setting, simulate_fleet
 from specagent.simulator.fleet_config import Arrivals, Fleet, FleetError, Pool, Scheduler
 from specagent.simulator.fleet_trace import write_chrome_trace
-from specagent.simulator.itercost import IterationCost, max_affine_sum
+from specagent.simulator.itercost import IterationCost, max_affine_sum, max_affine_sum3
 from specagent.simulator.phases import PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL
 from specagent.simulator.plan import PlanBuilder
 from specagent.simulator.pricing import Pricer
@@ -88,6 +88,17 @@ def test_decode_segment_sums_match_iteration_by_iteration(setting, batch, k):
 def test_max_affine_sum_matches_loop(a1, b1, a2, b2, m):
     ref = sum(max(a1 + b1 * j, a2 + b2 * j) for j in range(m))
     assert max_affine_sum(a1, b1, a2, b2, m) == pytest.approx(ref, rel=1e-9, abs=1e-9)
+
+
+@given(a=st.lists(st.floats(-5, 5), min_size=3, max_size=3), b=st.lists(st.floats(-1, 1), min_size=3, max_size=3),
+       flat=st.booleans(), m=st.integers(0, 200))
+@settings(max_examples=300, deadline=None)
+def test_max_affine_sum3_matches_loop(a, b, flat, m):
+    """Three branches (a decode segment's roofline branches and its constant launch branch when `flat`)."""
+    if flat:
+        b[2] = 0.0
+    ref = sum(max(a[0] + b[0] * j, a[1] + b[1] * j, a[2] + b[2] * j) for j in range(m))
+    assert max_affine_sum3(a[0], b[0], a[1], b[1], a[2], b[2], m) == pytest.approx(ref, rel=1e-9, abs=1e-9)
 
 
 # --- closed-form advancement equals token-by-token stepping ----------------------------------

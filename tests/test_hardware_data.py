@@ -138,16 +138,11 @@ DATASHEET_TENSOR_TFLOPS = {
     "mi300x": {"bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9},
 }
 
-# Sections whose sources are being rewritten on another branch (issue 17: the efficiency leads); everything else
-# must cite its primary source here. Remove the exemption once that branch lands.
-SOURCE_CHECK_EXEMPT = {"efficiency"}
-
-
 @pytest.mark.parametrize("stem", sorted(SPEC_RIDGE))
 def test_every_source_is_a_primary_citation(stem):
     """No `source` may point at SPEC (a document not in the repository) or be empty; tensor peaks name their accumulate."""
     data = _profiles()[stem]
-    sections = {k: v for k, v in data.items() if isinstance(v, dict) and k not in SOURCE_CHECK_EXEMPT}
+    sections = {k: v for k, v in data.items() if isinstance(v, dict)}  # every section, the efficiency leads included
     for dotted, node in _leaves(sections):
         src = node["source"]
         assert src.strip(), f"{stem}.toml: {dotted} has an empty source"

@@ -64,3 +64,18 @@ def test_latency_validate_reports_a_bad_file_in_one_line(tmp_path: Path):
     bad = _csv(tmp_path, [dict(tpot_ms="slow")])
     r = _run("latency", "validate", "--data", str(bad))
     assert r.exit_code == 2 and "field 'tpot_ms': expected a number" in r.output
+
+
+def test_latency_validate_prints_every_excluded_row_and_why(tmp_path: Path):
+    data = _csv(tmp_path, [dict(concurrency=1, input_tokens=512, output_tokens=256, tpot_ms=7.3, ttft_ms=40),
+                           dict(concurrency=100, input_tokens=512, output_tokens=256, tpot_ms=30, ttft_ms=9000,
+                                notes="[queued] mean TTFT >10x the concurrency-1 TTFT"),
+                           dict(engine="acme-serve", concurrency=1, input_tokens=512, output_tokens=256, tpot_ms=7.3)])
+    r = _run("latency", "validate", "--data", str(data), "--no-holdout")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "excluded 2 of 3 rows, by rule:" in text
+    assert "1 × [queued]: requests waited behind an admission limit the source does not state" in text and ": r1" in text
+    assert "1 × no serving-engine profile for 'acme-serve': r2" in text
+    r = _run("latency", "validate", "--data", str(data), "--no-holdout", "--json")
+    assert [s["row_id"] for s in json.loads(r.output)["skipped"]] == ["r1", "r2"]

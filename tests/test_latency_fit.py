@@ -68,7 +68,7 @@ def test_rows_the_model_cannot_describe_are_skipped_with_the_reason(tmp_path: Pa
     rows = load_serving(_csv(tmp_path, [
         dict(model="acme/Unknown-7B", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
         dict(weight_dtype="nvfp4", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
-        dict(engine="nim", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
+        dict(engine="acme-serve", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
         dict(input_tokens=10, output_tokens=10, tpot_ms=5),  # no concurrency: a burst run
         dict(concurrency=4, tpot_ms=5),  # no lengths
         dict(gpu="tpu-v9", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
@@ -76,7 +76,7 @@ def test_rows_the_model_cannot_describe_are_skipped_with_the_reason(tmp_path: Pa
     targets, skipped = lf.targets_from_rows(rows)
     assert not targets
     reasons = [s.reason for s in skipped]
-    assert "model not describable" in reasons[0] and "nvfp4" in reasons[1] and "'nim'" in reasons[2]
+    assert "model not describable" in reasons[0] and "nvfp4" in reasons[1] and "'acme-serve'" in reasons[2]
     assert "burst" in reasons[3] and "length" in reasons[4] and "tpu-v9" in reasons[5]
 
 
@@ -99,16 +99,51 @@ def test_static_batch_end_to_end_is_one_prefill_and_the_decode_steps(tmp_path: P
     assert lf.predict([t])[0] == pytest.approx(want, rel=1e-12)
 
 
-def test_closed_loop_tpot_is_a_decode_step_plus_amortised_prefills(tmp_path: Path):
-    rows = load_serving(_csv(tmp_path, [dict(concurrency=8, input_tokens=1000, output_tokens=200, tpot_ms=10, ttft_ms=50)]))
+def test_queued_rows_are_skipped_with_the_reason_and_nim_runs_tensorrt_llm(tmp_path: Path):
+    rows = load_serving(_csv(tmp_path, [
+        dict(concurrency=100, input_tokens=1000, output_tokens=100, tpot_ms=30, ttft_ms=9000, notes="x; [queued] mean TTFT >10x"),
+        dict(engine="nim", concurrency=1, input_tokens=1000, output_tokens=100, tpot_ms=9),
+    ]))
+    targets, skipped = lf.targets_from_rows(rows)
+    assert [s.row.row_id for s in skipped] == ["r0"] and skipped[0].reason.startswith("[queued]: ")
+    assert "running batch" in skipped[0].reason
+    assert [t.dep.engine.id for t in targets] == ["tensorrt-llm"]
+
+
+def test_closed_loop_at_concurrency_one_is_a_decode_step_and_a_prefill(tmp_path: Path):
+    rows = load_serving(_csv(tmp_path, [dict(concurrency=1, input_tokens=1000, output_tokens=200, tpot_ms=10, ttft_ms=50)]))
     targets, _ = lf.targets_from_rows(rows)
-    tpot, ttft = targets
-    dep = tpot.dep
-    d = estimate(dep, Passes.uniform(1, 1000 + 100, 8)).time_s[0]
+    dep = targets[0].dep
+    d = estimate(dep, Passes.uniform(1, 1000 + 100, 1)).time_s[0]
     p = estimate(dep, Passes.uniform(1000, 0, 1)).time_s[0]
     got = lf.predict(targets)
-    assert got[0] == pytest.approx(d + 8 / 200 * p, rel=1e-12)
-    assert got[1] == pytest.approx(float(dep.engine.request_us.value) * 1e-6 + p + 0.5 * d, rel=1e-12)
+    # nothing else runs: TPOT is one decode step, TTFT the request overhead plus the prefill, nothing to wait for
+    assert got[0] == pytest.approx(d, rel=1e-12)
+    assert got[1] == pytest.approx(float(dep.engine.request_us.value) * 1e-6 + p, rel=1e-12)
+
+
+def test_closed_loop_tpot_and_ttft_satisfy_their_defining_equations(tmp_path: Path):
+    """At concurrency 8 the prediction is the fixed point of the closed loop, checked equation by equation."""
+    rows = load_serving(_csv(tmp_path, [dict(concurrency=8, input_tokens=1000, output_tokens=200, tpot_ms=10, ttft_ms=50)]))
+    targets, _ = lf.targets_from_rows(rows)
+    tpot, ttft = lf.predict(targets)
+    dep = targets[0].dep
+    d = estimate(dep, Passes.uniform(1, 1000 + 100, 8)).time_s[0]
+    p = estimate(dep, Passes.uniform(1000, 0, 1)).time_s[0]
+    req = float(dep.engine.request_us.value) * 1e-6
+    life = ttft + 199 * tpot
+    lam = 7 / life  # the other 7 clients start a request whenever one of theirs ends
+    rho = lam * p
+    assert tpot * (1 - rho) == pytest.approx(d, rel=1e-9)  # decode steps fill what the others' prefills leave
+    busy = 1 - (1 - 199 * tpot / life) ** 7
+    resid = busy * ((1 - rho) * d / 2 + rho * p / 2)
+    assert ttft == pytest.approx(req + resid + p * (1 + lam * resid), rel=1e-6)
+    # the stalls are real but bounded: slower than one decode step, faster than a step plus a whole prefill
+    assert d < tpot < d + p and req + p < ttft < req + 2 * p + d
+    # an output throughput row of the same run is B x O over the lifetime
+    rows = load_serving(_csv(tmp_path, [dict(concurrency=8, input_tokens=1000, output_tokens=200, output_throughput_tok_s=500)]))
+    (thr,), _ = lf.targets_from_rows(rows)
+    assert lf.predict([thr])[0] == pytest.approx(8 * 200 / life, rel=1e-6)
 
 
 # ------------------------------------------------------------------------- the fit can fail

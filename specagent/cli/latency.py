@@ -51,7 +51,7 @@ def validate_cmd(
     concurrency <= 16 within 20%, above that and TTFT within 30%.
     """
     from specagent.common import atomic
-    from specagent.costmodel.latency_fit import validate
+    from specagent.costmodel.latency_fit import skipped_by_reason, validate
 
     path, rows, targets, skipped = _load(data)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
@@ -102,11 +102,9 @@ def validate_cmd(
                   f"{r['predicted']:.4g}", f"{r['error']:+.0%}")
     console.print(w)
     if skipped:
-        reasons: dict[str, int] = {}
-        for s in skipped:
-            reasons[s.reason] = reasons.get(s.reason, 0) + 1
-        console.print(f"skipped {len(skipped)} rows: " + "; ".join(f"{n} × {r}" for r, n in sorted(reasons.items(), key=lambda x: -x[1])),
-                      highlight=False)
+        console.print(f"excluded {len(skipped)} of {len(rows)} rows, by rule:", highlight=False)
+        for reason, ids in skipped_by_reason(skipped):
+            console.print(f"  {len(ids)} × {reason}: {', '.join(ids)}", highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("fit")
