@@ -43,10 +43,12 @@ from specagent.simulator.bounds import PoolCapacity, pool_capacity, pool_work
 from specagent.simulator.fleet_build import (
     TaskPlan, Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks,
 )
-from specagent.simulator.fleet_config import STRONG_POOL, WEAK_POOL, Arrivals, Scheduler, engine_scheduler, resolve_price
+from specagent.simulator.fleet_config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
 from specagent.simulator.parallel import BACKENDS, run_jobs
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.steady_state import GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window
+from specagent.simulator.steady_state import (
+    GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window, uncontended,
+)
 from specagent.traces.requests import RequestTrace
 
 SLO_METRICS = ("task", "turn")
@@ -295,8 +297,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
 
     # the reference latency: tasks alone on their replicas (unlimited pools), the p95 of their latency; no fleet does
     # better than that, so an SLO the uncontended tasks miss is infeasible at any size
-    n_pilot = min(PILOT_TASKS, tasks.n_tasks)
-    pilot = tasks.serve(build((None, None)), Arrivals("poisson", rate=1.0, seed=sc.seed).sample(n_pilot))
+    pilot = uncontended(tasks, build((None, None)), sc.seed, PILOT_TASKS)
     ref = float(np.percentile(pilot.tasks["latency_s"].to_numpy(), 95))
     alone = pilot.tasks["latency_s"] if req.slo.target == "task" else pilot.turns["latency_s"]
     floor_s = float(np.percentile(alone.to_numpy(), req.slo.percentile)) if len(alone) else math.inf
@@ -345,7 +346,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
 
     def _quick_miss(key: Counts, sl) -> tuple[bool, SteadyResult | None, str] | None:
         """A first look on a slice a fifth the size: a fleet that misses by a wide margin there (the interval's low end
-        over the bound by 5%, or a queue growing twice the unstable threshold) is rejected without the full run; a
+        over the bound by 5%, or a queue growing by 5% of the arrivals) is rejected without the full run; a
         smaller slice only pools less, so it errs towards missing, and the margin covers that."""
         if req.slice_tasks is None or req.slice_tasks < 5:
             return None
@@ -354,7 +355,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         if qsl.counts == sl.counts and qsl.fraction == sl.fraction:
             return None  # the first look would be the full run
         sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **quick_args)  # type: ignore[arg-type]
-        if not sr.stable and sr.queue_growth > 2 * GROWTH:
+        if not sr.stable and sr.queue_growth > 2.5 * GROWTH:
             return (False, sr, f"unstable (first look, {sr.slice.describe()}): {sr.reason}")
         if sr.ci_low_s > 1.05 * req.slo.seconds:
             return (False, sr, f"misses the SLO (first look, {sr.slice.describe()}): {req.slo.target} p{req.slo.percentile:g} "

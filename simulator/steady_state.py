@@ -10,8 +10,9 @@ The method, in order (each step is a function below, tested on its own):
 1. **Window** (`size_window`). Arrivals run from 0 to a horizon H = W + M + T and the
    clock stops at H: W = 2 L reserved for warm-up, a measurement span M long enough
    for `batches` batches of L each and for `tail / (1 - q)` tasks (enough samples beyond
-   the q-th percentile), and a tail T = max(L, the SLO bound) so that a task measured
-   at the end of M that has not finished by H has certainly missed the bound. L is the
+   the q-th percentile), and a tail T = max(3 L, 1.5 x the SLO bound) so that a task
+   measured at the end of M that has not finished by H has certainly missed the bound
+   (and percentiles up to T stay observable). L is the
    reference latency, the time scale on which the fleet fills and forgets: the task
    latency's 95th percentile with no contention (each task alone on its replicas).
 2. **Warm-up**: the later of two points. The MSER-5 rule (`mser5`; White 1997; Franklin
@@ -22,11 +23,16 @@ The method, in order (each step is a function below, tested on its own):
    standard deviation). (MSER-5 on the number
    in the system itself over-truncates: that series is a slow random walk whose
    criterion has its minimum wherever the walk happens to be flat.)
-3. **Stability** (`trend`): tasks in the system, sampled over the measurement span and
-   averaged in `batches` batches, regressed on time: a growth over the span above 25%
-   of the mean that is significant (t > 3) is a queue growing linearly, and the fleet
-   is rejected as unstable (so is one whose analytic utilisation is >= 1, before any
-   simulation: `bounds.py`).
+3. **Stability** (`deficit`): over the measurement span, the tasks that arrive against
+   the tasks that complete. A fleet that serves only a share s of what arrives falls behind by
+   1 - s of the arrivals, its queue growing linearly (offered load rho > 1: 1 - 1/rho,
+   4.8% at rho = 1.05); a stable one completes what arrives, give or take the wander of
+   the number in the system (`deficit`). A deficit above 2% of the arrivals and above
+   four standard deviations of that wander is rejected as unstable (so is a fleet whose analytic
+   utilisation is >= 1, before any simulation: `bounds.py`). Counts, not a regression
+   of the number in the system on time: that series is so autocorrelated (and, with
+   common random numbers, shares its arrival bursts across candidates) that a trend test
+   on it flags lightly loaded fleets.
 4. **Percentile and confidence interval** (`percentile_ci`): the q-th percentile of
    the task (or turn) latencies of everything that arrived in the measurement span;
    a task still running at H counts as infinitely late (censored). The interval is
@@ -60,7 +66,7 @@ import numpy as np
 from scipy import stats as sps
 
 from specagent.simulator.fleet_build import TaskPlan
-from specagent.simulator.fleet_config import Fleet
+from specagent.simulator.fleet_config import Arrivals, Fleet
 from specagent.simulator.fleet_results import FleetResult
 
 #: Batches of the measurement span (batch quantiles, the trend test).
@@ -69,11 +75,14 @@ BATCHES = 10
 TAIL = 50
 #: Warm-up reserved, in reference latencies (the detected warm-up may be shorter).
 WARMUP_REFS = 2.0
-#: A queue growing by more than this share of its mean over the span (and significantly) is unstable. A pool 5%
-#: over its capacity grows by 0.05 x M / L times its mean over a span of M = 10 L: 50%; a stable one's slow
-#: excursions stayed under 15% in the runs tried.
-GROWTH = 0.25
-TREND_T = 3.0
+#: The tail after the measurement span, in reference latencies and in SLO bounds (the larger): a measured task
+#: still running at the horizon counts as infinitely late, which decides "within the bound?" exactly as long as the
+#: tail is at least the bound, and leaves percentiles up to the tail observable (finite intervals).
+TAIL_REFS, TAIL_SLO = 3.0, 1.5
+#: Completing fewer tasks than arrive by more than this share (and by more than three wanders of the number in the
+#: system) is a queue growing linearly: a pool with offered load rho > 1 falls behind by 1 - 1/rho (rho = 1.05: 4.8%).
+GROWTH = 0.02
+DEFICIT_SDS = 4.0
 #: A slice keeps the pools' replica ratio within this (else the closest ratio found).
 SLICE_RATIO_TOL = 0.02
 #: Arrivals a window may hold before the fleet is cut into a slice of about this many.
@@ -104,7 +113,7 @@ def size_window(rate: float, ref_latency_s: float, percentile: float, min_tasks:
         raise ValueError(f"a window needs rate > 0 and a reference latency > 0, got {rate} and {ref_latency_s}")
     needed = max(int(min_tasks), math.ceil(TAIL / (1.0 - percentile / 100.0)))
     measure = max(batches * ref_latency_s, needed / rate)
-    return Window(WARMUP_REFS * ref_latency_s, measure, max(ref_latency_s, slo_s))
+    return Window(WARMUP_REFS * ref_latency_s, measure, max(TAIL_REFS * ref_latency_s, TAIL_SLO * slo_s))
 
 
 def mser5(x: np.ndarray) -> int:
@@ -172,18 +181,24 @@ def fill_time(arrival: np.ndarray, end: np.ndarray, t_end: float, points: int = 
     return float(grid[reached[0]]) if len(reached) else t_end / 2
 
 
-def trend(arrival: np.ndarray, end: np.ndarray, t0: float, t1: float, batches: int = BATCHES) -> tuple[float, float, float]:
-    """(growth over [t0, t1), its t statistic, mean) of the number of tasks in the system, from `batches` batch means."""
-    at = np.linspace(t0, t1, 40 * batches, endpoint=False)
+def deficit(arrival: np.ndarray, end: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
+    """(share of the tasks arriving in [t0, t1) that the fleet did not complete in it, one standard deviation of that
+    share in a stable fleet).
+
+    A - D over the span is the change of the number in the system between its ends, so in
+    steady state its spread is that of the difference of two samples of that number:
+    sqrt(2 var). The variance is the larger of the Poisson one of an uncongested fleet (the
+    mean, M/G/infinity) and the one the run shows about its linear trend (a congested
+    fleet wanders more; the trend is what is being tested, so it is taken out)."""
+    a = int(((arrival >= t0) & (arrival < t1)).sum())
+    d = int(((end >= t0) & (end < t1)).sum())
+    if a == 0:
+        return 0.0, math.inf
+    at = np.linspace(t0, t1, 200, endpoint=False)
     n = in_system(arrival, end, at).astype(np.float64)
-    means = n.reshape(batches, -1).mean(axis=1)
-    centers = (np.arange(batches) + 0.5) / batches
-    slope, intercept = np.polyfit(centers, means, 1)
-    resid = means - (slope * centers + intercept)
-    dof = batches - 2
-    se = math.sqrt(float((resid**2).sum()) / dof / float(((centers - centers.mean()) ** 2).sum())) if dof > 0 else math.inf
-    tstat = slope / se if se > 0 else (math.inf if slope > 0 else 0.0)
-    return float(slope), float(tstat), float(means.mean())
+    resid = n - np.polyval(np.polyfit(at, n, 1), at)
+    var = max(float(n.mean()), float(resid.var()), 1.0)
+    return (a - d) / a, math.sqrt(2.0 * var) / a
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -276,7 +291,7 @@ class SteadyResult:
     tasks_measured: int
     tasks_censored: int  # measured tasks still running at the horizon
     throughput_per_s: float  # completions per second in the measurement span, scaled to the full fleet
-    queue_growth: float  # relative growth of tasks in the system over the span
+    queue_growth: float  # share of the arrivals the fleet falls behind by (second half of the span)
     summary: dict = field(default_factory=dict)  # the slice run's fleet summary, with steady-state $ per task
 
     def as_row(self, prefix: str = "") -> dict:
@@ -287,6 +302,13 @@ class SteadyResult:
             ("tasks_simulated", self.tasks_simulated), ("tasks_measured", self.tasks_measured),
             ("tasks_censored", self.tasks_censored), ("throughput_per_s", self.throughput_per_s),
             ("queue_growth", self.queue_growth))}
+
+
+def uncontended(tasks: TaskPlan, fleet: Fleet, seed: int = 0, n: int = 1000) -> FleetResult:
+    """The first `n` tasks each alone on its replicas (`fleet` of unlimited pools), at one arrival per second: their
+    latencies set the reference latency of a window, and no fleet can do better than they do."""
+    m = min(n, tasks.n_tasks)
+    return tasks.serve(fleet, Arrivals("poisson", rate=1.0, seed=seed).sample(m))
 
 
 def unit_arrivals(seed: int, n: int) -> np.ndarray:
@@ -343,10 +365,10 @@ def analyse(res: FleetResult, arrivals: np.ndarray, sl: Slice, rate_s: float, wi
     warm = max(float(arr[early][d_lat]) if 0 < d_lat < len(series) else 0.0, fill_time(arr, end, t_end))
     stable, reason = True, ""
     t0 = min(warm, t_end * 0.5)
-    growth, tstat, mean_n = trend(arr, end, t0, t_end, batches)
-    rel_growth = growth / mean_n if mean_n > 0 else 0.0
-    if stable and rel_growth > GROWTH and tstat > TREND_T:
-        stable, reason = False, f"tasks in the system grow {100 * rel_growth:.0f}% over the window (t = {tstat:.1f})"
+    rel_growth, wander = deficit(arr, end, t0, t_end)
+    if rel_growth > max(GROWTH, DEFICIT_SDS * wander):
+        stable, reason = False, (f"the fleet completes {100 * rel_growth:.1f}% fewer tasks than arrive (its queues grow "
+                                 f"linearly)")
     inside = (arr >= t0) & (arr < t_end)
     censored = int((inside & ~np.isfinite(lat)).sum())
     if metric.target == "task":

@@ -65,7 +65,7 @@ def plan_command(
     workers: int = typer.Option(0, help="Searches run in parallel (0: one per CPU)."),
     backend: str = typer.Option("local", help="local (process pool) or ray (a Ray cluster; a local instance unless --address)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` reads it) and the "
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` reads it: figure 7) and the "
                                                           "capacity curve (capacity_curve.html, plus PNG/SVG where Chrome/Chromium exists)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -118,7 +118,7 @@ def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dic
     return {"request": {"rates_per_s": list(req.rates), "slo": str(req.slo), "min_tasks_measured": req.n_tasks, "seed": req.seed,
                         "slice_tasks": req.slice_tasks, "slice_replicas": req.slice_replicas, "workers": req.workers,
                         "backend": req.backend, "requests": str(requests) if requests else None, "scenario": scenario.to_dict()},
-            "records": _records(res.best), "candidates": _records(res.table), "evaluations": _records(res.evaluations),
+            "best": _records(res.best), "candidates": _records(res.table), "evaluations": _records(res.evaluations),
             "price_sources": res.price_sources, "notes": res.notes,
             "method": "steady-state windows (simulator/steady_state.py); search from the analytic bound (simulator/bounds.py, planner.py)"}
 
