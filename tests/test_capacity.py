@@ -331,3 +331,24 @@ def test_plain_serving_fleets_are_planned_from_a_request_trace():
     assert best["strategy"].tolist() == ["serving", "serving"] and (best["weak_replicas"] == 0).all()
     assert best["strong_replicas"].iloc[1] > best["strong_replicas"].iloc[0]
     assert (best["slo_value_s"] <= 20.0).all()
+
+
+def test_searches_give_the_same_plan_on_a_process_pool_and_on_ray():
+    """Searches are pure jobs: one process, a local pool of two, or Ray give identical rows."""
+    trace = synthetic_requests(2000, rate=5.0, prompt_mean=2000.0, output_mean=300.0, seed=4)
+    sc = SC.override({"strong.model": "qwen3.5-4b", "strong.weight_dtype": "bf16"})
+    base = dict(rates=(10.0, 40.0), slo=SLO.parse("p95-task=20s"), gpus=("h200", "h20"), scenario=sc, requests=trace,
+                prices={"h20": 1.5})
+    one = plan_capacity(None, PlanRequest(**base))
+    pool = plan_capacity(None, PlanRequest(**base, workers=2))
+    assert one.table.equals(pool.table) and one.evaluations.equals(pool.evaluations)
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'specagent[ray]')")
+    try:  # only a Ray runtime that cannot start here is a skip
+        ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    except Exception as exc:  # pragma: no cover - environment without a working Ray runtime
+        pytest.skip(f"a local Ray instance could not start here: {exc}")
+    try:
+        on_ray = plan_capacity(None, PlanRequest(**base, workers=2, backend="ray"))
+    finally:
+        ray.shutdown()
+    assert one.table.equals(on_ray.table) and one.evaluations.equals(on_ray.evaluations)
