@@ -32,8 +32,10 @@ TARGET_S = 120.0
 SPECAGENT = str(Path(sys.executable).with_name("specagent"))
 
 
-def run(cmd: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MiB, stdout) of one command in its own process (os.wait4: the child's own usage)."""
+def run(cmd: list[str]) -> tuple[float, float, str, float, float]:
+    """(wall seconds, peak RSS in MiB, stdout, CPU seconds, load average at the end) of one command in its own process
+    (os.wait4: the child's own usage, its worker processes' CPU included). The machine is shared: wall time under
+    others' load is longer than on an idle machine; CPU seconds are not."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -43,18 +45,20 @@ def run(cmd: list[str]) -> tuple[float, float, str]:
         err.seek(0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{' '.join(cmd)} failed: {err.read().decode()[-2000:]}")
-        return dt, usage.ru_maxrss / 1024, out.read().decode()
+        return dt, usage.ru_maxrss / 1024, out.read().decode(), usage.ru_utime + usage.ru_stime, os.getloadavg()[0]
 
 
 def plan(rate: str, strategies: str, gpus: str) -> dict:
-    dt, _, out = run([SPECAGENT, "plan", "--rate", rate, "--slo", "p95-task=300s", "--strategy", strategies, "--gpu", gpus, "--json"])
+    dt, _, out, cpu, load = run([SPECAGENT, "plan", "--rate", rate, "--slo", "p95-task=300s", "--strategy", strategies, "--gpu", gpus,
+                                 "--json"])
     doc = json.loads(out)
     rows = []
     for b in doc["best"]:
         rows.append({k: b[k] for k in ("strategy", "rate", "strong_gpu", "weak_replicas", "strong_replicas", "gpus", "usd_per_hour",
                                        "slo_value_s", "slo_ci_low_s", "slo_ci_high_s", "strong_bound_replicas",
                                        "weak_bound_replicas", "slice", "tasks_simulated", "evaluations")})
-    return {"rate": rate, "strategies": strategies, "gpus": gpus, "wall_s": dt, "best": rows, "notes": doc["notes"]}
+    return {"rate": rate, "strategies": strategies, "gpus": gpus, "wall_s": dt, "cpu_s": cpu, "load_average": load, "best": rows,
+            "notes": doc["notes"]}
 
 
 def requests_child(n: int) -> None:
@@ -99,7 +103,8 @@ def main() -> None:
         p = plan(rate, "strongonly", "h200")
         res["plans"].append(p)
         for b in p["best"]:
-            print(f"  {rate:>7}: {p['wall_s']:6.1f} s wall; {b['strong_replicas']:,} Strong replicas = {b['gpus']:,} GPUs "
+            print(f"  {rate:>7}: {p['wall_s']:6.1f} s wall ({p['cpu_s']:.1f} s CPU, load {p['load_average']:.1f}); "
+                  f"{b['strong_replicas']:,} Strong replicas = {b['gpus']:,} GPUs "
                   f"(analytic bound {b['strong_bound_replicas']:,}); p95 {b['slo_value_s']:.1f} s "
                   f"[{b['slo_ci_low_s']:.1f}, {b['slo_ci_high_s']:.1f}]; {b['slice']}; {b['evaluations']} candidates")
     top = res["plans"][-1]["wall_s"]
@@ -111,10 +116,11 @@ def main() -> None:
         for b in p["best"]:
             print(f"  {b['strategy']:>10} on {b['strong_gpu']}: {b['weak_replicas']:,} Weak + {b['strong_replicas']:,} Strong = "
                   f"{b['gpus']:,} GPUs; p95 {b['slo_value_s']:.1f} s; {b['slice']}")
-        print(f"  answered in {p['wall_s']:.1f} s: {p['wall_s'] / TARGET_S:.2f} x the {TARGET_S:.0f} s target")
+        print(f"  answered in {p['wall_s']:.1f} s ({p['cpu_s']:.1f} s CPU on {os.cpu_count()} CPUs, load {p['load_average']:.1f}): "
+              f"{p['wall_s'] / TARGET_S:.2f} x the {TARGET_S:.0f} s target")
     print("3. plain serving request trace replayed on 8 Strong replicas at half their analytic capacity")
     for n in ((10_000,) if a.quick else (10_000, 100_000)):
-        _, rss, out = run([sys.executable, __file__, "--requests-child", str(n)])
+        _, rss, out, _, _ = run([sys.executable, __file__, "--requests-child", str(n)])
         r = json.loads(out.strip().splitlines()[-1])
         r["peak_rss_mib"] = rss
         res["requests"].append(r)

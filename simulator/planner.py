@@ -11,7 +11,12 @@ The search (stated, so results can be checked), for each strategy, pair of GPU t
    simulation (utilisation >= 1).
 3. **Strong replicas**, with the Weak pool unlimited (no contention): from the bound up,
    in steps that double (the first a tenth of the bound), until a fleet meets the SLO,
-   then bisection down to `precision` (1%: within 1% or one replica of the smallest).
+   then down to `precision` (1%: within 1% or one replica of the smallest). When the
+   strategy also uses a Weak pool, the Strong count starts at 5% below the Strong pool's
+   analytic capacity instead of at it: step 4 makes the Weak pool queue, which makes the
+   Strong calls' arrivals burstier, and a Strong pool at 99% of its capacity that met the
+   SLO with an uncontended Weak pool turned unstable under every Weak count tried (SpecAgent
+   at 1,000 tasks/s), inflating the Weak pool instead.
 4. **Weak replicas** the same way with the Strong count fixed; if none up to eight times
    the Weak bound meets the SLO, the Strong count grows by 5% (at least one) and step 4
    repeats (at most `max_refine` times).
@@ -56,6 +61,8 @@ SLO_METRICS = ("task", "turn")
 PLANNED_TASKS = 2000
 #: Tasks of the uncontended pilot run that sets the reference latency and the best any fleet can do.
 PILOT_TASKS = 1000
+#: Strong pools of two-pool fleets run at most at this share of their analytic capacity (module docstring, step 3).
+STRONG_HEADROOM = 0.95
 
 
 @dataclass(frozen=True)
@@ -148,7 +155,7 @@ class PlanRequest:
     """
 
     rate: float | None = None  # one rate (tasks/s), or
-    slo: SLO = field(default_factory=lambda: SLO(95.0, "task", 120.0))
+    slo: SLO = field(default_factory=lambda: SLO(95.0, "task", 300.0))
     strategies: tuple[str, ...] = ("strongonly", "specagent")
     gpus: tuple[str, ...] = ("h20", "h200")
     mix_gpus: bool = False  # also try Weak and Strong pools on different GPU types
@@ -371,7 +378,10 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
     n_w: int | None = 0
     ok = floor_s <= req.slo.seconds
     if ok and uses[STRONG_POOL]:
-        n_s = _search(lambda n: run(None if uses[WEAK_POOL] else 0, n)[0], lower[STRONG_POOL], req.max_replicas, req.precision,
+        start = lower[STRONG_POOL]
+        if uses[WEAK_POOL]:  # keep headroom for the Weak pool's queueing (module docstring, step 3)
+            start = caps[STRONG_POOL].replicas_for(rate / STRONG_HEADROOM)
+        n_s = _search(lambda n: run(None if uses[WEAK_POOL] else 0, n)[0], start, req.max_replicas, req.precision,
                       lambda n: metric(None if uses[WEAK_POOL] else 0, n), req.slo.seconds)
         ok = n_s is not None
     if ok and uses[WEAK_POOL]:
@@ -461,7 +471,7 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
         price_sources.update(o["prices"])
         row = dict(o["row"])
         note = row.pop("note", None)
-        if note:
+        if note and note not in notes:  # the same GPU unpriced at every rate is said once
             notes.append(note)
         rows.append(row)
         evals.extend(o["evaluations"])

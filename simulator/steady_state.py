@@ -41,11 +41,12 @@ The method, in order (each step is a function below, tested on its own):
    (batches - 1 degrees of freedom, 95%) times their standard error.
 5. **Slice** (`choose_slice`): a fleet of N_p replicas per pool at rate r whose window
    would hold more than `slice_tasks` (20,000) arrivals is simulated as k_p of each pool
-   at rate r x max_p(k_p / N_p) under the same router, k_p about N_p / m with m the
-   number of such slices the window's arrivals make (at most what leaves the smallest
-   pool `min_replicas`), moved down to keep the pools' ratio within 2% (rounding is
-   settled so that no pool of the slice carries less load per replica than in the full
-   fleet: the slice is never optimistic). Session affinity makes a slice exact up to the router's reach: a task
+   at rate r x k0 / N0 under the same router: the smallest pool (the one whose count
+   rounds the most) cut exactly, k0 of its N0 replicas with k0 about N0 over the number
+   of such slices the window's arrivals make (at least `min_replicas`), and every other
+   pool rounded down, floor(N_p x k0 / N0), so that no pool of the slice carries less load
+   per replica than in the full fleet (the slice is never optimistic); k0 grows, up to
+   three times, until that excess is within 3%. Session affinity makes a slice exact up to the router's reach: a task
    stays on the replicas it first met, so a large fleet behaves as independent groups;
    what a slice loses is the least-loaded choice among more replicas, which only makes
    it slower. A test checks that a slice's percentiles match the full fleet's at 64
@@ -69,7 +70,7 @@ from specagent.simulator.fleet_build import TaskPlan
 from specagent.simulator.fleet_config import Arrivals, Fleet
 from specagent.simulator.fleet_results import FleetResult
 
-#: Batches of the measurement span (batch quantiles, the trend test).
+#: Batches of the measurement span (batch quantiles).
 BATCHES = 10
 #: Observations wanted beyond the measured percentile (p95: 1,000 tasks; p99: 5,000).
 TAIL = 50
@@ -79,12 +80,13 @@ WARMUP_REFS = 2.0
 #: still running at the horizon counts as infinitely late, which decides "within the bound?" exactly as long as the
 #: tail is at least the bound, and leaves percentiles up to the tail observable (finite intervals).
 TAIL_REFS, TAIL_SLO = 3.0, 1.5
-#: Completing fewer tasks than arrive by more than this share (and by more than three wanders of the number in the
-#: system) is a queue growing linearly: a pool with offered load rho > 1 falls behind by 1 - 1/rho (rho = 1.05: 4.8%).
+#: Completing fewer tasks than arrive by more than this share (and by more than DEFICIT_SDS standard deviations of
+#: the number in the system's wander) is a queue growing linearly: a pool with offered load rho > 1 falls behind by
+#: 1 - 1/rho (rho = 1.05: 4.8%).
 GROWTH = 0.02
 DEFICIT_SDS = 4.0
-#: A slice keeps the pools' replica ratio within this (else the closest ratio found).
-SLICE_RATIO_TOL = 0.02
+#: A slice keeps every pool's load per replica within this of the fleet's (else the closest found).
+SLICE_RATIO_TOL = 0.03
 #: Arrivals a window may hold before the fleet is cut into a slice of about this many.
 SLICE_TASKS = 20_000
 
@@ -117,7 +119,7 @@ def size_window(rate: float, ref_latency_s: float, percentile: float, min_tasks:
 
 
 def mser5(x: np.ndarray) -> int:
-    """How many leading observations to drop (a multiple of 5), by MSER-5; len(x) // 2 or more means 'still trending'."""
+    """How many leading observations to drop (a multiple of 5), by MSER-5 (at most about half of them)."""
     m = len(x) // 5
     if m < 4:
         return 0
@@ -228,39 +230,37 @@ class Slice:
 
 
 def choose_slice(full: Counts, min_replicas: int = 1, parts: int | None = None) -> Slice:
-    """A slice of about 1/`parts` of the fleet (None: the smallest one) keeping `min_replicas` of its smallest finite pool.
+    """A slice of about 1/`parts` of the fleet (None: the smallest one) keeping `min_replicas` of its smallest pool.
 
-    Among cuts m from that many parts down to half as many, the first whose rounding keeps
-    the pools' replica ratio within SLICE_RATIO_TOL, else the closest; then the rate
-    fraction is max_p k_p / N_p, so no pool of the slice is less loaded than the fleet's.
+    The smallest finite pool, whose count rounds the most, is cut exactly: k0 of its N0
+    replicas, the rate fraction k0 / N0. Every other pool keeps floor(N_p x k0 / N0)
+    replicas, so none carries less load per replica than in the fleet (the slice errs
+    slow, never fast), and k0 grows from its least value (N0 / parts, at least
+    `min_replicas`) up to three times that until the other pools' load excess is within
+    SLICE_RATIO_TOL (else the k0 with the least excess).
     """
     if min_replicas < 1:
         raise ValueError(f"a slice keeps at least one replica per pool, got {min_replicas}")
     finite = [(p, n) for p, n in enumerate(full) if n]
     if not finite:
         return Slice(full, full, 1.0, 0.0)
-    m_max = min(n for _, n in finite) // min_replicas
-    if parts is not None:
-        m_max = min(m_max, max(1, parts))
-    best: tuple[float, int] | None = None
-    for m in range(m_max, max(1, (m_max + 1) // 2) - 1, -1):
-        if m <= 1:
+    p0, n0 = min(finite, key=lambda x: (x[1], x[0]))
+    k_lo = max(min_replicas, math.ceil(n0 / parts)) if parts else min_replicas
+    best: tuple[float, int, dict[int, int]] | None = None
+    for k0 in range(k_lo, max(3 * k_lo, k_lo + 2) + 1):
+        if k0 >= n0:
             break
-        ks = {p: max(1, round(n / m)) for p, n in finite}
-        ratios = [ks[p] / n for p, n in finite]
-        err = max(ratios) / min(ratios) - 1.0
-        if best is None or err < best[0] - 1e-12:
-            best = (err, m)
-        if err <= SLICE_RATIO_TOL:
+        ks = {p: (k0 if p == p0 else math.floor(n * k0 / n0 + 1e-9)) for p, n in finite}
+        excess = max((k0 / n0) / (ks[p] / n) - 1.0 for p, n in finite)
+        if best is None or excess < best[0] - 1e-12:
+            best = (excess, k0, ks)
+        if excess <= SLICE_RATIO_TOL:
             break
     if best is None:
         return Slice(full, full, 1.0, 0.0)
-    m = best[1]
-    ks = {p: max(1, round(n / m)) for p, n in finite}
-    frac = max(ks[p] / n for p, n in finite)
+    excess, k0, ks = best
     counts = tuple(ks.get(p, full[p]) for p in range(len(full)))
-    excess = max(frac / (ks[p] / n) for p, n in finite) - 1.0
-    return Slice(full, counts, frac, excess)  # type: ignore[arg-type]
+    return Slice(full, counts, k0 / n0, max(excess, 0.0))  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -345,11 +345,10 @@ def measure_steady(tasks: TaskPlan, build: Callable[[Counts], Fleet], full: Coun
         unit = unit_arrivals(seed, need)
     arrivals = unit[unit / rate_s < win.horizon_s] / rate_s
     res = tasks.serve(build(sl.counts), arrivals, horizon=win.horizon_s)
-    return analyse(res, arrivals, sl, rate_s, win, metric, batches)
+    return analyse(res, sl, rate_s, win, metric, batches)
 
 
-def analyse(res: FleetResult, arrivals: np.ndarray, sl: Slice, rate_s: float, win: Window, metric: Metric,
-            batches: int = BATCHES) -> SteadyResult:
+def analyse(res: FleetResult, sl: Slice, rate_s: float, win: Window, metric: Metric, batches: int = BATCHES) -> SteadyResult:
     """Warm-up, stability, the metric with its interval and $ per task from one windowed run."""
     t = res.tasks
     arr = t["arrival_s"].to_numpy()
@@ -357,8 +356,7 @@ def analyse(res: FleetResult, arrivals: np.ndarray, sl: Slice, rate_s: float, wi
     lat = t["latency_s"].to_numpy()
     horizon, t_end = win.horizon_s, win.measure_end_s
     # warm-up: MSER-5 on the latencies in arrival order (unfinished tasks at their lower bound, the time they have
-    # run), and the fleet filling up: the first time the tasks in the system reach their mean over the second half
-    # of the span; the later of the two
+    # run), and the fleet filling up (`fill_time`); the later of the two
     early = arr < t_end
     series = np.where(np.isfinite(lat), lat, horizon - arr)[early]
     d_lat = mser5(series)
