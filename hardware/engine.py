@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from specagent.hardware.profile import Sourced, read_toml
+from specagent.hardware.profile import HardwareProfile, Sourced, read_toml
 
 ENGINE_ENV_VAR = "SPECAGENT_ENGINE_DIR"
 #: vLLM: the most widely deployed open-source serving engine (and the first one the
@@ -68,6 +68,33 @@ _PER_KIND = {"layer_us": ("per_layer_us", "us"), "layer_kernels": ("kernels_per_
 #: Collective latencies: a profile limited to one GPU ([limits] max_gpus = 1, e.g. one calibrated
 #: on a single GPU, where no collective can be measured) may leave them out; no pass it prices runs one.
 _COLLECTIVES = ("allreduce_alpha_us", "all_to_all_alpha_us")
+_GIB = 2.0**30
+
+
+@dataclass(frozen=True)
+class SchedulerDefault:
+    """The batching limits an engine picks by itself when its server is started without them, for one class of GPU.
+
+    Engines choose these by the GPU they find (vLLM: total device memory and the device
+    name; SGLang: device memory), so a profile lists rows, first match wins; the last row
+    matches every GPU. The memory compared is the hardware profile's capacity in GiB.
+    """
+
+    min_gpu_memory_gib: float  # the row applies to GPUs with at least this much memory ...
+    not_gpus: tuple[str, ...]  # ... whose id and name contain none of these (lower case)
+    max_num_seqs: int  # running sequences per replica (vLLM max_num_seqs, SGLang max_running_requests)
+    max_batched_tokens: int  # tokens per iteration, decodes plus prefill chunks (vLLM max_num_batched_tokens)
+    source: str
+
+    def matches(self, hw: HardwareProfile) -> bool:
+        names = f"{hw.id} {hw.name}".lower()
+        return hw.capacity_bytes / _GIB >= self.min_gpu_memory_gib and not any(n in names for n in self.not_gpus)
+
+    def describe(self) -> str:
+        gpus = f"GPUs with >= {self.min_gpu_memory_gib:g} GiB" if self.min_gpu_memory_gib > 0 else "any GPU"
+        if self.not_gpus:
+            gpus += f" except {', '.join(self.not_gpus)}"
+        return gpus
 
 
 @dataclass(frozen=True)
@@ -102,6 +129,8 @@ class EngineProfile:
     moe_mfu: Sourced | None = None  # asymptotic efficiency of the grouped MoE GEMMs (padding apart)
     gemm_mfu: Sourced | None = None
     bandwidth: Sourced | None = None
+    #: Batching limits the engine uses when none are given, by GPU class (first match wins; the last row matches any GPU).
+    scheduler: tuple[SchedulerDefault, ...] = ()
     overrides: dict[str, dict[str, Sourced]] = field(default_factory=dict)  # gpu id -> field name -> value
     #: Largest GPU count the profile may price ([limits] max_gpus; None: any). A profile whose
     #: collective latencies were measured on N GPUs (or not at all, on 1) says so; Deployment refuses more.
@@ -127,6 +156,14 @@ class EngineProfile:
                 changes[name] = value
         return dataclasses.replace(self, **changes)
 
+    def scheduler_for(self, hw: HardwareProfile) -> SchedulerDefault:
+        """The batching limits this engine starts with on GPU `hw` (the first `scheduler` row that matches)."""
+        for row in self.scheduler:
+            if row.matches(hw):
+                return row
+        raise EngineProfileError(f"{self.path or self.id}: no [[scheduler]] row matches {hw.name} (the last row must have "
+                                 "min_gpu_memory_gib = 0 and no not_gpus)")
+
     def describe(self) -> str:
         graphs = f"CUDA graphs for decode ≤ {int(self.cuda_graph_max_batch.value)}" if self.cuda_graphs.value else "no CUDA graphs"
         return f"{self.name} ({self.version}; {graphs})"
@@ -144,6 +181,9 @@ class EngineProfile:
             for kind in LAYER_KINDS:
                 v = getattr(self, group)[kind]
                 out.append((f"{group}.{kind}", v.value, v.source))
+        for row in self.scheduler:
+            out.append((f"scheduler.max_num_seqs ({row.describe()})", row.max_num_seqs, row.source))
+            out.append((f"scheduler.max_batched_tokens ({row.describe()})", row.max_batched_tokens, row.source))
         return out
 
 
@@ -217,6 +257,45 @@ def _sections(data: dict[str, Any], path: str, prefix: str, required: bool, opti
     return out
 
 
+_SCHEDULER_KEYS = {"min_gpu_memory_gib", "not_gpus", "max_num_seqs", "max_batched_tokens", "source"}
+
+
+def _scheduler_rows(data: dict[str, Any], path: str) -> tuple[SchedulerDefault, ...]:
+    """The [[scheduler]] rows: each a GPU class and the limits the engine picks on it, with one source."""
+    rows = data.get("scheduler")
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise EngineProfileError(f"{path}: missing [[scheduler]] rows (each: min_gpu_memory_gib, max_num_seqs, max_batched_tokens, "
+                                 "source; optional not_gpus), the batching limits the engine picks by itself")
+    out = []
+    for i, r in enumerate(rows):
+        where = f"{path}: [[scheduler]] row {i + 1}"
+        unknown = set(r) - _SCHEDULER_KEYS
+        if unknown:
+            raise EngineProfileError(f"{where} has unknown keys {sorted(unknown)} (known: {sorted(_SCHEDULER_KEYS)})")
+        for key in ("min_gpu_memory_gib", "max_num_seqs", "max_batched_tokens", "source"):
+            if key not in r:
+                raise EngineProfileError(f"{where}: missing '{key}'")
+        mem = r["min_gpu_memory_gib"]
+        if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
+            raise EngineProfileError(f"{where}: 'min_gpu_memory_gib' must be a number >= 0, got {mem!r}")
+        for key in ("max_num_seqs", "max_batched_tokens"):
+            if isinstance(r[key], bool) or not isinstance(r[key], int) or r[key] < 1:
+                raise EngineProfileError(f"{where}: '{key}' must be a whole number >= 1, got {r[key]!r}")
+        if r["max_batched_tokens"] < r["max_num_seqs"]:
+            raise EngineProfileError(f"{where}: max_batched_tokens ({r['max_batched_tokens']}) must be >= max_num_seqs "
+                                     f"({r['max_num_seqs']}) so every running decode fits one iteration")
+        names = r.get("not_gpus", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise EngineProfileError(f"{where}: 'not_gpus' must be a list of GPU name fragments, got {names!r}")
+        if not str(r["source"]).strip():
+            raise EngineProfileError(f"{where}: empty 'source'")
+        out.append(SchedulerDefault(float(mem), tuple(n.lower() for n in names), r["max_num_seqs"], r["max_batched_tokens"],
+                                    str(r["source"])))
+    if out[-1].min_gpu_memory_gib != 0 or out[-1].not_gpus:
+        raise EngineProfileError(f"{path}: the last [[scheduler]] row must match every GPU (min_gpu_memory_gib = 0, no not_gpus)")
+    return tuple(out)
+
+
 def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     """Validate an engine profile's TOML table, naming the file and field on any problem."""
     for key in ("id", "name", "version"):
@@ -245,8 +324,8 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     fields = {name: fields.get(name) for name in _SCALARS}  # optional ones absent: None (the hardware's value)
     return EngineProfile(
         id=data["id"].lower(), name=data["name"], version=data["version"], **fields, **per_kind,  # type: ignore[arg-type]
-        overrides=overrides, aliases=tuple(str(a).lower() for a in data.get("aliases", [])), path=path,
-        provenance=dict(data.get("provenance", {})), max_gpus=max_gpus,
+        scheduler=_scheduler_rows(data, path), overrides=overrides, aliases=tuple(str(a).lower() for a in data.get("aliases", [])),
+        path=path, provenance=dict(data.get("provenance", {})), max_gpus=max_gpus,
     )
 
 

@@ -616,6 +616,12 @@ def engine_profile_dict(t: EngineTerms) -> dict:
             "moe_pad_tokens": {"value": 0.0, "source": "specagent's MoE runs each touched expert on exactly its tokens, no block padding (kernels/modules.py MoE.forward)"},
             "bandwidth_half_mb": {"value": 0.0, "source": "flat achieved bandwidth, as the calibrated hardware profile fits it (one bandwidth efficiency); not measured per kernel size"},
         },
+        # the torch runner batches whatever it is handed: it picks no limits of its own, so a fleet priced on this
+        # profile gets vLLM SchedulerConfig's fallbacks (as the `ideal` profile) unless its pools set their own
+        "scheduler": [{"min_gpu_memory_gib": 0, "max_num_seqs": 128, "max_batched_tokens": 2048,
+                       "source": "specagent's torch runner has no scheduler (kernels/live.py runs each call as one batch): vLLM "
+                                 "SchedulerConfig's fallbacks DEFAULT_MAX_NUM_SEQS = 128 and DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048 "
+                                 "(vllm-project/vllm vllm/config/scheduler.py), as in the ideal profile"}],
         "provenance": {"tool": "specagent calibrate (engine terms)", "device": t.device, "device_name": t.device_name, "dtype": t.dtype,
                        "scale": t.scale, "date": t.date, **{k: str(v) for k, v in t.versions.items()},
                        "collectives": t.collectives_note, "launch": t.launch_note},

@@ -9,14 +9,22 @@ expert union, KV reads and the balance point emerge from the load instead of bei
 
 Scheduling (per replica, vLLM V1 style): running decodes take one token each, then
 prefills fill the rest of a per-iteration token budget in admission order (chunked
-prefill). Defaults follow vLLM's SchedulerConfig: max_num_batched_tokens = 2048 and
-max_num_seqs = 128 (docs.vllm.ai/en/stable/api/vllm/config/scheduler/, DEFAULT_MAX_NUM_
-BATCHED_TOKENS / DEFAULT_MAX_NUM_SEQS); Sarathi-Serve (Agrawal et al., OSDI 2024) is the
-chunked-prefill design. Admission reserves a call's final KV (context + new + decoded
+prefill): max_num_batched_tokens and max_num_seqs per replica; Sarathi-Serve (Agrawal et
+al., OSDI 2024) is the chunked-prefill design. Admission reserves a call's final KV (context + new + decoded
 tokens) and recurrent state; a call that does not fit waits in FIFO order (no
 preemption). A replica keeps every trajectory's prefix cache it has served (no
 eviction); a call routed to a replica that has not served its trajectory recomputes its
-whole context (a cache miss), which is why session affinity is the default router.
+whole context (a cache miss), which is why session affinity is the default router. The
+`central_queue` router binds late instead: a call goes to a replica that can admit it at
+once, else it waits in one FIFO queue of the pool that replicas pull from as they free
+room (c replicas of batch 1 are then an M/M/c queue when service is exponential).
+A pool without its own limits runs its serving engine's defaults on its GPU
+(`fleet_config.engine_scheduler`: vLLM picks 1,024 sequences and 8,192 tokens per
+iteration on GPUs of 70 GiB and more).
+
+`FleetSim(horizon=T)` stops the clock at T (arrivals after it are the caller's to leave
+out); tasks still running then have no end time, which steady-state measurement
+(`steady_state.py`) counts as censored.
 
 To avoid one event per token, a replica with only decodes running advances in closed
 form to the earliest of (a sequence finishing, an admissible arrival's next iteration
@@ -159,7 +167,7 @@ class _Replica:
     __slots__ = ("sim", "pool", "idx", "cost", "sched", "free", "kv", "state", "max_seqs", "max_tokens", "waiting", "prefilling",
                  "dec_heap", "n_dec", "dec_ctx_sum", "it", "used", "n_running", "outstanding", "busy", "gen", "seq_no", "seg_t0",
                  "seg_k", "seg_decode", "seg_chunks", "seg_mixed", "busy_s", "cached", "queue", "eid", "now1", "rows", "calls",
-                 "by_token", "least", "end_cb", "resume")
+                 "by_token", "least", "end_cb", "resume", "pending", "central")
 
     def __init__(self, sim: "FleetSim", pool: int, idx: int, cost: IterationCost, sched: Scheduler):
         self.sim, self.pool, self.idx, self.cost, self.sched = sim, pool, idx, cost, sched
@@ -169,6 +177,7 @@ class _Replica:
         self.state = dep.state_bytes_per_sequence()
         self.max_seqs = sched.max_num_seqs
         self.max_tokens = sched.max_batched_tokens
+        self.pending = 0.0  # memory the calls in `waiting` will reserve (what a central-queue router checks)
         self.waiting: deque[_Req] = deque()
         self.prefilling: list[_Req] = []
         self.dec_heap: list[tuple[int, int, _Req]] = []
@@ -194,6 +203,7 @@ class _Replica:
         self.rows, self.calls = sim._seg, sim._calls
         self.by_token = sim.step_by_token
         self.least = sim._least[pool]
+        self.central = sim._central[pool]  # the pool's FIFO under the central_queue router, else None
         self.end_cb = self._end_segment
         self.resume = sim._resume
 
@@ -207,6 +217,30 @@ class _Replica:
             if not (self.n_running < max_seqs and self.used + r.need <= free):
                 break
             waiting.popleft()
+            self.pending -= r.need
+            self.used += r.need
+            self.n_running += 1
+            r.t_admit = now
+            if r.new > 0:
+                self.prefilling.append(r)
+            else:
+                self._enter_decode(r)
+        if not waiting:
+            self.pending = 0.0  # keep float drift from accumulating
+            central = self.central
+            if central:
+                self._pull(central, now)
+
+    def _pull(self, central: deque, now: float) -> None:
+        """Admit calls from the head of the pool's central queue while this replica has room (FIFO, no overtaking)."""
+        sim = self.sim
+        while central:
+            r = central[0]
+            if not (self.n_running < self.max_seqs and self.used + r.need <= self.free):
+                break
+            central.popleft()
+            sim._bind(self, r)
+            self.outstanding += 1
             self.used += r.need
             self.n_running += 1
             r.t_admit = now
@@ -244,14 +278,24 @@ class _Replica:
         self.now1.append((self.resume, r.proc))
 
     # --- arrivals --------------------------------------------------------------------------
-    def submit(self, r: _Req) -> None:
-        r.need = need = (r.ctx + r.new + r.m) * self.kv + self.state
+    def need_of(self, r: _Req) -> float:
+        """The KV cache and state a call reserves on admission (the same on every replica of the pool); too large is an error."""
+        need = (r.ctx + r.new + r.m) * self.kv + self.state
         if need > self.free:
             dep = self.cost.dep
             raise FleetError(
                 f"{POOL_NAMES[self.pool]} pool: a call of task {r.task} needs {need / 1e9:,.2f} GB of KV cache and state "
                 f"({r.ctx + r.new + r.m:,} tokens) but a replica of {dep.describe()} has only {self.free / 1e9:,.2f} GB "
                 f"left after weights; use more GPUs per replica or a smaller KV dtype")
+        return need
+
+    def can_take(self, need: float) -> bool:
+        """Whether a call of this size would be admitted at the next iteration boundary (behind the calls already waiting)."""
+        return self.n_running + len(self.waiting) < self.max_seqs and self.used + self.pending + need <= self.free
+
+    def submit(self, r: _Req) -> None:
+        r.need = need = self.need_of(r)
+        self.pending += need
         self.outstanding += 1
         least = self.least
         if least is not None:
@@ -283,7 +327,7 @@ class _Replica:
             heapq.heappush(self.queue, (t, 1, next(self.eid), self.end_cb, g))
 
     def _start_segment(self) -> None:
-        if self.waiting:
+        if self.waiting or self.central:
             self._admit()
         if self.n_running == 0:
             self.busy = False
@@ -391,15 +435,23 @@ class FleetSim:
     """
 
     def __init__(self, plan: CallPlan, fleet: Fleet, arrival_times: np.ndarray, task_ids: Sequence[str] | None = None,
-                 step_by_token: bool = False, warmup: float = WARMUP_SHARE, steps: list[list[tuple]] | None = None):
-        if len(arrival_times) != plan.n_traj:
-            raise ValueError(f"{len(arrival_times)} arrival times for {plan.n_traj} tasks")
+                 step_by_token: bool = False, warmup: float = WARMUP_SHARE, steps: list[list[tuple]] | None = None,
+                 horizon: float = math.inf):
+        # callers that rerun one plan pass its compiled steps in (one list per task: they define the tasks)
+        self.steps = steps if steps is not None else compile_steps(plan)
+        n = len(self.steps)
+        if len(arrival_times) != n:
+            raise ValueError(f"{len(arrival_times)} arrival times for {n} tasks")
         if not 0 <= warmup < 1:
             raise ValueError(f"warmup must be in [0, 1), got {warmup}")
-        self.plan, self.fleet, self.step_by_token, self.warmup = plan, fleet, step_by_token, warmup
+        if not horizon > 0:
+            raise ValueError(f"horizon must be > 0 seconds, got {horizon}")
+        self.plan, self.fleet, self.step_by_token, self.warmup, self.horizon = plan, fleet, step_by_token, warmup, horizon
+        self.n_tasks = n
         self.arrivals = np.asarray(arrival_times, dtype=np.float64)
-        self.task_ids = list(task_ids) if task_ids is not None else [str(i) for i in range(plan.n_traj)]
-        self.steps = steps if steps is not None else compile_steps(plan)  # callers that rerun one plan pass them in
+        self.task_ids = list(task_ids) if task_ids is not None else [str(i) for i in range(n)]
+        if len(self.task_ids) != n:
+            raise ValueError(f"{len(self.task_ids)} task ids for {n} tasks")
         used = {s[1] for seq in self.steps for s in _flatten(seq) if s[0] == "c"}
         for p in used:
             if fleet.pool(p) is None:
@@ -421,6 +473,8 @@ class FleetSim:
         # is cheaper (session affinity asks once per task, so with a few hundred replicas the heap's two pushes
         # per call cost more than scanning) or no choice is made
         self._least: list[list | None] = [None, None]
+        self._central: list[deque | None] = [None, None]  # per pool: the FIFO of calls waiting for any replica (central_queue)
+        self._limits: list[Scheduler | None] = [None, None]
         for i in (WEAK_POOL, STRONG_POOL):
             pool = fleet.pool(i)
             if pool is None or pool.is_api:
@@ -428,11 +482,13 @@ class FleetSim:
                 continue
             cost = IterationCost(pool.deployment, fleet.weight_mode)  # type: ignore[arg-type]
             self.costs.append(cost)
+            self._limits[i] = limits = pool.limits
             if pool.replicas is not None:
                 if pool.router == "least_outstanding" or (pool.router == "session_affinity" and pool.replicas > _SCAN_REPLICAS):
                     self._least[i] = [(0, r) for r in range(pool.replicas)]
-                self.replicas[i] = [_Replica(self, i, r, cost, pool.scheduler) for r in range(pool.replicas)]
-        n = plan.n_traj
+                elif pool.router == "central_queue":
+                    self._central[i] = deque()
+                self.replicas[i] = [_Replica(self, i, r, cost, limits) for r in range(pool.replicas)]
         self.start = [math.nan] * n
         self.end = [math.nan] * n
         self.api_usd = [0.0] * n
@@ -451,6 +507,25 @@ class FleetSim:
             heapq.heappop(least)  # type: ignore[arg-type]
         return least[0][1]  # type: ignore[index]
 
+    def _route_central(self, pool_i: int, r: _Req) -> _Replica | None:
+        """central_queue: the replica with the fewest outstanding calls (lowest index) that can admit `r` at once, else None."""
+        best: _Replica | None = None
+        for rep in self.replicas[pool_i]:
+            if rep.can_take(r.need) and (best is None or rep.outstanding < best.outstanding):
+                best = rep
+        return best
+
+    def _bind(self, rep: _Replica, r: _Req) -> None:
+        """`r` runs on `rep`: a replica that never served its task recomputes the whole context (a prefix-cache miss)."""
+        r.replica = rep.idx
+        served = rep.cached
+        task, ctx = r.task, r.ctx
+        if ctx > 0 and task not in served:
+            r.hit = False  # this replica never served the task: recompute the whole context
+            r.new, r.ctx = r.new + ctx, 0
+            r.prefill_total = r.new
+        served.add(task)
+
     def _route(self, pool_i: int, task: int) -> _Replica:
         pool = self._pools[pool_i]
         assert pool is not None  # FleetSim checked that the plan only calls pools the fleet has
@@ -460,9 +535,9 @@ class FleetSim:
             r = aff.get(task)
             if r is None:
                 r = len(reps)
-                cost = self.costs[pool_i]
-                assert cost is not None  # only API pools have no iteration cost, and they never reach here
-                reps.append(_Replica(self, pool_i, r, cost, pool.scheduler))
+                cost, limits = self.costs[pool_i], self._limits[pool_i]
+                assert cost is not None and limits is not None  # only API pools have none, and they never reach here
+                reps.append(_Replica(self, pool_i, r, cost, limits))
                 aff[task] = r
             return reps[r]
         if pool.router == "round_robin":
@@ -493,14 +568,18 @@ class FleetSim:
             d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
             self._at(now + d, self._api_done, r)
             return
+        central = self._central[pool_i]
+        if central is not None:  # the central_queue router
+            r.need = self.replicas[pool_i][0].need_of(r)
+            target = self._route_central(pool_i, r)
+            if target is None:
+                central.append(r)  # every replica is full: wait for the first one to free room
+                return
+            self._bind(target, r)
+            target.submit(r)
+            return
         rep = self._route(pool_i, task)
-        r.replica = rep.idx
-        served = rep.cached
-        if ctx > 0 and task not in served:
-            r.hit = False  # this replica never served the task: recompute the whole context
-            r.new, r.ctx = new + ctx, 0
-            r.prefill_total = r.new
-        served.add(task)
+        self._bind(rep, r)
         rep.submit(r)
 
     def _at(self, t: float, fn, arg) -> None:
@@ -585,6 +664,7 @@ class FleetSim:
         now0, now1 = self._now0, self._now1
         pop0, pop1 = now0.popleft, now1.popleft
         now = self.now
+        horizon = self.horizon
         with paused_gc():
             # (time, priority, sequence) order: urgent events due now, then heap entries due now (created before
             # the clock reached now), then normal events created at now in creation order, then the next time
@@ -595,7 +675,7 @@ class FleetSim:
                     _, _, _, fn, arg = pop(queue)
                 elif now1:
                     fn, arg = pop1()
-                elif queue:
+                elif queue and queue[0][0] <= horizon:
                     now, _, _, fn, arg = pop(queue)
                     self.now = now
                 else:
@@ -608,7 +688,7 @@ class FleetSim:
 
     # --- results ---------------------------------------------------------------------------
     def _result(self) -> FleetResult:
-        n = self.plan.n_traj
+        n = self.n_tasks
         start, end = np.array(self.start, dtype=np.float64), np.array(self.end, dtype=np.float64)
         seg = _frame(self._seg, _SEG_DTYPE)
         seg.insert(0, "pool", np.array(POOL_NAMES)[seg["pool_i"].to_numpy(dtype=np.int64)] if len(seg) else [])
@@ -637,7 +717,13 @@ class FleetSim:
             tasks["turns"] = g.size().reindex(range(n), fill_value=0).to_numpy()
             tasks["turn_latency_mean_s"] = g.mean().reindex(range(n)).to_numpy()
             tasks["turn_latency_max_s"] = g.max().reindex(range(n)).to_numpy()
-        makespan = float(np.nanmax(end)) if n else 0.0
+        makespan = float(np.nanmax(end)) if n and not np.isnan(end).all() else 0.0
+        if self.horizon < math.inf:  # stopped by the clock: segments in flight count as busy up to it, and so does the span
+            makespan = self.horizon
+            for reps in self.replicas:
+                for rep in reps:
+                    if rep.busy:
+                        rep.busy_s += self.horizon - rep.seg_t0
         rows = []
         # each replica's segments, in their original order, as contiguous slices of one sorted copy
         pool_i, rep_i = seg["pool_i"].to_numpy(dtype=np.int64), seg["replica"].to_numpy(dtype=np.int64)

@@ -2,9 +2,10 @@
 
 Three steps, each done here only: deployments sized for the work (`fitting_deployment`),
 priced pools of them (`build_fleet`: the user's $/GPU-hour first, then the profile's),
-and tasks sampled from the workload and planned under a strategy (`plan_tasks`), which
-the engine then serves on any number of candidate fleets (`TaskPlan.serve`) with the
-same tasks and arrival times.
+and tasks sampled from the workload and planned under a strategy (`plan_tasks`) or read
+from a plain serving request trace (`request_tasks`: one call per request on the Strong
+pool, which serves "the model"), which the engine then serves on any number of candidate
+fleets (`TaskPlan.serve`) with the same tasks and arrival times.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from specagent.simulator.fleet_config import (
 )
 from specagent.simulator.fleet_results import FleetResult
 from specagent.simulator.fleet_trace import write_chrome_trace
-from specagent.simulator.phases import STRONG_PHASES, WEAK_PHASES
+from specagent.simulator.phases import STRONG_DECODE, STRONG_PHASES, STRONG_PREFILL, WEAK_PHASES
 from specagent.simulator.plan import CallPlan
 from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import DeploymentSpec, Scenario
 from specagent.simulator.setting import ApiModel, Setting
 from specagent.simulator.strategies import Strategy, make_strategy
 from specagent.simulator.workload import Episode, UnitTable
+from specagent.traces.requests import RequestTrace
 from specagent.traces.schema import Trajectory
 
 #: GPUs per replica the sizing tries, in order.
@@ -59,8 +61,9 @@ def fitting_deployment(spec: DeploymentSpec, gpu: str | None, context: int) -> D
 
 def build_pool(dep: Deployment | ApiModel, replicas: int | None, router: str = ROUTER, scheduler: Scheduler | None = None,
                prices: dict[str, float] | None = None) -> Pool:
-    """A priced pool of `replicas` replicas of `dep` (an API model is one unlimited pool)."""
-    sched = scheduler or Scheduler()
+    """A priced pool of `replicas` replicas of `dep` (an API model is one unlimited pool); `scheduler` None: the
+    serving engine's own limits on dep's GPU."""
+    sched = scheduler
     if isinstance(dep, ApiModel):
         return Pool(dep, None, router, sched)
     price, source = resolve_price(dep.hardware, prices)
@@ -110,9 +113,15 @@ class TaskPlan:
         return int(np.max(self.plan.context + self.plan.tokens)) if len(self.plan) else 0
 
     def serve(self, fleet: Fleet, arrival_times: np.ndarray, warmup: float = WARMUP_SHARE,
-              step_by_token: bool = False) -> FleetResult:
-        res = FleetSim(self.plan, fleet, arrival_times, self.task_ids, step_by_token=step_by_token, warmup=warmup,
-                       steps=self.steps).run()
+              step_by_token: bool = False, horizon: float = float("inf")) -> FleetResult:
+        """Serve the tasks arriving at `arrival_times`, in order; more arrivals than tasks replay the tasks cyclically
+        (task i is planned task i mod n_tasks), so one planned sample serves windows of any length."""
+        n = len(arrival_times)
+        m = self.n_tasks
+        steps = self.steps if n == m else [self.steps[i % m] for i in range(n)]
+        ids = self.task_ids if n == m else [self.task_ids[i % m] for i in range(n)]
+        res = FleetSim(self.plan, fleet, arrival_times, ids, step_by_token=step_by_token, warmup=warmup, steps=steps,
+                       horizon=horizon).run()
         res.summary["strategy"] = self.strategy.name
         res.summary["strategy_label"] = self.strategy.label
         return res
@@ -136,6 +145,32 @@ def plan_tasks(episodes: Sequence[Episode], strategy: str | Strategy, scenario: 
     return TaskPlan(strat, plan, compile_steps(plan), [e.task_id for e in chosen])
 
 
+class PlainServing(Strategy):
+    """Not an agent strategy: the label of a plain LLM serving workload (one call per request, from a request trace)."""
+
+    name = "serving"
+    label = "plain LLM serving (one call per request)"
+
+    def run(self, *args, **kwargs) -> None:
+        raise TypeError("plain serving replays a request trace (request_tasks), not agent episodes")
+
+
+def request_tasks(trace: RequestTrace) -> TaskPlan:
+    """Each request as one task of one call on the Strong pool: a prefill of its prompt, which yields the first output
+    token (as vLLM and SGLang emit it), then one decode iteration per further output token."""
+    n = len(trace)
+    prompt, out = trace.prompt_tokens.astype(np.float64), trace.output_tokens.astype(np.float64) - 1.0
+    traj = np.repeat(np.arange(n, dtype=np.int64), 2)
+    phase = np.tile(np.array([STRONG_PREFILL, STRONG_DECODE], dtype=np.int64), n)
+    tokens = np.column_stack([prompt, out]).ravel()
+    context = np.column_stack([np.zeros(n), prompt]).ravel()
+    plan = CallPlan(traj=traj, phase=phase, tokens=tokens, context=context, wait_s=np.zeros(2 * n),
+                    group=np.arange(2 * n, dtype=np.int64), lane=np.zeros(2 * n, dtype=np.int64),
+                    stats=np.zeros((n, 0), dtype=np.int64), n_traj=n)
+    steps = [[("c", STRONG_POOL, p, 0, o, STRONG_PREFILL, 2)] for p, o in zip(trace.prompt_tokens.tolist(), (trace.output_tokens - 1).tolist())]
+    return TaskPlan(PlainServing(), plan, steps, [f"r{i}" for i in range(n)])
+
+
 def simulate_fleet(workload: Workload, strategy: str | Strategy, fleet: Fleet, n_tasks: int, arrivals: Arrivals,
                    scenario: Scenario | None = None, *, trace_path: str | Path | None = None, warmup: float = WARMUP_SHARE,
                    step_by_token: bool = False) -> FleetResult:
@@ -147,5 +182,5 @@ def simulate_fleet(workload: Workload, strategy: str | Strategy, fleet: Fleet, n
     return res
 
 
-__all__ = ["GPU_COUNTS", "STRONG_POOL", "WEAK_POOL", "TaskPlan", "build_fleet", "build_pool", "episodes_of", "fitting_deployment",
-           "fleet_from_setting", "plan_tasks", "sample_tasks", "simulate_fleet"]
+__all__ = ["GPU_COUNTS", "STRONG_POOL", "WEAK_POOL", "PlainServing", "TaskPlan", "build_fleet", "build_pool", "episodes_of",
+           "fitting_deployment", "fleet_from_setting", "plan_tasks", "request_tasks", "sample_tasks", "simulate_fleet"]

@@ -8,7 +8,7 @@ Plain data that the engine (`fleet.py`) runs and the results (`fleet_results.py`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,10 +17,9 @@ from specagent.hardware.profile import HardwareProfile
 from specagent.simulator.phases import MODEL_NAMES, STRONG, WEAK
 from specagent.simulator.setting import ApiModel
 
-ROUTERS = ("session_affinity", "least_outstanding", "round_robin")
+ROUTERS = ("session_affinity", "least_outstanding", "round_robin", "central_queue")
 ARRIVAL_KINDS = ("poisson", "bursty", "trace")
-SCHEDULER_SOURCE = ("vLLM SchedulerConfig defaults max_num_batched_tokens=2048, max_num_seqs=128 "
-                    "(docs.vllm.ai/en/stable/api/vllm/config/scheduler/); chunked prefill as in Sarathi-Serve (OSDI 2024)")
+SCHEDULER_SOURCE = "given explicitly; chunked prefill as in Sarathi-Serve (OSDI 2024)"
 WEAK_POOL, STRONG_POOL = WEAK, STRONG
 POOL_NAMES = MODEL_NAMES
 #: Share of the earliest-arriving tasks left out of latency percentiles (the fleet warming up).
@@ -33,7 +32,7 @@ class FleetError(ValueError):
 
 @dataclass(frozen=True)
 class Scheduler:
-    """Per-replica batching limits."""
+    """Per-replica batching limits. A pool given none runs its engine's own defaults for its GPU (`Pool.limits`)."""
 
     max_num_seqs: int = 128
     #: Token budget per iteration shared by decodes and prefill chunks; None: whole prefills in one pass.
@@ -55,7 +54,8 @@ class Pool:
     deployment: Deployment | ApiModel
     replicas: int | None = 1
     router: str = "session_affinity"
-    scheduler: Scheduler = field(default_factory=Scheduler)
+    #: None: the serving engine's own defaults on this GPU (`limits`), e.g. vLLM's 1024 sequences / 8192 tokens on an H200.
+    scheduler: Scheduler | None = None
     usd_per_gpu_hour: float | None = None
     price_source: str = ""
 
@@ -70,6 +70,13 @@ class Pool:
     @property
     def is_api(self) -> bool:
         return isinstance(self.deployment, ApiModel)
+
+    @property
+    def limits(self) -> Scheduler:
+        """The batching limits replicas run with: the pool's own, else what its serving engine picks on its GPU."""
+        if self.scheduler is not None:
+            return self.scheduler
+        return engine_scheduler(self.deployment)  # type: ignore[arg-type]
 
     @property
     def gpus(self) -> int:
@@ -90,7 +97,9 @@ class Pool:
         if isinstance(dep, ApiModel):
             return f"{dep.name} (API, unlimited concurrency)"
         n = "unlimited" if self.replicas is None else str(self.replicas)
-        return f"{n} x [{dep.describe()}] ({self.router})"
+        lim = self.limits
+        budget = "whole prefills" if lim.max_batched_tokens is None else f"{lim.max_batched_tokens} tokens/iteration"
+        return f"{n} x [{dep.describe()}] ({self.router}; <= {lim.max_num_seqs} seqs, {budget})"
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,12 @@ class Arrivals:
             shape = 1.0 / self.cv**2
             gaps = rng.gamma(shape, 1.0 / (self.rate * shape), n)
         return np.cumsum(gaps)
+
+
+def engine_scheduler(dep: Deployment) -> Scheduler:
+    """The batching limits `dep`'s serving engine starts with on `dep`'s GPU (hardware/engines/*.toml [[scheduler]])."""
+    row = dep.engine.scheduler_for(dep.hardware)
+    return Scheduler(row.max_num_seqs, row.max_batched_tokens, f"{dep.engine.name} default on {dep.hardware.name}: {row.source}")
 
 
 def resolve_price(hw: HardwareProfile, prices: dict[str, float] | None) -> tuple[float | None, str]:

@@ -40,7 +40,14 @@ def _pct(x: np.ndarray, q: float) -> float:
 
 def summarize_fleet(tasks: pd.DataFrame, calls: pd.DataFrame, seg: pd.DataFrame, replicas: pd.DataFrame, fleet: Fleet,
                     warmup: float, steps: int) -> dict:
-    """Headline figures: latency percentiles after a warm-up share of tasks, utilisation, batches, traffic, $ per task."""
+    """Headline figures: latency percentiles after a warm-up share of tasks, utilisation, batches, traffic, $ per task.
+
+    $ per task here is the burst basis: the fleet's $/hour over the wall-clock span from the
+    first arrival to the last completion (a fleet is paid for while it idles), divided by the
+    tasks, plus API charges. It includes the fill and the drain; for a sustained rate use the
+    steady-state basis of `steady_state.analyse` (fleet $/hour over tasks completed per hour
+    in the measurement window, plus API charges), which the planner and sweep cells report.
+    """
     n = len(tasks)
     measured = tasks.sort_values("arrival_s").iloc[int(math.floor(warmup * n)):]
     lat = measured["latency_s"].to_numpy()

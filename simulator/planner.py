@@ -1,18 +1,37 @@
-"""Capacity planning: the cheapest fleet that meets a latency SLO at an arrival rate, per strategy.
+"""Capacity planning: the cheapest fleet that meets a latency SLO at a sustained arrival rate, per strategy.
 
-Search (stated, so results can be checked): for each strategy and each pair of GPU types
-(Weak pool, Strong pool), every replica gets the fewest GPUs (1, 2, 4, 8) on which its
-model fits with one long sequence. Then
-  1. Strong replicas: with the Weak pool unlimited (no contention), double n_strong from 1
-     until the SLO holds, then bisect between the last failure and the first success;
-  2. Weak replicas: with n_strong fixed, the same doubling + bisection on n_weak;
-  3. if no n_weak up to the cap meets the SLO with that n_strong, add one Strong replica
-     and repeat step 2 (at most `max_refine` times).
-Bisection assumes the SLO metric does not get worse with more replicas (true in
-expectation; every candidate replays the same tasks and arrival times, common random
-numbers, so noise cannot reverse it by much). Each fleet is simulated once and cached.
-The cheapest fleet is chosen by $/hour among priced GPU types; a GPU type without a price
-(in its profile or from the user) is reported but ranked by GPU count only.
+The search (stated, so results can be checked), for each strategy, pair of GPU types
+(Weak pool, Strong pool) and rate:
+
+1. Every replica gets the fewest GPUs (1, 2, 4, 8) on which its model holds one sequence
+   of the longest context the tasks reach, and runs its serving engine's scheduler
+   defaults on that GPU (or `scheduler`).
+2. **Analytic bound** (`bounds.py`): each used pool's best throughput per replica gives
+   the fewest replicas that are not overloaded for certain; fewer are rejected without
+   simulation (utilisation >= 1).
+3. **Strong replicas**, with the Weak pool unlimited (no contention): from the bound up,
+   in steps that double (the first a tenth of the bound), until a fleet meets the SLO,
+   then down to `precision` (1%: within 1% or one replica of the smallest). When the
+   strategy also uses a Weak pool, the Strong count starts at 5% below the Strong pool's
+   analytic capacity instead of at it: step 4 makes the Weak pool queue, which makes the
+   Strong calls' arrivals burstier, and a Strong pool at 99% of its capacity that met the
+   SLO with an uncontended Weak pool turned unstable under every Weak count tried (SpecAgent
+   at 1,000 tasks/s), inflating the Weak pool instead.
+4. **Weak replicas** the same way with the Strong count fixed; if none up to eight times
+   the Weak bound meets the SLO, the Strong count grows by 5% (at least one) and step 4
+   repeats (at most `max_refine` times).
+
+A candidate of a large fleet first runs on a slice a fifth the usual size; if it misses
+by a wide margin there it is rejected, else it runs in full (`_quick_miss`).
+
+Each candidate is measured in steady state (`steady_state.py`: a window sized from the
+rate and the latency, a detected warm-up, a stability test, the percentile with its
+confidence interval, a slice of large fleets); it meets the SLO when it is stable and its
+percentile estimate is within the bound. Every candidate replays the same tasks and the
+same unit-rate arrival sequence (common random numbers), so a search compares fleets,
+not draws. The cheapest fleet is chosen by $/hour among priced GPU types; a GPU type
+without a price is reported but ranked by GPU count only. Searches are independent jobs,
+run on a local process pool or on Ray (`parallel.py`) with identical results.
 """
 
 from __future__ import annotations
@@ -20,19 +39,30 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from specagent.simulator.bounds import PoolCapacity, pool_capacity, pool_work
 from specagent.simulator.fleet_build import (
-    Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks,
+    TaskPlan, Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks,
 )
-from specagent.simulator.fleet_config import STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Scheduler, resolve_price
-from specagent.simulator.fleet_results import FleetResult
+from specagent.simulator.fleet_config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
+from specagent.simulator.parallel import BACKENDS, run_jobs
 from specagent.simulator.scenario import Scenario
+from specagent.simulator.steady_state import (
+    GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window, uncontended,
+)
+from specagent.traces.requests import RequestTrace
 
 SLO_METRICS = ("task", "turn")
+#: Tasks planned per strategy; longer windows replay them cyclically (fleet_build.TaskPlan.serve).
+PLANNED_TASKS = 2000
+#: Tasks of the uncontended pilot run that sets the reference latency and the best any fleet can do.
+PILOT_TASKS = 1000
+#: Strong pools of two-pool fleets run at most at this share of their analytic capacity (module docstring, step 3).
+STRONG_HEADROOM = 0.95
 
 
 @dataclass(frozen=True)
@@ -57,27 +87,46 @@ class SLO:
     def __str__(self) -> str:
         return f"p{self.percentile:g}-{self.target}={self.seconds:g}s"
 
-    def measure(self, sim_result: FleetResult) -> float:
-        t = sim_result.tasks.sort_values("arrival_s")
-        skip = int(math.floor(sim_result.summary["warmup_share"] * len(t)))
-        keep = set(t["task"].iloc[skip:])
-        if self.target == "task":
-            x = t["latency_s"].iloc[skip:].to_numpy()
-        else:
-            tr = sim_result.turns
-            x = tr[tr["task"].isin(keep)]["latency_s"].to_numpy()
-        return float(np.percentile(x, self.percentile)) if len(x) else math.inf
+    @property
+    def metric(self) -> Metric:
+        return Metric(self.percentile, self.target)
+
+
+_UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
+_RATE = r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*"
 
 
 def parse_rate(text: str) -> float:
     """'2/s', '120/min', '7200/h' or a bare number of tasks per second."""
-    m = re.fullmatch(r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*", str(text))
+    m = re.fullmatch(_RATE, str(text))
     if not m:
         raise ValueError(f"rate '{text}': expected tasks per time, e.g. 2/s, 120/min or 7200/h")
-    v = float(m.group(1)) / {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}[m.group(2)]
-    if v <= 0:
+    try:
+        v = float(m.group(1)) / _UNITS[m.group(2)]
+    except ValueError:
+        raise ValueError(f"rate '{text}': '{m.group(1)}' is not a number") from None
+    if not v > 0 or not math.isfinite(v):
         raise ValueError(f"rate '{text}' must be > 0")
     return v
+
+
+def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
+    """One rate, a comma-separated list ('2/s,50/s'), or a range 'LO..HI' of `points` log-spaced rates ('0.5/s..1000/s')."""
+    text = str(text)
+    if ".." in text:
+        lo_s, hi_s = text.split("..", 1)
+        lo, hi = parse_rate(lo_s), parse_rate(hi_s)
+        if not hi > lo:
+            raise ValueError(f"rate range '{text}': the upper end must exceed the lower")
+        if points < 2:
+            raise ValueError(f"rate range '{text}' needs at least 2 points, got {points}")
+        return tuple(float(x) for x in np.geomspace(lo, hi, points))
+    rates = tuple(parse_rate(t) for t in text.split(",") if t.strip())
+    if not rates:
+        raise ValueError(f"rate '{text}': give at least one rate")
+    if len(set(rates)) != len(rates):
+        raise ValueError(f"rate '{text}': a rate is given twice")
+    return tuple(sorted(rates))
 
 
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
@@ -98,148 +147,353 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """What to plan for: a rate and an SLO, GPU types to try, and the scenario (models, dtypes, K, acceptance, seed).
+    """What to plan for: one or more rates and an SLO, GPU types to try, and the scenario (models, dtypes, K, acceptance,
+    seed); `requests` plans a plain serving fleet for a request trace instead of agent strategies.
 
     The scenario's deployments give each pool its model and storage dtypes; the search
     chooses the GPU type (from `gpus`) and the GPUs per replica.
     """
 
-    rate: float
-    slo: SLO
+    rate: float | None = None  # one rate (tasks/s), or
+    slo: SLO = field(default_factory=lambda: SLO(95.0, "task", 300.0))
     strategies: tuple[str, ...] = ("strongonly", "specagent")
     gpus: tuple[str, ...] = ("h20", "h200")
     mix_gpus: bool = False  # also try Weak and Strong pools on different GPU types
     scenario: Scenario = field(default_factory=Scenario)
     prices: dict[str, float] = field(default_factory=dict)
-    n_tasks: int = 120
+    n_tasks: int = 1000  # at least this many tasks measured per candidate (the window is longer when the rate needs it)
     router: str = "session_affinity"
-    max_replicas: int = 64
+    max_replicas: int = 100_000
     max_refine: int = 3
-    warmup: float = WARMUP_SHARE
-    scheduler: Scheduler = field(default_factory=Scheduler)
+    scheduler: Scheduler | None = None  # None: each engine's own defaults for its GPU
+    rates: tuple[float, ...] = ()  # several rates: a capacity curve
+    slice_tasks: int | None = SLICE_TASKS  # a fleet whose window holds more arrivals runs as a slice of about this many
+    slice_replicas: int = 1  # a slice keeps at least this many replicas of its smallest pool
+    precision: float = 0.01  # bisection stops within this share of the answer (or one replica)
+    workers: int = 1
+    backend: str = "local"
+    address: str | None = None
+    requests: RequestTrace | None = None  # a plain serving workload (served by the scenario's Strong deployment)
+
+    def __post_init__(self) -> None:
+        rates = tuple(self.rates) if self.rates else ((self.rate,) if self.rate is not None else ())
+        if not rates:
+            raise ValueError("give a rate (or rates) to plan for")
+        for r in rates:
+            if not (isinstance(r, (int, float)) and r > 0 and math.isfinite(r)):
+                raise ValueError(f"rates must be > 0 tasks/s, got {r!r}")
+        object.__setattr__(self, "rates", tuple(sorted(float(r) for r in rates)))
+        object.__setattr__(self, "rate", self.rates[0])
+        if self.n_tasks < 1:
+            raise ValueError(f"--tasks must be >= 1 (tasks measured per candidate), got {self.n_tasks}")
+        if self.max_replicas < 1:
+            raise ValueError(f"--max-replicas must be >= 1, got {self.max_replicas}")
+        if self.slice_replicas < 1:
+            raise ValueError(f"--slice-replicas must be >= 1, got {self.slice_replicas}")
+        if self.slice_tasks is not None and self.slice_tasks < 1:
+            raise ValueError(f"--slice-tasks must be >= 1, got {self.slice_tasks}")
+        if not 0 <= self.precision < 0.5:
+            raise ValueError(f"precision must be in [0, 0.5), got {self.precision}")
+        if self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
+        if not self.strategies and self.requests is None:
+            raise ValueError("give at least one strategy")
+        if not self.gpus:
+            raise ValueError("give at least one GPU type")
 
     @property
     def seed(self) -> int:
         return self.scenario.seed
 
+    @property
+    def strategy_names(self) -> tuple[str, ...]:
+        return ("serving",) if self.requests is not None else self.strategies
+
 
 @dataclass
 class PlanResult:
-    table: pd.DataFrame  # one row per (strategy, weak GPU, strong GPU): the cheapest fleet found
-    best: pd.DataFrame  # one row per strategy
+    table: pd.DataFrame  # one row per (strategy, rate, weak GPU, strong GPU): the cheapest fleet found
+    best: pd.DataFrame  # one row per (strategy, rate)
     price_sources: dict[str, str]
     request: PlanRequest
     notes: list[str]
+    evaluations: pd.DataFrame  # every candidate measured: its verdict and why
+
+    @property
+    def curve(self) -> pd.DataFrame:
+        """$/hour and GPUs against rate per strategy (the best rows)."""
+        return self.best[["strategy", "rate", "gpus", "usd_per_hour", "usd_per_task"]]
 
 
-def _search(evaluate, lo_fail: int, cap: int) -> int | None:
-    """Smallest n in (lo_fail, cap] with evaluate(n) True, by doubling then bisection; None if none."""
-    n = max(lo_fail + 1, 1)
-    last_fail = lo_fail
+def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: float = 0.0,
+            value: Callable[[int], float] | None = None, target: float = math.nan) -> int | None:
+    """The smallest n in [start, cap] with evaluate(n) True, assuming start - 1 fails and evaluate is monotone in n.
+
+    Up from `start` in steps that double (the first max(1, start // 10)) until a success,
+    then down to within max(1, precision x n). Given `value(n)`, a measured metric that
+    falls with n, and its `target` (success: value <= target), the bracket shrinks by the
+    Illinois variant of regula falsi (interpolate the metric linearly; when the same end
+    moves twice running, halve the other end's weight), falling back to bisection where
+    a metric is not finite; without it, by bisection. None if `cap` fails.
+    """
+    if start > cap:
+        return None
+    n, last_fail = max(start, 1), max(start, 1) - 1
+    step = max(1, n // 10)
     while not evaluate(n):
         last_fail = n
         if n >= cap:
             return None
-        n = min(cap, n * 2)
-    lo, hi = last_fail, n  # evaluate(lo) False (or lo = lo_fail), evaluate(hi) True
-    while hi - lo > 1:
+        n = min(cap, n + step)
+        step *= 2
+    lo, hi = last_fail, n
+
+    def excess(k: int) -> float | None:
+        v = value(k) - target if value is not None and k >= start else math.nan
+        return v if math.isfinite(v) else None
+
+    f_lo, f_hi = excess(lo), excess(hi)
+    side = ""
+    while hi - lo > max(1, math.floor(precision * hi)):
         mid = (lo + hi) // 2
+        if f_lo is not None and f_hi is not None and f_lo > 0 >= f_hi and f_lo > f_hi:
+            mid = min(hi - 1, max(lo + 1, round(lo + f_lo / (f_lo - f_hi) * (hi - lo))))
         if evaluate(mid):
-            hi = mid
+            hi, f_hi = mid, excess(mid)
+            if side == "hi" and f_lo is not None:
+                f_lo /= 2.0
+            side = "hi"
         else:
-            lo = mid
+            lo, f_lo = mid, excess(mid)
+            if side == "lo" and f_hi is not None:
+                f_hi /= 2.0
+            side = "lo"
     return hi
 
 
-def plan_capacity(trajectories: Workload, req: PlanRequest, progress=None) -> PlanResult:
-    """Run the stated search for every strategy and GPU pairing; see the module docstring."""
+# ------------------------------------------------------------------------------------------------------
+# One search job: (strategy, weak GPU, strong GPU, rate)
+# ------------------------------------------------------------------------------------------------------
+def _plan(workload: Sequence | RequestTrace, strategy: str, sc: Scenario) -> TaskPlan:
+    if isinstance(workload, RequestTrace):
+        return request_tasks(workload.head(PLANNED_TASKS))
+    return plan_tasks(workload, strategy, sc, PLANNED_TASKS)
+
+
+def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: str, wg: str, sg: str, rate: float) -> dict:
+    """One capacity search; a dict with the row ('row'), every candidate measured ('evaluations') and 'prices'."""
+    sc = req.scenario
+    tasks = _plan(workload, strategy, sc)
+    max_ctx = tasks.max_context
+    uses = {WEAK_POOL: tasks.uses(WEAK_POOL), STRONG_POOL: tasks.uses(STRONG_POOL)}
+    deps = {WEAK_POOL: fitting_deployment(sc.weak, wg, max_ctx), STRONG_POOL: fitting_deployment(sc.strong, sg, max_ctx)}
+    limits = {p: req.scheduler or engine_scheduler(dep) for p, dep in deps.items()}
+    price, sources = {}, {}
+    for p, dep in deps.items():
+        price[p], sources[dep.hardware.id] = resolve_price(dep.hardware, req.prices)
+    caps: dict[int, PoolCapacity] = {p: pool_capacity(deps[p], limits[p], pool_work(tasks, p), sc.weight_mode)
+                                     for p in (WEAK_POOL, STRONG_POOL) if uses[p]}
+    lower = {p: cap.replicas_for(rate) for p, cap in caps.items()}
+
+    def build(counts: Counts):
+        return build_fleet(deps[WEAK_POOL] if uses[WEAK_POOL] else None, deps[STRONG_POOL] if uses[STRONG_POOL] else None,
+                           counts[WEAK_POOL], counts[STRONG_POOL], weight_mode=sc.weight_mode, router=req.router,
+                           scheduler=req.scheduler, prices=req.prices)
+
+    # the reference latency: tasks alone on their replicas (unlimited pools), the p95 of their latency; no fleet does
+    # better than that, so an SLO the uncontended tasks miss is infeasible at any size
+    pilot = uncontended(tasks, build((None, None)), sc.seed, PILOT_TASKS)
+    ref = float(np.percentile(pilot.tasks["latency_s"].to_numpy(), 95))
+    alone = pilot.tasks["latency_s"] if req.slo.target == "task" else pilot.turns["latency_s"]
+    floor_s = float(np.percentile(alone.to_numpy(), req.slo.percentile)) if len(alone) else math.inf
+    cache: dict[Counts, tuple[bool, SteadyResult | None, str]] = {}
+    by_slice: dict[tuple, tuple[bool, SteadyResult | None, str]] = {}  # fleets that run as the same slice share a result
+    log: list[dict] = []
+    window_args = dict(slo_s=req.slo.seconds, min_tasks=req.n_tasks, slice_tasks=req.slice_tasks, min_replicas=req.slice_replicas)
+
+    def run(n_w: int | None, n_s: int | None) -> tuple[bool, SteadyResult | None, str]:
+        key: Counts = (n_w if uses[WEAK_POOL] else 0, n_s if uses[STRONG_POOL] else 0)
+        if key in cache:
+            return cache[key]
+        over = [f"{name} load is {caps[p].utilisation(rate, key[p]):.2f} x its analytic capacity"
+                for p, name in ((WEAK_POOL, "Weak"), (STRONG_POOL, "Strong"))
+                if uses[p] and key[p] is not None and caps[p].utilisation(rate, key[p]) >= 1.0]  # type: ignore[arg-type]
+        sl, win = plan_window(key, rate, req.slo.metric, ref, **window_args)  # type: ignore[arg-type]
+        same = (sl.counts, sl.fraction)
+        what = f"{req.slo.target} p{req.slo.percentile:g}"
+        out: tuple[bool, SteadyResult | None, str]
+        if over:
+            out = (False, None, "unstable: " + "; ".join(over))
+        elif same in by_slice:
+            out = by_slice[same]
+        elif (quick := _quick_miss(key, sl)) is not None:
+            out = quick
+        else:
+            sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **window_args)  # type: ignore[arg-type]
+            if not sr.stable:
+                out = (False, sr, f"unstable: {sr.reason}")
+            elif math.isinf(sr.value_s):
+                out = (False, sr, f"misses the SLO: {what} beyond the window (over {100 - req.slo.percentile:g}% of tasks still "
+                                  f"running {win.tail_s:,.0f} s after arriving)")
+            elif sr.value_s > req.slo.seconds:
+                out = (False, sr, f"misses the SLO: {what} {sr.value_s:,.1f} s (95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
+            else:
+                out = (True, sr, f"meets the SLO: {what} {sr.value_s:,.1f} s (95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
+            by_slice[same] = out
+        cache[key] = out
+        log.append({"strategy": strategy, "rate": rate, "weak_gpu": deps[WEAK_POOL].hardware.id,
+                    "strong_gpu": deps[STRONG_POOL].hardware.id, "weak_replicas": key[WEAK_POOL],
+                    "strong_replicas": key[STRONG_POOL], "meets_slo": out[0], "verdict": out[2],
+                    "value_s": out[1].value_s if out[1] else math.nan, "ci_low_s": out[1].ci_low_s if out[1] else math.nan,
+                    "ci_high_s": out[1].ci_high_s if out[1] else math.nan, "slice": out[1].slice.describe() if out[1] else "",
+                    "tasks_simulated": out[1].tasks_simulated if out[1] else 0})
+        return out
+
+    def _quick_miss(key: Counts, sl) -> tuple[bool, SteadyResult | None, str] | None:
+        """A first look on a slice a fifth the size: a fleet that misses by a wide margin there (the interval's low end
+        over the bound by 5%, or a queue growing by 5% of the arrivals) is rejected without the full run; a
+        smaller slice only pools less, so it errs towards missing, and the margin covers that."""
+        if req.slice_tasks is None or req.slice_tasks < 5:
+            return None
+        quick_args = {**window_args, "slice_tasks": req.slice_tasks // 5}
+        qsl, _ = plan_window(key, rate, req.slo.metric, ref, **quick_args)  # type: ignore[arg-type]
+        if qsl.counts == sl.counts and qsl.fraction == sl.fraction:
+            return None  # the first look would be the full run
+        sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **quick_args)  # type: ignore[arg-type]
+        if not sr.stable and sr.queue_growth > 2.5 * GROWTH:
+            return (False, sr, f"unstable (first look, {sr.slice.describe()}): {sr.reason}")
+        if sr.ci_low_s > 1.05 * req.slo.seconds:
+            return (False, sr, f"misses the SLO (first look, {sr.slice.describe()}): {req.slo.target} p{req.slo.percentile:g} "
+                               f"{sr.value_s:,.1f} s, 95% CI from {sr.ci_low_s:,.1f} s")
+        return None
+
+    def metric(n_w: int | None, n_s: int | None) -> float:
+        """The measured metric of a candidate already run (inf when rejected as unstable)."""
+        _, sr, verdict = run(n_w, n_s)
+        return sr.value_s if sr is not None and sr.stable else math.inf
+
+    n_s: int | None = 0
+    n_w: int | None = 0
+    ok = floor_s <= req.slo.seconds
+    if ok and uses[STRONG_POOL]:
+        start = lower[STRONG_POOL]
+        if uses[WEAK_POOL]:  # keep headroom for the Weak pool's queueing (module docstring, step 3)
+            start = caps[STRONG_POOL].replicas_for(rate / STRONG_HEADROOM)
+        n_s = _search(lambda n: run(None if uses[WEAK_POOL] else 0, n)[0], start, req.max_replicas, req.precision,
+                      lambda n: metric(None if uses[WEAK_POOL] else 0, n), req.slo.seconds)
+        ok = n_s is not None
+    if ok and uses[WEAK_POOL]:
+        weak_cap = min(req.max_replicas, max(8 * lower[WEAK_POOL], 64))
+        for _ in range(req.max_refine + 1):
+            n_w = _search(lambda n: run(n, n_s if uses[STRONG_POOL] else 0)[0], lower[WEAK_POOL], weak_cap, req.precision,
+                          lambda n: metric(n, n_s if uses[STRONG_POOL] else 0), req.slo.seconds)
+            if n_w is not None or not uses[STRONG_POOL] or n_s >= req.max_replicas:  # type: ignore[operator]
+                break
+            n_s = min(req.max_replicas, n_s + max(1, math.ceil(0.05 * n_s)))  # type: ignore[operator]
+        ok = n_w is not None
+    row = {"strategy": strategy, "label": tasks.strategy.label, "rate": rate, "weak_gpu": deps[WEAK_POOL].hardware.id,
+           "strong_gpu": deps[STRONG_POOL].hardware.id, "feasible": ok, "evaluations": len(cache),
+           "simulated": sum(1 for v in cache.values() if v[1] is not None), "reference_latency_s": ref,
+           "uncontended_slo_value_s": floor_s}
+    for p, name in ((WEAK_POOL, "weak"), (STRONG_POOL, "strong")):
+        row[f"{name}_gpus_per_replica"] = deps[p].gpus if uses[p] else 0
+        row[f"{name}_max_num_seqs"] = limits[p].max_num_seqs if uses[p] else 0
+        row[f"{name}_max_batched_tokens"] = (limits[p].max_batched_tokens or 0) if uses[p] else 0
+        row[f"{name}_scheduler_source"] = limits[p].source if uses[p] else ""
+        row[f"{name}_bound_replicas"] = lower.get(p, 0)
+        row[f"{name}_bound_tasks_per_s"] = caps[p].tasks_per_s if p in caps else math.nan
+        row[f"{name}_bound_batch"] = caps[p].batch if p in caps else math.nan
+        row[f"{name}_bound"] = caps[p].describe() if p in caps else ""
+    if ok:
+        _, sr, _ = run(n_w if uses[WEAK_POOL] else 0, n_s if uses[STRONG_POOL] else 0)
+        assert sr is not None
+        unpriced = [g for p, g in ((WEAK_POOL, wg), (STRONG_POOL, sg)) if uses[p] and price[p] is None]
+        nw, ns = (n_w or 0) if uses[WEAK_POOL] else 0, (n_s or 0) if uses[STRONG_POOL] else 0
+        gpus = nw * row["weak_gpus_per_replica"] + ns * row["strong_gpus_per_replica"]
+        usd_h = math.nan if unpriced else nw * row["weak_gpus_per_replica"] * (price[WEAK_POOL] or 0.0) + \
+            ns * row["strong_gpus_per_replica"] * (price[STRONG_POOL] or 0.0)
+        s = sr.summary
+        row.update({
+            "weak_replicas": nw, "strong_replicas": ns, "gpus": gpus, "usd_per_hour": usd_h,
+            # the whole fleet's $/hour over the tasks it completes per hour in the window, plus API charges
+            "usd_per_task": math.nan if unpriced or not sr.throughput_per_s > 0 else
+            usd_h / (3600.0 * sr.throughput_per_s) + s["api_usd_per_task"],
+            "slo_value_s": sr.value_s, "slo_ci_low_s": sr.ci_low_s, "slo_ci_high_s": sr.ci_high_s,
+            "latency_p50_s": s.get("window_latency_p50_s", math.nan), "latency_p95_s": s.get("window_latency_p95_s", math.nan),
+            "weak_utilisation": s["weak_utilisation"], "strong_utilisation": s["strong_utilisation"],
+            "strong_mean_decode_batch": s["strong_mean_decode_batch"], "weak_mean_decode_batch": s["weak_mean_decode_batch"],
+            "slice": sr.slice.describe(), "slice_weak_replicas": sr.slice.counts[WEAK_POOL] or 0,
+            "slice_strong_replicas": sr.slice.counts[STRONG_POOL] or 0, "slice_fraction": sr.slice.fraction,
+            "rate_simulated": sr.rate_simulated, "tasks_simulated": sr.tasks_simulated, "tasks_measured": sr.tasks_measured,
+            "tasks_censored": sr.tasks_censored, "warmup_s": sr.warmup_s, "measure_s": sr.window.measure_s,
+            "horizon_s": sr.window.horizon_s, "throughput_per_s": sr.throughput_per_s,
+        })
+        if unpriced:
+            row["note"] = (f"{strategy} on {wg}/{sg}: no $/GPU-hour for {', '.join(sorted(set(unpriced)))} "
+                           f"(pass --price GPU=USD); ranked by GPU count only")
+    elif floor_s > req.slo.seconds:
+        row["note"] = (f"{strategy} on {wg}/{sg}: {req.slo} cannot be met at any fleet size: with no contention at all "
+                       f"(every task alone on its replicas) the {req.slo.target} p{req.slo.percentile:g} is {floor_s:,.1f} s")
+    else:
+        row["note"] = (f"{strategy} on {wg}/{sg} at {rate:g}/s: no fleet up to {req.max_replicas} replicas per pool "
+                       f"meets {req.slo}")
+    return {"row": row, "evaluations": log, "prices": sources}
+
+
+def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+    """Run the stated search for every strategy, GPU pairing and rate; see the module docstring."""
     sc = req.scenario
     if sc.strong_api is not None:
         raise ValueError(f"the scenario prices the Strong model as an API ({sc.strong_api}); the planner sizes self-hosted pools")
-    eps = episodes_of(trajectories)
-    arrivals = Arrivals("poisson", rate=req.rate, seed=sc.seed).sample(req.n_tasks)
+    workload: Sequence | RequestTrace
+    if req.requests is not None:
+        workload = req.requests
+    else:
+        if trajectories is None:
+            raise ValueError("plan_capacity needs trajectories (or a request trace in the request)")
+        workload = list(episodes_of(trajectories))
     pairs = [(g, g) for g in req.gpus] if not req.mix_gpus else [(w, s) for w in req.gpus for s in req.gpus]
+    jobs = [(workload, req, strat, wg, sg, rate) for strat in req.strategy_names for rate in req.rates for wg, sg in pairs]
+    count = [0]
+
+    def done(i: int, _value: dict) -> None:
+        count[0] += 1
+        if progress is not None:
+            progress(count[0], len(jobs))
+
+    outs = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done)
     price_sources: dict[str, str] = {}
     notes: list[str] = []
-    rows = []
-    for strat_name in req.strategies:
-        tasks = plan_tasks(eps, strat_name, sc, req.n_tasks)
-        strat, max_ctx = tasks.strategy, tasks.max_context
-        uses = {WEAK_POOL: tasks.uses(WEAK_POOL), STRONG_POOL: tasks.uses(STRONG_POOL)}
-        for wg, sg in pairs:
-            deps = {WEAK_POOL: fitting_deployment(sc.weak, wg, max_ctx), STRONG_POOL: fitting_deployment(sc.strong, sg, max_ctx)}
-            price = {}
-            for p, dep in deps.items():
-                usd, src = resolve_price(dep.hardware, req.prices)
-                price[p] = usd
-                price_sources[dep.hardware.id] = src
-            cache: dict[tuple, tuple[bool, dict, float]] = {}
-
-            def run(n_w: int | None, n_s: int | None) -> tuple[bool, dict, float]:
-                key = (n_w, n_s)
-                if key not in cache:
-                    fleet = build_fleet(deps[WEAK_POOL] if uses[WEAK_POOL] else None, deps[STRONG_POOL] if uses[STRONG_POOL] else None,
-                                        n_w, n_s, weight_mode=sc.weight_mode, router=req.router, scheduler=req.scheduler,
-                                        prices=req.prices)
-                    res = tasks.serve(fleet, arrivals, req.warmup)
-                    v = req.slo.measure(res)
-                    cache[key] = (v <= req.slo.seconds, res.summary, v)
-                    if progress is not None:
-                        progress(strat_name, wg, sg, n_w, n_s, v)
-                return cache[key]
-
-            n_s: int | None = 0
-            n_w: int | None = 0
-            ok = True
-            if uses[STRONG_POOL]:
-                n_s = _search(lambda n: run(None if uses[WEAK_POOL] else 0, n)[0], 0, req.max_replicas)
-                ok = n_s is not None
-            if ok and uses[WEAK_POOL]:
-                for _ in range(req.max_refine + 1):
-                    n_w = _search(lambda n: run(n, n_s if uses[STRONG_POOL] else 0)[0], 0, req.max_replicas)
-                    if n_w is not None or not uses[STRONG_POOL] or n_s >= req.max_replicas:  # type: ignore[operator]
-                        break
-                    n_s += 1  # type: ignore[operator]
-                ok = n_w is not None
-            row = {"strategy": strat_name, "label": strat.label, "weak_gpu": deps[WEAK_POOL].hardware.id,
-                   "strong_gpu": deps[STRONG_POOL].hardware.id, "feasible": ok,
-                   "weak_gpus_per_replica": deps[WEAK_POOL].gpus if uses[WEAK_POOL] else 0,
-                   "strong_gpus_per_replica": deps[STRONG_POOL].gpus if uses[STRONG_POOL] else 0,
-                   "evaluations": len(cache)}
-            if ok:
-                _, s, v = run(n_w if uses[WEAK_POOL] else 0, n_s if uses[STRONG_POOL] else 0)
-                unpriced = [g for p, g in ((WEAK_POOL, wg), (STRONG_POOL, sg)) if uses[p] and price[p] is None]
-                row.update({
-                    "weak_replicas": n_w if uses[WEAK_POOL] else 0, "strong_replicas": n_s if uses[STRONG_POOL] else 0,
-                    "gpus": s["gpus"], "usd_per_hour": math.nan if unpriced else s["usd_per_hour"],
-                    "slo_value_s": v, "latency_p50_s": s["latency_p50_s"], "latency_p95_s": s["latency_p95_s"],
-                    "weak_utilisation": s["weak_utilisation"], "strong_utilisation": s["strong_utilisation"],
-                    "strong_mean_decode_batch": s["strong_mean_decode_batch"], "weak_mean_decode_batch": s["weak_mean_decode_batch"],
-                    "usd_per_task": math.nan if unpriced else s["usd_per_task"],
-                })
-                if unpriced:
-                    notes.append(f"{strat_name} on {wg}/{sg}: no $/GPU-hour for {', '.join(sorted(set(unpriced)))} "
-                                 f"(pass --price GPU=USD); ranked by GPU count only")
-            else:
-                notes.append(f"{strat_name} on {wg}/{sg}: no fleet up to {req.max_replicas} replicas per pool meets {req.slo}")
-            rows.append(row)
+    rows, evals = [], []
+    for o in outs:
+        price_sources.update(o["prices"])
+        row = dict(o["row"])
+        note = row.pop("note", None)
+        if note and note not in notes:  # the same GPU unpriced at every rate is said once
+            notes.append(note)
+        rows.append(row)
+        evals.extend(o["evaluations"])
     table = pd.DataFrame(rows)
-    best = _best(table)
-    return PlanResult(table=table, best=best, price_sources=price_sources, request=req, notes=notes)
+    return PlanResult(table=table, best=_best(table), price_sources=price_sources, request=req, notes=notes,
+                      evaluations=pd.DataFrame(evals))
 
 
 def _best(table: pd.DataFrame) -> pd.DataFrame:
-    """Cheapest feasible fleet per strategy ($/hour, then GPUs), plus savings against Strong-only."""
+    """Cheapest feasible fleet per strategy and rate ($/hour, then GPUs), plus savings against Strong-only at that rate."""
     if table.empty or not table["feasible"].any():
         return pd.DataFrame()
     f = table[table["feasible"]].copy()
     f["_priced"] = f["usd_per_hour"].notna()
-    f = f.sort_values(["strategy", "_priced", "usd_per_hour", "gpus"], ascending=[True, False, True, True])
-    best = f.groupby("strategy", sort=False).head(1).drop(columns="_priced").set_index("strategy")
-    order = [s for s in table["strategy"].unique() if s in best.index]
-    best = best.loc[order]
-    if "strongonly" in best.index:
-        base = best.loc["strongonly"]
-        best["usd_saving_vs_strongonly"] = 1.0 - best["usd_per_hour"] / base["usd_per_hour"]
-        best["gpu_saving_vs_strongonly"] = 1.0 - best["gpus"] / base["gpus"]
-    return best.reset_index()
+    f = f.sort_values(["strategy", "rate", "_priced", "usd_per_hour", "gpus"], ascending=[True, True, False, True, True])
+    best = f.groupby(["strategy", "rate"], sort=False).head(1).drop(columns="_priced")
+    order = {s: i for i, s in enumerate(table["strategy"].unique())}
+    best = best.sort_values(["rate", "strategy"], key=lambda c: c.map(order) if c.name == "strategy" else c).reset_index(drop=True)
+    base = best[best["strategy"] == "strongonly"].set_index("rate")
+    if len(base):
+        ref_usd = best["rate"].map(base["usd_per_hour"])
+        ref_gpus = best["rate"].map(base["gpus"])
+        best["usd_saving_vs_strongonly"] = 1.0 - best["usd_per_hour"] / ref_usd
+        best["gpu_saving_vs_strongonly"] = 1.0 - best["gpus"] / ref_gpus
+    return best

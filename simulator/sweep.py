@@ -10,8 +10,10 @@ Config (TOML):
 
     [sweep]
     workload = "traces/data/tau2_airline.jsonl"   # optional; the shipped τ²-airline by default
-    tasks = 200          # tasks per cell
-    warmup = 0.1
+    requests = "requests.csv"  # optional instead: a plain serving request trace (strategy "serving", Strong pool)
+    tasks = 200          # steady: at least this many tasks measured per cell; burst: tasks per cell
+    steady = true        # measure each cell in steady state (simulator/steady_state.py); false: one burst of `tasks`
+    warmup = 0.1         # burst only: share of the earliest tasks left out of the percentiles
     prices = { h20 = 2.0 }             # optional $/GPU-hour overrides
     scenario = "my_scenario.toml"      # optional: models, dtypes, acceptance, seed, ... (default: the built-in one)
     seed = 0                           # optional overrides of the scenario: seed, weak_model, weak_dtype,
@@ -50,12 +52,16 @@ import pandas as pd
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specagent.common import atomic
-from specagent.simulator.fleet_build import build_fleet, episodes_of, fitting_deployment, simulate_fleet
+from specagent.simulator.fleet_build import (
+    PlainServing, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, simulate_fleet,
+)
 from specagent.simulator.fleet_config import ROUTERS, WARMUP_SHARE, Arrivals
 from specagent.simulator.scenario import SHIPPED, Scenario, ScenarioError
+from specagent.simulator.steady_state import Metric, measure_steady, uncontended
 from specagent.simulator.strategies import STRATEGY_NAMES, strategy_entry
 from specagent.traces import load_trajectories
 from specagent.traces.io import default_workload_path
+from specagent.traces.requests import load_requests
 
 BACKENDS = ("local", "ray")
 GRID_KEYS = ("strategy", "k", "acceptance", "rate", "fleet", "hardware")
@@ -84,6 +90,8 @@ class SweepConfig:
     workload: str | None = None
     tasks: int = 200
     warmup: float = WARMUP_SHARE
+    steady: bool = True
+    requests: str | None = None
     prices: dict[str, float] = field(default_factory=dict)
     scenario: Scenario = field(default_factory=Scenario)
 
@@ -121,10 +129,15 @@ class SweepConfig:
                 raise SweepConfigError(f"{where}: [grid].{key} must be a non-empty list, got {v!r}")
             g[key] = v
         for s in g["strategy"]:
+            if "requests" in sw and s == PlainServing.name:
+                continue
             try:
                 strategy_entry(str(s))
             except ValueError as exc:
                 raise SweepConfigError(f"{where}: [grid].strategy: {exc}") from exc
+        if "requests" in sw and g["strategy"] != [PlainServing.name]:
+            raise SweepConfigError(f"{where}: [sweep].requests is a plain serving trace: [grid].strategy must be "
+                                   f"[\"{PlainServing.name}\"]")
         for k in g["k"]:
             if not isinstance(k, int) or k < 1:
                 raise SweepConfigError(f"{where}: [grid].k entries must be integers >= 1, got {k!r}")
@@ -146,10 +159,14 @@ class SweepConfig:
         for f in g["fleet"]:
             if f not in fleets:
                 raise SweepConfigError(f"{where}: [grid].fleet names '{f}' but there is no [fleet.{f}] table")
-        allowed = {"workload", "tasks", "warmup", "prices", "scenario", *SCENARIO_KEYS}
+        allowed = {"workload", "tasks", "warmup", "prices", "scenario", "steady", "requests", *SCENARIO_KEYS}
         bad = set(sw) - allowed
         if bad:
             raise SweepConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; allowed: {sorted(allowed)}")
+        if not isinstance(sw.get("steady", True), bool):
+            raise SweepConfigError(f"{where}: [sweep].steady must be true or false, got {sw['steady']!r}")
+        if "requests" in sw and not (isinstance(sw["requests"], str) and Path(sw["requests"]).is_file()):
+            raise SweepConfigError(f"{where}: [sweep].requests must name a request trace CSV file, got {sw['requests']!r}")
         own = {k: v for k, v in sw.items() if k not in SCENARIO_KEYS and k != "scenario"}
         try:
             scenario = _scenario(data, sw, where)
@@ -161,7 +178,7 @@ class SweepConfig:
 
     def fixed(self) -> dict:
         """Everything but the grid, as plain data: what every cell's result depends on (and its id hashes)."""
-        d = {f: getattr(self, f) for f in ("workload", "tasks", "warmup", "prices")}
+        d = {f: getattr(self, f) for f in ("workload", "tasks", "warmup", "prices", "steady", "requests")}
         d["fleets"] = {k: asdict(v) for k, v in self.fleets.items()}
         d["scenario"] = self.scenario.to_dict()
         return d
@@ -171,7 +188,7 @@ class SweepConfig:
         out, seen = [], set()
         for combo in itertools.product(*(self.grid[k] for k in GRID_KEYS)):
             cell = dict(zip(GRID_KEYS, combo))
-            if not strategy_entry(cell["strategy"]).takes_k:
+            if cell["strategy"] == PlainServing.name or not strategy_entry(cell["strategy"]).takes_k:
                 cell["k"] = 0
             key = json.dumps(cell, sort_keys=True)
             if key in seen:
@@ -223,19 +240,37 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     shape = FleetShape(**fixed["fleets"][cell["fleet"]])
     wdep = fitting_deployment(sc.weak, weak_gpu, SIZING_CONTEXT)
     sdep = fitting_deployment(sc.strong, strong_gpu, SIZING_CONTEXT)
-    fleet = build_fleet(wdep, sdep, shape.weak_replicas, shape.strong_replicas, weight_mode=sc.weight_mode, router=shape.router,
-                        prices=fixed["prices"])
-    res = simulate_fleet(eps, cell["strategy"], fleet, int(fixed["tasks"]), Arrivals("poisson", float(cell["rate"]), seed=sc.seed),
-                         sc, warmup=float(fixed["warmup"]))
+
+    def build(counts):
+        return build_fleet(wdep, sdep, counts[0], counts[1], weight_mode=sc.weight_mode, router=shape.router, prices=fixed["prices"])
+
+    fleet = build((shape.weak_replicas, shape.strong_replicas))
+    steady_row: dict = {}
+    if fixed.get("steady", True):  # the fleet at a sustained rate: window, detected warm-up, stability, p95 with its CI
+        tasks = request_tasks(_requests(fixed["requests"])) if fixed.get("requests") else \
+            plan_tasks(eps, cell["strategy"], sc, max(int(fixed["tasks"]), 1000))
+        ref = float(uncontended(tasks, build((None, None)), sc.seed).tasks["latency_s"].quantile(0.95))
+        sr = measure_steady(tasks, build, (shape.weak_replicas, shape.strong_replicas), float(cell["rate"]), Metric(95.0, "task"),
+                            ref, min_tasks=int(fixed["tasks"]), slice_tasks=None, seed=sc.seed)
+        summary = sr.summary
+        steady_row = sr.as_row("steady_")
+    else:
+        summary = simulate_fleet(eps, cell["strategy"], fleet, int(fixed["tasks"]),
+                                 Arrivals("poisson", float(cell["rate"]), seed=sc.seed), sc, warmup=float(fixed["warmup"])).summary
     row = {k: cell[k] for k in ("cell_index", "cell_id", *GRID_KEYS)}
     row["acceptance"] = str(row["acceptance"])
     row["hardware"] = hw
     row["weak_price_source"], row["strong_price_source"] = fleet.weak.price_source, fleet.strong.price_source  # type: ignore[union-attr]
     row["weak_gpus_per_replica"], row["strong_gpus_per_replica"] = wdep.gpus, sdep.gpus
-    for k, v in res.summary.items():
+    for k, v in {**summary, **steady_row}.items():
         if isinstance(v, (int, float, str, bool)):
             row[k] = v
     return row
+
+
+@functools.lru_cache(maxsize=2)
+def _requests(path: str):
+    return load_requests(path)
 
 
 @dataclass

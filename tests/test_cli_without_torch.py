@@ -7,7 +7,12 @@ import sys
 
 CODE = """
 import sys
-sys.modules["torch"] = None  # any `import torch` now raises ImportError, as on a base install
+class NoTorch:  # any `import torch` raises ImportError and torch never enters sys.modules, as on a base install
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"No module named '{name}'")
+        return None
+sys.meta_path.insert(0, NoTorch())
 from typer.testing import CliRunner
 from specagent.cli import app
 r = CliRunner().invoke(app, ["roofline", "--json"])

@@ -40,7 +40,8 @@ def test_search_finds_the_smallest_feasible_count(threshold):
 
 
 def test_plan_command_answers_with_prices_and_savings():
-    r = runner.invoke(app, ["plan", "--rate", "1/s", "--slo", "p95-task=150s", "--gpu", "h200", "--tasks", "60", "--json"])
+    r = runner.invoke(app, ["plan", "--rate", "1/s", "--slo", "p95-task=300s", "--gpu", "h200", "--tasks", "300", "--workers", "1",
+                            "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     best = {b["strategy"]: b for b in d["best"]}
@@ -49,25 +50,48 @@ def test_plan_command_answers_with_prices_and_savings():
 
     price = float(load_hardware("h200").price_usd_per_gpu_hour.value)
     for b in best.values():
-        assert b["latency_p95_s"] == b["slo_value_s"] <= 150.0
+        assert b["slo_ci_low_s"] <= b["slo_value_s"] <= 300.0 and b["latency_p95_s"] == b["slo_value_s"]
         assert b["gpus"] == b["weak_replicas"] * b["weak_gpus_per_replica"] + b["strong_replicas"] * b["strong_gpus_per_replica"]
         assert b["usd_per_hour"] == pytest.approx(price * b["gpus"], rel=1e-9)
         assert b["usd_saving_vs_strongonly"] == pytest.approx(1 - b["usd_per_hour"] / best["strongonly"]["usd_per_hour"], rel=1e-9, abs=1e-12)
+        assert 1 <= b["strong_bound_replicas"] <= b["strong_replicas"] and b["slice"] == "full fleet"
+        assert (b["strong_max_num_seqs"], b["strong_max_batched_tokens"]) == (1024, 8192)  # vLLM's defaults on an H200
+        assert b["tasks_measured"] >= 300 and b["warmup_s"] > 0
     assert "RunPod" in d["price_sources"]["h200_sxm"]
     assert best["strongonly"]["weak_replicas"] == 0 and best["specagent"]["weak_replicas"] >= 1
+    assert {e["verdict"].split(":")[0] for e in d["evaluations"]} <= {"meets the SLO", "misses the SLO", "unstable"}
+
+
+def test_plan_text_never_cuts_an_identifier_at_80_columns(tmp_path):
+    r = runner.invoke(app, ["plan", "--rate", "1/s,3/s", "--slo", "p95-task=300s", "--strategy", "strongonly", "--gpu", "h200",
+                            "--tasks", "300", "--workers", "1", "--out", str(tmp_path)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
+    for word in ("strongonly", "h200_sxm", "analytic bound", "95% CI", "full fleet", "1,024 sequences", "Capacity curve"):
+        assert word in r.output, word
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert [b["rate"] for b in doc["best"]] == [1.0, 3.0] and (tmp_path / "capacity_curve.html").exists()
+    from specagent.reports.data import load_results
+
+    assert load_results([tmp_path / "plan.json"]).plan["rate"].tolist() == [1.0, 3.0]  # the report reads it (figure 7)
 
 
 def test_plan_command_reports_unpriced_gpu_and_user_price():
-    r = runner.invoke(app, ["plan", "--rate", "0.5/s", "--gpu", "h20", "--tasks", "40", "--strategy", "strongonly", "--json"])
+    args = ["plan", "--rate", "0.5/s", "--slo", "p95-task=300s", "--gpu", "h20", "--tasks", "200", "--strategy", "strongonly",
+            "--workers", "1", "--json"]
+    r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert "no price" in d["price_sources"]["h20"] and any("no $/GPU-hour for h20" in n for n in d["notes"])
-    r = runner.invoke(app, ["plan", "--rate", "0.5/s", "--gpu", "h20", "--tasks", "40", "--strategy", "strongonly", "--price", "h20=2",
-                            "--json"])
+    r = runner.invoke(app, args + ["--price", "h20=2"])
     d = json.loads(r.output)
     assert d["price_sources"]["h20"].startswith("user-supplied") and d["best"][0]["usd_per_hour"] == 2.0 * d["best"][0]["gpus"]
     r = runner.invoke(app, ["plan", "--rate", "fast"])
     assert r.exit_code == 2 and "expected tasks per time" in r.output
+    for bad, msg in ((["--tasks", "0"], "--tasks must be >= 1"), (["--rate", "9/s..1/s"], "upper end must exceed"),
+                     (["--requests", "missing.csv"], "missing.csv")):
+        r = runner.invoke(app, ["plan", "--rate", "1/s", *bad] if bad[0] != "--rate" else ["plan", *bad])
+        assert r.exit_code == 2 and msg in r.output, r.output
 
 
 def test_sweep_command_runs_and_resumes(tmp_path):

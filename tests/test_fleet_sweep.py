@@ -7,8 +7,8 @@ import pytest
 
 from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
 
-CONFIG = {
-    "sweep": {"tasks": 12, "seed": 3, "prices": {"h20": 1.9}},
+CONFIG = {  # bursts of 12 tasks: the sweep machinery, fast (steady-state cells: test_steady_cells_...)
+    "sweep": {"tasks": 12, "seed": 3, "prices": {"h20": 1.9}, "steady": False},
     "grid": {"strategy": ["strongonly", "specagent"], "k": [2, 4], "acceptance": [0.8], "rate": [0.5, 1.0],
              "fleet": ["small"], "hardware": ["h20"]},
     "fleet": {"small": {"weak_replicas": 1, "strong_replicas": 1}},
@@ -96,3 +96,22 @@ def test_the_scenario_comes_from_the_config_or_the_command_line(tmp_path):
     assert b.cells()[0]["cell_id"] != SweepConfig.from_toml(cfg).cells()[0]["cell_id"]  # the id hashes the scenario
     with pytest.raises(SweepConfigError, match=r"\[sweep\]\.seed: seed must be"):
         SweepConfig.from_dict({**CONFIG, "sweep": {"seed": -1}}, "t.toml")
+
+
+def test_steady_cells_measure_a_sustained_rate_with_an_interval(tmp_path):
+    """By default a cell is measured in steady state: a window at the rate, a detected warm-up, p95 with its 95% CI."""
+    cfg = SweepConfig.from_dict({"sweep": {"tasks": 300, "seed": 1},
+                                 "grid": {"strategy": ["strongonly", "specagent"], "rate": [0.2], "fleet": ["f"], "hardware": ["h200"]},
+                                 "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "steady.toml")
+    run_sweep(cfg, tmp_path)
+    df = load_sweep(tmp_path).set_index("strategy")
+    for s in ("strongonly", "specagent"):
+        r = df.loc[s]
+        assert bool(r["steady_stable"]) and r["steady_tasks_measured"] >= 300 and r["steady_warmup_s"] > 0
+        assert r["steady_ci_low_s"] < r["steady_value_s"] < r["steady_ci_high_s"]
+        assert r["steady_throughput_per_s"] == pytest.approx(0.2, rel=0.15)  # a stable fleet completes what arrives
+    # SpecAgent reads fewer Strong bytes per task over the same window of arrivals
+    per_task = df["strong_bytes_read"] / df["steady_tasks_simulated"]
+    assert per_task["specagent"] < 0.5 * per_task["strongonly"]
+    with pytest.raises(SweepConfigError, match=r"\[sweep\].steady must be true or false"):
+        SweepConfig.from_dict({**CONFIG, "sweep": {"steady": "yes"}}, "t.toml")

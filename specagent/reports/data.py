@@ -265,10 +265,11 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
                 data.runs.append(run)
                 continue
             # A JSON table: {"records": [...]} / {"rows": [...]} / a list
-            rows = obj.get("records") or obj.get("rows") or obj.get("data")
+            rows = obj.get("records") or obj.get("rows") or obj.get("data") or obj.get("best")  # best: `plan --json`
             if not isinstance(rows, list):
                 raise ReportInputError(
-                    f"{p}: JSON has neither a 'summary' field (a `specagent predict` summary) nor a 'records' list of table rows"
+                    f"{p}: JSON has neither a 'summary' field (a `specagent predict` summary) nor a 'records' list of table rows "
+                    "(or the 'best' list of `specagent plan --json`)"
                 )
             pending_tables.append((p, pd.DataFrame.from_records(rows)))
         elif isinstance(obj, list):

@@ -462,13 +462,17 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------- figure 7
 def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
-    """Figure 7: $/hour and GPUs of the cheapest fleet per strategy at the planned rate.
+    """Figure 7: $/hour and GPUs of the cheapest fleet per strategy: bars at one planned rate, or, when the table holds
+    several rates (`specagent plan --rate LO..HI`), the capacity curve: both against the rate, one line per strategy,
+    where the distance between the lines is what SpecAgent saves at that load.
 
     Columns: strategy, usd_per_hour, gpus; optional label (display name), fleet (a
-    description of the replicas) and rate (arrivals per second, shown in the title).
+    description of the replicas) and rate (arrivals per second).
     """
     df = plan.copy()
     _need(df, ["strategy", "usd_per_hour", "gpus"], "Figure 7 (capacity plan)")
+    if "rate" in df.columns and df["rate"].nunique() > 1:
+        return _capacity_curve(df)
     names = (df["label"] if "label" in df.columns else df["strategy"]).astype(str).tolist()
     colors = strategy_colors(df["strategy"])
     col = [colors[s] for s in df["strategy"]]
@@ -489,3 +493,20 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
     if rate:
         title += f" (rate {rate})"
     return _finish(fig, title, height=480, top=80)
+
+
+def _capacity_curve(df: pd.DataFrame) -> go.Figure:
+    colors = strategy_colors(df["strategy"].unique())
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("$ per hour", "GPUs"), horizontal_spacing=0.1)
+    for strat, g in df.sort_values("rate").groupby("strategy", sort=False):
+        name = str(g["label"].iloc[0]) if "label" in g.columns else str(strat)
+        x = g["rate"].to_numpy(dtype=float)
+        for col, ycol, fmt in ((1, "usd_per_hour", "$%{y:,.0f}/hour"), (2, "gpus", "%{y:,.0f} GPUs")):
+            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers", name=name, legendgroup=str(strat),
+                            showlegend=col == 1, line=dict(color=colors[strat]),
+                            hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<extra></extra>", row=1, col=col)
+    fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)")
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(tickprefix="$", row=1, col=1)
+    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy",
+                   height=500, top=80)

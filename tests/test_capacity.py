@@ -1,0 +1,365 @@
+"""Capacity plans at sustained traffic (issue 13): steady-state windows, stability, slices, the analytic bound,
+plain serving request traces, the central-queue router against Erlang C, and the engines' scheduler defaults.
+
+Statistical checks are seeded and sized to run in seconds while a factor-of-two error (a
+rate, a service time, a slice fraction) would fail them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import load_model_spec
+from specagent.hardware.engine import EngineProfileError, load_engine, parse_engine
+from specagent.hardware.profile import load_hardware
+from specagent.simulator.bounds import pool_capacity, pool_work
+from specagent.simulator.fleet_build import build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks
+from specagent.simulator.fleet_config import STRONG_POOL, Pool, Scheduler, engine_scheduler
+from specagent.simulator.planner import SLO, PlanRequest, parse_rates, plan_capacity
+from specagent.simulator.scenario import Scenario
+from specagent.simulator.steady_state import (
+    Metric, choose_slice, measure_steady, mser5, percentile_ci, uncontended,
+)
+from specagent.traces import default_workload_path, load_trajectories
+from specagent.traces.errors import TraceFormatError
+from specagent.traces.requests import RequestTrace, load_requests, save_requests, synthetic_requests
+
+SC = Scenario()
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return episodes_of(load_trajectories(default_workload_path()))
+
+
+@pytest.fixture(scope="module")
+def strongonly(episodes):
+    tasks = plan_tasks(episodes, "strongonly", SC, 2000)
+    dep = fitting_deployment(SC.strong, "h200", tasks.max_context)
+    build = lambda c: build_fleet(None, dep, c[0], c[1], weight_mode=SC.weight_mode)  # noqa: E731
+    ref = float(uncontended(tasks, build((None, None))).tasks["latency_s"].quantile(0.95))
+    return tasks, dep, build, ref
+
+
+# --------------------------------------------------------------------------------------------- scheduler defaults
+def test_pools_run_the_engines_own_scheduler_defaults_per_gpu_class():
+    """vLLM picks 1,024 sequences / 8,192 tokens on GPUs of >= 70 GiB except A100, 256 / 2,048 elsewhere (arg_utils.py)."""
+    vllm = load_engine("vllm")
+    expect = {"h20": (1024, 8192), "h200": (1024, 8192), "h100": (1024, 8192), "mi300x": (1024, 8192), "b200": (1024, 8192),
+              "a100_80gb_sxm": (256, 2048), "l40s": (256, 2048), "rtx5090": (256, 2048)}
+    for gpu, (seqs, tokens) in expect.items():
+        row = vllm.scheduler_for(load_hardware(gpu))
+        assert (row.max_num_seqs, row.max_batched_tokens) == (seqs, tokens), gpu
+        assert "arg_utils.py" in row.source
+    assert load_hardware("a100_80gb_sxm").capacity_bytes / 2**30 >= 70  # excluded by name, not by memory
+    ideal = load_engine("ideal").scheduler_for(load_hardware("h200"))
+    assert (ideal.max_num_seqs, ideal.max_batched_tokens) == (128, 2048)  # what specagent ran before
+    sgl = load_engine("sglang")
+    assert sgl.scheduler_for(load_hardware("b200")).max_batched_tokens == 16384 + 4096
+    assert sgl.scheduler_for(load_hardware("h200")).max_batched_tokens == 8192 + 4096
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h200"))
+    pool = Pool(dep, 2)
+    assert (pool.limits.max_num_seqs, pool.limits.max_batched_tokens) == (1024, 8192)
+    assert "<= 1024 seqs, 8192 tokens/iteration" in pool.describe()
+    assert Pool(dep, 2, scheduler=Scheduler(8, 256)).limits == Scheduler(8, 256)  # an explicit one wins
+    a100 = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("a100_80gb_sxm"))
+    assert engine_scheduler(a100).max_num_seqs == 256
+
+
+def test_scheduler_rows_are_validated_with_the_file_and_row():
+    data = {"id": "x", "name": "x", "version": "1"}
+    base = dict(load_engine("ideal").__dict__)  # noqa: F841 (the shipped profile parses; below, bad rows do not)
+    import tomllib
+    from pathlib import Path
+
+    good = tomllib.loads(Path(load_engine("ideal").path).read_text())
+    with pytest.raises(EngineProfileError, match=r"e.toml: missing \[\[scheduler\]\] rows"):
+        parse_engine({k: v for k, v in good.items() if k != "scheduler"}, "e.toml")
+    with pytest.raises(EngineProfileError, match=r"row 1: 'max_num_seqs' must be a whole number >= 1"):
+        parse_engine({**good, "scheduler": [{"min_gpu_memory_gib": 0, "max_num_seqs": 0, "max_batched_tokens": 8, "source": "s"}]},
+                     "e.toml")
+    with pytest.raises(EngineProfileError, match="the last \\[\\[scheduler\\]\\] row must match every GPU"):
+        parse_engine({**good, "scheduler": [{"min_gpu_memory_gib": 70, "max_num_seqs": 8, "max_batched_tokens": 8, "source": "s"}]},
+                     "e.toml")
+    with pytest.raises(EngineProfileError, match="max_batched_tokens \\(4\\) must be >= max_num_seqs"):
+        parse_engine({**good, "scheduler": [{"min_gpu_memory_gib": 0, "max_num_seqs": 8, "max_batched_tokens": 4, "source": "s"}]},
+                     "e.toml")
+    assert data  # the minimal header alone is not a profile
+    with pytest.raises(EngineProfileError):
+        parse_engine(data, "e.toml")
+
+
+# --------------------------------------------------------------------------------------------- request traces
+def test_request_traces_read_common_headers_and_name_bad_lines(tmp_path):
+    p = tmp_path / "vidur.csv"
+    p.write_text("Time,PromptTokenCount,CompletionTokenCount\n5.0,100,20\n5.5,7,1\n9.0,3000,400\n")
+    t = load_requests(p)
+    assert t.arrival_s.tolist() == [0.0, 0.5, 4.0] and t.prompt_tokens.tolist() == [100, 7, 3000]
+    assert t.output_tokens.tolist() == [20, 1, 400] and t.rate == pytest.approx(2 / 4.0)
+    az = tmp_path / "azure.csv"
+    az.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.500,10,2\n2023-11-16 18:15:48.000,20,3\n")
+    assert load_requests(az).arrival_s.tolist() == [0.0, 1.5]
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("num_prefill_tokens,num_decode_tokens\n10,2\n")
+    assert load_requests(lengths).arrival_s is None
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,2\n1,ten,2\n")
+    with pytest.raises(TraceFormatError, match=r"bad.csv: line 3: field 'prompt_tokens': expected a whole number"):
+        load_requests(bad)
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n2,10,2\n1,10,2\n")
+    with pytest.raises(TraceFormatError, match=r"line 3: field 'arrival_s': expected times in arrival order"):
+        load_requests(bad)
+    bad.write_text("when,prompt_tokens,output_tokens\n1,10,0\n")
+    with pytest.raises(TraceFormatError, match=r"line 2: field 'output_tokens'"):
+        load_requests(bad)
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(TraceFormatError, match=r"header: field 'prompt_tokens': expected a column named one of"):
+        load_requests(bad)
+    with pytest.raises(TraceFormatError, match="an existing CSV file"):
+        load_requests(tmp_path / "missing.csv")
+    syn = synthetic_requests(50, rate=3.0, seed=2)
+    back = load_requests(save_requests(tmp_path / "rt.csv", syn))
+    assert back.prompt_tokens.tolist() == syn.prompt_tokens.tolist()
+    assert np.allclose(back.arrival_s, syn.arrival_s, atol=1e-6)
+
+
+def test_a_request_is_one_call_whose_prefill_yields_the_first_token():
+    trace = RequestTrace(np.array([100, 7]), np.array([20, 1]), np.array([0.0, 1.0]))
+    tasks = request_tasks(trace)
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h200"))
+    res = tasks.serve(build_fleet(None, dep, 0, 1, weight_mode="union"), trace.arrival_s)
+    c = res.calls.sort_values("task")
+    assert c["prefill_tokens"].tolist() == [100, 7] and c["decode_tokens"].tolist() == [19, 0]
+    assert (c["pool"] == "strong").all() and res.summary["strategy"] == "serving"
+    # a window longer than the plan replays its tasks cyclically
+    res = tasks.serve(build_fleet(None, dep, 0, 1, weight_mode="union"), np.array([0.0, 1.0, 2.0, 3.0]))
+    assert res.calls.sort_values("task")["prefill_tokens"].tolist() == [100, 7, 100, 7]
+
+
+# --------------------------------------------------------------------------------------------- queueing theory
+def _erlang_c_wait(lam: float, mu: float, c: int) -> tuple[float, float]:
+    """(P(wait), mean wait in queue) of M/M/c, by hand."""
+    a = lam / mu
+    last = a**c / math.factorial(c) * c / (c - a)
+    p_wait = last / (sum(a**k / math.factorial(k) for k in range(c)) + last)
+    return p_wait, p_wait / (c * mu - lam)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_central_queue_with_batch_one_is_erlang_c(rho):
+    """Single-call tasks, batch cap 1, c replicas behind one FIFO queue, near-exponential service: M/M/c."""
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h200"), engine=load_engine("ideal"))
+    c = 4
+    trace = synthetic_requests(40_000, rate=1.0, prompt_mean=1.0, output_mean=200.0, seed=3)  # geometric: CV ~ 1
+    tasks = request_tasks(trace)
+    fleet = build_fleet(None, dep, 0, c, weight_mode="union", router="central_queue", scheduler=Scheduler(1, None))
+    service = 0.5144  # about 200 decode iterations of the 4B model on one H200 (ideal engine); measured below
+    arrivals = trace.arrival_s / (rho * c / service)
+    calls = tasks.serve(fleet, arrivals).calls
+    s = calls["service_s"].to_numpy()
+    assert s.std() / s.mean() == pytest.approx(1.0, abs=0.03)
+    lam = (len(arrivals) - 1) / arrivals[-1]
+    p_wait, wq = _erlang_c_wait(lam, 1.0 / s.mean(), c)
+    q = calls["queue_s"].to_numpy()
+    assert q.mean() == pytest.approx(wq, rel=0.10)
+    assert (q > 1e-12).mean() == pytest.approx(p_wait, abs=0.03)
+
+
+# --------------------------------------------------------------------------------------------- steady-state statistics
+def test_mser5_cuts_an_initial_transient_and_leaves_a_stationary_series():
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, 1.0, 4000)
+    assert mser5(x) <= 200  # stationary: little or nothing to drop
+    y = x.copy()
+    y[:600] += np.linspace(8.0, 0.0, 600)  # a fleet filling up
+    d = mser5(y)
+    assert 300 <= d <= 800
+    z = x + np.linspace(0.0, 10.0, 4000)  # still rising: MSER wants the most it may
+    assert mser5(z) >= 1900
+
+
+def test_batch_quantile_interval_covers_the_true_percentile():
+    true = -math.log(0.05)  # p95 of Exp(1)
+    hits, widths = 0, []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        v = rng.exponential(1.0, 4000)
+        t = np.sort(rng.uniform(0.0, 100.0, 4000))
+        est, lo, hi = percentile_ci(v, t, 0.0, 100.0, 95.0)
+        hits += lo <= true <= hi
+        widths.append(hi - lo)
+    assert 0.8 <= hits / 40 <= 1.0
+    v = np.random.default_rng(1).exponential(1.0, 16000)
+    t = np.linspace(0.0, 100.0, 16000)
+    _, lo4, hi4 = percentile_ci(v, t, 0.0, 100.0, 95.0)
+    assert (hi4 - lo4) < 0.75 * np.mean(widths)  # four times the data: about half the width
+    # censored (still running) values are larger than any finished one
+    est, lo, hi = percentile_ci(np.array([1.0] * 90 + [math.inf] * 10), np.linspace(0, 1, 100), 0.0, 1.01, 95.0)
+    assert math.isinf(est) and math.isinf(hi)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.integers(1, 800)), st.integers(1, 5000), st.integers(1, 8), st.integers(2, 400))
+def test_a_slice_never_carries_less_load_per_replica_than_the_fleet(n_w, n_s, min_rep, parts):
+    sl = choose_slice((n_w, n_s), min_rep, parts)
+    assert 0 < sl.fraction <= 1
+    finite = [(k, n) for k, n in zip(sl.counts, (n_w, n_s)) if n]
+    for k, n in zip(sl.counts, (n_w, n_s)):
+        if n:
+            assert 1 <= k <= n and sl.fraction >= k / n - 1e-12  # rate x fraction / k >= rate / n
+        else:
+            assert k == n  # unlimited stays unlimited
+    if not sl.is_full:
+        smallest = min(n for _, n in finite)
+        k0 = next(k for k, n in finite if n == smallest)
+        assert sl.fraction == k0 / smallest and k0 >= min_rep  # the smallest pool is cut exactly
+        assert sl.load_excess == pytest.approx(max(sl.fraction / (k / n) - 1 for k, n in finite), abs=1e-12)
+    assert sl.load_excess >= 0
+
+
+def test_slice_examples_by_hand():
+    sl = choose_slice((None, 64), 1, 8)
+    assert sl.counts == (None, 8) and sl.fraction == 1 / 8 and sl.load_excess == 0
+    # Weak 585, Strong 92: Strong (the smaller pool) is cut exactly; 1 or 2 Strong leave the Weak 6% over
+    # (585 / 92 = 6.36 -> 6, 12.7 -> 12), 3 Strong 0.4% (19.08 -> 19)
+    sl = choose_slice((585, 92), 1, 99)
+    assert sl.counts == (19, 3) and sl.fraction == 3 / 92
+    assert sl.load_excess == pytest.approx((585 * 3 / 92) / 19 - 1, abs=1e-12)
+    assert choose_slice((3, 2), 4, 50).is_full  # too small to cut
+
+
+# --------------------------------------------------------------------------------------------- stability and the bound
+def test_an_overloaded_fleet_is_rejected_as_unstable_and_a_loaded_one_is_not(strongonly):
+    tasks, dep, build, ref = strongonly
+    cap = pool_capacity(dep, engine_scheduler(dep), pool_work(tasks, STRONG_POOL), SC.weight_mode)
+    over = measure_steady(tasks, build, (0, 2), 1.3 * 2 * cap.tasks_per_s, Metric(95, "task"), ref, min_tasks=500)
+    assert not over.stable and "fewer tasks than arrive" in over.reason
+    # it completes at most 1/1.3 of what arrives (the bound is optimistic: less still), and at least 0.85/1.3: the
+    # replica saturated runs at >= 85% of the bound (measured 96%; a bound that let prompts ride in chunks smaller than
+    # the scheduler makes was 58% and failed here)
+    assert 1 - 1 / 1.3 - 0.02 <= over.queue_growth <= 1 - 0.85 / 1.3
+    fine = measure_steady(tasks, build, (0, 2), 0.5 * 2 * cap.tasks_per_s, Metric(95, "task"), ref, min_tasks=500)
+    assert fine.stable and abs(fine.queue_growth) < 0.02 and math.isfinite(fine.value_s)
+    assert fine.throughput_per_s == pytest.approx(cap.tasks_per_s, rel=0.1)  # it completes what arrives (0.5 x 2 x cap)
+
+
+def test_the_analytic_bound_is_optimistic_by_little(episodes, strongonly):
+    """n replicas at 1.15 x the bound's capacity are unstable in simulation; at 0.8 x they are stable.
+
+    (At 1.05 x the fleet falls behind by about 4% of the arrivals, within the stability test's noise at 500 tasks; the
+    bound's optimism itself is pinned by the saturated run of the test above.)"""
+    tasks, dep, build, ref = strongonly
+    cap = pool_capacity(dep, engine_scheduler(dep), pool_work(tasks, STRONG_POOL), SC.weight_mode)
+    assert cap.replicas_for(3.001 * cap.tasks_per_s) == 4 and cap.replicas_for(2.999 * cap.tasks_per_s) == 3
+    for factor, stable in ((1.15, False), (0.8, True)):
+        r = measure_steady(tasks, build, (0, 3), factor * 3 * cap.tasks_per_s, Metric(95, "task"), ref, min_tasks=500)
+        assert r.stable is stable, (factor, r.reason, r.queue_growth)
+    # SpecAgent's Strong pool: mostly verification prefill, far more tasks per replica
+    sa = plan_tasks(episodes, "specagent", SC, 2000)
+    wdep = fitting_deployment(SC.weak, "h200", sa.max_context)
+    scap = pool_capacity(dep, engine_scheduler(dep), pool_work(sa, STRONG_POOL), SC.weight_mode)
+    assert scap.tasks_per_s > 2 * cap.tasks_per_s  # 2.8x with the fitted vLLM profile (verification is prefill-bound)
+    sbuild = lambda c: build_fleet(wdep, dep, c[0], c[1], weight_mode=SC.weight_mode)  # noqa: E731
+    sref = float(uncontended(sa, sbuild((None, None))).tasks["latency_s"].quantile(0.95))
+    r = measure_steady(sa, sbuild, (None, 1), 1.05 * scap.tasks_per_s, Metric(95, "task"), sref, min_tasks=500)
+    assert not r.stable
+
+
+# --------------------------------------------------------------------------------------------- slices
+def test_a_slice_matches_the_full_fleet_at_64_replicas(strongonly):
+    """64 Strong replicas at 22 tasks/s against a slice of 10 at 10/64 of the rate: percentiles within their intervals."""
+    tasks, dep, build, ref = strongonly
+    full = measure_steady(tasks, build, (0, 64), 22.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=None)
+    part = measure_steady(tasks, build, (0, 64), 22.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=5000)
+    assert full.slice.is_full and part.slice.counts == (0, 10) and part.slice.fraction == 10 / 64
+    assert part.tasks_simulated < full.tasks_simulated / 5
+    assert full.stable and part.stable
+    half_full, half_part = (full.ci_high_s - full.ci_low_s) / 2, (part.ci_high_s - part.ci_low_s) / 2
+    assert abs(full.value_s - part.value_s) <= half_full + half_part
+    assert part.summary["window_latency_p50_s"] == pytest.approx(full.summary["window_latency_p50_s"], rel=0.1)
+    assert part.throughput_per_s == pytest.approx(full.throughput_per_s, rel=0.1)  # scaled back to the whole fleet
+    # the slice's $ per task is the whole fleet's: 64 replicas' $/hour over the whole fleet's throughput
+    assert part.summary["usd_per_task"] == pytest.approx(full.summary["usd_per_task"], rel=0.1)
+
+
+# --------------------------------------------------------------------------------------------- the planner
+def test_plans_grow_with_the_rate_and_one_strong_replica_fewer_misses(episodes, strongonly):
+    """The capacity curve is monotone in rate; at the moderate rate the answered fleet, simulated whole, meets the SLO
+    and one Strong replica fewer does not (or is unstable)."""
+    slo = SLO.parse("p95-task=300s")
+    req = PlanRequest(rates=(0.5, 2.0, 8.0), slo=slo, strategies=("strongonly",), gpus=("h200",))
+    res = plan_capacity(episodes, req)
+    best = res.best.sort_values("rate")
+    assert best["rate"].tolist() == [0.5, 2.0, 8.0]
+    gpus, usd = best["gpus"].to_numpy(), best["usd_per_hour"].to_numpy()
+    assert (np.diff(gpus) > 0).all() and (np.diff(usd) > 0).all()
+    for r in best.to_dict("records"):
+        assert r["strong_bound_replicas"] <= r["strong_replicas"]  # the bound is a lower bound
+        assert r["slo_ci_low_s"] <= r["slo_value_s"] <= min(r["slo_ci_high_s"], 300.0)
+        assert r["usd_per_task"] == pytest.approx(r["usd_per_hour"] / 3600 / r["throughput_per_s"], rel=1e-9)
+        assert r["throughput_per_s"] == pytest.approx(r["rate"], rel=0.1)  # paid for while it idles: $/h / tasks per hour
+    top = best.iloc[-1]
+    assert top["slice"] == "full fleet"  # planned on the whole fleet (slices: test_a_slice_matches_the_full_fleet_at_64_...)
+    tasks, dep, build, ref = strongonly
+    n = int(top["strong_replicas"])
+    whole = measure_steady(tasks, build, (0, n), 8.0, slo.metric, ref, slo_s=300, min_tasks=1000, slice_tasks=None)
+    assert whole.stable and whole.value_s <= 300
+    fewer = measure_steady(tasks, build, (0, n - 1), 8.0, slo.metric, ref, slo_s=300, min_tasks=1000, slice_tasks=None)
+    assert not fewer.stable or fewer.value_s > 300
+
+
+def test_rate_lists_and_ranges_parse():
+    assert parse_rates("2/s,50/s,1000/s") == (2.0, 50.0, 1000.0)
+    assert parse_rates("0.5/s..8/s", points=5) == pytest.approx((0.5, 1.0, 2.0, 4.0, 8.0))
+    with pytest.raises(ValueError, match="upper end must exceed"):
+        parse_rates("8/s..1/s")
+    with pytest.raises(ValueError, match="given twice"):
+        parse_rates("1/s,60/min")
+    with pytest.raises(ValueError, match="--tasks must be >= 1"):
+        PlanRequest(rate=1.0, n_tasks=0)
+    with pytest.raises(ValueError, match="--max-replicas must be >= 1"):
+        PlanRequest(rate=1.0, max_replicas=0)
+
+
+def test_an_slo_no_fleet_can_meet_is_said_at_once(episodes):
+    res = plan_capacity(episodes, PlanRequest(rate=1.0, slo=SLO.parse("p95-task=20s"), strategies=("strongonly",), gpus=("h200",)))
+    assert res.best.empty and not res.table["feasible"].any()
+    assert res.table["evaluations"].iloc[0] == 0 and "cannot be met at any fleet size" in res.notes[0]
+
+
+def test_plain_serving_fleets_are_planned_from_a_request_trace():
+    trace = synthetic_requests(3000, rate=5.0, prompt_mean=2000.0, output_mean=300.0, seed=1)
+    sc = SC.override({"strong.model": "qwen3.5-4b", "strong.weight_dtype": "bf16"})
+    req = PlanRequest(rates=(20.0, 80.0), slo=SLO.parse("p95-task=20s"), gpus=("h200",), scenario=sc, requests=trace)
+    res = plan_capacity(None, req)
+    best = res.best.sort_values("rate")
+    assert best["strategy"].tolist() == ["serving", "serving"] and (best["weak_replicas"] == 0).all()
+    assert best["strong_replicas"].iloc[1] > best["strong_replicas"].iloc[0]
+    assert (best["slo_value_s"] <= 20.0).all()
+
+
+def test_searches_give_the_same_plan_on_a_process_pool_and_on_ray():
+    """Searches are pure jobs: one process, a local pool of two, or Ray give identical rows."""
+    trace = synthetic_requests(2000, rate=5.0, prompt_mean=2000.0, output_mean=300.0, seed=4)
+    sc = SC.override({"strong.model": "qwen3.5-4b", "strong.weight_dtype": "bf16"})
+    base = dict(rates=(10.0, 40.0), slo=SLO.parse("p95-task=20s"), gpus=("h200", "h20"), scenario=sc, requests=trace,
+                prices={"h20": 1.5})
+    one = plan_capacity(None, PlanRequest(**base))
+    pool = plan_capacity(None, PlanRequest(**base, workers=2))
+    assert one.table.equals(pool.table) and one.evaluations.equals(pool.evaluations)
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'specagent[ray]')")
+    try:  # only a Ray runtime that cannot start here is a skip
+        ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    except Exception as exc:  # pragma: no cover - environment without a working Ray runtime
+        pytest.skip(f"a local Ray instance could not start here: {exc}")
+    try:
+        on_ray = plan_capacity(None, PlanRequest(**base, workers=2, backend="ray"))
+    finally:
+        ray.shutdown()
+    assert one.table.equals(on_ray.table) and one.evaluations.equals(on_ray.evaluations)

@@ -1,0 +1,152 @@
+"""Plain LLM serving request traces: one row per request (arrival time, prompt tokens, output tokens).
+
+Serving simulators take this shape (Vidur's trace replay reads `Time`, `PromptTokenCount`,
+`CompletionTokenCount`; its length traces `num_prefill_tokens`, `num_decode_tokens`; the
+Azure LLM inference traces `TIMESTAMP`, `ContextTokens`, `GeneratedTokens`), so specagent
+reads them too, under any of those names, and its fleet serves each request as one call
+(a prefill of the prompt that yields the first output token, then one decode iteration per
+further token) on one model. The arrival column is optional: a length-only trace is served
+at a rate the caller gives. Knows nothing of hardware.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from specagent.common import atomic
+
+from .errors import TraceFormatError
+
+#: Accepted header names per field, first the canonical one (case-insensitive).
+COLUMNS = {
+    "arrival_s": ("arrival_s", "arrived_at", "arrival_time", "time", "timestamp"),
+    "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "prompttokencount", "contexttokens", "input_tokens"),
+    "output_tokens": ("output_tokens", "num_decode_tokens", "completiontokencount", "generatedtokens"),
+}
+
+
+@dataclass(frozen=True)
+class RequestTrace:
+    """Requests in arrival order; `arrival_s` starts at 0 (None: lengths only, arrivals come from a rate)."""
+
+    prompt_tokens: np.ndarray  # int64, >= 1
+    output_tokens: np.ndarray  # int64, >= 1
+    arrival_s: np.ndarray | None = None  # float64, non-decreasing, from 0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.prompt_tokens)
+        if len(self.output_tokens) != n or (self.arrival_s is not None and len(self.arrival_s) != n):
+            raise ValueError("a request trace needs as many output lengths (and arrival times) as prompt lengths")
+        if n == 0:
+            raise ValueError(f"{self.source or 'request trace'}: no requests")
+
+    def __len__(self) -> int:
+        return len(self.prompt_tokens)
+
+    @property
+    def rate(self) -> float:
+        """Mean arrival rate over the trace (requests per second); NaN without arrival times."""
+        if self.arrival_s is None or len(self) < 2 or self.arrival_s[-1] <= 0:
+            return float("nan")
+        return (len(self) - 1) / float(self.arrival_s[-1])
+
+    def head(self, n: int) -> "RequestTrace":
+        return RequestTrace(self.prompt_tokens[:n], self.output_tokens[:n], None if self.arrival_s is None else self.arrival_s[:n],
+                            self.source)
+
+
+def _column(frame: pd.DataFrame, field: str, path: str, required: bool) -> str | None:
+    lower = {c.strip().lower(): c for c in frame.columns}
+    for name in COLUMNS[field]:
+        if name in lower:
+            return lower[name]
+    if required:
+        raise TraceFormatError(path, "header", field, f"a column named one of {', '.join(COLUMNS[field])}",
+                               found=f"columns {', '.join(map(str, frame.columns))}")
+    return None
+
+
+def _counts(frame: pd.DataFrame, col: str, field: str, path: str) -> np.ndarray:
+    raw = frame[col]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = num.isna() | (num < 1) | (num != np.floor(num))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceFormatError(path, f"line {i + 2}", field, "a whole number of tokens >= 1", got=raw.iloc[i])
+    return num.to_numpy(dtype=np.int64)
+
+
+def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
+    raw = frame[col]
+    num = pd.to_numeric(raw, errors="coerce")
+    if num.isna().any():  # timestamps such as the Azure traces' "2023-11-16 18:15:46.68": seconds from the first one
+        stamps = pd.to_datetime(raw, errors="coerce")
+        if stamps.isna().any():
+            i = int(np.flatnonzero((num.isna() & stamps.isna()).to_numpy())[0])
+            raise TraceFormatError(path, f"line {i + 2}", "arrival_s", "seconds (a number) or a date-time", got=raw.iloc[i])
+        t = (stamps - stamps.iloc[0]).dt.total_seconds().to_numpy(dtype=np.float64)
+    else:
+        t = num.to_numpy(dtype=np.float64)
+    if not np.isfinite(t).all():
+        i = int(np.flatnonzero(~np.isfinite(t))[0])
+        raise TraceFormatError(path, f"line {i + 2}", "arrival_s", "a finite number of seconds", got=raw.iloc[i])
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):
+        i = int(back[0]) + 1
+        raise TraceFormatError(path, f"line {i + 2}", "arrival_s", f"times in arrival order (not before line {i + 1}'s "
+                               f"{t[i - 1]:g})", got=raw.iloc[i])
+    return t - t[0]
+
+
+def load_requests(path: str | os.PathLike) -> RequestTrace:
+    """A request trace CSV; errors name the file, the line and the field."""
+    p = str(path)
+    try:
+        frame = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise TraceFormatError(p, "file", "path", "an existing CSV file of requests") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise TraceFormatError(p, "file", "contents", "a CSV file with a header row", found=str(exc).splitlines()[0]) from None
+    if frame.empty:
+        raise TraceFormatError(p, "file", "rows", "at least one request after the header")
+    prompt = _counts(frame, _column(frame, "prompt_tokens", p, True), "prompt_tokens", p)  # type: ignore[arg-type]
+    output = _counts(frame, _column(frame, "output_tokens", p, True), "output_tokens", p)  # type: ignore[arg-type]
+    acol = _column(frame, "arrival_s", p, False)
+    return RequestTrace(prompt, output, None if acol is None else _arrivals(frame, acol, p), source=p)
+
+
+def save_requests(path: str | os.PathLike, trace: RequestTrace) -> Path:
+    """Write the canonical CSV (arrival_s, prompt_tokens, output_tokens), atomically."""
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            if trace.arrival_s is None:
+                w.writerow(["prompt_tokens", "output_tokens"])
+                w.writerows(zip(trace.prompt_tokens.tolist(), trace.output_tokens.tolist()))
+            else:
+                w.writerow(["arrival_s", "prompt_tokens", "output_tokens"])
+                w.writerows(zip((f"{t:.6f}" for t in trace.arrival_s.tolist()), trace.prompt_tokens.tolist(),
+                                trace.output_tokens.tolist()))
+    return atomic.atomic_write(path, write)
+
+
+def synthetic_requests(n: int, rate: float, prompt_mean: float = 1024.0, output_mean: float = 256.0, seed: int = 0) -> RequestTrace:
+    """n requests arriving Poisson at `rate`, prompt and output lengths geometric with the given means (seeded).
+
+    For benchmarks and tests, not a workload anyone measured: geometric lengths make a
+    request's service time close to exponential, which queueing theory can check.
+    """
+    if n < 1 or not rate > 0 or prompt_mean < 1 or output_mean < 1:
+        raise ValueError("synthetic_requests needs n >= 1, rate > 0 and mean lengths >= 1")
+    rng = np.random.default_rng([int(seed), 1301])
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
+    prompt = rng.geometric(1.0 / prompt_mean, n).astype(np.int64)
+    output = rng.geometric(1.0 / output_mean, n).astype(np.int64)
+    return RequestTrace(prompt, output, arrivals - arrivals[0], source=f"synthetic requests (n={n}, rate={rate:g}/s, seed={seed})")
