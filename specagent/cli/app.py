@@ -19,7 +19,7 @@ from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
 from specagent.cli import traces as traces_cli
-from specagent.cli.console import fail
+from specagent.cli.console import OneLineErrors, fail
 from specagent.cli.options import deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
@@ -55,7 +55,7 @@ Terms used throughout:
                  and memory traffic.
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False)
+app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False, cls=OneLineErrors)
 hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
 models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
 roofline_app = typer.Typer(
