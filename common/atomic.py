@@ -114,6 +114,8 @@ def check_writable(path: str | os.PathLike) -> None:
     Creates and removes a temp file beside `path`; leaves no folder behind.
     """
     p = Path(path)
+    if p.is_dir():
+        raise OutputError(f"cannot write {p}: it is a folder (expected a file name)", str(p))
     created: list[Path] = []
     try:
         created = make_parents(p)

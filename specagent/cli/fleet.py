@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import error_line, fail
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
@@ -112,19 +112,29 @@ def sweep_command(
     workers: int = typer.Option(1, help="Parallel cells (processes for local, CPUs for a local Ray instance)."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML file (or a shipped one: default, edge) for "
                                             "every cell, when the config names none; [sweep]'s seed/model/dtype keys override it."),
+    force: bool = typer.Option(False, "--force", help="Run into a folder holding another config's cells: delete those cells "
+                                                      "(the ones this config shares are kept)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's counts as JSON (no progress bar)."),
 ) -> None:
     """Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably.
 
     Each finished cell is written atomically as its own Parquet file, so rerunning the same
-    command after an interruption skips the cells already done.
+    command after an interruption (^C keeps every finished cell) skips the cells already
+    done; extending the grid reuses them too. A folder holding cells of a different config is
+    refused (--force replaces them), and a folder another sweep is running in is locked.
     """
+    if workers < 1:
+        fail(f"--workers must be >= 1, got {workers}")
+    out_dir = out or config.with_name(config.stem + "_results")
     try:
         cfg = SweepConfig.from_toml(config, scenario)
-        out_dir = out or config.with_name(config.stem + "_results")
-        rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json)
+        rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json, force=force)
     except (SweepConfigError, ValueError, RuntimeError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        kept = len(list((out_dir / "cells").glob("*.parquet")))
+        error_line(f"interrupted: {kept} finished cell(s) kept in {out_dir / 'cells'}; rerun the same command to resume")
+        raise typer.Exit(130) from None
     info = {"cells": rep.total, "skipped_existing": rep.skipped, "ran": rep.ran, "out": str(rep.out_dir)}
     if as_json:
         print(json.dumps(info))
@@ -156,6 +166,8 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
+    if out is not None:
+        atomic.check_writable(out)
     trajs = load_workload(scenario)[0]
     try:
         df = balance_study(trajs, hardware=[g.strip() for g in gpu.split(",") if g.strip()],

@@ -16,6 +16,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from specagent.cli.console import fail
+from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
 
@@ -81,6 +82,7 @@ def calibrate_cmd(
     validation table compares the roofline's prediction with measured full forward passes
     at held-out (batch, new tokens, context) points; MAPE is their mean absolute % error.
     """
+    atomic.check_writable(output)  # before a minute of benchmarks, not after
     _, cal, mb = _torch_backend()
     _setup(device, threads, dtype)
     spec = _spec(model, scale)
@@ -171,8 +173,8 @@ def live_cmd(
     calibrated on this device (about a minute on a CPU). Writes the protocol log and prints
     the per-phase table of measured vs simulated time.
     """
+    atomic.check_writable(out / "comparison.json")  # before the run, not after it
     torch, _, mb = _torch_backend()
-    from specagent.common import atomic
     from specagent.kernels.live import CLOCKS, check_tools, synthetic_airline_trajectory
     from specagent.kernels.live_compare import live_comparison, print_report
     from specagent.traces.io import load_trajectories, save_trajectories

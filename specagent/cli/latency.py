@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.console import fail
+from specagent.common import atomic
 
 app = typer.Typer(help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv).",
                   no_args_is_help=True)
@@ -50,9 +51,11 @@ def validate_cmd(
     (leave-one-source-out), so the MAPE is a held-out error. Targets (issue 12): TPOT at
     concurrency <= 16 within 20%, above that and TTFT within 30%.
     """
-    from specagent.common import atomic
     from specagent.costmodel.latency_fit import validate
 
+    for target in (rows_out, figure):
+        if target is not None:
+            atomic.check_writable(target)
     path, rows, targets, skipped = _load(data)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
     val = validate(targets, skipped, held_out=holdout, progress=tick)
@@ -125,14 +128,17 @@ def fit_cmd(
     """
     import tomli_w
 
-    from specagent.common import atomic
     from specagent.costmodel.latency_fit import fit, fitted_tables, provenance
 
+    atomic.check_writable(output)
+    if profiles is not None:
+        atomic.check_writable(profiles / "vllm.toml")
     path, rows, targets, skipped = _load(data)
     res = fit(targets)
     prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
-    atomic.write_text(output, "# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n" + tomli_w.dumps(tables))
+    files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
+                                        + tomli_w.dumps(tables))}
     if profiles:
         import tomllib
 
@@ -147,8 +153,9 @@ def fit_cmd(
             data["provenance"] = {**data.get("provenance", {}), "fit": prov}
             target = profiles / Path(base.path).name
             parse_engine(data, str(target))  # validate before writing
-            atomic.write_text(target, f"# Serving-engine profile {eid}: fitted fields written by `specagent latency fit --write-profiles`.\n"
-                              + tomli_w.dumps(data))
+            files[target] = atomic.text_writer(f"# Serving-engine profile {eid}: fitted fields written by "
+                                               "`specagent latency fit --write-profiles`.\n" + tomli_w.dumps(data))
+    atomic.write_together(files)  # the fit and the profiles made from it: all or none
     values = {p.name: float(v) for p, v in zip(res.params, res.values)}
     if as_json:
         print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success}, indent=2))

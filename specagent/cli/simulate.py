@@ -20,8 +20,10 @@ from specagent.cli.console import fail
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
+from specagent.common.errors import InputError
 from specagent.reports.html import write_report
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
+from specagent.simulator.run import check_success_rates, scenario_strategies
 from specagent.simulator.run import predict as run_predict
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
@@ -120,20 +122,25 @@ def predict(
     contention; see `specagent plan` for fleets). Every assumption is printed with the results,
     and summary.json carries the whole scenario (`--scenario` reads it back).
     """
+    for target in (out / "summary.json", report):
+        if target is not None:
+            atomic.check_writable(target)  # before the run, not after it
     trajs, path, name = load_workload(scenario)
     setting = resolve(scenario)
     rates = None
     if success:
         try:
-            rates = {str(k2): float(v) for k2, v in json.loads(success.read_text()).items()}
-        except (OSError, ValueError, AttributeError) as exc:
-            fail(f"{success}: expected a JSON object {{strategy: success rate}} ({exc})")
+            rates = check_success_rates(json.loads(success.read_text(encoding="utf-8")), scenario_strategies(scenario), str(success))
+        except json.JSONDecodeError as exc:
+            fail(f"{success}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"{success}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc})")
+        except InputError as exc:
+            fail(exc)
     with Progress(console=err, transient=True) as prog:
         task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {len(trajs)} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic.write_parquet(out / "per_trajectory.parquet", comp.per_trajectory)
     summary_obj = {
         "summary": comp.summary.reset_index().to_dict(orient="records"),
         "phase_time": comp.phase_time.reset_index().to_dict(orient="records"),
@@ -144,7 +151,9 @@ def predict(
         "trace": path,
         "per_trajectory": "per_trajectory.parquet",
     }
-    atomic.write_json(out / "summary.json", summary_obj)
+    # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
+    atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
+                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj))})
     if as_json:
         print(json.dumps(summary_obj, indent=2, default=str))
     else:
@@ -173,6 +182,8 @@ def simulate_cmd(
     as_json: bool = O(False, "--json", help="Print the totals and the whole scenario (K, acceptance, seed, engine, ...) as JSON."),
 ) -> None:
     """Run one strategy on a trace with every parameter as a flag; print per-model totals."""
+    if out is not None:
+        atomic.check_writable(out)
     try:
         scenario = scenario.replace(strategies=(strategy,))
     except ScenarioError as exc:
@@ -232,6 +243,8 @@ def predictor_validate(
     every expert its tokens touch) and 'active' (only active parameters), since the
     predictor's accuracy depends on which one describes your serving stack.
     """
+    if out is not None:
+        atomic.check_writable(out)
     paths = trace or [default_workload_path()]
     workloads = {}
     for p in paths:
