@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -74,27 +75,46 @@ def remove_folders(folders: list[Path]) -> None:
             return
 
 
+def is_special(p: Path) -> bool:
+    """A device, FIFO or socket (/dev/null, /dev/stdout, a named pipe): written straight through, never replaced."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _target(p: Path) -> Path:
+    """The file to replace: a symlink's target (the link keeps pointing at the new file), else the path itself."""
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
+
+
 def write_together(writes: Mapping[str | os.PathLike, Writer]) -> list[Path]:
     """Write several files that belong together: each to a temp file first, then all renamed.
 
     A failure before the renames leaves none of them changed (and no temp file, no folder this
-    call created); an OS error becomes `OutputError`.
+    call created); an OS error becomes `OutputError`. A path naming a device or a pipe
+    (/dev/null, /dev/stdout) is written into directly: replacing it would replace the device.
     """
     items = [(Path(p), w) for p, w in writes.items()]
     created: list[Path] = []
-    temps: list[Path] = []
+    temps: list[tuple[Path, Path]] = []  # (temp, the file it replaces)
     current = items[0][0] if items else Path()
     try:
         for p, write in items:
             current = p
-            created += make_parents(p)
-            temps.append(temp_beside(p))
-            _fill(temps[-1], write)
-        for (p, _), tmp in zip(items, temps):
-            current = p
-            os.replace(tmp, p)
+            if is_special(p):
+                _fill(p, write)
+                continue
+            target = _target(p)
+            created += make_parents(target)
+            temps.append((temp_beside(target), target))
+            _fill(temps[-1][0], write)
+        for tmp, target in temps:
+            current = target
+            os.replace(tmp, target)
     except BaseException as exc:
-        for tmp in temps:
+        for tmp, _ in temps:
             tmp.unlink(missing_ok=True)
         remove_folders(created)
         if isinstance(exc, OSError) and not isinstance(exc, OutputError):
@@ -116,6 +136,11 @@ def check_writable(path: str | os.PathLike) -> None:
     p = Path(path)
     if p.is_dir():
         raise OutputError(f"cannot write {p}: it is a folder (expected a file name)", str(p))
+    if is_special(p):
+        if not os.access(p, os.W_OK):
+            raise OutputError(f"cannot write {p}: Permission denied", str(p))
+        return
+    p = _target(p)
     created: list[Path] = []
     try:
         created = make_parents(p)

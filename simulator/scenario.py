@@ -46,6 +46,7 @@ from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, loa
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
 from specagent.traces import load_profile, load_trajectories
+from specagent.traces.synth import MAX_TRAJECTORIES
 from specagent.traces.profile import WorkloadProfile
 from specagent.traces.io import default_workload_path
 from specagent.traces.schema import Trajectory
@@ -196,8 +197,9 @@ class Workload:
                 raise ScenarioError(f"{name} must be a non-empty path or name, got {v!r}", name)
         if self.trace is not None and self.synthetic is not None:
             raise ScenarioError("give a trace or a synthetic profile, not both", "synthetic")
-        if not (_of_type(self.trajectories, int) and self.trajectories >= 1):
-            raise ScenarioError(f"trajectories must be a whole number >= 1, got {self.trajectories!r}", "trajectories")
+        if not (_of_type(self.trajectories, int) and 1 <= self.trajectories <= MAX_TRAJECTORIES):
+            raise ScenarioError(f"trajectories must be a whole number in [1, {MAX_TRAJECTORIES:,}], got {self.trajectories!r}",
+                                "trajectories")
 
 
 def _setting_default(name: str) -> Any:

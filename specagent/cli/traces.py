@@ -19,6 +19,7 @@ from specagent.traces.io import load_trajectories, save_synthetic, save_trajecto
 from specagent.traces.openai_chat import import_openai
 from specagent.traces.profile import list_profiles, load_profile, save_profile
 from specagent.traces.stats import trace_stats
+from specagent.traces.synth import MAX_TRAJECTORIES
 from specagent.traces.tau2 import import_tau2
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
@@ -146,7 +147,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
 @app.command()
 def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profile name (see `profiles`) or a .toml path.")],
           out: Annotated[Path, typer.Option("-o", "--out", help="Output file (.jsonl or .parquet).")],
-          n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1)] = 1000,
+          n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1, max=MAX_TRAJECTORIES)] = 1000,
           seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.")] = 0) -> None:
     """Generate synthetic trajectories from a workload profile."""
     try:
