@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 import tomli_w
 
 from specagent.common.errors import InputError
-from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
@@ -46,6 +46,7 @@ from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, loa
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
 from specagent.traces import load_profile, load_trajectories
+from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEPS
 from specagent.traces.synth import MAX_TRAJECTORIES
 from specagent.traces.profile import WorkloadProfile
 from specagent.traces.io import default_workload_path
@@ -131,8 +132,11 @@ class _DeploymentSpecMethods:
                 raise ScenarioError(f"{f.name} must be {_type_name(f.type)}, got {v!r}", f.name)
             if isinstance(v, str) and not v:
                 raise ScenarioError(f"{f.name} must not be empty", f.name)
-        if self.gpus < 1:  # type: ignore[attr-defined]
-            raise ScenarioError(f"gpus must be >= 1, got {self.gpus}", "gpus")  # type: ignore[attr-defined]
+        if not 1 <= self.gpus <= MAX_GPUS:  # type: ignore[attr-defined]
+            raise ScenarioError(f"gpus must be in [1, {MAX_GPUS:,}], got {self.gpus}", "gpus")  # type: ignore[attr-defined]
+        if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:  # type: ignore[attr-defined]
+            raise ScenarioError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got "  # type: ignore[attr-defined]
+                                f"{self.memory_utilization!r}", "memory_utilization")
 
     def build(self, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
         """The costmodel Deployment this entry names (loads the model config and the GPU profile)."""
@@ -266,11 +270,12 @@ class Scenario:
         for s in self.strategies:
             if s not in STRATEGY_NAMES:
                 raise ScenarioError(f"unknown strategy '{s}'; known: {', '.join(STRATEGY_NAMES)}", "strategies")
-        if not (_of_type(self.k, int) and self.k >= 1):
-            raise ScenarioError(f"K must be a whole number of steps >= 1, got {self.k!r}", "k")
-        if not (_of_type(self.verifier_system_tokens, int) and self.verifier_system_tokens >= 0):
-            raise ScenarioError(f"verifier_system_tokens must be a whole number >= 0, got {self.verifier_system_tokens!r}",
-                                "verifier_system_tokens")
+        if not (_of_type(self.k, int) and 1 <= self.k <= MAX_STEPS):
+            raise ScenarioError(f"K must be a whole number of steps in [1, {MAX_STEPS:,}] (the most steps a trajectory has), "
+                                f"got {self.k!r}", "k")
+        if not (_of_type(self.verifier_system_tokens, int) and 0 <= self.verifier_system_tokens <= MAX_CONTEXT_TOKENS):
+            raise ScenarioError(f"verifier_system_tokens must be a whole number in [0, {MAX_CONTEXT_TOKENS:,}] (the largest "
+                                f"context window), got {self.verifier_system_tokens!r}", "verifier_system_tokens")
         if not (_of_type(self.seed, int) and 0 <= self.seed < 2**63):  # a TOML integer is 64-bit signed
             raise ScenarioError(f"seed must be a whole number in [0, 2^63), got {self.seed!r}", "seed")
         if not isinstance(self.prefix_caching, bool):

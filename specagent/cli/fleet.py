@@ -123,8 +123,10 @@ def sweep_command(
     done; extending the grid reuses them too. A folder holding cells of a different config is
     refused (--force replaces them), and a folder another sweep is running in is locked.
     """
-    if workers < 1:
-        fail(f"--workers must be >= 1, got {workers}")
+    if not 1 <= workers <= MAX_WORKERS:
+        fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
+    if address is not None and backend != "ray":
+        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
     out_dir = out or config.with_name(config.stem + "_results")
     try:
         cfg = SweepConfig.from_toml(config, scenario)
@@ -147,6 +149,27 @@ def sweep_command(
         console.print(df[cols].to_string(index=False))
 
 
+#: Guards against a typo, not limits of the method: the study simulates every task (10^6 take minutes), and each rate
+#: runs at least rate x 60 s of arrivals, so a rate is bounded by the same count.
+MAX_STUDY_TASKS = 1_000_000
+MAX_STUDY_RATE = MAX_STUDY_TASKS / 60
+MAX_WORKERS = 1024
+
+
+def _rates(text: str) -> list[float]:
+    """--rates: comma-separated arrival rates, each a finite number of tasks/s in (0, MAX_STUDY_RATE]."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            r = float(part)
+        except ValueError:
+            r = math.nan
+        if not 0 < r <= MAX_STUDY_RATE:  # NaN fails too
+            fail(f"--rates: expected comma-separated tasks/s in (0, {MAX_STUDY_RATE:,.0f}], got {part!r} in {text!r}")
+        out.append(r)
+    return out
+
+
 study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is_help=True)
 
 
@@ -166,12 +189,17 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
+    gpus = [g.strip() for g in gpu.split(",") if g.strip()]
+    if not gpus:
+        fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
+    rate_list = _rates(rates)
+    if not 1 <= tasks <= MAX_STUDY_TASKS:
+        fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")
     if out is not None:
         atomic.check_writable(out)
     trajs = load_workload(scenario)[0]
     try:
-        df = balance_study(trajs, hardware=[g.strip() for g in gpu.split(",") if g.strip()],
-                           rates=[float(r) for r in rates.split(",") if r.strip()], n_tasks=tasks, scenario=scenario)
+        df = balance_study(trajs, hardware=gpus, rates=rate_list, n_tasks=tasks, scenario=scenario)
     except ValueError as exc:
         fail(str(exc))
     if out is not None:

@@ -40,7 +40,7 @@ def _load(data: Optional[Path]):
 def validate_cmd(
     data: Optional[Path] = DATA,
     holdout: bool = typer.Option(True, "--holdout/--no-holdout", help="Leave-one-source-out refits (default), or the shipped engine profiles as they are."),
-    worst: int = typer.Option(10, "--worst", help="How many of the worst rows to list."),
+    worst: int = typer.Option(10, "--worst", min=0, help="How many of the worst rows to list."),
     rows_out: Optional[Path] = typer.Option(None, "--rows", help="Also write every row's prediction as CSV here."),
     figure: Optional[Path] = typer.Option(None, "--figure", help="Also write the predicted-vs-measured figure (HTML, log-log, one colour per GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
@@ -178,12 +178,16 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
     """Every term of one serving-engine profile with its source (engine-wide, or resolved for one GPU)."""
     from specagent.hardware.engine import EngineProfileError, list_engines, load_engine
 
+    from specagent.hardware.profile import HardwareProfileError, load_hardware
+
     try:
         eng = load_engine(name)
-        if gpu:
-            eng = eng.for_hardware(gpu)
+        if gpu is not None:
+            eng = eng.for_hardware(load_hardware(gpu).id)
     except EngineProfileError as exc:
         fail(str(exc))
+    except HardwareProfileError as exc:
+        fail(f"--gpu: {exc}")
     figs = eng.figures()
     if as_json:
         print(json.dumps({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,

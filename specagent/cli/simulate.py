@@ -30,6 +30,7 @@ from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
+from specagent.traces.synth import MAX_TRAJECTORIES
 
 console = Console()
 err = Console(stderr=True)
@@ -243,6 +244,12 @@ def predictor_validate(
     every expert its tokens touch) and 'active' (only active parameters), since the
     predictor's accuracy depends on which one describes your serving stack.
     """
+    if not 0 <= synthetic <= MAX_TRAJECTORIES:
+        fail(f"--synthetic: expected trajectories per profile in [0, {MAX_TRAJECTORIES:,}], got {synthetic}")
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    unknown = [s for s in names if s not in STRATEGY_NAMES]
+    if unknown or not names:
+        fail(f"--strategies: expected a comma-separated list of {', '.join(STRATEGY_NAMES)}; got {strategies!r}")
     if out is not None:
         atomic.check_writable(out)
     paths = trace or [default_workload_path()]
@@ -262,7 +269,7 @@ def predictor_validate(
     setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "engine"))
     with Progress(console=err, transient=True) as prog:
         prog.add_task(f"validating on {len(workloads)} workloads", total=None)
-        table = validate_predictor(workloads, scenario, strategies=[s.strip() for s in strategies.split(",")], setting=setting)
+        table = validate_predictor(workloads, scenario, strategies=names, setting=setting)
     if out:
         atomic.write_json(out, table.to_dict(orient="records"))
     if as_json:

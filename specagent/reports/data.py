@@ -377,13 +377,12 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
                         parquet_claimed.add((p.parent / cand).resolve())
                 data.runs.append(run)
                 continue
-            # A JSON table: {"records": [...]} / {"rows": [...]} / a list; `specagent plan --json`: its "best" fleets
-            rows = next((obj[k] for k in ("records", "rows", "data") if k in obj), None)
-            if rows is None and isinstance(obj.get("best"), list) and "candidates" in obj:
-                rows = obj["best"]
+            # A JSON table: {"records": [...]} / {"rows": [...]} / a list
+            rows = obj.get("records") or obj.get("rows") or obj.get("data") or obj.get("best")  # best: `plan --json`
             if not isinstance(rows, list):
                 raise ReportInputError(
-                    f"{p}: JSON has neither a 'summary' field (a `specagent predict` summary) nor a 'records' list of table rows"
+                    f"{p}: JSON has neither a 'summary' field (a `specagent predict` summary) nor a 'records' list of table rows "
+                    "(or the 'best' list of `specagent plan --json`)"
                 )
             pending_tables.append((p, _records_frame(rows, p)))
         elif isinstance(obj, list):
