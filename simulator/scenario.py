@@ -402,6 +402,8 @@ class Scenario:
             raise ScenarioError(f"{p}: cannot read scenario file: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ScenarioError(f"{p}: not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ScenarioError(f"{p}: not valid TOML: nested too deeply") from None
         return cls.from_dict(data, str(p))
 
     def to_toml(self, title: str = "") -> str:

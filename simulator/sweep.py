@@ -42,6 +42,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import signal
 import sys
@@ -57,6 +58,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.hardware.profile import HardwareProfileError, load_hardware
 
 try:
     import fcntl
@@ -68,6 +70,7 @@ from specagent.simulator.scenario import SHIPPED, Scenario, ScenarioError
 from specagent.simulator.strategies import STRATEGY_NAMES, strategy_entry
 from specagent.traces import load_trajectories
 from specagent.traces.io import default_workload_path
+from specagent.traces.schema import MAX_STEPS
 
 BACKENDS = ("local", "ray")
 GRID_KEYS = ("strategy", "k", "acceptance", "rate", "fleet", "hardware")
@@ -80,6 +83,10 @@ SIZING_CONTEXT = 131072
 
 class SweepConfigError(ValueError):
     """A sweep config that cannot be run; the message names the file and field."""
+
+
+class SweepCellError(InputError):
+    """A cell that cannot be simulated with its grid values (a model that fits no GPU of the grid, ...); names the cell."""
 
 
 class SweepFolderError(InputError):
@@ -111,6 +118,10 @@ class SweepConfig:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SweepConfigError(f"{p}: cannot read sweep config: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise SweepConfigError(f"{p}: cannot read sweep config: not UTF-8 text (byte {exc.start})") from None
+        except RecursionError:
+            raise SweepConfigError(f"{p}: cannot read sweep config: nested too deeply") from None
         if scenario is not None:
             if "scenario" in data or "scenario" in data.get("sweep", {}):
                 raise SweepConfigError(f"{p} names its own scenario; give --scenario or that, not both")
@@ -120,6 +131,7 @@ class SweepConfig:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "<config>") -> "SweepConfig":
+        _check_values(data, where)
         sw = data.get("sweep", {})
         grid = data.get("grid")
         if not isinstance(grid, dict):
@@ -197,6 +209,76 @@ class SweepConfig:
             cell["cell_index"] = len(out)
             out.append(cell)
         return out
+
+
+#: Guards against a typo, not limits of the method: every cell simulates its tasks (10^6 take minutes), a fleet of
+#: 100,000 replicas per pool is the planner's own search limit, and 10^6 tasks/s arrive faster than any fleet here serves.
+MAX_CELL_TASKS = 1_000_000
+MAX_REPLICAS = 100_000
+MAX_RATE = 1e6
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_values(data: dict, where: str) -> None:
+    """Types and ranges of a config's values, before anything is built from them; a failure names file, table and key."""
+    def bad(key: str, expected: str, got: object) -> SweepConfigError:
+        return SweepConfigError(f"{where}: {key}: expected {expected}, got {got!r}")
+
+    for table in ("sweep", "grid", "fleet", "scenario"):
+        if table in data and not isinstance(data[table], dict):
+            raise bad(f"[{table}]", "a table", data[table])
+    sw = data.get("sweep", {})
+    if "tasks" in sw and not (_is_int(sw["tasks"]) and 1 <= sw["tasks"] <= MAX_CELL_TASKS):
+        raise bad("[sweep].tasks", f"a whole number of tasks in [1, {MAX_CELL_TASKS:,}]", sw["tasks"])
+    if "warmup" in sw and not (_is_real(sw["warmup"]) and 0 <= sw["warmup"] < 1):
+        raise bad("[sweep].warmup", "a share of the tasks in [0, 1)", sw["warmup"])
+    prices = sw.get("prices", {})
+    if not isinstance(prices, dict):
+        raise bad("[sweep].prices", "a table of GPU = USD per GPU-hour", prices)
+    for gpu, usd in prices.items():
+        if not (_is_real(usd) and usd >= 0):
+            raise bad(f"[sweep].prices.{gpu}", "USD per GPU-hour, a finite number >= 0", usd)
+    if "workload" in sw:
+        w = sw["workload"]
+        if not (isinstance(w, str) and w):
+            raise bad("[sweep].workload", "the path of a trace file", w)
+        if not Path(w).is_file():
+            raise bad("[sweep].workload", "the path of a trace file (relative to the current folder)", w)
+    if "scenario" in sw and not (isinstance(sw["scenario"], str) and sw["scenario"]):
+        raise bad("[sweep].scenario", "a scenario file or a shipped scenario's name", sw["scenario"])
+    grid = data.get("grid", {})
+    for key, ok, expected in (
+        ("strategy", lambda v: isinstance(v, str), "strategy names"),
+        ("k", lambda v: _is_int(v) and 1 <= v <= MAX_STEPS, f"whole numbers of steps in [1, {MAX_STEPS:,}]"),
+        ("acceptance", lambda v: v == "default" or (_is_real(v) and 0 <= v <= 1), "\"default\" or probabilities in [0, 1]"),
+        ("rate", lambda v: _is_real(v) and 0 < v <= MAX_RATE, f"tasks per second in (0, {MAX_RATE:,.0f}]"),
+        ("fleet", lambda v: isinstance(v, str), "names of [fleet.NAME] tables"),
+        ("hardware", lambda v: isinstance(v, str) and v, "GPU types (or WEAK+STRONG)"),
+    ):
+        for v in grid.get(key, []) if isinstance(grid.get(key), list) else []:
+            if not ok(v):
+                raise bad(f"[grid].{key}", f"a list of {expected}", v)
+    for hw in grid.get("hardware", []) if isinstance(grid.get("hardware"), list) else []:
+        for gpu in hw.split("+", 1):
+            try:
+                load_hardware(gpu)
+            except HardwareProfileError as exc:
+                raise SweepConfigError(f"{where}: [grid].hardware: {exc}") from None
+    for name, t in data.get("fleet", {}).items():
+        if not isinstance(t, dict):
+            raise bad(f"[fleet.{name}]", "a table of weak_replicas, strong_replicas, router", t)
+        for key in ("weak_replicas", "strong_replicas"):
+            if key in t and not (_is_int(t[key]) and 1 <= t[key] <= MAX_REPLICAS):
+                raise bad(f"[fleet.{name}].{key}", f"a whole number of replicas in [1, {MAX_REPLICAS:,}]", t[key])
+        if "router" in t and t["router"] not in ROUTERS:
+            raise bad(f"[fleet.{name}].router", f"one of {', '.join(ROUTERS)}", t["router"])
 
 
 def _scenario(data: dict, sw: dict, where: str) -> Scenario:
@@ -306,12 +388,20 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, backend: str = "local", 
                 _run_ray(todo, fixed, workers, address, finish)
             elif workers <= 1:
                 for c in todo:
-                    finish(run_cell(c, fixed))
+                    finish(_run_located(c, fixed))
             else:
                 _run_pool(todo, fixed, workers, finish)
         finally:
             bar.close()
     return SweepReport(total=len(cells), skipped=skipped, ran=done, out_dir=out)
+
+
+def _run_located(cell: dict, fixed: dict) -> dict:
+    """run_cell, with a cell's bad-input failure (a model that fits no GPU of the grid, ...) naming the cell."""
+    try:
+        return run_cell(cell, fixed)
+    except ValueError as exc:
+        raise SweepCellError(f"cell {cell['cell_index'] + 1} ({', '.join(f'{k}={cell[k]}' for k in GRID_KEYS)}): {exc}") from exc
 
 
 def config_record(config: SweepConfig) -> dict:
@@ -491,7 +581,7 @@ def _run_pool(todo: list[dict], fixed: dict, workers: int, finish: Callable[[dic
     futs: list[cf.Future] = []
     written: set[int] = set()
     try:
-        futs = [ex.submit(run_cell, c, fixed) for c in todo]
+        futs = [ex.submit(_run_located, c, fixed) for c in todo]
         for f in cf.as_completed(futs):
             finish(f.result())
             written.add(id(f))
@@ -532,7 +622,7 @@ def _run_ray(todo: list[dict], fixed: dict, workers: int, address: str | None, f
             ray.init(num_cpus=max(workers, 1), include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(run_cell)
+        remote = ray.remote(_run_located)
         pending = [remote.remote(c, fixed) for c in todo]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)

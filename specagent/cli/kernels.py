@@ -112,10 +112,12 @@ def calibrate_cmd(
     _check_flags(device, dtype, threads, repeats, clock, CLOCKS)
     if statistic not in STATISTICS:
         fail(f"--statistic: expected one of {', '.join(STATISTICS)}, got '{statistic}'")
-    spec = _spec(model, scale)
+    _spec(model, scale)
     atomic.check_writable(output)  # before a minute of benchmarks, not after
+
     _, cal, mb = _torch_backend()
     _setup(device, threads, dtype)
+    spec = _spec(model, scale)
     try:
         cfg = mb.TimingConfig(repeats=repeats, statistic=statistic, clock=clock)
         cfg.timer(device)

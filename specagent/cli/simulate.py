@@ -244,6 +244,9 @@ def predictor_validate(
     every expert its tokens touch) and 'active' (only active parameters), since the
     predictor's accuracy depends on which one describes your serving stack.
     """
+    if scenario.strong_api is not None:
+        fail(f"--strong-api {scenario.strong_api}: the predictor needs a self-hosted Strong deployment (an API hides its memory "
+             "traffic)")
     if not 0 <= synthetic <= MAX_TRAJECTORIES:
         fail(f"--synthetic: expected trajectories per profile in [0, {MAX_TRAJECTORIES:,}], got {synthetic}")
     names = [s.strip() for s in strategies.split(",") if s.strip()]

@@ -135,6 +135,8 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         out: Annotated[Path, typer.Option("-o", "--out", help="Output profile (.toml).")],
         name: Annotated[str, typer.Option(help="Profile name.")] = "fitted") -> None:
     """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
+    if out.suffix.lower() != ".toml":
+        fail(f"-o {out}: a workload profile is a TOML file: expected a name ending in .toml")
     try:
         trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
