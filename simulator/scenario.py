@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 import tomli_w
 
 from specagent.common.errors import InputError
-from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, Deployment, DeploymentDoesNotFit
+from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, PARALLELISMS, Deployment, DeploymentDoesNotFit
+from specagent.costmodel.dtypes import DTYPE_BYTES
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
@@ -137,6 +138,12 @@ class _DeploymentSpecMethods:
         if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:  # type: ignore[attr-defined]
             raise ScenarioError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got "  # type: ignore[attr-defined]
                                 f"{self.memory_utilization!r}", "memory_utilization")
+        if self.parallelism not in PARALLELISMS:  # type: ignore[attr-defined]
+            raise ScenarioError(f"parallelism must be one of {', '.join(PARALLELISMS)}, got {self.parallelism!r}",  # type: ignore[attr-defined]
+                                "parallelism")
+        for name in ("weight_dtype", "kv_dtype", "activation_dtype", "state_dtype"):
+            if getattr(self, name).lower() not in DTYPE_BYTES:
+                raise ScenarioError(f"{name} must be one of {', '.join(DTYPE_BYTES)}, got {getattr(self, name)!r}", name)
 
     def build(self, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
         """The costmodel Deployment this entry names (loads the model config and the GPU profile)."""

@@ -361,11 +361,23 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, backend: str = "local", 
     out = Path(out_dir)
     cells_dir = out / "cells"
     try:
-        cells_dir.mkdir(parents=True, exist_ok=True)
+        created = atomic.make_parents(cells_dir / "cell")  # cells/ and the folders above it that did not exist
     except OSError as exc:
         raise atomic.output_error(cells_dir, exc) from exc
     fixed = config.fixed()
     cells = config.cells()
+    try:
+        return _run_locked(config, out, fixed, cells, backend, workers, address, stop_after, on_done, progress, force)
+    except BaseException:
+        if created and not any(cells_dir.glob("*.parquet")):  # a folder this run made and no cell finished: leave nothing
+            (out / "config.json").unlink(missing_ok=True)
+            atomic.remove_folders(created)
+        raise
+
+
+def _run_locked(config: SweepConfig, out: Path, fixed: dict, cells: list[dict], backend: str, workers: int, address: str | None,
+                stop_after: int | None, on_done: Callable[[dict], None] | None, progress: bool, force: bool) -> SweepReport:
+    cells_dir = out / "cells"
     with FolderLock(out):
         _adopt_folder(out, config, cells, force)
         todo = [c for c in cells if not (cells_dir / f"{c['cell_id']}.parquet").exists()]

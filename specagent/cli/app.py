@@ -222,6 +222,10 @@ def models_show(model: str = typer.Argument(..., help="HF id, short name, or pat
 
 
 # ---------------------------------------------------------------- roofline
+#: Sequences in one pass: a guard against a typo (vLLM's default max_num_seqs is 256-1024), not a limit of the model.
+MAX_BATCH = 1 << 20
+
+
 def _check_tokens(**counts: int) -> None:
     """--context >= 0, --tokens >= 1, each at most the largest context window a public model has."""
     for name, v in counts.items():
@@ -268,8 +272,8 @@ def roofline(
     if phase not in PHASES:
         fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
     _check_tokens(context=context, tokens=tokens)
-    if batch < 1:
-        fail(f"--batch: expected sequences >= 1, got {batch}")
+    if not 1 <= batch <= MAX_BATCH:
+        fail(f"--batch: expected sequences in one pass in [1, {MAX_BATCH:,}], got {batch}")
     _check_weight_mode(weight_mode)
     dep = build_deployment(deployment, hardware_dir)
     new = 1 if phase in ("decode", "repair") else tokens

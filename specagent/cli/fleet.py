@@ -21,10 +21,11 @@ from specagent.cli.console import error_line, fail
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
+from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.planner import SLO, PlanRequest, parse_prices, parse_rate, plan_capacity
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.study import balance_study
-from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
+from specagent.simulator.sweep import BACKENDS, SweepCellError, SweepConfig, SweepConfigError, load_sweep, run_sweep
 
 console = Console()
 #: Scenario fields the fleet commands choose themselves (the GPU type and count per replica, the strategies) or do not use.
@@ -125,12 +126,16 @@ def sweep_command(
     """
     if not 1 <= workers <= MAX_WORKERS:
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
+    if backend not in BACKENDS:
+        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
     if address is not None and backend != "ray":
         fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
     out_dir = out or config.with_name(config.stem + "_results")
     try:
         cfg = SweepConfig.from_toml(config, scenario)
         rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json, force=force)
+    except SweepCellError as exc:
+        fail(f"{config}: {exc}")
     except (SweepConfigError, ValueError, RuntimeError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
@@ -192,6 +197,11 @@ def study_balance(
     gpus = [g.strip() for g in gpu.split(",") if g.strip()]
     if not gpus:
         fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
+    for g in gpus:
+        try:
+            load_hardware(g)
+        except HardwareProfileError as exc:
+            fail(f"--gpu: {exc}")
     rate_list = _rates(rates)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
         fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")

@@ -150,7 +150,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
 def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profile name (see `profiles`) or a .toml path.")],
           out: Annotated[Path, typer.Option("-o", "--out", help="Output file (.jsonl or .parquet).")],
           n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1, max=MAX_TRAJECTORIES)] = 1000,
-          seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.")] = 0) -> None:
+          seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.", min=0, max=2**63 - 1)] = 0) -> None:
     """Generate synthetic trajectories from a workload profile."""
     try:
         prof = load_profile(profile)
