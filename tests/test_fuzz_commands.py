@@ -31,6 +31,7 @@ import math
 import os
 import re
 import shutil
+import tempfile
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -551,3 +552,211 @@ def test_the_table_covers_every_command_that_reads_a_file():
                     "latency fit", "traces synth", "traces fit", "live", "calibrate", "predict", "simulate", "predictor validate",
                     "study balance", "roofline balance", "hardware list"):
         assert command in covered or command.split()[0] in covered, command
+
+
+# ---------------------------------------------------------------- 3. outputs that cannot be written
+@dataclass(frozen=True)
+class Writer:
+    """A command that writes {target} (a file, or a folder when `folder`); `full_disk`: also run it onto a full disk
+    (only where the write comes before any torch model or a long run)."""
+
+    id: str
+    argv: tuple[str, ...]
+    folder: bool = False
+    full_disk: bool = True
+
+
+PREDICT = ("predict", "--trace", "{small}", "--strategies", "strongonly,specagent")
+WRITERS = [
+    Writer("predict", (*PREDICT, "-o", "{target}"), folder=True),
+    Writer("predict-report", (*PREDICT, "-o", "{out}/p", "--report", "{target}"), full_disk=False),
+    Writer("simulate", ("simulate", "specagent", "--trace", "{small}", "-o", "{target}")),
+    Writer("simulate-synthetic", ("simulate", "specagent", "--synthetic", "tau2_airline", "--trajectories", "20", "-o", "{target}")),
+    Writer("import-tau2", ("traces", "import", "tau2", str(DATA / "traces/data/tau2_airline_sample.json"), "-o", "{target}.jsonl")),
+    Writer("import-openai", ("traces", "import", "openai", str(DATA / "traces/data/openai_chat_sample.jsonl"), "-o", "{target}.jsonl")),
+    Writer("synth-jsonl", ("traces", "synth", "--profile", "tau2_airline", "-n", "3", "-o", "{target}.jsonl")),
+    Writer("synth-parquet", ("traces", "synth", "--profile", "tau2_airline", "-n", "3", "-o", "{target}.parquet")),
+    Writer("fit", ("traces", "fit", "{small}", "-o", "{target}.toml")),
+    Writer("sweep", ("sweep", "{sweep}", "--out", "{target}"), folder=True),
+    Writer("study", ("study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20", "--trace", "{small}", "--out", "{target}")),
+    Writer("report", ("report", "{summary}", "-o", "{target}", "--no-images")),
+    Writer("predictor", ("predictor", "validate", "--trace", "{small}", "--synthetic", "0", "--strategies", "specagent", "-o", "{target}")),
+    Writer("latency-rows", ("latency", "validate", "--data", "{latency}", "--no-holdout", "--rows", "{target}")),
+    Writer("latency-figure", ("latency", "validate", "--data", "{latency}", "--no-holdout", "--figure", "{target}")),
+    Writer("latency-fit", ("latency", "fit", "--data", "{latency}", "-o", "{target}")),
+    Writer("latency-profiles", ("latency", "fit", "--data", "{latency}", "-o", "{out}/f.toml", "--write-profiles", "{target}"),
+           folder=True, full_disk=False),
+    Writer("calibrate", ("calibrate", "-o", "{target}", "--scale", "tiny"), full_disk=False),
+    Writer("live", ("live", "--synthetic", "--scale", "tiny", "-o", "{target}"), folder=True, full_disk=False),
+]
+
+
+def _world_readable_env(env: dict[str, Path], scratch: Path) -> dict[str, Path]:
+    """The inputs copied where an unprivileged user can read them (pytest's own folders are the owner's only)."""
+    shutil.copytree(env["summary"].parent, scratch / "pred")
+    out = {"summary": scratch / "pred" / "summary.json", "dir": scratch}
+    for k in ("small", "latency", "sweep"):
+        out[k] = Path(shutil.copy(env[k], scratch / env[k].name))
+    for p in scratch.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return out
+
+
+def _run(w: Writer, env: dict, out: Path, target: Path):
+    argv = [a.replace("{target}", str(target)) for a in _args(list(w.argv), env, out)]
+    return runner.invoke(app, argv)
+
+
+@pytest.mark.parametrize("w", WRITERS, ids=lambda w: w.id)
+def test_an_output_under_a_file_is_one_line_and_writes_nothing(w, env, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _run(w, env, out, blocker / "sub" / "result")
+    assert_one_line(r, names=(str(blocker),), expect=("is a file, not a folder",), out=out)
+    assert blocker.read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "out"]
+
+
+@pytest.mark.parametrize("w", WRITERS, ids=lambda w: w.id)
+def test_an_output_in_a_read_only_folder_is_one_line_and_writes_nothing(w, env, unwritable):
+    scratch, ro, as_unprivileged = unwritable
+    readable = _world_readable_env(env, scratch)
+    out = scratch / "out"
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)
+    if w.id not in NOT_RUN:  # the same command once with a writable target: every module it imports is loaded before
+        _run(w, readable, out, scratch / "warm" / "result")  # the unprivileged run (nobody cannot read root's Python)
+        shutil.rmtree(out)
+        out.mkdir()
+        out.chmod(0o777)
+    target = ro / "result"
+    with as_unprivileged():
+        r = _run(w, readable, out, target)
+    assert_one_line(r, names=(str(ro),), expect=("Permission denied",), out=out)
+    assert list(ro.iterdir()) == []
+
+
+@pytest.mark.parametrize("w", [w for w in WRITERS if w.full_disk], ids=lambda w: w.id)
+def test_an_output_onto_a_full_disk_is_one_line_and_leaves_nothing(w, env, tmp_path, monkeypatch):
+    """ENOSPC while the bytes are written (after some have landed), through the one atomic writer every output uses."""
+    real = atomic._fill
+
+    def full(tmp, write):
+        real(tmp, write)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic, "_fill", full)
+    out = tmp_path / "out"
+    out.mkdir()
+    target = tmp_path / "target" / "result"
+    r = _run(w, env, out, target)
+    assert_one_line(r, names=(str(tmp_path / "target"),), expect=("No space left on device",), out=out)
+    assert not (tmp_path / "target").exists(), list((tmp_path / "target").rglob("*"))
+
+
+def test_every_writing_command_is_in_the_output_cases():
+    writers = {" ".join(a for a in w.argv[:3] if not a.startswith(("-", "{", "/"))) for w in WRITERS}
+    for command in ("predict", "simulate", "traces import tau2", "traces import openai", "traces synth", "traces fit", "sweep",
+                    "study balance", "report", "predictor validate", "latency validate", "latency fit", "calibrate", "live"):
+        assert any(w.startswith(command) for w in writers), command
+
+
+# ---------------------------------------------------------------- 4. hypothesis
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+#: Numeric flags of commands that run in milliseconds on the small trace (a valid value runs the command for real).
+NUMERIC = [("roofline", "--batch"), ("roofline", "--context"), ("roofline", "--tokens"), ("roofline", "--gpus"),
+           ("roofline", "--memory-utilization"), ("roofline balance", "--context"), ("roofline balance", "--gpus"),
+           ("simulate", "--k"), ("simulate", "--accept"), ("simulate", "--weak-ratio"), ("simulate", "--verdict-tokens"),
+           ("simulate", "--accept-verdict-tokens"), ("simulate", "--position-decay"), ("simulate", "--correlation"),
+           ("simulate", "--p-valid-replacement"), ("simulate", "--seed"), ("simulate", "--strong-gpus"),
+           ("simulate", "--weak-memory-utilization"), ("simulate", "--verifier-system-tokens")]
+VALUES = st.one_of(
+    st.integers(-(10**25), 10**25).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr), st.text(max_size=8),
+    st.sampled_from(["0", "-0", "1e-320", "0x10", "1_000", " 5", "5 ", "+3", "\u0663", "1" * 40, "0.5", "1", "2", "4096"]),
+)
+
+
+@settings(FUZZ, max_examples=150)
+@given(target=st.sampled_from(NUMERIC), value=VALUES)
+def test_fuzz_numeric_flags(env, tmp_path, target, value):
+    """Any value: a run whose JSON holds only possible numbers, or one line naming the flag."""
+    command, flag = target
+    r = runner.invoke(app, _args(BASE[command], env, Path(tempfile.mkdtemp(dir=tmp_path))) + [flag, value])
+    if r.exit_code == 0:
+        assert_possible_json(r)
+    else:
+        assert_one_line(r, names=(flag,))
+
+
+#: Every kind of file a command reads (beside the traces, which tests/test_fuzz_inputs.py covers): the command line with
+#: {file} for it, and the file's name (its suffix picks the reader).
+FILE_KINDS = {
+    "report-json": (("report", "{file}", "-o", "{out}/r.html", "--no-images", "--json"), "r.json"),
+    "report-csv": (("report", "{file}", "-o", "{out}/r.html", "--no-images", "--json"), "r.csv"),
+    "report-parquet": (("report", "{file}", "-o", "{out}/r.html", "--no-images", "--json"), "r.parquet"),
+    "sweep-config": (("sweep", "{file}", "--out", "{out}/sw", "--json"), "s.toml"),
+    "scenario": (("scenario", "show", "{file}", "--json"), "s.toml"),
+    "hardware-profile": (("hardware", "show", "{file}", "--json"), "h.toml"),
+    "engine-profile": (("latency", "engine", "{file}", "--json"), "e.toml"),
+    "measurements": (("latency", "validate", "--data", "{file}", "--no-holdout", "--json"), "m.csv"),
+    "success-rates": (("predict", "--trace", "{small}", "--strategies", "specagent", "--success", "{file}", "-o", "{out}/p", "--json"),
+                      "s.json"),
+    "workload-profile": (("traces", "synth", "--profile", "{file}", "-n", "2", "-o", "{out}/s.jsonl"), "p.toml"),
+    "tag-map": (("traces", "import", "tau2", str(DATA / "traces/data/tau2_airline_sample.json"), "--tags", "{file}",
+                 "-o", "{out}/t.jsonl"), "t.json"),
+}
+BYTES = st.one_of(st.binary(max_size=96), st.text(max_size=96).map(lambda t: t.encode("utf-8")),
+                  st.sampled_from([b"", b"{}", b"[]", b"[[]]", b"a = 1", b"\xef\xbb\xbf", b"PAR1", b"null", b"{\"summary\": []}",
+                                   b"strategy,usd_per_hour,gpus\n", b"[grid]\nrate = [1]"]))
+
+
+@settings(FUZZ, max_examples=200)
+@given(kind=st.sampled_from(sorted(FILE_KINDS)), data=BYTES)
+def test_fuzz_input_files(env, tmp_path, kind, data):
+    """Arbitrary bytes as every kind of input file: a run with possible numbers (an empty scenario is the default one),
+    or one line naming the file."""
+    argv, name = FILE_KINDS[kind]
+    d = Path(tempfile.mkdtemp(dir=tmp_path))  # hypothesis reuses tmp_path across examples
+    f = d / name
+    f.write_bytes(data)
+    out = d / "o"
+    r = runner.invoke(app, [a.replace("{file}", str(f)) for a in _args(list(argv), env, out)])
+    if r.exit_code == 0:
+        if "--json" in argv:
+            assert_possible_json(r)
+    else:
+        assert_one_line(r, names=(str(f), f.name), out=out)
+
+
+HOSTILE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**20), 10**20), st.text(max_size=6),
+                    st.booleans(), st.none(), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                                                                   max_size=2))
+RECORD_KEYS = ("summary", "phase_time", "phase_bytes", "phase_flops")
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=st.data())
+def test_fuzz_a_corrupted_summary(env, tmp_path, data):
+    """One field of a `predict` summary changed to anything: `report` renders it only if it is a possible value there."""
+    doc = json.loads(env["summary"].read_text(encoding="utf-8"))
+    key = data.draw(st.sampled_from(RECORD_KEYS))
+    i = data.draw(st.integers(0, len(doc[key]) - 1))
+    field = data.draw(st.sampled_from(sorted(doc[key][i])))
+    value = data.draw(HOSTILE)
+    doc[key][i][field] = value
+    doc.pop("per_trajectory")
+    f = Path(tempfile.mkdtemp(dir=tmp_path)) / "summary.json"
+    f.write_text(json.dumps(doc))
+    r = runner.invoke(app, ["report", str(f), "-o", str(f.with_name("r.html")), "--no-images", "--json"])
+    text = field in ("strategy", "label", "workload")
+    possible = isinstance(value, str) if text else (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                                    and math.isfinite(value) and value >= 0
+                                                    and (field != "measured_success" or value <= 1))
+    if field == "strategy" and isinstance(value, str):
+        possible = bool(value) and value not in [rec["strategy"] for j, rec in enumerate(doc[key]) if j != i]
+    if r.exit_code == 0:
+        assert possible, (key, field, value)
+    else:
+        assert not possible or field == "strategy", (key, field, value, r.output)
+        assert_one_line(r, names=(str(f),))
