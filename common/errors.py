@@ -1,9 +1,11 @@
-"""The error type for bad input, shared by every layer.
+"""The error types for bad input and unwritable outputs, shared by every layer.
 
 An `InputError` is a mistake of the user's (a file, field, flag or value), not a bug: its
 message names where it is and what was expected, and the command line prints it as one
 line instead of a traceback. `where` names the offending field as a dotted path
 (e.g. ``strong.gpus``) so a caller can translate it into its own terms (a flag, a TOML key).
+An `OutputError` is an output that could not be written (read-only folder, a parent that
+is a file, a full disk): the user's environment, not a bug, so it is reported the same way.
 """
 
 from __future__ import annotations
@@ -15,3 +17,11 @@ class InputError(ValueError):
     def __init__(self, message: str, where: str = ""):
         super().__init__(message)
         self.where = where
+
+
+class OutputError(InputError):
+    """An output path that cannot be written; the message names the path and the OS's reason."""
+
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(message)
+        self.path = path

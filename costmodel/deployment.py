@@ -19,6 +19,12 @@ from specagent.hardware.profile import HardwareProfile
 DEFAULT_MEMORY_UTILIZATION = 0.9
 MEMORY_UTILIZATION_SOURCE = "vLLM EngineArgs default gpu_memory_utilization = 0.9"
 
+#: Bounds that catch a typo, not limits of the model: a replica on more GPUs than any announced scale-up domain
+#: (NVIDIA Vera Rubin Ultra NVL576, GTC 2025 keynote: 576 GPUs), or with under 1% of its memory usable, is a mistake
+#: (the latter would also divide the fit check by a subnormal number).
+MAX_GPUS = 1024
+MIN_MEMORY_UTILIZATION = 0.01
+
 PARALLELISMS = ("tp", "tp+ep")
 
 
@@ -52,14 +58,14 @@ class Deployment:
     engine: EngineProfile = field(default_factory=default_engine)
 
     def __post_init__(self) -> None:
-        if self.gpus < 1:
-            raise ValueError(f"gpus must be >= 1, got {self.gpus}")
+        if not 1 <= self.gpus <= MAX_GPUS:
+            raise ValueError(f"gpus must be in [1, {MAX_GPUS:,}], got {self.gpus}")
         if self.parallelism not in PARALLELISMS:
             raise ValueError(f"parallelism must be one of {PARALLELISMS}, got '{self.parallelism}'")
         for d in (self.weight_dtype, self.kv_dtype, self.activation_dtype, self.state_dtype):
             dtype_bytes(d)
-        if not 0 < self.memory_utilization <= 1:
-            raise ValueError(f"memory_utilization must be in (0, 1], got {self.memory_utilization}")
+        if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:
+            raise ValueError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got {self.memory_utilization}")
         if self.parallelism == "tp+ep" and not self.model.is_moe:
             raise ValueError(f"parallelism 'tp+ep' needs an MoE model; {self.model.name} is dense")
         lim = self.engine.max_gpus

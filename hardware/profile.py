@@ -186,10 +186,14 @@ def read_toml(path: str | Path, error: type[ValueError], what: str) -> dict[str,
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}: cannot read {what} (not UTF-8 text: byte {exc.start})") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{p}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise error(f"{p}: not valid TOML: nested too deeply") from None
 
 
 def load_profile_file(path: str | Path) -> HardwareProfile:

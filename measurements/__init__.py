@@ -141,6 +141,8 @@ def _read(path: Path, columns: tuple[str, ...], required: tuple[str, ...]) -> li
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MeasurementError(f"{path}: cannot read measurements ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise MeasurementError(f"{path}: cannot read measurements (not UTF-8 text: byte {exc.start})") from None
     reader = csv.DictReader(text.splitlines())
     header = tuple(reader.fieldnames or ())
     missing = [c for c in columns if c not in header]

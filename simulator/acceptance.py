@@ -15,6 +15,11 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from specagent.common.errors import InputError
+from specagent.traces.schema import MAX_CONTEXT_TOKENS
+
+#: Largest Weak/Strong token ratio accepted: a guard against a typo (a drafter writing 100x the reference step's tokens
+#: is not a speculative setting any more), not a measured limit.
+MAX_WEAK_TOKEN_RATIO = 100.0
 
 ASSUMPTION_NOTE = "illustrative default, not a measurement: set it from your own protocol logs"
 
@@ -69,13 +74,14 @@ class AcceptanceModel:
             if not _probability(v):
                 raise InputError(f"acceptance.{name} must be a probability in [0, 1], got {v}", name)
         r = self.weak_token_ratio
-        if not (_number(r) and 0 < r < math.inf):
-            raise InputError(f"acceptance.weak_token_ratio (Weak tokens per Strong token) must be a number > 0, got {r}",
-                             "weak_token_ratio")
+        if not (_number(r) and 0 < r <= MAX_WEAK_TOKEN_RATIO):
+            raise InputError(f"acceptance.weak_token_ratio (Weak tokens per Strong token) must be a number in "
+                             f"(0, {MAX_WEAK_TOKEN_RATIO:g}], got {r}", "weak_token_ratio")
         for name in ("verdict_tokens", "accept_verdict_tokens"):
             v = getattr(self, name)
-            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0):
-                raise InputError(f"acceptance.{name} must be a whole number of tokens >= 0, got {v}", name)
+            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
+                raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
+                                 f"(the largest context window), got {v}", name)
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":

@@ -140,8 +140,8 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
             out[k.strip().lower()] = float(v)
         except ValueError as exc:
             raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
-        if out[k.strip().lower()] < 0:
-            raise ValueError(f"price '{it}' must be >= 0")
+        if not 0 <= out[k.strip().lower()] < math.inf:
+            raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
     return out
 
 

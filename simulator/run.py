@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from specagent.common.alloc import paused_gc
+from specagent.common.errors import InputError
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.des import run_des
 from specagent.simulator.lockstep import plan_specagent
@@ -117,6 +118,23 @@ class Comparison:
     scenario: Scenario | None = None
 
 
+def check_success_rates(rates: object, strategies: Sequence[str], source: str = "success rates") -> dict[str, float]:
+    """Measured success rates as {strategy: rate in [0, 1]}, for strategies that run; anything else is an InputError naming it.
+
+    Quality is never invented, so a figure carried into the outputs must be a possible one.
+    """
+    if not isinstance(rates, dict):
+        raise InputError(f"{source}: expected a JSON object {{strategy: success rate}}, got a {type(rates).__name__}")
+    out = {}
+    for name, v in rates.items():
+        if name not in strategies:
+            raise InputError(f"{source}: '{name}' is not a strategy of this run (expected one of {', '.join(strategies)})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:  # NaN fails the range test too
+            raise InputError(f"{source}: '{name}': expected a success rate in [0, 1], got {v!r}")
+        out[str(name)] = float(v)
+    return out
+
+
 def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies: Sequence[str] = Scenario.strategies,
             setting: Setting | None = None, acceptance: AcceptanceModel | None = None, seed: int = Scenario.seed,
             engine: str = Scenario.engine, k: int = Scenario.k, review: str = Scenario.review, workload: str = "",
@@ -132,6 +150,7 @@ def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies
     frame["workload"] = workload
     summary = summarize(frame)
     if success_rates:
+        success_rates = check_success_rates(success_rates, list(strategies))
         summary["measured_success"] = [success_rates.get(s, np.nan) for s in summary.index]
     assumptions = {
         "setting": setting.describe(),
@@ -150,6 +169,11 @@ def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies
     )
 
 
+def scenario_strategies(scenario: Scenario) -> tuple[str, ...]:
+    """The strategies `predict` runs: the scenario's, with Strong-only (the baseline) first when missing."""
+    return scenario.strategies if "strongonly" in scenario.strategies else ("strongonly", *scenario.strategies)
+
+
 def predict(scenario: Scenario, trajectories: Iterable[Trajectory | Episode] | UnitTable | None = None, workload: str = "",
             success_rates: dict[str, float] | None = None, setting: Setting | None = None) -> Comparison:
     """Run a scenario: its strategies (Strong-only added first when missing: the baseline) on its workload.
@@ -157,8 +181,7 @@ def predict(scenario: Scenario, trajectories: Iterable[Trajectory | Episode] | U
     `trajectories` (named `workload`) and `setting` default to the scenario's own, loaded from
     it; the Comparison carries the setting and the scenario as they ran.
     """
-    if "strongonly" not in scenario.strategies:
-        scenario = scenario.replace(strategies=("strongonly", *scenario.strategies))
+    scenario = scenario.replace(strategies=scenario_strategies(scenario))
     name = workload
     if trajectories is None:
         trajectories, _, name = scenario.load_workload()

@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 import tomli_w
 
 from specagent.common.errors import InputError
-from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, PARALLELISMS, Deployment, DeploymentDoesNotFit
+from specagent.costmodel.dtypes import DTYPE_BYTES
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
@@ -46,6 +47,8 @@ from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, loa
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
 from specagent.traces import load_profile, load_trajectories
+from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEPS
+from specagent.traces.synth import MAX_TRAJECTORIES
 from specagent.traces.profile import WorkloadProfile
 from specagent.traces.io import default_workload_path
 from specagent.traces.schema import Trajectory
@@ -130,8 +133,17 @@ class _DeploymentSpecMethods:
                 raise ScenarioError(f"{f.name} must be {_type_name(f.type)}, got {v!r}", f.name)
             if isinstance(v, str) and not v:
                 raise ScenarioError(f"{f.name} must not be empty", f.name)
-        if self.gpus < 1:  # type: ignore[attr-defined]
-            raise ScenarioError(f"gpus must be >= 1, got {self.gpus}", "gpus")  # type: ignore[attr-defined]
+        if not 1 <= self.gpus <= MAX_GPUS:  # type: ignore[attr-defined]
+            raise ScenarioError(f"gpus must be in [1, {MAX_GPUS:,}], got {self.gpus}", "gpus")  # type: ignore[attr-defined]
+        if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:  # type: ignore[attr-defined]
+            raise ScenarioError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got "  # type: ignore[attr-defined]
+                                f"{self.memory_utilization!r}", "memory_utilization")
+        if self.parallelism not in PARALLELISMS:  # type: ignore[attr-defined]
+            raise ScenarioError(f"parallelism must be one of {', '.join(PARALLELISMS)}, got {self.parallelism!r}",  # type: ignore[attr-defined]
+                                "parallelism")
+        for name in ("weight_dtype", "kv_dtype", "activation_dtype", "state_dtype"):
+            if getattr(self, name).lower() not in DTYPE_BYTES:
+                raise ScenarioError(f"{name} must be one of {', '.join(DTYPE_BYTES)}, got {getattr(self, name)!r}", name)
 
     def build(self, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
         """The costmodel Deployment this entry names (loads the model config and the GPU profile)."""
@@ -196,8 +208,9 @@ class Workload:
                 raise ScenarioError(f"{name} must be a non-empty path or name, got {v!r}", name)
         if self.trace is not None and self.synthetic is not None:
             raise ScenarioError("give a trace or a synthetic profile, not both", "synthetic")
-        if not (_of_type(self.trajectories, int) and self.trajectories >= 1):
-            raise ScenarioError(f"trajectories must be a whole number >= 1, got {self.trajectories!r}", "trajectories")
+        if not (_of_type(self.trajectories, int) and 1 <= self.trajectories <= MAX_TRAJECTORIES):
+            raise ScenarioError(f"trajectories must be a whole number in [1, {MAX_TRAJECTORIES:,}], got {self.trajectories!r}",
+                                "trajectories")
 
 
 def _setting_default(name: str) -> Any:
@@ -264,11 +277,12 @@ class Scenario:
         for s in self.strategies:
             if s not in STRATEGY_NAMES:
                 raise ScenarioError(f"unknown strategy '{s}'; known: {', '.join(STRATEGY_NAMES)}", "strategies")
-        if not (_of_type(self.k, int) and self.k >= 1):
-            raise ScenarioError(f"K must be a whole number of steps >= 1, got {self.k!r}", "k")
-        if not (_of_type(self.verifier_system_tokens, int) and self.verifier_system_tokens >= 0):
-            raise ScenarioError(f"verifier_system_tokens must be a whole number >= 0, got {self.verifier_system_tokens!r}",
-                                "verifier_system_tokens")
+        if not (_of_type(self.k, int) and 1 <= self.k <= MAX_STEPS):
+            raise ScenarioError(f"K must be a whole number of steps in [1, {MAX_STEPS:,}] (the most steps a trajectory has), "
+                                f"got {self.k!r}", "k")
+        if not (_of_type(self.verifier_system_tokens, int) and 0 <= self.verifier_system_tokens <= MAX_CONTEXT_TOKENS):
+            raise ScenarioError(f"verifier_system_tokens must be a whole number in [0, {MAX_CONTEXT_TOKENS:,}] (the largest "
+                                f"context window), got {self.verifier_system_tokens!r}", "verifier_system_tokens")
         if not (_of_type(self.seed, int) and 0 <= self.seed < 2**63):  # a TOML integer is 64-bit signed
             raise ScenarioError(f"seed must be a whole number in [0, 2^63), got {self.seed!r}", "seed")
         if not isinstance(self.prefix_caching, bool):
@@ -395,6 +409,8 @@ class Scenario:
             raise ScenarioError(f"{p}: cannot read scenario file: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ScenarioError(f"{p}: not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ScenarioError(f"{p}: not valid TOML: nested too deeply") from None
         return cls.from_dict(data, str(p))
 
     def to_toml(self, title: str = "") -> str:

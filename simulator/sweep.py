@@ -39,10 +39,17 @@ Config (TOML):
 from __future__ import annotations
 
 import concurrent.futures as cf
+import ctypes
 import functools
 import hashlib
 import itertools
 import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +59,13 @@ import pandas as pd
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.hardware.profile import HardwareProfileError, load_hardware
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 from specagent.simulator.fleet_build import (
     PlainServing, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, simulate_fleet,
 )
@@ -62,6 +76,7 @@ from specagent.simulator.strategies import STRATEGY_NAMES, strategy_entry
 from specagent.traces import load_trajectories
 from specagent.traces.io import default_workload_path
 from specagent.traces.requests import load_requests
+from specagent.traces.schema import MAX_STEPS
 
 BACKENDS = ("local", "ray")
 GRID_KEYS = ("strategy", "k", "acceptance", "rate", "fleet", "hardware")
@@ -74,6 +89,14 @@ SIZING_CONTEXT = 131072
 
 class SweepConfigError(ValueError):
     """A sweep config that cannot be run; the message names the file and field."""
+
+
+class SweepCellError(InputError):
+    """A cell that cannot be simulated with its grid values (a model that fits no GPU of the grid, ...); names the cell."""
+
+
+class SweepFolderError(InputError):
+    """The result folder is in use by another sweep, or holds cells of a different config."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +126,10 @@ class SweepConfig:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SweepConfigError(f"{p}: cannot read sweep config: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise SweepConfigError(f"{p}: cannot read sweep config: not UTF-8 text (byte {exc.start})") from None
+        except RecursionError:
+            raise SweepConfigError(f"{p}: cannot read sweep config: nested too deeply") from None
         if scenario is not None:
             if "scenario" in data or "scenario" in data.get("sweep", {}):
                 raise SweepConfigError(f"{p} names its own scenario; give --scenario or that, not both")
@@ -112,6 +139,7 @@ class SweepConfig:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "<config>") -> "SweepConfig":
+        _check_values(data, where)
         sw = data.get("sweep", {})
         grid = data.get("grid")
         if not isinstance(grid, dict):
@@ -200,6 +228,76 @@ class SweepConfig:
         return out
 
 
+#: Guards against a typo, not limits of the method: every cell simulates its tasks (10^6 take minutes), a fleet of
+#: 100,000 replicas per pool is the planner's own search limit, and 10^6 tasks/s arrive faster than any fleet here serves.
+MAX_CELL_TASKS = 1_000_000
+MAX_REPLICAS = 100_000
+MAX_RATE = 1e6
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_values(data: dict, where: str) -> None:
+    """Types and ranges of a config's values, before anything is built from them; a failure names file, table and key."""
+    def bad(key: str, expected: str, got: object) -> SweepConfigError:
+        return SweepConfigError(f"{where}: {key}: expected {expected}, got {got!r}")
+
+    for table in ("sweep", "grid", "fleet", "scenario"):
+        if table in data and not isinstance(data[table], dict):
+            raise bad(f"[{table}]", "a table", data[table])
+    sw = data.get("sweep", {})
+    if "tasks" in sw and not (_is_int(sw["tasks"]) and 1 <= sw["tasks"] <= MAX_CELL_TASKS):
+        raise bad("[sweep].tasks", f"a whole number of tasks in [1, {MAX_CELL_TASKS:,}]", sw["tasks"])
+    if "warmup" in sw and not (_is_real(sw["warmup"]) and 0 <= sw["warmup"] < 1):
+        raise bad("[sweep].warmup", "a share of the tasks in [0, 1)", sw["warmup"])
+    prices = sw.get("prices", {})
+    if not isinstance(prices, dict):
+        raise bad("[sweep].prices", "a table of GPU = USD per GPU-hour", prices)
+    for gpu, usd in prices.items():
+        if not (_is_real(usd) and usd >= 0):
+            raise bad(f"[sweep].prices.{gpu}", "USD per GPU-hour, a finite number >= 0", usd)
+    if "workload" in sw:
+        w = sw["workload"]
+        if not (isinstance(w, str) and w):
+            raise bad("[sweep].workload", "the path of a trace file", w)
+        if not Path(w).is_file():
+            raise bad("[sweep].workload", "the path of a trace file (relative to the current folder)", w)
+    if "scenario" in sw and not (isinstance(sw["scenario"], str) and sw["scenario"]):
+        raise bad("[sweep].scenario", "a scenario file or a shipped scenario's name", sw["scenario"])
+    grid = data.get("grid", {})
+    for key, ok, expected in (
+        ("strategy", lambda v: isinstance(v, str), "strategy names"),
+        ("k", lambda v: _is_int(v) and 1 <= v <= MAX_STEPS, f"whole numbers of steps in [1, {MAX_STEPS:,}]"),
+        ("acceptance", lambda v: v == "default" or (_is_real(v) and 0 <= v <= 1), "\"default\" or probabilities in [0, 1]"),
+        ("rate", lambda v: _is_real(v) and 0 < v <= MAX_RATE, f"tasks per second in (0, {MAX_RATE:,.0f}]"),
+        ("fleet", lambda v: isinstance(v, str), "names of [fleet.NAME] tables"),
+        ("hardware", lambda v: isinstance(v, str) and v, "GPU types (or WEAK+STRONG)"),
+    ):
+        for v in grid.get(key, []) if isinstance(grid.get(key), list) else []:
+            if not ok(v):
+                raise bad(f"[grid].{key}", f"a list of {expected}", v)
+    for hw in grid.get("hardware", []) if isinstance(grid.get("hardware"), list) else []:
+        for gpu in hw.split("+", 1):
+            try:
+                load_hardware(gpu)
+            except HardwareProfileError as exc:
+                raise SweepConfigError(f"{where}: [grid].hardware: {exc}") from None
+    for name, t in data.get("fleet", {}).items():
+        if not isinstance(t, dict):
+            raise bad(f"[fleet.{name}]", "a table of weak_replicas, strong_replicas, router", t)
+        for key in ("weak_replicas", "strong_replicas"):
+            if key in t and not (_is_int(t[key]) and 1 <= t[key] <= MAX_REPLICAS):
+                raise bad(f"[fleet.{name}].{key}", f"a whole number of replicas in [1, {MAX_REPLICAS:,}]", t[key])
+        if "router" in t and t["router"] not in ROUTERS:
+            raise bad(f"[fleet.{name}].router", f"one of {', '.join(ROUTERS)}", t["router"])
+
+
 def _scenario(data: dict, sw: dict, where: str) -> Scenario:
     """The sweep's scenario: inline [scenario], or the file [sweep].scenario names, then [sweep]'s overrides."""
     if "scenario" in data and "scenario" in sw:
@@ -282,50 +380,283 @@ class SweepReport:
 
 
 def run_sweep(config: SweepConfig, out_dir: str | Path, backend: str = "local", workers: int = 1, address: str | None = None,
-              stop_after: int | None = None, on_done: Callable[[dict], None] | None = None, progress: bool = False) -> SweepReport:
-    """Run every cell whose file is missing; `stop_after` stops after that many new cells (an interruption)."""
+              stop_after: int | None = None, on_done: Callable[[dict], None] | None = None, progress: bool = False,
+              force: bool = False) -> SweepReport:
+    """Run every cell whose file is missing; `stop_after` stops after that many new cells (an interruption).
+
+    The folder is locked while the sweep runs (`SweepFolderError` if another sweep holds it).
+    A folder holding cells that this config does not produce (another config's: a changed
+    fixed setting changes every cell's id) is refused, naming what changed, unless `force`,
+    which deletes those cells; cells this config shares are kept. On an interruption
+    (KeyboardInterrupt) or a failing cell, the cells finished so far are written, the
+    workers are stopped at once, and the exception propagates: rerunning resumes.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got '{backend}'")
     out = Path(out_dir)
     cells_dir = out / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
-    fixed = config.fixed()
-    atomic.write_text(out / "config.json", json.dumps({"grid": config.grid, "fixed": fixed}, sort_keys=True, indent=1, default=str))
-    cells = config.cells()
-    todo = [c for c in cells if not (cells_dir / f"{c['cell_id']}.parquet").exists()]
-    skipped = len(cells) - len(todo)
-    if stop_after is not None:
-        todo = todo[:stop_after]
-    done = 0
-
-    def finish(row: dict) -> None:
-        nonlocal done
-        atomic.write_parquet(cells_dir / f"{row['cell_id']}.parquet", pd.DataFrame([row]))
-        done += 1
-        if on_done:
-            on_done(row)
-
-    bar = _progress(progress, len(cells), skipped)
     try:
-        if backend == "local":
-            if workers <= 1:
+        created = atomic.make_parents(cells_dir / "cell")  # cells/ and the folders above it that did not exist
+    except OSError as exc:
+        raise atomic.output_error(cells_dir, exc) from exc
+    fixed = config.fixed()
+    cells = config.cells()
+    try:
+        return _run_locked(config, out, fixed, cells, backend, workers, address, stop_after, on_done, progress, force)
+    except BaseException:
+        if created and not any(cells_dir.glob("*.parquet")):  # a folder this run made and no cell finished: leave nothing
+            (out / "config.json").unlink(missing_ok=True)
+            atomic.remove_folders(created)
+        raise
+
+
+def _run_locked(config: SweepConfig, out: Path, fixed: dict, cells: list[dict], backend: str, workers: int, address: str | None,
+                stop_after: int | None, on_done: Callable[[dict], None] | None, progress: bool, force: bool) -> SweepReport:
+    cells_dir = out / "cells"
+    with FolderLock(out):
+        _adopt_folder(out, config, cells, force)
+        todo = [c for c in cells if not (cells_dir / f"{c['cell_id']}.parquet").exists()]
+        skipped = len(cells) - len(todo)
+        if stop_after is not None:
+            todo = todo[:stop_after]
+        done = 0
+
+        def finish(row: dict) -> None:
+            nonlocal done
+            atomic.write_parquet(cells_dir / f"{row['cell_id']}.parquet", pd.DataFrame([row]))
+            done += 1
+            bar.advance()
+            if on_done:
+                on_done(row)
+
+        bar = _progress(progress, len(cells), skipped)
+        try:
+            if backend == "ray":
+                _run_ray(todo, fixed, workers, address, finish)
+            elif workers <= 1:
                 for c in todo:
-                    finish(run_cell(c, fixed))
-                    bar.advance()
+                    finish(_run_located(c, fixed))
             else:
-                with cf.ProcessPoolExecutor(max_workers=workers) as ex:
-                    futs = [ex.submit(run_cell, c, fixed) for c in todo]
-                    for f in cf.as_completed(futs):
-                        finish(f.result())
-                        bar.advance()
-        else:
-            _run_ray(todo, fixed, workers, address, finish, bar)
-    finally:
-        bar.close()
+                _run_pool(todo, fixed, workers, finish)
+        finally:
+            bar.close()
     return SweepReport(total=len(cells), skipped=skipped, ran=done, out_dir=out)
 
 
-def _run_ray(todo: list[dict], fixed: dict, workers: int, address: str | None, finish, bar) -> None:
+def _run_located(cell: dict, fixed: dict) -> dict:
+    """run_cell, with a cell's bad-input failure (a model that fits no GPU of the grid, ...) naming the cell."""
+    try:
+        return run_cell(cell, fixed)
+    except ValueError as exc:
+        raise SweepCellError(f"cell {cell['cell_index'] + 1} ({', '.join(f'{k}={cell[k]}' for k in GRID_KEYS)}): {exc}") from exc
+
+
+def config_record(config: SweepConfig) -> dict:
+    """What config.json holds: the grid and the fixed settings, as plain JSON data."""
+    return json.loads(json.dumps({"grid": config.grid, "fixed": config.fixed()}, sort_keys=True, default=str))
+
+
+def _adopt_folder(out: Path, config: SweepConfig, cells: list[dict], force: bool) -> None:
+    """Make `out` this config's folder: refuse (or, with `force`, delete) cells of another config; write config.json.
+
+    Extending the grid is fine: every cell already there is one of the new config's.
+    Temp files a killed sweep left in cells/ are removed (the lock says no writer is active).
+    """
+    cells_dir = out / "cells"
+    for tmp in cells_dir.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    ids = {c["cell_id"] for c in cells}
+    foreign = sorted(p for p in cells_dir.glob("*.parquet") if p.stem not in ids)
+    new = config_record(config)
+    if foreign and not force:
+        raise SweepFolderError(
+            f"{out} holds {len(foreign)} cell(s) of a different sweep config ({_what_changed(out / 'config.json', new)}); "
+            f"give a new --out folder, or --force to delete those cells and run this config there")
+    for p in foreign:
+        p.unlink()
+    atomic.write_text(out / "config.json", json.dumps(new, sort_keys=True, indent=1))
+
+
+def _what_changed(path: Path, new: dict) -> str:
+    """The settings that differ between the folder's config.json and `new`, as 'key: old -> new' (a few)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{path.name} is missing, so what changed is unknown"
+    except (OSError, ValueError) as exc:
+        return f"{path.name} cannot be read: {exc}"
+    a, b = _flatten(old), _flatten(new)
+    diffs = [f"{k}: {_short(a.get(k, '(none)'))} -> {_short(b.get(k, '(none)'))}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    more = f"; and {len(diffs) - 4} more" if len(diffs) > 4 else ""
+    return "changed " + "; ".join(diffs[:4]) + more if diffs else "the same settings, but cells that are not this config's"
+
+
+def _flatten(d: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(d, dict) and d:
+        out: dict[str, object] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: d}
+
+
+def _short(v: object) -> str:
+    s = json.dumps(v) if not isinstance(v, str) else v
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+class FolderLock:
+    """An exclusive lock on a sweep folder: the file `.sweep.lock` in it, holding the sweep's pid.
+
+    On POSIX the lock is an flock(2) on that file, which the kernel drops when its holder
+    exits however it exits (SIGKILL included), so a lock left by a killed sweep is never
+    stale: the next sweep takes it and writes its own pid. Without fcntl (Windows) the file is
+    created exclusively and a leftover one names the pid to check before deleting it.
+    """
+
+    NAME = ".sweep.lock"
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.path = folder / self.NAME
+        self.fd: int | None = None
+
+    def __enter__(self) -> "FolderLock":
+        try:
+            self.fd = self._flock() if fcntl is not None else self._exclusive()
+            os.ftruncate(self.fd, 0)
+            os.write(self.fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:
+            if self.fd is not None:
+                os.close(self.fd)
+            raise atomic.output_error(self.path, exc) from exc
+        return self
+
+    def _flock(self) -> int:
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_pid(fd)
+                os.close(fd)
+                raise SweepFolderError(f"{self.folder}: another sweep (pid {holder}) is running in this folder; "
+                                       "wait for it to finish, or give another --out folder") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # else its holder removed it between our open and flock: lock the new one
+                return fd
+            os.close(fd)
+
+    def _exclusive(self) -> int:  # pragma: no cover - not POSIX
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            fd = os.open(self.path, os.O_RDONLY)
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise SweepFolderError(f"{self.folder}: another sweep (pid {holder}) is running in this folder, or was killed; "
+                                   f"if no process {holder} runs, delete {self.path}") from None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)  # while still holding it
+            os.close(self.fd)
+            self.fd = None
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+# ---------------------------------------------------------------- the process pool
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _worker_init(driver: int) -> None:
+    """In each worker: leave ^C to the driver, and die with the driver.
+
+    Linux: prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill the worker the moment its
+    parent exits, SIGKILL included, with no polling and no thread; a worker whose driver
+    died before that call exits at once. Elsewhere on POSIX (no such prctl) a daemon thread
+    checks every half second that the driver still exists. Without either, a SIGKILLed
+    driver would leave its workers blocked on the task pipe for ever.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _die_with_parent():
+        if os.getppid() != driver and not _alive(driver):  # not the driver's child (forkserver) or already orphaned
+            os._exit(1)
+    elif os.name == "posix":  # pragma: no cover - not Linux
+        threading.Thread(target=_watch_driver, args=(driver,), daemon=True, name="specagent-driver-watch").start()
+
+
+def _die_with_parent() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False  # pragma: no cover
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return False
+
+
+def _watch_driver(driver: int) -> None:  # pragma: no cover - not Linux
+    while _alive(driver):
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _run_pool(todo: list[dict], fixed: dict, workers: int, finish: Callable[[dict], None]) -> None:
+    """The cells on a process pool, each written as it finishes; on any exception (^C included) the finished ones
+    are still written and the workers stopped at once, not after the queued cells have run."""
+    ex = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
+    futs: list[cf.Future] = []
+    written: set[int] = set()
+    try:
+        futs = [ex.submit(_run_located, c, fixed) for c in todo]
+        for f in cf.as_completed(futs):
+            finish(f.result())
+            written.add(id(f))
+    except BaseException:
+        _stop_now(ex)
+        for f in futs:
+            if id(f) not in written and f.done() and not f.cancelled() and f.exception() is None:
+                finish(f.result())
+                written.add(id(f))
+        raise
+    ex.shutdown(wait=True)
+
+
+def _stop_now(ex: cf.ProcessPoolExecutor) -> None:
+    """Cancel the queued cells and kill the running ones (shutdown alone would run every queued cell first)."""
+    kill = getattr(ex, "kill_workers", None)  # Python >= 3.14
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown, which drops the list
+    ex.shutdown(wait=False, cancel_futures=True)
+    if kill is not None:  # pragma: no cover
+        kill()
+        return
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.join(timeout=5)
+
+
+def _run_ray(todo: list[dict], fixed: dict, workers: int, address: str | None, finish) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -338,13 +669,12 @@ def _run_ray(todo: list[dict], fixed: dict, workers: int, address: str | None, f
             ray.init(num_cpus=max(workers, 1), include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(run_cell)
+        remote = ray.remote(_run_located)
         pending = [remote.remote(c, fixed) for c in todo]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for r in ready:
                 finish(ray.get(r))
-                bar.advance()
     finally:
         if started and not address:
             ray.shutdown()
@@ -378,5 +708,5 @@ def load_sweep(out_dir: str | Path) -> pd.DataFrame:
     return df.sort_values("cell_index").reset_index(drop=True)
 
 
-__all__ = ["SweepConfig", "SweepConfigError", "FleetShape", "run_sweep", "run_cell", "load_sweep", "cell_id", "BACKENDS",
+__all__ = ["SweepConfig", "SweepConfigError", "SweepFolderError", "FolderLock", "FleetShape", "run_sweep", "run_cell", "load_sweep", "cell_id", "BACKENDS",
            "STRATEGY_NAMES"]

@@ -56,7 +56,7 @@ def test_bad_values_are_one_line_naming_the_flag(command, flags, flag, small_tra
 
 def test_the_message_says_what_is_expected(small_trace):
     r = runner.invoke(app, ["predict", "--trace", str(small_trace), "--k", "0"])
-    assert "error: --k: K must be a whole number of steps >= 1, got 0" in r.output
+    assert "error: --k: K must be a whole number of steps in [1, 100,000] (the most steps a trajectory has), got 0" in r.output
     r = runner.invoke(app, ["simulate", "--trace", str(small_trace), "--accept", "nan"])
     assert "error: --accept: acceptance.accept['read'] must be a probability in [0, 1], got nan" in r.output
 

@@ -251,12 +251,13 @@ def test_passes_fields_must_agree_in_shape_and_be_positive():
 
 # ------------------------------------------------------------------ Deployment: fit, limits, messages
 def test_deployment_validation_messages_and_bounds():
-    with pytest.raises(ValueError, match=r"^gpus must be >= 1, got 0$"):
-        Dep(Q4, H20, gpus=0)
+    for bad in (0, 1025):
+        with pytest.raises(ValueError, match=rf"^gpus must be in \[1, 1,024\], got {bad}$"):
+            Dep(Q4, H20, gpus=bad)
     with pytest.raises(ValueError, match=r"^parallelism must be one of \('tp', 'tp\+ep'\), got 'pp'$"):
         Dep(Q4, H20, parallelism="pp")
-    for bad in (0.0, 1.01):
-        with pytest.raises(ValueError, match=rf"^memory_utilization must be in \(0, 1\], got {bad}$"):
+    for bad in (0.0, 1e-320, 0.0099, 1.01):
+        with pytest.raises(ValueError, match=rf"^memory_utilization must be in \[0.01, 1\], got {bad}$"):
             Dep(Q4, H20, memory_utilization=bad)
     assert Dep(Q4, H20, memory_utilization=1.0).usable_bytes == 96e9  # 1 is allowed: the whole card
 

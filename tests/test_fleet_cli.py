@@ -88,7 +88,7 @@ def test_plan_command_reports_unpriced_gpu_and_user_price():
     assert d["price_sources"]["h20"].startswith("user-supplied") and d["best"][0]["usd_per_hour"] == 2.0 * d["best"][0]["gpus"]
     r = runner.invoke(app, ["plan", "--rate", "fast"])
     assert r.exit_code == 2 and "expected tasks per time" in r.output
-    for bad, msg in ((["--tasks", "0"], "--tasks must be >= 1"), (["--rate", "9/s..1/s"], "upper end must exceed"),
+    for bad, msg in ((["--tasks", "0"], "--tasks: expected a whole number in [1,"), (["--rate", "9/s..1/s"], "upper end must exceed"),
                      (["--requests", "missing.csv"], "missing.csv")):
         r = runner.invoke(app, ["plan", "--rate", "1/s", *bad] if bad[0] != "--rate" else ["plan", *bad])
         assert r.exit_code == 2 and msg in r.output, r.output

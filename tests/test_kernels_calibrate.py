@@ -319,7 +319,7 @@ def test_cli_errors_are_clear(tmp_path):
     r = CliRunner().invoke(app, ["live", "--strategy", "router"])
     assert r.exit_code == 2 and "only 'specagent'" in text(r)
     r = CliRunner().invoke(app, ["live", "--clock", "sundial"])
-    assert r.exit_code == 2 and "--clock must be" in text(r)
+    assert r.exit_code == 2 and "--clock: expected one of" in text(r)
     r = CliRunner().invoke(app, ["live", "--synthetic", "--scale", "tiny", "--weak-hardware", "no-such-gpu", "-o", str(tmp_path)])
     assert r.exit_code == 2 and "no-such-gpu" in text(r)
     retail = tmp_path / "retail.jsonl"

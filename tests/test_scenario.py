@@ -138,7 +138,7 @@ def test_bad_nested_fields_are_named(path, value, where):
 def test_file_errors_name_the_file_and_the_field(tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text("[strong]\ngpus = 0\n")
-    with pytest.raises(ScenarioError, match=r"bad\.toml: strong\.gpus: gpus must be >= 1, got 0"):
+    with pytest.raises(ScenarioError, match=r"bad\.toml: strong\.gpus: gpus must be in \[1, 1,024\], got 0"):
         Scenario.load(p)
     p.write_text("kk = 3\n")
     with pytest.raises(ScenarioError, match=r"bad\.toml: .*unknown scenario field\(s\) kk"):

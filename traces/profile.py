@@ -292,6 +292,8 @@ def load_profile(name_or_path: str | os.PathLike) -> WorkloadProfile:
         data = tomllib.loads(read_text(p, "a workload profile (TOML)"))
     except tomllib.TOMLDecodeError as e:
         raise TraceFormatError(str(p), "file", "<toml>", f"valid TOML ({e})") from None
+    except RecursionError:
+        raise TraceFormatError(str(p), "file", "<toml>", "valid TOML (nested too deeply)") from None
     try:
         return WorkloadProfile.model_validate(data)
     except ValidationError as e:

@@ -42,6 +42,9 @@ from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, MAX_STEPS, SCHEMA_VERSION
 GENERATOR_VERSION = 2
 #: Most trajectories in one generation block (and the block size of every shipped profile).
 MAX_BLOCK = 4096
+#: Most trajectories one run generates: a guard against a typo (1e12 for 1e2), not a limit of the method. At the
+#: measured 25-30 k trajectories/s (README, benchmarks/simulate.py) 10^8 already takes about an hour; split larger runs.
+MAX_TRAJECTORIES = 100_000_000
 #: Steps a block is sized to hold, by the profile's expected steps per trajectory (~100 MB of columns).
 BLOCK_STEPS = 1_000_000
 _EV = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -194,8 +197,8 @@ def _check_context(profile: WorkloadProfile, first: int, traj: np.ndarray, ctx: 
 
 def iter_blocks(profile: WorkloadProfile, n: int, seed: int, progress: Callable[[int], None] | None = None) -> Iterator[Block]:
     """The n trajectories block by block; `progress(k)` is called after each block with the k trajectories it held."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    if not 1 <= n <= MAX_TRAJECTORIES:
+        raise ValueError(f"n must be in [1, {MAX_TRAJECTORIES:,}], got {n}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
     size = block_size(profile)

@@ -19,7 +19,7 @@ from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
 from specagent.cli import traces as traces_cli
-from specagent.cli.console import fail
+from specagent.cli.console import OneLineErrors, fail
 from specagent.cli.options import deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
@@ -29,6 +29,7 @@ from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
 from specagent.simulator import ENGINE
 from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
+from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 HELP = """\
 specagent predicts, measures and plans the cost of weak-strong speculative tool-using agents.
@@ -55,7 +56,7 @@ Terms used throughout:
                  and memory traffic.
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False)
+app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False, cls=OneLineErrors)
 hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
 models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
 roofline_app = typer.Typer(
@@ -87,6 +88,9 @@ HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of 
 
 
 def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:
+    if hardware_dir is not None and not hardware_dir.is_dir():
+        fail(f"--hardware-dir {hardware_dir}: {'not a folder' if hardware_dir.exists() else 'no such folder'} "
+             "(expected a folder of hardware profile TOML files)")
     return [hardware_dir] if hardware_dir else []
 
 
@@ -218,6 +222,23 @@ def models_show(model: str = typer.Argument(..., help="HF id, short name, or pat
 
 
 # ---------------------------------------------------------------- roofline
+#: Sequences in one pass: a guard against a typo (vLLM's default max_num_seqs is 256-1024), not a limit of the model.
+MAX_BATCH = 1 << 20
+
+
+def _check_tokens(**counts: int) -> None:
+    """--context >= 0, --tokens >= 1, each at most the largest context window a public model has."""
+    for name, v in counts.items():
+        lo = 0 if name == "context" else 1
+        if not lo <= v <= MAX_CONTEXT_TOKENS:
+            fail(f"--{name}: expected tokens per sequence in [{lo}, {MAX_CONTEXT_TOKENS:,}] (the largest context window), got {v}")
+
+
+def _check_weight_mode(weight_mode: str) -> None:
+    if weight_mode not in WEIGHT_MODES:
+        fail(f"--weight-mode: expected one of {', '.join(WEIGHT_MODES)}, got '{weight_mode}'")
+
+
 def _fmt_bytes(x: float) -> str:
     for unit, div in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(x) >= div:
@@ -250,10 +271,10 @@ def roofline(
         return
     if phase not in PHASES:
         fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
-    if batch < 1 or context < 0 or tokens < 1:
-        fail(f"need --batch >= 1, --context >= 0 and --tokens >= 1 (got {batch}, {context}, {tokens})")
-    if weight_mode not in WEIGHT_MODES:
-        fail(f"--weight-mode must be one of {', '.join(WEIGHT_MODES)}")
+    _check_tokens(context=context, tokens=tokens)
+    if not 1 <= batch <= MAX_BATCH:
+        fail(f"--batch: expected sequences in one pass in [1, {MAX_BATCH:,}], got {batch}")
+    _check_weight_mode(weight_mode)
     dep = build_deployment(deployment, hardware_dir)
     new = 1 if phase in ("decode", "repair") else tokens
     try:
@@ -327,6 +348,8 @@ def roofline_balance(
     weight / 2; KV and recurrent-state reads push it up, and for MoE so do the experts a
     larger batch touches.
     """
+    _check_tokens(context=context)
+    _check_weight_mode(weight_mode)
     dep = build_deployment(deployment, hardware_dir)
     bp = balance_point(dep, context=context, weight_mode=weight_mode)
     out = dict(deployment=dep.describe(), **bp.__dict__)

@@ -1,15 +1,107 @@
-"""How every command fails: one red line on stderr, the message printed verbatim (never wrapped), exit code 2."""
+"""How every command fails: one red line on stderr, the message printed verbatim (never wrapped), exit code 2.
+
+`fail` is what a command calls. `OneLineErrors`, the root command group, turns what would
+otherwise print a usage block or a traceback into that same line: click's usage errors (a
+flag of the wrong type, a missing or unknown option), and the bad input and unwritable
+outputs the layers below raise (`InputError`, `OutputError`) or the OS reports (`OSError`
+with a file name). A bug still shows its traceback.
+"""
 
 from __future__ import annotations
 
-from typing import NoReturn
+import errno
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
+
+from specagent.common.errors import InputError
+
+try:  # typer >= 0.2x bundles its own click
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer on the click package
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+_NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
+
+
+def error_line(msg: object) -> None:
+    # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
 
 
 def fail(msg: object) -> NoReturn:
-    # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
+    error_line(msg)
     raise typer.Exit(code=2)
+
+
+def usage_message(exc: Any) -> str:
+    """A click usage error as one line: the flag, what was wrong, and where the flags are listed."""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click_errors.BadParameter) and not isinstance(exc, click_errors.MissingParameter) and param is not None:
+        names = getattr(param, "opts", None) or [getattr(param, "human_readable_name", None) or param.name]
+        msg = f"{' / '.join(names)}: {exc.message.rstrip('.')}{_given(exc)}"
+    else:
+        msg = exc.format_message().rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    return f"{msg} (see '{ctx.command_path} --help')" if ctx is not None else msg
+
+
+def _given(exc: Any) -> str:
+    """The value typed, when the conversion error (pydantic's, in typer >= 0.2x) does not already quote it."""
+    errors = getattr(exc.__cause__, "errors", None)
+    try:
+        value = errors()[0].get("input") if callable(errors) else None
+    except (IndexError, AttributeError, TypeError):
+        value = None
+    return f", got {value!r}" if isinstance(value, str) and repr(value) not in exc.message else ""
+
+
+class _OneLine(click_errors.ClickException):
+    """A failure already worded as one line; click's handler calls `show`, which prints just that."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        error_line(self.message)
+
+
+def _one_line(exc: BaseException) -> BaseException:
+    if isinstance(exc, _NO_ARGS_IS_HELP) or isinstance(exc, _OneLine):
+        return exc  # the help text itself, as before
+    if isinstance(exc, click_errors.UsageError):
+        return _OneLine(usage_message(exc))
+    if isinstance(exc, InputError):
+        return _OneLine(str(exc))
+    if isinstance(exc, OSError) and exc.errno != errno.EPIPE and (exc.filename is not None or exc.strerror):
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return _OneLine(f"{where}{exc.strerror or exc}")
+    return exc
+
+
+class OneLineErrors(TyperGroup):
+    """The root group: every usage error, input error and OS error of any sub-command ends as one `error:` line, exit 2.
+
+    Parsing errors of the root surface in `make_context`, those of sub-commands (parsed when
+    the root invokes them) and everything the commands raise in `invoke`.
+    """
+
+    def make_context(self, *args: Any, **kw: Any) -> Any:
+        try:
+            return super().make_context(*args, **kw)
+        except Exception as exc:
+            new = _one_line(exc)
+            if new is exc:
+                raise
+            raise new from exc
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            new = _one_line(exc)
+            if new is exc:
+                raise
+            raise new from exc

@@ -19,16 +19,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import error_line, fail
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
+from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.parallel import default_workers
 from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.study import balance_study
 from specagent.simulator.steady_state import SLICE_TASKS
-from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
+from specagent.simulator.strategies import STRATEGY_NAMES
+from specagent.simulator.study import balance_study
+from specagent.simulator.sweep import BACKENDS, SweepCellError, SweepConfig, SweepConfigError, load_sweep, run_sweep
 from specagent.traces.requests import load_requests
 
 console = Console()
@@ -81,12 +83,22 @@ def plan_command(
     are found first with an uncontended Weak pool, then Weak replicas with the Strong count
     fixed. Every candidate replays the same tasks and arrival sequence (the scenario's seed).
     """
+    rates, slo_, strategies, gpus, prices = _plan_flags(rate, points, slo, strategy, gpu, price)
+    for name, value, lo, hi in (("--tasks", tasks, 1, MAX_PLAN_TASKS), ("--max-replicas", max_replicas, 1, MAX_PLAN_REPLICAS),
+                                ("--slice-tasks", slice_tasks, 0, MAX_PLAN_TASKS), ("--slice-replicas", slice_replicas, 1, MAX_PLAN_REPLICAS),
+                                ("--workers", workers, 0, MAX_WORKERS)):
+        if not lo <= value <= hi:
+            fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
+    if backend not in BACKENDS:
+        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
+    if address is not None and backend != "ray":
+        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
+    if out is not None:
+        atomic.check_writable(out / "plan.json")
     try:
-        rates = parse_rates(rate, points)
         trace = load_requests(requests) if requests is not None else None
         trajs = None if trace is not None else load_workload(scenario, show=not as_json)[0]
-        req = PlanRequest(rates=rates, slo=SLO.parse(slo), strategies=tuple(s.strip() for s in strategy.split(",") if s.strip()),
-                          gpus=tuple(g.strip() for g in gpu.split(",") if g.strip()), prices=parse_prices(price), n_tasks=tasks,
+        req = PlanRequest(rates=rates, slo=slo_, strategies=strategies, gpus=gpus, prices=prices, n_tasks=tasks,
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace)
@@ -101,6 +113,46 @@ def plan_command(
         print(json.dumps(doc, indent=1, default=_json_default))
         return
     _print_plan(res)
+
+
+#: Guards against typos, not limits of the method (a plan at 1000 tasks/s measures ~10^5 tasks per candidate).
+MAX_PLAN_TASKS = 10_000_000
+MAX_PLAN_REPLICAS = 1_000_000
+MAX_PLAN_RATE = 1e6  # tasks per second
+MAX_PLAN_POINTS = 1000
+
+
+def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price: list[str]):
+    """plan's list and text flags, each checked with its own name in the error."""
+    if not 2 <= points <= MAX_PLAN_POINTS:
+        fail(f"--points: expected rates in a range in [2, {MAX_PLAN_POINTS}], got {points}")
+    try:
+        rates = parse_rates(rate, points)
+    except ValueError as exc:
+        fail(f"--rate: {exc}")
+    if max(rates) > MAX_PLAN_RATE:
+        fail(f"--rate: expected rates up to {MAX_PLAN_RATE:,.0f} tasks/s, got {rate!r}")
+    try:
+        slo_ = SLO.parse(slo)
+    except ValueError as exc:
+        fail(f"--slo: {exc}")
+    strategies = tuple(s.strip() for s in strategy.split(",") if s.strip())
+    unknown = [s for s in strategies if s not in STRATEGY_NAMES]
+    if not strategies or unknown:
+        fail(f"--strategy: expected comma-separated strategies from {', '.join(STRATEGY_NAMES)}, got {strategy!r}")
+    gpus = tuple(g.strip() for g in gpu.split(",") if g.strip())
+    if not gpus:
+        fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
+    for g in gpus:
+        try:
+            load_hardware(g)
+        except HardwareProfileError as exc:
+            fail(f"--gpu: {exc}")
+    try:
+        prices = parse_prices(price)
+    except ValueError as exc:
+        fail(f"--price: {exc}")
+    return rates, slo_, strategies, gpus, prices
 
 
 def _json_default(o):
@@ -237,19 +289,35 @@ def sweep_command(
     workers: int = typer.Option(1, help="Parallel cells (processes for local, CPUs for a local Ray instance)."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML file (or a shipped one: default, edge) for "
                                             "every cell, when the config names none; [sweep]'s seed/model/dtype keys override it."),
+    force: bool = typer.Option(False, "--force", help="Run into a folder holding another config's cells: delete those cells "
+                                                      "(the ones this config shares are kept)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's counts as JSON (no progress bar)."),
 ) -> None:
     """Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably.
 
     Each finished cell is written atomically as its own Parquet file, so rerunning the same
-    command after an interruption skips the cells already done.
+    command after an interruption (^C keeps every finished cell) skips the cells already
+    done; extending the grid reuses them too. A folder holding cells of a different config is
+    refused (--force replaces them), and a folder another sweep is running in is locked.
     """
+    if not 1 <= workers <= MAX_WORKERS:
+        fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
+    if backend not in BACKENDS:
+        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
+    if address is not None and backend != "ray":
+        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
+    out_dir = out or config.with_name(config.stem + "_results")
     try:
         cfg = SweepConfig.from_toml(config, scenario)
-        out_dir = out or config.with_name(config.stem + "_results")
-        rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json)
+        rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json, force=force)
+    except SweepCellError as exc:
+        fail(f"{config}: {exc}")
     except (SweepConfigError, ValueError, RuntimeError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        kept = len(list((out_dir / "cells").glob("*.parquet")))
+        error_line(f"interrupted: {kept} finished cell(s) kept in {out_dir / 'cells'}; rerun the same command to resume")
+        raise typer.Exit(130) from None
     info = {"cells": rep.total, "skipped_existing": rep.skipped, "ran": rep.ran, "out": str(rep.out_dir)}
     if as_json:
         print(json.dumps(info))
@@ -260,6 +328,27 @@ def sweep_command(
         cols = ["strategy", "k", "acceptance", "rate", "fleet", "hardware", "latency_p50_s", "latency_p95_s", "usd_per_task",
                 "strong_mean_decode_batch"]
         console.print(df[cols].to_string(index=False))
+
+
+#: Guards against a typo, not limits of the method: the study simulates every task (10^6 take minutes), and each rate
+#: runs at least rate x 60 s of arrivals, so a rate is bounded by the same count.
+MAX_STUDY_TASKS = 1_000_000
+MAX_STUDY_RATE = MAX_STUDY_TASKS / 60
+MAX_WORKERS = 1024
+
+
+def _rates(text: str) -> list[float]:
+    """--rates: comma-separated arrival rates, each a finite number of tasks/s in (0, MAX_STUDY_RATE]."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            r = float(part)
+        except ValueError:
+            r = math.nan
+        if not 0 < r <= MAX_STUDY_RATE:  # NaN fails too
+            fail(f"--rates: expected comma-separated tasks/s in (0, {MAX_STUDY_RATE:,.0f}], got {part!r} in {text!r}")
+        out.append(r)
+    return out
 
 
 study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is_help=True)
@@ -281,10 +370,22 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
+    gpus = [g.strip() for g in gpu.split(",") if g.strip()]
+    if not gpus:
+        fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
+    for g in gpus:
+        try:
+            load_hardware(g)
+        except HardwareProfileError as exc:
+            fail(f"--gpu: {exc}")
+    rate_list = _rates(rates)
+    if not 1 <= tasks <= MAX_STUDY_TASKS:
+        fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")
+    if out is not None:
+        atomic.check_writable(out)
     trajs = load_workload(scenario)[0]
     try:
-        df = balance_study(trajs, hardware=[g.strip() for g in gpu.split(",") if g.strip()],
-                           rates=[float(r) for r in rates.split(",") if r.strip()], n_tasks=tasks, scenario=scenario)
+        df = balance_study(trajs, hardware=gpus, rates=rate_list, n_tasks=tasks, scenario=scenario)
     except ValueError as exc:
         fail(str(exc))
     if out is not None:

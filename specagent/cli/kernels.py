@@ -7,6 +7,7 @@ Mounted by app.py as top-level commands (functions `calibrate_cmd` and `live_cmd
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -16,12 +17,41 @@ from rich.progress import Progress
 from rich.table import Table
 
 from specagent.cli.console import fail
+from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
+from specagent.traces.schema import MAX_STEPS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 console = Console()
+
+
+#: The choices kernels/microbench.py accepts, repeated here so that a bad flag is refused before torch is imported
+#: (tests/test_fuzz_commands.py checks they agree).
+DTYPE_NAMES = ("fp32", "bf16", "fp16")
+STATISTICS = ("median", "min")
+CLOCKS = ("wall", "cpu")
+#: Guards against a typo, not limits of the method: a live run of 10,000 trajectories already takes days on a CPU.
+MAX_LIVE_TRAJECTORIES = 10_000
+MAX_REPEATS = 1000
+MAX_THREADS = 1024
+
+
+def _check_flags(device: str, dtype: str, threads: int, repeats: int, clock: str, clocks: tuple[str, ...]) -> None:
+    """The flags of calibrate and live that need no torch, checked before torch is imported or a model built."""
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        fail(f"--device: expected cpu, cuda or cuda:N, got '{device}'")
+    if dtype not in DTYPE_NAMES:
+        fail(f"--dtype: expected one of {', '.join(DTYPE_NAMES)}, got '{dtype}'")
+    if not 0 <= threads <= MAX_THREADS:
+        fail(f"--threads: expected a thread count in [0, {MAX_THREADS}] (0: torch's default), got {threads}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        fail(f"--repeats: expected a count in [1, {MAX_REPEATS}], got {repeats}")
+    if clock not in clocks:
+        fail(f"--clock: expected one of {', '.join(clocks)}, got '{clock}'")
+    if clock == "cpu" and not device.startswith("cpu"):
+        fail(f"--clock cpu times this thread's CPU work; models on {device} need --clock wall")
 
 
 def _spec(which: str, scale: str):
@@ -51,8 +81,6 @@ def _setup(device: str, threads: int, dtype: str) -> None:
     torch, _, mb = _torch_backend()
     if device.startswith("cuda") and not torch.cuda.is_available():
         fail(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
-    if dtype not in mb.DTYPES:
-        fail(f"--dtype must be one of {', '.join(mb.DTYPES)}, got '{dtype}'")
     if threads > 0:
         torch.set_num_threads(threads)
 
@@ -89,6 +117,12 @@ def calibrate_cmd(
     the torch modules on this device (kernels/engine_terms.py) and writes them as an engine
     profile `calibrated-<device>-<dtype>`; the held-out passes are then priced with it too.
     """
+    _check_flags(device, dtype, threads, repeats, clock, CLOCKS)
+    if statistic not in STATISTICS:
+        fail(f"--statistic: expected one of {', '.join(STATISTICS)}, got '{statistic}'")
+    _spec(model, scale)
+    atomic.check_writable(output)  # before a minute of benchmarks, not after
+
     _, cal, mb = _torch_backend()
     _setup(device, threads, dtype)
     spec = _spec(model, scale)
@@ -228,32 +262,46 @@ def live_cmd(
     calibrated on this device (about a minute on a CPU). Writes the protocol log and prints
     the per-phase table of measured vs simulated time.
     """
-    torch, _, mb = _torch_backend()
-    from specagent.common import atomic
-    from specagent.kernels.live import CLOCKS, check_tools, synthetic_airline_trajectory
-    from specagent.kernels.live_compare import live_comparison, print_report
-    from specagent.traces.io import load_trajectories, save_trajectories
-
     if strategy != "specagent":
         fail(f"--strategy {strategy}: only 'specagent' runs live (the simulator prices the others)")
-    if clock not in ("auto", *CLOCKS):
-        fail(f"--clock must be auto, wall or cpu, got '{clock}'")
-    if repeats < 1 or trajectories < 1:
-        fail("--repeats and --trajectories must be >= 1")
-    if token_scale <= 0:
-        fail(f"--token-scale must be > 0, got {token_scale}")
-    _setup(device, threads, dtype)
-    if clock == "cpu" and not device.startswith("cpu"):
-        fail(f"--clock cpu times this thread's CPU work; models on {device} need --clock wall")
+    _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
+    if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
+        fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
+    if not 0 < token_scale <= 1:  # NaN fails too
+        fail(f"--token-scale: expected a scale in (0, 1] (1: the trace's own token counts), got {token_scale}")
+    if not 1 <= k <= MAX_STEPS:
+        fail(f"--k: expected steps per drafted chunk in [1, {MAX_STEPS:,}], got {k}")
+    if not 0 <= accept <= 1:
+        fail(f"--accept: expected a probability in [0, 1], got {accept}")
+    if not 0 <= seed < 2**63:
+        fail(f"--seed: expected a whole number in [0, 2^63), got {seed}")
+    if synthetic and trace is not None:
+        fail("--synthetic: give --trace or --synthetic, not both")
     _spec("weak", scale)
+    for flag, name in (("--weak-hardware", weak_hardware), ("--strong-hardware", strong_hardware)):
+        if name is not None:
+            try:
+                load_hardware(name)
+            except HardwareProfileError as exc:
+                fail(f"{flag}: {exc}")
     trajs = None
-    try:
-        if synthetic:
-            trajs = [synthetic_airline_trajectory(seed + i) for i in range(trajectories)]
-        elif trace:
+    if trace is not None:
+        from specagent.traces.errors import TraceFormatError
+        from specagent.traces.io import load_trajectories
+
+        try:
             trajs = load_trajectories(trace)[:trajectories]
-    except Exception as exc:  # the loader's errors name file and field
-        fail(str(exc))
+        except (TraceFormatError, FileNotFoundError) as exc:  # the loader's errors name file and field
+            fail(f"--trace: {exc}")
+    atomic.check_writable(out / "comparison.json")  # before the run, not after it
+    torch, _, mb = _torch_backend()
+    from specagent.kernels.live import check_tools, synthetic_airline_trajectory
+    from specagent.kernels.live_compare import live_comparison, print_report
+    from specagent.traces.io import save_trajectories
+
+    _setup(device, threads, dtype)
+    if synthetic:
+        trajs = [synthetic_airline_trajectory(seed + i) for i in range(trajectories)]
     try:
         check_tools(trajs or [])
     except ValueError as exc:

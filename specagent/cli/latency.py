@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.console import fail
+from specagent.common import atomic
 
 app = typer.Typer(help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv).",
                   no_args_is_help=True)
@@ -39,7 +40,7 @@ def _load(data: Optional[Path]):
 def validate_cmd(
     data: Optional[Path] = DATA,
     holdout: bool = typer.Option(True, "--holdout/--no-holdout", help="Leave-one-source-out refits (default), or the shipped engine profiles as they are."),
-    worst: int = typer.Option(10, "--worst", help="How many of the worst rows to list."),
+    worst: int = typer.Option(10, "--worst", min=0, help="How many of the worst rows to list."),
     rows_out: Optional[Path] = typer.Option(None, "--rows", help="Also write every row's prediction as CSV here."),
     figure: Optional[Path] = typer.Option(None, "--figure", help="Also write the predicted-vs-measured figure (HTML, log-log, one colour per GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
@@ -50,9 +51,11 @@ def validate_cmd(
     (leave-one-source-out), so the MAPE is a held-out error. Targets (issue 12): TPOT at
     concurrency <= 16 within 20%, above that and TTFT within 30%.
     """
-    from specagent.common import atomic
     from specagent.costmodel.latency_fit import skipped_by_reason, validate
 
+    for target in (rows_out, figure):
+        if target is not None:
+            atomic.check_writable(target)
     path, rows, targets, skipped = _load(data)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
     val = validate(targets, skipped, held_out=holdout, progress=tick)
@@ -123,14 +126,17 @@ def fit_cmd(
     """
     import tomli_w
 
-    from specagent.common import atomic
     from specagent.costmodel.latency_fit import fit, fitted_tables, provenance
 
+    atomic.check_writable(output)
+    if profiles is not None:
+        atomic.check_writable(profiles / "vllm.toml")
     path, rows, targets, skipped = _load(data)
     res = fit(targets)
     prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
-    atomic.write_text(output, "# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n" + tomli_w.dumps(tables))
+    files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
+                                        + tomli_w.dumps(tables))}
     if profiles:
         import tomllib
 
@@ -145,8 +151,9 @@ def fit_cmd(
             data["provenance"] = {**data.get("provenance", {}), "fit": prov}
             target = profiles / Path(base.path).name
             parse_engine(data, str(target))  # validate before writing
-            atomic.write_text(target, f"# Serving-engine profile {eid}: fitted fields written by `specagent latency fit --write-profiles`.\n"
-                              + tomli_w.dumps(data))
+            files[target] = atomic.text_writer(f"# Serving-engine profile {eid}: fitted fields written by "
+                                               "`specagent latency fit --write-profiles`.\n" + tomli_w.dumps(data))
+    atomic.write_together(files)  # the fit and the profiles made from it: all or none
     values = {p.name: float(v) for p, v in zip(res.params, res.values)}
     if as_json:
         print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success}, indent=2))
@@ -169,12 +176,16 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
     """Every term of one serving-engine profile with its source (engine-wide, or resolved for one GPU)."""
     from specagent.hardware.engine import EngineProfileError, list_engines, load_engine
 
+    from specagent.hardware.profile import HardwareProfileError, load_hardware
+
     try:
         eng = load_engine(name)
-        if gpu:
-            eng = eng.for_hardware(gpu)
+        if gpu is not None:
+            eng = eng.for_hardware(load_hardware(gpu).id)
     except EngineProfileError as exc:
         fail(str(exc))
+    except HardwareProfileError as exc:
+        fail(f"--gpu: {exc}")
     figs = eng.figures()
     if as_json:
         print(json.dumps({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.console import fail
+from specagent.common import atomic
 from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
 
@@ -53,6 +54,7 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """Write one self-contained HTML report (plotly.js embedded, works offline) from results files."""
+    atomic.check_writable(output)
     try:
         data = load_results(results)
     except ReportInputError as exc:

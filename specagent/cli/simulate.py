@@ -20,14 +20,17 @@ from specagent.cli.console import fail
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
+from specagent.common.errors import InputError
 from specagent.reports.html import write_report
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
+from specagent.simulator.run import check_success_rates, scenario_strategies
 from specagent.simulator.run import predict as run_predict
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
+from specagent.traces.synth import MAX_TRAJECTORIES
 
 console = Console()
 err = Console(stderr=True)
@@ -157,20 +160,25 @@ def predict(
     contention; see `specagent plan` for fleets). Every assumption is printed with the results,
     and summary.json carries the whole scenario (`--scenario` reads it back).
     """
+    for target in (out / "summary.json", report):
+        if target is not None:
+            atomic.check_writable(target)  # before the run, not after it
     trajs, path, name = load_workload(scenario)
     setting = resolve(scenario)
     rates = None
     if success:
         try:
-            rates = {str(k2): float(v) for k2, v in json.loads(success.read_text()).items()}
-        except (OSError, ValueError, AttributeError) as exc:
-            fail(f"{success}: expected a JSON object {{strategy: success rate}} ({exc})")
+            rates = check_success_rates(json.loads(success.read_text(encoding="utf-8")), scenario_strategies(scenario), str(success))
+        except json.JSONDecodeError as exc:
+            fail(f"{success}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"{success}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc})")
+        except InputError as exc:
+            fail(exc)
     with Progress(console=err, transient=True) as prog:
         task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {len(trajs)} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic.write_parquet(out / "per_trajectory.parquet", comp.per_trajectory)
     summary_obj = {
         "summary": comp.summary.reset_index().to_dict(orient="records"),
         "phase_time": comp.phase_time.reset_index().to_dict(orient="records"),
@@ -181,7 +189,9 @@ def predict(
         "trace": path,
         "per_trajectory": "per_trajectory.parquet",
     }
-    atomic.write_json(out / "summary.json", summary_obj)
+    # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
+    atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
+                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj))})
     if as_json:
         print(json.dumps(summary_obj, indent=2, default=str))
     else:
@@ -214,6 +224,8 @@ def simulate_cmd(
     as_json: bool = O(False, "--json", help="Print the totals and the whole scenario (K, acceptance, seed, engine, ...) as JSON."),
 ) -> None:
     """Run one strategy on a trace with every parameter as a flag; print per-model totals."""
+    if out is not None:
+        atomic.check_writable(out)
     try:
         scenario = scenario.replace(strategies=(strategy,))
     except ScenarioError as exc:
@@ -273,6 +285,17 @@ def predictor_validate(
     every expert its tokens touch) and 'active' (only active parameters), since the
     predictor's accuracy depends on which one describes your serving stack.
     """
+    if scenario.strong_api is not None:
+        fail(f"--strong-api {scenario.strong_api}: the predictor needs a self-hosted Strong deployment (an API hides its memory "
+             "traffic)")
+    if not 0 <= synthetic <= MAX_TRAJECTORIES:
+        fail(f"--synthetic: expected trajectories per profile in [0, {MAX_TRAJECTORIES:,}], got {synthetic}")
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    unknown = [s for s in names if s not in STRATEGY_NAMES]
+    if unknown or not names:
+        fail(f"--strategies: expected a comma-separated list of {', '.join(STRATEGY_NAMES)}; got {strategies!r}")
+    if out is not None:
+        atomic.check_writable(out)
     paths = trace or [default_workload_path()]
     workloads = {}
     for p in paths:
@@ -290,7 +313,7 @@ def predictor_validate(
     setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "engine"))
     with Progress(console=err, transient=True) as prog:
         prog.add_task(f"validating on {len(workloads)} workloads", total=None)
-        table = validate_predictor(workloads, scenario, strategies=[s.strip() for s in strategies.split(",")], setting=setting)
+        table = validate_predictor(workloads, scenario, strategies=names, setting=setting)
     if out:
         atomic.write_json(out, table.to_dict(orient="records"))
     if as_json:

@@ -19,6 +19,7 @@ from specagent.traces.io import load_trajectories, save_synthetic, save_trajecto
 from specagent.traces.openai_chat import import_openai
 from specagent.traces.profile import list_profiles, load_profile, save_profile
 from specagent.traces.stats import trace_stats
+from specagent.traces.synth import MAX_TRAJECTORIES
 from specagent.traces.tau2 import import_tau2
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
@@ -134,6 +135,8 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         out: Annotated[Path, typer.Option("-o", "--out", help="Output profile (.toml).")],
         name: Annotated[str, typer.Option(help="Profile name.")] = "fitted") -> None:
     """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
+    if out.suffix.lower() != ".toml":
+        fail(f"-o {out}: a workload profile is a TOML file: expected a name ending in .toml")
     try:
         trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
@@ -146,8 +149,8 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
 @app.command()
 def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profile name (see `profiles`) or a .toml path.")],
           out: Annotated[Path, typer.Option("-o", "--out", help="Output file (.jsonl or .parquet).")],
-          n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1)] = 1000,
-          seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.")] = 0) -> None:
+          n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1, max=MAX_TRAJECTORIES)] = 1000,
+          seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.", min=0, max=2**63 - 1)] = 0) -> None:
     """Generate synthetic trajectories from a workload profile."""
     try:
         prof = load_profile(profile)

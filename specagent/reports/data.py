@@ -12,11 +12,15 @@ columns that were expected.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
+
+from specagent.common.errors import InputError
 
 from specagent.simulator.results import phase_split, summarize
 from specagent.simulator.scenario import Scenario, ScenarioError
@@ -30,8 +34,65 @@ PER_TRAJECTORY_COLUMNS = ("strategy", "traj", "task_id", "wall_time_s", "total_b
 PHASE_KEYS = ("phase_time", "phase_bytes", "phase_flops")
 
 
-class ReportInputError(ValueError):
-    """A results file that cannot be read or is not any kind of result the report knows."""
+class ReportInputError(InputError):
+    """A results file that cannot be read, is not any kind of result the report knows, or holds an impossible value."""
+
+
+#: Text fields of the simulator's results; every other field is a count, a time, bytes, FLOPs, dollars or a ratio to
+#: Strong-only: a finite number >= 0.
+RESULT_TEXT = ("strategy", "label", "task_id", "engine", "weight_mode", "verifier_prompt", "workload")
+#: Result fields that may be missing (NaN, JSON null), and the range they must lie in when present.
+RESULT_OPTIONAL = {"measured_success": (0.0, 1.0)}
+#: The optional tables' number columns: (lowest, highest) allowed; savings may be negative, never above 100 %.
+TABLE_BOUNDS = {"strong_mean_decode_batch": (0.0, math.inf), "time_saving": (-math.inf, 1.0), "memory_saving": (-math.inf, 1.0),
+                "predicted_s": (0.0, math.inf), "measured_s": (0.0, math.inf), "usd_per_hour": (0.0, math.inf),
+                "gpus": (0.0, math.inf), "rate": (0.0, math.inf)}
+
+
+def _shown(v: Any) -> str:
+    """A value as the user wrote it (numpy scalars as plain numbers)."""
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_numbers(df: pd.DataFrame, source: str, what: str, columns: Iterable[str], row_name: Callable[[int], str],
+                  bounds: Mapping[str, tuple[float, float]] | None = None, optional: Mapping[str, tuple[float, float]] | None = None,
+                  positive: Iterable[str] = ()) -> None:
+    """Every value of `columns` a finite number within its bounds (default >= 0), or a ReportInputError naming file,
+    row and column; `optional` columns may also be missing (NaN/null); `positive` ones must be > 0."""
+    bounds, optional, positive = dict(bounds or {}), dict(optional or {}), set(positive)
+    for c in columns:
+        col = df[c]
+        values = col.to_numpy(dtype=object) if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col) else None
+        if values is not None:  # an object column: find the first entry that is not a number
+            for i, v in enumerate(values):
+                if not _is_number(v) and not (c in optional and (v is None or (isinstance(v, float) and math.isnan(v)))):
+                    raise ReportInputError(f"{source}: {what} {row_name(i)}, '{c}': expected a number, got {_shown(v)}")
+        x = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+        lo, hi = optional.get(c) or bounds.get(c) or (0.0, math.inf)
+        ok = np.isfinite(x) & (x >= lo) & (x <= hi) & ((x > 0) if c in positive else True)
+        if c in optional:
+            ok |= np.isnan(x)
+        if not ok.all():
+            i = int(np.argmin(ok))
+            rng = "> 0" if c in positive else f">= {lo:g}" if hi == math.inf else f"<= {hi:g}" if lo == -math.inf else f"in [{lo:g}, {hi:g}]"
+            raise ReportInputError(f"{source}: {what} {row_name(i)}, '{c}': expected a finite number {rng}, got {_shown(col.iloc[i])}")
+
+
+def check_results(df: pd.DataFrame, source: str, what: str, row_name: Callable[[int], str]) -> pd.DataFrame:
+    """A simulator results frame (summary, phase split, per-trajectory rows): text where text belongs, everything else
+    a possible count, time, amount or ratio."""
+    if len(df) == 0:
+        raise ReportInputError(f"{source}: {what.rstrip(',')} has no rows")
+    for c in (c for c in RESULT_TEXT if c in df.columns):
+        bad = [i for i, v in enumerate(df[c].to_numpy(dtype=object)) if not isinstance(v, str)]
+        if bad:
+            raise ReportInputError(f"{source}: {what} {row_name(bad[0])}, '{c}': expected text, got {_shown(df[c].iloc[bad[0]])}")
+    check_numbers(df, source, what, [c for c in df.columns if c not in RESULT_TEXT], row_name, optional=RESULT_OPTIONAL)
+    return df
 
 
 @dataclass
@@ -99,21 +160,13 @@ def balance_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
     if not set(BALANCE_COLUMNS) <= set(df.columns) and set(STUDY_RENAME) | {"hardware"} <= set(df.columns):
         df = df.rename(columns=STUDY_RENAME)
     df = _require(df, BALANCE_COLUMNS, "balance study", source)
-    for c in BALANCE_COLUMNS[1:]:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            raise ReportInputError(f"{source}: balance study column '{c}' must be numeric")
-    return df
+    return _check_table(df, BALANCE_COLUMNS[1:], "balance study", source)
 
 
 def calibration_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
     """Validate a calibration table: predicted and measured seconds per held-out point."""
     df = _require(pd.DataFrame(df), CALIBRATION_COLUMNS, "calibration", source)
-    for c in CALIBRATION_COLUMNS[1:]:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            raise ReportInputError(f"{source}: calibration column '{c}' must be numeric")
-        if (df[c] <= 0).any():
-            raise ReportInputError(f"{source}: calibration column '{c}' must be > 0 (row {int((df[c] <= 0).to_numpy().argmax())})")
-    return df
+    return _check_table(df, CALIBRATION_COLUMNS[1:], "calibration", source, positive=CALIBRATION_COLUMNS[1:])
 
 
 def plan_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
@@ -122,24 +175,52 @@ def plan_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
     if "strategy" not in df.columns and df.index.name == "strategy":
         df = df.reset_index()
     df = _require(df, PLAN_COLUMNS, "capacity plan", source)
-    for c in PLAN_COLUMNS[1:]:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            raise ReportInputError(f"{source}: capacity plan column '{c}' must be numeric")
+    df = _check_table(df, PLAN_COLUMNS[1:], "capacity plan", source)
+    frac = df["gpus"].to_numpy(dtype=float) % 1 != 0
+    if frac.any():
+        i = int(np.argmax(frac))
+        raise ReportInputError(f"{source}: capacity plan row {i + 1}, 'gpus': expected a whole number, got {_shown(df['gpus'].iloc[i])}")
+    return df
+
+
+def _check_table(df: pd.DataFrame, required: Iterable[str], what: str, source: str, positive: Iterable[str] = ()) -> pd.DataFrame:
+    """An optional table: rows, its required columns numbers within TABLE_BOUNDS, and no infinite number anywhere
+    (the report shows every column; a missing value, NaN, shows as a dash)."""
+    if len(df) == 0:
+        raise ReportInputError(f"{source}: {what} table has no rows")
+    row = lambda i: f"row {i + 1}"  # noqa: E731
+    required = list(required)
+    check_numbers(df, source, what, required, row, TABLE_BOUNDS, positive=positive)
+    extra = [c for c in df.columns if c not in required]
+    check_numbers(df, source, what, [c for c in extra if c in TABLE_BOUNDS and pd.api.types.is_numeric_dtype(df[c])], row,
+                  TABLE_BOUNDS, optional={c: TABLE_BOUNDS[c] for c in extra if c in TABLE_BOUNDS})
+    for c in extra:
+        if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]):
+            x = df[c].to_numpy(dtype=float)
+            if np.isinf(x).any():
+                i = int(np.argmax(np.isinf(x)))
+                raise ReportInputError(f"{source}: {what} row {i + 1}, '{c}': expected a finite number, got {_shown(df[c].iloc[i])}")
     return df
 
 
 def _frame_from_records(obj: Any, key: str, source: str) -> pd.DataFrame:
     """Records (list of dicts with 'strategy') or an index-oriented dict → frame indexed by strategy."""
-    if isinstance(obj, list):
-        df = pd.DataFrame.from_records(obj)
-        if "strategy" not in df.columns:
-            raise ReportInputError(f"{source}: '{key}' records need a 'strategy' field")
-        return df.set_index("strategy")
     if isinstance(obj, dict):
-        df = pd.DataFrame.from_dict(obj, orient="index")
-        df.index.name = "strategy"
-        return df
-    raise ReportInputError(f"{source}: '{key}' must be a list of records or an object keyed by strategy, got {type(obj).__name__}")
+        obj = [{**rec, "strategy": name} if isinstance(rec, dict) else rec for name, rec in obj.items()]
+    if not isinstance(obj, list):
+        raise ReportInputError(f"{source}: '{key}' must be a list of records or an object keyed by strategy, got {type(obj).__name__}")
+    for i, rec in enumerate(obj):
+        if not isinstance(rec, dict):
+            raise ReportInputError(f"{source}: field '{key}' record {i + 1}: expected an object, got {type(rec).__name__}")
+        if not isinstance(rec.get("strategy"), str) or not rec["strategy"]:
+            raise ReportInputError(f"{source}: field '{key}' record {i + 1}: expected a 'strategy' name, got {rec.get('strategy')!r}")
+    df = pd.DataFrame.from_records(obj)
+    names = df["strategy"].tolist() if len(df) else []
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise ReportInputError(f"{source}: field '{key}' has strategy '{dup}' twice")
+    check_results(df, source, f"field '{key}',", lambda i: f"strategy '{names[i]}'")
+    return df.set_index("strategy")
 
 
 def run_from_comparison(comparison: Any, workload: str | None = None, source: str = "<memory>") -> Run:
@@ -156,6 +237,7 @@ def run_from_comparison(comparison: Any, workload: str | None = None, source: st
 def run_from_per_trajectory(frame: pd.DataFrame, source: str, assumptions: dict | None = None) -> Run:
     """Rebuild totals and phase splits from per-trajectory rows (the simulator's own functions)."""
     _require(frame, PER_TRAJECTORY_COLUMNS, "per-trajectory", source)
+    check_results(frame, source, "per-trajectory", _trajectory_row(frame))
     wl = ""
     if "workload" in frame and frame["workload"].nunique() == 1:
         wl = str(frame["workload"].iloc[0])
@@ -180,11 +262,11 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
         p = (base / ref) if not Path(ref).is_absolute() else Path(ref)
         if not p.exists():
             raise ReportInputError(f"{source}: field 'per_trajectory' names {p}, which does not exist")
-        per = _read_parquet(p)
+        per = _per_trajectory_file(p)
     elif base is not None:
         for guess in (base / (Path(source).stem + ".parquet"), base / "per_trajectory.parquet"):
             if guess.exists():
-                per = _read_parquet(guess)
+                per = _per_trajectory_file(guess)
                 break
     missing = [k for k in PHASE_KEYS if k not in phases]
     if missing:
@@ -193,6 +275,8 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
         metric = {"phase_time": "time_s", "phase_bytes": "bytes_read", "phase_flops": "flops"}
         for k in missing:
             phases[k] = phase_split(per, metric[k])
+    if not isinstance(doc.get("assumptions") or {}, dict):
+        raise ReportInputError(f"{source}: field 'assumptions': expected an object, got {type(doc['assumptions']).__name__}")
     assumptions = dict(doc.get("assumptions") or {})
     wl = str(assumptions.get("workload") or doc.get("workload") or "")
     scenario = None
@@ -202,6 +286,18 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
         except ScenarioError as exc:
             raise ReportInputError(str(exc)) from exc
     return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario, **phases)
+
+
+def _trajectory_row(df: pd.DataFrame) -> Callable[[int], str]:
+    return lambda i: f"row {i + 1} (strategy {_shown(df['strategy'].iloc[i])}, traj {_shown(df['traj'].iloc[i])})"
+
+
+def _per_trajectory_file(p: Path) -> pd.DataFrame:
+    """The per-trajectory Parquet a summary names, checked like one given on its own."""
+    df = _read_parquet(p)
+    _require(df, PER_TRAJECTORY_COLUMNS, "per-trajectory", str(p))
+    check_results(df, str(p), "per-trajectory", _trajectory_row(df))
+    return df
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:
@@ -222,9 +318,26 @@ def _read_table(p: Path) -> pd.DataFrame | dict:
             return json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ReportInputError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except pd.errors.EmptyDataError:
+        raise ReportInputError(f"{p}: empty file: expected a CSV table with a header row") from None
+    except RecursionError:
+        raise ReportInputError(f"{p}: not valid JSON: nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ReportInputError(f"{p}: not UTF-8 text (byte {exc.start}): expected a {suffix[1:].upper()} results file") from None
+    except IsADirectoryError:
+        raise ReportInputError(f"{p}: is a directory: expected a results file") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # ValueError: pandas' and the JSON decoder's other refusals
         raise ReportInputError(f"{p}: cannot read: {exc}") from exc
     raise ReportInputError(f"{p}: unknown results format '{suffix}' (expected .json, .parquet or .csv)")
+
+
+def _records_frame(rows: list, p: Path) -> pd.DataFrame:
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise ReportInputError(f"{p}: record {i + 1}: expected an object (a table row), got a JSON {type(r).__name__}")
+    if not rows:
+        raise ReportInputError(f"{p}: no records: expected at least one table row")
+    return pd.DataFrame.from_records(rows)
 
 
 def classify(df: pd.DataFrame) -> str | None:
@@ -271,11 +384,14 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
                     f"{p}: JSON has neither a 'summary' field (a `specagent predict` summary) nor a 'records' list of table rows "
                     "(or the 'best' list of `specagent plan --json`)"
                 )
-            pending_tables.append((p, pd.DataFrame.from_records(rows)))
+            pending_tables.append((p, _records_frame(rows, p)))
         elif isinstance(obj, list):
-            pending_tables.append((p, pd.DataFrame.from_records(obj)))
-        else:
+            pending_tables.append((p, _records_frame(obj, p)))
+        elif isinstance(obj, pd.DataFrame):
             pending_tables.append((p, obj))
+        else:
+            raise ReportInputError(f"{p}: expected a JSON object (a summary, or {{'records': [...]}}) or a list of records, "
+                                   f"got a JSON {type(obj).__name__}")
     for p, df in pending_tables:
         kind = classify(df)
         if kind == "per_trajectory":

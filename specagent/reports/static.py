@@ -63,14 +63,19 @@ def export_images(figures: Mapping[str, go.Figure], out_dir: str | Path, formats
     import plotly.io as pio
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     figs, tmp_paths, final = [], [], []
-    for name, fig in figures.items():
-        for fmt in formats:
-            dst = out / f"{name}.{fmt}"
-            figs.append(fig)
-            tmp_paths.append(atomic.temp_beside(dst, suffix=f".{fmt}"))  # kaleido reads the format from the suffix
-            final.append(dst)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, fig in figures.items():
+            for fmt in formats:
+                dst = out / f"{name}.{fmt}"
+                figs.append(fig)
+                tmp_paths.append(atomic.temp_beside(dst, suffix=f".{fmt}"))  # kaleido reads the format from the suffix
+                final.append(dst)
+    except OSError as exc:  # the images are optional: the HTML is still written
+        for p in tmp_paths:
+            p.unlink(missing_ok=True)
+        return ImageExport(message=f"static images not written: {atomic.output_error(out, exc)}")
     old = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = browser
     try:

@@ -1,0 +1,50 @@
+"""Shared fixtures: a folder this process cannot write into, even as root.
+
+Root ignores file modes, so a read-only folder alone proves nothing when the suite runs as
+root (as it does in containers): `unwritable` gives a 0o555 folder inside a world-readable
+scratch folder and a context manager that drops the effective user and group to nobody
+(65534) for the block and restores them after. Inputs a command reads inside the block must
+lie in the scratch folder (or the repository), which nobody can read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+NOBODY = 65534
+
+
+@contextmanager
+def _unprivileged():
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(NOBODY)
+    os.seteuid(NOBODY)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.fixture
+def unwritable():
+    """(scratch, read_only, as_unprivileged): a world-readable scratch folder, a read-only folder in it, and the context
+    manager under which the read-only folder cannot be written."""
+    scratch = Path(tempfile.mkdtemp(prefix="specagent-ro-"))
+    scratch.chmod(0o755)
+    ro = scratch / "read_only"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        yield scratch, ro, _unprivileged
+    finally:
+        ro.chmod(0o755)
+        shutil.rmtree(scratch, ignore_errors=True)
