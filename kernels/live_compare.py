@@ -16,6 +16,8 @@ the file is represented and every trajectory drafts with real reads.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +144,8 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
                     repeats: int = 1, clock: str | None = None, weak_profile: str | None = None, strong_profile: str | None = None,
                     out_dir: str | Path = "out/live", compare_with_simulator: bool = True,
                     calibration: mb.TimingConfig | None = None, engine: EngineProfile | None = None,
-                    deadline_s: float | None = None, progress: Callable[..., None] | None = None) -> LiveReport:
+                    deadline_s: float | None = None, progress: Callable[..., None] | None = None,
+                    acceptance: AcceptanceModel | None = None) -> LiveReport:
     """Calibrate (unless profiles are given), run `trajs` (default `live_workload(trajectories)`) live
     `repeats` times, and compare with the simulator's prediction for the same protocol logs.
 
@@ -154,17 +157,19 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
     profiles; without them both models are calibrated on `device` first (`calibration`,
     default 7 repeats, min statistic, on the run's clock) and the profiles are written to
     `out_dir`. `progress(message)` reports each step; `progress(message, done, total)` each
-    trajectory run.
+    trajectory run. `acceptance`: a full acceptance model (a scenario's) instead of the constant
+    `accept` with `verdict_tokens`.
     """
     tick = progress or (lambda *_a: None)
     trajs = list(trajs) if trajs is not None else live_workload(trajectories)
     check_tools(trajs)
     trajs = [scale_trajectory(t, token_scale) for t in trajs]
     clock = clock or default_clock(device)
-    acc = AcceptanceModel.constant(accept, verdict_tokens=verdict_tokens)
+    acc = acceptance or AcceptanceModel.constant(accept, verdict_tokens=verdict_tokens)
     cfg = LiveConfig(k=k, seed=seed, acceptance=acc, clock=clock)
+    described = {"acceptance": dataclasses.asdict(acc)} if acceptance else {"accept": accept, "verdict_tokens": verdict_tokens}
     setup = {"device": device, "device_name": cal.device_name(device), "dtype": dtype, "scale": scale, "k": k, "seed": seed,
-             "accept": accept, "verdict_tokens": verdict_tokens, "token_scale": token_scale, "repeats": repeats, "clock": clock,
+             **described, "token_scale": token_scale, "repeats": repeats, "clock": clock,
              "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "trajectories": len(trajs)}
     report = LiveReport(runs=[], comparison=None, setup=setup)
     hw: dict[str, HardwareProfile] = {}

@@ -358,3 +358,28 @@ def test_predictor_validates_on_live_protocol_logs(mixed_run, tmp_path):
     mixed = save_trajectories(logs + ref, tmp_path / "mixed.jsonl")
     r = CliRunner().invoke(main_app, ["predictor", "validate", "--trace", str(mixed), "--synthetic", "0"])
     assert r.exit_code == 2 and "separate workloads" in " ".join(r.output.split())  # the console wraps lines
+
+
+def test_live_takes_k_seed_and_acceptance_from_a_scenario(tmp_path):
+    """`live --scenario` runs the scenario's K, seed and acceptance model; flags override; other review policies are refused."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from specagent.cli import app as main_app
+
+    sc = tmp_path / "s.toml"
+    sc.write_text('k = 2\nseed = 5\n[acceptance]\nposition_decay = 0.9\n[acceptance.accept]\nread = 0.6\n')
+    base = ["live", "--scenario", str(sc), "--synthetic", "--trajectories", "1", "--scale", "tiny", "--no-compare", "--json"]
+    r = CliRunner().invoke(main_app, base + ["-o", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    setup = json.loads(r.output)["setup"]
+    assert (setup["k"], setup["seed"]) == (2, 5)
+    assert setup["acceptance"]["position_decay"] == 0.9 and setup["acceptance"]["accept"]["read"] == 0.6
+    r = CliRunner().invoke(main_app, base + ["-o", str(tmp_path / "b"), "--k", "3", "--accept", "0.5"])
+    setup = json.loads(r.output)["setup"]
+    assert (setup["k"], setup["seed"], setup["accept"]) == (3, 5, 0.5) and "acceptance" not in setup
+    sc.write_text('review = "every_chunk"\n')
+    r = CliRunner().invoke(main_app, base + ["-o", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "the live runner implements 'on_write' only" in r.output
+    assert not (tmp_path / "c").exists()

@@ -20,6 +20,8 @@ from specagent.cli.console import fail
 from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
+from specagent.simulator.scenario import Scenario, ScenarioError
+from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW
 from specagent.traces.schema import MAX_STEPS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
@@ -230,7 +232,10 @@ def live_cmd(
                                          "--trajectories evenly spaced over the shipped τ²-Bench airline trajectories that make a read."),
     synthetic: bool = typer.Option(False, "--synthetic", help="Run a seeded synthetic airline conversation instead of a trace (seconds; for tests)."),
     strategy: str = typer.Option("specagent", help="Only 'specagent' runs live."),
-    k: int = typer.Option(4, help="K: at most this many steps drafted per chunk."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="Scenario TOML file or shipped name (default, edge): the run takes its K, "
+                                           "seed and acceptance model (its review policy must be on_write, the one the live runner "
+                                           "implements); --k, --seed and --accept override it."),
+    k: Optional[int] = typer.Option(None, help=f"K: at most this many steps drafted per chunk (default: the scenario's, else {DEFAULT_K})."),
     trajectories: int = typer.Option(LIVE_TRAJECTORIES, "--trajectories", "--limit", help="How many trajectories to run (of --trace: the first N)."),
     token_scale: float = typer.Option(LIVE_TOKEN_SCALE, help="Scale every token count of the trace, real tool results included (the scaled "
                                       "trace is what runs and what the simulator prices; the default keeps the default run to ~1 min of CPU)."),
@@ -241,8 +246,10 @@ def live_cmd(
     threads: int = typer.Option(1, help="torch threads (0: torch's default). One thread on a CPU makes the cpu clock exact."),
     clock: str = typer.Option("auto", help="auto, wall or cpu: what a pass's time is. auto: cpu (this thread's CPU time) on a CPU with one "
                               "thread, else wall (a GPU synchronises after each pass)."),
-    seed: int = typer.Option(0, help="Seed of weights, filler tokens, tool arguments and acceptance draws."),
-    accept: float = typer.Option(LIVE_ACCEPT, help="Acceptance probability per drafted step (when the trace carries no labels)."),
+    seed: Optional[int] = typer.Option(None, help="Seed of weights, filler tokens, tool arguments and acceptance draws (default: the "
+                                       "scenario's, else 0)."),
+    accept: Optional[float] = typer.Option(None, help=f"Acceptance probability per drafted step, every kind alike, when the trace "
+                                           f"carries no labels (default: the scenario's acceptance model, else {LIVE_ACCEPT})."),
     out: Path = typer.Option(Path("out/live"), "-o", "--out", help="Folder for the protocol log (protocol_log.jsonl), the comparison "
                              "(comparison.json) and the calibrated profiles."),
     compare: bool = typer.Option(True, "--compare/--no-compare", help="Price the same protocol logs with the simulator and compare per phase."),
@@ -264,6 +271,20 @@ def live_cmd(
     """
     if strategy != "specagent":
         fail(f"--strategy {strategy}: only 'specagent' runs live (the simulator prices the others)")
+    acceptance = None
+    if scenario is not None:
+        try:
+            sc = Scenario.load(scenario)
+        except ScenarioError as exc:
+            fail(f"--scenario: {exc}")
+        if sc.review != DEFAULT_REVIEW:
+            fail(f"--scenario {scenario}: review policy '{sc.review}'; the live runner implements '{DEFAULT_REVIEW}' only")
+        k = sc.k if k is None else k
+        seed = sc.seed if seed is None else seed
+        acceptance = sc.acceptance if accept is None else None
+    k = DEFAULT_K if k is None else k
+    seed = 0 if seed is None else seed
+    accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
     if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
         fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
@@ -316,7 +337,7 @@ def live_cmd(
             report = live_comparison(trajs, trajectories=trajectories, token_scale=token_scale, device=device, dtype=dtype, scale=scale,
                                      k=k, seed=seed, accept=accept, repeats=repeats, clock=None if clock == "auto" else clock,
                                      weak_profile=weak_hardware, strong_profile=strong_hardware, out_dir=out,
-                                     compare_with_simulator=compare, progress=progress)
+                                     compare_with_simulator=compare, progress=progress, acceptance=acceptance)
         except (ValueError, HardwareProfileError) as exc:
             fail(str(exc))
     save_trajectories([r.protocol_log for r in report.results], out / "protocol_log.jsonl")
