@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -74,6 +75,14 @@ def test_plan_text_never_cuts_an_identifier_at_80_columns(tmp_path):
     from specagent.reports.data import load_results
 
     assert load_results([tmp_path / "plan.json"]).plan["rate"].tolist() == [1.0, 3.0]  # the report reads it (figure 7)
+
+
+def test_study_text_never_cuts_an_identifier_or_a_figure_at_80_columns():
+    r = runner.invoke(app, ["study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20,h200"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
+    assert "h200_sxm" in r.output and "balance batch = decode batch where the Strong replica turns" in r.output
+    assert re.search(r"h200_sxm +│ +0\.50 │ .* │ +\d{1,3}(,\d{3})*\.\d\d │", r.output), r.output  # the balance batch whole
 
 
 def test_plan_command_reports_unpriced_gpu_and_user_price():
