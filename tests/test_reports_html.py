@@ -46,7 +46,7 @@ def test_report_is_self_contained_and_shows_every_assumption(comparison, tmp_pat
     rest = text.replace(js, "")  # (the library itself mentions its CDN for maps; the browser test checks no request leaves)
     assert "<script src" not in rest and "cdn.plot.ly" not in rest and "https://" not in rest
     assert res.included == ["fig1", "fig2", "fig_time", "fig3", "fig4", "fig5"]
-    assert set(res.omitted) == {"fig6", "fig7"} and "calibration" in res.omitted["fig6"]
+    assert set(res.omitted) == {"fig6", "fig7", "fig8"} and "calibration" in res.omitted["fig6"]
     for key in res.included:
         assert f'data-figure="{key}"' in text
     import html as _h
@@ -196,3 +196,27 @@ def test_balance_study_columns_are_accepted(comparison, tmp_path):
     fig4 = res.figures[[f.key for f in res.figures].index("fig4")].figure
     assert "fleet study" in fig4.layout.title.text
     assert 37.0 in [s.x0 for s in fig4.layout.shapes]
+
+
+def test_report_draws_latency_validation_rows_as_figure_8(tmp_path):
+    """`latency validate --rows` output is recognised by its columns: figure 8 (one trace per GPU) and the MAPE per metric."""
+    rows = pd.DataFrame({"row_id": ["a", "b", "c"], "metric": ["tpot", "tpot", "ttft"], "gpu": ["h100_sxm", "h20", "h20"],
+                         "engine": ["vllm"] * 3, "concurrency": [1.0, 8.0, 8.0],
+                         "measured": [10.0, 20.0, 100.0], "predicted": [12.0, 15.0, 150.0]})
+    path = tmp_path / "rows.csv"
+    rows.to_csv(path, index=False)
+    data = load_results([path])
+    assert data.latency is not None and len(data.latency) == 3
+    entries, _ = H.build_figures(data)
+    fig8 = next(e for e in entries if e.key == "fig8")
+    assert fig8.figure is not None
+    by_gpu = {t.name: list(t.x) for t in fig8.figure.data if t.name in ("h100_sxm", "h20")}
+    assert by_gpu == {"h100_sxm": [10.0], "h20": [20.0, 100.0]}
+    html = H.render_html(data, entries, "")
+    # MAPE per metric: tpot (20% + 25%) / 2 = 22.5%, ttft 50%
+    table = html[html.index('id="latency"'):]
+    assert "0.225" in table and "0.5" in table
+    bad = rows.assign(measured=[10.0, -1.0, 100.0])
+    bad.to_csv(path, index=False)
+    with pytest.raises(ReportInputError, match=r"rows.csv: latency validation row 2, 'measured'"):
+        load_results([path])

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from specagent.cli.console import fail
 from specagent.common import atomic
-from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
+from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, LATENCY_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
 
 HELP = f"""\
@@ -30,12 +30,14 @@ RESULTS are recognised by their contents, so give any mix of:
                     from the roofline).
   calibration       columns {', '.join(CALIBRATION_COLUMNS)} (figure 6).
   capacity plan     columns {', '.join(PLAN_COLUMNS)} (figure 7).
+  latency rows      columns {', '.join(LATENCY_COLUMNS)}: `specagent latency validate --rows`
+                    (figure 8).
 
 \b
 Figures: 1 memory reads vs Strong-only; 2 operating points (quality only where measured
 success rates were supplied); 3 cost by phase; 4 saving vs the Strong decode batch, with the
 balance point (the decode batch where a replica turns compute-bound); 5 roofline with each
-phase's operating point; 6 calibration; 7 capacity plan. A figure the results do not support
+phase's operating point; 6 calibration; 7 capacity plan; 8 serving latency predicted vs measured. A figure the results do not support
 is listed with the reason. PNG/SVG copies need Chrome/Chromium (kaleido); without one the
 HTML is still written and the reason is printed.
 """

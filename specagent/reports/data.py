@@ -30,6 +30,8 @@ from specagent.simulator.setting import Setting
 BALANCE_COLUMNS = ("hardware", "strong_mean_decode_batch", "time_saving", "memory_saving")
 CALIBRATION_COLUMNS = ("point", "predicted_s", "measured_s")
 PLAN_COLUMNS = ("strategy", "usd_per_hour", "gpus")
+#: `specagent latency validate --rows`: one published figure, predicted (held out or in sample) against measured.
+LATENCY_COLUMNS = ("row_id", "metric", "gpu", "measured", "predicted")
 PER_TRAJECTORY_COLUMNS = ("strategy", "traj", "task_id", "wall_time_s", "total_bytes_read")
 PHASE_KEYS = ("phase_time", "phase_bytes", "phase_flops")
 
@@ -46,7 +48,7 @@ RESULT_OPTIONAL = {"measured_success": (0.0, 1.0)}
 #: The optional tables' number columns: (lowest, highest) allowed; savings may be negative, never above 100 %.
 TABLE_BOUNDS = {"strong_mean_decode_batch": (0.0, math.inf), "time_saving": (-math.inf, 1.0), "memory_saving": (-math.inf, 1.0),
                 "predicted_s": (0.0, math.inf), "measured_s": (0.0, math.inf), "usd_per_hour": (0.0, math.inf),
-                "gpus": (0.0, math.inf), "rate": (0.0, math.inf)}
+                "gpus": (0.0, math.inf), "rate": (0.0, math.inf), "measured": (0.0, math.inf), "predicted": (0.0, math.inf)}
 
 
 def _shown(v: Any) -> str:
@@ -120,6 +122,7 @@ class ReportData:
     balance: pd.DataFrame | None = None
     calibration: pd.DataFrame | None = None
     plan: pd.DataFrame | None = None
+    latency: pd.DataFrame | None = None
     #: A Setting given with the results (overrides the runs' own).
     setting: Setting | None = None
     title: str = "specagent report"
@@ -181,6 +184,12 @@ def plan_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
         i = int(np.argmax(frac))
         raise ReportInputError(f"{source}: capacity plan row {i + 1}, 'gpus': expected a whole number, got {_shown(df['gpus'].iloc[i])}")
     return df
+
+
+def latency_table(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
+    """Validate latency-validation rows: measured and predicted figures, both > 0, each naming its row, metric and GPU."""
+    df = _require(pd.DataFrame(df), LATENCY_COLUMNS, "latency validation", source)
+    return _check_table(df, LATENCY_COLUMNS[3:], "latency validation", source, positive=LATENCY_COLUMNS[3:])
 
 
 def _check_table(df: pd.DataFrame, required: Iterable[str], what: str, source: str, positive: Iterable[str] = ()) -> pd.DataFrame:
@@ -351,6 +360,8 @@ def classify(df: pd.DataFrame) -> str | None:
         return "calibration"
     if set(PLAN_COLUMNS) <= cols:
         return "plan"
+    if set(LATENCY_COLUMNS) <= cols:
+        return "latency"
     return None
 
 
@@ -403,11 +414,14 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
             data.calibration = _concat(data.calibration, calibration_table(df, str(p)))
         elif kind == "plan":
             data.plan = _concat(data.plan, plan_table(df, str(p)))
+        elif kind == "latency":
+            data.latency = _concat(data.latency, latency_table(df, str(p)))
         else:
             raise ReportInputError(
                 f"{p}: not a known kind of result; expected columns of one of: per-trajectory ({', '.join(PER_TRAJECTORY_COLUMNS)}), "
                 f"balance study ({', '.join(BALANCE_COLUMNS)}), calibration ({', '.join(CALIBRATION_COLUMNS)}), "
-                f"capacity plan ({', '.join(PLAN_COLUMNS)}); got: {', '.join(map(str, df.columns))}"
+                f"capacity plan ({', '.join(PLAN_COLUMNS)}), latency validation ({', '.join(LATENCY_COLUMNS)}); "
+                f"got: {', '.join(map(str, df.columns))}"
             )
     for i, r in enumerate(data.runs):
         if not r.workload:
@@ -416,7 +430,8 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
 
 
 def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibration: pd.DataFrame | None = None,
-                   plan: pd.DataFrame | None = None, setting: Any = None, title: str | None = None) -> ReportData:
+                   plan: pd.DataFrame | None = None, setting: Any = None, title: str | None = None,
+                   latency: pd.DataFrame | None = None) -> ReportData:
     """Accept a Comparison, a list of Comparisons, paths, or a ReportData, plus optional tables."""
     if isinstance(results, ReportData):
         data = results
@@ -445,6 +460,8 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
         data.calibration = calibration_table(calibration)
     if plan is not None:
         data.plan = plan_table(plan)
+    if latency is not None:
+        data.latency = latency_table(latency)
     if setting is not None:
         data.setting = setting
     if title:

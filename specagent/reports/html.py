@@ -30,7 +30,7 @@ from specagent.reports.static import ImageExport, export_images
 
 @dataclass
 class FigureEntry:
-    key: str  # fig1 .. fig7 (or fig3_<n> for several workloads)
+    key: str  # fig1 .. fig8 (or fig3_<n> for several workloads)
     caption: str
     figure: go.Figure | None
     reason: str = ""  # why it was left out, when figure is None
@@ -182,6 +182,14 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
                         "rate, per strategy.", lambda: F.capacity_plan_figure(data.plan))
     else:
         out.append(FigureEntry("fig7", "", None, "no capacity plan supplied (columns strategy, usd_per_hour, gpus)"))
+    if data.latency is not None:
+        from specagent.reports.latency import latency_figure
+
+        attempt("fig8", "Serving-engine terms against public measurements: each published TPOT, TTFT, end-to-end latency "
+                        "or throughput, predicted against measured (log-log, one colour per GPU; dotted: ±30%).",
+                lambda: latency_figure(data.latency.to_dict("records"), "Predicted vs measured"))
+    else:
+        out.append(FigureEntry("fig8", "", None, "no latency validation rows supplied (`specagent latency validate --rows FILE`)"))
     return out, notes
 
 
@@ -365,6 +373,11 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
                             ("plan", data.plan, "Capacity plan")):
         if df is not None:
             parts.append(f'<h2 id="{name}">{_e(title)}</h2>' + table_html(df.reset_index(drop=True), index=False))
+    if data.latency is not None:  # the rows are in the figure; the table is the error per metric
+        lat = data.latency
+        err = (lat["predicted"] / lat["measured"] - 1.0).abs()
+        mape = err.groupby(lat["metric"]).agg(["count", "mean"]).rename(columns={"count": "figures", "mean": "MAPE"})
+        parts.append('<h2 id="latency">Latency validation</h2>' + table_html(mape.reset_index(), index=False))
 
     parts.append('<h2 id="assumptions">Assumptions</h2>')
     if data.runs:
@@ -389,15 +402,16 @@ def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | 
                  title: str | None = None) -> ReportResult:
     """Write the HTML report for a Comparison (or several), results paths, or a ReportData.
 
-    ``extra`` may hold ``balance``, ``calibration`` and ``plan`` DataFrames (columns as in
+    ``extra`` may hold ``balance``, ``calibration``, ``plan`` and ``latency`` DataFrames (columns as in
     specagent.reports.data) and ``setting`` (the simulator Setting, so the roofline figures
     use the exact deployments). ``images``: a directory for PNG/SVG copies, True for
     ``<report stem>_figures/`` beside the HTML, False/None for none.
     """
     extra = dict(extra or {})
-    unknown = set(extra) - {"balance", "calibration", "plan", "setting"}
+    unknown = set(extra) - {"balance", "calibration", "plan", "latency", "setting"}
     if unknown:
-        raise ValueError(f"write_report: unknown extra key(s) {', '.join(sorted(unknown))}; use balance, calibration, plan, setting")
+        raise ValueError(f"write_report: unknown extra key(s) {', '.join(sorted(unknown))}; use balance, calibration, plan, latency, "
+                         "setting")
     data = as_report_data(results, title=title, **extra)
     entries, notes = build_figures(data)
     out = Path(out_html)

@@ -13,14 +13,15 @@ _SYMBOLS = {"tpot": "circle", "ttft": "diamond", "e2e": "square", "throughput": 
 
 
 def latency_figure(rows: Sequence[dict[str, Any]], title: str) -> go.Figure:
-    """`rows` as `Validation.rows()` gives them (measured, predicted, gpu, metric, row_id, error)."""
+    """`rows` as `Validation.rows()` gives them (measured, predicted, gpu, metric, row_id; engine and concurrency if known)."""
     fig = go.Figure()
     for gpu in sorted({r["gpu"] for r in rows}):
         sel = [r for r in rows if r["gpu"] == gpu]
         fig.add_trace(go.Scatter(
             x=[r["measured"] for r in sel], y=[r["predicted"] for r in sel], mode="markers", name=gpu,
             marker=dict(symbol=[_SYMBOLS.get(r["metric"], "circle") for r in sel], size=8),
-            text=[f"{r['row_id']} ({r['metric']}, {r['engine']}, C={r['concurrency']:g}): {r['error']:+.0%}" for r in sel],
+            text=[f"{r['row_id']} ({r['metric']}, {r.get('engine', '?')}, C={r.get('concurrency', '?')}): "
+                  f"{r['predicted'] / r['measured'] - 1:+.0%}" for r in sel],
             hovertemplate="%{text}<br>measured %{x:.4g}<br>predicted %{y:.4g}<extra></extra>",
         ))
     vals = [v for r in rows for v in (r["measured"], r["predicted"]) if v > 0]
