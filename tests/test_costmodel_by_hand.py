@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from specagent.costmodel.balance import balance_point
+from specagent.costmodel.balance import balance_point, verify_saving_curve
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.dtypes import dtype_bytes
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, parse_config, shipped_models
@@ -335,6 +335,42 @@ def test_balance_point_reports_what_it_searched():
     fp8 = Dep(Q397, H20, gpus=8, weight_dtype="fp8")
     bp8 = balance_point(fp8, max_batch=4)
     assert bp8.compute_dtype == "fp8" and bp8.hardware_ridge == 74.0 and bp8.hardware_ridge_bf16 == 37.0
+
+
+# ------------------------------------------------------------------ verification vs decode saving curve
+def test_verify_saving_curve_is_one_minus_the_per_token_ratio_by_hand():
+    """Per token: a decode pass at batch B costs pass(B) / B per sequence, a verification prefill of n tokens pass / n."""
+    dep = Dep(Q397, H20, gpus=8, weight_dtype="fp8")
+    n, ctx = 37.0, 3000.0
+    curve = verify_saving_curve(dep, n, ctx, batches=[1, 4, 64])
+    assert curve["strong_mean_decode_batch"].tolist() == [1.0, 4.0, 64.0] and set(curve["hardware"]) == {"NVIDIA H20"}
+    ver = estimate(dep, Passes.uniform(n, ctx, 1))
+    vt, vb = float(ver.time_s[0]) / n, float(ver.total_bytes_read[0]) / n
+    for b, row in zip((1, 4, 64), curve.to_dict("records")):
+        dec = estimate(dep, Passes.uniform(1, ctx, b))
+        dt, db = float(dec.time_s[0]) / b, float(dec.total_bytes_read[0]) / b
+        assert row["decode_s_per_token"] == pytest.approx(dt, rel=1e-12) and row["verify_s_per_token"] == pytest.approx(vt, rel=1e-12)
+        assert row["decode_bytes_per_token"] == pytest.approx(db, rel=1e-12)
+        assert row["verify_bytes_per_token"] == pytest.approx(vb, rel=1e-12)
+        assert row["time_saving"] == pytest.approx(1 - vt / dt, rel=1e-12)
+        assert row["memory_saving"] == pytest.approx(1 - vb / db, rel=1e-12)
+        assert row["fits"] == (b <= dep.max_sequences(int(ctx)))
+    # at batch 1 a 37-token verification reads the shared weights once for 37 tokens, but the union of the experts its
+    # tokens touch (far more than one token's 10 per layer): 68% of the bytes are saved, less at larger decode batches
+    assert 0.6 < curve["memory_saving"].iloc[0] < 0.75 and curve["memory_saving"].is_monotonic_decreasing
+    # default batches: 1 up to twice the larger of the memory limit and the balance batch (>= 64), log-spaced, no repeats
+    auto = verify_saving_curve(dep, n, ctx)
+    bp = balance_point(dep, context=int(ctx))
+    top = min(65536, 2 * max(dep.max_sequences(int(ctx)), bp.balance_batch_effective or 0, 64))
+    b = auto["strong_mean_decode_batch"].to_numpy()
+    assert b[0] == 1 and b[-1] == top and (np.diff(b) > 0).all()
+    assert verify_saving_curve(dep, n, ctx, max_batch=10)["strong_mean_decode_batch"].max() == 10
+    for bad, msg in (((1.0, ctx), "segment_tokens must be >= 2"), ((n, -1.0), "context must be >= 0")):
+        with pytest.raises(ValueError, match=msg):
+            verify_saving_curve(dep, *bad)
+    for batches in ([], [0, 4]):
+        with pytest.raises(ValueError, match="batches must be >= 1"):
+            verify_saving_curve(dep, n, ctx, batches=batches)
 
 
 # ------------------------------------------------------------------ MoE union: edges

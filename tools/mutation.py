@@ -3,7 +3,7 @@
 Usage (from the repository root):
 
     .venv/bin/python tools/mutation.py                 # every mutant of costmodel/*.py
-    .venv/bin/python tools/mutation.py --tests 'tests/test_costmodel_*.py' --max-children 2
+    .venv/bin/python tools/mutation.py --tests 'tests/test_costmodel_*.py,tests/test_latency_fit.py' --max-children 2
 
 Why a mutation run: a test suite that passes says nothing about whether it would fail
 on a wrong formula. mutmut (https://github.com/boxed/mutmut, pinned below) makes one
@@ -47,7 +47,7 @@ STAGE = ROOT / "build" / "mutation"
 MUTMUT = "mutmut==3.8.1"
 TARGET_SURVIVING = 0.10
 TARGET_PACKAGE = "specagent.costmodel"
-DEFAULT_TESTS = "tests/test_costmodel_*.py"
+DEFAULT_TESTS = "tests/test_costmodel_*.py,tests/test_latency_fit.py"  # the cost model's own tests (costmodel/*.py)
 EQUIVALENT_FILE = ROOT / "tools" / "mutation_equivalent.toml"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.so", "*.pyc", "_native_build.json")
 
@@ -206,13 +206,14 @@ def is_equivalent(d: dict, eq: dict) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tests", default=DEFAULT_TESTS, help=f"glob of test files to run against the mutants (default {DEFAULT_TESTS})")
+    ap.add_argument("--tests", default=DEFAULT_TESTS, help=f"comma-separated globs of test files to run against the mutants "
+                                                          f"(default {DEFAULT_TESTS})")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 1, help="parallel mutant workers (default: CPU count)")
     ap.add_argument("--report-only", action="store_true", help="re-read the last run's results under build/mutation/")
     args = ap.parse_args(argv)
 
     exe = ensure_mutmut()
-    tests = sorted(str(Path(p).relative_to(ROOT)) for p in glob.glob(str(ROOT / args.tests)))
+    tests = sorted({str(Path(p).relative_to(ROOT)) for g in args.tests.split(",") if g.strip() for p in glob.glob(str(ROOT / g.strip()))})
     if not tests:
         sys.exit(f"--tests {args.tests!r} matches no file")
     wall = float("nan")
