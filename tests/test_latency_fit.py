@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import csv
+import dataclasses
+import datetime
 import io
+import math
+import re
+import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,8 +21,8 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.engine import load_engine
-from specagent.hardware.profile import load_hardware
+from specagent.hardware.engine import load_engine, toml_location
+from specagent.hardware.profile import Sourced, load_hardware
 from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_collectives, load_serving
 
 BASE = dict(model="Qwen/Qwen3-8B", gpu="h100_sxm", gpus="1", tp="1", engine="vllm", engine_version="0.11", weight_dtype="bf16",
@@ -188,3 +195,254 @@ def test_shipped_all_reduce_alpha_is_the_fit_on_collectives_csv():
         assert load_engine(name).allreduce_alpha_us.value == pytest.approx(round(alpha, 1), abs=0.05)
     with pytest.raises(ValueError, match="need two or more"):
         lf.collective_alpha(load_collectives(), "all_reduce", "custom", "b200", 8)
+
+
+# ------------------------------------------------------------------------- rows -> targets, field by field
+def _targets(tmp_path: Path, rows: list[dict], engines=None):
+    return lf.targets_from_rows(load_serving(_csv(tmp_path, rows)), engines)
+
+
+def _fields(t: lf.Target) -> tuple:
+    return (t.row.row_id, t.metric, t.measured, t.concurrency, t.batch, t.input_tokens, t.output_tokens)
+
+
+def test_each_figure_of_a_row_becomes_a_target_in_seconds_with_its_running_batch(tmp_path: Path):
+    targets, skipped = _targets(tmp_path, [
+        dict(concurrency=4, input_tokens=100, output_tokens=10, tpot_ms=10, ttft_ms=50, output_throughput_tok_s=99),
+        dict(concurrency=2, input_tokens=100, output_tokens=10, itl_ms=7),  # ITL stands in for a missing TPOT
+        dict(concurrency=2, input_tokens=100, output_tokens=10, tpot_ms=8, itl_ms=7),  # TPOT wins over ITL
+        dict(request_rate=2, input_tokens=100, output_tokens=10, e2e_latency_ms=1500, ttft_ms=40),  # Little: C = 2/s x 1.5 s
+        dict(concurrency=3, input_tokens=100, output_tokens=1, output_throughput_tok_s=60),  # one output token is enough
+        dict(batch=4, input_tokens=100, output_tokens=10, e2e_latency_ms=2000, tpot_ms=5),  # static: only e2e
+    ])
+    assert not skipped
+    assert [_fields(t) for t in targets] == [
+        ("r0", "tpot", 0.010, 4.0, 4, 100.0, 10.0), ("r0", "ttft", 0.050, 4.0, 4, 100.0, 10.0),
+        ("r1", "tpot", 0.007, 2.0, 2, 100.0, 10.0), ("r2", "tpot", 0.008, 2.0, 2, 100.0, 10.0),
+        ("r3", "ttft", 0.040, 3.0, 3, 100.0, 10.0), ("r4", "throughput", 60.0, 3.0, 3, 100.0, 1.0),
+        ("r5", "e2e", 2.0, 4.0, 4, 100.0, 10.0)]
+    assert targets[0].key == ("Qwen/Qwen3-8B", "h100_sxm", 1, "tp", "bf16", "bf16", "vllm", True)
+
+
+def test_the_deployment_a_row_names(tmp_path: Path):
+    mine = dataclasses.replace(load_engine("vllm"), request_us=Sourced(1.0, "mine"))
+    targets, skipped = _targets(tmp_path, [
+        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="false"),
+        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="true", weight_dtype="fp8", kv_dtype="fp8"),
+        dict(model="Qwen/Qwen3-30B-A3B", gpus=2, tp="", ep=2, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),
+        dict(model="Qwen/Qwen3-30B-A3B", gpus=2, tp=2, ep=1, dp=1, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),
+        dict(gpus=2, tp=2, ep=2, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),  # EP on a dense model: TP
+    ], engines={"vllm": mine})
+    assert not skipped
+    eager, fp8, ep, tp_moe, tp_dense = (t.dep for t in targets)
+    assert eager.engine.cuda_graphs == Sourced(False, "row r0: CUDA graphs off")
+    assert eager.engine.request_us == Sourced(1.0, "mine")  # the engine given, not the shipped one
+    assert fp8.engine is mine and fp8.engine.cuda_graphs.value is not False
+    assert (eager.weight_dtype, eager.kv_dtype, fp8.weight_dtype, fp8.kv_dtype) == ("bf16", "bf16", "fp8", "fp8")
+    assert (ep.gpus, ep.parallelism, tp_moe.parallelism, tp_dense.parallelism) == (2, "tp+ep", "tp", "tp")
+    assert targets[0].key[-1] is False and targets[1].key[-1] is True
+
+
+def test_every_skip_reason_in_full(tmp_path: Path):
+    ok = dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5)
+    rows = [
+        ok | dict(dp=2),
+        ok | dict(gpus=2, tp=1),
+        ok | dict(output_tokens=0),
+        ok | dict(output_tokens=""),
+        dict(input_tokens=100, output_tokens=10, tpot_ms=5),
+        ok | dict(concurrency=100, notes="[queued]"),
+        dict(batch=2, input_tokens=100, output_tokens=10, tpot_ms=5),
+        ok | dict(batch=100000, concurrency=""),
+        ok | dict(model="meta-llama/Llama-3.1-405B-Instruct"),
+        ok | dict(engine="acme-serve"),
+        ok | dict(kv_dtype="fp3"),
+    ]
+    targets, skipped = _targets(tmp_path, rows)
+    assert not targets
+    got = [s.reason for s in skipped]
+    assert got[:8] == [
+        "data parallelism (dp=2) not modelled",
+        "tp=1 on 2 GPUs (pipeline or data parallelism) not modelled",
+        "output length below one token",
+        "input or output length not given",
+        "no concurrency, batch or request rate with latency: the running batch is not stated (burst run)",
+        "[queued]: requests waited behind an admission limit the source does not state, so the running batch "
+        "(on which TPOT and TTFT both depend) is unknown",
+        "no latency figure this mapping can predict for this kind of run",
+        got[7]]
+    fit = int(got[7].rsplit("(fits ", 1)[1].rstrip(")"))
+    assert got[7] == f"static batch 100000 of 110 tokens does not fit by the memory model (fits {fit})" and 1 <= fit < 100000
+    assert re.fullmatch(r"does not fit: .*Llama-3\.1-405B.* cannot hold one sequence of 110 tokens by the memory model", got[8])
+    assert got[9:] == ["no serving-engine profile for 'acme-serve'", "dtype 'fp3' not modelled"]
+    # a static batch of exactly what fits is kept
+    (t,), skipped = _targets(tmp_path, [dict(batch=fit, input_tokens=100, output_tokens=10, e2e_latency_ms=900)])
+    assert t.batch == fit and not skipped
+
+
+def test_skipped_by_reason_groups_rows_most_first(tmp_path: Path):
+    rows = load_serving(_csv(tmp_path, [dict(tpot_ms=1)] * 5))
+    skipped = [lf.Skipped(r, why) for r, why in zip(rows, ["b", "c", "b", "a", "c"])]
+    assert lf.skipped_by_reason(skipped) == [("b", ["r0", "r2"]), ("c", ["r1", "r4"]), ("a", ["r3"])]
+    assert lf.skipped_by_reason([]) == []
+
+
+# ------------------------------------------------------------------------- validation tables
+def test_validation_rows_mape_and_targets_by_hand(tmp_path: Path):
+    targets, _ = _targets(tmp_path, [
+        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=10, ttft_ms=50),
+        dict(model="Qwen/Qwen3-30B-A3B", concurrency=32, input_tokens=100, output_tokens=10, tpot_ms=20),
+        dict(model="Qwen/Qwen3.5-27B", concurrency=8, input_tokens=100, output_tokens=10, output_throughput_tok_s=400),
+        dict(batch=4, input_tokens=100, output_tokens=10, e2e_latency_ms=1000),
+    ])
+    assert [t.model_class for t in targets] == ["dense", "dense", "MoE", "hybrid dense", "dense"]
+    v = lf.Validation(targets, [], np.array([0.011, 0.040, 0.013, 500.0, 0.9]), held_out=False)
+    assert v.errors == pytest.approx([0.1, -0.2, -0.35, 0.25, -0.1])
+    rows = v.rows()
+    assert rows[0] == dict(row_id="r0", source="test/source", model="Qwen/Qwen3-8B", model_class="dense", gpu="h100_sxm", gpus=1,
+                           engine="vllm", metric="tpot", concurrency=1.0, batch=1, input_tokens=100.0, output_tokens=10.0, unit="ms",
+                           measured=pytest.approx(10.0), predicted=pytest.approx(11.0), error=pytest.approx(0.1), load_class="tpot_c<=16")
+    assert [(r["metric"], r["unit"], r["load_class"]) for r in rows] == [
+        ("tpot", "ms", "tpot_c<=16"), ("ttft", "ms", "ttft"), ("tpot", "ms", "tpot_c>16"),
+        ("throughput", "tok/s", "throughput_c<=16"), ("e2e", "ms", "e2e_c<=16")]
+    assert [(r["measured"], r["predicted"]) for r in rows[1:]] == [
+        pytest.approx((50.0, 40.0)), pytest.approx((20.0, 13.0)), (400.0, 500.0), pytest.approx((1000.0, 900.0))]
+    by_metric = v.mape("metric")
+    assert list(by_metric) == ["e2e", "throughput", "tpot", "ttft"]
+    assert [by_metric[k]["rows"] for k in by_metric] == [1, 1, 2, 1]
+    assert [by_metric[k]["mape"] for k in by_metric] == pytest.approx([0.1, 0.25, 0.225, 0.2])
+    assert v.mape("model_class")["dense"] == {"mape": pytest.approx(0.4 / 3), "rows": 3}
+    met = v.targets_met()
+    assert met == {"tpot_c<=16": {"target": 0.20, "mape": pytest.approx(0.1), "rows": 1, "met": True},
+                   "tpot_c>16": {"target": 0.30, "mape": pytest.approx(0.35), "rows": 1, "met": False},
+                   "ttft": {"target": 0.30, "mape": pytest.approx(0.2), "rows": 1, "met": True}}
+    # a class with no rows has no MAPE and is neither met nor missed
+    only = lf.Validation(targets[:1], [], np.array([0.011]), held_out=False)
+    assert only.targets_met()["ttft"] == {"target": 0.30, "mape": None, "rows": 0, "met": None}
+
+
+def test_validate_without_holding_out_is_the_shipped_profiles_prediction(tmp_path: Path):
+    targets, skipped = _targets(tmp_path, [dict(concurrency=2, input_tokens=100, output_tokens=10, tpot_ms=10, ttft_ms=50),
+                                           dict(tpot_ms=1)])
+    v = lf.validate(targets, skipped, held_out=False)
+    assert v.held_out is False and v.full_fit is None and v.per_source == {}
+    assert v.targets == targets and v.skipped == skipped and len(skipped) == 1
+    assert v.predicted.tolist() == lf.predict(targets).tolist()
+
+
+# ------------------------------------------------------------------------- parameters and what a fit writes
+#: name, field, prior, lower, upper, engines, gpus (the priors' sources are checked against the shipped profiles below)
+DEFAULT_PARAMS = [
+    ("bandwidth", "bandwidth", 0.72, 0.3, 1.0, (), ()),
+    ("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, (), ("mi300x",)),
+    ("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, (), ()),
+    ("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, (), ("mi300x",)),
+    ("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, (), ()),
+    ("moe_mfu", "moe_mfu", 0.22, 0.01, 0.95, (), ()),
+    ("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, (), ()),
+    ("layer_us", "layer_us.*", 16.0, 0.0, 300.0, (), ()),
+    ("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, (), ("mi300x",)),
+] + [row for e in ("vllm", "sglang", "tensorrt-llm") for row in (
+    (f"iteration_us@{e}", "iteration_us", 126.0, 1.0, 20000.0, (e,), ()),
+    (f"request_us@{e}", "request_us", 15563.0, 10.0, 200000.0, (e,), ()))]
+ENGINES = ("vllm", "sglang", "tensorrt-llm")
+
+
+def test_default_params_priors_bounds_and_fields():
+    ps = lf.default_params()
+    assert [(p.name, p.field, p.prior, p.lower, p.upper, p.engines, p.gpus) for p in ps] == DEFAULT_PARAMS
+    assert all(p.lower <= p.prior <= p.upper and p.lower < p.upper and p.prior_source for p in ps)
+    assert [p.name for p in lf.default_params(("x",))][-2:] == ["iteration_us@x", "request_us@x"]
+
+
+def test_param_applies_to_its_engines_and_gpus_only():
+    p = lf.Param("p", "bandwidth", 0.5, 0.1, 1.0, "s", engines=("vllm",), gpus=("mi300x",))
+    assert [p.applies(e, g) for e, g in (("vllm", "mi300x"), ("sglang", "mi300x"), ("vllm", "h100_sxm"))] == [True, False, False]
+    everywhere = lf.Param("q", "bandwidth", 0.5, 0.1, 1.0, "s")
+    assert everywhere.applies("sglang", "h100_sxm")
+
+
+def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values():
+    """Every default parameter, written by `fitted_tables` at its shipped value, is the shipped TOML item (value and source)."""
+    data = {e: tomllib.loads(Path(load_engine(e).path).read_text(encoding="utf-8")) for e in ENGINES}
+    prov = data["vllm"]["provenance"]["fit"]
+    assert all(d["provenance"]["fit"] == prov for d in data.values())
+    params = lf.default_params()
+
+    def shipped(p: lf.Param) -> float:
+        section, keys = toml_location(p.field)
+        d = data[p.engines[0] if p.engines else "vllm"]
+        return (d["hardware"][p.gpus[0]] if p.gpus else d)[section][keys[0]]["value"]
+
+    tables = lf.fitted_tables(lf.FitResult(params, np.array([shipped(p) for p in params]), 0, [], 0.0, True, ""), prov)
+    kinds = ["dense_mlp", "full_attention", "linear_attention", "moe"]
+    layout = lambda t: {s: (layout(v) if s == "hardware" or s == "mi300x" else sorted(v)) for s, v in t.items()}  # noqa: E731
+    assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu"], "per_pass": ["per_sequence_us"],
+                                   "per_layer_us": kinds,
+                                   "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"], "per_layer_us": kinds}}}
+    for e in ENGINES:
+        assert layout(tables[e]) == {"per_pass": ["iteration_us"], "per_request": ["request_us"]}
+        assert lf.merge_tables(lf.merge_tables(data[e], tables["*"]), tables[e]) == data[e]
+    assert sorted(tables) == ["*", *sorted(ENGINES)]
+
+
+def test_fitted_tables_round_to_four_digits_and_name_dataset_rows_and_prior():
+    prov = dict(dataset="d.csv", dataset_sha256="0123456789abcdef", rows=6, rows_used=5, figures_fitted=7, sources=2, date="2026-01-02")
+    ps = [lf.Param("x", "layer_us.moe", 16.0, 0.0, 300.0, "paper", engines=("a", "b"), gpus=("g1", "g2"))]
+    tables = lf.fitted_tables(lf.FitResult(ps, np.array([12.34567]), 0, [], 0.0, True, ""), prov)
+    item = {"value": 12.35, "source": "fit: specagent latency fit on measurements/d.csv (sha256 0123456789ab, 7 figures from 5 of its "
+                                      "6 rows, 2 sources, 2026-01-02); Cauchy loss on log error, every term on TPOT, TTFT, e2e and "
+                                      "throughput together; prior 16.0 (paper)"}
+    per_gpu = {"g1": {"per_layer_us": {"moe": item}}, "g2": {"per_layer_us": {"moe": item}}}
+    assert tables == {"a": {"hardware": per_gpu}, "b": {"hardware": per_gpu}}
+
+
+def test_provenance_names_the_dataset_by_hash_and_counts(tmp_path: Path):
+    p = tmp_path / "d.csv"
+    p.write_bytes(b"abc")
+    assert lf.provenance(str(p), 6, 5, 7, ["s1", "s2"]) == {
+        "dataset": "d.csv", "dataset_sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "rows": 6,
+        "rows_used": 5, "figures_fitted": 7, "sources": 2, "date": datetime.date.today().isoformat(), "tool": "specagent latency fit"}
+
+
+def test_merge_tables_merges_sections_and_replaces_whole_items():
+    base = {"a": {"x": {"value": 1, "source": "s"}, "y": {"value": 2}}, "b": 3, "hardware": {"g": {"k": {"m": {"value": 4}}}}}
+    before = copy.deepcopy(base)
+    out = lf.merge_tables(base, {"a": {"x": {"value": 9}}, "c": {"z": {"value": 5}}, "hardware": {"g": {"k": {"n": {"value": 6}}}},
+                                 "b": 7})
+    assert out == {"a": {"x": {"value": 9}, "y": {"value": 2}}, "b": 7, "c": {"z": {"value": 5}},
+                   "hardware": {"g": {"k": {"m": {"value": 4}, "n": {"value": 6}}}}}
+    assert base == before  # the profile read from disk is not changed in place
+
+
+def test_engine_with_sets_applicable_parameters_later_ones_winning():
+    base = load_engine("vllm")
+    ps = [lf.Param("other", "gemm_mfu", 0.5, 0.1, 1.0, "s", engines=("sglang",)),  # not vllm: skipped, the rest still applied
+          lf.Param("all", "layer_us.*", 16.0, 0.0, 300.0, "s"),
+          lf.Param("moe", "layer_us.moe", 16.0, 0.0, 300.0, "s"),
+          lf.Param("bw", "bandwidth", 0.7, 0.1, 1.0, "s", gpus=("h100_sxm",))]
+    eng = lf.engine_with(base, "h100_sxm", ps, [0.2, 10.0, 50.0, 0.5], "src")
+    assert eng.gemm_mfu == base.for_hardware("h100_sxm").gemm_mfu
+    assert eng.layer_us == {k: Sourced(50.0 if k == "moe" else 10.0, "src") for k in base.layer_us}
+    assert eng.bandwidth == Sourced(0.5, "src")
+    only_moe = lf.engine_with(base, "h100_sxm", ps[2:3], [40.0], "src")
+    assert only_moe.layer_us == {**base.layer_us, "moe": Sourced(40.0, "src")}
+    # the engine's own per-GPU values are the starting point, and a GPU-bound parameter leaves other GPUs alone
+    mi = lf.engine_with(base, "mi300x", ps[3:], [0.5], "src")
+    assert mi.bandwidth == base.for_hardware("mi300x").bandwidth != base.bandwidth
+    fitted = lf.fitted_engine_for(lf.FitResult(ps[3:], np.array([0.5]), 0, [], 0.0, True, ""))
+    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=base)
+    assert fitted(dep).bandwidth == Sourced(0.5, "fit")
+
+
+def test_collective_alpha_is_the_least_squares_line_on_small_messages():
+    row = lambda b, us, op="all_reduce", impl="custom", gpu="h100_sxm", n=8: SimpleNamespace(  # noqa: E731
+        op=op, implementation=impl, gpu=gpu, gpus=n, message_bytes=b, latency_us=us)
+    rows = [row(1000, 5.5), row(3000, 6.5), row(1 << 30, 1.0), row(2000, 99.0, op="all_gather"), row(2000, 99.0, impl="nccl"),
+            row(2000, 99.0, gpu="a100"), row(2000, 99.0, n=4)]
+    alpha, beta, n = lf.collective_alpha(rows, "all_reduce", "custom", "h100_sxm", 8)
+    assert (alpha, beta, n) == (pytest.approx(5.0), pytest.approx(2.0), 2)  # 0.5 us per kB = 2 GB/s
+    alpha, beta, n = lf.collective_alpha([row(1000, 6.0), row(3000, 5.0)], "all_reduce", "custom", "h100_sxm", 8)
+    assert beta == math.inf and alpha == pytest.approx(6.5)
+    with pytest.raises(ValueError, match=r"^need two or more all_reduce/custom rows on 8x h100_sxm up to 1048576 bytes, found 1$"):
+        lf.collective_alpha(rows[:1], "all_reduce", "custom", "h100_sxm", 8)
