@@ -176,7 +176,13 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     targets, params, truth = _synthetic(tmp_path)
     res = lf.fit(targets, params, max_nfev=60, prior_scale=100.0)  # a negligible prior: the data alone
     assert res.values == pytest.approx(truth, rel=0.02)
-    good = lf.validate(targets, held_out=True, params=params, prior_scale=100.0)
+    assert (res.rows, res.sources, res.success, res.params) == (6, ["src0", "src1"], True, params)
+    assert res.message.startswith("2 terms on 6 figures: ") and 0.0 <= res.cost < 1e-3
+    said: list[str] = []
+    good = lf.validate(targets, held_out=True, params=params, progress=said.append, prior_scale=100.0)
+    assert said == ["fit on all 6 figures", "hold out src0 (3 figures)", "hold out src1 (3 figures)"]
+    assert good.held_out is True and good.full_fit is not None and good.full_fit.rows == 6
+    assert {s: r.sources for s, r in good.per_source.items()} == {"src0": ["src1"], "src1": ["src0"]}
     assert float(np.max(np.abs(good.errors))) < 0.02
     assert good.targets_met()["tpot_c<=16"]["met"] is True
     # one source measured twice as slow as the model says: its held-out rows are caught ~50% off
@@ -185,6 +191,16 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     off = [abs(e) for t, e in zip(bad.targets, bad.errors) if t.row.source == "src1"]
     assert min(off) > 0.3
     assert bad.targets_met()["tpot_c<=16"]["met"] is False
+    with pytest.raises(ValueError, match=r"^nothing to fit: no targets$"):
+        lf.fit([], params)
+
+
+def test_a_bounded_fit_stops_at_its_bound(tmp_path: Path):
+    """The truth (bandwidth 0.65) lies above the upper bound 0.5: the fit ends on the bound, not past it."""
+    targets, params, _ = _synthetic(tmp_path)
+    capped = [lf.Param("bandwidth", "bandwidth", 0.4, 0.3, 0.5, "test"), params[1]]
+    res = lf.fit(targets, capped, x0=[0.9, 20.0], max_nfev=30, prior_scale=100.0)
+    assert res.values[0] == pytest.approx(0.5, rel=1e-6) and res.values[1] > 0
 
 
 def test_shipped_all_reduce_alpha_is_the_fit_on_collectives_csv():
