@@ -530,6 +530,69 @@ def test_config_errors_name_file_field_and_type(cfg, msg):
         parse_config(cfg, path="p.json")
 
 
+_DENSE = {"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
+          "vocab_size": 100}
+_HYBRID = {"model_type": "qwen3_5", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 16,
+           "vocab_size": 100, "intermediate_size": 96, "full_attention_interval": 2, "linear_num_key_heads": 2,
+           "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4}
+
+
+@pytest.mark.parametrize("base,change,msg", [
+    (_DENSE, {"hidden_size": "64"}, "field 'hidden_size' must be an integer, got '64'"),
+    (_DENSE, {"hidden_size": True}, "field 'hidden_size' must be an integer, got True"),
+    (_DENSE, {"num_hidden_layers": 0}, "field 'num_hidden_layers' must be at least 1, got 0"),
+    (_DENSE, {"num_hidden_layers": 1025}, "field 'num_hidden_layers' must be at most 1024, got 1025"),
+    (_DENSE, {"num_key_value_heads": 0}, "field 'num_key_value_heads' must be at least 1, got 0"),
+    (_DENSE, {"num_key_value_heads": 3}, "field 'num_attention_heads' (4) must be a multiple of 'num_key_value_heads' (3)"),
+    (_DENSE, {"hidden_size": 66}, "field 'hidden_size' (66) must be a multiple of 'num_attention_heads' (4)"),
+    (_DENSE, {"head_dim": 0}, "field 'head_dim' must be at least 1, got 0"),
+    (_DENSE, {"model_type": 3}, "field 'model_type' must be a string, got 3"),
+    (_DENSE, {"intermediate_size": -1}, "field 'intermediate_size' must be at least 0, got -1"),
+    (_DENSE, {"tie_word_embeddings": "yes"}, "field 'tie_word_embeddings' must be true or false, got 'yes'"),
+    (_DENSE, {"num_nextn_predict_layers": -1}, "field 'num_nextn_predict_layers' must be at least 0, got -1"),
+    (_DENSE, {"num_nextn_predict_layers": 1025}, "field 'num_nextn_predict_layers' must be at most 1024, got 1025"),
+    (_DENSE, {"max_position_embeddings": -1}, "field 'max_position_embeddings' must be at least 0, got -1"),
+    (_DENSE, {"num_experts": -1}, "field 'num_experts' must be at least 0, got -1"),
+    (_HYBRID, {"layer_types": "full_attention"}, "layer_types has str entries, num_hidden_layers is 2"),
+    (_HYBRID, {"layer_types": ["mamba", "full_attention"]},
+     "field 'layer_types' entries must be 'full_attention' or 'linear_attention', got 'mamba'"),
+    (_HYBRID, {"linear_num_value_heads": 3}, "field 'linear_num_value_heads' (3) must be a multiple of 'linear_num_key_heads' (2)"),
+])
+def test_config_field_errors_name_the_file_and_the_field(base, change, msg):
+    with pytest.raises(ModelSpecError, match=f"^{re.escape('p.json: ' + msg)}$"):
+        parse_config({**base, **change}, path="p.json")
+
+
+@pytest.mark.parametrize("change,msg", [
+    ({"shared_expert_intermediate_size": -1}, "field 'shared_expert_intermediate_size' must be at least 0, got -1"),
+    ({"num_experts_per_tok": 9}, "field 'num_experts_per_tok' must be at most 8, got 9"),
+    ({"mlp_only_layers": "5"}, "field 'mlp_only_layers' must be a list of layer indices, got '5'"),
+    ({"mlp_only_layers": [True]}, "field 'mlp_only_layers' must be a list of layer indices, got [True]"),
+    ({"decoder_sparse_step": 0}, "field 'decoder_sparse_step' must be at least 1, got 0"),
+    ({"text_config": {"model_type": 5}}, "field 'model_type' must be a string, got 5"),
+])
+def test_moe_config_field_errors_name_the_file_and_the_field(change, msg):
+    with pytest.raises(ModelSpecError, match=f"^{re.escape('p.json: ' + msg)}$"):
+        parse_config(_moe_cfg(**change), path="p.json")
+
+
+def test_config_limits_are_inclusive_and_integral_floats_are_integers():
+    m = parse_config({**_DENSE, "num_hidden_layers": 1024.0, "hidden_size": 64.0, "num_nextn_predict_layers": 1024}, path="p")
+    assert (m.num_layers, m.hidden, m.mtp_layers) == (1024, 64, 1024) and type(m.hidden) is int
+    assert parse_config(_moe_cfg(num_experts_per_tok=8), path="p").moe.top_k == 8
+
+
+def test_unreadable_config_files_are_named(tmp_path):
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(b'{"model_type": "qwen3\xe9"}')
+    with pytest.raises(ModelSpecError, match=f"^{re.escape(str(bad))}: not UTF-8 text \\(byte 21\\); expected a Hugging Face config\\.json$"):
+        load_model_spec(bad)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
+    with pytest.raises(ModelSpecError, match=f"^{re.escape(str(deep))}: JSON nested too deeply; expected a Hugging Face config\\.json$"):
+        load_model_spec(deep)
+
+
 def test_load_model_spec_by_name_id_dir_and_file(tmp_path):
     by_short, by_id = load_model_spec("QWEN3.5-4B"), load_model_spec("Qwen/Qwen3.5-4B")
     assert by_short.name == by_id.name == "Qwen/Qwen3.5-4B" and by_short.param_counts() == by_id.param_counts()
