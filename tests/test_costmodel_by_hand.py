@@ -606,3 +606,36 @@ def test_load_model_spec_by_name_id_dir_and_file(tmp_path):
     shipped = ", ".join(k.split("/", 1)[1].lower() for k in shipped_models())
     with pytest.raises(ModelSpecError, match=f"^{re.escape(f'unknown model {chr(39)}gpt-9{chr(39)}; shipped: {shipped} (or pass a path to a Hugging Face config.json)')}$"):
         load_model_spec("gpt-9")
+
+
+def test_deployment_limits_are_inclusive_and_an_engine_gpu_limit_is_named_in_full():
+    spec, hw = load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm")
+    assert Deployment(spec, hw, gpus=1024, memory_utilization=0.01).gpus == 1024
+    with pytest.raises(ValueError, match=r"^gpus must be in \[1, 1,024\], got 1025$"):
+        Deployment(spec, hw, gpus=1025)
+    two = dataclasses.replace(load_engine("vllm"), max_gpus=Sourced(2, "calibrated on 2"))
+    assert Deployment(spec, hw, gpus=2, engine=two).gpus == 2
+    tail = ("prices at most 2 GPU(s) ([limits] max_gpus: calibrated on 2); 4 GPUs need collective latencies it does not have: "
+            "calibrate on more GPUs or pick another serving engine")
+    with pytest.raises(ValueError, match=f"^{re.escape(f'serving engine {chr(39)}vllm{chr(39)} ({two.path}) ' + tail)}$"):
+        Deployment(spec, hw, gpus=4, engine=two)
+    with pytest.raises(ValueError, match=f"^{re.escape(f'serving engine {chr(39)}vllm{chr(39)} (in memory) ' + tail)}$"):
+        Deployment(spec, hw, gpus=4, engine=dataclasses.replace(two, path=""))
+
+
+def test_collective_counts_by_parallelism():
+    """2 all-reduces per layer under TP; under tp+ep each MoE layer swaps its FFN all-reduce for dispatch + combine all-to-alls."""
+    from specagent.costmodel.latency import collective_counts, latency_terms
+
+    dense, moe = load_model_spec("Qwen/Qwen3-8B"), load_model_spec("Qwen/Qwen3-30B-A3B")
+    hw = load_hardware("h100_sxm")
+    assert (dense.num_layers, moe.num_layers, moe.num_moe_layers) == (36, 48, 48)
+    assert collective_counts(Deployment(dense, hw, gpus=1)) == (0, 0)
+    assert collective_counts(Deployment(dense, hw, gpus=2)) == (72, 0)
+    assert collective_counts(Deployment(moe, hw, gpus=2)) == (96, 0)
+    ep = Deployment(moe, hw, gpus=2, parallelism="tp+ep", engine=load_engine("vllm"))
+    terms = latency_terms(ep)
+    assert collective_counts(ep) == (terms.allreduces, terms.all_to_alls) == (48, 96)
+    eng = ep.engine
+    assert terms.collective_latency_s == pytest.approx(
+        (48 * eng.allreduce_alpha_us.value + 96 * eng.all_to_all_alpha_us.value) * 1e-6, rel=1e-12)
