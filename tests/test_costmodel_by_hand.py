@@ -123,7 +123,8 @@ def test_397b_passes_component_by_component():
     for col, arr in (("flops", p.total_flops), ("bytes_read", p.total_bytes_read), ("bytes_written", p.total_bytes_written),
                      ("comm_bytes", p.comm_bytes), ("experts_touched", p.experts_touched), ("compute_s", p.compute_s),
                      ("memory_s", p.memory_s), ("comm_s", p.comm_s), ("overhead_s", p.overhead_s), ("time_s", p.time_s),
-                     ("flops_experts", p.flops["experts"]), ("read_kv", p.bytes_read["kv"]), ("write_state", p.bytes_written["state"])):
+                     ("flops_experts", p.flops["experts"]), ("read_kv", p.bytes_read["kv"]), ("write_state", p.bytes_written["state"]),
+                     ("collective_latency_s", p.collective_latency_s)):
         assert frame[col].to_numpy() == pytest.approx(arr, rel=1e-12), col
 
 
