@@ -187,6 +187,18 @@ def test_max_affine_sum_of_three_lines_matches_the_loop(a, b, c, m):
     assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
 
 
+def test_max_affine_sum_lines_keeps_the_shape_and_takes_a_length_per_run():
+    """Runs of different lengths side by side, as a 2-D array: each sums only its own steps, in float64, in its shape."""
+    lines = [(4.0, -1.0), (0.0, 0.5), (2.5, 0.0)]
+    cs = np.array([[0.0, 3.0, 7.0], [1.0, 12.0, 0.0]])
+    ms = np.array([[9.0, 2.0, 0.0], [25.0, 5.0, 1.0]])
+    want = [[sum(max(a + b * (c + j) for a, b in lines) for j in range(int(m))) for c, m in zip(cr, mr)] for cr, mr in zip(cs, ms)]
+    got = max_affine_sum_lines(lines, cs, ms)
+    assert got.shape == (2, 3) and got.dtype == np.float64
+    assert got.ravel() == pytest.approx(np.array(want).ravel(), rel=1e-12)
+    assert max_affine_sum_lines(lines, 3.0, 2.0).shape == ()
+
+
 @pytest.mark.parametrize("engine", ["sglang:eager", "vllm:eager"])
 def test_decode_run_without_cuda_graphs_sums_the_overlapped_launches_exactly(engine):
     """Eager batch-1 decode: each step is max(GPU-busy, launches) + CPU work; the closed form equals the loop."""
