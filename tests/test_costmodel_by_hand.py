@@ -378,12 +378,46 @@ def test_verify_saving_curve_is_one_minus_the_per_token_ratio_by_hand():
     b = auto["strong_mean_decode_batch"].to_numpy()
     assert b[0] == 1 and b[-1] == top and (np.diff(b) > 0).all()
     assert verify_saving_curve(dep, n, ctx, max_batch=10)["strong_mean_decode_batch"].max() == 10
-    for bad, msg in (((1.0, ctx), "segment_tokens must be >= 2"), ((n, -1.0), "context must be >= 0")):
-        with pytest.raises(ValueError, match=msg):
+    for bad, msg in (((1.0, ctx), "segment_tokens must be >= 2 for a verification prefill, got 1.0"),
+                     ((n, -1.0), "context must be >= 0, got -1.0")):
+        with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
             verify_saving_curve(dep, *bad)
     for batches in ([], [0, 4]):
-        with pytest.raises(ValueError, match="batches must be >= 1"):
+        with pytest.raises(ValueError, match="^batches must be >= 1$"):
             verify_saving_curve(dep, n, ctx, batches=batches)
+    assert len(verify_saving_curve(dep, 2.0, 0.0, batches=[1])) == 1  # the smallest segment, an empty cache
+    fit = dep.max_sequences(int(ctx))
+    assert verify_saving_curve(dep, n, ctx, batches=[fit, fit + 1])["fits"].tolist() == [True, False]
+    # the weight mode reaches both passes
+    active = verify_saving_curve(dep, n, ctx, weight_mode="active", batches=[4])
+    assert active["decode_bytes_per_token"].iloc[0] == pytest.approx(
+        float(estimate(dep, Passes.uniform(1, ctx, 4), "active").total_bytes_read[0]) / 4, rel=1e-12)
+    assert active["verify_bytes_per_token"].iloc[0] == pytest.approx(
+        float(estimate(dep, Passes.uniform(n, ctx, 1), "active").total_bytes_read[0]) / n, rel=1e-12)
+    assert active["verify_bytes_per_token"].iloc[0] < vb  # active weights: only the routed experts' bytes
+
+
+def test_balance_point_prices_attention_in_the_activation_dtype_or_bf16_when_the_gpu_has_no_peak_for_it():
+    """Peak balance: GEMM FLOPs at the compute dtype's peak plus attention (full and linear) FLOPs at the activation
+    dtype's, against all bytes at the HBM bandwidth; a GPU without a peak for the activation dtype is priced at bf16."""
+    no32 = dataclasses.replace(H20, peak_tflops={k: v for k, v in H20.peak_tflops.items() if k != "fp32"})
+    hybrid, ctx, top = load_model_spec("qwen3.5-4b"), 1024, 256  # full and linear attention layers
+    batches = np.arange(1.0, top + 1)
+
+    def by_hand(dep, attn_dtype):
+        cost = estimate(dep, Passes.uniform(1, ctx, batches))
+        f, hw = cost.flops, dep.hardware
+        comp = ((f["dense"] + f["experts"] + f["lm_head"]) / hw.peak_flops(dep.compute_dtype)
+                + (f["attention"] + f["linear_attention"]) / hw.peak_flops(attn_dtype))
+        hit = np.flatnonzero(comp >= cost.total_bytes / hw.bandwidth_bytes_s)
+        return int(batches[hit[0]]) if hit.size else None
+
+    got = []
+    for hw, want_dtype in ((H20, "fp32"), (no32, "bf16")):
+        dep = Dep(hybrid, hw, activation_dtype="fp32")
+        got.append(balance_point(dep, context=ctx, max_batch=top).balance_batch_peak)
+        assert got[-1] is not None and got[-1] == by_hand(dep, want_dtype)
+    assert got[0] < got[1]  # fp32 attention is slower than bf16: compute-bound at a smaller batch
 
 
 # ------------------------------------------------------------------ MoE union: edges

@@ -179,9 +179,11 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     assert (res.rows, res.sources, res.success, res.params) == (6, ["src0", "src1"], True, params)
     assert res.message.startswith("2 terms on 6 figures: ") and 0.0 <= res.cost < 1e-3
     said: list[str] = []
-    good = lf.validate(targets, held_out=True, params=params, progress=said.append, prior_scale=100.0)
+    good = lf.validate(targets, [lf.Skipped(targets[0].row, "x")], params=params, progress=said.append, prior_scale=100.0)
     assert said == ["fit on all 6 figures", "hold out src0 (3 figures)", "hold out src1 (3 figures)"]
     assert good.held_out is True and good.full_fit is not None and good.full_fit.rows == 6
+    assert good.full_fit.params == params and all(r.params == params for r in good.per_source.values())
+    assert [s.reason for s in good.skipped] == ["x"]
     assert {s: r.sources for s, r in good.per_source.items()} == {"src0": ["src1"], "src1": ["src0"]}
     assert float(np.max(np.abs(good.errors))) < 0.02
     assert good.targets_met()["tpot_c<=16"]["met"] is True
@@ -193,6 +195,9 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     assert bad.targets_met()["tpot_c<=16"]["met"] is False
     with pytest.raises(ValueError, match=r"^nothing to fit: no targets$"):
         lf.fit([], params)
+    # one source: nothing is left to hold it out against, so its rows keep the full fit's prediction
+    alone = lf.validate(targets[:3], params=params, max_nfev=5, prior_scale=100.0)
+    assert list(alone.per_source) == ["src0"] and alone.per_source["src0"] is alone.full_fit
 
 
 def test_a_bounded_fit_stops_at_its_bound(tmp_path: Path):
@@ -224,7 +229,7 @@ def _fields(t: lf.Target) -> tuple:
 
 def test_each_figure_of_a_row_becomes_a_target_in_seconds_with_its_running_batch(tmp_path: Path):
     targets, skipped = _targets(tmp_path, [
-        dict(concurrency=4, input_tokens=100, output_tokens=10, tpot_ms=10, ttft_ms=50, output_throughput_tok_s=99),
+        dict(concurrency=4, input_tokens=100, output_tokens=10, tpot_ms=10, ttft_ms=50, output_throughput_tok_s=99, e2e_latency_ms=900),
         dict(concurrency=2, input_tokens=100, output_tokens=10, itl_ms=7),  # ITL stands in for a missing TPOT
         dict(concurrency=2, input_tokens=100, output_tokens=10, tpot_ms=8, itl_ms=7),  # TPOT wins over ITL
         dict(request_rate=2, input_tokens=100, output_tokens=10, e2e_latency_ms=1500, ttft_ms=40),  # Little: C = 2/s x 1.5 s
@@ -243,7 +248,7 @@ def test_each_figure_of_a_row_becomes_a_target_in_seconds_with_its_running_batch
 def test_the_deployment_a_row_names(tmp_path: Path):
     mine = dataclasses.replace(load_engine("vllm"), request_us=Sourced(1.0, "mine"))
     targets, skipped = _targets(tmp_path, [
-        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="false"),
+        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="false", weight_dtype=""),
         dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="true", weight_dtype="fp8", kv_dtype="fp8"),
         dict(model="Qwen/Qwen3-30B-A3B", gpus=2, tp="", ep=2, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),
         dict(model="Qwen/Qwen3-30B-A3B", gpus=2, tp=2, ep=1, dp=1, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),
@@ -273,6 +278,7 @@ def test_every_skip_reason_in_full(tmp_path: Path):
         ok | dict(model="meta-llama/Llama-3.1-405B-Instruct"),
         ok | dict(engine="acme-serve"),
         ok | dict(kv_dtype="fp3"),
+        ok | dict(gpus=2000, tp=2000),
     ]
     targets, skipped = _targets(tmp_path, rows)
     assert not targets
@@ -290,7 +296,7 @@ def test_every_skip_reason_in_full(tmp_path: Path):
     fit = int(got[7].rsplit("(fits ", 1)[1].rstrip(")"))
     assert got[7] == f"static batch 100000 of 110 tokens does not fit by the memory model (fits {fit})" and 1 <= fit < 100000
     assert re.fullmatch(r"does not fit: .*Llama-3\.1-405B.* cannot hold one sequence of 110 tokens by the memory model", got[8])
-    assert got[9:] == ["no serving-engine profile for 'acme-serve'", "dtype 'fp3' not modelled"]
+    assert got[9:] == ["no serving-engine profile for 'acme-serve'", "dtype 'fp3' not modelled", "gpus must be in [1, 1,024], got 2000"]
     # a static batch of exactly what fits is kept
     (t,), skipped = _targets(tmp_path, [dict(batch=fit, input_tokens=100, output_tokens=10, e2e_latency_ms=900)])
     assert t.batch == fit and not skipped
@@ -298,8 +304,8 @@ def test_every_skip_reason_in_full(tmp_path: Path):
 
 def test_skipped_by_reason_groups_rows_most_first(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [dict(tpot_ms=1)] * 5))
-    skipped = [lf.Skipped(r, why) for r, why in zip(rows, ["b", "c", "b", "a", "c"])]
-    assert lf.skipped_by_reason(skipped) == [("b", ["r0", "r2"]), ("c", ["r1", "r4"]), ("a", ["r3"])]
+    skipped = [lf.Skipped(r, why) for r, why in zip(rows, ["c", "b", "c", "a", "b"])]
+    assert lf.skipped_by_reason(skipped) == [("b", ["r1", "r4"]), ("c", ["r0", "r2"]), ("a", ["r3"])]  # ties by reason
     assert lf.skipped_by_reason([]) == []
 
 
@@ -436,17 +442,19 @@ def test_engine_with_sets_applicable_parameters_later_ones_winning():
     ps = [lf.Param("other", "gemm_mfu", 0.5, 0.1, 1.0, "s", engines=("sglang",)),  # not vllm: skipped, the rest still applied
           lf.Param("all", "layer_us.*", 16.0, 0.0, 300.0, "s"),
           lf.Param("moe", "layer_us.moe", 16.0, 0.0, 300.0, "s"),
-          lf.Param("bw", "bandwidth", 0.7, 0.1, 1.0, "s", gpus=("h100_sxm",))]
-    eng = lf.engine_with(base, "h100_sxm", ps, [0.2, 10.0, 50.0, 0.5], "src")
+          lf.Param("bw", "bandwidth", 0.7, 0.1, 1.0, "s", gpus=("h100_sxm",)),
+          lf.Param("it", "iteration_us", 126.0, 1.0, 20000.0, "s", engines=("vllm",))]
+    eng = lf.engine_with(base, "h100_sxm", ps, [0.2, 10.0, 50.0, 0.5, 99.0], "src")
+    assert eng.iteration_us == Sourced(99.0, "src")
     assert eng.gemm_mfu == base.for_hardware("h100_sxm").gemm_mfu
     assert eng.layer_us == {k: Sourced(50.0 if k == "moe" else 10.0, "src") for k in base.layer_us}
     assert eng.bandwidth == Sourced(0.5, "src")
     only_moe = lf.engine_with(base, "h100_sxm", ps[2:3], [40.0], "src")
     assert only_moe.layer_us == {**base.layer_us, "moe": Sourced(40.0, "src")}
     # the engine's own per-GPU values are the starting point, and a GPU-bound parameter leaves other GPUs alone
-    mi = lf.engine_with(base, "mi300x", ps[3:], [0.5], "src")
+    mi = lf.engine_with(base, "mi300x", ps[3:4], [0.5], "src")
     assert mi.bandwidth == base.for_hardware("mi300x").bandwidth != base.bandwidth
-    fitted = lf.fitted_engine_for(lf.FitResult(ps[3:], np.array([0.5]), 0, [], 0.0, True, ""))
+    fitted = lf.fitted_engine_for(lf.FitResult(ps[3:4], np.array([0.5]), 0, [], 0.0, True, ""))
     dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=base)
     assert fitted(dep).bandwidth == Sourced(0.5, "fit")
 
@@ -462,3 +470,24 @@ def test_collective_alpha_is_the_least_squares_line_on_small_messages():
     assert beta == math.inf and alpha == pytest.approx(6.5)
     with pytest.raises(ValueError, match=r"^need two or more all_reduce/custom rows on 8x h100_sxm up to 1048576 bytes, found 1$"):
         lf.collective_alpha(rows[:1], "all_reduce", "custom", "h100_sxm", 8)
+
+
+def test_a_single_output_token_has_no_decode_steps(tmp_path: Path):
+    """O = 1: a static batch is one prefill; a closed loop's lifetime is its TTFT, and nothing else decodes when it arrives."""
+    static, _ = _targets(tmp_path, [dict(batch=4, input_tokens=100, output_tokens=1, e2e_latency_ms=50)])
+    dep = static[0].dep
+    assert lf.predict(static)[0] == pytest.approx(estimate(dep, Passes.uniform(100, 0, 4)).time_s[0], rel=1e-12)
+    for conc in (1, 3):
+        loop, _ = _targets(tmp_path, [dict(concurrency=conc, input_tokens=100, output_tokens=1, output_throughput_tok_s=60)])
+        p = estimate(dep, Passes.uniform(100, 0, 1)).time_s[0]
+        assert lf.predict(loop)[0] == pytest.approx(conc / (float(dep.engine.request_us.value) * 1e-6 + p), rel=1e-12)
+
+
+def test_closed_loop_with_two_output_tokens_still_stalls_decode_behind_prefills(tmp_path: Path):
+    rows = [dict(concurrency=8, input_tokens=1000, output_tokens=2, tpot_ms=10, ttft_ms=50)]
+    (t, f), _ = _targets(tmp_path, rows)
+    tpot, ttft = lf.predict([t, f])
+    d = estimate(t.dep, Passes.uniform(1, 1000 + 1, 8)).time_s[0]
+    p = estimate(t.dep, Passes.uniform(1000, 0, 1)).time_s[0]
+    rho = 7 / (ttft + tpot) * p
+    assert tpot * (1 - rho) == pytest.approx(d, rel=1e-6) and tpot > 1.1 * d
