@@ -378,6 +378,13 @@ def test_verify_saving_curve_is_one_minus_the_per_token_ratio_by_hand():
     b = auto["strong_mean_decode_batch"].to_numpy()
     assert b[0] == 1 and b[-1] == top and (np.diff(b) > 0).all()
     assert verify_saving_curve(dep, n, ctx, max_batch=10)["strong_mean_decode_batch"].max() == 10
+    # the search range's floor and ceiling: 2 x 64 when neither the memory limit nor a balance batch is larger (Qwen3-8B at
+    # 30k tokens: 15 sequences fit, never compute-bound), 65,536 when memory is no limit (Qwen3-4B, empty cache)
+    long = Dep(load_model_spec("qwen3-8b"), H20)
+    assert long.max_sequences(30000) == 15 and balance_point(long, context=30000).balance_batch_effective is None
+    assert verify_saving_curve(long, n, 30000.0)["strong_mean_decode_batch"].max() == 128
+    wide = verify_saving_curve(Dep(Q4, H20), n, 0.0)["strong_mean_decode_batch"]
+    assert wide.max() == 65536 and wide.dtype == np.float64 and curve["strong_mean_decode_batch"].dtype == np.float64
     for bad, msg in (((1.0, ctx), "segment_tokens must be >= 2 for a verification prefill, got 1.0"),
                      ((n, -1.0), "context must be >= 0, got -1.0")):
         with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
