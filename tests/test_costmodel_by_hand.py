@@ -202,7 +202,9 @@ def test_max_affine_sum_lines_keeps_the_shape_and_takes_a_length_per_run():
 @pytest.mark.parametrize("engine", ["sglang:eager", "vllm:eager"])
 def test_decode_run_without_cuda_graphs_sums_the_overlapped_launches_exactly(engine):
     """Eager batch-1 decode: each step is max(GPU-busy, launches) + CPU work; the closed form equals the loop."""
-    for dep in (Dep(Q397, H20, gpus=8, weight_dtype="fp8", engine=load_engine(engine)), Dep(Q4, H20, engine=load_engine(engine))):
+    slow = dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "bf16": Sourced(0.5, "test")})  # compute-bound steps
+    for dep in (Dep(Q397, H20, gpus=8, weight_dtype="fp8", engine=load_engine(engine)), Dep(Q4, H20, engine=load_engine(engine)),
+                Dep(Q4, slow, gpus=2, engine=load_engine(engine))):
         run = DecodeRun(dep)
         assert run._launch_s > 0
         for c, m in ((0, 40), (3000, 200), (150_000, 30)):
@@ -693,3 +695,28 @@ def test_collective_counts_by_parallelism():
     eng = ep.engine
     assert terms.collective_latency_s == pytest.approx(
         (48 * eng.allreduce_alpha_us.value + 96 * eng.all_to_all_alpha_us.value) * 1e-6, rel=1e-12)
+
+
+def test_an_eager_pass_exposes_the_launches_beyond_its_gpu_busy_time_collectives_included():
+    """Launch time exposed = max(launches - (max(compute, memory) + collectives + per-layer time), 0) (latency.exposed_launch)."""
+    from specagent.costmodel.latency import latency_terms
+
+    dep = Dep(Q4, H20, gpus=2, engine=load_engine("vllm:eager"))
+    p = estimate(dep, Passes.uniform(1, 100, 1))
+    busy = max(p.compute_s[0], p.memory_s[0]) + p.comm_s[0] + p.fixed["layers"][0]
+    assert p.comm_s[0] > 0 and latency_terms(dep).launch_s > busy
+    assert p.fixed["launch"][0] == pytest.approx(latency_terms(dep).launch_s - busy, rel=1e-12)
+
+
+def test_shared_experts_add_their_weight_kernels_to_the_bandwidth_ramp():
+    """Each weight-reading kernel pays the bandwidth ramp (bandwidth_half_mb); a shared expert adds 3 kernels per MoE layer."""
+    from specagent.costmodel.latency import SHARED_EXPERT_KERNELS, latency_terms
+
+    eng = dataclasses.replace(load_engine("vllm"), bandwidth_half_mb=Sourced(1.0, "test"))
+    with_shared = Dep(parse_config(_moe_cfg(mlp_only_layers=[], decoder_sparse_step=1), path="s"), H20, engine=eng)
+    without = Dep(parse_config(_moe_cfg(mlp_only_layers=[], decoder_sparse_step=1, shared_expert_intermediate_size=0), path="n"),
+                  H20, engine=eng)
+    a, b = latency_terms(with_shared), latency_terms(without)
+    assert SHARED_EXPERT_KERNELS == 3 and with_shared.model.num_moe_layers == 6
+    assert a.bandwidth_ramp_s - b.bandwidth_ramp_s == pytest.approx(6 * 3 * 1e6 / (H20.bandwidth_bytes_s * a.bandwidth_efficiency),
+                                                                    rel=1e-12)
