@@ -720,3 +720,15 @@ def test_shared_experts_add_their_weight_kernels_to_the_bandwidth_ramp():
     assert SHARED_EXPERT_KERNELS == 3 and with_shared.model.num_moe_layers == 6
     assert a.bandwidth_ramp_s - b.bandwidth_ramp_s == pytest.approx(6 * 3 * 1e6 / (H20.bandwidth_bytes_s * a.bandwidth_efficiency),
                                                                     rel=1e-12)
+
+
+def test_decode_steps_replay_a_cuda_graph_even_when_mixed_batches_run_eager():
+    """An engine that captures graphs for pure decode only (cuda_graphs.mixed = false) launches nothing per decode step."""
+    eng = dataclasses.replace(load_engine("vllm"), cuda_graphs_mixed=Sourced(False, "test"))
+    dep = Dep(Q4, H20, engine=eng)
+    run = DecodeRun(dep)
+    assert run._launch_s == 0.0
+    steps = estimate(dep, Passes.uniform(1, 100 + np.arange(50.0), 1))
+    assert steps.fixed["launch"].max() == 0.0 and run.totals(100, 50)["time_s"] == pytest.approx(steps.time_s.sum(), rel=1e-12)
+    verify = estimate(dep, Passes.uniform(8, 100, 1))
+    assert verify.fixed["launch"][0] > 0  # an 8-token (verify-sized) pass is not a pure decode: it launches eagerly
