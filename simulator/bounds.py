@@ -16,8 +16,8 @@ per token (a few hundred prefill tokens hide under a decode step's weight reads)
 serving engine's scheduler holds prompts back to make them: a bound that assumed so was
 1.7x optimistic against the fleet's own scheduler once MoE prefill became compute-bound.
 Every iteration is priced by the one pass-time function (`IterationCost.one`: the
-roofline plus the serving engine's fixed costs) at the workload's mean contexts; B is the best of a geometric grid up to its cap. One replica
-then serves at most 1 / (seconds per task) tasks per second, so a pool of n replicas is
+roofline plus the serving engine's fixed costs) at the workload's mean contexts; B is
+the best of a geometric grid up to its cap. One replica then serves at most 1 / (seconds per task) tasks per second, so a pool of n replicas is
 overloaded at rates >= n times that. The bound ignores idle gaps, queueing for memory and
 contexts above the mean, so it is optimistic: a lower bound on replicas that the
 simulation then raises (a test checks that one replica fewer is unstable in simulation).
