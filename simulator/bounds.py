@@ -1,26 +1,26 @@
 """Analytic capacity of a replica pool: tasks per second at its best batch, and the fewest replicas a rate needs.
 
-Why: a capacity search that doubles from one replica spends its simulations on fleets
-that cannot possibly carry the load, and prints an answer with nothing to check it
-against. A replica is fastest when every iteration is as full as its limits allow: B
-decoding sequences (B at most `max_num_seqs` and at most what fits the KV cache and
-recurrent state next to the weights, at the workload's mean reservation per call) with
-the prompts' prefill riding along in chunks, or in iterations of their own when the
-decodes cannot carry it all. Per task (P prefill and D decode tokens) the replica needs
-D / B decoding iterations, and its prefill costs the cheaper of: chunks that fill the
-iteration's token budget (C = budget - B tokens, as vLLM's and SGLang's chunked prefill
-pack waiting prompts) added to decoding iterations, t(B, C) - t(B, 0) each, with what
-the decoding iterations cannot carry in prefill-only iterations of a full budget; or
-prefill-only iterations alone, t(0, budget) each. Smaller chunks would often be cheaper
-per token (a few hundred prefill tokens hide under a decode step's weight reads), but no
-serving engine's scheduler holds prompts back to make them: a bound that assumed so was
-1.7x optimistic against the fleet's own scheduler once MoE prefill became compute-bound.
-Every iteration is priced by the one pass-time function (`IterationCost.one`: the
-roofline plus the serving engine's fixed costs) at the workload's mean contexts; B is
-the best of a geometric grid up to its cap. One replica then serves at most 1 / (seconds per task) tasks per second, so a pool of n replicas is
-overloaded at rates >= n times that. The bound ignores idle gaps, queueing for memory and
-contexts above the mean, so it is optimistic: a lower bound on replicas that the
-simulation then raises (a test checks that one replica fewer is unstable in simulation).
+Why: a capacity search that doubles from one replica spends its simulations on fleets that
+cannot possibly carry the load, and prints an answer with nothing to check it against. A
+replica is fastest when every iteration is as full as its limits allow: B decoding sequences
+(B at most `max_num_seqs` and at most what fits the KV cache and recurrent state next to the
+weights, at the workload's mean reservation per call) with the prompts' prefill riding along
+in chunks, or in iterations of their own when the decodes cannot carry it all. Per task (P
+prefill and D decode tokens) the replica needs D / B decoding iterations, and its prefill
+costs the cheaper of: chunks that fill the iteration's token budget (C = budget - B tokens,
+as vLLM's and SGLang's chunked prefill pack waiting prompts) added to decoding iterations,
+t(B, C) - t(B, 0) each, with what the decoding iterations cannot carry in prefill-only
+iterations of a full budget; or prefill-only iterations alone, t(0, budget) each. Smaller
+chunks would often be cheaper per token (a few hundred prefill tokens hide under a decode
+step's weight reads), but no serving engine's scheduler holds prompts back to make them: a
+bound that assumed so was 1.7x optimistic against the fleet's own scheduler once MoE prefill
+became compute-bound. Every iteration is priced by the one pass-time function
+(`IterationCost.one`: the roofline plus the serving engine's fixed costs) at the workload's
+mean contexts; B is the best of a geometric grid up to its cap. One replica then serves at
+most 1 / (seconds per task) tasks per second, so a pool of n replicas is overloaded at rates
+>= n times that. The bound ignores idle gaps, queueing for memory and contexts above the
+mean, so it is optimistic: a lower bound on replicas that the simulation then raises (a test
+checks that one replica fewer is unstable in simulation).
 """
 
 from __future__ import annotations
