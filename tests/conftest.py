@@ -16,8 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 NOBODY = 65534
+
+#: Every run tests the same examples (each test's draws are seeded from its own hash), so a CI run is reproducible
+#: and a failure found once is found again; SPECAGENT_HYPOTHESIS=explore draws fresh examples on each run.
+hypothesis_settings.register_profile("deterministic", derandomize=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("SPECAGENT_HYPOTHESIS", "deterministic"))
 
 
 @contextmanager

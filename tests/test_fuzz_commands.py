@@ -512,6 +512,10 @@ BAD = [
     Bad("roofline-balance-mode", ("roofline", "balance", "--weight-mode", "all"), None, "", ("--weight-mode",)),
     Bad("roofline-does-not-fit", ("roofline", "--gpus", "1"), None, "",
         ("does not fit", "--gpus")),
+    # the weights fit, the batch's KV cache does not: the flag to change is --batch (found by the hypothesis part)
+    Bad("roofline-batch-does-not-fit", ("roofline", "--batch", "1000"), None, "", ("--batch 1000", "one sequence fits")),
+    Bad("roofline-context-does-not-fit", ("roofline", "--model", "qwen3-8b", "--gpus", "1", "--weight-dtype", "bf16",
+                                          "--context", "2000000"), None, "", ("--context 2000000", "lower --context")),
 ]
 
 

@@ -253,6 +253,22 @@ def _fmt_flops(x: float) -> str:
     return f"{x:,.0f} FLOP"
 
 
+def _pass_does_not_fit(dep: Deployment, batch: int, context: int, new: int, exc: DeploymentDoesNotFit) -> str:
+    """Name what does not fit: the batch's KV cache and state, the context's, or the weights themselves."""
+    def fits(b: int, tokens: int) -> bool:
+        try:
+            dep.check_fit(b, tokens)
+        except DeploymentDoesNotFit:
+            return False
+        return True
+
+    if batch > 1 and fits(1, context + new):
+        return f"--batch {batch}: {exc}; one sequence fits: lower --batch (or --context)"
+    if context > 0 and fits(1, new):
+        return f"--context {context}: {exc}; lower --context"
+    return does_not_fit(str(exc), "")
+
+
 @roofline_app.callback()
 @deployment_options(Scenario.strong)
 def roofline(
@@ -280,7 +296,7 @@ def roofline(
     try:
         dep.check_fit(batch, context + new)
     except DeploymentDoesNotFit as exc:
-        fail(does_not_fit(str(exc), ""))
+        fail(_pass_does_not_fit(dep, batch, context, new, exc))
     fn = PHASE_FUNCTIONS[phase]
     cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
     row = cost.to_frame().iloc[0].to_dict()
