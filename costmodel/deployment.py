@@ -125,12 +125,14 @@ class Deployment:
         have = self.usable_bytes
         if need > have:
             g = self.min_gpus(sequences, context)
+            smaller = [d for d in ("fp8", "int4") if dtype_bytes(d) < dtype_bytes(self.weight_dtype)]
+            other = f"or use a smaller weight dtype, e.g. {smaller[0]}" if smaller else "its weights are in the smallest format"
             raise DeploymentDoesNotFit(
                 f"{self.model.name} in {self.weight_dtype} on {self.gpus}x {self.hardware.name} does not fit: needs "
                 f"{need / 1e9:,.1f} GB (weights {self.weight_bytes() / 1e9:,.1f} GB + {sequences} sequence(s) x "
                 f"{context:,} tokens of KV/state) but {self.gpus} GPU(s) x {self.hardware.capacity_bytes / 1e9:.0f} GB x "
                 f"{self.memory_utilization:.2f} usable = {have / 1e9:,.1f} GB; it would fit on {g} GPU(s) "
-                f"(or use a smaller weight dtype, e.g. fp8)",
+                f"({other})",
                 need, have, g,
             )
 

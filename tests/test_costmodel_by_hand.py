@@ -313,6 +313,10 @@ def test_check_fit_message_and_figures():
         f"{dep.weight_bytes() / 1e9:,.1f} GB + 100 sequence(s) x 100,000 tokens of KV/state) but 8 GPU(s) x 96 GB x 0.90 usable = "
         f"{8 * 96 * 0.9:,.1f} GB; it would fit on {g} GPU(s) (or use a smaller weight dtype, e.g. fp8)"
     )
+    # the suggested format is smaller than the one in use, or none is left
+    for dtype, hint in (("fp8", "(or use a smaller weight dtype, e.g. int4)"), ("int4", "(its weights are in the smallest format)")):
+        with pytest.raises(DeploymentDoesNotFit, match=re.escape(hint) + "$"):
+            Dep(Q397, H20, gpus=1, weight_dtype=dtype).check_fit()
     # defaults: one sequence at context 0 (weights + one recurrent state), judged against a budget of 1.5 states
     m = load_model_spec("qwen3.5-4b")
     w, state, kv = 4_205_751_296 * 2, Dep(m, H20).state_bytes_per_sequence(), Dep(m, H20).kv_bytes_per_token()
