@@ -10,6 +10,8 @@ is a file, a full disk): the user's environment, not a bug, so it is reported th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class InputError(ValueError):
     """Bad input; `where` is the dotted field path it concerns ('' when not one field)."""
@@ -25,3 +27,14 @@ class OutputError(InputError):
     def __init__(self, message: str, path: str = ""):
         super().__init__(message)
         self.path = path
+
+
+def read_text(path: str | Path, error: type[ValueError], what: str) -> str:
+    """A UTF-8 input file's text; unreadable or non-UTF-8 files raise `error` naming the file and the reason."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}: cannot read {what} (not UTF-8 text: byte {exc.start})") from None

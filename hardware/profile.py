@@ -15,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from specagent.common.errors import read_text
+
 ENV_VAR = "SPECAGENT_HARDWARE_DIR"
 SCHEMA_VERSION = 1
 
@@ -182,12 +184,7 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
 def read_toml(path: str | Path, error: type[ValueError], what: str) -> dict[str, Any]:
     """A profile file's TOML table; unreadable or invalid files raise `error` naming the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise error(f"{p}: cannot read {what} (not UTF-8 text: byte {exc.start})") from None
+    text = read_text(p, error, what)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

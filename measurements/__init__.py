@@ -18,6 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specagent.common.errors import read_text
+
 SERVING_COLUMNS = (
     "row_id", "model", "gpu", "gpus", "tp", "ep", "dp", "engine", "engine_version", "weight_dtype", "kv_dtype", "cuda_graphs",
     "concurrency", "batch", "input_tokens", "output_tokens", "tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms",
@@ -137,12 +139,7 @@ def _number(text: str, where: str, integer: bool = False) -> Any:
 
 def _read(path: Path, columns: tuple[str, ...], required: tuple[str, ...]) -> list[tuple[int, str, dict[str, str]]]:
     """(line, "file: line N", raw row) of every data row: columns present, required fields filled, row ids unique."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MeasurementError(f"{path}: cannot read measurements ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise MeasurementError(f"{path}: cannot read measurements (not UTF-8 text: byte {exc.start})") from None
+    text = read_text(path, MeasurementError, "measurements")
     reader = csv.DictReader(text.splitlines())
     header = tuple(reader.fieldnames or ())
     missing = [c for c in columns if c not in header]

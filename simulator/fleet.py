@@ -218,13 +218,7 @@ class _Replica:
                 break
             waiting.popleft()
             self.pending -= r.need
-            self.used += r.need
-            self.n_running += 1
-            r.t_admit = now
-            if r.new > 0:
-                self.prefilling.append(r)
-            else:
-                self._enter_decode(r)
+            self._start(r, now)
         if not waiting:
             self.pending = 0.0  # keep float drift from accumulating
             central = self.central
@@ -241,13 +235,17 @@ class _Replica:
             central.popleft()
             sim._bind(self, r)
             self.outstanding += 1
-            self.used += r.need
-            self.n_running += 1
-            r.t_admit = now
-            if r.new > 0:
-                self.prefilling.append(r)
-            else:
-                self._enter_decode(r)
+            self._start(r, now)
+
+    def _start(self, r: _Req, now: float) -> None:
+        """An admitted call takes its memory and a running slot, then prefills or decodes."""
+        self.used += r.need
+        self.n_running += 1
+        r.t_admit = now
+        if r.new > 0:
+            self.prefilling.append(r)
+        else:
+            self._enter_decode(r)
 
     def _enter_decode(self, r: _Req) -> None:
         if r.m <= 0:

@@ -369,9 +369,9 @@ def analyse(res: FleetResult, sl: Slice, rate_s: float, win: Window, metric: Met
                                  f"linearly)")
     inside = (arr >= t0) & (arr < t_end)
     censored = int((inside & ~np.isfinite(lat)).sum())
+    late = np.where(np.isfinite(lat), lat, math.inf)  # a task still running counts as infinitely late
     if metric.target == "task":
-        values = np.where(np.isfinite(lat), lat, math.inf)
-        est, lo, hi = percentile_ci(values, arr, t0, t_end, metric.percentile, batches)
+        est, lo, hi = percentile_ci(late, arr, t0, t_end, metric.percentile, batches)
     else:
         tr = res.turns
         tv = tr["latency_s"].to_numpy()
@@ -388,7 +388,7 @@ def analyse(res: FleetResult, sl: Slice, rate_s: float, win: Window, metric: Met
     api = float(t.loc[done, "api_usd"].mean()) if done.any() else 0.0
     s["usd_per_task"] = fleet_usd_h / (3600.0 * tput) + api if tput > 0 else math.inf
     s["usd_per_task_basis"] = "fleet $/hour over tasks completed per hour in the measurement window, plus API charges"
-    task_lat = np.where(np.isfinite(lat), lat, math.inf)[inside]
+    task_lat = late[inside]
     s["window_latency_p50_s"] = _quantile(task_lat, 50.0)
     s["window_latency_p95_s"] = _quantile(task_lat, 95.0)
     return SteadyResult(est, lo, hi, stable, reason, sl, rate_s, t0, win, len(t), int(inside.sum()), censored, tput,

@@ -70,6 +70,7 @@ from specagent.simulator.fleet_build import (
     PlainServing, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, simulate_fleet,
 )
 from specagent.simulator.fleet_config import ROUTERS, WARMUP_SHARE, Arrivals
+from specagent.simulator.parallel import BACKENDS, run_jobs
 from specagent.simulator.scenario import SHIPPED, Scenario, ScenarioError
 from specagent.simulator.steady_state import Metric, measure_steady, uncontended
 from specagent.simulator.strategies import STRATEGY_NAMES, strategy_entry
@@ -78,7 +79,6 @@ from specagent.traces.io import default_workload_path
 from specagent.traces.requests import load_requests
 from specagent.traces.schema import MAX_STEPS
 
-BACKENDS = ("local", "ray")
 GRID_KEYS = ("strategy", "k", "acceptance", "rate", "fleet", "hardware")
 #: [sweep] keys that override the scenario, and the scenario field each sets.
 SCENARIO_KEYS = {"seed": "seed", "weak_model": "weak.model", "weak_dtype": "weak.weight_dtype", "strong_model": "strong.model",
@@ -432,7 +432,7 @@ def _run_locked(config: SweepConfig, out: Path, fixed: dict, cells: list[dict], 
         bar = _progress(progress, len(cells), skipped)
         try:
             if backend == "ray":
-                _run_ray(todo, fixed, workers, address, finish)
+                run_jobs(_run_located, [(c, fixed) for c in todo], "ray", max(workers, 1), address, lambda _i, row: finish(row))
             elif workers <= 1:
                 for c in todo:
                     finish(_run_located(c, fixed))
@@ -654,30 +654,6 @@ def _stop_now(ex: cf.ProcessPoolExecutor) -> None:
         p.kill()
     for p in procs:
         p.join(timeout=5)
-
-
-def _run_ray(todo: list[dict], fixed: dict, workers: int, address: str | None, finish) -> None:
-    try:
-        import ray
-    except ImportError as exc:
-        raise RuntimeError("the ray backend needs Ray: pip install 'specagent[ray]' (ray[default])") from exc
-    started = False
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-        else:
-            ray.init(num_cpus=max(workers, 1), include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-        started = True
-    try:
-        remote = ray.remote(_run_located)
-        pending = [remote.remote(c, fixed) for c in todo]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for r in ready:
-                finish(ray.get(r))
-    finally:
-        if started and not address:
-            ray.shutdown()
 
 
 class _progress:

@@ -255,16 +255,9 @@ def _fmt_flops(x: float) -> str:
 
 def _pass_does_not_fit(dep: Deployment, batch: int, context: int, new: int, exc: DeploymentDoesNotFit) -> str:
     """Name what does not fit: the batch's KV cache and state, the context's, or the weights themselves."""
-    def fits(b: int, tokens: int) -> bool:
-        try:
-            dep.check_fit(b, tokens)
-        except DeploymentDoesNotFit:
-            return False
-        return True
-
-    if batch > 1 and fits(1, context + new):
+    if batch > 1 and dep.max_sequences(context + new) >= 1:
         return f"--batch {batch}: {exc}; one sequence fits: lower --batch (or --context)"
-    if context > 0 and fits(1, new):
+    if context > 0 and dep.max_sequences(new) >= 1:
         return f"--context {context}: {exc}; lower --context"
     return does_not_fit(str(exc), "")
 

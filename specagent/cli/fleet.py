@@ -122,6 +122,19 @@ MAX_PLAN_RATE = 1e6  # tasks per second
 MAX_PLAN_POINTS = 1000
 
 
+def _gpu_list(gpu: str) -> tuple[str, ...]:
+    """--gpu: comma-separated GPU types, each a hardware profile that loads."""
+    gpus = tuple(g.strip() for g in gpu.split(",") if g.strip())
+    if not gpus:
+        fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
+    for g in gpus:
+        try:
+            load_hardware(g)
+        except HardwareProfileError as exc:
+            fail(f"--gpu: {exc}")
+    return gpus
+
+
 def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price: list[str]):
     """plan's list and text flags, each checked with its own name in the error."""
     if not 2 <= points <= MAX_PLAN_POINTS:
@@ -140,14 +153,7 @@ def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
     if not strategies or unknown:
         fail(f"--strategy: expected comma-separated strategies from {', '.join(STRATEGY_NAMES)}, got {strategy!r}")
-    gpus = tuple(g.strip() for g in gpu.split(",") if g.strip())
-    if not gpus:
-        fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
-    for g in gpus:
-        try:
-            load_hardware(g)
-        except HardwareProfileError as exc:
-            fail(f"--gpu: {exc}")
+    gpus = _gpu_list(gpu)
     try:
         prices = parse_prices(price)
     except ValueError as exc:
@@ -370,14 +376,7 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
-    gpus = [g.strip() for g in gpu.split(",") if g.strip()]
-    if not gpus:
-        fail(f"--gpu: expected a comma-separated list of GPU types, got {gpu!r}")
-    for g in gpus:
-        try:
-            load_hardware(g)
-        except HardwareProfileError as exc:
-            fail(f"--gpu: {exc}")
+    gpus = list(_gpu_list(gpu))
     rate_list = _rates(rates)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
         fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")
