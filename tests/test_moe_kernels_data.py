@@ -28,7 +28,7 @@ SOURCE_KINDS = {"github-pr", "github-issue", "repo-file", "paper", "vendor-doc",
 STATISTICS = {"", "mean", "median", "p50", "p90", "p99"}
 DTYPES = {"bf16", "fp16", "fp8_w8a8", "fp8_w8a8_block128", "int8_w8a16", "int4_w4a16"}
 CONFIGS = {"default", "tuned", "shipped", "main", "pr-default"}
-ENGINES = {"vllm", "sglang", "flaggems", "aiter"}
+ENGINES = {"vllm", "sglang", "flaggems", "hpc-ops", "aiter"}
 INT_COLUMNS = ("num_experts", "shard_intermediate", "hidden", "top_k", "tp", "ep", "tokens")
 PROFILE_IDS = {p.id for p in list_profiles()}
 
