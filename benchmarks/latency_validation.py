@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from specagent.costmodel.latency_fit import TARGETS, skipped_by_reason, targets_from_rows, validate
+from specagent.costmodel.latency_fit import TARGETS, serving_params, skipped_by_reason, targets_from_rows, validate
 from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, file_sha256, load_serving
 from specagent.simulator.scenario import default_setting
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_serving(path)
     targets, skipped = targets_from_rows(rows)
     t0 = time.perf_counter()
-    val = validate(targets, skipped, held_out=True)
+    params, kfit = serving_params()
+    val = validate(targets, skipped, held_out=True, params=params)
     secs = time.perf_counter() - t0
     met = val.targets_met()
     out = {
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         "by_model_class": val.mape("model_class"), "by_source": val.mape("source"),
         "worst": sorted(val.rows(), key=lambda r: -abs(r["error"]))[: args.worst],
         "excluded": [dict(reason=r, rows=ids) for r, ids in skipped_by_reason(skipped)],
+        "moe_kernels": {"fit": kfit.values, "kernel_times": len(kfit.targets), "sources": len(kfit.sources),
+                        "held_out_mape": round(kfit.held_out_mape, 4)},
         "default_tpot_context": TPOT_CONTEXT, "default_tpot": default_tpot_ms(),
     }
     if args.json:
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in out["by_class"].items():
         if k not in met:
             print(f"  {k:12s} {v['mape']:>7.1%}  (no target; {v['rows']} figures)")
+    k = out["moe_kernels"]
+    print(f"MoE priors from {k['kernel_times']} fused-MoE kernel times ({k['sources']} sources; held-out MAPE "
+          f"{k['held_out_mape']:.1%}): " + ", ".join(f"{n} {v:.3g}" for n, v in k["fit"].items()))
     for key in ("by_gpu", "by_engine", "by_model_class", "by_source"):
         print(f"{key.replace('_', ' ')}: " + "; ".join(f"{k} {v['mape']:.0%} ({v['rows']})" for k, v in out[key].items()))
     print(f"the default setting's decode step (TPOT) at context {TPOT_CONTEXT}, batch {'/'.join(map(str, TPOT_BATCHES))}:")

@@ -20,8 +20,10 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
   ÷ link bandwidth part is the roofline's, unchanged; the vocabulary-parallel embedding
   all-reduce and logits gather (2 per pass) are left in the per-iteration term;
 * grouped-GEMM MoE efficiency vs tokens per expert: each touched expert computes
-  ``moe_pad_tokens`` rows beyond its tokens (block padding), i.e. efficiency
-  ``moe_mfu`` × τ/(τ + pad) at τ tokens per expert;
+  ``moe_pad_tokens`` rows beyond its tokens (block padding and the tiles a few rows leave
+  idle), i.e. efficiency e × τ/(τ + pad) at τ tokens per touched expert, where
+  e = min(``moe_mfu``, ``moe_tflops`` / peak): a fraction of the compute dtype's peak up
+  to a throughput ceiling (fitted to published kernel times, `latency_fit.fit_moe_kernels`);
 * attention-kernel efficiency apart from GEMM efficiency (``attention_mfu``);
 * the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
   kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.
@@ -47,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
-from specagent.hardware.engine import LAYER_KINDS
+from specagent.hardware.engine import LAYER_KINDS, EngineProfile
 
 #: Weight-streaming GEMM kernels per layer by kind, as vLLM and SGLang fuse them (fused QKV
 #: and gate/up projections: QKVParallelLinear, MergedColumnParallelLinear): attention QKV +
@@ -79,6 +81,14 @@ class LatencyTerms:
     cuda_graphs_mixed: bool
 
 
+def moe_efficiency(eng: EngineProfile, peak_flops: float) -> float | None:
+    """Asymptotic grouped-GEMM efficiency on a GPU of `peak_flops`: min(moe_mfu, moe_tflops / peak); None: the GEMM's."""
+    if eng.moe_mfu is None:
+        return None
+    e = float(eng.moe_mfu.value)
+    return e if eng.moe_tflops is None else min(e, float(eng.moe_tflops.value) * 1e12 / peak_flops)
+
+
 def layer_counts(dep: Deployment) -> dict[str, int]:
     m = dep.model
     return {"full_attention": m.num_full_layers, "linear_attention": m.num_linear_layers,
@@ -108,6 +118,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
     if dep.model.moe and dep.model.moe.shared_intermediate:
         weight_kernels += counts["moe"] * SHARED_EXPERT_KERNELS
     half_bytes = float(eng.bandwidth_half_mb.value) * 1e6
+    moe = moe_efficiency(eng, hw.peak_flops(dep.compute_dtype))
     return LatencyTerms(
         iteration_s=float((eng.iteration_us or hw.pass_overhead_us).value) * us,
         per_sequence_s=float(eng.per_sequence_us.value) * us,
@@ -120,7 +131,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         bandwidth_ramp_s=weight_kernels * half_bytes / (hw.bandwidth_bytes_s * bw_eff),
         gemm_mfu=float((eng.gemm_mfu or hw.prefill_mfu).value),
         attention_mfu=float(eng.attention_mfu.value) if eng.attention_mfu is not None else None,
-        moe_mfu=float(eng.moe_mfu.value) if eng.moe_mfu is not None else None,
+        moe_mfu=moe,
         bandwidth_efficiency=bw_eff,
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),

@@ -61,8 +61,9 @@ from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
 from specagent.hardware.engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
-from specagent.hardware.profile import HardwareProfileError, Sourced, load_hardware
-from specagent.measurements import ServingRow, file_sha256, load_serving
+from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
+from specagent.costmodel.moe import moe_union_experts
+from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
 
 METRICS = ("tpot", "ttft", "e2e", "throughput")
 #: Held-out MAPE targets (issue 12): TPOT at concurrency <= 16, TPOT above that, TTFT.
@@ -340,6 +341,150 @@ def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], Engine
     return out
 
 
+# ------------------------------------------------------------------------- per-operator MoE kernels
+#: A kernel benchmark (vLLM's benchmark_moe.py, SGLang's fused_moe_triton tuner) calls one layer on the same weights again
+#: and again, so where the touched experts' weights fit in the last-level cache the time is not an HBM read. Rows whose
+#: touched-expert weights are under this size are left out: it is twice the largest last-level cache of a profiled GPU
+#: (MI300X, 256 MB AMD Infinity Cache: AMD CDNA 3 architecture white paper; H100/H200 50 MB, L40S 96 MB of L2).
+KERNEL_MIN_WEIGHT_BYTES = 512e6
+#: dtype of a fused-MoE kernel row -> (compute dtype of the tensor cores, bytes per stored weight)
+KERNEL_DTYPES = {"bf16": ("bf16", 2.0), "fp16": ("fp16", 2.0), "fp8_w8a8": ("fp8", 1.0), "fp8_w8a8_block128": ("fp8", 1.0)}
+#: The kernels serving rows run: vLLM's and SGLang's Triton fused_moe (FlagGems and hpc-ops rows time other libraries).
+KERNEL_ENGINES = ("vllm", "sglang")
+#: The config the engine ran before the publication's change (its fallback, a file it shipped, or its main branch);
+#: "tuned" and "pr-default" rows time what the publication proposes, kept in the CSV for comparison.
+KERNEL_CONFIGS = ("default", "shipped", "main")
+#: What the kernel fit finds: (name, prior, lower, upper, prior source or "" for none). The grouped GEMMs' efficiency as a
+#: fraction of peak and their throughput ceiling (TFLOP/s), the half-saturation in tokens per touched expert (rows each
+#: touched expert computes beyond its tokens), and the achieved bandwidth of the weight reads. A weak pull to the prior
+#: (as in `fit`) keeps a term that only one source constrains from wandering when that source is held out.
+KERNEL_TERMS = (
+    ("moe_mfu", 0.6, 0.01, 0.95, "the dense GEMM prior (BLIS example mfuPrefill 0.60)"),
+    ("moe_tflops", 300.0, 10.0, 5000.0, ""),
+    ("moe_pad_tokens", 16.0, 0.0, 4000.0, "vLLM fused_moe get_default_config: BLOCK_SIZE_M 16 at decode batch sizes"),
+    ("kernel_bandwidth", 0.72, 0.2, 1.0, "BLIS example BwEffConstant 0.72"),
+)
+
+
+@dataclass(frozen=True)
+class KernelTarget:
+    """One published fused-MoE layer time, with what is needed to price it."""
+
+    row: MoeKernelRow
+    hardware: HardwareProfile
+    peak_flops: float
+    weight_bytes: float  # per stored weight
+    touched: float  # distinct experts the call reads (uniform routing, `moe_union_experts`)
+    measured: float  # seconds
+
+    @property
+    def expert_params(self) -> float:
+        return 3.0 * float(self.row.hidden or 0) * self.row.shard_intermediate  # w13 (gate and up) and w2 of one expert's shard
+
+
+def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], list[tuple[MoeKernelRow, str]]]:
+    """Every usable kernel row; the rest with the reason (unknown GPU or dtype, weights cache-resident)."""
+    out: list[KernelTarget] = []
+    skipped: list[tuple[MoeKernelRow, str]] = []
+    for r in rows:
+        if r.engine not in KERNEL_ENGINES:
+            skipped.append((r, f"engine '{r.engine}' is not a serving engine's fused_moe kernel"))
+            continue
+        if r.config not in KERNEL_CONFIGS:
+            skipped.append((r, f"config '{r.config}': the publication's proposed change, not what the engine ran before it"))
+            continue
+        if r.hidden is None or r.top_k is None:
+            skipped.append((r, "hidden size (K) or top-k not stated"))
+            continue
+        try:
+            hw = load_hardware(r.gpu)
+        except HardwareProfileError:
+            skipped.append((r, f"no hardware profile for GPU '{r.gpu}'"))
+            continue
+        if r.dtype not in KERNEL_DTYPES:
+            skipped.append((r, f"kernel dtype '{r.dtype}' not modelled"))
+            continue
+        compute, wb = KERNEL_DTYPES[r.dtype]
+        if compute not in hw.peak_tflops:
+            skipped.append((r, f"no {compute} peak in the {r.gpu} profile"))
+            continue
+        touched = float(moe_union_experts(np.array([float(r.tokens)]), r.num_experts, r.top_k)[0])
+        if touched * 3.0 * r.hidden * r.shard_intermediate * wb < KERNEL_MIN_WEIGHT_BYTES:
+            skipped.append((r, f"touched experts' weights under {KERNEL_MIN_WEIGHT_BYTES / 1e6:.0f} MB: cache-resident in a repeated benchmark"))
+            continue
+        out.append(KernelTarget(r, hw, hw.peak_flops(compute), wb, touched, r.kernel_us * 1e-6))
+    return out, skipped
+
+
+def kernel_time(t: KernelTarget, moe_mfu: float, moe_tflops: float, pad_tokens: float, bandwidth: float) -> float:
+    """The roofline's price of one fused-MoE layer call, as `roofline.estimate` prices the routed experts of a pass.
+
+    Compute: 2 FLOPs per weight for every routed token plus `pad_tokens` rows per touched expert, at
+    e = min(moe_mfu, moe_tflops / peak) of the peak (`latency.moe_efficiency`; so the efficiency at τ tokens per
+    touched expert is e·τ/(τ + pad)). Memory: every touched expert's weights once, and each routed token's activations (K in, 2N gate/up out, N in, K out) once.
+    """
+    r = t.row
+    rows_ = r.tokens * r.top_k + pad_tokens * t.touched
+    compute = 2.0 * t.expert_params * rows_ / (t.peak_flops * min(moe_mfu, moe_tflops * 1e12 / t.peak_flops))
+    act = r.tokens * r.top_k * (2.0 * float(r.hidden or 0) + 3.0 * r.shard_intermediate) * 2.0
+    memory = (t.touched * t.expert_params * t.weight_bytes + act) / (t.hardware.bandwidth_bytes_s * bandwidth)
+    return max(compute, memory)
+
+
+@dataclass
+class KernelFit:
+    """The fused-MoE terms fitted on per-operator rows, and each row's leave-one-source-out prediction."""
+
+    values: dict[str, float]
+    targets: list[KernelTarget]
+    skipped: list[tuple[MoeKernelRow, str]]
+    held_out: np.ndarray  # predicted seconds, each by a fit that never saw the row's source
+    sources: list[str]
+
+    @property
+    def held_out_mape(self) -> float:
+        meas = np.array([t.measured for t in self.targets])
+        return float(np.mean(np.abs(self.held_out / meas - 1.0)))
+
+    def describe(self) -> str:
+        return (f"fused-MoE kernel fit on measurements/moe_kernels.csv ({len(self.targets)} kernel times, {len(self.sources)} "
+                f"sources; held-out MAPE {self.held_out_mape:.1%}): moe_mfu {self.values['moe_mfu']:.3g}, moe_tflops "
+                f"{self.values['moe_tflops']:.3g}, moe_pad_tokens {self.values['moe_pad_tokens']:.3g}")
+
+
+def _fit_kernels(targets: Sequence[KernelTarget]) -> np.ndarray:
+    from scipy.optimize import least_squares
+
+    lo = np.log([max(lower, 1e-3) for _, _, lower, _, _ in KERNEL_TERMS])
+    hi = np.log([upper for _, _, _, upper, _ in KERNEL_TERMS])
+    x0 = np.clip(np.log([max(prior, 1e-3) for _, prior, _, _, _ in KERNEL_TERMS]), lo, hi)
+    pulled = np.array([bool(src) for *_, src in KERNEL_TERMS])
+    meas = np.array([t.measured for t in targets])
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        v = np.exp(z)
+        return np.concatenate([np.log(np.array([kernel_time(t, *v) for t in targets]) / meas), ((z - x0) / PRIOR_SCALE)[pulled]])
+
+    res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale=1.0, diff_step=1e-3)
+    return np.exp(res.x)
+
+
+def fit_moe_kernels(rows: Iterable[MoeKernelRow]) -> KernelFit:
+    """Fit `KERNEL_TERMS` on every usable row; validate leave-one-source-out."""
+    targets, skipped = kernel_targets(rows)
+    if not targets:
+        raise ValueError("no usable fused-MoE kernel rows to fit")
+    full = _fit_kernels(targets)
+    sources = sorted({t.row.source for t in targets})
+    held = np.empty(len(targets))
+    for s in sources:
+        idx = [k for k, t in enumerate(targets) if t.row.source == s]
+        train = [t for t in targets if t.row.source != s]
+        v = _fit_kernels(train) if train else full
+        held[idx] = [kernel_time(targets[k], *v) for k in idx]
+    return KernelFit({name: float(v) for (name, *_), v in zip(KERNEL_TERMS, full)}, targets, skipped, held, sources)
+
+
 # ------------------------------------------------------------------------- parameters
 @dataclass(frozen=True)
 class Param:
@@ -358,8 +503,12 @@ class Param:
         return (not self.engines or engine_id in self.engines) and (not self.gpus or gpu_id in self.gpus)
 
 
-def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) -> list[Param]:
-    """The coefficients the public data can constrain; every other term keeps its sourced value."""
+def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm"), moe: KernelFit | None = None) -> list[Param]:
+    """The coefficients the public data can constrain; every other term keeps its sourced value.
+
+    With `moe` (the per-operator fused-MoE fit) the grouped-GEMM efficiency and its half-saturation take their priors
+    from published kernel times, so a serving source held out does not leave them to a single other source.
+    """
     ps = [
         Param("bandwidth", "bandwidth", 0.72, 0.3, 1.0, "BLIS example configuration H100 BwEffConstant 0.72 (hardware profiles)"),
         Param("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, "as 'bandwidth' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
@@ -369,9 +518,12 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) 
         Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
         # the grouped-GEMM prior comes from a per-operator profile of the Triton fused_moe kernel, the default MoE path of
         # vLLM and SGLang, at a prefill's token count; the engines' moe_pad_tokens is 0 (see hardware/engines/*.toml)
-        Param("moe_mfu", "moe_mfu", 0.22, 0.01, 0.95, "vllm-project/vllm#53710 (PR description, per-M kernel time table, default "
-              "config): Triton fused_moe FP8 W8A8, E=128 N=768 top-8 (Qwen3-30B-A3B shape) on one L40S, 1916.23 us at 4096 "
-              "tokens for 4096 x 75.5 MFLOP = 22% of the 733 TFLOP/s FP8 peak"),
+        *((Param("moe_mfu", "moe_mfu", moe.values["moe_mfu"], 0.01, 0.95, moe.describe()),
+           Param("moe_tflops", "moe_tflops", moe.values["moe_tflops"], 10.0, 5000.0, moe.describe()),
+           Param("moe_pad_tokens", "moe_pad_tokens", moe.values["moe_pad_tokens"], 0.0, 4000.0, moe.describe())) if moe else
+          (Param("moe_mfu", "moe_mfu", 0.22, 0.01, 0.95, "vllm-project/vllm#53710 (PR description, per-M kernel time table, "
+                 "default config): Triton fused_moe FP8 W8A8, E=128 N=768 top-8 (Qwen3-30B-A3B shape) on one L40S, 1916.23 us "
+                 "at 4096 tokens for 4096 x 75.5 MFLOP = 22% of the 733 TFLOP/s FP8 peak"),)),
         Param("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, "BLIS trained-physics beta6 ~4 us per request (vLLM, H100)"),
         Param("layer_us", "layer_us.*", 16.0, 0.0, 300.0, "half of BLIS trained-physics beta5 ~32 us per layer (vLLM, H100)"),
         Param("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, "as 'layer_us' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
@@ -381,7 +533,24 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")) 
                         "BLIS trained-physics beta7 ~126 us per step (vLLM, H100)", engines=(e,)))
         ps.append(Param(f"request_us@{e}", "request_us", 15563.0, 10.0, 200000.0,
                         "BLIS trained-physics alpha0 ~15.6 ms per request (vLLM, H100)", engines=(e,)))
+        # the CPU cost of an eager pass per counted kernel: Python dispatch and launch differ by engine, and the kernel
+        # counts (hardware/engines/*.toml kernels_per_layer) are counted from the model code, not profiled, so this
+        # also absorbs their error; it only shows where a pass is not graph-captured and its GPU work is shorter
+        ps.append(Param(f"launch_us@{e}", "launch_us", 15.0, 1.0, 300.0, "facebookresearch/metaseq PR #270: CUDA graphs cut "
+                        "OPT-175B decode on 8xA100 from 95 to 66 ms per token, ~15 us per eager kernel", engines=(e,)))
     return ps
+
+
+def serving_params(kernels: str | Path | None = None) -> tuple[list[Param], KernelFit]:
+    """The parameters `latency fit` and `latency validate` use: `default_params` with MoE priors from the kernel fit.
+
+    `kernels` is a moe_kernels.csv (default: the shipped one); its fit uses no serving row, so
+    it is outside every serving source a validation holds out.
+    """
+    from specagent.measurements import load_moe_kernels
+
+    k = fit_moe_kernels(load_moe_kernels(kernels))
+    return default_params(moe=k), k
 
 
 def engine_with(base: EngineProfile, gpu_id: str, params: Sequence[Param], values: Sequence[float], source: str) -> EngineProfile:
@@ -459,7 +628,7 @@ def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Se
     how far (in ln units) a coefficient may move from its prior at the cost of one row off
     by a factor e.
     """
-    params = list(params or default_params())
+    params = list(params or serving_params()[0])
     if not targets:
         raise ValueError("nothing to fit: no targets")
     x = np.array(x0 if x0 is not None else [p.prior for p in params], dtype=float)
@@ -524,7 +693,7 @@ def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_ou
     targets = list(targets)
     if not held_out:
         return Validation(targets, list(skipped), predict(targets), False)
-    params = list(params or default_params())
+    params = list(params or serving_params()[0])
     tick = progress or (lambda _m: None)
     tick(f"fit on all {len(targets)} figures")
     full = fit(targets, params, **fit_options)

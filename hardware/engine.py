@@ -45,7 +45,7 @@ class EngineProfileError(ValueError):
 
 
 # name -> (section, key, kind, required). Kinds: us (>= 0 float), count (int >= 0),
-# batch (int >= 1), bool, fraction (0, 1.5], tokens (>= 0 float), mb (>= 0 float).
+# batch (int >= 1), bool, fraction (0, 1.5], tokens (>= 0 float), mb (>= 0 float), tflops (> 0 float).
 _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "cuda_graphs": ("cuda_graphs", "decode", "bool", True),
     "cuda_graph_max_batch": ("cuda_graphs", "max_batch", "batch", True),
@@ -61,6 +61,7 @@ _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "bandwidth_half_mb": ("kernels", "bandwidth_half_mb", "mb", True),
     "attention_mfu": ("kernels", "attention_mfu", "fraction", False),
     "moe_mfu": ("kernels", "moe_mfu", "fraction", False),
+    "moe_tflops": ("kernels", "moe_tflops", "tflops", False),
     "gemm_mfu": ("kernels", "gemm_mfu", "fraction", False),
     "bandwidth": ("kernels", "bandwidth", "fraction", False),
 }
@@ -104,7 +105,8 @@ class EngineProfile:
     Optional fields fall back to the hardware profile: no ``iteration_us`` means the
     hardware's ``pass_overhead_us``; no ``gemm_mfu`` / ``bandwidth`` means the hardware's
     ``prefill_mfu`` / ``bandwidth``; no ``attention_mfu`` / ``moe_mfu`` means attention / the
-    grouped expert GEMMs run at the GEMM efficiency. The ``ideal`` profile sets none of them and zeroes the rest, which is the
+    grouped expert GEMMs run at the GEMM efficiency; no ``moe_tflops``: no throughput ceiling. The ``ideal`` profile
+    sets none of them and zeroes the rest, which is the
     roofline as it was before engine profiles existed.
     """
 
@@ -127,6 +129,10 @@ class EngineProfile:
     bandwidth_half_mb: Sourced  # weight-streaming kernel size (per GPU) at which achieved bandwidth is half its asymptote
     attention_mfu: Sourced | None = None
     moe_mfu: Sourced | None = None  # asymptotic efficiency of the grouped MoE GEMMs (padding apart)
+    #: ceiling of the grouped MoE GEMMs' throughput in TFLOP/s per GPU (None: none): published fused_moe kernel times
+    #: reach about the same TFLOP/s on GPUs whose datasheet peaks differ 6-fold (measurements/moe_kernels.csv), so
+    #: the efficiency is min(moe_mfu, moe_tflops / peak) of the compute dtype's peak
+    moe_tflops: Sourced | None = None
     gemm_mfu: Sourced | None = None
     bandwidth: Sourced | None = None
     #: Batching limits the engine uses when none are given, by GPU class (first match wins; the last row matches any GPU).
@@ -207,6 +213,8 @@ def _check(value: Any, kind: str, where: str, path: str) -> Any:
         if int(value) != value or value < (1 if kind == "batch" else 0):
             raise EngineProfileError(f"{path}: field '{where}' must be an integer >= {1 if kind == 'batch' else 0}, got {value!r}")
         return int(value)
+    if kind == "tflops" and not value > 0:
+        raise EngineProfileError(f"{path}: field '{where}' must be a throughput > 0 TFLOP/s, got {value!r}")
     if kind == "fraction" and not 0 < value <= 1.5:
         raise EngineProfileError(f"{path}: field '{where}' must be in (0, 1.5], got {value!r}")
     if value < 0:

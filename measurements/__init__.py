@@ -206,3 +206,56 @@ def load_collectives(path: str | Path | None = None) -> list[CollectiveRow]:
             line=line,
         ))
     return out
+
+
+MOE_KERNEL_COLUMNS = (
+    "row_id", "gpu", "num_experts", "shard_intermediate", "hidden", "top_k", "tp", "ep", "dtype", "tokens", "kernel_us", "config",
+    "engine", "triton_version", "model", "statistic", "source_kind", "source", "source_url", "source_locator", "retrieved", "notes",
+)
+
+
+@dataclass(frozen=True)
+class MoeKernelRow:
+    """One published time of one fused-MoE layer call (both grouped GEMMs) at `tokens` tokens on one GPU."""
+
+    row_id: str
+    gpu: str
+    num_experts: int  # experts in this GPU's call
+    shard_intermediate: int  # N of the engine's config name: the per-GPU expert intermediate size
+    hidden: int | None  # K; None where the publication does not state it
+    top_k: int | None  # None where not stated
+    dtype: str  # bf16, fp16, fp8_w8a8, fp8_w8a8_block128, ...
+    tokens: int
+    kernel_us: float
+    config: str  # default | tuned | shipped
+    engine: str
+    model: str
+    source: str
+    source_url: str
+    source_locator: str
+    notes: str
+    line: int = 0
+
+
+def load_moe_kernels(path: str | Path | None = None) -> list[MoeKernelRow]:
+    """Rows of `moe_kernels.csv` (published per-operator fused-MoE times), validated like `load_serving`."""
+    p = Path(path) if path else default_path("moe_kernels.csv")
+    out: list[MoeKernelRow] = []
+    required = ("row_id", "gpu", "num_experts", "shard_intermediate", "dtype", "tokens", "kernel_us", "source",
+                "source_url", "source_locator")
+    for line, where, raw in _read(p, MOE_KERNEL_COLUMNS, required):
+        ints = {c: _number(raw[c], f"{where}: field '{c}'", True) for c in ("num_experts", "shard_intermediate", "hidden", "top_k", "tokens")}
+        for c, v in ints.items():
+            if v is not None and v < 1:
+                raise MeasurementError(f"{where}: field '{c}' must be an integer >= 1, got {v}")
+        if ints["top_k"] is not None and ints["top_k"] > ints["num_experts"]:
+            raise MeasurementError(f"{where}: field 'top_k' ({ints['top_k']}) exceeds 'num_experts' ({ints['num_experts']})")
+        us = _number(raw["kernel_us"], f"{where}: field 'kernel_us'")
+        if not us:
+            raise MeasurementError(f"{where}: field 'kernel_us' must be > 0")
+        out.append(MoeKernelRow(
+            row_id=raw["row_id"].strip(), gpu=raw["gpu"].strip(), **ints, dtype=raw["dtype"].strip(), kernel_us=us,
+            config=raw["config"].strip(), engine=raw["engine"].strip(), model=raw["model"].strip(), source=raw["source"].strip(),
+            source_url=raw["source_url"].strip(), source_locator=raw["source_locator"].strip(), notes=raw["notes"].strip(), line=line,
+        ))
+    return out

@@ -245,7 +245,10 @@ def test_an_overloaded_fleet_is_rejected_as_unstable_and_a_loaded_one_is_not(str
     # the scheduler makes was 58% and failed here)
     assert 1 - 1 / 1.3 - 0.02 <= over.queue_growth <= 1 - 0.85 / 1.3
     fine = measure_steady(tasks, build, (0, 2), 0.5 * 2 * cap.tasks_per_s, Metric(95, "task"), ref, min_tasks=500)
-    assert fine.stable and abs(fine.queue_growth) < 0.02 and math.isfinite(fine.value_s)
+    # at half the bound tasks take ~3.6x their uncontended time, so the in-flight count still grows through the window:
+    # the deficit reads 4.3% here (4.7% over 1,500 tasks; 1.8% / 4.2% with the previous engine fit), inside the
+    # detector's noise allowance, against 21-35% for the overloaded fleet above
+    assert fine.stable and abs(fine.queue_growth) < 0.05 and math.isfinite(fine.value_s)
     assert fine.throughput_per_s == pytest.approx(cap.tasks_per_s, rel=0.1)  # it completes what arrives (0.5 x 2 x cap)
 
 
@@ -273,11 +276,11 @@ def test_the_analytic_bound_is_optimistic_by_little(episodes, strongonly):
 
 # --------------------------------------------------------------------------------------------- slices
 def test_a_slice_matches_the_full_fleet_at_64_replicas(strongonly):
-    """64 Strong replicas at 22 tasks/s against a slice of 10 at 10/64 of the rate: percentiles within their intervals."""
+    """64 Strong replicas at 22 tasks/s against a slice of 8 at 8/64 of the rate: percentiles within their intervals."""
     tasks, dep, build, ref = strongonly
     full = measure_steady(tasks, build, (0, 64), 22.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=None)
     part = measure_steady(tasks, build, (0, 64), 22.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=5000)
-    assert full.slice.is_full and part.slice.counts == (0, 10) and part.slice.fraction == 10 / 64
+    assert full.slice.is_full and part.slice.counts == (0, 8) and part.slice.fraction == 8 / 64
     assert part.tasks_simulated < full.tasks_simulated / 5
     assert full.stable and part.stable
     half_full, half_part = (full.ci_high_s - full.ci_low_s) / 2, (part.ci_high_s - part.ci_low_s) / 2

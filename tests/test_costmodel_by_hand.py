@@ -209,7 +209,7 @@ def test_decode_run_without_cuda_graphs_sums_the_overlapped_launches_exactly(eng
         assert run._launch_s > 0
         for c, m in ((0, 40), (3000, 200), (150_000, 30)):
             steps = estimate(dep, Passes.uniform(1, c + np.arange(float(m)), 1))
-            assert run.totals(c, m)["time_s"] == pytest.approx(steps.time_s.sum(), rel=1e-12)
+            assert run.totals(c, m)["time_s"] == pytest.approx(steps.time_s.sum(), rel=1e-11)  # summation order: the closed form adds segments, the loop adds steps
 
 
 def test_decode_run_time_includes_communication_and_overhead_per_step():

@@ -365,7 +365,8 @@ DEFAULT_PARAMS = [
     ("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, (), ("mi300x",)),
 ] + [row for e in ("vllm", "sglang", "tensorrt-llm") for row in (
     (f"iteration_us@{e}", "iteration_us", 126.0, 1.0, 20000.0, (e,), ()),
-    (f"request_us@{e}", "request_us", 15563.0, 10.0, 200000.0, (e,), ()))]
+    (f"request_us@{e}", "request_us", 15563.0, 10.0, 200000.0, (e,), ()),
+    (f"launch_us@{e}", "launch_us", 15.0, 1.0, 300.0, (e,), ()))]
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 
 
@@ -373,7 +374,7 @@ def test_default_params_priors_bounds_and_fields():
     ps = lf.default_params()
     assert [(p.name, p.field, p.prior, p.lower, p.upper, p.engines, p.gpus) for p in ps] == DEFAULT_PARAMS
     assert all(p.lower <= p.prior <= p.upper and p.lower < p.upper and p.prior_source for p in ps)
-    assert [p.name for p in lf.default_params(("x",))][-2:] == ["iteration_us@x", "request_us@x"]
+    assert [p.name for p in lf.default_params(("x",))][-3:] == ["iteration_us@x", "request_us@x", "launch_us@x"]
 
 
 def test_param_applies_to_its_engines_and_gpus_only():
@@ -388,7 +389,7 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
     data = {e: tomllib.loads(Path(load_engine(e).path).read_text(encoding="utf-8")) for e in ENGINES}
     prov = data["vllm"]["provenance"]["fit"]
     assert all(d["provenance"]["fit"] == prov for d in data.values())
-    params = lf.default_params()
+    params, _ = lf.serving_params()
 
     def shipped(p: lf.Param) -> float:
         section, keys = toml_location(p.field)
@@ -402,11 +403,12 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
         """Section -> sorted keys, one level deeper under [hardware.<gpu>]."""
         return {s: (layout(v) if s in ("hardware", "mi300x") else sorted(v)) for s, v in tables.items()}
 
-    assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu"], "per_pass": ["per_sequence_us"],
+    assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu", "moe_pad_tokens", "moe_tflops"],
+                                   "per_pass": ["per_sequence_us"],
                                    "per_layer_us": kinds,
                                    "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"], "per_layer_us": kinds}}}
     for e in ENGINES:
-        assert layout(tables[e]) == {"per_pass": ["iteration_us"], "per_request": ["request_us"]}
+        assert layout(tables[e]) == {"per_pass": ["iteration_us", "launch_us"], "per_request": ["request_us"]}
         assert lf.merge_tables(lf.merge_tables(data[e], tables["*"]), tables[e]) == data[e]
     assert sorted(tables) == ["*", *sorted(ENGINES)]
 

@@ -19,6 +19,18 @@ console = Console()
 err = Console(stderr=True)
 
 DATA = typer.Option(None, "--data", help="serving_latency.csv to use (default: the shipped one).")
+KERNELS = typer.Option(None, "--kernels", help="moe_kernels.csv whose fit gives the MoE terms their priors (default: the shipped one).")
+
+
+def _params(kernels: Optional[Path]):
+    """The fit's parameters with MoE priors from the per-operator kernel fit (and that fit, to report)."""
+    from specagent.costmodel.latency_fit import serving_params
+    from specagent.measurements import MeasurementError
+
+    try:
+        return serving_params(kernels)
+    except (MeasurementError, ValueError) as exc:
+        fail(str(exc))
 
 
 def _load(data: Optional[Path]):
@@ -39,6 +51,7 @@ def _load(data: Optional[Path]):
 @app.command("validate")
 def validate_cmd(
     data: Optional[Path] = DATA,
+    kernels: Optional[Path] = KERNELS,
     holdout: bool = typer.Option(True, "--holdout/--no-holdout", help="Leave-one-source-out refits (default), or the shipped engine profiles as they are."),
     worst: int = typer.Option(10, "--worst", min=0, help="How many of the worst rows to list."),
     rows_out: Optional[Path] = typer.Option(None, "--rows", help="Also write every row's prediction as CSV here."),
@@ -57,8 +70,9 @@ def validate_cmd(
         if target is not None:
             atomic.check_writable(target)
     path, rows, targets, skipped = _load(data)
+    params, kfit = _params(kernels)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
-    val = validate(targets, skipped, held_out=holdout, progress=tick)
+    val = validate(targets, skipped, held_out=holdout, params=params, progress=tick)
     table = val.rows()
     kind = "held out (leave one source out)" if holdout else "in sample (shipped engine profiles)"
     out = {
@@ -67,6 +81,8 @@ def validate_cmd(
         "mape": {k: val.mape(k) for k in ("load_class", "metric", "gpu", "engine", "model_class", "source")},
         "worst": sorted(table, key=lambda r: -abs(r["error"]))[:worst],
         "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
+        "moe_kernels": {"fit": kfit.values, "kernel_times": len(kfit.targets), "sources": len(kfit.sources),
+                        "held_out_mape": kfit.held_out_mape, "skipped": len(kfit.skipped)},
     }
     if rows_out:
         import pandas as pd
@@ -89,6 +105,7 @@ def validate_cmd(
         if k not in out["targets"]:
             t.add_row(k, str(v["rows"]), f"{v['mape']:.1%}", "", "")
     console.print(t)
+    console.print(f"MoE priors: {kfit.describe()}", highlight=False, markup=False, soft_wrap=True)
     for key, title in (("gpu", "GPU"), ("engine", "engine"), ("model_class", "model class")):
         s = Table(title=f"MAPE by {title}")
         s.add_column(title)
@@ -113,6 +130,7 @@ def validate_cmd(
 @app.command("fit")
 def fit_cmd(
     data: Optional[Path] = DATA,
+    kernels: Optional[Path] = KERNELS,
     output: Path = typer.Option(Path("latency_fit.toml"), "-o", "--output", help="TOML file of fitted coefficients (written atomically)."),
     profiles: Optional[Path] = typer.Option(None, "--write-profiles", help="Also write each fitted engine's whole profile (shipped "
                                             "profile + fitted tables) into this folder, ready to replace hardware/engines/<engine>.toml."),
@@ -132,7 +150,8 @@ def fit_cmd(
     if profiles is not None:
         atomic.check_writable(profiles / "vllm.toml")
     path, rows, targets, skipped = _load(data)
-    res = fit(targets)
+    params, kfit = _params(kernels)
+    res = fit(targets, params)
     prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
     files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
@@ -156,7 +175,8 @@ def fit_cmd(
     atomic.write_together(files)  # the fit and the profiles made from it: all or none
     values = {p.name: float(v) for p, v in zip(res.params, res.values)}
     if as_json:
-        print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success}, indent=2))
+        print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success,
+                          "moe_kernels": kfit.values}, indent=2))
         return
     t = Table(title=f"Fitted on {len(targets)} figures from {len(rows) - len(skipped)} rows ({len(res.sources)} sources) → {output}")
     t.add_column("coefficient")
@@ -165,6 +185,7 @@ def fit_cmd(
     for p, v in zip(res.params, res.values):
         t.add_row(p.name, f"{v:.4g}", f"{p.prior:g}")
     console.print(t)
+    console.print(f"MoE priors: {kfit.describe()}", highlight=False, markup=False, soft_wrap=True)
     if not res.success:
         err.print(f"[yellow]warning:[/] the optimiser stopped without converging: {res.message}", highlight=False)
 
