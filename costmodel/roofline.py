@@ -21,8 +21,8 @@ at the GEMM efficiency for its token count (the calibrated compute curve where p
 else the engine's `gemm_mfu` or the hardware's `prefill_mfu`) — decode included, since a
 decode pass's GEMMs are GEMMs of `batch` rows and its low achieved MFU is the memory
 bound, which the memory term already gives; a calibrated decode curve, where present,
-prices pure-decode passes; routed experts' grouped GEMMs at the engine's `moe_mfu` (padded
-per touched expert), attention (softmax and Gated DeltaNet) at its `attention_mfu`, where
+prices pure-decode passes; routed experts' grouped GEMMs at the engine's `moe_mfu` up to its
+`moe_tflops` ceiling (`latency.moe_efficiency`; padded per touched expert), attention (softmax and Gated DeltaNet) at its `attention_mfu`, where
 the engine states them.
 """
 

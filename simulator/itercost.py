@@ -214,7 +214,7 @@ class IterationCost:
         return self.efficiency(tokens, pure_decode) if a is None else a
 
     def moe_efficiency(self, tokens: float, pure_decode: bool = False) -> float:
-        """Grouped expert GEMM efficiency: the engine's `moe_mfu`, else the GEMM efficiency."""
+        """Grouped expert GEMM efficiency: the engine's `moe_mfu` up to its `moe_tflops` ceiling, else the GEMM efficiency."""
         m = self._moe_eff
         return self.efficiency(tokens, pure_decode) if m is None else m
 
