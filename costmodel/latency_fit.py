@@ -440,6 +440,7 @@ class KernelFit:
     skipped: list[tuple[MoeKernelRow, str]]
     held_out: np.ndarray  # predicted seconds, each by a fit that never saw the row's source
     sources: list[str]
+    dataset: str = "measurements/moe_kernels.csv"
 
     @property
     def held_out_mape(self) -> float:
@@ -447,7 +448,7 @@ class KernelFit:
         return float(np.mean(np.abs(self.held_out / meas - 1.0)))
 
     def describe(self) -> str:
-        return (f"fused-MoE kernel fit on measurements/moe_kernels.csv ({len(self.targets)} kernel times, {len(self.sources)} "
+        return (f"fused-MoE kernel fit on {self.dataset} ({len(self.targets)} kernel times, {len(self.sources)} "
                 f"sources; held-out MAPE {self.held_out_mape:.1%}): moe_mfu {self.values['moe_mfu']:.3g}, moe_tflops "
                 f"{self.values['moe_tflops']:.3g}, moe_pad_tokens {self.values['moe_pad_tokens']:.3g}")
 
@@ -550,6 +551,8 @@ def serving_params(kernels: str | Path | None = None) -> tuple[list[Param], Kern
     from specagent.measurements import load_moe_kernels
 
     k = fit_moe_kernels(load_moe_kernels(kernels))
+    if kernels is not None:
+        k = dataclasses.replace(k, dataset=str(kernels))
     return default_params(moe=k), k
 
 

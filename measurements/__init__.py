@@ -227,7 +227,7 @@ class MoeKernelRow:
     dtype: str  # bf16, fp16, fp8_w8a8, fp8_w8a8_block128, ...
     tokens: int
     kernel_us: float
-    config: str  # default | tuned | shipped
+    config: str  # default | tuned | shipped | main | pr-default (measurements/README.md)
     engine: str
     model: str
     source: str

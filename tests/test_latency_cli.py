@@ -15,6 +15,7 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.phases import decode
 from specagent.hardware.engine import load_engine, parse_engine
 from specagent.hardware.profile import load_hardware
+from specagent.measurements import default_path, file_sha256
 from tests.test_latency_fit import _csv
 
 runner = CliRunner()
@@ -56,8 +57,21 @@ def test_latency_validate_and_fit_on_a_small_file(tmp_path: Path):
     assert r.exit_code == 0, r.output
     fitted = tomllib.loads(out.read_text())
     assert fitted["provenance"]["rows"] == 4 and len(fitted["provenance"]["dataset_sha256"]) == 64
+    assert fitted["provenance"]["moe_kernels"] == "moe_kernels.csv"
+    assert fitted["provenance"]["moe_kernels_sha256"] == file_sha256(default_path("moe_kernels.csv"))
     vllm = parse_engine(tomllib.loads((prof / "vllm.toml").read_text()), "vllm.toml")
     assert vllm.layer_us["moe"].source.startswith("fit: specagent latency fit")
+    assert "fused-MoE kernel fit on measurements/moe_kernels.csv (" in vllm.moe_tflops.source  # the prior and where it came from
+
+
+def test_latency_kernel_file_errors_are_one_line_and_a_custom_file_is_named(tmp_path: Path):
+    data = _csv(tmp_path, [dict(concurrency=1, input_tokens=512, output_tokens=256, tpot_ms=7.3, ttft_ms=40)])
+    r = _run("latency", "validate", "--data", str(data), "--no-holdout", "--kernels", str(tmp_path / "none.csv"))
+    assert r.exit_code == 2 and "none.csv: cannot read measurements" in r.output and "Traceback" not in r.output
+    kern = tmp_path / "k.csv"
+    kern.write_text(default_path("moe_kernels.csv").read_text(encoding="utf-8"), encoding="utf-8")
+    r = _run("latency", "validate", "--data", str(data), "--no-holdout", "--kernels", str(kern))
+    assert r.exit_code == 0 and f"fused-MoE kernel fit on {kern} (74 kernel times, 6 sources" in r.output.replace("\n", "")
 
 
 def test_latency_validate_reports_a_bad_file_in_one_line(tmp_path: Path):

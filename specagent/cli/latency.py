@@ -153,6 +153,10 @@ def fit_cmd(
     params, kfit = _params(kernels)
     res = fit(targets, params)
     prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
+    from specagent.measurements import default_path, file_sha256
+
+    prov["moe_kernels"] = Path(kernels or default_path("moe_kernels.csv")).name
+    prov["moe_kernels_sha256"] = file_sha256(kernels or default_path("moe_kernels.csv"))
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
     files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
                                         + tomli_w.dumps(tables))}
