@@ -81,12 +81,16 @@ class LatencyTerms:
     cuda_graphs_mixed: bool
 
 
+def capped_efficiency(moe_mfu: float, moe_tflops: float | None, peak_flops: float) -> float:
+    """A fraction of peak up to a throughput ceiling: min(moe_mfu, moe_tflops / peak) (no ceiling: moe_mfu)."""
+    return moe_mfu if moe_tflops is None else min(moe_mfu, moe_tflops * 1e12 / peak_flops)
+
+
 def moe_efficiency(eng: EngineProfile, peak_flops: float) -> float | None:
-    """Asymptotic grouped-GEMM efficiency on a GPU of `peak_flops`: min(moe_mfu, moe_tflops / peak); None: the GEMM's."""
+    """Asymptotic grouped-GEMM efficiency of `eng` on a GPU of `peak_flops` (`capped_efficiency`); None: the GEMM's."""
     if eng.moe_mfu is None:
         return None
-    e = float(eng.moe_mfu.value)
-    return e if eng.moe_tflops is None else min(e, float(eng.moe_tflops.value) * 1e12 / peak_flops)
+    return capped_efficiency(float(eng.moe_mfu.value), None if eng.moe_tflops is None else float(eng.moe_tflops.value), peak_flops)
 
 
 def layer_counts(dep: Deployment) -> dict[str, int]:

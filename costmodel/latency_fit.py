@@ -56,13 +56,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.latency import capped_efficiency
 from specagent.costmodel.dtypes import dtype_bytes
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
 from specagent.hardware.engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
-from specagent.costmodel.moe import moe_union_experts
 from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
 
 METRICS = ("tpot", "ttft", "e2e", "throughput")
@@ -118,13 +119,13 @@ class Skipped:
 
 
 # ------------------------------------------------------------------------- rows -> targets
-def _deployment(row: ServingRow, engines: dict[str, EngineProfile]) -> Deployment:
+def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile]) -> Deployment:
     try:
         spec = load_model_spec(row.model)
     except ModelSpecError as exc:
         raise Skip(f"model not describable: {exc}") from None
     try:
-        hw = load_hardware(row.gpu)
+        hw = profiles[row.gpu] if row.gpu in profiles else profiles.setdefault(row.gpu, load_hardware(row.gpu))
     except HardwareProfileError:
         raise Skip(f"no hardware profile for GPU '{row.gpu}'") from None
     name = ENGINE_BACKENDS.get(row.engine, (row.engine, ""))[0]
@@ -166,11 +167,12 @@ def skipped_by_reason(skipped: Sequence[Skipped]) -> list[tuple[str, list[str]]]
 def targets_from_rows(rows: Iterable[ServingRow], engines: dict[str, EngineProfile] | None = None) -> tuple[list[Target], list[Skipped]]:
     """Every latency figure of every row the cost model can describe; the rest with the reason."""
     engines = engines or {}
+    profiles: dict[str, HardwareProfile] = {}  # one load per GPU, not per row
     out: list[Target] = []
     skipped: list[Skipped] = []
     for row in rows:
         try:
-            out.extend(_row_targets(row, engines))
+            out.extend(_row_targets(row, engines, profiles))
         except Skip as exc:
             skipped.append(Skipped(row, str(exc)))
     return out, skipped
@@ -193,11 +195,11 @@ def mean_lengths(row: ServingRow) -> tuple[float, float]:
     return i, o
 
 
-def _row_targets(row: ServingRow, engines: dict[str, EngineProfile]) -> list[Target]:
+def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile]) -> list[Target]:
     if QUEUED_TAG in row.notes:
         raise Skip(f"{QUEUED_TAG}: requests waited behind an admission limit the source does not state, so the running batch "
                    "(on which TPOT and TTFT both depend) is unknown")
-    dep = _deployment(row, engines)
+    dep = _deployment(row, engines, profiles)
     i, o = mean_lengths(row)
     if o < 1:
         raise Skip("output length below one token")
@@ -376,16 +378,14 @@ class KernelTarget:
     weight_bytes: float  # per stored weight
     touched: float  # distinct experts the call reads (uniform routing, `moe_union_experts`)
     measured: float  # seconds
-
-    @property
-    def expert_params(self) -> float:
-        return 3.0 * float(self.row.hidden or 0) * self.row.shard_intermediate  # w13 (gate and up) and w2 of one expert's shard
+    expert_params: float  # w13 (gate and up) and w2 of one expert's shard: 3 x K x N
 
 
 def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], list[tuple[MoeKernelRow, str]]]:
     """Every usable kernel row; the rest with the reason (unknown GPU or dtype, weights cache-resident)."""
     out: list[KernelTarget] = []
     skipped: list[tuple[MoeKernelRow, str]] = []
+    profiles: dict[str, HardwareProfile | None] = {}  # one load per GPU, not per row
     for r in rows:
         if r.engine not in KERNEL_ENGINES:
             skipped.append((r, f"engine '{r.engine}' is not a serving engine's fused_moe kernel"))
@@ -396,9 +396,13 @@ def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], li
         if r.hidden is None or r.top_k is None:
             skipped.append((r, "hidden size (K) or top-k not stated"))
             continue
-        try:
-            hw = load_hardware(r.gpu)
-        except HardwareProfileError:
+        if r.gpu not in profiles:
+            try:
+                profiles[r.gpu] = load_hardware(r.gpu)
+            except HardwareProfileError:
+                profiles[r.gpu] = None
+        hw = profiles[r.gpu]
+        if hw is None:
             skipped.append((r, f"no hardware profile for GPU '{r.gpu}'"))
             continue
         if r.dtype not in KERNEL_DTYPES:
@@ -409,10 +413,11 @@ def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], li
             skipped.append((r, f"no {compute} peak in the {r.gpu} profile"))
             continue
         touched = float(moe_union_experts(np.array([float(r.tokens)]), r.num_experts, r.top_k)[0])
-        if touched * 3.0 * r.hidden * r.shard_intermediate * wb < KERNEL_MIN_WEIGHT_BYTES:
+        params = 3.0 * r.hidden * r.shard_intermediate
+        if touched * params * wb < KERNEL_MIN_WEIGHT_BYTES:
             skipped.append((r, f"touched experts' weights under {KERNEL_MIN_WEIGHT_BYTES / 1e6:.0f} MB: cache-resident in a repeated benchmark"))
             continue
-        out.append(KernelTarget(r, hw, hw.peak_flops(compute), wb, touched, r.kernel_us * 1e-6))
+        out.append(KernelTarget(r, hw, hw.peak_flops(compute), wb, touched, r.kernel_us * 1e-6, params))
     return out, skipped
 
 
@@ -420,13 +425,14 @@ def kernel_time(t: KernelTarget, moe_mfu: float, moe_tflops: float, pad_tokens: 
     """The roofline's price of one fused-MoE layer call, as `roofline.estimate` prices the routed experts of a pass.
 
     Compute: 2 FLOPs per weight for every routed token plus `pad_tokens` rows per touched expert, at
-    e = min(moe_mfu, moe_tflops / peak) of the peak (`latency.moe_efficiency`; so the efficiency at τ tokens per
-    touched expert is e·τ/(τ + pad)). Memory: every touched expert's weights once, and each routed token's activations (K in, 2N gate/up out, N in, K out) once.
+    e = min(moe_mfu, moe_tflops / peak) of the peak (`latency.capped_efficiency`; so the efficiency at τ tokens per
+    touched expert is e·τ/(τ + pad)). Memory: every touched expert's weights once, and each routed token's
+    activations (K in, 2N gate/up out, N in, K out) once.
     """
     r = t.row
     rows_ = r.tokens * r.top_k + pad_tokens * t.touched
-    compute = 2.0 * t.expert_params * rows_ / (t.peak_flops * min(moe_mfu, moe_tflops * 1e12 / t.peak_flops))
-    act = r.tokens * r.top_k * (2.0 * float(r.hidden or 0) + 3.0 * r.shard_intermediate) * 2.0
+    compute = 2.0 * t.expert_params * rows_ / (t.peak_flops * capped_efficiency(moe_mfu, moe_tflops, t.peak_flops))
+    act = r.tokens * r.top_k * (2.0 * r.hidden + 3.0 * r.shard_intermediate) * 2.0  # type: ignore[operator]
     memory = (t.touched * t.expert_params * t.weight_bytes + act) / (t.hardware.bandwidth_bytes_s * bandwidth)
     return max(compute, memory)
 
@@ -517,11 +523,10 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm"), 
               "(A100) / 0.65 (H100) (hardware profiles' prefill_mfu)"),
         Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
         Param("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, "FlashAttention on Hopper: 35-75% of peak (FA2/FA3 papers)"),
-        # the grouped-GEMM prior comes from a per-operator profile of the Triton fused_moe kernel, the default MoE path of
-        # vLLM and SGLang, at a prefill's token count; the engines' moe_pad_tokens is 0 (see hardware/engines/*.toml)
-        *((Param("moe_mfu", "moe_mfu", moe.values["moe_mfu"], 0.01, 0.95, moe.describe()),
-           Param("moe_tflops", "moe_tflops", moe.values["moe_tflops"], 10.0, 5000.0, moe.describe()),
-           Param("moe_pad_tokens", "moe_pad_tokens", moe.values["moe_pad_tokens"], 0.0, 4000.0, moe.describe())) if moe else
+        # the grouped-GEMM priors come from per-operator profiles of the Triton fused_moe kernel, the default MoE path of
+        # vLLM and SGLang: the kernel fit's values (`moe`), else one L40S kernel time at a prefill's token count
+        *((Param(n, n, moe.values[n], lo, hi, moe.describe()) for n, _, lo, hi, _ in KERNEL_TERMS if n != "kernel_bandwidth")
+          if moe else
           (Param("moe_mfu", "moe_mfu", 0.22, 0.01, 0.95, "vllm-project/vllm#53710 (PR description, per-M kernel time table, "
                  "default config): Triton fused_moe FP8 W8A8, E=128 N=768 top-8 (Qwen3-30B-A3B shape) on one L40S, 1916.23 us "
                  "at 4096 tokens for 4096 x 75.5 MFLOP = 22% of the 733 TFLOP/s FP8 peak"),)),

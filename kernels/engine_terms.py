@@ -484,7 +484,7 @@ def pass_kernel_count(model: Model, context: int, device: str, seed: int = 0) ->
 def measure_engine_terms(specs: dict[str, ModelSpec], profiles: dict[str, HardwareProfile], dtype: str, device: str,
                          cfg: mb.TimingConfig = mb.TimingConfig(), scale: str = "bench", collectives: bool = True,
                          anchor_points: Sequence[tuple[int, int, int]] = cal.ANCHOR_POINTS, seed: int = 0,
-                         progress: Callable[[str], None] | None = None, collective_sizes: Sequence[int] = COLLECTIVE_BYTES) -> EngineTerms:
+                         progress: Callable[[str], None] | None = None) -> EngineTerms:
     """Measure every engine term on `device` in `dtype`.
 
     `specs`: the scaled "weak" (full attention, Gated DeltaNet, dense MLP) and "strong" (MoE)
@@ -538,7 +538,7 @@ def measure_engine_terms(specs: dict[str, ModelSpec], profiles: dict[str, Hardwa
     measure, terms.collectives_note = collectives_plan(terms.cuda, terms.gpus, collectives)
     if measure:
         tick(f"engine terms: NCCL all-reduce and all-to-all over {terms.gpus} GPUs")
-        terms.collectives = measure_collectives(terms.gpus, "nccl", collective_sizes)
+        terms.collectives = measure_collectives(terms.gpus, "nccl", COLLECTIVE_BYTES)
     return terms
 
 

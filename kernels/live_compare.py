@@ -27,7 +27,6 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from specagent.hardware.engine import EngineProfile
 from specagent.hardware.profile import HardwareProfile, load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
@@ -143,15 +142,15 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
                     k: int = 4, seed: int = 0, accept: float = LIVE_ACCEPT, verdict_tokens: int = LIVE_VERDICT_TOKENS,
                     repeats: int = 1, clock: str | None = None, weak_profile: str | None = None, strong_profile: str | None = None,
                     out_dir: str | Path = "out/live", compare_with_simulator: bool = True,
-                    calibration: mb.TimingConfig | None = None, engine: EngineProfile | None = None,
+                    calibration: mb.TimingConfig | None = None,
                     deadline_s: float | None = None, progress: Callable[..., None] | None = None,
                     acceptance: AcceptanceModel | None = None) -> LiveReport:
     """Calibrate (unless profiles are given), run `trajs` (default `live_workload(trajectories)`) live
     `repeats` times, and compare with the simulator's prediction for the same protocol logs.
 
-    `engine`: price the logs with these serving-engine terms (default: the `ideal` engine, the
-    calibrated profiles' own overhead); `deadline_s`: seconds from the start of the live runs
-    after which no further repeat starts (`run_repeats`; `setup["repeats"]` says how many ran).
+    The logs are priced with the `ideal` engine (the calibrated profiles' own overhead);
+    `deadline_s`: seconds from the start of the live runs after which no further repeat starts
+    (`run_repeats`; `setup["repeats"]` says how many ran).
 
     Profiles: `weak_profile` (and `strong_profile`, default the Weak one) name hardware
     profiles; without them both models are calibrated on `device` first (`calibration`,
@@ -203,9 +202,7 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
     report.seconds["live_runs"] = time.monotonic() - t0
     if compare_with_simulator:
         tick("pricing the protocol logs")
-        report.comparison = compare(report.runs, ws, ss, hw["weak"], hw["strong"], dtype, k, engine)
-        if engine is not None:
-            setup["engine"] = engine.id
+        report.comparison = compare(report.runs, ws, ss, hw["weak"], hw["strong"], dtype, k)
     return report
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK
+from specagent.simulator.fleet import flatten_steps
 from specagent.simulator.fleet_build import TaskPlan
 from specagent.simulator.fleet_config import Scheduler
 from specagent.simulator.itercost import IterationCost
@@ -48,16 +49,14 @@ class PoolWork:
     decode_context: float  # context of a decoding sequence (token-weighted mean over its decode)
     hold_tokens: float  # tokens of KV cache a running call reserves (weighted by its decode length)
 
-    @property
-    def calls(self) -> float:
-        return self.prefill_calls
-
 
 def pool_work(tasks: TaskPlan, pool: int) -> PoolWork:
     """Per-task work of `pool` (WEAK_POOL or STRONG_POOL) over the planned tasks, as the fleet replays them."""
     pf = pf_calls = pf_ctx = dec = dec_ctx = hold = 0.0
     for seq in tasks.steps:
-        for s in _calls(seq):
+        for s in flatten_steps(seq):
+            if s[0] != "c":
+                continue
             _, p, new, ctx, m = s[:5]
             if p != pool:
                 continue
@@ -72,15 +71,6 @@ def pool_work(tasks: TaskPlan, pool: int) -> PoolWork:
     n = max(len(tasks.steps), 1)
     return PoolWork(pf / n, dec / n, pf_calls / n, pf_ctx / pf if pf else 0.0, dec_ctx / dec if dec else 0.0,
                     hold / dec if dec else (pf / pf_calls if pf_calls else 0.0))
-
-
-def _calls(seq: list[tuple]):
-    for s in seq:
-        if s[0] == "p":
-            for lane in s[1]:
-                yield from _calls(lane)
-        elif s[0] == "c":
-            yield s
 
 
 @dataclass(frozen=True)

@@ -450,7 +450,7 @@ class FleetSim:
         self.task_ids = list(task_ids) if task_ids is not None else [str(i) for i in range(n)]
         if len(self.task_ids) != n:
             raise ValueError(f"{len(self.task_ids)} task ids for {n} tasks")
-        used = {s[1] for seq in self.steps for s in _flatten(seq) if s[0] == "c"}
+        used = {s[1] for seq in self.steps for s in flatten_steps(seq) if s[0] == "c"}
         for p in used:
             if fleet.pool(p) is None:
                 raise FleetError(f"the strategy calls the {POOL_NAMES[p]} model but the fleet has no {POOL_NAMES[p]} pool")
@@ -782,10 +782,11 @@ def _frame(buf: bytearray, dtype: np.dtype) -> pd.DataFrame:
     return pd.DataFrame(out, columns=list(names))
 
 
-def _flatten(seq: list[tuple]):
+def flatten_steps(seq: list[tuple]):
+    """A task's compiled steps with parallel lanes ("p") opened up, in order."""
     for s in seq:
         if s[0] == "p":
             for sub in s[1]:
-                yield from _flatten(sub)
+                yield from flatten_steps(sub)
         else:
             yield s

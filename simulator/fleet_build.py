@@ -63,11 +63,10 @@ def build_pool(dep: Deployment | ApiModel, replicas: int | None, router: str = R
                prices: dict[str, float] | None = None) -> Pool:
     """A priced pool of `replicas` replicas of `dep` (an API model is one unlimited pool); `scheduler` None: the
     serving engine's own limits on dep's GPU."""
-    sched = scheduler
     if isinstance(dep, ApiModel):
-        return Pool(dep, None, router, sched)
+        return Pool(dep, None, router, scheduler)
     price, source = resolve_price(dep.hardware, prices)
-    return Pool(dep, replicas, router, sched, price, source)
+    return Pool(dep, replicas, router, scheduler, price, source)
 
 
 def build_fleet(weak: Deployment | ApiModel | None, strong: Deployment | ApiModel | None, weak_replicas: int | None = 1,

@@ -109,18 +109,14 @@ def test_request_traces_read_common_headers_and_name_bad_lines(tmp_path):
     lengths.write_text("num_prefill_tokens,num_decode_tokens\n10,2\n")
     assert load_requests(lengths).arrival_s is None
     bad = tmp_path / "bad.csv"
-    bad.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,2\n1,ten,2\n")
-    with pytest.raises(TraceFormatError, match=r"bad.csv: line 3: field 'prompt_tokens': expected a whole number"):
-        load_requests(bad)
-    bad.write_text("arrival_s,prompt_tokens,output_tokens\n2,10,2\n1,10,2\n")
-    with pytest.raises(TraceFormatError, match=r"line 3: field 'arrival_s': expected times in arrival order"):
-        load_requests(bad)
-    bad.write_text("when,prompt_tokens,output_tokens\n1,10,0\n")
-    with pytest.raises(TraceFormatError, match=r"line 2: field 'output_tokens'"):
-        load_requests(bad)
-    bad.write_text("a,b\n1,2\n")
-    with pytest.raises(TraceFormatError, match=r"header: field 'prompt_tokens': expected a column named one of"):
-        load_requests(bad)
+    head = "arrival_s,prompt_tokens,output_tokens\n"
+    for text, msg in ((head + "0,10,2\n1,ten,2\n", r"bad.csv: line 3: field 'prompt_tokens': expected a whole number"),
+                      (head + "2,10,2\n1,10,2\n", r"line 3: field 'arrival_s': expected times in arrival order"),
+                      ("when,prompt_tokens,output_tokens\n1,10,0\n", r"line 2: field 'output_tokens'"),
+                      ("a,b\n1,2\n", r"header: field 'prompt_tokens': expected a column named one of")):
+        bad.write_text(text)
+        with pytest.raises(TraceFormatError, match=msg):
+            load_requests(bad)
     with pytest.raises(TraceFormatError, match="an existing CSV file"):
         load_requests(tmp_path / "missing.csv")
     syn = synthetic_requests(50, rate=3.0, seed=2)

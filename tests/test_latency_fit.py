@@ -29,12 +29,14 @@ BASE = dict(model="Qwen/Qwen3-8B", gpu="h100_sxm", gpus="1", tp="1", engine="vll
             source="test/source", source_url="https://example.org/x", source_locator="table 1", retrieved="2026-12-01", notes="")
 
 
-def _csv(tmp_path: Path, rows: list[dict], name: str = "serving.csv") -> Path:
+def _csv(tmp_path: Path, rows: list[dict], name: str = "serving.csv", columns: tuple[str, ...] = SERVING_COLUMNS,
+         base: dict | None = None, prefix: str = "r") -> Path:
+    """A measurements CSV of `rows` over `base` (default: a Qwen3-8B serving row), every other column empty."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=SERVING_COLUMNS)
+    w = csv.DictWriter(buf, fieldnames=columns)
     w.writeheader()
     for i, r in enumerate(rows):
-        w.writerow({c: "" for c in SERVING_COLUMNS} | BASE | {"row_id": f"r{i}"} | {k: str(v) for k, v in r.items()})
+        w.writerow({c: "" for c in columns} | (BASE if base is None else base) | {"row_id": f"{prefix}{i}"} | {k: str(v) for k, v in r.items()})
     p = tmp_path / name
     p.write_text(buf.getvalue(), encoding="utf-8")
     return p

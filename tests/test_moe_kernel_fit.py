@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 from pathlib import Path
 
 import numpy as np
@@ -17,21 +15,15 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.engine import EngineProfileError, load_engine, parse_engine
 from specagent.hardware.profile import Sourced, load_hardware
 from specagent.measurements import MOE_KERNEL_COLUMNS, MeasurementError, load_moe_kernels
+from tests.test_latency_fit import _csv as serving_csv
 
 BASE = dict(gpu="h100_sxm", num_experts="8", shard_intermediate="4096", hidden="4096", top_k="2", dtype="bf16", tokens="4096",
             kernel_us="1000", config="default", engine="vllm", source="src0", source_url="https://example.org/pr",
             source_locator="table 1")
 
 
-def _csv(tmp_path: Path, rows: list[dict], name: str = "k.csv") -> Path:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=MOE_KERNEL_COLUMNS)
-    w.writeheader()
-    for i, r in enumerate(rows):
-        w.writerow({c: "" for c in MOE_KERNEL_COLUMNS} | BASE | {"row_id": f"k{i}"} | {k: str(v) for k, v in r.items()})
-    p = tmp_path / name
-    p.write_text(buf.getvalue(), encoding="utf-8")
-    return p
+def _csv(tmp_path: Path, rows: list[dict]) -> Path:
+    return serving_csv(tmp_path, rows, "k.csv", MOE_KERNEL_COLUMNS, BASE, prefix="k")
 
 
 def test_a_kernel_priced_by_hand(tmp_path: Path):

@@ -53,9 +53,6 @@ DEVICE_PROVIDES = frozenset({
 })
 #: pip's platform tags for a manylinux x86-64 machine (the device notes' recipe).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")
-#: Import names of the runtime dependencies (pyproject.toml [project].dependencies), by distribution name.
-IMPORT_NAMES = {"tomli-w": "tomli_w", "pyarrow": "pyarrow", "pydantic": "pydantic", "simpy": "simpy", "plotly": "plotly",
-                "numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "typer": "typer", "rich": "rich"}
 
 
 def normalise(name: str) -> str:
@@ -67,6 +64,10 @@ def runtime_dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]
     """Distribution names of [project].dependencies."""
     deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
     return [normalise(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) for d in deps]
+
+
+#: Runtime distribution -> the module it installs (each one's name with '-' as '_').
+IMPORT_NAMES = {d: d.replace("-", "_") for d in runtime_dependencies()}
 
 
 def package_layout(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, Path]:

@@ -10,7 +10,8 @@ with a file name). A bug still shows its traceback.
 from __future__ import annotations
 
 import errno
-from typing import Any, NoReturn
+from contextlib import contextmanager
+from typing import Any, Iterator, NoReturn
 
 import typer
 from rich.console import Console
@@ -25,6 +26,11 @@ except ImportError:  # pragma: no cover - older typer on the click package
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
+
+
+def legend(pairs) -> str:
+    """A table caption spelling out short column headers: "head = meaning; ..." (a header's line breaks as spaces)."""
+    return "; ".join(f"{head.replace(chr(10), ' ')} = {meaning}" for head, meaning in pairs)
 
 
 def error_line(msg: object) -> None:
@@ -89,19 +95,21 @@ class OneLineErrors(TyperGroup):
     """
 
     def make_context(self, *args: Any, **kw: Any) -> Any:
-        try:
+        with _one_line_errors():
             return super().make_context(*args, **kw)
-        except Exception as exc:
-            new = _one_line(exc)
-            if new is exc:
-                raise
-            raise new from exc
 
     def invoke(self, ctx: Any) -> Any:
-        try:
+        with _one_line_errors():
             return super().invoke(ctx)
-        except Exception as exc:
-            new = _one_line(exc)
-            if new is exc:
-                raise
-            raise new from exc
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Re-raise what `_one_line` turns into a one-line error as that; anything else unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        new = _one_line(exc)
+        if new is exc:
+            raise
+        raise new from exc

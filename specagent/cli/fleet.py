@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import error_line, fail
+from specagent.cli.console import error_line, fail, legend
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
@@ -89,10 +89,7 @@ def plan_command(
                                 ("--workers", workers, 0, MAX_WORKERS)):
         if not lo <= value <= hi:
             fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
-    if backend not in BACKENDS:
-        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
-    if address is not None and backend != "ray":
-        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
+    _check_backend(backend, address)
     if out is not None:
         atomic.check_writable(out / "plan.json")
     try:
@@ -102,15 +99,16 @@ def plan_command(
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace)
-        with _progress(not as_json) as tick:
-            res = plan_capacity(trajs, req, progress=tick)
+        err = Console(stderr=True)
+        tick = None if as_json else (lambda done, total: err.print(f"search {done}/{total} done", highlight=False))
+        res = plan_capacity(trajs, req, progress=tick)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
-    doc = _plan_doc(res, scenario, requests)
+    text = json.dumps(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
     if out is not None:
-        _write_plan(out, doc, res, as_json)
+        _write_plan(out, text, res, as_json)
     if as_json:
-        print(json.dumps(doc, indent=1, default=_json_default))
+        print(text)
         return
     _print_plan(res)
 
@@ -161,16 +159,21 @@ def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price
     return rates, slo_, strategies, gpus, prices
 
 
+def _check_backend(backend: str, address: str | None) -> None:
+    if backend not in BACKENDS:
+        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
+    if address is not None and backend != "ray":
+        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
+
+
 def _json_default(o):
-    if isinstance(o, float) and math.isnan(o):
-        return None
     if isinstance(o, (np.integer, np.floating, np.bool_)):
         return o.item()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
-    return json.loads(df.to_json(orient="records")) if len(df) else []
+    return json.loads(df.to_json(orient="records"))
 
 
 def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dict:
@@ -183,13 +186,12 @@ def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dic
             "method": "steady-state windows (simulator/steady_state.py); search from the analytic bound (simulator/bounds.py, planner.py)"}
 
 
-def _write_plan(out: Path, doc: dict, res: PlanResult, quiet: bool) -> None:
+def _write_plan(out: Path, text: str, res: PlanResult, quiet: bool) -> None:
     from specagent.reports.figures import capacity_plan_figure
     from specagent.reports.static import export_images
 
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(out / "plan.json", json.dumps(doc, indent=1, default=_json_default))
+        atomic.write_text(out / "plan.json", text)
         if len(res.best):
             fig = capacity_plan_figure(res.best)
             atomic.atomic_write(out / "capacity_curve.html", lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True))
@@ -198,24 +200,6 @@ def _write_plan(out: Path, doc: dict, res: PlanResult, quiet: bool) -> None:
                 console.print(img.message or f"figures: {', '.join(str(p) for p in img.written)}", highlight=False)
     except OSError as exc:
         fail(f"--out {out}: cannot write: {exc}")
-
-
-class _progress:
-    """A progress line per finished search, on stderr (none with --json)."""
-
-    def __init__(self, show: bool):
-        self.show = show
-
-    def __enter__(self):
-        err = Console(stderr=True)
-
-        def tick(done: int, total: int) -> None:
-            if self.show:
-                err.print(f"search {done}/{total} done", highlight=False)
-        return tick
-
-    def __exit__(self, *exc) -> None:
-        return None
 
 
 def _money(v: float, nd: int = 2) -> str:
@@ -308,10 +292,7 @@ def sweep_command(
     """
     if not 1 <= workers <= MAX_WORKERS:
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
-    if backend not in BACKENDS:
-        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
-    if address is not None and backend != "ray":
-        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
+    _check_backend(backend, address)
     out_dir = out or config.with_name(config.stem + "_results")
     try:
         cfg = SweepConfig.from_toml(config, scenario)
@@ -403,7 +384,7 @@ def study_balance(
                      min_width=max([len(c[i]) for c in cells] + [len(w) for w in head.split("\n")]))
     for c in cells:
         t.add_row(*c)
-    t.caption = "; ".join(f"{head.replace(chr(10), ' ')} = {legend}" for _, head, legend in BALANCE_COLUMNS[1:])
+    t.caption = legend((head, meaning) for _, head, meaning in BALANCE_COLUMNS[1:])
     console.print(t)
 
 

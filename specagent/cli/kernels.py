@@ -122,12 +122,11 @@ def calibrate_cmd(
     _check_flags(device, dtype, threads, repeats, clock, CLOCKS)
     if statistic not in STATISTICS:
         fail(f"--statistic: expected one of {', '.join(STATISTICS)}, got '{statistic}'")
-    _spec(model, scale)
+    spec = _spec(model, scale)
     atomic.check_writable(output)  # before a minute of benchmarks, not after
 
     _, cal, mb = _torch_backend()
     _setup(device, threads, dtype)
-    spec = _spec(model, scale)
     try:
         cfg = mb.TimingConfig(repeats=repeats, statistic=statistic, clock=clock)
         cfg.timer(device)
@@ -150,7 +149,6 @@ def calibrate_cmd(
         if engine_terms:
             from specagent.hardware.engine import parse_engine
             from specagent.kernels import engine_terms as et
-            from specagent.kernels.configs import strong_spec, weak_spec
 
             terms = et.measure_engine_terms({"weak": weak_spec(scale), "strong": strong_spec(scale)}, {model: hw}, dtype, device, cfg,
                                             scale=scale, progress=tick)

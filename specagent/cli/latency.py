@@ -155,8 +155,8 @@ def fit_cmd(
     prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
     from specagent.measurements import default_path, file_sha256
 
-    prov["moe_kernels"] = Path(kernels or default_path("moe_kernels.csv")).name
-    prov["moe_kernels_sha256"] = file_sha256(kernels or default_path("moe_kernels.csv"))
+    kernels_path = Path(kernels or default_path("moe_kernels.csv"))
+    prov["moe_kernels"], prov["moe_kernels_sha256"] = kernels_path.name, file_sha256(kernels_path)
     tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
     files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
                                         + tomli_w.dumps(tables))}

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import fail, legend
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
@@ -88,9 +88,9 @@ def _rel_table(summary: pd.DataFrame, title: str) -> Table:
         if "measured_success" in summary:
             cells.append("-" if pd.isna(row["measured_success"]) else f"{row['measured_success']:.2f}")
         t.add_row(str(strat), *cells)
-    caption = ["ratios to Strong-only: " + "; ".join(f"{head} = {legend}" for _, head, legend in cols)]
+    caption = ["ratios to Strong-only: " + legend((head, meaning) for _, head, meaning in cols)]
     if "label" in summary:
-        caption.append("; ".join(f"{s} = {label}" for s, label in summary["label"].items()))
+        caption.append(legend(summary["label"].items()))
     t.caption = "\n".join(caption)
     return t
 
@@ -117,7 +117,7 @@ def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: s
         t.add_row(str(strat), *[f"{v / baseline_total:.3f}" if baseline_total else f"{v:.3g}" for v in row.values])
     what = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
             else f"absolute {unit}: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
-    t.caption = what + ": " + "; ".join(f"{h} = {legend}" for h, legend in heads)
+    t.caption = what + ": " + legend(heads)
     return t
 
 
