@@ -67,7 +67,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 from specagent.simulator.fleet_build import (
-    PlainServing, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, simulate_fleet,
+    PlainServing, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks,
 )
 from specagent.simulator.fleet_config import ROUTERS, WARMUP_SHARE, Arrivals
 from specagent.simulator.parallel import BACKENDS, run_jobs
@@ -318,7 +318,6 @@ def _episodes(workload: str | None):
 
 def run_cell(cell: dict, fixed: dict) -> dict:
     """Simulate one cell; a flat dict of scalars (the Parquet row)."""
-    eps = _episodes(fixed["workload"])
     sc = Scenario.from_dict(fixed["scenario"])
     acc = sc.acceptance if cell["acceptance"] == "default" else sc.acceptance.with_constant(float(cell["acceptance"]))
     sc = sc.replace(k=max(int(cell["k"]), 1), acceptance=acc)
@@ -332,18 +331,21 @@ def run_cell(cell: dict, fixed: dict) -> dict:
         return build_fleet(wdep, sdep, counts[0], counts[1], weight_mode=sc.weight_mode, router=shape.router, prices=fixed["prices"])
 
     fleet = build((shape.weak_replicas, shape.strong_replicas))
+    steady = fixed.get("steady", True)
+    n = int(fixed["tasks"])
+    # a request trace is served as it is (replayed cyclically past its end: TaskPlan.serve); agent tasks are planned
+    # once per cell: steady cells draw at least 1,000 so the window's tasks are not a handful repeated
+    tasks = request_tasks(_requests(fixed["requests"])) if fixed.get("requests") else \
+        plan_tasks(_episodes(fixed["workload"]), cell["strategy"], sc, max(n, 1000) if steady else n)
     steady_row: dict = {}
-    if fixed.get("steady", True):  # the fleet at a sustained rate: window, detected warm-up, stability, p95 with its CI
-        tasks = request_tasks(_requests(fixed["requests"])) if fixed.get("requests") else \
-            plan_tasks(eps, cell["strategy"], sc, max(int(fixed["tasks"]), 1000))
+    if steady:  # the fleet at a sustained rate: window, detected warm-up, stability, p95 with its CI
         ref = float(uncontended(tasks, build((None, None)), sc.seed).tasks["latency_s"].quantile(0.95))
         sr = measure_steady(tasks, build, (shape.weak_replicas, shape.strong_replicas), float(cell["rate"]), Metric(95.0, "task"),
-                            ref, min_tasks=int(fixed["tasks"]), slice_tasks=None, seed=sc.seed)
+                            ref, min_tasks=n, slice_tasks=None, seed=sc.seed)
         summary = sr.summary
         steady_row = sr.as_row("steady_")
-    else:
-        summary = simulate_fleet(eps, cell["strategy"], fleet, int(fixed["tasks"]),
-                                 Arrivals("poisson", float(cell["rate"]), seed=sc.seed), sc, warmup=float(fixed["warmup"])).summary
+    else:  # one burst of `tasks` Poisson arrivals
+        summary = tasks.serve(fleet, Arrivals("poisson", float(cell["rate"]), seed=sc.seed).sample(n), float(fixed["warmup"])).summary
     row = {k: cell[k] for k in ("cell_index", "cell_id", *GRID_KEYS)}
     row["acceptance"] = str(row["acceptance"])
     row["hardware"] = hw

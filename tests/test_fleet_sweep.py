@@ -115,3 +115,19 @@ def test_steady_cells_measure_a_sustained_rate_with_an_interval(tmp_path):
     assert per_task["specagent"] < 0.5 * per_task["strongonly"]
     with pytest.raises(SweepConfigError, match=r"\[sweep\].steady must be true or false"):
         SweepConfig.from_dict({**CONFIG, "sweep": {"steady": "yes"}}, "t.toml")
+
+
+def test_a_request_trace_sweeps_in_a_burst_as_well_as_in_steady_state(tmp_path):
+    """[sweep].requests with steady = false serves a burst of `tasks` requests from the trace (it used to fail with
+    "unknown strategy 'serving'"): one call per request on the Strong pool, none on the Weak."""
+    trace = tmp_path / "requests.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i},{200 + 37 * i},{20 + i}\n" for i in range(8)))
+    cfg = SweepConfig.from_dict({"sweep": {"tasks": 12, "seed": 2, "steady": False, "requests": str(trace)},
+                                 "grid": {"strategy": ["serving"], "rate": [0.5, 2.0], "fleet": ["f"], "hardware": ["h200"]},
+                                 "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "req.toml")
+    run_sweep(cfg, tmp_path / "out")
+    df = load_sweep(tmp_path / "out").sort_values("rate")
+    assert df["strategy"].tolist() == ["serving", "serving"] and (df["tasks"] == 12).all()
+    assert (df["weak_bytes_read"] == 0).all() and (df["strong_bytes_read"] > 0).all()
+    # the same 12 requests (8 replayed cyclically) at a higher rate wait longer for the one replica
+    assert df["latency_p95_s"].iloc[1] >= df["latency_p95_s"].iloc[0]
