@@ -36,6 +36,7 @@ run on a local process pool or on Ray (`parallel.py`) with identical results.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -326,8 +327,9 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         out: tuple[bool, SteadyResult | None, str]
         if over:
             out = (False, None, "unstable: " + "; ".join(over))
-        elif same in by_slice:
-            out = by_slice[same]
+        elif same in by_slice:  # the very same simulation; its result names this fleet's slice (its N, its load excess)
+            ok, sr0, verdict = by_slice[same]
+            out = (ok, None if sr0 is None else dataclasses.replace(sr0, slice=sl), verdict)
         elif (quick := _quick_miss(key, sl)) is not None:
             out = quick
         else:

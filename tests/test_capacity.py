@@ -8,6 +8,7 @@ rate, a service time, a slice fraction) would fail them.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -362,3 +363,19 @@ def test_searches_give_the_same_plan_on_a_process_pool_and_on_ray():
     finally:
         ray.shutdown()
     assert one.table.equals(on_ray.table) and one.evaluations.equals(on_ray.evaluations)
+
+
+def test_fleets_sharing_a_slice_each_name_their_own(episodes):
+    """(9, 4) and (8, 4) replicas both run as 2 weak + 1 strong at a quarter of the rate: the one simulation is shared,
+    but each evaluation names its own fleet's slice and load excess (the reused one used to name the other fleet's)."""
+    req = PlanRequest(rates=(6.0, 9.0, 14.0), slo=SLO.parse("p95-task=400s"), strategies=("specagent",), gpus=("h200",),
+                      slice_tasks=300)
+    ev = plan_capacity(episodes, req).evaluations
+    named = 0
+    for r in ev.to_dict("records"):
+        for k, n, pool in re.findall(r"(\d+) of (\d+) (weak|strong)", r["slice"]):
+            assert int(n) == r[f"{pool}_replicas"], r
+            named += 1
+    shared = ev[(ev["weak_replicas"] == 9) & (ev["strong_replicas"] == 4)]
+    assert named > 0 and len(shared) == 1 and "2 of 9 weak, 1 of 4 strong" in shared["slice"].iloc[0]
+    assert "+12.5% load" in shared["slice"].iloc[0]  # 2 replicas for 1/4 of the rate against 9 for all of it
