@@ -8,7 +8,12 @@ so they can run anywhere and still give the same rows, in the same order.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import ctypes
 import os
+import signal
+import sys
+import threading
+import time
 from typing import Any, Callable, Sequence
 
 BACKENDS = ("local", "ray")
@@ -24,7 +29,12 @@ def default_workers() -> int:
 
 def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], backend: str = "local", workers: int = 1,
              address: str | None = None, on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
-    """fn(*job) for every job; `workers` > 1 runs them in processes (local) or Ray tasks (ray)."""
+    """fn(*job) for every job; `workers` > 1 runs them in processes (local) or Ray tasks (ray).
+
+    `on_done(i, result)` is called as each job finishes (in completion order), so a caller can keep every finished
+    result even when a later job fails or the run is interrupted (^C): the local pool then reports the jobs already
+    finished and stops its workers at once rather than after the queued jobs.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got '{backend}'")
     if workers < 1:
@@ -42,16 +52,89 @@ def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], backend: str = "loca
         for i, job in enumerate(jobs):
             done(i, fn(*job))
     else:
-        with cf.ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
-            futs = {ex.submit(fn, *job): i for i, job in enumerate(jobs)}
-            try:
-                for f in cf.as_completed(futs):
-                    done(futs[f], f.result())
-            except BaseException:
-                for f in futs:
-                    f.cancel()
-                raise
+        _run_pool(fn, jobs, min(workers, len(jobs)), done)
     return out
+
+
+def _run_pool(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, done: Callable[[int, Any], None]) -> None:
+    """The jobs on a process pool, each reported as it finishes; on any exception (^C included) the finished ones are
+    still reported and the workers stopped at once, not after the queued jobs have run."""
+    ex = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
+    futs: dict[cf.Future, int] = {}
+    reported: set[int] = set()
+    try:
+        futs = {ex.submit(fn, *job): i for i, job in enumerate(jobs)}
+        for f in cf.as_completed(futs):
+            done(futs[f], f.result())
+            reported.add(futs[f])
+    except BaseException:
+        _stop_now(ex)
+        for f, i in futs.items():
+            if i not in reported and f.done() and not f.cancelled() and f.exception() is None:
+                done(i, f.result())
+                reported.add(i)
+        raise
+    ex.shutdown(wait=True)
+
+
+def _stop_now(ex: cf.ProcessPoolExecutor) -> None:
+    """Cancel the queued jobs and kill the running ones (shutdown alone would run every queued job first)."""
+    kill = getattr(ex, "kill_workers", None)  # Python >= 3.14
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown, which drops the list
+    ex.shutdown(wait=False, cancel_futures=True)
+    if kill is not None:  # pragma: no cover
+        kill()
+        return
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.join(timeout=5)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _worker_init(driver: int) -> None:
+    """In each worker: leave ^C to the driver, and die with the driver.
+
+    Linux: prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill the worker the moment its
+    parent exits, SIGKILL included, with no polling and no thread; a worker whose driver
+    died before that call exits at once. Elsewhere on POSIX (no such prctl) a daemon thread
+    checks every half second that the driver still exists. Without either, a SIGKILLed
+    driver would leave its workers blocked on the task pipe for ever.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _die_with_parent():
+        if os.getppid() != driver and not _alive(driver):  # not the driver's child (forkserver) or already orphaned
+            os._exit(1)
+    elif os.name == "posix":  # pragma: no cover - not Linux
+        threading.Thread(target=_watch_driver, args=(driver,), daemon=True, name="specagent-driver-watch").start()
+
+
+def _die_with_parent() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False  # pragma: no cover
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return False
+
+
+def _watch_driver(driver: int) -> None:  # pragma: no cover - not Linux
+    while _alive(driver):
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _run_ray(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, address: str | None,

@@ -38,18 +38,12 @@ Config (TOML):
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import ctypes
 import functools
 import hashlib
 import itertools
 import json
 import math
 import os
-import signal
-import sys
-import threading
-import time
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -421,14 +415,8 @@ def _run_locked(config: SweepConfig, out: Path, fixed: dict, cells: list[dict], 
                 on_done(row)
 
         bar = _progress(progress, len(cells), skipped)
-        try:
-            if backend == "ray":
-                run_jobs(_run_located, [(c, fixed) for c in todo], "ray", max(workers, 1), address, lambda _i, row: finish(row))
-            elif workers <= 1:
-                for c in todo:
-                    finish(_run_located(c, fixed))
-            else:
-                _run_pool(todo, fixed, workers, finish)
+        try:  # each cell written as it finishes, so an interrupted sweep keeps them (parallel.run_jobs)
+            run_jobs(_run_located, [(c, fixed) for c in todo], backend, max(workers, 1), address, lambda _i, row: finish(row))
         finally:
             bar.close()
     return SweepReport(total=len(cells), skipped=skipped, ran=done, out_dir=out)
@@ -563,88 +551,6 @@ def _read_pid(fd: int) -> str:
         return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
     except OSError:
         return "unknown"
-
-
-# ---------------------------------------------------------------- the process pool
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _worker_init(driver: int) -> None:
-    """In each worker: leave ^C to the driver, and die with the driver.
-
-    Linux: prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill the worker the moment its
-    parent exits, SIGKILL included, with no polling and no thread; a worker whose driver
-    died before that call exits at once. Elsewhere on POSIX (no such prctl) a daemon thread
-    checks every half second that the driver still exists. Without either, a SIGKILLed
-    driver would leave its workers blocked on the task pipe for ever.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if _die_with_parent():
-        if os.getppid() != driver and not _alive(driver):  # not the driver's child (forkserver) or already orphaned
-            os._exit(1)
-    elif os.name == "posix":  # pragma: no cover - not Linux
-        threading.Thread(target=_watch_driver, args=(driver,), daemon=True, name="specagent-driver-watch").start()
-
-
-def _die_with_parent() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False  # pragma: no cover
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-        return False
-
-
-def _watch_driver(driver: int) -> None:  # pragma: no cover - not Linux
-    while _alive(driver):
-        time.sleep(0.5)
-    os._exit(1)
-
-
-def _run_pool(todo: list[dict], fixed: dict, workers: int, finish: Callable[[dict], None]) -> None:
-    """The cells on a process pool, each written as it finishes; on any exception (^C included) the finished ones
-    are still written and the workers stopped at once, not after the queued cells have run."""
-    ex = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
-    futs: list[cf.Future] = []
-    written: set[int] = set()
-    try:
-        futs = [ex.submit(_run_located, c, fixed) for c in todo]
-        for f in cf.as_completed(futs):
-            finish(f.result())
-            written.add(id(f))
-    except BaseException:
-        _stop_now(ex)
-        for f in futs:
-            if id(f) not in written and f.done() and not f.cancelled() and f.exception() is None:
-                finish(f.result())
-                written.add(id(f))
-        raise
-    ex.shutdown(wait=True)
-
-
-def _stop_now(ex: cf.ProcessPoolExecutor) -> None:
-    """Cancel the queued cells and kill the running ones (shutdown alone would run every queued cell first)."""
-    kill = getattr(ex, "kill_workers", None)  # Python >= 3.14
-    procs = list((getattr(ex, "_processes", None) or {}).values())  # before shutdown, which drops the list
-    ex.shutdown(wait=False, cancel_futures=True)
-    if kill is not None:  # pragma: no cover
-        kill()
-        return
-    for p in procs:
-        p.kill()
-    for p in procs:
-        p.join(timeout=5)
 
 
 class _progress:
