@@ -45,7 +45,7 @@ from specagent.common import atomic
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import ModelSpec
 from specagent.costmodel.passes import Passes
-from specagent.costmodel.roofline import estimate
+from specagent.costmodel.roofline import PassCost, estimate
 from specagent.hardware.engine import EngineProfile, load_engine
 from specagent.hardware.profile import HardwareProfile, parse_profile
 from specagent.kernels import microbench as mb
@@ -176,9 +176,15 @@ def deployment_for(spec: ModelSpec, hw: HardwareProfile, dtype: str, engine: Eng
                       activation_dtype=dtype, state_dtype="fp32", engine=engine or load_engine("ideal"))
 
 
-def predict_seconds(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]]) -> np.ndarray:
+def price_points(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]],
+                 engine: EngineProfile | None = None) -> PassCost:
+    """The cost model's price of one pass per (batch, new tokens, context) on the calibration deployment."""
     b, n, c = (np.array(x, dtype=np.float64) for x in zip(*points))
-    return estimate(deployment_for(spec, hw, dtype), Passes.uniform(n, c, b)).time_s
+    return estimate(deployment_for(spec, hw, dtype, engine), Passes.uniform(n, c, b))
+
+
+def predict_seconds(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    return price_points(spec, hw, dtype, points).time_s
 
 
 # --------------------------------------------------------------------------- measured passes

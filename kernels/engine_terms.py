@@ -52,8 +52,6 @@ import torch
 
 from specagent.common import atomic
 from specagent.costmodel.model_spec import ModelSpec
-from specagent.costmodel.passes import Passes
-from specagent.costmodel.roofline import estimate
 from specagent.hardware.engine import LAYER_KINDS, EngineProfile, parse_engine
 from specagent.hardware.profile import HardwareProfile
 from specagent.kernels import calibrate as cal
@@ -330,9 +328,7 @@ def fit_iteration(observed: Sequence[tuple[ModelSpec, HardwareProfile, tuple[int
         raise ValueError("price the anchor passes with iteration_us = 0 to fit it")
     residuals = []
     for spec, hw, (b, n, c), measured in observed:
-        dep = cal.deployment_for(spec, hw, dtype, engine)
-        predicted = float(estimate(dep, Passes.uniform(np.array([float(n)]), np.array([float(c)]), np.array([float(b)]))).time_s[0])
-        residuals.append(measured - predicted)
+        residuals.append(measured - float(cal.price_points(spec, hw, dtype, [(b, n, c)], engine).time_s[0]))
     if not residuals:
         raise ValueError("need at least one measured anchor pass")
     return max(statistics.median(residuals), 0.0), residuals
@@ -651,6 +647,5 @@ def price_rows(spec: ModelSpec, hw: HardwareProfile, engine: EngineProfile, dtyp
     """The same measured passes priced on `engine` (held-out validation of the engine terms, no re-measurement)."""
     if not rows:
         return []
-    b, n, c = (np.array(x, dtype=np.float64) for x in zip(*[(r.batch, r.new_tokens, r.context) for r in rows]))
-    cost = estimate(cal.deployment_for(spec, hw, dtype, engine), Passes.uniform(n, c, b))
+    cost = cal.price_points(spec, hw, dtype, [(r.batch, r.new_tokens, r.context) for r in rows], engine)
     return [dataclasses.replace(r, predicted_s=float(t), bound="compute" if cb else "memory") for r, t, cb in zip(rows, cost.time_s, cost.compute_bound)]
