@@ -32,7 +32,9 @@ deployment that does not fit, no running batch stated) are skipped with the reas
 are rows tagged ``[queued]`` by the dataset (their mean TTFT is over ten times the
 concurrency-1 TTFT of the same setup: requests waited behind an admission limit the
 source does not state, so the running batch, on which TPOT and TTFT both depend, is
-unknown). The skipped rows and reasons are part of every validation's output.
+unknown), and open-loop rows whose measured output throughput is under 90% of the offered rate × output
+length (`OPEN_LOOP_SERVED_SHARE`: the queue grew for the whole run, so Little's law gives no running batch). The
+skipped rows and reasons are part of every validation's output.
 
 The fit: scipy `least_squares` on log(predicted / measured) over every figure (TPOT,
 TTFT, end-to-end latency, throughput: a concurrency-1 TTFT is mostly one prefill, the
@@ -77,6 +79,10 @@ class Skip(ValueError):
 
 #: The dataset's tag for runs whose requests queued behind an unstated admission limit (measurements/README.md).
 QUEUED_TAG = "[queued]"
+#: An open-loop run is a steady state only while the engine serves what arrives. A finite run that does falls short of the
+#: offered output rate (request rate x output tokens) only by its drain, the B running requests of N (a few per cent in
+#: the dataset); one that serves less than this share of it was queueing, its latency growing for as long as it ran.
+OPEN_LOOP_SERVED_SHARE = 0.9
 #: Engines a row names that run another engine's kernels, with the source that says so.
 ENGINE_BACKENDS = {
     "nim": ("tensorrt-llm", "NVIDIA NIM for LLMs runs pre-compiled TensorRT-LLM engines for its optimized profiles (one per GPU, "
@@ -211,6 +217,11 @@ def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: d
     else:
         conc = row.concurrency
         if conc is None and row.request_rate is not None and row.e2e_latency_ms is not None:
+            offered = row.request_rate * o
+            served = row.output_throughput_tok_s
+            if served is not None and served < OPEN_LOOP_SERVED_SHARE * offered:
+                raise Skip(f"open loop above capacity: served {served:,.0f} of the offered {offered:,.0f} output tokens/s "
+                           f"(under {OPEN_LOOP_SERVED_SHARE:.0%}): the queue grew for the whole run, so it has no steady state")
             conc = row.request_rate * row.e2e_latency_ms / 1000.0  # Little's law on the measured latency
         if conc is None:
             raise Skip("no concurrency, batch or request rate with latency: the running batch is not stated (burst run)")

@@ -499,3 +499,16 @@ def test_closed_loop_with_two_output_tokens_still_stalls_decode_behind_prefills(
     p = estimate(t.dep, Passes.uniform(1000, 0, 1)).time_s[0]
     rho = 7 / (ttft + tpot) * p
     assert tpot * (1 - rho) == pytest.approx(d, rel=1e-6) and tpot > 1.1 * d
+
+
+def test_open_loop_rows_that_served_less_than_arrived_are_skipped(tmp_path: Path):
+    """A Poisson run at 8 req/s x 500 output tokens offers 4,000 tokens/s: serving 3,500 (87.5%) means the queue grew the
+    whole run (skipped: Little's law has no running batch to give); serving 3,700 (92.5%) is a finite run's drain."""
+    base = dict(request_rate=8, input_tokens=500, output_tokens=500, ttft_ms=90, itl_ms=20, e2e_latency_ms=10000)
+    targets, skipped = _targets(tmp_path, [base | dict(output_throughput_tok_s=3500), base | dict(output_throughput_tok_s=3700),
+                                           base])
+    assert [s.row.row_id for s in skipped] == ["r0"]
+    assert skipped[0].reason == ("open loop above capacity: served 3,500 of the offered 4,000 output tokens/s (under 90%): "
+                                 "the queue grew for the whole run, so it has no steady state")
+    assert sorted({t.row.row_id for t in targets}) == ["r1", "r2"]  # throughput not stated: kept, by Little's law
+    assert {t.batch for t in targets} == {80}  # 8 req/s x 10 s
