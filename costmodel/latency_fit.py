@@ -24,6 +24,8 @@ same pass-time function everything else uses):
     at concurrency 1) + its own prefill, batched with the prefills of the requests that
     arrived during R (P·(1 + λR));
   - output throughput = B × O / L;
+  - a row that gives only a **median** inter-token latency (no TPOT) is one decode iteration d: the other requests'
+    prefills stall a share ρ of the gaps (under half wherever the model is used), so the median gap has none;
 * a static batch of B (``benchmark_latency``): end-to-end latency = one prefill of B × I
   tokens plus O − 1 decode iterations of B sequences at contexts I + 1 … I + O − 1.
 
@@ -331,6 +333,8 @@ def _metric(t: Target, q: dict[str, float]) -> float:
     if t.metric == "e2e":
         return q["prefill"] + q.get("decode_sum", 0.0)
     b = float(t.batch)
+    if t.metric == "tpot" and t.row.tpot_ms is None and t.row.statistic == "median":
+        return q["decode"]  # a median inter-token gap: one decode iteration (module docstring)
     tpot, ttft, lifetime = closed_loop(q["decode"], q["prefill"], q["request"], b, t.output_tokens)
     if t.metric == "tpot":
         return tpot

@@ -512,3 +512,15 @@ def test_open_loop_rows_that_served_less_than_arrived_are_skipped(tmp_path: Path
                                  "the queue grew for the whole run, so it has no steady state")
     assert sorted({t.row.row_id for t in targets}) == ["r1", "r2"]  # throughput not stated: kept, by Little's law
     assert {t.batch for t in targets} == {80}  # 8 req/s x 10 s
+
+
+def test_a_median_inter_token_latency_is_one_decode_iteration(tmp_path: Path):
+    """The prefills of arriving requests stall a minority of the gaps, so a median ITL is the decode step itself, while a
+    mean TPOT carries the stalls: d / (1 - rho) (`closed_loop`)."""
+    base = dict(concurrency=32, input_tokens=4000, output_tokens=200, itl_ms=20)
+    (mean_t,), _ = _targets(tmp_path, [base | dict(statistic="mean")])
+    (median_t,), _ = _targets(tmp_path, [base | dict(statistic="median")])
+    dep = median_t.dep
+    d = estimate(dep, Passes.uniform(1, 4000 + 100.0, 32)).time_s[0]
+    assert lf.predict([median_t])[0] == pytest.approx(d, rel=1e-12)
+    assert lf.predict([mean_t])[0] > 1.05 * d  # 31 other requests' 4,000-token prefills stall the mean
