@@ -508,12 +508,19 @@ def fit_moe_kernels(rows: Iterable[MoeKernelRow]) -> KernelFit:
 
 
 # ------------------------------------------------------------------------- parameters
+#: A Param field: GPU time per kernel a layer runs, so each layer kind's fixed time is that × the kernels the engine profile
+#: counts for the kind (`kernels_per_layer`): an MoE layer (router, top-k, align, two grouped GEMMs, shared expert: 14
+#: kernels) pays more than a dense MLP (4) even where a CUDA graph removes the launches, since each kernel still takes a
+#: few microseconds of the GPU's time however little it computes.
+PER_KERNEL_LAYER_US = "layer_us.per_kernel"
+
+
 @dataclass(frozen=True)
 class Param:
     """One fitted engine coefficient: which field, for which engines and GPUs, its prior and bounds."""
 
     name: str  # unique label
-    field: str  # EngineProfile field, or "layer_us.<kind>" / "layer_us.*" for every kind
+    field: str  # EngineProfile field, or "layer_us.<kind>" / "layer_us.*" for every kind, or PER_KERNEL_LAYER_US
     prior: float
     lower: float
     upper: float
@@ -546,8 +553,10 @@ def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm"), 
                  "default config): Triton fused_moe FP8 W8A8, E=128 N=768 top-8 (Qwen3-30B-A3B shape) on one L40S, 1916.23 us "
                  "at 4096 tokens for 4096 x 75.5 MFLOP = 22% of the 733 TFLOP/s FP8 peak"),)),
         Param("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, "BLIS trained-physics beta6 ~4 us per request (vLLM, H100)"),
-        Param("layer_us", "layer_us.*", 16.0, 0.0, 300.0, "half of BLIS trained-physics beta5 ~32 us per layer (vLLM, H100)"),
-        Param("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, "as 'layer_us' (ROCm kernels on MI300X fitted apart)", gpus=("mi300x",)),
+        Param("kernel_us", PER_KERNEL_LAYER_US, 2.46, 0.0, 30.0, "BLIS trained-physics beta5 ~32 us per decoder layer (vLLM, "
+              "H100) over the 13 kernels counted in a Llama layer (full attention 9 + dense MLP 4)"),
+        Param("kernel_us@mi300x", PER_KERNEL_LAYER_US, 2.46, 0.0, 30.0, "as 'kernel_us' (ROCm kernels on MI300X fitted apart)",
+              gpus=("mi300x",)),
     ]
     for e in engines:
         ps.append(Param(f"iteration_us@{e}", "iteration_us", 126.0, 1.0, 20000.0,
@@ -586,6 +595,8 @@ def engine_with(base: EngineProfile, gpu_id: str, params: Sequence[Param], value
         s = Sourced(float(v), source)
         if p.field == "layer_us.*":
             changes["layer_us"] = {k: s for k in LAYER_KINDS}
+        elif p.field == PER_KERNEL_LAYER_US:  # GPU time per kernel a layer runs, even graph-captured, by its kernel count
+            changes["layer_us"] = {k: Sourced(float(v) * float(eng.layer_kernels[k].value), source) for k in LAYER_KINDS}
         elif p.field.startswith("layer_us."):
             changes["layer_us"] = {**changes.get("layer_us", eng.layer_us), p.field.split(".", 1)[1]: s}
         else:
@@ -766,20 +777,35 @@ def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, A
     return out
 
 
-def fitted_tables(result: FitResult, prov: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per engine id, the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones."""
+def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")
+                  ) -> dict[str, dict[str, Any]]:
+    """Per engine id ("*": every engine), the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones.
+
+    A per-kernel layer time is written as each layer kind's time, value × the kernels the profile of each of `engines`
+    counts for that kind, so a profile holds times per layer as everything else reads them.
+    """
     src = (f"fit: specagent latency fit on measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}, {prov['figures_fitted']} "
            f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
            f"error, every term on TPOT, TTFT, e2e and throughput together; prior {{prior}} ({{psrc}})")
     out: dict[str, dict[str, Any]] = defaultdict(dict)
+
+    def put(e: str, gpus: tuple[str, ...], section: str, items: dict[str, dict[str, Any]]) -> None:
+        where = out[e] if not gpus else out[e].setdefault("hardware", {})
+        for g in (gpus or (None,)):
+            (where if g is None else where.setdefault(g, {})).setdefault(section, {}).update(items)
+
     for p, v in zip(result.params, result.values):
+        psrc = src.format(prior=p.prior, psrc=p.prior_source)
+        if p.field == PER_KERNEL_LAYER_US:
+            per_kernel = float(f"{v:.4g}")
+            for e in (p.engines or engines):
+                counts = load_engine(e).layer_kernels
+                put(e, p.gpus, toml_location("layer_us.*")[0],
+                    {k: {"value": float(f"{per_kernel * float(counts[k].value):.4g}"), "source": f"{per_kernel:g} us per kernel x "
+                         f"{int(counts[k].value)} kernels per layer (kernels_per_layer.{k}); {psrc}"} for k in LAYER_KINDS})
+            continue
         section, keys = toml_location(p.field)
-        item = {"value": float(f"{v:.4g}"), "source": src.format(prior=p.prior, psrc=p.prior_source)}
+        item = {"value": float(f"{v:.4g}"), "source": psrc}
         for e in (p.engines or ("*",)):
-            tables = out[e]
-            where = tables if not p.gpus else tables.setdefault("hardware", {})
-            for g in (p.gpus or (None,)):
-                sec = (where if g is None else where.setdefault(g, {})).setdefault(section, {})
-                for k in keys:
-                    sec[k] = item
+            put(e, p.gpus, section, {k: item for k in keys})
     return dict(out)

@@ -60,7 +60,7 @@ def test_latency_validate_and_fit_on_a_small_file(tmp_path: Path):
     assert fitted["provenance"]["moe_kernels"] == "moe_kernels.csv"
     assert fitted["provenance"]["moe_kernels_sha256"] == file_sha256(default_path("moe_kernels.csv"))
     vllm = parse_engine(tomllib.loads((prof / "vllm.toml").read_text()), "vllm.toml")
-    assert vllm.layer_us["moe"].source.startswith("fit: specagent latency fit")
+    assert " us per kernel x 14 kernels per layer (kernels_per_layer.moe); fit: specagent latency fit" in vllm.layer_us["moe"].source
     assert "fused-MoE kernel fit on measurements/moe_kernels.csv (" in vllm.moe_tflops.source  # the prior and where it came from
 
 

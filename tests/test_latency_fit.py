@@ -363,8 +363,8 @@ DEFAULT_PARAMS = [
     ("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, (), ()),
     ("moe_mfu", "moe_mfu", 0.22, 0.01, 0.95, (), ()),
     ("per_sequence_us", "per_sequence_us", 4.0, 0.0, 200.0, (), ()),
-    ("layer_us", "layer_us.*", 16.0, 0.0, 300.0, (), ()),
-    ("layer_us@mi300x", "layer_us.*", 16.0, 0.0, 300.0, (), ("mi300x",)),
+    ("kernel_us", lf.PER_KERNEL_LAYER_US, 2.46, 0.0, 30.0, (), ()),
+    ("kernel_us@mi300x", lf.PER_KERNEL_LAYER_US, 2.46, 0.0, 30.0, (), ("mi300x",)),
 ] + [row for e in ("vllm", "sglang", "tensorrt-llm") for row in (
     (f"iteration_us@{e}", "iteration_us", 126.0, 1.0, 20000.0, (e,), ()),
     (f"request_us@{e}", "request_us", 15563.0, 10.0, 200000.0, (e,), ()),
@@ -394,9 +394,12 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
     params, _ = lf.serving_params()
 
     def shipped(p: lf.Param) -> float:
-        section, keys = toml_location(p.field)
         d = data[p.engines[0] if p.engines else "vllm"]
-        return (d["hardware"][p.gpus[0]] if p.gpus else d)[section][keys[0]]["value"]
+        where = d["hardware"][p.gpus[0]] if p.gpus else d
+        if p.field == lf.PER_KERNEL_LAYER_US:  # written per layer kind; the per-kernel value leads each item's source
+            return float(where["per_layer_us"]["moe"]["source"].split(" us per kernel")[0])
+        section, keys = toml_location(p.field)
+        return where[section][keys[0]]["value"]
 
     tables = lf.fitted_tables(lf.FitResult(params, np.array([shipped(p) for p in params]), 0, [], 0.0, True, ""), prov)
     kinds = ["dense_mlp", "full_attention", "linear_attention", "moe"]
@@ -406,11 +409,10 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
         return {s: (layout(v) if s in ("hardware", "mi300x") else sorted(v)) for s, v in tables.items()}
 
     assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu", "moe_pad_tokens", "moe_tflops"],
-                                   "per_pass": ["per_sequence_us"],
-                                   "per_layer_us": kinds,
-                                   "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"], "per_layer_us": kinds}}}
-    for e in ENGINES:
-        assert layout(tables[e]) == {"per_pass": ["iteration_us", "launch_us"], "per_request": ["request_us"]}
+                                   "per_pass": ["per_sequence_us"], "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"]}}}
+    for e in ENGINES:  # the per-kernel layer time, written per layer kind with each engine's own kernel counts
+        assert layout(tables[e]) == {"per_pass": ["iteration_us", "launch_us"], "per_request": ["request_us"],
+                                     "per_layer_us": kinds, "hardware": {"mi300x": {"per_layer_us": kinds}}}
         assert lf.merge_tables(lf.merge_tables(data[e], tables["*"]), tables[e]) == data[e]
     assert sorted(tables) == ["*", *sorted(ENGINES)]
 
@@ -424,6 +426,20 @@ def test_fitted_tables_round_to_four_digits_and_name_dataset_rows_and_prior():
                                       "throughput together; prior 16.0 (paper)"}
     per_gpu = {"g1": {"per_layer_us": {"moe": item}}, "g2": {"per_layer_us": {"moe": item}}}
     assert tables == {"a": {"hardware": per_gpu}, "b": {"hardware": per_gpu}}
+
+
+def test_a_per_kernel_layer_time_is_written_per_layer_kind_by_each_engines_kernel_counts():
+    prov = dict(dataset="d.csv", dataset_sha256="0123456789abcdef", rows=6, rows_used=5, figures_fitted=7, sources=2, date="2026-01-02")
+    ps = [lf.Param("k", lf.PER_KERNEL_LAYER_US, 2.46, 0.0, 30.0, "blis", gpus=("mi300x",))]
+    tables = lf.fitted_tables(lf.FitResult(ps, np.array([2.34567]), 0, [], 0.0, True, ""), prov, engines=("vllm",))
+    layer = tables["vllm"]["hardware"]["mi300x"]["per_layer_us"]
+    counts = {k: int(v.value) for k, v in load_engine("vllm").layer_kernels.items()}
+    assert {k: v["value"] for k, v in layer.items()} == {k: float(f"{2.346 * n:.4g}") for k, n in counts.items()}
+    assert layer["moe"]["value"] == 32.84 and counts["moe"] == 14  # 2.346 us x 14 kernels, by hand
+    assert layer["moe"]["source"].startswith("2.346 us per kernel x 14 kernels per layer (kernels_per_layer.moe); fit: ")
+    # the fit's own pricing sets the same per-kind times (before rounding)
+    eng = lf.engine_with(load_engine("vllm"), "mi300x", ps, [2.5], "src")
+    assert {k: v.value for k, v in eng.layer_us.items()} == {k: 2.5 * n for k, n in counts.items()}
 
 
 def test_provenance_names_the_dataset_by_hash_and_counts(tmp_path: Path):
