@@ -7,7 +7,9 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
 
 * per-iteration CPU work (``iteration_us``) + per sequence (``per_sequence_us``);
 * GPU-side fixed time per layer by kind (``layer_us``: full attention, Gated DeltaNet,
-  dense MLP, MoE — a decoder layer is one mixer and one FFN and pays both);
+  dense MLP, MoE — a decoder layer is one mixer and one FFN and pays both); the fit sets
+  it per kernel the layer runs (`latency_fit.PER_KERNEL_LAYER_US`), so an MoE layer's
+  fourteen counted kernels cost more than a dense MLP's four, graphs or not;
 * kernel launches (``launch_us`` × kernels per pass) by every pass that does not replay a
   CUDA graph: graphs cover passes of up to ``cuda_graphs.max_batch`` tokens, pure-decode
   ones only unless the engine also captures mixed batches (vLLM V1's piecewise graphs).

@@ -238,15 +238,18 @@ def test_an_overloaded_fleet_is_rejected_as_unstable_and_a_loaded_one_is_not(str
     over = measure_steady(tasks, build, (0, 2), 1.3 * 2 * cap.tasks_per_s, Metric(95, "task"), ref, min_tasks=500)
     assert not over.stable and "fewer tasks than arrive" in over.reason
     # it completes at most 1/1.3 of what arrives (the bound is optimistic: less still), and at least 0.85/1.3: the
-    # replica saturated runs at >= 85% of the bound (measured 96%; a bound that let prompts ride in chunks smaller than
-    # the scheduler makes was 58% and failed here)
+    # replica saturated runs at >= 85% of the bound (measured 93%, 87% / 96% with earlier engine fits; a bound that let
+    # prompts ride in chunks smaller than the scheduler makes was 58% and failed here)
     assert 1 - 1 / 1.3 - 0.02 <= over.queue_growth <= 1 - 0.85 / 1.3
     fine = measure_steady(tasks, build, (0, 2), 0.5 * 2 * cap.tasks_per_s, Metric(95, "task"), ref, min_tasks=500)
     # at half the bound tasks take ~3.6x their uncontended time, so the in-flight count still grows through the window:
-    # the deficit reads 4.3% here (4.7% over 1,500 tasks; 1.8% / 4.2% with the previous engine fit), inside the
+    # the deficit reads 3.5% here (4.3% over 1,500 tasks; 4.3% / 4.7% and 1.8% / 4.2% with earlier fits), inside the
     # detector's noise allowance, against 21-35% for the overloaded fleet above
     assert fine.stable and abs(fine.queue_growth) < 0.05 and math.isfinite(fine.value_s)
-    assert fine.throughput_per_s == pytest.approx(cap.tasks_per_s, rel=0.1)  # it completes what arrives (0.5 x 2 x cap)
+    # it completes what arrives: the tasks arriving in the measured span (this seed's Poisson draw puts 7% fewer there
+    # than the nominal 0.5 x 2 x cap; completions 96.5% of them)
+    arrived = fine.tasks_measured / (fine.window.measure_end_s - fine.warmup_s)
+    assert fine.throughput_per_s == pytest.approx(arrived, rel=0.1) and arrived == pytest.approx(cap.tasks_per_s, rel=0.1)
 
 
 def test_the_analytic_bound_is_optimistic_by_little(episodes, strongonly):
