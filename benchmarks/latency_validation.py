@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         "by_model_class": val.mape("model_class"), "by_source": val.mape("source"),
         "worst": sorted(val.rows(), key=lambda r: -abs(r["error"]))[: args.worst],
         "excluded": [dict(reason=r, rows=ids) for r, ids in skipped_by_reason(skipped)],
-        "moe_kernels": {"fit": kfit.values, "kernel_times": len(kfit.targets), "sources": len(kfit.sources),
-                        "held_out_mape": round(kfit.held_out_mape, 4)},
+        "moe_kernels": kfit.summary(),
         "default_tpot_context": TPOT_CONTEXT, "default_tpot": default_tpot_ms(),
     }
     if args.json:

@@ -85,6 +85,8 @@ QUEUED_TAG = "[queued]"
 #: offered output rate (request rate x output tokens) only by its drain, the B running requests of N (a few per cent in
 #: the dataset); one that serves less than this share of it was queueing, its latency growing for as long as it ran.
 OPEN_LOOP_SERVED_SHARE = 0.9
+#: The serving engines the fit has coefficients for (each has a shipped profile in hardware/engines/).
+FIT_ENGINES = ("vllm", "sglang", "tensorrt-llm")
 #: Engines a row names that run another engine's kernels, with the source that says so.
 ENGINE_BACKENDS = {
     "nim": ("tensorrt-llm", "NVIDIA NIM for LLMs runs pre-compiled TensorRT-LLM engines for its optimized profiles (one per GPU, "
@@ -127,15 +129,24 @@ class Skipped:
 
 
 # ------------------------------------------------------------------------- rows -> targets
-def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile]) -> Deployment:
+def _hardware(gpu: str, cache: dict[str, HardwareProfile | None]) -> HardwareProfile | None:
+    """`gpu`'s profile, loaded once per GPU for a whole file of rows; None: no such profile."""
+    if gpu not in cache:
+        try:
+            cache[gpu] = load_hardware(gpu)
+        except HardwareProfileError:
+            cache[gpu] = None
+    return cache[gpu]
+
+
+def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None]) -> Deployment:
     try:
         spec = load_model_spec(row.model)
     except ModelSpecError as exc:
         raise Skip(f"model not describable: {exc}") from None
-    try:
-        hw = profiles[row.gpu] if row.gpu in profiles else profiles.setdefault(row.gpu, load_hardware(row.gpu))
-    except HardwareProfileError:
-        raise Skip(f"no hardware profile for GPU '{row.gpu}'") from None
+    hw = _hardware(row.gpu, profiles)
+    if hw is None:
+        raise Skip(f"no hardware profile for GPU '{row.gpu}'")
     name = ENGINE_BACKENDS.get(row.engine, (row.engine, ""))[0]
     eng = engines.get(name)
     if eng is None:
@@ -175,7 +186,7 @@ def skipped_by_reason(skipped: Sequence[Skipped]) -> list[tuple[str, list[str]]]
 def targets_from_rows(rows: Iterable[ServingRow], engines: dict[str, EngineProfile] | None = None) -> tuple[list[Target], list[Skipped]]:
     """Every latency figure of every row the cost model can describe; the rest with the reason."""
     engines = engines or {}
-    profiles: dict[str, HardwareProfile] = {}  # one load per GPU, not per row
+    profiles: dict[str, HardwareProfile | None] = {}
     out: list[Target] = []
     skipped: list[Skipped] = []
     for row in rows:
@@ -203,7 +214,7 @@ def mean_lengths(row: ServingRow) -> tuple[float, float]:
     return i, o
 
 
-def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile]) -> list[Target]:
+def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None]) -> list[Target]:
     if QUEUED_TAG in row.notes:
         raise Skip(f"{QUEUED_TAG}: requests waited behind an admission limit the source does not state, so the running batch "
                    "(on which TPOT and TTFT both depend) is unknown")
@@ -332,9 +343,9 @@ def _metric(t: Target, q: dict[str, float]) -> float:
     """The measured quantity from the priced passes (see the module docstring)."""
     if t.metric == "e2e":
         return q["prefill"] + q.get("decode_sum", 0.0)
-    b = float(t.batch)
     if t.metric == "tpot" and t.row.tpot_ms is None and t.row.statistic == "median":
         return q["decode"]  # a median inter-token gap: one decode iteration (module docstring)
+    b = float(t.batch)
     tpot, ttft, lifetime = closed_loop(q["decode"], q["prefill"], q["request"], b, t.output_tokens)
     if t.metric == "tpot":
         return tpot
@@ -400,7 +411,7 @@ def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], li
     """Every usable kernel row; the rest with the reason (unknown GPU or dtype, weights cache-resident)."""
     out: list[KernelTarget] = []
     skipped: list[tuple[MoeKernelRow, str]] = []
-    profiles: dict[str, HardwareProfile | None] = {}  # one load per GPU, not per row
+    profiles: dict[str, HardwareProfile | None] = {}
     for r in rows:
         if r.engine not in KERNEL_ENGINES:
             skipped.append((r, f"engine '{r.engine}' is not a serving engine's fused_moe kernel"))
@@ -411,12 +422,7 @@ def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], li
         if r.hidden is None or r.top_k is None:
             skipped.append((r, "hidden size (K) or top-k not stated"))
             continue
-        if r.gpu not in profiles:
-            try:
-                profiles[r.gpu] = load_hardware(r.gpu)
-            except HardwareProfileError:
-                profiles[r.gpu] = None
-        hw = profiles[r.gpu]
+        hw = _hardware(r.gpu, profiles)
         if hw is None:
             skipped.append((r, f"no hardware profile for GPU '{r.gpu}'"))
             continue
@@ -467,6 +473,11 @@ class KernelFit:
     def held_out_mape(self) -> float:
         meas = np.array([t.measured for t in self.targets])
         return float(np.mean(np.abs(self.held_out / meas - 1.0)))
+
+    def summary(self) -> dict[str, Any]:
+        """What `latency validate` and the benchmark report about the fit: its values, rows, sources and held-out error."""
+        return {"fit": self.values, "kernel_times": len(self.targets), "sources": len(self.sources),
+                "held_out_mape": self.held_out_mape, "skipped": len(self.skipped)}
 
     def describe(self) -> str:
         return (f"fused-MoE kernel fit on {self.dataset} ({len(self.targets)} kernel times, {len(self.sources)} "
@@ -532,7 +543,7 @@ class Param:
         return (not self.engines or engine_id in self.engines) and (not self.gpus or gpu_id in self.gpus)
 
 
-def default_params(engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm"), moe: KernelFit | None = None) -> list[Param]:
+def default_params(engines: Sequence[str] = FIT_ENGINES, moe: KernelFit | None = None) -> list[Param]:
     """The coefficients the public data can constrain; every other term keeps its sourced value.
 
     With `moe` (the per-operator fused-MoE fit) the grouped-GEMM efficiency and its half-saturation take their priors
@@ -777,8 +788,7 @@ def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, A
     return out
 
 
-def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = ("vllm", "sglang", "tensorrt-llm")
-                  ) -> dict[str, dict[str, Any]]:
+def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = FIT_ENGINES) -> dict[str, dict[str, Any]]:
     """Per engine id ("*": every engine), the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones.
 
     A per-kernel layer time is written as each layer kind's time, value × the kernels the profile of each of `engines`

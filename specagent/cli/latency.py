@@ -81,8 +81,7 @@ def validate_cmd(
         "mape": {k: val.mape(k) for k in ("load_class", "metric", "gpu", "engine", "model_class", "source")},
         "worst": sorted(table, key=lambda r: -abs(r["error"]))[:worst],
         "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
-        "moe_kernels": {"fit": kfit.values, "kernel_times": len(kfit.targets), "sources": len(kfit.sources),
-                        "held_out_mape": kfit.held_out_mape, "skipped": len(kfit.skipped)},
+        "moe_kernels": kfit.summary(),
     }
     if rows_out:
         import pandas as pd
