@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         "figures": len(targets), "sources": len({t.row.source for t in targets}), "seconds": round(secs, 1),
         "targets": met, "by_class": val.mape("load_class"), "by_gpu": val.mape("gpu"), "by_engine": val.mape("engine"),
         "by_model_class": val.mape("model_class"), "by_source": val.mape("source"),
+        "source_offsets": val.source_offsets(),
         "worst": sorted(val.rows(), key=lambda r: -abs(r["error"]))[: args.worst],
         "excluded": [dict(reason=r, rows=ids) for r, ids in skipped_by_reason(skipped)],
         "moe_kernels": kfit.summary(),
@@ -76,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{k['held_out_mape']:.1%}): " + ", ".join(f"{n} {v:.3g}" for n, v in k["fit"].items()))
     for key in ("by_gpu", "by_engine", "by_model_class", "by_source"):
         print(f"{key.replace('_', ' ')}: " + "; ".join(f"{k} {v['mape']:.0%} ({v['rows']})" for k, v in out[key].items()))
+    print("between sources vs within them (each source's bias = median predicted/measured; MAPE once it is divided out):")
+    for cls in TARGETS:
+        v = out["source_offsets"].get(cls)
+        if v:
+            biases = ", ".join(f"{src.split(':')[0]} {sv['bias']:.2f}x" for src, sv in v["sources"].items() if sv["figures"] >= 5)
+            print(f"  {cls:12s} {v['mape']:.1%} -> {v['mape_after_offset']:.1%} after one factor per source; "
+                  f"sources with >= 5 figures: {biases}")
     print(f"the default setting's decode step (TPOT) at context {TPOT_CONTEXT}, batch {'/'.join(map(str, TPOT_BATCHES))}:")
     for role, v in out["default_tpot"].items():
         print(f"  {role:6s} {' / '.join(f'{t:.2f}' for t in v['tpot_ms'].values())} ms  ({v['deployment']})")

@@ -720,6 +720,36 @@ class Validation:
             groups[str(r[by])].append(abs(r["error"]))
         return {k: {"mape": float(np.mean(v)), "rows": len(v)} for k, v in sorted(groups.items())}
 
+    def source_offsets(self) -> dict[str, dict[str, Any]]:
+        """How much of each class's error is one constant factor per source, and how much is shape.
+
+        Per target class and source: the source's bias (median of predicted / measured) and its
+        MAPE before and after dividing its predictions by that bias. The class's MAPE after every
+        source's own bias is removed is what a model exact up to one factor per publication
+        (its engine version, flags, client, machine) would score: the part of the held-out
+        error that is a disagreement *between* sources no held-out fit can see, as opposed to
+        errors in how time varies *within* one source (concurrency, lengths, model, GPU).
+        A factor fitted on the scored rows themselves is not a prediction; this is a diagnosis.
+        """
+        groups: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+        for r in self.rows():
+            groups[r["load_class"]][r["source"]].append((r["predicted"], r["measured"]))
+        out: dict[str, dict[str, Any]] = {}
+        for cls in sorted(groups):
+            before: list[float] = []
+            after: list[float] = []
+            sources: dict[str, dict[str, float]] = {}
+            for src in sorted(groups[cls]):
+                ratio = np.array([p / m for p, m in groups[cls][src]])
+                bias = float(np.median(ratio))
+                b, a = np.abs(ratio - 1.0), np.abs(ratio / bias - 1.0)
+                before.extend(b)
+                after.extend(a)
+                sources[src] = {"figures": len(ratio), "bias": bias, "mape": float(b.mean()), "mape_after_offset": float(a.mean())}
+            out[cls] = {"figures": len(before), "mape": float(np.mean(before)), "mape_after_offset": float(np.mean(after)),
+                        "sources": sources}
+        return out
+
     def targets_met(self) -> dict[str, dict[str, Any]]:
         m = self.mape("load_class")
         return {k: {"target": v, "mape": m.get(k, {}).get("mape"), "rows": m.get(k, {}).get("rows", 0),

@@ -51,6 +51,11 @@ def test_latency_validate_and_fit_on_a_small_file(tmp_path: Path):
     d = json.loads(r.output)
     assert d["figures"] == 8 and d["targets"]["tpot_c<=16"]["rows"] == 4
     assert (tmp_path / "fig.html").read_text().count("plotly") > 0
+    off = d["source_offsets"]["tpot_c<=16"]
+    assert sorted(off["sources"]) == ["s0", "s1"] and off["figures"] == 4
+    assert off["mape"] == pytest.approx(d["targets"]["tpot_c<=16"]["mape"])
+    text = _run("latency", "validate", "--data", str(data), "--no-holdout", "--worst", "0").output
+    assert "Error between sources vs within them" in text and "all sources" in text
     out = tmp_path / "fit.toml"
     prof = tmp_path / "profiles"
     r = _run("latency", "fit", "--data", str(data), "-o", str(out), "--write-profiles", str(prof), "--json")

@@ -540,3 +540,19 @@ def test_a_median_inter_token_latency_is_one_decode_iteration(tmp_path: Path):
     d = estimate(dep, Passes.uniform(1, 4000 + 100.0, 32)).time_s[0]
     assert lf.predict([median_t])[0] == pytest.approx(d, rel=1e-12)
     assert lf.predict([mean_t])[0] > 1.05 * d  # 31 other requests' 4,000-token prefills stall the mean
+
+
+def test_source_offsets_split_the_error_into_one_factor_per_source_and_the_rest(tmp_path: Path):
+    row = dict(concurrency=1, input_tokens=100, output_tokens=10)
+    targets, _ = _targets(tmp_path, [dict(row, source="a", tpot_ms=10)] * 3 + [dict(row, source="b", tpot_ms=10), dict(row, source="b", ttft_ms=50)])
+    # source a: 1.2, 1.2, 1.5 x measured (median 1.2); source b: 0.8 x; b's TTFT 2 x
+    v = lf.Validation(targets, [], np.array([0.012, 0.012, 0.015, 0.008, 0.100]), held_out=False)
+    off = v.source_offsets()
+    assert list(off) == ["tpot_c<=16", "ttft"]
+    tpot = off["tpot_c<=16"]
+    assert tpot["sources"]["a"] == {"figures": 3, "bias": pytest.approx(1.2), "mape": pytest.approx(0.9 / 3),
+                                    "mape_after_offset": pytest.approx(0.25 / 3)}
+    assert tpot["sources"]["b"] == {"figures": 1, "bias": pytest.approx(0.8), "mape": pytest.approx(0.2), "mape_after_offset": 0.0}
+    assert (tpot["figures"], tpot["mape"], tpot["mape_after_offset"]) == (4, pytest.approx(1.1 / 4), pytest.approx(0.25 / 4))
+    assert tpot["mape"] == pytest.approx(v.targets_met()["tpot_c<=16"]["mape"])  # the same error as the targets table
+    assert off["ttft"]["sources"]["b"]["bias"] == pytest.approx(2.0) and off["ttft"]["mape_after_offset"] == 0.0

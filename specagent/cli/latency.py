@@ -64,7 +64,7 @@ def validate_cmd(
     (leave-one-source-out), so the MAPE is a held-out error. Targets (issue 12): TPOT at
     concurrency <= 16 within 20%, above that and TTFT within 30%.
     """
-    from specagent.costmodel.latency_fit import skipped_by_reason, validate
+    from specagent.costmodel.latency_fit import TARGETS, skipped_by_reason, validate
 
     for target in (rows_out, figure):
         if target is not None:
@@ -80,6 +80,7 @@ def validate_cmd(
         "predictions": kind, "targets": val.targets_met(),
         "mape": {k: val.mape(k) for k in ("load_class", "metric", "gpu", "engine", "model_class", "source")},
         "worst": sorted(table, key=lambda r: -abs(r["error"]))[:worst],
+        "source_offsets": val.source_offsets(),
         "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
         "moe_kernels": kfit.summary(),
     }
@@ -113,6 +114,18 @@ def validate_cmd(
         for k, v in out["mape"][key].items():
             s.add_row(k, str(v["rows"]), f"{v['mape']:.1%}")
         console.print(s)
+    o = Table(title="Error between sources vs within them: each source's bias (median predicted / measured) and its MAPE "
+                    "once that one factor is divided out (a diagnosis fitted on the scored rows, not a prediction)")
+    for c in ("class", "source", "figures", "bias", "MAPE", "after bias"):
+        o.add_column(c, justify="left" if c in ("class", "source") else "right", overflow="fold")
+    for cls, v in out["source_offsets"].items():
+        if cls not in TARGETS:
+            continue
+        for k, (src, sv) in enumerate(v["sources"].items()):
+            o.add_row(cls if k == 0 else "", src.split(":")[0], str(sv["figures"]), f"{sv['bias']:.2f}x", f"{sv['mape']:.1%}",
+                      f"{sv['mape_after_offset']:.1%}")
+        o.add_row("", "all sources", str(v["figures"]), "", f"{v['mape']:.1%}", f"{v['mape_after_offset']:.1%}", end_section=True)
+    console.print(o)
     w = Table(title=f"Worst {len(out['worst'])} rows")
     for c in ("row", "metric", "GPU", "engine", "C/B", "measured", "predicted", "error"):
         w.add_column(c, justify="left" if c in ("row", "metric", "GPU", "engine") else "right")
