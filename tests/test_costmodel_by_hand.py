@@ -57,6 +57,22 @@ ROUTER = L * H * 512
 SHARED = L * (3 * H * 1024 + H)
 
 
+def test_nvfp4_weights_are_4_5_bits_and_run_fp4_gemms_only_where_the_gpu_has_them():
+    b200, h200 = load_hardware("b200"), load_hardware("h200")
+    dep = Dep(Q397, b200, gpus=4, weight_dtype="nvfp4")
+    c = coefficients(dep)
+    assert c.expert_bytes == EXPERT * 0.5625  # 4-bit values + one 8-bit scale per 16
+    assert c.dense_weight_bytes == (L_FULL * ATTN_PARAMS + L_LIN * GDN_PARAMS + L * (3 * H * 1024 + H)) * 0.5625 \
+        + (NORMS + ROUTER) * 2  # norms and router stay 16-bit
+    assert dep.compute_dtype == "fp4" and b200.peak_flops("fp4") == 2 * b200.peak_flops("fp8") == 9000e12
+    assert load_hardware("rtx5090").peak_flops("fp4") == 1676e12
+    assert Dep(Q397, h200, gpus=4, weight_dtype="nvfp4").compute_dtype == "bf16"  # Hopper: weight-only FP4 kernels
+    fp8 = Dep(Q397, b200, gpus=4, weight_dtype="fp8")
+    p4, p8 = (estimate(d, Passes.uniform(1024, 0, 1)) for d in (dep, fp8))
+    assert p4.flops["dense"][0] == p8.flops["dense"][0] > 0
+    assert p4.compute_parts["gemm"][0] == pytest.approx(p8.compute_parts["gemm"][0] / 2, rel=1e-12)  # same FLOPs at twice the peak
+
+
 @pytest.mark.parametrize("gpus,par", [(1, "tp"), (8, "tp"), (8, "tp+ep")])
 def test_coefficients_of_the_397b_by_hand(gpus, par):
     dep = Dep(Q397, H20, gpus=gpus, parallelism=par, weight_dtype="fp8")

@@ -129,12 +129,12 @@ def test_efficiencies_are_fractions_and_directions_consistent(stem):
 # runs at the FP16-accumulate rate; on GeForce (RTX 5090) it runs at half of it (RTX Blackwell whitepaper, Table 3).
 DATASHEET_TENSOR_TFLOPS = {
     "h20": {"bf16": 148.0, "fp16": 148.0, "fp8": 296.0},
-    "rtx5090": {"bf16": 209.5, "fp16": 209.5, "fp8": 419.0},
+    "rtx5090": {"bf16": 209.5, "fp16": 209.5, "fp8": 419.0, "fp4": 1676.0},
     "h100_sxm": {"bf16": 989.4, "fp16": 989.4, "fp8": 1979.0},
     "h200_sxm": {"bf16": 989.4, "fp16": 989.4, "fp8": 1979.0},
     "a100_80gb_sxm": {"bf16": 312.0, "fp16": 312.0},
     "l40s": {"bf16": 362.05, "fp16": 362.05, "fp8": 733.0},
-    "b200": {"bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0},
+    "b200": {"bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "fp4": 9000.0},
     "mi300x": {"bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9},
 }
 

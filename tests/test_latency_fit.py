@@ -76,7 +76,7 @@ def test_loader_errors_name_file_line_and_field(tmp_path: Path):
 def test_rows_the_model_cannot_describe_are_skipped_with_the_reason(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [
         dict(model="acme/Unknown-7B", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
-        dict(weight_dtype="nvfp4", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
+        dict(weight_dtype="mxfp6", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
         dict(engine="acme-serve", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
         dict(input_tokens=10, output_tokens=10, tpot_ms=5),  # no concurrency: a burst run
         dict(concurrency=4, tpot_ms=5),  # no lengths
@@ -85,7 +85,7 @@ def test_rows_the_model_cannot_describe_are_skipped_with_the_reason(tmp_path: Pa
     targets, skipped = lf.targets_from_rows(rows)
     assert not targets
     reasons = [s.reason for s in skipped]
-    assert "model not describable" in reasons[0] and "nvfp4" in reasons[1] and "'acme-serve'" in reasons[2]
+    assert "model not describable" in reasons[0] and "mxfp6" in reasons[1] and "'acme-serve'" in reasons[2]
     assert "burst" in reasons[3] and "length" in reasons[4] and "tpu-v9" in reasons[5]
 
 
@@ -195,11 +195,26 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     off = [abs(e) for t, e in zip(bad.targets, bad.errors) if t.row.source == "src1"]
     assert min(off) > 0.3
     assert bad.targets_met()["tpot_c<=16"]["met"] is False
-    with pytest.raises(ValueError, match=r"^nothing to fit: no targets$"):
+    with pytest.raises(ValueError, match=r"^nothing to fit: no targets"):
         lf.fit([], params)
     # one source: nothing is left to hold it out against, so its rows keep the full fit's prediction
     alone = lf.validate(targets[:3], params=params, max_nfev=5, prior_scale=100.0)
     assert list(alone.per_source) == ["src0"] and alone.per_source["src0"] is alone.full_fit
+
+
+def test_a_ttft_under_load_is_validated_but_not_fitted(tmp_path: Path):
+    targets, params, truth = _synthetic(tmp_path)
+    t = targets[1]  # src0 at concurrency 4
+    loaded = lf.Target(t.row, "ttft", 10.0, t.dep, t.concurrency, t.batch, t.input_tokens, t.output_tokens, t.key)  # 10 s: way off
+    alone = lf.Target(t.row, "ttft", 10.0, t.dep, 1.0, 1, t.input_tokens, t.output_tokens, t.key)
+    assert t.batch == 4 and not lf.fitted_on(loaded) and lf.fitted_on(alone) and lf.fitted_on(t)
+    res = lf.fit(targets + [loaded], params, max_nfev=60, prior_scale=100.0)
+    assert res.rows == 6 and res.values == pytest.approx(truth, rel=0.02)  # the loaded TTFT moved nothing
+    v = lf.validate(targets + [loaded], held_out=False)
+    assert len(v.rows()) == 7 and v.rows()[-1]["metric"] == "ttft"  # ... and is still scored
+    assert lf.fit(targets + [alone], params, max_nfev=60, prior_scale=100.0).rows == 7  # a concurrency-1 TTFT is fitted
+    with pytest.raises(ValueError, match="validated, not fitted"):
+        lf.fit([loaded], params)
 
 
 def test_a_bounded_fit_stops_at_its_bound(tmp_path: Path):
@@ -251,7 +266,7 @@ def test_the_deployment_a_row_names(tmp_path: Path):
     mine = dataclasses.replace(load_engine("vllm"), request_us=Sourced(1.0, "mine"))
     targets, skipped = _targets(tmp_path, [
         dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="false", weight_dtype=""),
-        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="true", weight_dtype="fp8", kv_dtype="fp8"),
+        dict(concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5, cuda_graphs="true", weight_dtype="fp8", kv_dtype="fp8_e4m3"),
         dict(model="Qwen/Qwen3-30B-A3B", gpus=2, tp="", ep=2, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),
         dict(model="Qwen/Qwen3-30B-A3B", gpus=2, tp=2, ep=1, dp=1, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),
         dict(gpus=2, tp=2, ep=2, concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=5),  # EP on a dense model: TP
@@ -261,7 +276,7 @@ def test_the_deployment_a_row_names(tmp_path: Path):
     assert eager.engine.cuda_graphs == Sourced(False, "row r0: CUDA graphs off")
     assert eager.engine.request_us == Sourced(1.0, "mine")  # the engine given, not the shipped one
     assert fp8.engine is mine and fp8.engine.cuda_graphs.value is not False
-    assert (eager.weight_dtype, eager.kv_dtype, fp8.weight_dtype, fp8.kv_dtype) == ("bf16", "bf16", "fp8", "fp8")
+    assert (eager.weight_dtype, eager.kv_dtype, fp8.weight_dtype, fp8.kv_dtype) == ("bf16", "bf16", "fp8", "fp8")  # engines' alias
     assert (ep.gpus, ep.parallelism, tp_moe.parallelism, tp_dense.parallelism) == (2, "tp+ep", "tp", "tp")
     assert targets[0].key[-1] is False and targets[1].key[-1] is True
 
@@ -422,7 +437,7 @@ def test_fitted_tables_round_to_four_digits_and_name_dataset_rows_and_prior():
     ps = [lf.Param("x", "layer_us.moe", 16.0, 0.0, 300.0, "paper", engines=("a", "b"), gpus=("g1", "g2"))]
     tables = lf.fitted_tables(lf.FitResult(ps, np.array([12.34567]), 0, [], 0.0, True, ""), prov)
     item = {"value": 12.35, "source": "fit: specagent latency fit on measurements/d.csv (sha256 0123456789ab, 7 figures from 5 of its "
-                                      "6 rows, 2 sources, 2026-01-02); Cauchy loss on log error, every term on TPOT, TTFT, e2e and "
+                                      "6 rows, 2 sources, 2026-01-02); Cauchy loss on log error, every term on TPOT, concurrency-1 TTFT, e2e and "
                                       "throughput together; prior 16.0 (paper)"}
     per_gpu = {"g1": {"per_layer_us": {"moe": item}}, "g2": {"per_layer_us": {"moe": item}}}
     assert tables == {"a": {"hardware": per_gpu}, "b": {"hardware": per_gpu}}

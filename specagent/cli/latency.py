@@ -164,7 +164,7 @@ def fit_cmd(
     path, rows, targets, skipped = _load(data)
     params, kfit = _params(kernels)
     res = fit(targets, params)
-    prov = provenance(path, len(rows), len(rows) - len(skipped), len(targets), res.sources)
+    prov = provenance(path, len(rows), len(rows) - len(skipped), res.rows, res.sources)
     from specagent.measurements import default_path, file_sha256
 
     kernels_path = Path(kernels or default_path("moe_kernels.csv"))
