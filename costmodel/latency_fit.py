@@ -664,12 +664,12 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
 def fitted_on(t: Target) -> bool:
     """Whether a figure enters the fit (every figure is validated): all but a TTFT with other requests running.
 
-    The sources measure mean TTFTs that grow 2-10 decode iterations from concurrency 1 to
+    The sources measure mean TTFTs that grow 2-20 decode iterations from concurrency 1 to
     16-256 (`Validation.source_offsets` shows it as error within sources); the closed loop
     gives a fraction of that and no term describes the rest. Fitted anyway, those figures
     pushed the growth into constants that price every pass at any load: vLLM's request_us
     to 124 ms (53 ms without the RTX 5090 rows; 16 ms fitted on concurrency-1 TTFTs, near
-    BLIS's 15.6 ms) and the grouped-GEMM ceiling from 300 to 150 TFLOP/s. A TTFT at batch 1
+    BLIS's 15.6 ms) and the grouped-GEMM ceiling from 302 to 149-174 TFLOP/s. A TTFT at batch 1
     is one request overhead and one prefill, which the terms do describe.
     """
     return not (t.metric == "ttft" and t.batch > 1)
