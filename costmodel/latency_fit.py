@@ -38,9 +38,10 @@ unknown), and open-loop rows whose measured output throughput is under 90% of th
 length (`OPEN_LOOP_SERVED_SHARE`: the queue grew for the whole run, so Little's law gives no running batch). The
 skipped rows and reasons are part of every validation's output.
 
-The fit: scipy `least_squares` on log(predicted / measured) over every figure (TPOT,
-TTFT, end-to-end latency, throughput: a concurrency-1 TTFT is mostly one prefill, the
-only measurement of prefill time in most sources) with a robust (Cauchy) loss, bounded
+The fit: scipy `least_squares` on log(predicted / measured) over every figure but a TTFT
+measured with other requests running (`fitted_on`: scored, not fitted) — TPOT, TTFT at
+concurrency 1, end-to-end latency, throughput (a concurrency-1 TTFT is mostly one prefill,
+the only measurement of prefill time in most sources) with a robust (Cauchy) loss, bounded
 parameters, and a weak pull of each parameter towards its prior (one residual of
 ln(value / prior) / ln 4 per parameter), so a term no training row constrains stays at
 its sourced prior instead of wandering. Validation is leave-one-source-out: every row is
