@@ -157,13 +157,12 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: di
             raise Skip(f"no serving-engine profile for '{row.engine}'") from None
     if row.cuda_graphs is False:
         eng = dataclasses.replace(eng, cuda_graphs=Sourced(False, f"row {row.row_id}: CUDA graphs off"))
-    weight_dtype, kv_dtype = (canonical_dtype(d) if d else "bf16" for d in (row.weight_dtype, row.kv_dtype))
-    for d in (row.weight_dtype, row.kv_dtype):
-        if d:
-            try:
-                dtype_bytes(canonical_dtype(d))
-            except ValueError:
-                raise Skip(f"dtype '{d}' not modelled") from None
+    weight_dtype, kv_dtype = (canonical_dtype(d or "bf16") for d in (row.weight_dtype, row.kv_dtype))
+    for d, name in ((weight_dtype, row.weight_dtype), (kv_dtype, row.kv_dtype)):
+        try:
+            dtype_bytes(d)
+        except ValueError:
+            raise Skip(f"dtype '{name}' not modelled") from None
     if row.dp and row.dp > 1:
         raise Skip(f"data parallelism (dp={row.dp}) not modelled")
     tp = row.tp or row.gpus

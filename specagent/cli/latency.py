@@ -194,7 +194,7 @@ def fit_cmd(
         print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success,
                           "moe_kernels": kfit.values}, indent=2))
         return
-    t = Table(title=f"Fitted on {len(targets)} figures from {len(rows) - len(skipped)} rows ({len(res.sources)} sources) → {output}")
+    t = Table(title=f"Fitted on {res.rows} of {len(targets)} figures (TTFTs under load scored, not fitted) from {len(rows) - len(skipped)} rows ({len(res.sources)} sources) → {output}")
     t.add_column("coefficient")
     t.add_column("value", justify="right")
     t.add_column("prior", justify="right")
