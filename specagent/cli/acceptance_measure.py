@@ -57,6 +57,7 @@ def measure(
     concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Most requests in flight at once."),
     timeout: float = typer.Option(300.0, "--timeout", min=0.001, help="Seconds to wait for one answer before retrying."),
     retries: int = typer.Option(6, "--retries", min=1, max=20, help="Attempts per request on 429/5xx/timeouts/broken answers."),
+    backoff: float = typer.Option(0.5, "--backoff", min=0.0, max=60.0, help="Base of the exponential backoff between attempts (s)."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0, help="Sampling temperature of every call."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens of every call (default: the server's)."),
     response_format: str = typer.Option("auto", "--response-format",
@@ -99,7 +100,7 @@ def measure(
         fail(f"{', '.join(map(str, traces))}: no agent turn to verify (no assistant message after a user or tool message)")
     err = Console(stderr=True)
     with ChatClient(ResponseCache(out / "cache"), concurrency=concurrency, timeout_s=timeout, seed=seed,
-                    retry=RetryPolicy(attempts=retries)) as client:
+                    retry=RetryPolicy(attempts=retries, base_s=backoff)) as client:
         est = estimate(positions, k, ShadowRun(client, weak, strong, tool_map, tags, cfg), *prices)
         for line in est.lines():
             err.print(line, highlight=False)
