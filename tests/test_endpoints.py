@@ -343,3 +343,36 @@ def test_a_fatal_endpoint_error_is_one_line(tmp_path):
     with ChatServer() as s:
         r = CliRunner().invoke(app, [a if a != "strong-test" else "missing" for a in measure_args(s.url, tmp_path / "m")])
     assert r.exit_code == 2 and "HTTP 404" in r.output and "rerun to resume" in r.output and "Traceback" not in r.output
+
+
+# -- live on endpoints ----------------------------------------------------------------------------------------------
+
+def test_live_on_endpoints_holds_writes_for_review_and_writes_logs_the_simulator_prices(tmp_path):
+    from specagent.traces.io import load_trajectories
+
+    out = tmp_path / "live"
+    args = ["live", "--weak-url", "URL", "--weak-model", "weak-test", "--strong-url", "URL", "--strong-model", "strong-test",
+            "-o", str(out), "--trajectories", "4", "--json", "--timeout", "2"]
+    with ChatServer() as s:
+        r = CliRunner().invoke(app, [s.url if a == "URL" else a for a in args])
+        assert r.exit_code == 0, r.output
+        n = s.received
+        again = CliRunner().invoke(app, [s.url if a == "URL" else a for a in args])  # a rerun is replayed from the cache
+        assert again.exit_code == 0 and s.received == n > 0
+    report = json.loads(r.output)
+    model_rows = lambda rep: [row for row in rep["comparison"]["rows"] if row["phase"] != "tool"]  # noqa: E731  tools rerun for real
+    assert model_rows(json.loads(again.output)) == model_rows(report)
+    counts = report["counts"]
+    assert counts["writes_unreviewed"] == 0 and counts["reviews"] > 0 and counts["held_blocked"] >= counts["reviews"]
+    assert counts["reviews"] == counts["accepted"] + counts["rejections"] + counts["unparseable_verdicts"]
+    logs = load_trajectories(out / "protocol_log.jsonl")
+    assert len(logs) == 4 and all(t.is_protocol_log for t in logs)
+    recs = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert len(recs) == counts["reviews"] - counts["unparseable_verdicts"] and all(r["source"] == "live" for r in recs)
+    check_verdict_log([{**r, "source": "acceptance measure"} for r in recs])
+    rows = {row["phase"]: row for row in report["comparison"]["rows"]}
+    assert rows["weak_draft"]["measured_s"] > 0 and rows["weak_draft"]["predicted_s"] > 0
+    assert rows["strong_verify"]["predicted_s"] > 0  # the replay reviews the segments the run reviewed
+    # the protocol log is what `simulate --trace` takes
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(out / "protocol_log.jsonl")])
+    assert r.exit_code == 0, r.output

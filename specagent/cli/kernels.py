@@ -254,8 +254,20 @@ def live_cmd(
     weak_hardware: Optional[str] = typer.Option(None, help="Hardware profile for the Weak model (default: calibrate both models on --device first)."),
     strong_hardware: Optional[str] = typer.Option(None, help="Hardware profile for the Strong model (default: the Weak one)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    weak_url: Optional[str] = typer.Option(None, "--weak-url", help="Run on served models instead of torch ones: the Weak "
+                                           "server's base URL (http://host:port/v1; docs/endpoints.md)."),
+    weak_model: Optional[str] = typer.Option(None, "--weak-model", help="With --weak-url: the model name the Weak server serves."),
+    strong_url: Optional[str] = typer.Option(None, "--strong-url", help="With --weak-url: the Strong server's base URL."),
+    strong_model: Optional[str] = typer.Option(None, "--strong-model", help="With --weak-url: the model name the Strong server serves."),
+    weak_api_key_env: str = typer.Option("OPENAI_API_KEY", "--weak-api-key-env", help="With --weak-url: env var of the Weak key."),
+    strong_api_key_env: str = typer.Option("OPENAI_API_KEY", "--strong-api-key-env", help="With --weak-url: env var of the Strong key."),
+    timeout: float = typer.Option(300.0, "--timeout", min=0.001, help="With --weak-url: seconds to wait for one answer before retrying."),
 ) -> None:
     """Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator.
+
+    With --weak-url/--strong-url the two models are served ones (vLLM, SGLang, an API): they act
+    for real, their verdicts are real, and the predicted column prices the run on --scenario's
+    deployments (docs/endpoints.md).
 
     The Weak model drafts up to K steps (decoding the trace's output lengths); every drafted
     read runs on the database at once and its result, at its real size in tokens, joins the
@@ -282,6 +294,15 @@ def live_cmd(
         acceptance = sc.acceptance if accept is None else None
     k = DEFAULT_K if k is None else k
     seed = 0 if seed is None else seed
+    if weak_url is not None or strong_url is not None:
+        from specagent.cli.live_endpoints import live_on_endpoints
+
+        if weak_url is None:
+            fail("--strong-url: a live run on endpoints needs --weak-url too")
+        if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
+            fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
+        return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env, strong_api_key_env,
+                                 sc if scenario is not None else Scenario(), k, seed, trajectories, out, timeout, as_json, console)
     accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
     if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
