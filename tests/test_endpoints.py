@@ -31,6 +31,7 @@ from specagent.endpoints.client import (  # noqa: E402
     ChatClient, Endpoint, EndpointError, ResponseFormatUnsupported, RetryPolicy, TransientFailure, parse_reply, retry_after_s,
 )
 from specagent.endpoints.verdict import parse_verdict, replacement_valid  # noqa: E402
+from specagent.traces.verdict_log import read_verdict_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "traces" / "data" / "tau2_airline_sample.json"
@@ -199,8 +200,10 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "tau2_airline_sample.verdicts.jsonl").read_text().splitlines()]
 
 
-def check_verdict_log(recs: list[dict]) -> None:
-    """docs/verdict-log.md's required fields and invariants (until the shared reader lands, the test states them)."""
+def check_verdict_log(recs: list[dict], path: Path | None = None) -> None:
+    """The shared reader (traces/verdict_log.py) takes the file; and docs/verdict-log.md's invariants, stated again."""
+    if path is not None:
+        assert [r.model_dump(by_alias=True, exclude_unset=True) for r in read_verdict_log(path)] == recs
     for r in recs:
         assert r["schema"] == "specagent.verdict/1" and r["source"] == "acceptance measure"
         n, a = len(r["drafted"]), r["accepted_prefix"]
@@ -226,7 +229,7 @@ def test_measure_end_to_end_writes_verdict_logs_that_fit_and_predict_take(tmp_pa
     recs = records(out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["positions"] == 19 and summary["records"] == len(recs) == 19 and summary["skipped"] == 0
-    check_verdict_log(recs)
+    check_verdict_log(recs, out / "tau2_airline_sample.verdicts.jsonl")
     # the scripted policy: reads of the recorded user and of unrecorded reservations, writes, replies; every verdict kind
     assert set(summary["ended_by"]) == {"write", "reply", "unmatched_read"}
     assert 0 < summary["accepted_steps"] < summary["drafted_steps"] and summary["repair_turns"] > 0 and summary["replacements_valid"] > 0
@@ -234,7 +237,7 @@ def test_measure_end_to_end_writes_verdict_logs_that_fit_and_predict_take(tmp_pa
     # positions are step indices of the imported trajectory, and what was drafted there is a matched or recorded call
     first = recs[0]
     assert (first["task"], first["position"], first["drafted"][0]) == (
-        "airline-32/3", 2, {"kind": "read", "name": "get_user_details", "tokens": first["drafted"][0]["tokens"],
+        "airline-32/3@2", 2, {"kind": "read", "name": "get_user_details", "tokens": first["drafted"][0]["tokens"],
                             "reference_tokens": 351, "exact_match": True})
     assert summary["usage"]["strong_verify"]["reasoning_tokens"] == sum(r["verify_reasoning_tokens"] for r in recs)
     fit = CliRunner().invoke(app, ["acceptance", "fit", "--help"])
@@ -370,6 +373,7 @@ def test_live_on_endpoints_holds_writes_for_review_and_writes_logs_the_simulator
     recs = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     assert len(recs) == counts["reviews"] - counts["unparseable_verdicts"] and all(r["source"] == "live" for r in recs)
     check_verdict_log([{**r, "source": "acceptance measure"} for r in recs])
+    assert len(read_verdict_log(out / "verdicts.jsonl")) == len(recs)  # also the reader's no-overlap rule within a task
     rows = {row["phase"]: row for row in report["comparison"]["rows"]}
     assert rows["weak_draft"]["measured_s"] > 0 and rows["weak_draft"]["predicted_s"] > 0
     assert rows["strong_verify"]["predicted_s"] > 0  # the replay reviews the segments the run reviewed

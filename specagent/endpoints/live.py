@@ -34,6 +34,7 @@ from specagent.endpoints.verdict import VERDICT_SCHEMA, fill_prompt, parse_verdi
 from specagent.kernels.airline_env import KINDS, AirlineEnv, ToolError, UnreviewedWrite
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, TokenSource, Trajectory, Verdict
 from specagent.traces.tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
+from specagent.traces.verdict_log import make_record
 
 SYSTEM = ("You are an airline customer service agent. Use the tools to look up the user's profile, reservations and flights "
           "before acting; confirm with the user before any change; never invent ids. Answer the user briefly.")
@@ -218,6 +219,7 @@ class LiveRun:
                                                      verdict_tokens=vt if j == len(seg) - 1 else 0, segment=seg_no)))
                 context += self._messages(seg)
                 rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": 0.0}
+                make_record(**{k: v for k, v in rec.items() if k != "schema"})
                 verdicts.append(rec)
                 seg_no += 1
                 continue
@@ -250,6 +252,8 @@ class LiveRun:
                                                  repair_tokens=rt, segment=seg_no)))
             context += self._messages([fixed])
             rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": round(repair_s, 6)}
+            rec["thinking"] = rec["thinking"] or bool(rec["repair_reasoning_tokens"])
+            make_record(**{k: v for k, v in rec.items() if k != "schema"})
             verdicts.append(rec)
             seg_no += 1
             if not fixed.calls:

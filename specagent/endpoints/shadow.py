@@ -10,7 +10,14 @@ conversation-ending GENERIC ones, as the importer marks them), a reply (`reply`)
 shipped verification prompt with the segment, and answers a JSON verdict (`verdict.py`). A
 rejection with no valid replacement runs one Strong repair turn: the prefix, the accepted
 steps with their results, and the tools — Strong acting as the agent for one step. One verdict
-log record (docs/verdict-log.md) per verified segment.
+log record (docs/verdict-log.md) per verified segment, checked by the shared reader's rules
+(`traces/verdict_log.py`) as it is built.
+
+Task ids: each shadow verification is teacher-forced on the recorded prefix, so it is independent
+of every other position of the same trajectory (none follows a rejection; they overlap freely). Its
+`task` is therefore its own, ``<domain>-<task_id>/<trial>@<position>``: the reader's rule that one
+task's verifications follow each other without overlap, and the fit's after-a-rejection condition,
+are about one protocol run, which a shadow position is not.
 
 Failures: a call the server keeps failing (429/5xx/timeouts/broken bodies through every retry)
 and a verdict still unreadable after one corrected retry end the position as a counted,
@@ -32,6 +39,7 @@ from specagent.endpoints.recorded import RecordedTask
 from specagent.endpoints.verdict import VERDICT_SCHEMA, fill_prompt, parse_verdict, replacement_valid, verifier_prompt
 from specagent.traces.tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_total
 from specagent.traces.tool_tags import TagMap, tool_kind
+from specagent.traces.verdict_log import make_record
 
 VERDICT_SCHEMA_ID = "specagent.verdict/1"
 SOURCE = "acceptance measure"
@@ -180,9 +188,9 @@ class ShadowRun:
             drafted.append(d)
         u = vreply.usage
         rec: dict[str, Any] = {
-            "schema": VERDICT_SCHEMA_ID, "task": task.task, "position": pos, "drafted": drafted, "ended_by": ended_by,
+            "schema": VERDICT_SCHEMA_ID, "task": f"{task.task}@{pos}", "position": pos, "drafted": drafted, "ended_by": ended_by,
             "accepted_prefix": a, "verdict_tokens": u.visible_tokens, "verify_reasoning_tokens": u.reasoning_tokens,
-            "thinking": u.reasoning_tokens > 0 or bool(vreply.reasoning),
+            "thinking": u.reasoning_tokens > 0 or bool(vreply.reasoning) or bool(repair_reasoning),
             "replacement_offered": offered, "replacement_valid": valid,
             "repair_tokens": repair_tokens, "repair_reasoning_tokens": repair_reasoning,
             "verify_prompt_tokens": u.prompt_tokens,
@@ -191,6 +199,7 @@ class ShadowRun:
             rec["cached_prompt_tokens"] = min(u.cached_tokens, u.prompt_tokens)
         rec["latency_s"] = {"draft": round(draft_s, 6), "verify": round(verify_s, 6), "repair": round(repair_s, 6)}
         rec["source"] = SOURCE
+        make_record(**{k: v for k, v in rec.items() if k != "schema"})  # the shared reader's invariants, checked as written
         res.record = rec
         return res
 
