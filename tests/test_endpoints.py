@@ -380,3 +380,36 @@ def test_live_on_endpoints_holds_writes_for_review_and_writes_logs_the_simulator
     # the protocol log is what `simulate --trace` takes
     r = CliRunner().invoke(app, ["simulate", "--trace", str(out / "protocol_log.jsonl")])
     assert r.exit_code == 0, r.output
+
+
+def test_a_live_task_whose_calls_keep_failing_is_a_counted_skip(tmp_path):
+    fail_some = lambda key, attempt, body: "500" if body["model"] == "strong-test" else None  # noqa: E731
+    with ChatServer(faults=fail_some) as s:
+        args = ["live", "--weak-url", s.url, "--weak-model", "weak-test", "--strong-url", s.url, "--strong-model", "strong-test",
+                "-o", str(tmp_path / "live"), "--trajectories", "3", "--json", "--timeout", "2"]
+        r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    # a task that reaches a review fails there (every Strong call does): left out of the logs, counted, with why
+    assert report["skipped"] and all("HTTP 500" in sk["detail"] and sk["reason"] == "transient" for sk in report["skipped"])
+    from specagent.traces.io import load_trajectories
+    assert len(load_trajectories(tmp_path / "live" / "protocol_log.jsonl")) + len(report["skipped"]) == 3
+
+
+@given(completion=st.integers(0, 10_000), reported=st.none() | st.integers(0, 20_000), text=st.none() | st.text(max_size=200))
+def test_reasoning_never_exceeds_completion(completion, reported, text):
+    usage = {"prompt_tokens": 1, "completion_tokens": completion}
+    if reported is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reported}
+    msg = {"content": "x", **({"reasoning_content": text} if text is not None else {})}
+    u = parse_reply({"choices": [{"message": msg}], "usage": usage}, 0.0, False).usage
+    assert 0 <= u.reasoning_tokens <= completion and u.visible_tokens == completion - u.reasoning_tokens
+
+
+def test_bad_prices_and_formats_are_one_line(tmp_path):
+    base = measure_args("http://127.0.0.1:9/v1", tmp_path / "m")
+    for extra, msg in [(["--weak-usd-per-mtok", "abc"], "--weak-usd-per-mtok: expected IN,OUT"),
+                       (["--response-format", "xml"], "--response-format: expected one of"),
+                       (["--weak-api-key-env", "bad-name"], "--weak-api-key-env: expected an environment variable name")]:
+        r = CliRunner().invoke(app, base + extra)
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output

@@ -34,24 +34,29 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
     strong = Endpoint("strong", strong_url, strong_model, strong_api_key_env)
     setting = resolve(scenario)
     atomic.check_writable(out / "comparison.json")
-    results = []
+    results, skipped = [], []
     with ChatClient(ResponseCache(out / "cache"), concurrency=1, timeout_s=concurrency_timeout, seed=seed) as client:
         run = LiveRun(client, weak, strong, k=k, seed=seed)
         try:
             with progress_bar(tasks, "live tasks", show=not as_json) as advance:
                 for i in range(tasks):
                     with AirlineEnv(seed=seed + i) as env:
-                        results.append(run.run_task(env, i))
+                        try:
+                            results.append(run.run_task(env, i))
+                        except TransientFailure as exc:  # this task's log is incomplete: left out, counted, said why
+                            skipped.append({"task": f"live-{i}", "reason": "transient", "detail": str(exc)})
                     advance(1)
-        except (EndpointError, TransientFailure, LiveError) as exc:
+        except (EndpointError, LiveError) as exc:
             fail(f"{exc} (answers so far are cached in {out / 'cache'}; rerun to resume)")
         stats = client.stats.as_dict()
+    if not results:
+        fail(f"no live task finished: {skipped[0]['detail']}" if skipped else "no live task ran")
     comparison = compare_phases(results, setting, k)
     counts: dict[str, int] = {}
     for r in results:
         for key, v in r.counts.items():
             counts[key] = counts.get(key, 0) + v
-    report = {"comparison": comparison, "counts": counts, "client": stats, "k": k, "seed": seed, "tasks": tasks,
+    report = {"comparison": comparison, "counts": counts, "skipped": skipped, "client": stats, "k": k, "seed": seed, "tasks": tasks,
               "weak": {"url": weak.url, "model": weak.model}, "strong": {"url": strong.url, "model": strong.model}}
     verdicts = "".join(json.dumps(v, separators=(", ", ": ")) + "\n" for r in results for v in r.verdicts)
     atomic.write_together({out / "protocol_log.jsonl": atomic.text_writer(dumps_jsonl([r.protocol_log for r in results])),
@@ -70,4 +75,6 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
               "-" if comparison["error"] is None else f"{comparison['error']:+.1%}")
     console.print(t)
     console.print(", ".join(f"{key} {v}" for key, v in sorted(counts.items())), highlight=False)
+    for sk in skipped:
+        console.print(f"skipped {sk['task']}: {sk['detail']}", highlight=False)
     console.print(f"wrote {out / 'protocol_log.jsonl'}, {out / 'verdicts.jsonl'} and {out / 'comparison.json'}", highlight=False)

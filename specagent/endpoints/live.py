@@ -114,7 +114,9 @@ class LiveRun:
                 out.append({"role": "assistant", "content": u.content})
                 continue
             out.append({"role": "assistant", "content": u.content or None, "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in u.calls]})
+                {"id": c.id, "type": "function", "function": {
+                    "name": c.name, "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)}}
+                for c in u.calls]})
             out += [{"role": "tool", "tool_call_id": c.id, "content": c.result or ""} for c in u.calls if c.result is not None]
         return out
 
