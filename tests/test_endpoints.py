@@ -413,3 +413,19 @@ def test_bad_prices_and_formats_are_one_line(tmp_path):
                        (["--weak-api-key-env", "bad-name"], "--weak-api-key-env: expected an environment variable name")]:
         r = CliRunner().invoke(app, base + extra)
         assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+
+
+def test_measure_reads_openai_chat_logs_too(tmp_path):
+    out = tmp_path / "m"
+    log = ROOT / "traces" / "data" / "openai_chat_sample.jsonl"
+    with ChatServer() as s:
+        args = [str(log) if a == str(FIXTURE) else a for a in measure_args(s.url, out)]
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+        sent = [json.loads(line) for line in (out / "cache").glob("*/*.json") for line in [line.read_text()]]
+    recs = read_verdict_log(out / "openai_chat_sample.verdicts.jsonl")
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(recs) == summary["records"] == summary["positions"] == 14
+    # the conversation that logs its own tools is drafted with them, the others with the inferred ones
+    tools_of = {tuple(sorted(t["function"]["name"] for t in e["request"]["body"].get("tools", []))) for e in sent}
+    assert ("get_weather",) in tools_of and ("get_reservation_details", "get_weather", "transfer_to_human_agents") in tools_of

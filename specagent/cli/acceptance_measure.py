@@ -43,7 +43,7 @@ def _price(flag: str, value: Optional[str]) -> tuple[float, float] | None:
 
 
 def measure(
-    traces: list[Path] = typer.Argument(..., help="τ²-Bench results files (the raw JSON, with messages) to teacher-force."),
+    traces: list[Path] = typer.Argument(..., help="Recorded runs to teacher-force: τ²-Bench results files (the raw JSON, with messages) or OpenAI chat logs."),
     weak_url: str = typer.Option(..., "--weak-url", help="Base URL of the Weak model's server, e.g. http://localhost:8000/v1."),
     weak_model: str = typer.Option(..., "--weak-model", help="Model name the Weak server serves (e.g. Qwen/Qwen3.5-4B)."),
     strong_url: str = typer.Option(..., "--strong-url", help="Base URL of the Strong model's server."),

@@ -1,4 +1,4 @@
-"""Recorded τ²-Bench runs as the conversations a served model is teacher-forced on.
+"""Recorded runs (τ²-Bench results, OpenAI chat logs) as the conversations a served model is teacher-forced on.
 
 Why a reader of its own: the trace schema (`traces/schema.py`) keeps counts, not words, and
 shadow verification must send the recorded words — the user's messages, the calls with their
@@ -15,6 +15,10 @@ as required the names present in every call. A tool the file never calls is not 
 
 The system prompt is τ²-Bench's agent instruction wrapped around the domain policy the file
 records (``info.environment_info.policy``), in the words of tau2's `LLMAgent`.
+
+OpenAI chat logs (the layouts `traces import openai` reads) are read the same way: validated by that
+importer, their system/developer messages as the system prompt, the rest as recorded, and the
+conversation's own ``tools`` where it logs them (else inferred as above).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from specagent.common.errors import InputError
 from specagent.traces import files
 from specagent.traces.schema import Trajectory
+from specagent.traces.openai_chat import _args, _text, read_openai_file
 from specagent.traces.tau2 import read_tau2_file
 from specagent.traces.tool_tags import TagMap, default_tag_map
 
@@ -51,6 +56,7 @@ class RecordedTask:
     chat: tuple[dict, ...]  # the same messages as OpenAI chat messages
     step_of: tuple[int, ...]  # index, in the imported trajectory, of each message's first step
     trajectory: Trajectory
+    tools: tuple[dict, ...] | None = None  # the conversation's own tools (OpenAI logs that record them)
 
     def agent_positions(self) -> list[int]:
         """Message indices where the agent acts on a prefix ending with the user's or a tool's message."""
@@ -115,8 +121,13 @@ def _chat(m: dict, i: int) -> dict:
 
 
 def read_recorded(path: str | os.PathLike, tags: TagMap | None = None) -> tuple[list[RecordedTask], list[dict]]:
-    """Every simulation of a τ²-Bench results file, and the tools inferred from its calls."""
+    """Every simulation of a τ²-Bench results file (or conversation of an OpenAI chat log), and the tools inferred from its calls."""
     tags = tags if tags is not None else default_tag_map()
+    text = files.read_text(path, files.TAU2_FORMAT)
+    first = files.first_json_record(text) if Path(path).suffix.lower() in (".jsonl", ".ndjson") else None
+    kind = files.kind_of(first) if first is not None else files.kind_of(_whole(text))
+    if kind == "openai":
+        return _read_openai(path, tags, text)
     trajs = read_tau2_file(path, tags)  # validates the file, with located errors
     data = json.loads(files.read_text(path, files.TAU2_FORMAT))
     info = data.get("info") or {}
@@ -141,6 +152,58 @@ def read_recorded(path: str | os.PathLike, tags: TagMap | None = None) -> tuple[
         task = f"{traj.domain}-{traj.task_id}/{sim.get('trial', i)}"
         tasks.append(RecordedTask(task, str(path), traj.domain, system, tuple(raw), tuple(_chat(m, j) for j, m in enumerate(raw)),
                                   tuple(step_of), traj))
+    return tasks, infer_tools(calls)
+
+
+def _whole(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _conversations(path: str | os.PathLike, text: str) -> list[Any]:
+    """The conversations of an OpenAI chat log, in the order `read_openai_file` imports them."""
+    if Path(path).suffix.lower() in (".jsonl", ".ndjson"):
+        return [json.loads(line) for line in text.split("\n") if line.strip()]
+    obj = json.loads(text)
+    if isinstance(obj, dict) or (isinstance(obj, list) and obj and all(isinstance(m, dict) and "role" in m for m in obj)):
+        return [obj]
+    return list(obj)
+
+
+def _tau2_form(m: dict) -> dict:
+    """An OpenAI message in the recorded form shadow verification reads (τ²-Bench's: calls with parsed arguments)."""
+    if m["role"] == "tool":
+        return {"role": "tool", "id": m.get("tool_call_id"), "content": _text(m.get("content"))}
+    out: dict[str, Any] = {"role": m["role"], "content": _text(m.get("content"))}
+    if m["role"] == "assistant":
+        out["tool_calls"] = [{"id": tc.get("id") or f"call_{k}", "name": tc["function"]["name"], "arguments": _args(tc["function"])}
+                             for k, tc in enumerate(m.get("tool_calls") or [])] or None
+        if m.get("usage"):
+            out["usage"] = m["usage"]
+    return out
+
+
+def _read_openai(path: str | os.PathLike, tags: TagMap, text: str) -> tuple[list[RecordedTask], list[dict]]:
+    trajs = read_openai_file(path, tags)  # validates every conversation, with located errors
+    tasks, calls = [], []
+    for i, (conv, traj) in enumerate(zip(_conversations(path, text), trajs)):
+        conv = {"messages": conv} if isinstance(conv, list) else conv
+        msgs = conv["messages"]
+        system = "\n\n".join(_text(m.get("content")) for m in msgs if m["role"] in ("system", "developer"))
+        raw = [_tau2_form(m) for m in msgs if m["role"] not in ("system", "developer")]
+        step_of, s = [], 0
+        for m in raw:
+            step_of.append(s)
+            s += len(m["tool_calls"]) if m.get("tool_calls") else 1
+            calls += m.get("tool_calls") or []
+        if s != len(traj.steps):
+            raise InputError(f"{path}: conversation {i}: {s} steps from its messages but the importer made {len(traj.steps)}; "
+                             "cannot align positions", "trace")
+        own = tuple(conv["tools"]) if isinstance(conv.get("tools"), list) and conv["tools"] else None
+        tasks.append(RecordedTask(f"{traj.task_id}/{i}", str(path), traj.domain, system, tuple(raw),
+                                  tuple(_chat(m, j) for j, m in enumerate(raw)), tuple(step_of), traj, own))
     return tasks, infer_tools(calls)
 
 

@@ -124,6 +124,9 @@ class ShadowRun:
         self.prompt = verifier_prompt()
         self.format = _Format(cfg.response_format, client, strong)
 
+    def _tools(self, task: RecordedTask) -> list[dict]:
+        return list(task.tools) if task.tools else self.tools[task.domain]
+
     # -- requests ------------------------------------------------------------------------------------------------
     def _body(self, messages: list[dict], tools: list[dict] | None, **extra: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": messages, "temperature": self.cfg.temperature, "seed": self.cfg.seed}
@@ -167,12 +170,12 @@ class ShadowRun:
             return res
         n, a = len(steps), verdict.accepted_prefix
         offered = verdict.replacement is not None
-        valid = replacement_valid(verdict.replacement, self.tools[task.domain]) if offered else None
+        valid = replacement_valid(verdict.replacement, self._tools(task)) if offered else None
         repair_tokens = repair_reasoning = None
         repair_s = 0.0
         if a < n and not valid:
             try:
-                r = self.client.chat(self.strong, self._body(self._context(task, p, steps[:a]), self.tools[task.domain]))
+                r = self.client.chat(self.strong, self._body(self._context(task, p, steps[:a]), self._tools(task)))
             except TransientFailure as exc:
                 res.skip = Skip(task.task, pos, "repair", "transient", str(exc))
                 return res
@@ -247,7 +250,7 @@ class ShadowRun:
         seconds = 0.0
         group = 0
         while True:
-            r = self.client.chat(self.weak, self._body(msgs, self.tools[task.domain]))
+            r = self.client.chat(self.weak, self._body(msgs, self._tools(task)))
             res.usage.append(("weak_draft", r))
             seconds += r.latency_s
             if not r.tool_calls:
@@ -312,7 +315,7 @@ class ShadowRun:
         segment = "\n".join(f"{i + 1}. {s.note}" for i, s in enumerate(steps))
         msgs = [{"role": "system", "content": task.system}, *task.chat[:p],
                 {"role": "user", "content": fill_prompt(self.prompt, segment, len(steps))}]
-        tools = self.tools[task.domain]
+        tools = self._tools(task)
         seconds = 0.0
         error = ""
         for attempt in range(2):
