@@ -240,15 +240,15 @@ def test_measure_end_to_end_writes_verdict_logs_that_fit_and_predict_take(tmp_pa
         "airline-32/3@2", 2, {"kind": "read", "name": "get_user_details", "tokens": first["drafted"][0]["tokens"],
                             "reference_tokens": 351, "exact_match": True})
     assert summary["usage"]["strong_verify"]["reasoning_tokens"] == sum(r["verify_reasoning_tokens"] for r in recs)
-    fit = CliRunner().invoke(app, ["acceptance", "fit", "--help"])
-    if fit.exit_code != 0:
-        pytest.skip("`acceptance fit` (teammate a-fit, issue #23) has not landed: the measure half of the test ran, "
-                    "the fit → predict half is skipped")
-    scenario = tmp_path / "fitted.toml"
-    r = CliRunner().invoke(app, ["acceptance", "fit", str(out / "tau2_airline_sample.verdicts.jsonl"), "-o", str(scenario)])
+    fitted = tmp_path / "acceptance.toml"
+    r = CliRunner().invoke(app, ["acceptance", "fit", str(out / "tau2_airline_sample.verdicts.jsonl"), "-o", str(fitted), "--json"])
     assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(app, ["predict", "--scenario", str(scenario), "--json"])
+    text = fitted.read_text()
+    assert "19 verdict records" in text and "thinking = true" in text
+    r = CliRunner().invoke(app, ["predict", "--acceptance", str(fitted), "--json"])
     assert r.exit_code == 0, r.output
+    default = CliRunner().invoke(app, ["predict", "--json"])
+    assert default.exit_code == 0 and json.loads(r.output) != json.loads(default.output)  # the measured verdicts move the answer
 
 
 def test_a_rerun_asks_nothing_and_writes_the_same_bytes(tmp_path):
