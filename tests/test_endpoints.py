@@ -429,3 +429,18 @@ def test_measure_reads_openai_chat_logs_too(tmp_path):
     # the conversation that logs its own tools is drafted with them, the others with the inferred ones
     tools_of = {tuple(sorted(t["function"]["name"] for t in e["request"]["body"].get("tools", []))) for e in sent}
     assert ("get_weather",) in tools_of and ("get_reservation_details", "get_weather", "transfer_to_human_agents") in tools_of
+
+
+def test_extra_body_fields_reach_the_server_and_cannot_replace_the_measurements_own(tmp_path):
+    out = tmp_path / "m"
+    off = '{"chat_template_kwargs": {"enable_thinking": false}}'
+    with ChatServer() as s:
+        r = CliRunner().invoke(app, measure_args(s.url, out, "--limit", "2", "--weak-extra-body", off))
+        assert r.exit_code == 0, r.output
+        bodies = [json.loads(p.read_text())["request"]["body"] for p in (out / "cache").glob("*/*.json")]
+        weak_bodies = [b for b in bodies if b["model"] == "weak-test"]
+        assert weak_bodies and all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in weak_bodies)
+        assert all("chat_template_kwargs" not in b for b in bodies if b["model"] == "strong-test")
+        for value, msg in [('{"messages": []}', "messages are set by the measurement"), ("[1]", "expected a JSON object")]:
+            r = CliRunner().invoke(app, measure_args(s.url, tmp_path / "x", "--strong-extra-body", value))
+            assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output

@@ -5,6 +5,7 @@ Thin: flags → `specagent.endpoints` (docs/endpoints.md). K's default is the Sc
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -42,6 +43,18 @@ def _price(flag: str, value: Optional[str]) -> tuple[float, float] | None:
     return a, b
 
 
+def extra_body(flag: str, value: Optional[str]) -> dict:
+    if value is None:
+        return {}
+    try:
+        obj = json.loads(value)
+    except ValueError as exc:
+        raise InputError(f"{flag}: expected a JSON object, got {value!r} ({exc})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{flag}: expected a JSON object, got a JSON {type(obj).__name__}")
+    return obj
+
+
 def measure(
     traces: list[Path] = typer.Argument(..., help="Recorded runs to teacher-force: τ²-Bench results files (the raw JSON, with messages) or OpenAI chat logs."),
     weak_url: str = typer.Option(..., "--weak-url", help="Base URL of the Weak model's server, e.g. http://localhost:8000/v1."),
@@ -66,6 +79,9 @@ def measure(
     seed: int = typer.Option(0, "--seed", help="Seeds the position sample, the servers' sampling and the retry jitter."),
     weak_usd_per_mtok: Optional[str] = typer.Option(None, "--weak-usd-per-mtok", help="Weak prices IN,OUT (USD per million tokens) for the estimate."),
     strong_usd_per_mtok: Optional[str] = typer.Option(None, "--strong-usd-per-mtok", help="Strong prices IN,OUT for the estimate."),
+    weak_extra_body: Optional[str] = typer.Option(None, "--weak-extra-body", help="JSON object added to every Weak request, e.g. "
+                                                  "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'."),
+    strong_extra_body: Optional[str] = typer.Option(None, "--strong-extra-body", help="JSON object added to every Strong request."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Start without asking (needed when stdin is not a terminal)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -77,8 +93,8 @@ def measure(
     """
     if response_format not in RESPONSE_FORMATS:
         fail(f"--response-format: expected one of {', '.join(RESPONSE_FORMATS)}, got {response_format!r}")
-    weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env)
-    strong = Endpoint("strong", strong_url, strong_model, strong_api_key_env)
+    weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env, extra_body("--weak-extra-body", weak_extra_body))
+    strong = Endpoint("strong", strong_url, strong_model, strong_api_key_env, extra_body("--strong-extra-body", strong_extra_body))
     prices = _price("--weak-usd-per-mtok", weak_usd_per_mtok), _price("--strong-usd-per-mtok", strong_usd_per_mtok)
     tags = default_tag_map()
     tasks_by_file, inferred, given = {}, {}, load_tools(tools) if tools else None
@@ -118,7 +134,6 @@ def measure(
             fail(f"interrupted (answers so far are cached in {out / 'cache'}; rerun the same command to resume)")
         stats = client.stats.as_dict()
     if json_out:
-        import json
         typer.echo(json.dumps({"summary": summary, "client": stats, "outputs": [str(p) for p in paths]}, indent=2, sort_keys=True))
         return
     _table(summary, stats, paths)

@@ -262,6 +262,8 @@ def live_cmd(
     weak_api_key_env: str = typer.Option("OPENAI_API_KEY", "--weak-api-key-env", help="With --weak-url: env var of the Weak key."),
     strong_api_key_env: str = typer.Option("OPENAI_API_KEY", "--strong-api-key-env", help="With --weak-url: env var of the Strong key."),
     timeout: float = typer.Option(300.0, "--timeout", min=0.001, help="With --weak-url: seconds to wait for one answer before retrying."),
+    weak_extra_body: Optional[str] = typer.Option(None, "--weak-extra-body", help="With --weak-url: JSON object added to every Weak request."),
+    strong_extra_body: Optional[str] = typer.Option(None, "--strong-extra-body", help="With --weak-url: JSON object added to every Strong request."),
 ) -> None:
     """Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator.
 
@@ -302,7 +304,8 @@ def live_cmd(
         if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
             fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
         return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env, strong_api_key_env,
-                                 sc if scenario is not None else Scenario(), k, seed, trajectories, out, timeout, as_json, console)
+                                 sc if scenario is not None else Scenario(), k, seed, trajectories, out, timeout, as_json, console,
+                                 weak_extra_body, strong_extra_body)
     accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
     if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from specagent.cli.acceptance_measure import extra_body
 from specagent.cli.console import fail
 from specagent.cli.options import resolve
 from specagent.cli.progress import progress_bar
@@ -27,11 +28,12 @@ from specagent.traces.io import dumps_jsonl
 
 def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | None, strong_model: str | None,
                       weak_api_key_env: str, strong_api_key_env: str, scenario: Scenario, k: int, seed: int, tasks: int,
-                      out: Path, concurrency_timeout: float, as_json: bool, console: Console) -> None:
+                      out: Path, concurrency_timeout: float, as_json: bool, console: Console,
+                      weak_extra: str | None = None, strong_extra: str | None = None) -> None:
     if not (strong_url and weak_model and strong_model):
         fail("--weak-url: a live run on endpoints needs --weak-url, --weak-model, --strong-url and --strong-model")
-    weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env)
-    strong = Endpoint("strong", strong_url, strong_model, strong_api_key_env)
+    weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env, extra_body("--weak-extra-body", weak_extra))
+    strong = Endpoint("strong", strong_url, strong_model, strong_api_key_env, extra_body("--strong-extra-body", strong_extra))
     setting = resolve(scenario)
     atomic.check_writable(out / "comparison.json")
     results, skipped = [], []

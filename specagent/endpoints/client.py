@@ -42,6 +42,8 @@ from specagent.common.errors import InputError
 from specagent.endpoints.cache import ResponseCache, request_key
 from specagent.traces.tokens import estimate_text_tokens
 
+#: Request fields the measurement itself sets; extra body fields may not replace them.
+RESERVED_FIELDS = frozenset({"model", "messages", "tools", "tool_choice", "response_format", "stream", "n"})
 #: Longest Retry-After honoured (s): a server asking for more is treated as asking for this much.
 MAX_RETRY_AFTER_S = 120.0
 _THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
@@ -67,8 +69,14 @@ class Endpoint:
     url: str
     model: str
     api_key_env: str = "OPENAI_API_KEY"
+    #: fields added to every request body (e.g. {"chat_template_kwargs": {"enable_thinking": false}} for Qwen3.5 on vLLM/SGLang)
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        taken = sorted(set(self.extra_body) & RESERVED_FIELDS)
+        if taken:
+            raise InputError(f"--{self.role}-extra-body: {', '.join(taken)} are set by the measurement, not by extra fields",
+                             f"{self.role}_extra_body")
         if not re.match(r"^https?://[^/\s]+", self.url or ""):
             raise InputError(f"--{self.role}-url: expected http(s)://HOST[:PORT]/v1, got {self.url!r}", f"{self.role}_url")
         if not self.model or not self.model.strip():
@@ -252,7 +260,7 @@ class ChatClient:
 
     def chat(self, ep: Endpoint, body: dict[str, Any]) -> Reply:
         """The answer to `body` (model filled in from `ep`): from the cache, or asked and stored before it is returned."""
-        body = {"model": ep.model, **body}
+        body = {"model": ep.model, **body, **ep.extra_body}
         key = request_key(ep.chat_url, body)
         hit = self.cache.get(key)
         if hit is not None:

@@ -76,7 +76,7 @@ def estimate(positions: list[tuple[RecordedTask, int]], k: int, run: ShadowRun,
         sp += 3 * (ctx + step_out + 600)  # verdict, its retry, the repair; ~600 tokens of verification prompt
         out += step_out + 3 * FALLBACK_OUTPUT_TOKENS
         body = run._body([{"role": "system", "content": t.system}, *t.chat[:p]], run._tools(t))
-        if run.client.cache.get(request_key(run.weak.chat_url, {"model": run.weak.model, **body})) is not None:
+        if run.client.cache.get(request_key(run.weak.chat_url, {"model": run.weak.model, **body, **run.weak.extra_body})) is not None:
             cached += 1
     usd = None
     if weak_price is not None and strong_price is not None:

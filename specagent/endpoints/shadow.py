@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from specagent.endpoints.cache import request_key
 from specagent.endpoints.client import ChatClient, Endpoint, Reply, ResponseFormatUnsupported, TransientFailure
 from specagent.endpoints.recorded import RecordedTask
 from specagent.endpoints.verdict import VERDICT_SCHEMA, fill_prompt, parse_verdict, replacement_valid, verifier_prompt
@@ -96,7 +97,6 @@ class _Format:
         self.mode, self.client, self.ep = mode, client, ep
         self._lock = threading.Lock()
         self._key = f"response-format-unsupported:{ep.chat_url}:{ep.model}"
-        from specagent.endpoints.cache import request_key
         self._cache_key = request_key(self._key, {})
 
     def supported(self) -> bool:
