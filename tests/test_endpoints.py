@@ -446,3 +446,29 @@ def test_extra_body_fields_reach_the_server_and_cannot_replace_the_measurements_
         for value, msg in [('{"messages": []}', "messages are set by the measurement"), ("[1]", "expected a JSON object")]:
             r = CliRunner().invoke(app, measure_args(s.url, tmp_path / "x", "--strong-extra-body", value))
             assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+
+
+def test_user_side_tool_activity_is_left_out_of_the_agents_prompt(tmp_path):
+    """Telecom's user runs device tools the agent never sees: they count as steps (the importer's) but are not sent."""
+    from specagent.endpoints.recorded import read_recorded
+
+    doc = json.loads(FIXTURE.read_text())
+    sim = doc["simulations"][0]
+    m1 = sim["messages"][1]
+    sim["messages"][2:2] = [
+        {"role": "user", "content": None, "tool_calls": [{"id": "u1", "name": "toggle_airplane_mode", "arguments": {},
+                                                          "requestor": "user"}],
+         "turn_idx": 2, "timestamp": m1["timestamp"], "cost": 0.0, "usage": m1["usage"], "raw_data": None},
+        {"id": "u1", "role": "tool", "content": "Airplane mode is now OFF", "requestor": "user", "turn_idx": 3,
+         "timestamp": m1["timestamp"]},
+    ]
+    doc["simulations"] = [sim]
+    path = tmp_path / "with_user_tools.json"
+    path.write_text(json.dumps(doc))
+    (task,), tools = read_recorded(path)
+    p = task.agent_positions()[0]
+    assert task.raw[p - 1]["role"] == "tool" and task.raw[p - 1].get("requestor") == "user"
+    sent = task.prefix(p)
+    assert [m["role"] for m in sent] == ["assistant", "user"] and "toggle_airplane_mode" not in json.dumps(sent)
+    assert task.step_of[p] == len(task.trajectory.steps[:task.step_of[p]]) == 4  # greeting, user, user's call, its result
+    assert "toggle_airplane_mode" not in [t["function"]["name"] for t in tools]

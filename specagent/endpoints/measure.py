@@ -75,7 +75,7 @@ def estimate(positions: list[tuple[RecordedTask, int]], k: int, run: ShadowRun,
         wp += k * ctx + (k * (k - 1) // 2) * max(1, step_out // max(1, len(steps)))
         sp += 3 * (ctx + step_out + 600)  # verdict, its retry, the repair; ~600 tokens of verification prompt
         out += step_out + 3 * FALLBACK_OUTPUT_TOKENS
-        body = run._body([{"role": "system", "content": t.system}, *t.chat[:p]], run._tools(t))
+        body = run._body([{"role": "system", "content": t.system}, *t.prefix(p)], run._tools(t))
         if run.client.cache.get(request_key(run.weak.chat_url, {"model": run.weak.model, **body, **run.weak.extra_body})) is not None:
             cached += 1
     usd = None

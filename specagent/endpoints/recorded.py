@@ -53,10 +53,14 @@ class RecordedTask:
     domain: str
     system: str
     raw: tuple[dict, ...]  # the recorded τ²-Bench messages
-    chat: tuple[dict, ...]  # the same messages as OpenAI chat messages
+    chat: tuple[dict | None, ...]  # the same messages as OpenAI chat messages (None: one the agent never sees)
     step_of: tuple[int, ...]  # index, in the imported trajectory, of each message's first step
     trajectory: Trajectory
     tools: tuple[dict, ...] | None = None  # the conversation's own tools (OpenAI logs that record them)
+
+    def prefix(self, p: int) -> list[dict]:
+        """The chat messages before message p that the agent saw (user-side tool activity left out)."""
+        return [m for m in self.chat[:p] if m is not None]
 
     def agent_positions(self) -> list[int]:
         """Message indices where the agent acts on a prefix ending with the user's or a tool's message."""
@@ -107,7 +111,9 @@ def load_tools(path: str | os.PathLike) -> list[dict]:
     return tools
 
 
-def _chat(m: dict, i: int) -> dict:
+def _chat(m: dict, i: int) -> dict | None:
+    if m["role"] == "tool" and m.get("requestor") == "user" or m["role"] == "user" and m.get("tool_calls"):
+        return None  # user-side tool activity (telecom's device tools): outside the agent's context, as the importer keeps it
     if m["role"] == "tool":
         return {"role": "tool", "tool_call_id": m["id"], "content": m.get("content") or ""}
     if m["role"] == "user":
@@ -141,9 +147,6 @@ def read_recorded(path: str | os.PathLike, tags: TagMap | None = None) -> tuple[
         for m in raw:
             step_of.append(s)
             s += len(m["tool_calls"]) if m.get("tool_calls") else 1
-            if m["role"] == "user" and m.get("tool_calls"):
-                raise InputError(f"{path}: simulation {i}: user-side tool calls (telecom) are not supported by shadow "
-                                 "verification (the agent never sees them)", "trace")
             if m["role"] == "assistant":
                 calls += m.get("tool_calls") or []
         if s != len(traj.steps):

@@ -208,8 +208,8 @@ class ShadowRun:
 
     def _recorded_result(self, task: RecordedTask, p: int, name: str, args: Any) -> str | None:
         """The recorded result of an identical call that saw the same state as position p (no write in between)."""
-        held = [i for i, m in enumerate(task.raw) if m["role"] == "assistant"
-                and any(tool_kind(c["name"], task.domain, self.tags)[1] for c in m.get("tool_calls") or [])]
+        held = [i for i, m in enumerate(task.raw)  # state changes: the agent's held calls and the user's own writes (telecom)
+                if any(tool_kind(c["name"], task.domain, self.tags, user_side=m["role"] == "user")[1] for c in m.get("tool_calls") or [])]
         results = {m["id"]: m.get("content") or "" for m in task.raw if m["role"] == "tool"}
         want = compact_json(args) if isinstance(args, dict) else None
         if want is None:
@@ -244,7 +244,7 @@ class ShadowRun:
         return out
 
     def _draft(self, task: RecordedTask, p: int, res: PositionResult) -> tuple[list[_Step], str, float]:
-        msgs = [{"role": "system", "content": task.system}, *task.chat[:p]]
+        msgs = [{"role": "system", "content": task.system}, *task.prefix(p)]
         ref = self._reference(task, p)
         steps: list[_Step] = []
         seconds = 0.0
@@ -301,7 +301,7 @@ class ShadowRun:
 
     def _context(self, task: RecordedTask, p: int, accepted: list[_Step]) -> list[dict]:
         """The prefix plus the accepted steps with their results, as the agent's conversation (for a repair turn)."""
-        msgs = [{"role": "system", "content": task.system}, *task.chat[:p]]
+        msgs = [{"role": "system", "content": task.system}, *task.prefix(p)]
         by_group: dict[int, list[_Step]] = {}
         for s in accepted:
             by_group.setdefault(s.group, []).append(s)
@@ -313,7 +313,7 @@ class ShadowRun:
 
     def _verify(self, task: RecordedTask, p: int, steps: list[_Step], res: PositionResult):
         segment = "\n".join(f"{i + 1}. {s.note}" for i, s in enumerate(steps))
-        msgs = [{"role": "system", "content": task.system}, *task.chat[:p],
+        msgs = [{"role": "system", "content": task.system}, *task.prefix(p),
                 {"role": "user", "content": fill_prompt(self.prompt, segment, len(steps))}]
         tools = self._tools(task)
         seconds = 0.0
