@@ -242,6 +242,10 @@ def test_measure_end_to_end_writes_verdict_logs_that_fit_and_predict_take(tmp_pa
         "airline-32/3@2", 2, {"kind": "read", "name": "get_user_details", "tokens": first["drafted"][0]["tokens"],
                             "reference_tokens": 351, "exact_match": True})
     assert summary["usage"]["strong_verify"]["reasoning_tokens"] == sum(r["verify_reasoning_tokens"] for r in recs)
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    assert len(calls) == sum(u["calls"] for u in summary["usage"].values())
+    assert sum(c["prompt_tokens"] for c in calls if c["call"] == "weak_draft") == summary["usage"]["weak_draft"]["prompt_tokens"]
+    assert all(c["latency_s"] > 0 and c["reasoning_source"] in ("usage", "none") for c in calls)
     fitted = tmp_path / "acceptance.toml"
     r = CliRunner().invoke(app, ["acceptance", "fit", str(out / "tau2_airline_sample.verdicts.jsonl"), "-o", str(fitted), "--json"])
     assert r.exit_code == 0, r.output

@@ -3,6 +3,7 @@
 Outputs (all written atomically, all a function of the inputs and the answers, so a rerun from
 the cache is byte-identical): one verdict log per input trace (``<stem>.verdicts.jsonl``,
 docs/verdict-log.md), ``skips.jsonl`` (every position that produced no record, with why),
+``calls.jsonl`` (every call made: which, for which position, its usage, latency and finish reason),
 ``summary.json`` (what was measured), and ``run.json`` (what this run sent, retried and
 found in the cache — the one file that differs between a first run and a rerun).
 """
@@ -133,6 +134,17 @@ def write_outputs(out: Path, stems: dict[str, str], positions: list[tuple[Record
             logs[t.file].append(json.dumps(r.record, ensure_ascii=False, separators=(", ", ": ")))
     writes = {out / f"{stems[f]}.verdicts.jsonl": text_writer("".join(line + "\n" for line in lines)) for f, lines in logs.items()}
     skips = [json.dumps({"file": t.file, **r.skip.as_dict()}, ensure_ascii=False) for (t, _), r in zip(positions, results) if r.skip]
+    calls = []
+    for (t, p), r in zip(positions, results):
+        for role, rep in r.usage:
+            u = rep.usage
+            calls.append(json.dumps({"file": t.file, "task": t.task, "position": t.step_of[p], "call": role,
+                                     "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                                     "reasoning_tokens": u.reasoning_tokens, "reasoning_source": u.reasoning_source,
+                                     "cached_prompt_tokens": u.cached_tokens, "latency_s": round(rep.latency_s, 6),
+                                     "finish_reason": rep.finish_reason, "tool_calls": [c.name for c in rep.tool_calls]},
+                                    ensure_ascii=False))
+    writes[out / "calls.jsonl"] = text_writer("".join(c + "\n" for c in calls))
     writes[out / "skips.jsonl"] = text_writer("".join(s + "\n" for s in skips))
     writes[out / "summary.json"] = text_writer(json_text(summary))
     writes[out / "run.json"] = text_writer(json_text(run_info))
