@@ -476,3 +476,17 @@ def test_user_side_tool_activity_is_left_out_of_the_agents_prompt(tmp_path):
     assert [m["role"] for m in sent] == ["assistant", "user"] and "toggle_airplane_mode" not in json.dumps(sent)
     assert task.step_of[p] == len(task.trajectory.steps[:task.step_of[p]]) == 4  # greeting, user, user's call, its result
     assert "toggle_airplane_mode" not in [t["function"]["name"] for t in tools]
+
+
+def test_a_live_model_that_never_replies_stops_at_the_answer_limit(tmp_path):
+    from specagent.endpoints.live import LiveRun
+    from specagent.kernels.airline_env import AirlineEnv
+
+    class ReadsForever(ChatServer):
+        def _weak(self, msgs):
+            return None, [("list_all_airports", {})]
+
+    with ReadsForever() as s, client(tmp_path) as c, AirlineEnv(seed=0) as env:
+        res = LiveRun(c, weak(s.url), Endpoint("strong", s.url, "strong-test"), k=4, max_answers=12).run_task(env, 0)
+        assert res.counts["answer_limit"] == 1 and s.received <= 12 and res.verdicts == []
+        assert res.protocol_log.is_protocol_log and all(st.label is None or st.label.verdict is None for st in res.protocol_log.steps)

@@ -40,6 +40,9 @@ SYSTEM = ("You are an airline customer service agent. Use the tools to look up t
           "before acting; confirm with the user before any change; never invent ids. Answer the user briefly.")
 #: JSON types of the airline tools' arguments that are not strings (kernels/airline_env.py's `_t_*` signatures).
 ARG_TYPES = {"flights": "array", "passengers": "array", "total_baggages": "integer", "nonfree_baggages": "integer", "amount": "number"}
+#: Most model answers per task, a guard against a model that never replies: τ²-Bench's own cap of 200 steps per
+#: simulation (``info.max_steps`` in the shared results files).
+MAX_AGENT_ANSWERS = 200
 USER_SCRIPT = ("Yes, please go ahead.", "Thank you, that's all I needed.")
 #: Measured phases of a live endpoint run, and the simulator's phases each one is compared with.
 PHASE_MAP = {"weak_draft": ("weak_prefill", "weak_decode"), "strong_verify": ("strong_verify", "strong_verdict"),
@@ -96,8 +99,9 @@ class TaskResult:
 
 class LiveRun:
     def __init__(self, client: ChatClient, weak: Endpoint, strong: Endpoint, k: int, seed: int = 0, max_turns: int = 6,
-                 temperature: float = 0.0):
+                 temperature: float = 0.0, max_answers: int = MAX_AGENT_ANSWERS):
         self.client, self.weak, self.strong, self.k, self.seed = client, weak, strong, k, seed
+        self.max_answers = max_answers
         self.max_turns, self.temperature = max_turns, temperature
         self.tools = airline_tools()
         self.prompt = verifier_prompt()
@@ -149,15 +153,20 @@ class LiveRun:
         seconds = {p: 0.0 for p in PHASE_MAP}
         verdicts: list[dict] = []
         counts = {"reviews": 0, "accepted": 0, "rejections": 0, "replacements": 0, "repairs": 0, "held_blocked": 0,
-                  "unparseable_verdicts": 0}
+                  "unparseable_verdicts": 0, "answer_limit": 0}
         script = list(USER_SCRIPT)
         replies = 0
         seg_no = 0
+        answers = 0
         while replies < self.max_turns:
+            if answers >= self.max_answers:  # a model that never replies must not loop for ever
+                counts["answer_limit"] = 1
+                break
             digest = env.digest()
             seg: list[_Unit] = []
             while len(seg) < self.k:
                 r = self.client.chat(self.weak, self._body(context + self._messages(seg)))
+                answers += 1
                 seconds["weak_draft"] += r.latency_s
                 u = self._unit(r, DraftedBy.WEAK, f"w{seg_no}_{len(seg)}")
                 seg.append(u)
@@ -242,6 +251,7 @@ class LiveRun:
             else:
                 counts["repairs"] += 1
                 rr = self.client.chat(self.strong, self._body(context))
+                answers += 1
                 repair_s = rr.latency_s
                 seconds["strong_repair"] += repair_s
                 fixed = self._unit(rr, DraftedBy.STRONG, f"s{seg_no}_r")
