@@ -191,3 +191,23 @@ def test_bad_logs_get_one_located_line(tmp_path, text, phrase):
     lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and str(p) in lines[0] and phrase in lines[0], r.output
     assert not (tmp_path / "a.toml").exists()
+
+
+def test_the_fit_is_deterministic_on_the_shipped_sample(tmp_path):
+    """Same logs, same bytes; the shipped sample (the default model on the τ² airline trace) is read and fitted."""
+    from specagent.traces.io import data_path
+
+    sample = data_path("verdict_log_simulated.jsonl")
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"a{i}.toml"
+        r = runner.invoke(app, ["acceptance", "fit", str(sample), "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    acc = load_acceptance(tmp_path / "a0.toml")
+    assert acc.fit["records"] == 146 and acc.thinking
+    # the log was drawn from the default model: its acceptance of reads and writes lies inside the fitted intervals
+    for kind in ("read", "write", "generic"):
+        lo, hi = acc.fit["intervals"][f"accept.{kind}"]
+        assert lo <= AcceptanceModel().accept[kind] <= hi
