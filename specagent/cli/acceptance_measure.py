@@ -6,6 +6,7 @@ Thin: flags → `specagent.endpoints` (docs/endpoints.md). K's default is the Sc
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -26,9 +27,14 @@ from specagent.endpoints.recorded import load_tools, read_recorded, unique_stems
 from specagent.endpoints.shadow import RESPONSE_FORMATS, MeasureConfig, ShadowRun
 from specagent.simulator.scenario import Scenario
 from specagent.traces.errors import TraceFormatError
+from specagent.traces.schema import MAX_CONTEXT_TOKENS
 from specagent.traces.tool_tags import default_tag_map
 
 _K = next(f for f in fields(Scenario) if f.name == "k")
+#: Guards against a typo, not limits of the method: the shared τ²-Bench files hold about 1,000 agent positions in all.
+MAX_POSITIONS = 10_000_000
+#: One day: no single chat completion waits longer.
+MAX_TIMEOUT_S = 86_400.0
 
 
 def _price(flag: str, value: Optional[str]) -> tuple[float, float] | None:
@@ -62,21 +68,21 @@ def measure(
     strong_url: str = typer.Option(..., "--strong-url", help="Base URL of the Strong model's server."),
     strong_model: str = typer.Option(..., "--strong-model", help="Model name the Strong server serves."),
     out: Path = typer.Option(..., "-o", "--out", help="Folder for the verdict logs, summary.json, skips.jsonl and the cache."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Verify a seeded sample of this many positions (default: all)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, max=MAX_POSITIONS, help="Verify a seeded sample of this many positions (default: all)."),
     k: int = typer.Option(_K.default, "--k", min=1, max=64, help=_K.metadata["help"]),
     weak_api_key_env: str = typer.Option("OPENAI_API_KEY", "--weak-api-key-env", help="Env var holding the Weak API key (unset: no key sent)."),
     strong_api_key_env: str = typer.Option("OPENAI_API_KEY", "--strong-api-key-env", help="Env var holding the Strong API key."),
     tools: Optional[Path] = typer.Option(None, "--tools", help="OpenAI tools JSON for the trace's tools (default: inferred from the recorded calls)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Most requests in flight at once."),
-    timeout: float = typer.Option(300.0, "--timeout", min=0.001, help="Seconds to wait for one answer before retrying."),
+    timeout: float = typer.Option(300.0, "--timeout", min=0.001, max=MAX_TIMEOUT_S, help="Seconds to wait for one answer before retrying."),
     retries: int = typer.Option(6, "--retries", min=1, max=20, help="Attempts per request on 429/5xx/timeouts/broken answers."),
     backoff: float = typer.Option(0.5, "--backoff", min=0.0, max=60.0, help="Base of the exponential backoff between attempts (s)."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0, help="Sampling temperature of every call."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="max_tokens of every call (default: the server's)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="max_tokens of every call (default: the server's)."),
     response_format: str = typer.Option("auto", "--response-format",
                                         help="How the verdict's JSON is asked for: auto (json_schema, falling back to the "
                                              "prompt's words if the server refuses it), json_schema, prompt."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the position sample, the servers' sampling and the retry jitter."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds the position sample, the servers' sampling and the retry jitter."),
     weak_usd_per_mtok: Optional[str] = typer.Option(None, "--weak-usd-per-mtok", help="Weak prices IN,OUT (USD per million tokens) for the estimate."),
     strong_usd_per_mtok: Optional[str] = typer.Option(None, "--strong-usd-per-mtok", help="Strong prices IN,OUT for the estimate."),
     weak_extra_body: Optional[str] = typer.Option(None, "--weak-extra-body", help="JSON object added to every Weak request, e.g. "
@@ -91,6 +97,9 @@ def measure(
     summary.json, skips.jsonl, run.json, and OUT/cache/ (every answer, keyed by the request:
     interrupt at any point and rerun the same command to resume; nothing answered is asked again).
     """
+    for flag, value in (("--timeout", timeout), ("--backoff", backoff), ("--temperature", temperature)):
+        if not math.isfinite(value):
+            fail(f"{flag}: expected a finite number, got {value}")
     if response_format not in RESPONSE_FORMATS:
         fail(f"--response-format: expected one of {', '.join(RESPONSE_FORMATS)}, got {response_format!r}")
     weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env, extra_body("--weak-extra-body", weak_extra_body))
@@ -101,7 +110,7 @@ def measure(
     for t in traces:
         try:
             tasks, tl = read_recorded(t, tags)
-        except TraceFormatError as exc:
+        except (TraceFormatError, FileNotFoundError) as exc:  # both name the file and what was expected
             fail(str(exc))
         tasks_by_file[str(t)] = tasks
         for task in tasks:

@@ -7,6 +7,7 @@ Mounted by app.py as top-level commands (functions `calibrate_cmd` and `live_cmd
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Optional
@@ -259,9 +260,12 @@ def live_cmd(
     weak_model: Optional[str] = typer.Option(None, "--weak-model", help="With --weak-url: the model name the Weak server serves."),
     strong_url: Optional[str] = typer.Option(None, "--strong-url", help="With --weak-url: the Strong server's base URL."),
     strong_model: Optional[str] = typer.Option(None, "--strong-model", help="With --weak-url: the model name the Strong server serves."),
-    weak_api_key_env: str = typer.Option("OPENAI_API_KEY", "--weak-api-key-env", help="With --weak-url: env var of the Weak key."),
-    strong_api_key_env: str = typer.Option("OPENAI_API_KEY", "--strong-api-key-env", help="With --weak-url: env var of the Strong key."),
-    timeout: float = typer.Option(300.0, "--timeout", min=0.001, help="With --weak-url: seconds to wait for one answer before retrying."),
+    weak_api_key_env: Optional[str] = typer.Option(None, "--weak-api-key-env", help="With --weak-url: env var of the Weak key "
+                                                   "[default: OPENAI_API_KEY]."),
+    strong_api_key_env: Optional[str] = typer.Option(None, "--strong-api-key-env", help="With --weak-url: env var of the Strong key "
+                                                     "[default: OPENAI_API_KEY]."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, max=86_400.0, help="With --weak-url: seconds to wait for "
+                                            "one answer before retrying [default: 300]."),
     weak_extra_body: Optional[str] = typer.Option(None, "--weak-extra-body", help="With --weak-url: JSON object added to every Weak request."),
     strong_extra_body: Optional[str] = typer.Option(None, "--strong-extra-body", help="With --weak-url: JSON object added to every Strong request."),
 ) -> None:
@@ -296,15 +300,23 @@ def live_cmd(
         acceptance = sc.acceptance if accept is None else None
     k = DEFAULT_K if k is None else k
     seed = 0 if seed is None else seed
-    if weak_url is not None or strong_url is not None:
+    served_only = {"--strong-url": strong_url, "--weak-model": weak_model, "--strong-model": strong_model,
+                   "--weak-api-key-env": weak_api_key_env, "--strong-api-key-env": strong_api_key_env, "--timeout": timeout,
+                   "--weak-extra-body": weak_extra_body, "--strong-extra-body": strong_extra_body}
+    if weak_url is None:
+        given = [flag for flag, v in served_only.items() if v is not None]
+        if given:
+            fail(f"{given[0]}: only for a live run on served models, with --weak-url (docs/endpoints.md)")
+    else:
         from specagent.cli.live_endpoints import live_on_endpoints
 
-        if weak_url is None:
-            fail("--strong-url: a live run on endpoints needs --weak-url too")
+        if timeout is not None and not math.isfinite(timeout):
+            fail(f"--timeout: expected a finite number of seconds, got {timeout}")
         if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
             fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
-        return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env, strong_api_key_env,
-                                 sc if scenario is not None else Scenario(), k, seed, trajectories, out, timeout, as_json, console,
+        return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env or "OPENAI_API_KEY",
+                                 strong_api_key_env or "OPENAI_API_KEY", sc if scenario is not None else Scenario(), k, seed,
+                                 trajectories, out, 300.0 if timeout is None else timeout, as_json, console,
                                  weak_extra_body, strong_extra_body)
     accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
