@@ -40,6 +40,18 @@ FAST = RetryPolicy(attempts=4, base_s=0.01, cap_s=0.05)
 BODY = {"messages": [{"role": "user", "content": "hello, my id is ivan_rossi_8555"}], "temperature": 0.0}
 
 
+def settled(count, seconds: float = 5.0):
+    """`count()` once the server's handler threads have finished counting (they count an answer after writing it)."""
+    deadline, last = time.monotonic() + seconds, None
+    while time.monotonic() < deadline:
+        now = count()
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.05)
+    return count()
+
+
 def client(tmp_path: Path, **kw) -> ChatClient:
     return ChatClient(ResponseCache(tmp_path / "cache"), timeout_s=kw.pop("timeout_s", 20.0), retry=kw.pop("retry", FAST), **kw)
 
@@ -57,7 +69,7 @@ def test_a_transient_failure_is_retried_and_then_answered(tmp_path, fault, reaso
         r = c.chat(weak(s.url), BODY)
         assert r.tool_calls[0].name == "get_user_details" and r.tool_calls[0].arguments == {"user_id": "ivan_rossi_8555"}
         assert dict(c.stats.retries) == {reason: 1} and c.stats.sent == 2 and c.stats.answered == 1
-        assert sum(s.answered.values()) == 1
+        assert settled(lambda: sum(s.answered.values())) == 1
 
 
 def test_retry_after_is_honoured_and_the_jitter_is_seeded(tmp_path):
@@ -287,7 +299,7 @@ def test_killed_halfway_and_rerun_it_asks_nothing_twice_and_loses_nothing(tmp_pa
         finally:
             if proc.poll() is None:
                 proc.kill()
-        done = sum(s.answered.values())  # 25, or one more answered by a request already in flight at the hold
+        done = settled(lambda: sum(s.answered.values()))  # 25, or one more answered by a request in flight at the hold
         assert not (out / "summary.json").exists() and len(ResponseCache(out / "cache")) == done >= 25
         s.hold_after = None
         s.release.set()
