@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specagent.common.paths import check_input_file
+
 SUPPORTED_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "llama")
 _TEXT_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 
@@ -390,6 +392,7 @@ def load_model_spec(name_or_path: str | Path) -> ModelSpec:
     p = Path(text)
     if p.suffix == ".json" or p.is_dir():
         f = p / "config.json" if p.is_dir() else p
+        check_input_file(f, ModelSpecError, "model config")
         try:
             cfg = json.loads(f.read_text(encoding="utf-8"))
         except OSError as exc:

@@ -54,6 +54,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import check_input_file
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 
 try:
@@ -115,9 +116,9 @@ class SweepConfig:
     @classmethod
     def from_toml(cls, path: str | Path, scenario: str | Path | None = None) -> "SweepConfig":
         """A sweep config file; `scenario` (a file or a shipped name) stands for its [sweep].scenario."""
-        p = Path(path)
+        p = check_input_file(path, SweepConfigError, "sweep config")
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
+            data = tomllib.loads(p.read_text(encoding="utf-8").removeprefix("\ufeff"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SweepConfigError(f"{p}: cannot read sweep config: {exc}") from exc
         except UnicodeDecodeError as exc:

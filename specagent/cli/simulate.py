@@ -21,6 +21,7 @@ from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import check_input_file
 from specagent.reports.html import write_report
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
@@ -168,6 +169,7 @@ def predict(
     rates = None
     if success:
         try:
+            check_input_file(success, InputError, "success rates")
             rates = check_success_rates(json.loads(success.read_text(encoding="utf-8")), scenario_strategies(scenario), str(success))
         except json.JSONDecodeError as exc:
             fail(f"{success}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}")
