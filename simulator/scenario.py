@@ -160,7 +160,11 @@ class _DeploymentSpecMethods:
         try:
             return Deployment(**values)
         except ValueError as exc:
-            raise ScenarioError(str(exc)) from exc
+            text = str(exc)
+            first = text.split(" ", 1)[0].rstrip(":")  # Deployment's messages start with the field they concern
+            if first in values and text.startswith(first + ":"):
+                text = text[len(first) + 1:].strip()
+            raise ScenarioError(text, first if first in values else "") from exc
 
 
 DeploymentSpec = dataclasses.make_dataclass("DeploymentSpec", _deployment_fields(), bases=(_DeploymentSpecMethods,), frozen=True)

@@ -21,7 +21,7 @@ from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
 from specagent.cli import traces as traces_cli
 from specagent.cli.console import OneLineErrors, fail
-from specagent.cli.options import deployment_options, does_not_fit
+from specagent.cli.options import deployment_flag, deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
@@ -99,7 +99,7 @@ def build_deployment(spec: DeploymentSpec, hardware_dir: Optional[Path] = None) 
     try:
         return spec.build(_hardware_dirs(hardware_dir))
     except ScenarioError as exc:
-        fail(str(exc))
+        fail(f"{deployment_flag('', exc.where)}: {exc}" if exc.where else str(exc))
 
 
 # ---------------------------------------------------------------- hardware
