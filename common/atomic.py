@@ -164,8 +164,11 @@ def text_writer(text: str) -> Writer:
     return write
 
 
-def json_text(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+def json_text(obj: Any, what: str = "a JSON output") -> str:
+    """The JSON a results file holds; an impossible number in it is a defect (`common.guard`), not a file."""
+    from specagent.common.guard import check_output
+
+    return json.dumps(check_output(obj, what), indent=2, sort_keys=True, default=_json_default) + "\n"
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:

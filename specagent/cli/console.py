@@ -19,6 +19,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from specagent.common.errors import InputError
+from specagent.common.guard import check_output
 
 try:  # typer >= 0.2x bundles its own click
     from typer._click import exceptions as click_errors
@@ -36,6 +37,17 @@ def legend(pairs) -> str:
 def error_line(msg: object) -> None:
     # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
+
+
+def json_out(obj: Any, **kw: Any) -> str:
+    """The JSON a command prints, after the last check that no impossible number is in it (`common.guard`)."""
+    import json
+
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    check_output(obj, f"'{ctx.command_path}'" if ctx is not None else "this command")
+    return json.dumps(obj, **kw)
 
 
 def fail(msg: object) -> NoReturn:

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import error_line, fail, legend
+from specagent.cli.console import error_line, fail, legend, json_out
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
@@ -104,7 +104,7 @@ def plan_command(
         res = plan_capacity(trajs, req, progress=tick)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
-    text = json.dumps(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
+    text = json_out(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
     if out is not None:
         _write_plan(out, text, res, as_json)
     if as_json:
@@ -307,7 +307,7 @@ def sweep_command(
         raise typer.Exit(130) from None
     info = {"cells": rep.total, "skipped_existing": rep.skipped, "ran": rep.ran, "out": str(rep.out_dir)}
     if as_json:
-        print(json.dumps(info))
+        print(json_out(info))
         return
     console.print(f"{rep.ran} cell(s) run, {rep.skipped} already done, {rep.total} in the grid -> {rep.out_dir}/cells/*.parquet")
     df = load_sweep(rep.out_dir)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import fail, legend
+from specagent.cli.console import fail, legend, json_out
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
@@ -193,9 +193,9 @@ def predict(
     }
     # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
     atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
-                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj))})
+                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj, f"predict's {out / 'summary.json'}"))})
     if as_json:
-        print(json.dumps(summary_obj, indent=2, default=str))
+        print(json_out(summary_obj, indent=2, default=str))
     else:
         console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
                                                f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
@@ -254,7 +254,7 @@ def simulate_cmd(
     except ValueError as exc:
         fail(str(exc))
     if as_json:
-        print(json.dumps({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
+        print(json_out({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
                           "scenario": scenario.to_dict()}, indent=2))
         return
     t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.engine}]")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import fail, json_out
 from specagent.cli.progress import progress_bar
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
@@ -105,7 +105,7 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
         fail(e)
     _report_skips(skipped)
     if as_json:
-        typer.echo(json.dumps(s, indent=1))
+        typer.echo(json_out(s, indent=1))
         return
     c = Console()
     t = Table(title=f"{file.name}: {s['trajectories']} trajectories, {s['steps']} steps")
@@ -170,7 +170,7 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         rows.append({"name": name, "domain": p.domain, "turns_mean": p.turns.mean(), "description": p.description,
                      "source": p.source})
     if as_json:
-        typer.echo(json.dumps(rows, indent=1))
+        typer.echo(json_out(rows, indent=1))
         return
     # the name is what a user types (--profile): never cut; the prose columns wrap instead
     t = Table(title="shipped workload profiles (--profile NAME)", show_edge=False, pad_edge=False,
