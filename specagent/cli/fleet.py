@@ -312,9 +312,24 @@ def sweep_command(
     console.print(f"{rep.ran} cell(s) run, {rep.skipped} already done, {rep.total} in the grid -> {rep.out_dir}/cells/*.parquet")
     df = load_sweep(rep.out_dir)
     if len(df):
-        cols = ["strategy", "k", "acceptance", "rate", "fleet", "hardware", "latency_p50_s", "latency_p95_s", "usd_per_task",
-                "strong_mean_decode_batch"]
-        console.print(df[cols].to_string(index=False))
+        console.print(sweep_table(df).to_string(index=False))
+
+
+def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows: a steady-state cell's latencies are its measurement window's, a burst cell's its tasks'.
+
+    Why: a steady cell's burst percentiles take every simulated task, the ones still running at the
+    horizon included (NaN), so they are not its answer; the window's are (simulator/steady_state.py)."""
+    out = df[["strategy", "k", "acceptance", "rate", "fleet", "hardware"]].copy()
+    for q in ("p50", "p95"):
+        burst = df[f"latency_{q}_s"] if f"latency_{q}_s" in df else pd.Series(math.nan, index=df.index)
+        window = df[f"window_latency_{q}_s"] if f"window_latency_{q}_s" in df else pd.Series(math.nan, index=df.index)
+        out[f"latency_{q}_s"] = window.where(window.notna(), burst)
+    out["usd_per_task"] = df["usd_per_task"]
+    out["strong_mean_decode_batch"] = df["strong_mean_decode_batch"]
+    if "steady_stable" in df:
+        out["stable"] = df["steady_stable"].map({True: "yes", False: "NO"}).fillna("-")
+    return out
 
 
 #: Guards against a typo, not limits of the method: the study simulates every task (10^6 take minutes), and each rate
