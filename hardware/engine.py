@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from specagent.hardware.profile import HardwareProfile, Sourced, check_unique_names, read_toml
+from specagent.hardware.profile import HardwareProfile, Sourced, check_unique_names, find_profile, read_toml
 
 ENGINE_ENV_VAR = "SPECAGENT_ENGINE_DIR"
 #: vLLM: the most widely deployed open-source serving engine (and the first one the
@@ -407,10 +407,9 @@ def load_engine(name_or_path: str | Path = DEFAULT_ENGINE, extra_dirs: Iterable[
         return dataclasses.replace(base, cuda_graphs=Sourced(False, f"selected with '{text}': CUDA graphs off"))
     if text.endswith(".toml") or os.sep in text:
         return load_engine_file(text)
-    want = _normalise(text)
     engines = list_engines(extra_dirs)
-    for prof in engines:
-        if want in {_normalise(prof.id), _normalise(prof.name)} | {_normalise(a) for a in prof.aliases}:
-            return prof
+    prof = find_profile(engines, text, EngineProfileError, "serving engine")
+    if prof is not None:
+        return prof
     known = ", ".join(sorted(p.id for p in engines))
     raise EngineProfileError(f"unknown serving engine '{text}'; known: {known} (or pass a .toml path)")

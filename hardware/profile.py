@@ -282,6 +282,19 @@ def list_profiles(extra_dirs: Iterable[str | Path] | None = None) -> list[Hardwa
     return out
 
 
+def find_profile(profiles: list[Any], text: str, error: type[ValueError], what: str) -> Any:
+    """The profile `text` names: by id or alias (unique, `check_unique_names`), else by display name when one has it."""
+    want = _normalise(text)
+    for prof in profiles:
+        if want in {_normalise(prof.id)} | {_normalise(a) for a in prof.aliases}:
+            return prof
+    named = [p for p in profiles if _normalise(p.name) == want]
+    if len(named) > 1:
+        raise error(f"{what} '{text}' is the name of {len(named)} profiles ({', '.join(f'{p.id} in {p.path}' for p in named)}); "
+                    "select one by its id")
+    return named[0] if named else None
+
+
 def check_unique_names(profiles: Iterable[Any], error: type[ValueError], what: str) -> None:
     """Refuse two visible profiles answering to one name: an alias must not take over another profile's id, name or alias.
 
@@ -289,7 +302,7 @@ def check_unique_names(profiles: Iterable[Any], error: type[ValueError], what: s
     later ones); an alias that silently captured `--hardware h200` would price another GPU."""
     owner: dict[str, tuple[Any, str]] = {}
     for prof in profiles:  # in search order: the first owner of a name is the one that would shadow the later
-        names = [("id", prof.id), ("name", prof.name)] + [("alias", a) for a in prof.aliases]
+        names = [("id", prof.id)] + [("alias", a) for a in prof.aliases]  # display names may repeat: see `find_profile`
         for kind, name in names:
             key = _normalise(name)
             other, okind = owner.get(key, (None, ""))
@@ -304,11 +317,9 @@ def load_hardware(name_or_path: str | Path, extra_dirs: Iterable[str | Path] | N
     text = str(name_or_path)
     if text.endswith(".toml") or os.sep in text:
         return load_profile_file(text)
-    want = _normalise(text)
     profiles = list_profiles(extra_dirs)
-    for prof in profiles:
-        names = {_normalise(prof.id), _normalise(prof.name)} | {_normalise(a) for a in prof.aliases}
-        if want in names:
-            return prof
+    prof = find_profile(profiles, text, HardwareProfileError, "hardware")
+    if prof is not None:
+        return prof
     known = ", ".join(sorted(p.id for p in profiles))
     raise HardwareProfileError(f"unknown hardware '{text}'; known profiles: {known} (or pass a .toml path / --hardware-dir)")

@@ -20,7 +20,7 @@ from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
 from specagent.cli import traces as traces_cli
-from specagent.cli.console import OneLineErrors, fail, json_out
+from specagent.cli.console import SafeConsole, OneLineErrors, fail, json_out
 from specagent.cli.options import deployment_flag, deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
@@ -69,7 +69,7 @@ app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 app.add_typer(roofline_app, name="roofline")
 
-console = Console()
+console = SafeConsole()
 
 
 def _version(value: bool) -> None:

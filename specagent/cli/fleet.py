@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import error_line, fail, legend, json_out
+from specagent.cli.console import SafeConsole, error_line, fail, legend, json_out
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
@@ -33,7 +33,7 @@ from specagent.simulator.study import balance_study
 from specagent.simulator.sweep import BACKENDS, SweepCellError, SweepConfig, SweepConfigError, load_sweep, run_sweep
 from specagent.traces.requests import load_requests
 
-console = Console()
+console = SafeConsole()
 #: Scenario fields the fleet commands choose themselves (the GPU type and count per replica, the strategies) or do not use.
 FLEET_EXCLUDES = ("strategies", "engine", "strong_api", "weak.hardware", "weak.gpus", "strong.hardware", "strong.gpus")
 
@@ -99,7 +99,7 @@ def plan_command(
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace)
-        err = Console(stderr=True)
+        err = SafeConsole(stderr=True)
         tick = None if as_json else (lambda done, total: err.print(f"search {done}/{total} done", highlight=False))
         res = plan_capacity(trajs, req, progress=tick)
     except (ValueError, RuntimeError) as exc:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import fail, json_out
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
@@ -26,7 +26,7 @@ from specagent.traces.schema import MAX_STEPS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
-console = Console()
+console = SafeConsole()
 
 
 #: The choices kernels/microbench.py accepts, repeated here so that a bad flag is refused before torch is imported

@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail, json_out
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
 
 app = typer.Typer(help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv).",
                   no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 DATA = typer.Option(None, "--data", help="serving_latency.csv to use (default: the shipped one).")
 KERNELS = typer.Option(None, "--kernels", help="moe_kernels.csv whose fit gives the MoE terms their priors (default: the shipped one).")

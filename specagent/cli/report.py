@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail, json_out
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
 from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, LATENCY_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
@@ -70,7 +70,7 @@ def report(
             "images_message": res.images.message if res.images else "not requested",
         }, indent=2))
         return
-    con = Console()
+    con = SafeConsole()
     t = Table(title=f"report written: {res.path}")
     t.add_column("figure")
     t.add_column("status")

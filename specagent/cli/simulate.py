@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import fail, legend, json_out
+from specagent.cli.console import SafeConsole, fail, legend, json_out
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
@@ -33,8 +33,8 @@ from specagent.simulator.synthetic import simulate_synthetic, totals_of
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
 
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic.", no_args_is_help=True)
 O = typer.Option
