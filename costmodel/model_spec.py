@@ -267,7 +267,7 @@ def _int(cfg: dict[str, Any], key: str, path: str, default: Any = ..., minimum: 
     if v < minimum:
         raise ModelSpecError(f"{path}: field '{key}' must be at least {minimum}, got {v}")
     if maximum is not None and v > maximum:
-        raise ModelSpecError(f"{path}: field '{key}' must be at most {maximum:,}, got {v:,}")
+        raise ModelSpecError(f"{path}: field '{key}' must be at most {maximum}, got {v}")
     guard = SHAPE_LIMITS.get(key)
     if guard is not None and v > guard:
         raise ModelSpecError(f"{path}: field '{key}' must be at most {guard:,} (a guard against typos: several times the "
