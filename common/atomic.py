@@ -47,9 +47,17 @@ def _fill(tmp: Path, write: Writer) -> None:
 def output_error(path: Path, exc: OSError) -> OutputError:
     """`exc` (from writing `path` or making its folder) as one line naming the path and the OS's reason."""
     reason = exc.strerror or str(exc) or type(exc).__name__
-    if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # a parent on the way is a file
-        for parent in path.parents:
-            if parent.is_file():
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR, errno.ENOENT, errno.ELOOP):  # a parent on the way is a file or a bad link
+        for parent in (path, *path.parents):
+            if parent.is_symlink() and not parent.exists():  # a dangling link or a loop: exists() follows it and fails
+                try:
+                    os.stat(parent)
+                    continue
+                except OSError as e:
+                    what = "a symlink loop" if e.errno == errno.ELOOP else f"a dangling symlink (to '{os.readlink(parent)}', which does not exist)"
+                reason = f"{parent} is {what}"
+                break
+            if parent.is_file() and parent != path:
                 reason = f"{parent} is a file, not a folder"
                 break
     return OutputError(f"cannot write {path}: {reason}", str(path))
