@@ -26,6 +26,11 @@ MAX_GPUS = 1024
 MIN_MEMORY_UTILIZATION = 0.01
 
 PARALLELISMS = ("tp", "tp+ep")
+#: Formats served engines run each tensor in (vLLM, SGLang, TensorRT-LLM): activations in a float format (int4/int8
+#: are weight-only formats, dequantised before the GEMM), the Gated DeltaNet state in a float format (its recurrent
+#: update accumulates), KV in NVFP4 only on GPUs with FP4 tensor cores (Blackwell).
+ACTIVATION_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+STATE_DTYPES = ("fp32", "bf16", "fp16")
 
 
 class DeploymentDoesNotFit(ValueError):
@@ -100,6 +105,15 @@ class Deployment:
             raise ValueError(f"parallelism must be one of {PARALLELISMS}, got '{self.parallelism}'")
         for d in (self.weight_dtype, self.kv_dtype, self.activation_dtype, self.state_dtype):
             dtype_bytes(d)
+        if self.activation_dtype.lower() not in ACTIVATION_DTYPES:
+            raise ValueError(f"activation_dtype: no serving engine runs activations in '{self.activation_dtype}' "
+                             f"(expected one of {', '.join(ACTIVATION_DTYPES)}; int4/int8 are weight formats)")
+        if self.state_dtype.lower() not in STATE_DTYPES:
+            raise ValueError(f"state_dtype: the recurrent state accumulates, so it is kept in a float format "
+                             f"({', '.join(STATE_DTYPES)}), not '{self.state_dtype}'")
+        if self.kv_dtype.lower() == "nvfp4" and "fp4" not in self.hardware.peak_tflops:
+            raise ValueError(f"kv_dtype: an NVFP4 KV cache needs FP4 tensor cores, which {self.hardware.name} does not have "
+                             f"(its profile lists {', '.join(sorted(self.hardware.peak_tflops))})")
         if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:
             raise ValueError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got {self.memory_utilization}")
         problem = tp_problem(self.model, self.gpus)

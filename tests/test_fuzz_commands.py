@@ -606,6 +606,12 @@ HOSTILE = [
         ("strong_api", "nope-model")),
     Bad("F15-scenario-engine", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[strong]\nengine = "nope.toml"\n', "s.toml",
         ("strong.engine", "no such file")),
+    # F24: storage formats no engine runs
+    Bad("F24-activation-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nactivation_dtype = "int4"\n', "s.toml",
+        ("weak.activation_dtype", "weight formats")),
+    Bad("F24-state-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nkv_dtype = "int4"\nstate_dtype = "int4"\n',
+        "s.toml", ("weak.state_dtype", "float format")),
+    Bad("F24-kv-nvfp4-h20", ("roofline", "--kv-dtype", "nvfp4"), None, "", ("--kv-dtype", "FP4 tensor cores")),
     # F21: model configs through `models show`
     Bad("F21-config-hidden-huge", ("models", "show", "{file}"), lambda env: json.dumps(
         {**json.loads((DATA / "costmodel/configs/meta-llama/Llama-3.1-8B/config.json").read_text()),
