@@ -120,9 +120,12 @@ def json_out(obj: Any, **kw: Any) -> str:
     """The JSON a command prints, after the last check that no impossible number is in it (`common.guard`)."""
     import json
 
-    import click
+    try:  # typer >= 0.2x bundles its own click, whose context stack is the one commands run in
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer on the click package
+        from click import get_current_context
 
-    ctx = click.get_current_context(silent=True)
+    ctx = get_current_context(silent=True)
     check_output(obj, f"'{ctx.command_path}'" if ctx is not None else "this command")
     return json.dumps(obj, **kw)
 
