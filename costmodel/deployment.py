@@ -116,11 +116,6 @@ class Deployment:
                              f"(its profile lists {', '.join(sorted(self.hardware.peak_tflops))})")
         if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:
             raise ValueError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got {self.memory_utilization}")
-        problem = tp_problem(self.model, self.gpus)
-        if problem is not None:
-            ok = ", ".join(map(str, valid_gpu_counts(self.model, 64)))
-            raise ValueError(f"gpus: a replica on {self.gpus} GPUs splits attention {self.gpus} ways, but {problem}; "
-                             f"valid GPU counts: {ok}, ...")
         if self.parallelism == "tp+ep" and not self.model.is_moe:
             raise ValueError(f"parallelism 'tp+ep' needs an MoE model; {self.model.name} is dense")
         lim = self.engine.max_gpus
@@ -128,6 +123,11 @@ class Deployment:
             raise ValueError(f"serving engine '{self.engine.id}' ({self.engine.path or 'in memory'}) prices at most {int(lim.value)} GPU(s) "
                              f"([limits] max_gpus: {lim.source}); {self.gpus} GPUs need collective latencies it does not have: "
                              "calibrate on more GPUs or pick another serving engine")
+        problem = tp_problem(self.model, self.gpus)
+        if problem is not None:
+            ok = ", ".join(map(str, valid_gpu_counts(self.model, 64)))
+            raise ValueError(f"gpus: a replica on {self.gpus} GPUs splits attention {self.gpus} ways, but {problem}; "
+                             f"valid GPU counts: {ok}, ...")
 
     # --- sizes --------------------------------------------------------------------
     @property

@@ -415,7 +415,7 @@ def load_model_spec(name_or_path: str | Path) -> ModelSpec:
     p = Path(text)
     if p.suffix == ".json" or p.is_dir():
         f = p / "config.json" if p.is_dir() else p
-        check_input_file(f, ModelSpecError, "model config")
+        check_input_file(f, ModelSpecError, "model config", missing=f"{f}: cannot read model config (No such file or directory)")
         try:
             cfg = json.loads(f.read_text(encoding="utf-8"))
         except OSError as exc:
