@@ -108,9 +108,10 @@ _SECTION_KEYS = {
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
 #: (section, key) -> (low, high, unit): the range a figure must lie in. Finite always; the bounds are typo guards
 #: a factor of ~100 beyond any accelerator shipped or announced (an RTX 5090's 32 GB to an MI355X's 288 GB;
-#: 0.05 TB/s for a CPU's DRAM to 8 TB/s for a B200), not physical limits.
+#: 0.05 TB/s for a CPU's DRAM to 8 TB/s for a B200), not physical limits; the advice for a deployment that does
+#: not fit is capped at MAX_GPUS whatever the capacity (costmodel.deployment).
 _RANGES: dict[tuple[str, str], tuple[float, float, str]] = {
-    ("memory", "capacity_gb"): (0.5, 100_000.0, "GB"),
+    ("memory", "capacity_gb"): (1e-6, 100_000.0, "GB"),  # from a kilobyte: calibration's fake devices are that small
     ("memory", "bandwidth_tb_s"): (0.001, 1_000.0, "TB/s"),
     ("interconnect", "bandwidth_gb_s"): (0.01, 1_000_000.0, "GB/s"),
     ("interconnect", "unidirectional_gb_s"): (0.01, 1_000_000.0, "GB/s"),
