@@ -47,9 +47,17 @@ def _fill(tmp: Path, write: Writer) -> None:
 def output_error(path: Path, exc: OSError) -> OutputError:
     """`exc` (from writing `path` or making its folder) as one line naming the path and the OS's reason."""
     reason = exc.strerror or str(exc) or type(exc).__name__
-    if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # a parent on the way is a file
-        for parent in path.parents:
-            if parent.is_file():
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR, errno.ENOENT, errno.ELOOP):  # a parent on the way is a file or a bad link
+        for parent in (path, *path.parents):
+            if parent.is_symlink() and not parent.exists():  # a dangling link or a loop: exists() follows it and fails
+                try:
+                    os.stat(parent)
+                    continue
+                except OSError as e:
+                    what = "a symlink loop" if e.errno == errno.ELOOP else f"a dangling symlink (to '{os.readlink(parent)}', which does not exist)"
+                reason = f"{parent} is {what}"
+                break
+            if parent.is_file() and parent != path:
                 reason = f"{parent} is a file, not a folder"
                 break
     return OutputError(f"cannot write {path}: {reason}", str(path))
@@ -164,8 +172,11 @@ def text_writer(text: str) -> Writer:
     return write
 
 
-def json_text(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+def json_text(obj: Any, what: str = "a JSON output") -> str:
+    """The JSON a results file holds; an impossible number in it is a defect (`common.guard`), not a file."""
+    from specagent.common.guard import check_output
+
+    return json.dumps(check_output(obj, what), indent=2, sort_keys=True, default=_json_default) + "\n"
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:

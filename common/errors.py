@@ -30,10 +30,13 @@ class OutputError(InputError):
 
 
 def read_text(path: str | Path, error: type[ValueError], what: str) -> str:
-    """A UTF-8 input file's text; unreadable or non-UTF-8 files raise `error` naming the file and the reason."""
-    p = Path(path)
+    """A UTF-8 input file's text (a leading BOM dropped, as editors on Windows write one); unreadable,
+    special or non-UTF-8 files raise `error` naming the file and the reason."""
+    from specagent.common.paths import check_input_file  # a FIFO or device would block the read below
+
+    p = check_input_file(path, error, what)
     try:
-        return p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8").removeprefix("\ufeff")
     except OSError as exc:
         raise error(f"{p}: cannot read {what} ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:

@@ -26,6 +26,11 @@ MAX_GPUS = 1024
 MIN_MEMORY_UTILIZATION = 0.01
 
 PARALLELISMS = ("tp", "tp+ep")
+#: Formats served engines run each tensor in (vLLM, SGLang, TensorRT-LLM): activations in a float format (int4/int8
+#: are weight-only formats, dequantised before the GEMM), the Gated DeltaNet state in a float format (its recurrent
+#: update accumulates), KV in NVFP4 only on GPUs with FP4 tensor cores (Blackwell).
+ACTIVATION_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+STATE_DTYPES = ("fp32", "bf16", "fp16")
 
 
 class DeploymentDoesNotFit(ValueError):
@@ -36,6 +41,42 @@ class DeploymentDoesNotFit(ValueError):
         self.need_bytes = need_bytes
         self.have_bytes = have_bytes
         self.min_gpus = min_gpus
+
+
+def tp_problem(model: ModelSpec, gpus: int) -> str | None:
+    """Why `model` cannot be split tensor-parallel over `gpus` GPUs (None when it can).
+
+    Why: an engine shards every attention layer by heads, so TP must divide the query heads and
+    the Gated DeltaNet heads; KV heads are split when TP divides them and replicated when they
+    divide TP (vLLM, SGLang), never otherwise. A price for TP = 7 on 16 heads is for a
+    deployment no engine can start."""
+    if gpus == 1:
+        return None
+    a = model.attention
+    heads = [("num_attention_heads", a.num_heads)]
+    if model.linear is not None and model.num_linear_layers:
+        heads += [("linear_num_key_heads", model.linear.num_key_heads), ("linear_num_value_heads", model.linear.num_value_heads)]
+    for name, n in heads:
+        if n % gpus:
+            return f"{gpus} does not divide {model.name}'s {n} {name}"
+    kv = a.num_kv_heads
+    if kv % gpus and gpus % kv:
+        return f"{gpus} neither divides {model.name}'s {kv} num_key_value_heads nor is a multiple of them"
+    return None
+
+
+def valid_gpu_counts(model: ModelSpec, upto: int = MAX_GPUS) -> list[int]:
+    """Every tensor-parallel degree in [1, upto] `model` can be served at."""
+    return [g for g in range(1, upto + 1) if tp_problem(model, g) is None]
+
+
+class ContextTooLong(DeploymentDoesNotFit):
+    """A sequence longer than the model's context window: no GPU count makes it fit."""
+
+    def __init__(self, message: str, context: int, window: int):
+        super().__init__(message, float(context), float(window), None)
+        self.context = context
+        self.window = window
 
 
 def default_engine() -> EngineProfile:
@@ -64,6 +105,15 @@ class Deployment:
             raise ValueError(f"parallelism must be one of {PARALLELISMS}, got '{self.parallelism}'")
         for d in (self.weight_dtype, self.kv_dtype, self.activation_dtype, self.state_dtype):
             dtype_bytes(d)
+        if self.activation_dtype.lower() not in ACTIVATION_DTYPES:
+            raise ValueError(f"activation_dtype: no serving engine runs activations in '{self.activation_dtype}' "
+                             f"(expected one of {', '.join(ACTIVATION_DTYPES)}; int4/int8 are weight formats)")
+        if self.state_dtype.lower() not in STATE_DTYPES:
+            raise ValueError(f"state_dtype: the recurrent state accumulates, so it is kept in a float format "
+                             f"({', '.join(STATE_DTYPES)}), not '{self.state_dtype}'")
+        if self.kv_dtype.lower() == "nvfp4" and "fp4" not in self.hardware.peak_tflops:
+            raise ValueError(f"kv_dtype: an NVFP4 KV cache needs FP4 tensor cores, which {self.hardware.name} does not have "
+                             f"(its profile lists {', '.join(sorted(self.hardware.peak_tflops))})")
         if not MIN_MEMORY_UTILIZATION <= self.memory_utilization <= 1:
             raise ValueError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got {self.memory_utilization}")
         if self.parallelism == "tp+ep" and not self.model.is_moe:
@@ -73,6 +123,11 @@ class Deployment:
             raise ValueError(f"serving engine '{self.engine.id}' ({self.engine.path or 'in memory'}) prices at most {int(lim.value)} GPU(s) "
                              f"([limits] max_gpus: {lim.source}); {self.gpus} GPUs need collective latencies it does not have: "
                              "calibrate on more GPUs or pick another serving engine")
+        problem = tp_problem(self.model, self.gpus)
+        if problem is not None:
+            ok = ", ".join(map(str, valid_gpu_counts(self.model, 64)))
+            raise ValueError(f"gpus: a replica on {self.gpus} GPUs splits attention {self.gpus} ways, but {problem}; "
+                             f"valid GPU counts: {ok}, ...")
 
     # --- sizes --------------------------------------------------------------------
     @property
@@ -116,22 +171,38 @@ class Deployment:
             return 0
         return int(free // per_seq) if per_seq > 0 else 10**9
 
-    def min_gpus(self, sequences: int = 1, context: int = 0) -> int:
+    def min_gpus(self, sequences: int = 1, context: int = 0) -> int | None:
+        """The fewest GPUs, at a TP degree the model can be split at, that hold the weights and `sequences` (None: > MAX_GPUS)."""
         per_gpu = self.hardware.capacity_bytes * self.memory_utilization
-        return max(1, math.ceil(self.memory_needed(sequences, context) / per_gpu))
+        need = max(1, math.ceil(self.memory_needed(sequences, context) / per_gpu))
+        if need > MAX_GPUS:
+            return None
+        return next((g for g in range(need, MAX_GPUS + 1) if tp_problem(self.model, g) is None), None)
+
+    def check_context(self, context: int) -> None:
+        """Refuse a sequence longer than the model's context window (its config's max_position_embeddings)."""
+        window = self.model.max_positions
+        if window > 0 and context > window:
+            raise ContextTooLong(f"{self.model.name} reads at most {window:,} tokens (max_position_embeddings in "
+                                 f"{self.model.source or 'its config'}), but a sequence of {context:,} tokens was asked for; "
+                                 "a model served with a longer window (e.g. YaRN rope scaling) needs a config that states it",
+                                 context, window)
 
     def check_fit(self, sequences: int = 1, context: int = 0) -> None:
+        self.check_context(context)
         need = self.memory_needed(sequences, context)
         have = self.usable_bytes
         if need > have:
             g = self.min_gpus(sequences, context)
+            where = (f"it would fit on {g} GPU(s)" if g is not None
+                     else f"it does not fit on any replica of up to {MAX_GPUS:,} GPUs")
             smaller = [d for d in ("fp8", "int4") if dtype_bytes(d) < dtype_bytes(self.weight_dtype)]
             other = f"or use a smaller weight dtype, e.g. {smaller[0]}" if smaller else "its weights are in the smallest format"
             raise DeploymentDoesNotFit(
                 f"{self.model.name} in {self.weight_dtype} on {self.gpus}x {self.hardware.name} does not fit: needs "
                 f"{need / 1e9:,.1f} GB (weights {self.weight_bytes() / 1e9:,.1f} GB + {sequences} sequence(s) x "
                 f"{context:,} tokens of KV/state) but {self.gpus} GPU(s) x {self.hardware.capacity_bytes / 1e9:.0f} GB x "
-                f"{self.memory_utilization:.2f} usable = {have / 1e9:,.1f} GB; it would fit on {g} GPU(s) "
+                f"{self.memory_utilization:.2f} usable = {have / 1e9:,.1f} GB; {where} "
                 f"({other})",
                 need, have, g,
             )

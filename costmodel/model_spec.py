@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specagent.common.paths import check_input_file
+
 SUPPORTED_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "llama")
 _TEXT_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 
@@ -233,6 +235,20 @@ class ModelSpec:
 MAX_LAYERS = 1024
 
 
+#: Typo guards on shape fields (a factor of ~8 or more beyond the largest public config: hidden 16,384 and
+#: intermediate 53,248 in Llama 3.1 405B; 128 heads; head_dim 256; vocab 262,144 in Gemma 3; 512 experts in
+#: Qwen3.5-397B; a 10,485,760-token window in Llama 4 Scout). A value past them is a slip, and unbounded it
+#: would price a 10^32-parameter model with exit status 0.
+SHAPE_LIMITS: dict[str, int] = {
+    "hidden_size": 131_072, "intermediate_size": 1_048_576, "moe_intermediate_size": 1_048_576,
+    "shared_expert_intermediate_size": 1_048_576, "num_attention_heads": 4_096, "num_key_value_heads": 4_096,
+    "head_dim": 4_096, "vocab_size": 16_777_216, "num_experts": 65_536, "num_local_experts": 65_536,
+    "num_experts_per_tok": 65_536, "linear_num_key_heads": 4_096, "linear_num_value_heads": 4_096,
+    "linear_key_head_dim": 4_096, "linear_value_head_dim": 4_096, "linear_conv_kernel_dim": 64,
+    "full_attention_interval": MAX_LAYERS, "decoder_sparse_step": MAX_LAYERS, "max_position_embeddings": 134_217_728,
+}
+
+
 def _get(cfg: dict[str, Any], key: str, path: str, default: Any = ...) -> Any:
     if key in cfg and cfg[key] is not None:
         return cfg[key]
@@ -252,6 +268,10 @@ def _int(cfg: dict[str, Any], key: str, path: str, default: Any = ..., minimum: 
         raise ModelSpecError(f"{path}: field '{key}' must be at least {minimum}, got {v}")
     if maximum is not None and v > maximum:
         raise ModelSpecError(f"{path}: field '{key}' must be at most {maximum}, got {v}")
+    guard = SHAPE_LIMITS.get(key)
+    if guard is not None and v > guard:
+        raise ModelSpecError(f"{path}: field '{key}' must be at most {guard:,} (a guard against typos: several times the "
+                             f"largest public model's), got {v:,}")
     return v
 
 
@@ -265,6 +285,8 @@ def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") ->
     if not isinstance(cfg, dict):
         raise ModelSpecError(f"{path}: expected a JSON object at the top level")
     top_type = cfg.get("model_type")
+    if cfg.get("text_config") is not None and not isinstance(cfg["text_config"], dict):
+        raise ModelSpecError(f"{path}: field 'text_config' must be a JSON object, got {cfg['text_config']!r}")
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     for t in (top_type, text.get("model_type")):
         if t is not None and not isinstance(t, str):
@@ -341,6 +363,8 @@ def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") ->
         )
     dense_i = _int(text, "intermediate_size", path, 0, minimum=0)
     if "dense" in ffn_kinds and dense_i <= 0:
+        if text.get("intermediate_size") is not None:
+            raise ModelSpecError(f"{path}: field 'intermediate_size' must be at least 1 for dense FFN layers, got {dense_i}")
         raise ModelSpecError(f"{path}: missing field 'intermediate_size' needed for dense FFN layers (a positive integer)")
 
     tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
@@ -364,7 +388,8 @@ def parse_config(cfg: dict[str, Any], name: str = "", path: str = "<memory>") ->
         moe=moe,
         tie_embeddings=bool(tie),
         mtp_layers=mtp,
-        max_positions=_int(text, "max_position_embeddings", path, 0, minimum=0),
+        # absent: unknown (0, no window check); present: a window of at least one token
+        max_positions=_int(text, "max_position_embeddings", path) if text.get("max_position_embeddings") is not None else 0,
         source=path,
         raw=cfg,
     )
@@ -390,6 +415,7 @@ def load_model_spec(name_or_path: str | Path) -> ModelSpec:
     p = Path(text)
     if p.suffix == ".json" or p.is_dir():
         f = p / "config.json" if p.is_dir() else p
+        check_input_file(f, ModelSpecError, "model config", missing=f"{f}: cannot read model config (No such file or directory)")
         try:
             cfg = json.loads(f.read_text(encoding="utf-8"))
         except OSError as exc:

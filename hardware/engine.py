@@ -22,13 +22,14 @@ then the shipped profiles. How the terms enter a pass's time: `costmodel.latency
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from specagent.hardware.profile import HardwareProfile, Sourced, read_toml
+from specagent.hardware.profile import HardwareProfile, Sourced, check_unique_names, find_profile, read_toml
 
 ENGINE_ENV_VAR = "SPECAGENT_ENGINE_DIR"
 #: vLLM: the most widely deployed open-source serving engine (and the first one the
@@ -202,6 +203,13 @@ def toml_location(name: str) -> tuple[str, list[str]]:
     return _SCALARS[name][0], [_SCALARS[name][1]]
 
 
+#: Typo guards per kind: far beyond any engine's figure (the slowest fixed cost fitted is a few ms; vLLM's largest
+#: CUDA graph is 8,192 tokens), so a value past them is a slip of units or digits, not a measurement.
+_UPPER: dict[str, tuple[float, str]] = {"us": (10_000_000.0, "us (10 s)"), "count": (1_000_000, "kernels"),
+                                        "batch": (10_000_000, ""), "fraction": (1.5, ""), "tokens": (1_000_000.0, "tokens"),
+                                        "mb": (1_000_000.0, "MB"), "tflops": (1_000_000.0, "TFLOP/s")}
+
+
 def _check(value: Any, kind: str, where: str, path: str) -> Any:
     if kind == "bool":
         if not isinstance(value, bool):
@@ -209,6 +217,11 @@ def _check(value: Any, kind: str, where: str, path: str) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise EngineProfileError(f"{path}: field '{where}' must be a number, got {value!r}")
+    if not math.isfinite(value):  # TOML's nan/inf: NaN fails every comparison below, so it must be named here
+        raise EngineProfileError(f"{path}: field '{where}' must be a finite number, got {value!r}")
+    hi, unit = _UPPER[kind]
+    if value > hi:
+        raise EngineProfileError(f"{path}: field '{where}' must be at most {hi:,g} {unit} (a guard against typos), got {value!r}")
     if kind in ("count", "batch"):
         if int(value) != value or value < (1 if kind == "batch" else 0):
             raise EngineProfileError(f"{path}: field '{where}' must be an integer >= {1 if kind == 'batch' else 0}, got {value!r}")
@@ -284,8 +297,8 @@ def _scheduler_rows(data: dict[str, Any], path: str) -> tuple[SchedulerDefault, 
             if key not in r:
                 raise EngineProfileError(f"{where}: missing '{key}'")
         mem = r["min_gpu_memory_gib"]
-        if isinstance(mem, bool) or not isinstance(mem, (int, float)) or mem < 0:
-            raise EngineProfileError(f"{where}: 'min_gpu_memory_gib' must be a number >= 0, got {mem!r}")
+        if isinstance(mem, bool) or not isinstance(mem, (int, float)) or not math.isfinite(mem) or not 0 <= mem <= 100_000:
+            raise EngineProfileError(f"{where}: 'min_gpu_memory_gib' must be a finite number in [0, 100,000] GiB, got {mem!r}")
         for key in ("max_num_seqs", "max_batched_tokens"):
             if isinstance(r[key], bool) or not isinstance(r[key], int) or r[key] < 1:
                 raise EngineProfileError(f"{where}: '{key}' must be a whole number >= 1, got {r[key]!r}")
@@ -309,6 +322,14 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     for key in ("id", "name", "version"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise EngineProfileError(f"{path}: missing field '{key}' (expected a string)")
+    known_top = {"schema_version", "id", "name", "version", "aliases", "hardware", "scheduler", "limits", "provenance"}
+    known_top |= {s for s, *_ in _SCALARS.values()} | {s for s, _ in _PER_KIND.values()}
+    unknown = set(data) - known_top
+    if unknown:  # a misspelt [colectives] would otherwise be skipped and its terms reported missing
+        raise EngineProfileError(f"{path}: unknown key(s) {sorted(unknown)} (known: {sorted(known_top)})")
+    aliases = data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise EngineProfileError(f"{path}: field 'aliases' must be a list of names, got {aliases!r}")
     max_gpus = _limits(data, path)
     single = max_gpus is not None and max_gpus.value == 1
     fields = _sections(data, path, "", required=True, optional=frozenset(_COLLECTIVES) if single else frozenset())
@@ -373,7 +394,9 @@ def list_engines(extra_dirs: Iterable[str | Path] | None = None) -> list[EngineP
             for f in sorted(d.glob("*.toml")):
                 prof = load_engine_file(f)
                 seen.setdefault(prof.id, prof)
-    return list(seen.values())
+    out = list(seen.values())
+    check_unique_names(out, EngineProfileError, "serving engine")
+    return out
 
 
 def load_engine(name_or_path: str | Path = DEFAULT_ENGINE, extra_dirs: Iterable[str | Path] | None = None) -> EngineProfile:
@@ -384,10 +407,9 @@ def load_engine(name_or_path: str | Path = DEFAULT_ENGINE, extra_dirs: Iterable[
         return dataclasses.replace(base, cuda_graphs=Sourced(False, f"selected with '{text}': CUDA graphs off"))
     if text.endswith(".toml") or os.sep in text:
         return load_engine_file(text)
-    want = _normalise(text)
     engines = list_engines(extra_dirs)
-    for prof in engines:
-        if want in {_normalise(prof.id), _normalise(prof.name)} | {_normalise(a) for a in prof.aliases}:
-            return prof
+    prof = find_profile(engines, text, EngineProfileError, "serving engine")
+    if prof is not None:
+        return prof
     known = ", ".join(sorted(p.id for p in engines))
     raise EngineProfileError(f"unknown serving engine '{text}'; known: {known} (or pass a .toml path)")

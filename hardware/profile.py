@@ -8,6 +8,7 @@ separated), then the profiles shipped in this package.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -94,24 +95,64 @@ class HardwareProfile:
         return self.peak_flops(dtype) / self.bandwidth_bytes_s
 
 
+#: Every key a profile may hold, by section ("" = top level), so a typo is refused, not ignored.
+_TOP_KEYS = {"schema_version", "id", "name", "vendor", "aliases", "peak_tflops", "memory", "interconnect", "efficiency",
+             "price", "provenance"}
+_SECTION_KEYS = {
+    "memory": {"capacity_gb", "bandwidth_tb_s", "kind"},
+    "interconnect": {"kind", "bandwidth_gb_s", "unidirectional_gb_s"},
+    "efficiency": {"prefill_mfu", "bandwidth", "pass_overhead_us", "compute_curve", "decode_curve"},
+    "price": {"usd_per_gpu_hour"},
+}
+#: Compute formats a peak may be given for (the ones `costmodel.dtypes` maps weights to, and their neighbours).
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int4")
+#: (section, key) -> (low, high, unit): the range a figure must lie in. Finite always; the bounds are typo guards
+#: a factor of ~100 beyond any accelerator shipped or announced (an RTX 5090's 32 GB to an MI355X's 288 GB;
+#: 0.05 TB/s for a CPU's DRAM to 8 TB/s for a B200), not physical limits; the advice for a deployment that does
+#: not fit is capped at MAX_GPUS whatever the capacity (costmodel.deployment).
+_RANGES: dict[tuple[str, str], tuple[float, float, str]] = {
+    ("memory", "capacity_gb"): (1e-6, 100_000.0, "GB"),  # from a kilobyte: calibration's fake devices are that small
+    ("memory", "bandwidth_tb_s"): (0.001, 1_000.0, "TB/s"),
+    ("interconnect", "bandwidth_gb_s"): (0.01, 1_000_000.0, "GB/s"),
+    ("interconnect", "unidirectional_gb_s"): (0.01, 1_000_000.0, "GB/s"),
+    ("efficiency", "pass_overhead_us"): (0.0, 1_000_000.0, "us"),
+    ("price", "usd_per_gpu_hour"): (0.0, 10_000.0, "USD per GPU-hour"),
+    ("peak_tflops", "*"): (0.0001, 1_000_000.0, "TFLOP/s"),
+}
+
+
+def _number_in(value: Any, lo: float, hi: float, low_open: bool = False) -> bool:
+    """A finite int/float (not a bool) in [lo, hi] ((lo, hi] when `low_open`): NaN fails every comparison, so test it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return (lo < value if low_open else lo <= value) and value <= hi
+
+
 def _sourced(data: dict[str, Any], section: str, key: str, path: str, required: bool = True) -> Sourced | None:
     table = data.get(section, {}) if section else data
+    where = f"{section}.{key}" if section else key
     if not isinstance(table, dict):
         raise HardwareProfileError(f"{path}: [{section}] must be a table")
     if key not in table:
         if required:
-            where = f"{section}.{key}" if section else key
             raise HardwareProfileError(f"{path}: missing field '{where}' (expected {{ value = ..., source = \"...\" }})")
         return None
     item = table[key]
-    where = f"{section}.{key}" if section else key
     if not isinstance(item, dict) or "value" not in item or "source" not in item:
         raise HardwareProfileError(f"{path}: field '{where}' must be an inline table {{ value = ..., source = \"...\" }}, got {item!r}")
-    if not str(item["source"]).strip():
-        raise HardwareProfileError(f"{path}: field '{where}' has an empty source")
+    extra = set(item) - {"value", "source"}
+    if extra:
+        raise HardwareProfileError(f"{path}: field '{where}' has unknown keys {sorted(extra)} (expected value, source)")
+    if not isinstance(item["source"], str) or not item["source"].strip():
+        raise HardwareProfileError(f"{path}: field '{where}' has an empty source (expected the figure's origin as text)")
     value = item["value"]
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-        raise HardwareProfileError(f"{path}: field '{where}' must be non-negative, got {value}")
+    rng = _RANGES.get((section, key)) or _RANGES.get((section, "*"))
+    if rng is not None:
+        lo, hi, unit = rng
+        if not _number_in(value, lo, hi):
+            raise HardwareProfileError(f"{path}: field '{where}' must be a finite number in [{lo:g}, {hi:,g}] {unit}, got {value!r}")
+    elif section and key == "kind" and not isinstance(value, str):
+        raise HardwareProfileError(f"{path}: field '{where}' must be text, got {value!r}")
     return Sourced(value=value, source=str(item["source"]))
 
 
@@ -126,10 +167,35 @@ def _curve(data: dict[str, Any], key: str, path: str, need_source: bool = False)
     try:
         curve = tuple((float(x), float(y)) for x, y in points)
     except (TypeError, ValueError) as exc:
-        raise HardwareProfileError(f"{path}: efficiency.{key} must be a list of [x, efficiency] pairs") from exc
-    if not curve or any(x <= 0 or not (0 < y <= 1.5) for x, y in curve):
-        raise HardwareProfileError(f"{path}: efficiency.{key} needs positive x and efficiencies in (0, 1.5]")
+        raise HardwareProfileError(f"{path}: field 'efficiency.{key}' must be a list of [x, efficiency] pairs") from exc
+    if not curve or any(not _number_in(x, 0.0, 1e9, low_open=True) or not _number_in(y, 0.0, 1.5, low_open=True) for x, y in curve):
+        raise HardwareProfileError(f"{path}: field 'efficiency.{key}' needs finite x in (0, 1e9] and efficiencies in (0, 1.5]")
     return tuple(sorted(curve))
+
+
+def _check_keys(data: dict[str, Any], path: str) -> None:
+    """Unknown keys refused with the key as written: a misspelt `bandwith_tb_s` must not fall back to nothing."""
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise HardwareProfileError(f"{path}: unknown key(s) {sorted(unknown)} (known: {sorted(_TOP_KEYS)})")
+    for section, known in _SECTION_KEYS.items():
+        table = data.get(section)
+        if isinstance(table, dict):
+            bad = set(table) - known - ({"decode_mfu"} if section == "efficiency" else set())
+            if bad:
+                raise HardwareProfileError(f"{path}: [{section}] has unknown key(s) {sorted(bad)} (known: {sorted(known)})")
+        elif table is not None:
+            raise HardwareProfileError(f"{path}: [{section}] must be a table, got {table!r}")
+    peaks = data.get("peak_tflops")
+    if isinstance(peaks, dict):
+        bad = set(peaks) - set(PEAK_DTYPES)
+        if bad:
+            raise HardwareProfileError(f"{path}: [peak_tflops] has unknown format(s) {sorted(bad)} (known: {', '.join(PEAK_DTYPES)})")
+    aliases = data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+        raise HardwareProfileError(f"{path}: field 'aliases' must be a list of names, got {aliases!r}")
+    if "provenance" in data and not isinstance(data["provenance"], dict):
+        raise HardwareProfileError(f"{path}: [provenance] must be a table")
 
 
 def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfile:
@@ -137,6 +203,7 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
     for key in ("id", "name"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise HardwareProfileError(f"{path}: missing field '{key}' (expected a string)")
+    _check_keys(data, path)
     peaks_raw = data.get("peak_tflops")
     if not isinstance(peaks_raw, dict) or "bf16" not in peaks_raw:
         raise HardwareProfileError(f"{path}: missing field 'peak_tflops.bf16'")
@@ -145,10 +212,7 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
             f"{path}: field 'efficiency.decode_mfu' is no longer read: a decode pass's GEMMs run at the GEMM efficiency for "
             f"their token count (prefill_mfu, or efficiency.compute_curve / decode_curve from calibration), attention at the "
             f"serving engine's attention_mfu; delete the field (see specagent.costmodel.roofline)")
-    peaks = {k: _sourced(peaks_raw, "", k, path) for k in peaks_raw}
-    for k, v in peaks.items():
-        if not isinstance(v.value, (int, float)) or v.value <= 0:
-            raise HardwareProfileError(f"{path}: field 'peak_tflops.{k}' must be a positive number")
+    peaks = {k: _sourced(data, "peak_tflops", k, path) for k in peaks_raw}
     prof = HardwareProfile(
         id=data["id"].lower(),
         name=data["name"],
@@ -170,14 +234,10 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
         path=path,
         provenance=dict(data.get("provenance", {})),
     )
-    for fld in ("memory_capacity_gb", "memory_bandwidth_tb_s", "interconnect_gb_s"):
+    for fld, key in (("prefill_mfu", "efficiency.prefill_mfu"), ("bandwidth_efficiency", "efficiency.bandwidth")):
         v = getattr(prof, fld).value
-        if not isinstance(v, (int, float)) or v <= 0:
-            raise HardwareProfileError(f"{path}: field '{fld}' must be a positive number, got {v!r}")
-    for fld in ("prefill_mfu", "bandwidth_efficiency"):
-        v = getattr(prof, fld).value
-        if not isinstance(v, (int, float)) or not 0 < v <= 1.5:
-            raise HardwareProfileError(f"{path}: efficiency '{fld}' must be in (0, 1.5], got {v!r}")
+        if not _number_in(v, 0.0, 1.5, low_open=True):
+            raise HardwareProfileError(f"{path}: field '{key}' must be an efficiency in (0, 1.5], got {v!r}")
     return prof
 
 
@@ -218,7 +278,39 @@ def list_profiles(extra_dirs: Iterable[str | Path] | None = None) -> list[Hardwa
         for f in sorted(d.glob("*.toml")):
             prof = load_profile_file(f)
             seen.setdefault(prof.id, prof)
-    return list(seen.values())
+    out = list(seen.values())
+    check_unique_names(out, HardwareProfileError, "hardware profile")
+    return out
+
+
+def find_profile(profiles: list[Any], text: str, error: type[ValueError], what: str) -> Any:
+    """The profile `text` names: by id or alias (unique, `check_unique_names`), else by display name when one has it."""
+    want = _normalise(text)
+    for prof in profiles:
+        if want in {_normalise(prof.id)} | {_normalise(a) for a in prof.aliases}:
+            return prof
+    named = [p for p in profiles if _normalise(p.name) == want]
+    if len(named) > 1:
+        raise error(f"{what} '{text}' is the name of {len(named)} profiles ({', '.join(f'{p.id} in {p.path}' for p in named)}); "
+                    "select one by its id")
+    return named[0] if named else None
+
+
+def check_unique_names(profiles: Iterable[Any], error: type[ValueError], what: str) -> None:
+    """Refuse two visible profiles answering to one name: an alias must not take over another profile's id, name or alias.
+
+    A profile with the *same id* as a shipped one replaces it on purpose (earlier directories shadow
+    later ones); an alias that silently captured `--hardware h200` would price another GPU."""
+    owner: dict[str, tuple[Any, str]] = {}
+    for prof in profiles:  # in search order: the first owner of a name is the one that would shadow the later
+        names = [("id", prof.id)] + [("alias", a) for a in prof.aliases]  # display names may repeat: see `find_profile`
+        for kind, name in names:
+            key = _normalise(name)
+            other, okind = owner.get(key, (None, ""))
+            if other is not None and other.id != prof.id:
+                raise error(f"{other.path or other.id}: {okind} '{name}' is also the {kind} of {what} '{prof.id}' "
+                            f"({prof.path or 'shipped'}); a name may select one profile only: rename it")
+            owner.setdefault(key, (prof, kind))
 
 
 def load_hardware(name_or_path: str | Path, extra_dirs: Iterable[str | Path] | None = None) -> HardwareProfile:
@@ -226,11 +318,9 @@ def load_hardware(name_or_path: str | Path, extra_dirs: Iterable[str | Path] | N
     text = str(name_or_path)
     if text.endswith(".toml") or os.sep in text:
         return load_profile_file(text)
-    want = _normalise(text)
     profiles = list_profiles(extra_dirs)
-    for prof in profiles:
-        names = {_normalise(prof.id), _normalise(prof.name)} | {_normalise(a) for a in prof.aliases}
-        if want in names:
-            return prof
+    prof = find_profile(profiles, text, HardwareProfileError, "hardware")
+    if prof is not None:
+        return prof
     known = ", ".join(sorted(p.id for p in profiles))
     raise HardwareProfileError(f"unknown hardware '{text}'; known profiles: {known} (or pass a .toml path / --hardware-dir)")

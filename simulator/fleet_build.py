@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.deployment import Deployment, tp_problem
 from specagent.simulator.fleet import FleetSim, compile_steps
 from specagent.simulator.fleet_config import (
     STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Fleet, Pool, Scheduler, resolve_price,
@@ -51,7 +51,10 @@ def fitting_deployment(spec: DeploymentSpec, gpu: str | None, context: int) -> D
     dep = replace(spec, hardware=gpu or spec.hardware, gpus=GPU_COUNTS[0], parallelism="tp").build()
     if dep.model.is_moe:
         dep = replace(dep, parallelism=spec.parallelism)
+    dep.check_context(context)  # past the model's window no GPU count helps
     for g in GPU_COUNTS:
+        if tp_problem(dep.model, g) is not None:  # e.g. 8 GPUs for a model with 12 heads: not a deployment
+            continue
         cand = replace(dep, gpus=g)
         if cand.memory_needed(1, context) <= cand.usable_bytes:
             return cand

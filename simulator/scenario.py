@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 import tomli_w
 
 from specagent.common.errors import InputError
+from specagent.common.paths import check_input_file
 from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, PARALLELISMS, Deployment, DeploymentDoesNotFit
 from specagent.costmodel.dtypes import DTYPE_BYTES
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
@@ -159,7 +160,11 @@ class _DeploymentSpecMethods:
         try:
             return Deployment(**values)
         except ValueError as exc:
-            raise ScenarioError(str(exc)) from exc
+            text = str(exc)
+            first = text.split(" ", 1)[0].rstrip(":")  # Deployment's messages start with the field they concern
+            if first in values and text.startswith(first + ":"):
+                text = text[len(first) + 1:].strip()
+            raise ScenarioError(text, first if first in values else "") from exc
 
 
 DeploymentSpec = dataclasses.make_dataclass("DeploymentSpec", _deployment_fields(), bases=(_DeploymentSpecMethods,), frozen=True)
@@ -401,10 +406,11 @@ class Scenario:
         p = Path(name_or_path)
         if not p.exists() and str(name_or_path) in SHIPPED:
             p = shipped_path(str(name_or_path))
+        check_input_file(p, ScenarioError, "scenario file",
+                         missing=f"{p}: no such scenario file (shipped scenarios: {', '.join(SHIPPED)})")
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ScenarioError(f"{p}: no such scenario file (shipped scenarios: {', '.join(SHIPPED)})") from None
+            raw = p.read_text(encoding="utf-8")
+            data = tomllib.loads(raw.removeprefix("\ufeff"))  # a BOM (Windows editors) is not TOML, but harmless
         except (OSError, UnicodeDecodeError) as exc:
             raise ScenarioError(f"{p}: cannot read scenario file: {exc}") from None
         except tomllib.TOMLDecodeError as exc:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from specagent.common.paths import check_input_file
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.roofline import WEIGHT_MODES
 
@@ -41,9 +42,10 @@ class ApiModel:
 def load_api_models(path: str | Path | None = None) -> dict[str, ApiModel]:
     """API price/latency entries from a TOML file (the shipped one by default)."""
     p = Path(path) if path else Path(str(resources.files("specagent.simulator") / "data" / "api_models.toml"))
+    check_input_file(p, ValueError, "API model file")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(p.read_text(encoding="utf-8").removeprefix("\ufeff"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{p}: cannot read API model file: {exc}") from exc
     out = {}
     for name, entry in data.get("api", {}).items():

@@ -54,6 +54,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import check_input_file
+from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 
 try:
@@ -115,9 +118,9 @@ class SweepConfig:
     @classmethod
     def from_toml(cls, path: str | Path, scenario: str | Path | None = None) -> "SweepConfig":
         """A sweep config file; `scenario` (a file or a shipped name) stands for its [sweep].scenario."""
-        p = Path(path)
+        p = check_input_file(path, SweepConfigError, "sweep config")
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
+            data = tomllib.loads(p.read_text(encoding="utf-8").removeprefix("\ufeff"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SweepConfigError(f"{p}: cannot read sweep config: {exc}") from exc
         except UnicodeDecodeError as exc:
@@ -194,8 +197,46 @@ class SweepConfig:
         d["scenario"] = self.scenario.to_dict()
         return d
 
+    def inputs(self) -> dict:
+        """Content hashes of every file all cells read (workload or requests, model configs, serving engines).
+
+        Why: a cell's file name must change when what it was computed from changes, not only its path;
+        an edited trace under the same name would otherwise resume with cells of the old one."""
+        sc = self.scenario
+        out: dict[str, str] = {}
+        if self.requests:
+            out["requests"] = file_digest(self.requests)
+        else:
+            out["workload"] = file_digest(self.workload or default_workload_path())
+        for role in ("weak", "strong"):
+            spec = getattr(sc, role)
+            try:
+                out[f"{role}_model"] = file_digest(load_model_spec(spec.model).source)
+                eng = load_engine(spec.engine or DEFAULT_ENGINE)
+            except (ModelSpecError, EngineProfileError) as exc:
+                raise SweepConfigError(f"[scenario] {role}: {exc}") from None
+            out[f"{role}_engine"] = file_digest(eng.path) if eng.path else eng.id
+        return out
+
+    def hardware_inputs(self) -> dict[str, str]:
+        """Content hash of each GPU profile the grid names (only the cells on that GPU read it)."""
+        out: dict[str, str] = {}
+        for hw in self.grid["hardware"]:
+            for gpu in str(hw).split("+"):
+                if gpu not in out:
+                    try:
+                        out[gpu] = file_digest(load_hardware(gpu).path)
+                    except HardwareProfileError as exc:
+                        raise SweepConfigError(f"[grid].hardware: {exc}") from None
+        return out
+
     def cells(self) -> list[dict]:
-        """The grid in a fixed order; K collapses to 0 for strategies that have no K."""
+        """The grid in a fixed order; K collapses to 0 for strategies that have no K.
+
+        A cell's id hashes the cell, the fixed settings, the contents of the files every cell reads
+        and of the GPU profiles this cell reads: edit one profile and exactly its cells get new ids."""
+        fixed = {**self.fixed(), "inputs": self.inputs()}
+        hw_digest = self.hardware_inputs()
         out, seen = [], set()
         for combo in itertools.product(*(self.grid[k] for k in GRID_KEYS)):
             cell = dict(zip(GRID_KEYS, combo))
@@ -205,7 +246,8 @@ class SweepConfig:
             if key in seen:
                 continue
             seen.add(key)
-            cell["cell_id"] = cell_id(cell, self.fixed())
+            gpus = str(cell["hardware"]).split("+")
+            cell["cell_id"] = cell_id(cell, fixed, {g: hw_digest[g] for g in gpus})
             cell["cell_index"] = len(out)
             out.append(cell)
         return out
@@ -298,15 +340,30 @@ def _scenario(data: dict, sw: dict, where: str) -> Scenario:
         raise ScenarioError(f"{where}: [sweep].{key}: {exc}", exc.where) from None
 
 
-def cell_id(cell: dict, fixed: dict) -> str:
-    """A readable prefix plus a hash of everything the cell's result depends on."""
-    body = json.dumps({"cell": {k: cell[k] for k in GRID_KEYS}, "fixed": fixed}, sort_keys=True, default=str)
+def file_digest(path: str | Path) -> str:
+    """The first 16 hex digits of a file's SHA-256 (what a cell id hashes for a file it reads)."""
+    p = check_input_file(path, SweepConfigError, "an input of the sweep")
+    h = hashlib.sha256()
+    try:
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise SweepConfigError(f"{p}: cannot read an input of the sweep ({exc.strerror})") from None
+    return h.hexdigest()[:16]
+
+
+def cell_id(cell: dict, fixed: dict, hardware: dict | None = None) -> str:
+    """A readable prefix plus a hash of everything the cell's result depends on (`hardware`: its GPU profiles' digests)."""
+    body = json.dumps({"cell": {k: cell[k] for k in GRID_KEYS}, "fixed": fixed, **({"hardware": hardware} if hardware else {})},
+                      sort_keys=True, default=str)
     h = hashlib.sha256(body.encode()).hexdigest()[:16]
     return f"{cell['strategy']}_k{cell['k']}_{h}"
 
 
 @functools.lru_cache(maxsize=4)
-def _episodes(workload: str | None):
+def _episodes(workload: str | None, digest: str | None = None):
+    """The workload's episodes, cached per (path, content hash): an edited file is read again."""
     return episodes_of(load_trajectories(workload or default_workload_path()))
 
 
@@ -329,8 +386,8 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     n = int(fixed["tasks"])
     # a request trace is served as it is (replayed cyclically past its end: TaskPlan.serve); agent tasks are planned
     # once per cell: steady cells draw at least 1,000 so the window's tasks are not a handful repeated
-    tasks = request_tasks(_requests(fixed["requests"])) if fixed.get("requests") else \
-        plan_tasks(_episodes(fixed["workload"]), cell["strategy"], sc, max(n, 1000) if steady else n)
+    tasks = request_tasks(_requests(fixed["requests"], fixed.get("inputs", {}).get("requests"))) if fixed.get("requests") else \
+        plan_tasks(_episodes(fixed["workload"], fixed.get("inputs", {}).get("workload")), cell["strategy"], sc, max(n, 1000) if steady else n)
     steady_row: dict = {}
     if steady:  # the fleet at a sustained rate: window, detected warm-up, stability, p95 with its CI
         ref = float(uncontended(tasks, build((None, None)), sc.seed).tasks["latency_s"].quantile(0.95))
@@ -352,7 +409,7 @@ def run_cell(cell: dict, fixed: dict) -> dict:
 
 
 @functools.lru_cache(maxsize=2)
-def _requests(path: str):
+def _requests(path: str, digest: str | None = None):
     return load_requests(path)
 
 
@@ -384,7 +441,7 @@ def run_sweep(config: SweepConfig, out_dir: str | Path, backend: str = "local", 
         created = atomic.make_parents(cells_dir / "cell")  # cells/ and the folders above it that did not exist
     except OSError as exc:
         raise atomic.output_error(cells_dir, exc) from exc
-    fixed = config.fixed()
+    fixed = {**config.fixed(), "inputs": config.inputs()}
     cells = config.cells()
     try:
         return _run_locked(config, out, fixed, cells, backend, workers, address, stop_after, on_done, progress, force)
@@ -431,8 +488,9 @@ def _run_located(cell: dict, fixed: dict) -> dict:
 
 
 def config_record(config: SweepConfig) -> dict:
-    """What config.json holds: the grid and the fixed settings, as plain JSON data."""
-    return json.loads(json.dumps({"grid": config.grid, "fixed": config.fixed()}, sort_keys=True, default=str))
+    """What config.json holds: the grid, the fixed settings and the content hashes of the inputs, as plain JSON data."""
+    inputs = {**config.inputs(), **{f"hardware.{g}": d for g, d in config.hardware_inputs().items()}}
+    return json.loads(json.dumps({"grid": config.grid, "fixed": config.fixed(), "inputs": inputs}, sort_keys=True, default=str))
 
 
 def _adopt_folder(out: Path, config: SweepConfig, cells: list[dict], force: bool) -> None:
@@ -450,7 +508,8 @@ def _adopt_folder(out: Path, config: SweepConfig, cells: list[dict], force: bool
     if foreign and not force:
         raise SweepFolderError(
             f"{out} holds {len(foreign)} cell(s) of a different sweep config ({_what_changed(out / 'config.json', new)}); "
-            f"give a new --out folder, or --force to delete those cells and run this config there")
+            f"give a new --out folder, or --force to delete those cells and run this config there (a cell is stale when "
+            f"the config or the contents of a file it read changed)")
     for p in foreign:
         p.unlink()
     atomic.write_text(out / "config.json", json.dumps(new, sort_keys=True, indent=1))

@@ -304,7 +304,9 @@ def test_deployment_memory_sizes_by_hand():
     assert dep.memory_needed(3, 1000) == w + 3 * (1000 * kv + state)
     free = 96e9 * 0.9 - w
     assert dep.max_sequences(4096) == int(free // (4096 * kv + state))
-    assert dep.min_gpus() == 1 and dep.min_gpus(1000, 32768) == math.ceil((w + 1000 * (32768 * kv + state)) / (96e9 * 0.9))
+    # memory alone needs 14 GPUs; the fewest a 16-head model can be split over at or above that is 16
+    assert math.ceil((w + 1000 * (32768 * kv + state)) / (96e9 * 0.9)) == 14
+    assert dep.min_gpus() == 1 and dep.min_gpus(1000, 32768) == 16
 
 
 def test_max_sequences_edges():
@@ -323,6 +325,8 @@ def test_check_fit_message_and_figures():
         dep.check_fit(100, 100_000)
     g = math.ceil(need / (96e9 * 0.9))  # the KV of 100 x 100k tokens (307 GB) counts too
     assert g > math.ceil(dep.memory_needed(100, 0) / (96e9 * 0.9))
+    assert g == 13
+    g = 16  # the advice is a TP degree that divides the 32 attention heads (13, 14, 15 do not)
     assert e.value.need_bytes == need and e.value.have_bytes == 8 * 96e9 * 0.9 and e.value.min_gpus == g
     assert str(e.value) == (
         f"Qwen/Qwen3.5-397B-A17B in bf16 on 8x NVIDIA H20 does not fit: needs {need / 1e9:,.1f} GB (weights "
@@ -627,7 +631,7 @@ _HYBRID = {"model_type": "qwen3_5", "hidden_size": 64, "num_hidden_layers": 2, "
     (_DENSE, {"tie_word_embeddings": "yes"}, "field 'tie_word_embeddings' must be true or false, got 'yes'"),
     (_DENSE, {"num_nextn_predict_layers": -1}, "field 'num_nextn_predict_layers' must be at least 0, got -1"),
     (_DENSE, {"num_nextn_predict_layers": 1025}, "field 'num_nextn_predict_layers' must be at most 1024, got 1025"),
-    (_DENSE, {"max_position_embeddings": -1}, "field 'max_position_embeddings' must be at least 0, got -1"),
+    (_DENSE, {"max_position_embeddings": -1}, "field 'max_position_embeddings' must be at least 1, got -1"),
     (_DENSE, {"num_experts": -1}, "field 'num_experts' must be at least 0, got -1"),
     (_HYBRID, {"layer_types": "full_attention"}, "layer_types has str entries, num_hidden_layers is 2"),
     (_HYBRID, {"layer_types": ["mamba", "full_attention"]},
@@ -686,7 +690,9 @@ def test_load_model_spec_by_name_id_dir_and_file(tmp_path):
 
 def test_deployment_limits_are_inclusive_and_an_engine_gpu_limit_is_named_in_full():
     spec, hw = load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm")
-    assert Deployment(spec, hw, gpus=1024, memory_utilization=0.01).gpus == 1024
+    with pytest.raises(ValueError, match=r"a replica on 1024 GPUs splits attention 1024 ways, but 1024 does not divide"):
+        Deployment(spec, hw, gpus=1024, memory_utilization=0.01)  # within the range: refused only as a TP degree
+    assert Deployment(spec, hw, gpus=32, memory_utilization=0.01).gpus == 32
     with pytest.raises(ValueError, match=r"^gpus must be in \[1, 1,024\], got 1025$"):
         Deployment(spec, hw, gpus=1025)
     two = dataclasses.replace(load_engine("vllm"), max_gpus=Sourced(2, "calibrated on 2"))

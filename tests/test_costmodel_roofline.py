@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specagent.costmodel.balance import balance_point
-from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit, tp_problem
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.moe import moe_union_experts, moe_union_experts_monte_carlo
 from specagent.costmodel.passes import GDN_CHUNK, Passes
@@ -212,10 +212,26 @@ def test_397b_bf16_does_not_fit_8x_h20():
         dep.check_fit(sequences=1, context=8192)
     need = 2 * 396_346_350_336 + 8192 * 30720 + Q397.state_bytes_per_sequence()
     assert e.value.need_bytes == pytest.approx(need, rel=1e-12)
-    assert e.value.min_gpus == math.ceil(need / (96e9 * 0.9)) == 10
+    # memory alone needs 10 GPUs, but 10 does not divide the 32 attention heads: the next valid TP degree is 16
+    assert math.ceil(need / (96e9 * 0.9)) == 10
+    assert [g for g in range(10, 17) if tp_problem(Q397, g) is None] == [16]
+    assert e.value.min_gpus == 16
     msg = str(e.value)
     assert "792.9" in msg or "793.0" in msg or "793.1" in msg  # need in GB
-    assert "10 GPU" in msg and "fp8" in msg
+    assert "fit on 16 GPU" in msg and "fp8" in msg
+
+
+def test_tensor_parallel_degrees_must_divide_the_heads():
+    """Finding F3 of 2026-12-01-hostile-inputs: TP=7 on 16 heads, 1,000 GPUs, 5 GPUs for 32 heads were priced."""
+    assert tp_problem(Q397, 8) is None and tp_problem(Q397, 16) is None
+    assert "32 num_attention_heads" in tp_problem(Q397, 3)
+    assert tp_problem(Q397, 5) is not None and tp_problem(Q397, 7) is not None
+    with pytest.raises(ValueError, match="does not divide"):
+        Deployment(Q397, H20, gpus=7, weight_dtype="fp8")
+    with pytest.raises(ValueError, match="in \\[1, 1,024\\]|does not divide"):
+        Deployment(Q397, H20, gpus=1000, weight_dtype="fp8")
+    # 2 KV heads on 8 GPUs are replicated (8 is a multiple of 2), as vLLM does; 3 KV heads on 2 GPUs are not
+    assert Q397.attention.num_kv_heads == 2 and tp_problem(Q397, 8) is None
 
 
 def test_397b_fp8_fits_8x_h20_and_max_sequences():
@@ -485,7 +501,7 @@ def test_decode_curve_parsed_with_source_and_absent_from_shipped_profiles():
     with pytest.raises(HardwareProfileError, match=r"x\.toml: field 'efficiency\.decode_curve'.*source"):
         parse_profile(data, "x.toml")
     data["efficiency"]["decode_curve"] = {"value": [[0, 0.1]], "source": "test"}
-    with pytest.raises(HardwareProfileError, match=r"x\.toml: efficiency\.decode_curve needs positive x"):
+    with pytest.raises(HardwareProfileError, match=r"x\.toml: field 'efficiency\.decode_curve' needs finite x"):
         parse_profile(data, "x.toml")
 
 

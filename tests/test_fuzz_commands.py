@@ -565,6 +565,110 @@ BAD = [
 ]
 
 
+# ---------------------------------------------------------------- 2b. the hostile-input findings (2026-12-01-hostile-inputs.md)
+H20_TOML = (DATA / "hardware/profiles/h20.toml").read_text(encoding="utf-8")
+IDEAL_TOML = (DATA / "hardware/engines/ideal.toml").read_text(encoding="utf-8")
+
+
+def _hw(old: str, new: str) -> str:
+    """A copy of the shipped H20 profile under its own id, with one figure changed."""
+    text = H20_TOML.replace('id = "h20"', 'id = "hostile"').replace('aliases = ["h20", "h20-96gb", "nvidia-h20"]', "aliases = []")
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+def _eng(old: str, new: str) -> str:
+    text = IDEAL_TOML.replace('id = "ideal"', 'id = "hostile"')
+    text = re.sub(r"^aliases = .*$", "aliases = []", text, flags=re.M)
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+HW_SHOW, ENG_SHOW = ("hardware", "show", "{file}"), ("latency", "engine", "{file}")
+ROOF_4B = ("roofline", "--model", "qwen3.5-4b", "--weight-dtype", "bf16")
+PREDICT_SMALL = ("predict", "--trace", "{small}", "--strategies", "strongonly,specagent", "-o", "{out}/p")
+PLAN_REQ = ("plan", "--requests", "{file}", "--rate", "1/s", "--strong-model", "qwen3.5-4b", "--strong-dtype", "bf16", "--gpu", "h20")
+CSV_HEAD = "arrival_s,prompt_tokens,output_tokens\n"
+
+HOSTILE = [
+    # F1: nan / inf in a hardware or engine profile (TOML literals), through show, roofline and predict
+    Bad("F1-hw-bandwidth-nan", HW_SHOW, _hw("bandwidth_tb_s = { value = 4.0", "bandwidth_tb_s = { value = nan"), "h.toml",
+        ("memory.bandwidth_tb_s", "finite")),
+    Bad("F1-hw-bandwidth-inf", HW_SHOW, _hw("bandwidth_tb_s = { value = 4.0", "bandwidth_tb_s = { value = inf"), "h.toml",
+        ("memory.bandwidth_tb_s", "finite")),
+    Bad("F1-hw-fp8-nan", HW_SHOW, _hw("fp8 = { value = 296.0", "fp8 = { value = nan"), "h.toml", ("peak_tflops.fp8", "finite")),
+    Bad("F1-roofline-hw-nan", ("roofline", "--hardware", "{file}", "--gpus", "1", "--model", "qwen3.5-4b", "--weight-dtype", "fp8"),
+        _hw("bandwidth_tb_s = { value = 4.0", "bandwidth_tb_s = { value = nan"), "h.toml", ("memory.bandwidth_tb_s",)),
+    Bad("F1-predict-weak-hw-nan", (*PREDICT_SMALL, "--weak-hardware", "{file}"),
+        _hw("bandwidth_tb_s = { value = 4.0", "bandwidth_tb_s = { value = nan"), "h.toml", ("memory.bandwidth_tb_s", "finite")),
+    Bad("F1-engine-half-mb-nan", ENG_SHOW, _eng("bandwidth_half_mb = { value = 0.0", "bandwidth_half_mb = { value = nan"), "e.toml",
+        ("kernels.bandwidth_half_mb", "finite")),
+    Bad("F1-engine-allreduce-nan", (*PREDICT_SMALL, "--strong-serving-engine", "{file}"),
+        _eng("allreduce_alpha_us = { value = 0.0", "allreduce_alpha_us = { value = nan"), "e.toml",
+        ("collectives.allreduce_alpha_us", "finite")),
+    Bad("F1-engine-request-inf", ENG_SHOW, _eng("request_us = { value = 0.0", "request_us = { value = inf"), "e.toml",
+        ("per_request.request_us", "finite")),
+    Bad("F1-engine-request-huge", ENG_SHOW, _eng("request_us = { value = 0.0", "request_us = { value = 1e300"), "e.toml",
+        ("per_request.request_us", "at most")),
+    Bad("F1-engine-unknown-section", ENG_SHOW, _eng('version = "', 'colectives = { x = 1 }\nversion = "'), "e.toml",
+        ("unknown key", "colectives")),
+    # F20: profile errors name the TOML key as written; out-of-range figures refused with the range
+    Bad("F20-hw-bandwidth-zero", HW_SHOW, _hw("bandwidth_tb_s = { value = 4.0", "bandwidth_tb_s = { value = 0.0"), "h.toml",
+        ("memory.bandwidth_tb_s",)),
+    Bad("F20-hw-bandwidth-text", HW_SHOW, _hw("bandwidth_tb_s = { value = 4.0", 'bandwidth_tb_s = { value = "4.0"'), "h.toml",
+        ("memory.bandwidth_tb_s",)),
+    Bad("F20-hw-nvlink-zero", HW_SHOW, _hw("bandwidth_gb_s = { value = 900.0", "bandwidth_gb_s = { value = 0.0"), "h.toml",
+        ("interconnect.bandwidth_gb_s",)),
+    Bad("F20-hw-capacity-tiny", HW_SHOW, _hw("capacity_gb = { value = 96.0", "capacity_gb = { value = 1e-9"), "h.toml",
+        ("memory.capacity_gb", "100,000")),
+    Bad("F20-hw-unknown-key", HW_SHOW, _hw("[memory]", "[memory]\nbandwith_tb_s = { value = 1.0, source = \"typo\" }"), "h.toml",
+        ("unknown key", "bandwith_tb_s")),
+    Bad("F20-hw-unknown-top", HW_SHOW, _hw('vendor = "NVIDIA"', 'vendor = "NVIDIA"\nprize = 3'), "h.toml", ("unknown key", "prize")),
+    Bad("F20-hw-unknown-dtype", HW_SHOW, _hw("[peak_tflops]", "[peak_tflops]\nbf17 = { value = 1.0, source = \"x\" }"), "h.toml",
+        ("peak_tflops", "bf17")),
+    # F3: tensor-parallel degrees that do not divide the heads
+    Bad("F3-roofline-tp7", (*ROOF_4B, "--gpus", "7"), None, "", ("--gpus", "does not divide", "16 num_attention_heads")),
+    Bad("F3-roofline-tp1000", (*ROOF_4B, "--gpus", "1000"), None, "", ("--gpus", "does not divide")),
+    Bad("F3-scenario-tp7", ("predict", "--scenario", "{file}", "-o", "{out}/p"), "[strong]\ngpus = 7\n", "s.toml",
+        ("strong.gpus", "does not divide")),
+    Bad("F3-advice-valid-tp", ("roofline", "--weight-dtype", "bf16"), None, "", ("fit on 16 GPU",)),
+    # F12: contexts beyond the model's window
+    Bad("F12-roofline-context", ("roofline", "--model", "llama-3.1-8b", "--gpus", "1", "--weight-dtype", "fp8", "--context", "200000"),
+        None, "", ("--context 200000", "131,072", "max_position_embeddings")),
+    Bad("F12-plan-request-window", PLAN_REQ, CSV_HEAD + "0,300000,10\n1,100,10\n", "r.csv", ("line 2", "262,144")),
+    # F8, F11, F16, F17: request CSVs
+    Bad("F8-mixed-arrivals", PLAN_REQ, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.500,10,2\n12.5,20,3\n",
+        "r.csv", ("line 3", "arrival_s", "same kind of time")),
+    Bad("F11-tokens-1e30", PLAN_REQ, CSV_HEAD + "0,1e30,10\n", "r.csv", ("line 2", "prompt_tokens", "10,485,760")),
+    Bad("F11-tokens-2e19", PLAN_REQ, CSV_HEAD + "0,20000000000000000000,10\n", "r.csv", ("line 2", "prompt_tokens")),
+    Bad("F11-output-1e30", PLAN_REQ, CSV_HEAD + "0,10,1e30\n", "r.csv", ("line 2", "output_tokens")),
+    Bad("F16-aware-naive", PLAN_REQ, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.500+00:00,10,2\n"
+        "2023-11-16 18:15:48.000,20,3\n", "r.csv", ("line 3", "UTC offset")),
+    Bad("F17-request-too-long", PLAN_REQ, CSV_HEAD + "0,1000000000,9\n", "r.csv", ("line 2", "prompt_tokens")),
+    Bad("F17-request-does-not-fit", tuple(a if a != "qwen3.5-4b" else "llama-3.1-8b" for a in PLAN_REQ),
+        CSV_HEAD + "0,100,9\n1,250000,9\n", "r.csv", ("line 3", "cannot be served", "131,072")),
+    # F15: values from a scenario file named as its keys, not as flags never given
+    Bad("F15-scenario-api", ("predict", "--scenario", "{file}", "-o", "{out}/p"), 'strong_api = "nope-model"\n', "s.toml",
+        ("strong_api", "nope-model")),
+    Bad("F15-scenario-engine", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[strong]\nengine = "nope.toml"\n', "s.toml",
+        ("strong.engine", "no such file")),
+    # F24: storage formats no engine runs
+    Bad("F24-activation-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nactivation_dtype = "int4"\n', "s.toml",
+        ("weak.activation_dtype", "weight formats")),
+    Bad("F24-state-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nkv_dtype = "int4"\nstate_dtype = "int4"\n',
+        "s.toml", ("weak.state_dtype", "float format")),
+    Bad("F24-kv-nvfp4-h20", ("roofline", "--kv-dtype", "nvfp4"), None, "", ("--kv-dtype", "FP4 tensor cores")),
+    # F21: model configs through `models show`
+    Bad("F21-config-hidden-huge", ("models", "show", "{file}"), lambda env: json.dumps(
+        {**json.loads((DATA / "costmodel/configs/meta-llama/Llama-3.1-8B/config.json").read_text()),
+         "hidden_size": 10**15, "intermediate_size": 10**15}), "config.json", ("hidden_size", "at most")),
+    Bad("F12-config-window-0", ("models", "show", "{file}"), lambda env: json.dumps(
+        {**json.loads((DATA / "costmodel/configs/meta-llama/Llama-3.1-8B/config.json").read_text()),
+         "max_position_embeddings": 0}), "config.json", ("max_position_embeddings", "at least 1")),
+]
+BAD += HOSTILE
+
+
 def _materialise(bad: Bad, env: dict, d: Path) -> Path | None:
     if bad.content is None:
         if bad.id == "hardware-dir-bad-profile":
@@ -635,6 +739,9 @@ WRITERS = [
            folder=True, full_disk=False),
     Writer("calibrate", ("calibrate", "-o", "{target}", "--scale", "tiny"), full_disk=False),
     Writer("live", ("live", "--synthetic", "--scale", "tiny", "-o", "{target}"), folder=True, full_disk=False),
+    # F10: plan --out writes plan.json with its figures; the full-disk file set (written together) is issue #27's
+    Writer("plan", ("plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20",
+                    "--out", "{target}"), folder=True, full_disk=False),
     Writer("acceptance-fit", ("acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{target}")),
 ]
 
@@ -706,7 +813,7 @@ def test_an_output_onto_a_full_disk_is_one_line_and_leaves_nothing(w, env, tmp_p
 def test_every_writing_command_is_in_the_output_cases():
     writers = {" ".join(a for a in w.argv[:3] if not a.startswith(("-", "{", "/"))) for w in WRITERS}
     for command in ("predict", "simulate", "traces import tau2", "traces import openai", "traces synth", "traces fit", "sweep",
-                    "study balance", "report", "predictor validate", "latency validate", "latency fit", "calibrate", "live"):
+                    "study balance", "report", "predictor validate", "latency validate", "latency fit", "calibrate", "live", "plan"):
         assert any(w.startswith(command) for w in writers), command
 
 

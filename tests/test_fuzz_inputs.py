@@ -302,6 +302,11 @@ BAD_TAU2 = [
     Bad("role_unknown", "r.json", tau2_with(("simulations", 0, "messages", 1, "role"), "narrator"), ("role",)),
     Bad("reward_string", "r.json", tau2_with(("simulations", 0, "reward_info", "reward"), "full"), ("reward",)),
     Bad("reward_bool", "r.json", tau2_with(("simulations", 0, "reward_info", "reward"), True), ("reward",)),
+    # 2026-12-01-hostile-inputs F23: rewards outside [0, 1], one simulation listed twice
+    Bad("reward_7.5", "r.json", tau2_with(("simulations", 0, "reward_info", "reward"), 7.5), ("reward", "[0, 1]")),
+    Bad("reward_negative", "r.json", tau2_with(("simulations", 0, "reward_info", "reward"), -1.0), ("reward", "[0, 1]")),
+    Bad("reward_nan", "r.json", tau2_with(("simulations", 0, "reward_info", "reward"), math.nan), ("reward", "[0, 1]")),
+
     Bad("task_id_missing", "r.json", tau2_with(("simulations", 0, "task_id"), None), ("task_id",)),
     Bad("messages_empty", "r.json", tau2_with(("simulations", 0, "messages"), []), ("messages",)),
     Bad("tool_call_no_name", "r.json", tau2_with(("simulations", 0, "messages", TAU2_CALL, "tool_calls", 0, "name"), ""),
@@ -360,6 +365,17 @@ def test_bad_importer_inputs(kind, bad, skip_bad, cases_dir):
     out = cases_dir / f"imp_{kind}" / bad.id / ("out_skip.jsonl" if skip_bad else "out.jsonl")
     r = runner.invoke(app, ["traces", "import", kind, str(f), "-o", str(out)] + (["--skip-bad"] if skip_bad else []))
     assert_clear_error(r, bad.expect, f, (out,))
+
+
+def test_a_simulation_listed_twice_is_refused_or_skipped_once(tmp_path):
+    """F23: the same τ²-Bench simulation twice was imported as two trajectories."""
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({**TAU2, "simulations": [TAU2["simulations"][0]] * 2}), encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    assert_clear_error(runner.invoke(app, ["traces", "import", "tau2", str(f), "-o", str(out)]),
+                       ("simulation 1", "'id'", "listed twice"), f, (out,))
+    r = runner.invoke(app, ["traces", "import", "tau2", str(f), "-o", str(out), "--skip-bad"])
+    assert len(_imported(r, out)) == 1 and "listed twice" in r.output
 
 
 def _imported(r, out: Path) -> list[Trajectory]:
@@ -479,7 +495,15 @@ BAD_CONFIGS = [
     ("layer_types_unknown", ("layer_types",), ["teleport"] * 32, "layer_types"),
     ("layer_types_short", ("layer_types",), ["full_attention"], "layer_types"),
     ("tie_string", ("tie_word_embeddings",), "false", "true or false"),
-    ("max_positions_negative", ("max_position_embeddings",), -1, "at least 0"),
+    ("max_positions_negative", ("max_position_embeddings",), -1, "at least 1"),
+    # 2026-12-01-hostile-inputs F12, F21: a window of 0, a zero FFN reported as missing, shapes with no typo guard
+    ("max_positions_0", ("max_position_embeddings",), 0, "at least 1"),
+    ("intermediate_0", ("intermediate_size",), 0, "at least 1 for dense FFN"),
+    ("hidden_1e15", ("hidden_size",), 10**15, "at most 131,072"),
+    ("intermediate_1e15", ("intermediate_size",), 10**15, "at most 1,048,576"),
+    ("vocab_1e13", ("vocab_size",), 10**13, "at most 16,777,216"),
+    ("head_dim_1e9", ("head_dim",), 10**9, "at most 4,096"),
+    ("linear_value_heads_1e9", ("linear_num_value_heads",), 10**9, "at most 4,096"),
     ("model_type_list", ("model_type",), ["qwen3_5_text"], "model_type"),
 ]
 
@@ -496,6 +520,14 @@ def test_bad_model_configs(case, tmp_path):
     assert str(f) in str(e.value) and field in str(e.value) and phrase in str(e.value)
     for cmd in (["models", "show", str(f)], ["simulate", "specagent", "--weak-model", str(f)]):
         assert_clear_error(runner.invoke(app, cmd), (field, phrase), f)
+
+
+def test_text_config_that_is_not_an_object_is_named(tmp_path):
+    """F21a: `text_config: [1]` was reported as a missing hidden_size."""
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({**CONFIG, "text_config": [1]}))
+    with pytest.raises(ModelSpecError, match="field 'text_config' must be a JSON object"):
+        load_model_spec(f)
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe{}", "[" * 100_000, "", "{}"], ids=["non_utf8", "deep", "empty", "no_fields"])

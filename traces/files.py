@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from specagent.common.paths import input_file_problem
+
 from .errors import TraceFormatError
 
 PARQUET_MAGIC = b"PAR1"
@@ -32,12 +34,13 @@ IMPORT_HINT = {
 def check_input_path(path: str | os.PathLike, expected: str) -> Path:
     """The path as a Path if it names a readable regular file; else FileNotFoundError / TraceFormatError."""
     p = Path(path)
-    if not p.exists():
+    problem = input_file_problem(p)  # the one check every file argument goes through (common/paths.py)
+    if problem == "no such file":
         raise FileNotFoundError(f"{p}: no such file (expected {expected})")
-    if p.is_dir():
+    if problem == "a directory":
         raise TraceFormatError(str(p), "path", "<file>", f"a file holding {expected}", found="a directory")
-    if not p.is_file():
-        raise TraceFormatError(str(p), "path", "<file>", f"a regular file holding {expected}", found="a special file")
+    if problem is not None:
+        raise TraceFormatError(str(p), "path", "<file>", f"a regular file holding {expected}", found=problem)
     return p
 
 

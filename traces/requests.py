@@ -20,8 +20,10 @@ import numpy as np
 import pandas as pd
 
 from specagent.common import atomic
+from specagent.common.paths import input_file_problem
 
 from .errors import TraceFormatError
+from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS
 
 #: Accepted header names per field, first the canonical one (case-insensitive).
 COLUMNS = {
@@ -75,11 +77,12 @@ def _column(frame: pd.DataFrame, field: str, path: str, required: bool) -> str |
 
 def _counts(frame: pd.DataFrame, col: str, field: str, path: str) -> np.ndarray:
     raw = frame[col]
-    num = pd.to_numeric(raw, errors="coerce")
-    bad = num.isna() | (num < 1) | (num != np.floor(num))
+    num = pd.to_numeric(raw, errors="coerce").astype(np.float64)  # 2**64 and up stay numbers (no int64 wrap-around)
+    bad = num.isna() | (num < 1) | (num != np.floor(num)) | (num > MAX_CONTEXT_TOKENS)
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceFormatError(path, f"line {i + 2}", field, "a whole number of tokens >= 1", got=raw.iloc[i])
+        raise TraceFormatError(path, f"line {i + 2}", field, f"a whole number of tokens in [1, {MAX_CONTEXT_TOKENS:,}] "
+                               f"({LIMIT_REASONS[MAX_CONTEXT_TOKENS]})", got=raw.iloc[i])
     return num.to_numpy(dtype=np.int64)
 
 
@@ -87,9 +90,21 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
     raw = frame[col]
     num = pd.to_numeric(raw, errors="coerce")
     if num.isna().any():  # timestamps such as the Azure traces' "2023-11-16 18:15:46.68": seconds from the first one
-        stamps = pd.to_datetime(raw, errors="coerce")
+        if num.notna().any():  # one column, two kinds: no single clock to subtract
+            i, j = int(np.flatnonzero(num.notna().to_numpy())[0]), int(np.flatnonzero(num.isna().to_numpy())[0])
+            raise TraceFormatError(path, f"line {i + 2}", "arrival_s", f"the same kind of time on every line (line {j + 2} "
+                                   "holds a date-time, this one a number of seconds)", got=raw.iloc[i])
+        aware = raw.str.contains(r"(?:[+-]\d\d:?\d\d|Z)\s*$", regex=True)
+        if aware.any() and not aware.all():
+            i, j = int(np.flatnonzero(aware.to_numpy())[0]), int(np.flatnonzero((~aware).to_numpy())[0])
+            raise TraceFormatError(path, f"line {j + 2}", "arrival_s", f"date-times that all carry a UTC offset or all do not "
+                                   f"(line {i + 2} has one, this one has none)", got=raw.iloc[j])
+        try:
+            stamps = pd.to_datetime(raw, errors="coerce", format="mixed", utc=bool(aware.all()))
+        except (ValueError, TypeError) as exc:
+            raise TraceFormatError(path, "file", "arrival_s", "date-times of one form", found=str(exc).splitlines()[0]) from None
         if stamps.isna().any():
-            i = int(np.flatnonzero((num.isna() & stamps.isna()).to_numpy())[0])
+            i = int(np.flatnonzero(stamps.isna().to_numpy())[0])
             raise TraceFormatError(path, f"line {i + 2}", "arrival_s", "seconds (a number) or a date-time", got=raw.iloc[i])
         t = (stamps - stamps.iloc[0]).dt.total_seconds().to_numpy(dtype=np.float64)
     else:
@@ -108,10 +123,11 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
 def load_requests(path: str | os.PathLike) -> RequestTrace:
     """A request trace CSV; errors name the file, the line and the field."""
     p = str(path)
+    problem = input_file_problem(p)  # a FIFO would block pandas forever
+    if problem is not None:
+        raise TraceFormatError(p, "file", "path", "an existing CSV file of requests", found=problem)
     try:
         frame = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise TraceFormatError(p, "file", "path", "an existing CSV file of requests") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise TraceFormatError(p, "file", "contents", "a CSV file with a header row", found=str(exc).splitlines()[0]) from None
     if frame.empty:

@@ -307,6 +307,8 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
     reward = ri.get("reward") if isinstance(ri, dict) else None
     if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
         raise ctx.err("reward_info.reward", "a number or null", reward)
+    if reward is not None and not 0.0 <= reward <= 1.0:  # τ²-Bench's reward is a product of [0, 1] checks (NaN too)
+        raise ctx.err("reward_info.reward", "a reward in [0, 1] (τ²-Bench multiplies checks that each score 0 or 1)", reward)
     if not isinstance(sim.get("task_id"), (str, int)) or isinstance(sim.get("task_id"), bool):
         raise ctx.err("task_id", "the task's id (a string)", sim.get("task_id"))
     meta = {
@@ -392,10 +394,18 @@ def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad
     retained = _detect_retention(sims, model or "")
     out: list[Trajectory] = []
     skipped_here: list[SkippedRecord] = []
+    first_of: dict[Any, int] = {}  # simulation id -> its first index: one run listed twice would count twice
     for i, sim in enumerate(sims):
         try:
             if not isinstance(sim, dict):
                 raise TraceFormatError(path, f"simulation {i}", "<simulation>", "an object", type(sim).__name__)
+            sim_id = sim.get("id")
+            if isinstance(sim_id, (str, int)) and not isinstance(sim_id, bool):
+                if sim_id in first_of:
+                    raise TraceFormatError(path, f"simulation {i}", "id", f"a simulation id not seen before (simulation "
+                                           f"{first_of[sim_id]} has it: the same run listed twice would be imported twice)",
+                                           sim_id)
+                first_of[sim_id] = i
             out.append(simulation_to_trajectory(sim, domain=domain, model=model, tags=tags, file=path,
                                                 sim_index=i, reasoning_retained=retained, repairs=repairs))
         except TraceFormatError as e:

@@ -20,8 +20,8 @@ from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
 from specagent.cli import traces as traces_cli
-from specagent.cli.console import OneLineErrors, fail
-from specagent.cli.options import deployment_options, does_not_fit
+from specagent.cli.console import SafeConsole, OneLineErrors, fail, json_out
+from specagent.cli.options import deployment_flag, deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
@@ -69,7 +69,7 @@ app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 app.add_typer(roofline_app, name="roofline")
 
-console = Console()
+console = SafeConsole()
 
 
 def _version(value: bool) -> None:
@@ -99,7 +99,7 @@ def build_deployment(spec: DeploymentSpec, hardware_dir: Optional[Path] = None) 
     try:
         return spec.build(_hardware_dirs(hardware_dir))
     except ScenarioError as exc:
-        fail(str(exc))
+        fail(f"{deployment_flag('', exc.where)}: {exc}" if exc.where else str(exc))
 
 
 # ---------------------------------------------------------------- hardware
@@ -117,7 +117,7 @@ def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool =
         for p in profs
     ]
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json_out(rows, indent=2))
         return
     t = Table(title="Hardware profiles (dense peaks, per GPU)")
     for col in ("id", "name", "BF16 TFLOP/s", "memory GB", "bandwidth TB/s", "ridge FLOP/B", "$/GPU-h"):
@@ -154,7 +154,7 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
     if p.decode_efficiency_curve:
         items.append(("decode efficiency curve", list(p.decode_efficiency_curve), "calibration (decode batch → MFU of pure-decode passes)"))
     if as_json:
-        print(json.dumps({"id": p.id, "name": p.name, "path": p.path, "figures": [dict(name=a, value=b, source=c) for a, b, c in items]}, indent=2, default=str))
+        print(json_out({"id": p.id, "name": p.name, "path": p.path, "figures": [dict(name=a, value=b, source=c) for a, b, c in items]}, indent=2, default=str))
         return
     t = Table(title=f"{p.name} ({p.id}) — {p.path}")
     t.add_column("figure")
@@ -177,7 +177,7 @@ def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
                          total_b=round(p.total / 1e9, 3), active_b=round(p.active / 1e9, 3),
                          kv_kib_per_token=s.kv_bytes_per_token() / 1024, state_mb=round(s.state_bytes_per_sequence() / 1e6, 1)))
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json_out(rows, indent=2))
         return
     # the name is what a user types: never cut (no_wrap at its full width); figures never cut either
     orgs = sorted({r["model"].split("/", 1)[0] for r in rows})
@@ -210,7 +210,7 @@ def models_show(model: str = typer.Argument(..., help="HF id, short name, or pat
                 linear_attention_layers=s.num_linear_layers, moe_layers=s.num_moe_layers, params=p,
                 kv_bytes_per_token_bf16=s.kv_bytes_per_token(), state_bytes_per_sequence=s.state_bytes_per_sequence())
     if as_json:
-        print(json.dumps(info, indent=2))
+        print(json_out(info, indent=2))
         return
     t = Table(title=f"{s.name} ({s.model_type}) — {s.source}")
     t.add_column("component")
@@ -310,7 +310,7 @@ def roofline(
         **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
     )
     if as_json:
-        print(json.dumps(out, indent=2))
+        print(json_out(out, indent=2))
         return
     t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]; "
                     f"served by {dep.engine.describe()}")
@@ -364,7 +364,7 @@ def roofline_balance(
     bp = balance_point(dep, context=context, weight_mode=weight_mode)
     out = dict(deployment=dep.describe(), **bp.__dict__)
     if as_json:
-        print(json.dumps(out, indent=2))
+        print(json_out(out, indent=2))
         return
     t = Table(title=f"Balance point — {dep.describe()}, context {context:,} [{weight_mode}]", show_header=False)
     t.add_column("k")

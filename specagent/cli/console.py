@@ -19,6 +19,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from specagent.common.errors import InputError
+from specagent.common.guard import check_output
 
 try:  # typer >= 0.2x bundles its own click
     from typer._click import exceptions as click_errors
@@ -28,6 +29,82 @@ except ImportError:  # pragma: no cover - older typer on the click package
 _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
 
 
+#: ASCII stand-ins for the non-ASCII characters the commands print, for a terminal that cannot encode them
+#: (PYTHONIOENCODING=ascii, a latin-1 locale): the output stays readable instead of ending in UnicodeEncodeError.
+ASCII_FALLBACK = {"—": "-", "–": "-", "…": "...", "×": "x", "≤": "<=", "≥": ">=", "≈": "~", "→": "->", "←": "<-", "²": "2",
+                  "³": "3", "τ": "tau", "µ": "u", "μ": "u", "±": "+/-", "·": "*", "÷": "/", "−": "-", "‘": "'", "’": "'",
+                  "“": '"', "”": '"', "•": "*", "✓": "ok", "✗": "x", "∞": "inf", "√": "sqrt", "Δ": "d", "α": "alpha",
+                  "β": "beta", "σ": "sigma", "λ": "lambda", "ρ": "rho", "≠": "!=", "°": "deg", "€": "EUR", "\u00a0": " "}
+
+
+def _ascii_fallback(err: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: each character the stream cannot encode becomes its ASCII stand-in ('?' if none)."""
+    import unicodedata
+
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    out = []
+    for ch in err.object[err.start:err.end]:
+        if ch in ASCII_FALLBACK:
+            out.append(ASCII_FALLBACK[ch])
+            continue
+        name = unicodedata.name(ch, "")
+        if name.startswith(("BOX DRAWINGS", "HEAVY", "LIGHT")):
+            out.append("-" if "HORIZONTAL" in name and "VERTICAL" not in name else "|" if "VERTICAL" in name and
+                       "HORIZONTAL" not in name else "+")
+        else:
+            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            out.append(plain or "?")
+    return "".join(out), err.end
+
+
+def ensure_encodable_output() -> None:
+    """Let stdout and stderr print every character in any locale: what the encoding lacks becomes ASCII (`ASCII_FALLBACK`)."""
+    import codecs
+    import sys
+
+    try:
+        codecs.lookup_error("specagent-ascii")
+    except LookupError:
+        codecs.register_error("specagent-ascii", _ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if enc in ("utf8", "utf16", "utf32", "utf8sig") or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            stream.reconfigure(errors="specagent-ascii")
+        except (AttributeError, ValueError, OSError):  # a stream that cannot be reconfigured: leave it as it is
+            pass
+
+
+class SafeConsole(Console):
+    """A rich Console whose tables never lose a cell: one too wide for the terminal is shown whole, not cropped.
+
+    Why: rich crops every line of a table whose narrowest layout is wider than the console, so a
+    number is cut in the middle with no mark (COLUMNS=40 showed '0.' for 0.918 and dropped columns).
+    Such a table is rendered at the width it needs (the terminal wraps its lines), after a note saying so;
+    a column rich narrows still marks what it cuts with an ellipsis."""
+
+    def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
+        from rich.measure import Measurement
+        from rich.table import Table
+
+        for obj in objects:
+            if isinstance(obj, Table) and "width" not in kw:
+                need = Measurement.get(self, self.options.update(max_width=100_000), obj).maximum  # every cell whole
+                if need > self.width:
+                    super().print(f"(table {need} columns wide, terminal {self.width}: its lines wrap)", style="dim",
+                                  highlight=False, soft_wrap=True)
+                    old = self._width
+                    self.width = need  # print() caps a width argument at the console's own
+                    try:
+                        super().print(obj, crop=False, **kw)
+                    finally:
+                        self._width = old
+                    continue
+            super().print(obj, **kw)
+
+
 def legend(pairs) -> str:
     """A table caption spelling out short column headers: "head = meaning; ..." (a header's line breaks as spaces)."""
     return "; ".join(f"{head.replace(chr(10), ' ')} = {meaning}" for head, meaning in pairs)
@@ -35,7 +112,22 @@ def legend(pairs) -> str:
 
 def error_line(msg: object) -> None:
     # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
+    ensure_encodable_output()
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
+
+
+def json_out(obj: Any, **kw: Any) -> str:
+    """The JSON a command prints, after the last check that no impossible number is in it (`common.guard`)."""
+    import json
+
+    try:  # typer >= 0.2x bundles its own click, whose context stack is the one commands run in
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer on the click package
+        from click import get_current_context
+
+    ctx = get_current_context(silent=True)
+    check_output(obj, f"'{ctx.command_path}'" if ctx is not None else "this command")
+    return json.dumps(obj, **kw)
 
 
 def fail(msg: object) -> NoReturn:
@@ -99,6 +191,7 @@ class OneLineErrors(TyperGroup):
             return super().make_context(*args, **kw)
 
     def invoke(self, ctx: Any) -> Any:
+        ensure_encodable_output()
         with _one_line_errors():
             return super().invoke(ctx)
 

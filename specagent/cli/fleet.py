@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import error_line, fail, legend
+from specagent.cli.console import SafeConsole, error_line, fail, legend, json_out
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
@@ -33,7 +33,7 @@ from specagent.simulator.study import balance_study
 from specagent.simulator.sweep import BACKENDS, SweepCellError, SweepConfig, SweepConfigError, load_sweep, run_sweep
 from specagent.traces.requests import load_requests
 
-console = Console()
+console = SafeConsole()
 #: Scenario fields the fleet commands choose themselves (the GPU type and count per replica, the strategies) or do not use.
 FLEET_EXCLUDES = ("strategies", "engine", "strong_api", "weak.hardware", "weak.gpus", "strong.hardware", "strong.gpus")
 
@@ -99,12 +99,12 @@ def plan_command(
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace)
-        err = Console(stderr=True)
+        err = SafeConsole(stderr=True)
         tick = None if as_json else (lambda done, total: err.print(f"search {done}/{total} done", highlight=False))
         res = plan_capacity(trajs, req, progress=tick)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
-    text = json.dumps(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
+    text = json_out(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
     if out is not None:
         _write_plan(out, text, res, as_json)
     if as_json:
@@ -307,14 +307,29 @@ def sweep_command(
         raise typer.Exit(130) from None
     info = {"cells": rep.total, "skipped_existing": rep.skipped, "ran": rep.ran, "out": str(rep.out_dir)}
     if as_json:
-        print(json.dumps(info))
+        print(json_out(info))
         return
     console.print(f"{rep.ran} cell(s) run, {rep.skipped} already done, {rep.total} in the grid -> {rep.out_dir}/cells/*.parquet")
     df = load_sweep(rep.out_dir)
     if len(df):
-        cols = ["strategy", "k", "acceptance", "rate", "fleet", "hardware", "latency_p50_s", "latency_p95_s", "usd_per_task",
-                "strong_mean_decode_batch"]
-        console.print(df[cols].to_string(index=False))
+        console.print(sweep_table(df).to_string(index=False))
+
+
+def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows: a steady-state cell's latencies are its measurement window's, a burst cell's its tasks'.
+
+    Why: a steady cell's burst percentiles take every simulated task, the ones still running at the
+    horizon included (NaN), so they are not its answer; the window's are (simulator/steady_state.py)."""
+    out = df[["strategy", "k", "acceptance", "rate", "fleet", "hardware"]].copy()
+    for q in ("p50", "p95"):
+        burst = df[f"latency_{q}_s"] if f"latency_{q}_s" in df else pd.Series(math.nan, index=df.index)
+        window = df[f"window_latency_{q}_s"] if f"window_latency_{q}_s" in df else pd.Series(math.nan, index=df.index)
+        out[f"latency_{q}_s"] = window.where(window.notna(), burst)
+    out["usd_per_task"] = df["usd_per_task"]
+    out["strong_mean_decode_batch"] = df["strong_mean_decode_batch"]
+    if "steady_stable" in df:
+        out["stable"] = df["steady_stable"].map({True: "yes", False: "NO"}).fillna("-")
+    return out
 
 
 #: Guards against a typo, not limits of the method: the study simulates every task (10^6 take minutes), and each rate

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
@@ -27,7 +27,7 @@ from specagent.traces.schema import MAX_STEPS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
-console = Console()
+console = SafeConsole()
 
 
 #: The choices kernels/microbench.py accepts, repeated here so that a bad flag is refused before torch is imported
@@ -171,7 +171,7 @@ def calibrate_cmd(
         if terms is not None:
             out["engine"] = {"profile": str(engine_path), "id": eng.id, "terms": terms.as_dict(),
                              "validation_mape": cal.mape(eng_rows) if eng_rows else None}
-        typer.echo(json.dumps(out, indent=2, default=float))
+        typer.echo(json_out(out, indent=2, default=float))
         return
     console.print(f"wrote [bold]{output}[/] ({hw.name})", highlight=False)
     t = Table(title="fitted roofline figures (source: measured on this machine)")
@@ -379,7 +379,7 @@ def live_cmd(
     write_verdict_log([v for r in report.results for v in r.verdict_records], out / "verdict_log.jsonl")
     atomic.write_json(out / "comparison.json", report.as_dict())
     if as_json:
-        typer.echo(json.dumps(report.as_dict(), indent=2, default=float))
+        typer.echo(json_out(report.as_dict(), indent=2, default=float))
         return
     print_report(report, console)
     console.print(f"wrote {out / 'protocol_log.jsonl'}, {out / 'verdict_log.jsonl'} and {out / 'comparison.json'}",

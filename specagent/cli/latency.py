@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
 
 app = typer.Typer(help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv).",
                   no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 DATA = typer.Option(None, "--data", help="serving_latency.csv to use (default: the shipped one).")
 KERNELS = typer.Option(None, "--kernels", help="moe_kernels.csv whose fit gives the MoE terms their priors (default: the shipped one).")
@@ -93,7 +93,7 @@ def validate_cmd(
 
         write_latency_figure(table, figure, f"Predicted vs measured — {kind}")
     if as_json:
-        print(json.dumps(out, indent=2))
+        print(json_out(out, indent=2))
         return
     t = Table(title=f"Held-out MAPE against the targets — {len(targets)} figures from {len(rows) - len(skipped)} of {len(rows)} rows ({kind})")
     for c in ("class", "figures", "MAPE", "target", "met"):
@@ -191,7 +191,7 @@ def fit_cmd(
     atomic.write_together(files)  # the fit and the profiles made from it: all or none
     values = {p.name: float(v) for p, v in zip(res.params, res.values)}
     if as_json:
-        print(json.dumps({"output": str(output), "provenance": prov, "values": values, "converged": res.success,
+        print(json_out({"output": str(output), "provenance": prov, "values": values, "converged": res.success,
                           "moe_kernels": kfit.values}, indent=2))
         return
     t = Table(title=f"Fitted on {res.rows} of {len(targets)} figures (TTFTs under load scored, not fitted) from {len(rows) - len(skipped)} rows ({len(res.sources)} sources) → {output}")
@@ -225,7 +225,7 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
         fail(f"--gpu: {exc}")
     figs = eng.figures()
     if as_json:
-        print(json.dumps({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,
+        print(json_out({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,
                           "pair_tables": sorted(eng.overrides), "known": sorted(e.id for e in list_engines()),
                           "figures": [dict(name=a, value=b, source=c) for a, b, c in figs]}, indent=2))
         return

@@ -167,13 +167,23 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
         except InputError as exc:
             fail(f"--accept: {exc}")
     try:
-        return base.override(values)
+        out = base.override(values)
     except ScenarioError as exc:
         fail(_located(exc, flags))
+    if scenario_file is not None:  # where each value came from, for errors found when it is resolved (`resolve`)
+        object.__setattr__(out, "_origin", (str(scenario_file), frozenset(values) | ({"acceptance"} if accept is not None else set())))
+    return out
 
 
-def _located(exc: ScenarioError, flags: list[Flag]) -> str:
-    """The error prefixed with the flag that sets its field (the longest matching path), if any."""
+def _located(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset[str]] | None = None) -> str:
+    """The error prefixed with the flag that sets its field (the longest matching path), if any.
+
+    With `origin` (the scenario file and the fields flags set), a field no flag set is named as
+    the file's key: the value came from the file, and naming a flag the user never gave misleads."""
+    if origin is not None and exc.where:
+        path, given = origin
+        if not any(exc.where == g or exc.where.startswith(g + ".") or g.startswith(exc.where + ".") for g in given):
+            return f"{path}: {exc.where}: {exc}"
     for fl in sorted(flags, key=lambda f: -len(f.path)):
         if exc.where == fl.path or exc.where.startswith(fl.path + "."):
             return f"{fl.names[0]}: {exc}"
@@ -184,12 +194,13 @@ def _located(exc: ScenarioError, flags: list[Flag]) -> str:
 
 def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = ()) -> Setting:
     """The scenario's deployments, loaded and checked for fit; a failure names the flags that fix it."""
+    origin = getattr(scenario, "_origin", None)
     try:
         return scenario.setting(hardware_dirs)
     except DoesNotFit as exc:
         fail(does_not_fit(str(exc), exc.where))
     except ScenarioError as exc:
-        fail(_located(exc, scenario_flags(exclude)))
+        fail(_located(exc, scenario_flags(exclude), origin))
 
 
 def does_not_fit(message: str, role: str) -> str:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
 from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, LATENCY_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
@@ -64,13 +64,13 @@ def report(
     img = False if no_images else (images if images is not None else True)
     res = write_report(data, output, images=img, title=title)
     if as_json:
-        typer.echo(json.dumps({
+        typer.echo(json_out({
             "html": str(res.path), "figures": res.included, "omitted": res.omitted,
             "images": [str(p) for p in (res.images.written if res.images else [])],
             "images_message": res.images.message if res.images else "not requested",
         }, indent=2))
         return
-    con = Console()
+    con = SafeConsole()
     t = Table(title=f"report written: {res.path}")
     t.add_column("figure")
     t.add_column("status")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from specagent.cli.console import fail
+from specagent.cli.console import fail, json_out
 from specagent.simulator.scenario import DEFAULT_TITLE, SHIPPED, Scenario, ScenarioError
 
 app = typer.Typer(help="Scenarios: everything a run depends on (models, deployments, workload, strategies, acceptance, "
@@ -24,6 +24,6 @@ def show(name: Optional[str] = typer.Argument(None, help=f"A scenario TOML file 
     except ScenarioError as exc:
         fail(exc)
     if as_json:
-        typer.echo(json.dumps(sc.to_dict(), indent=2))
+        typer.echo(json_out(sc.to_dict(), indent=2))
     else:
         typer.echo(sc.to_toml(f"scenario: {name}" if name else DEFAULT_TITLE), nl=False)

@@ -16,11 +16,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import fail, legend
+from specagent.cli.console import SafeConsole, fail, legend, json_out
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import check_input_file
 from specagent.reports.html import write_report
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
@@ -32,8 +33,8 @@ from specagent.simulator.synthetic import simulate_synthetic, totals_of
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
 
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic.", no_args_is_help=True)
 O = typer.Option
@@ -179,6 +180,7 @@ def predict(
     rates = None
     if success:
         try:
+            check_input_file(success, InputError, "success rates")
             rates = check_success_rates(json.loads(success.read_text(encoding="utf-8")), scenario_strategies(scenario), str(success))
         except json.JSONDecodeError as exc:
             fail(f"{success}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}")
@@ -202,9 +204,9 @@ def predict(
     }
     # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
     atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
-                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj))})
+                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj, f"predict's {out / 'summary.json'}"))})
     if as_json:
-        print(json.dumps(summary_obj, indent=2, default=str))
+        print(json_out(summary_obj, indent=2, default=str))
     else:
         console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
                                                f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
@@ -263,7 +265,7 @@ def simulate_cmd(
     except ValueError as exc:
         fail(str(exc))
     if as_json:
-        print(json.dumps({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
+        print(json_out({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
                           "scenario": scenario.to_dict()}, indent=2))
         return
     t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.engine}]")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.progress import progress_bar
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
@@ -32,7 +32,7 @@ app.add_typer(import_app, name="import")
 
 def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = None) -> None:
     """Every skipped record and every repair, one line each, then the counts (stderr)."""
-    err = Console(stderr=True, highlight=False)
+    err = SafeConsole(stderr=True, highlight=False)
     for s in [*skipped, *(repairs or [])]:
         err.print(f"[yellow]{escape(str(s))}[/yellow]")
     if skipped:
@@ -60,7 +60,7 @@ def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
     _report_skips(skipped, repairs)
-    Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+    SafeConsole().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
 
 @import_app.command("openai")
@@ -78,7 +78,7 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
     except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
     _report_skips(skipped, repairs)
-    Console().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+    SafeConsole().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
 
 
 def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | None = None, show: bool = True):
@@ -105,9 +105,9 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
         fail(e)
     _report_skips(skipped)
     if as_json:
-        typer.echo(json.dumps(s, indent=1))
+        typer.echo(json_out(s, indent=1))
         return
-    c = Console()
+    c = SafeConsole()
     t = Table(title=f"{file.name}: {s['trajectories']} trajectories, {s['steps']} steps")
     for col in ("quantity", "mean", "median", "p10", "p90"):
         t.add_column(col, justify="right" if col != "quantity" else "left")
@@ -143,7 +143,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         save_profile(prof, out)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
-    Console().print(f"wrote profile {name!r} fitted to {len(trajs)} trajectories to {out}")
+    SafeConsole().print(f"wrote profile {name!r} fitted to {len(trajs)} trajectories to {out}")
 
 
 @app.command()
@@ -158,7 +158,7 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
             steps = save_synthetic(prof, n, seed, out, progress=advance)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
-    Console().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")
+    SafeConsole().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")
 
 
 @app.command()
@@ -170,7 +170,7 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         rows.append({"name": name, "domain": p.domain, "turns_mean": p.turns.mean(), "description": p.description,
                      "source": p.source})
     if as_json:
-        typer.echo(json.dumps(rows, indent=1))
+        typer.echo(json_out(rows, indent=1))
         return
     # the name is what a user types (--profile): never cut; the prose columns wrap instead
     t = Table(title="shipped workload profiles (--profile NAME)", show_edge=False, pad_edge=False,
@@ -181,4 +181,4 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     t.add_column("description", overflow="fold", ratio=1)
     for r in rows:
         t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"])
-    Console().print(t)
+    SafeConsole().print(t)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from specagent.common.errors import InputError
+from specagent.common.paths import check_input_file
 
 from specagent.simulator.results import phase_split, summarize
 from specagent.simulator.scenario import Scenario, ScenarioError
@@ -310,6 +311,7 @@ def _per_trajectory_file(p: Path) -> pd.DataFrame:
 
 
 def _read_parquet(p: Path) -> pd.DataFrame:
+    check_input_file(p, ReportInputError, "Parquet results")
     try:
         return pd.read_parquet(p)
     except Exception as exc:  # pyarrow raises several types for a bad file
@@ -375,9 +377,7 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
     parquet_claimed: set[Path] = set()
     pending_tables: list[tuple[Path, pd.DataFrame]] = []
     for raw in paths:
-        p = Path(raw)
-        if not p.exists():
-            raise ReportInputError(f"{p}: no such results file")
+        p = check_input_file(raw, ReportInputError, "results file", missing=f"{raw}: no such results file")
         obj = _read_table(p)
         if isinstance(obj, dict):
             if "summary" in obj:
