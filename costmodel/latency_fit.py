@@ -309,13 +309,28 @@ def _plan(targets: Sequence[Target]) -> list[_Plan]:
                 q["prefill"] = add(Passes.uniform(i, 0, b))
                 steps = max(int(round(o)) - 1, 0)
                 if steps:
-                    q["decode_sum"] = add(Passes.uniform(1, i + np.arange(1, steps + 1, dtype=np.float64), b))
+                    ctx, w = decode_contexts(i, steps)
+                    q["decode_sum"] = add(Passes.uniform(1, ctx, b), w)
             else:
                 q["decode"] = add(Passes.uniform(1, i + o / 2.0, b))
                 q["prefill"] = add(Passes.uniform(i, 0, 1))
             slices.append(q)
         plans.append(_Plan(ts[0].dep, Passes.concat(parts), slices, ts))
     return plans
+
+
+#: Decode steps of a static batch priced one by one up to this many; a longer run is priced at the midpoints of this many
+#: equal spans of its contexts, each weighted by its span's steps. A step's time is linear in its context wherever one bound
+#: (weights + KV reads, or FLOPs) holds, where the midpoint rule is exact; it saves 30x of the fit's time on 2,048-token runs.
+DECODE_SAMPLES = 64
+
+
+def decode_contexts(input_tokens: float, steps: int) -> tuple[np.ndarray, float]:
+    """(contexts, weight) whose weighted sum of step times prices decode steps at contexts I + 1 ... I + steps."""
+    if steps <= DECODE_SAMPLES:
+        return input_tokens + np.arange(1, steps + 1, dtype=np.float64), 1.0
+    span = steps / DECODE_SAMPLES
+    return input_tokens + 0.5 + span * (np.arange(DECODE_SAMPLES, dtype=np.float64) + 0.5), span
 
 
 #: Fixed-point rounds of `closed_loop` (TTFT depends on TPOT through λ and R, weakly): a fixed count keeps the

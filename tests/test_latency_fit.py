@@ -119,7 +119,7 @@ def test_a_static_batch_total_throughput_is_its_end_to_end_time(tmp_path: Path):
     dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=load_engine("vllm"))
     want = (estimate(dep, Passes.uniform(6144, 0, 2)).time_s[0]
             + estimate(dep, Passes.uniform(1, 6144 + np.arange(1, 2048.0), 2)).time_s.sum())
-    assert lf.predict([t])[0] == pytest.approx(want, rel=1e-12)
+    assert lf.predict([t])[0] == pytest.approx(want, rel=1e-9)  # step by step; the fit's midpoint rule is exact on a linear bound
 
 
 def test_slices_score_the_h20_and_batch_32_to_256_figures_apart_with_each_sources_bias(tmp_path: Path):
@@ -607,3 +607,15 @@ def test_source_offsets_split_the_error_into_one_factor_per_source_and_the_rest(
     assert (tpot["figures"], tpot["mape"], tpot["mape_after_offset"]) == (4, pytest.approx(1.1 / 4), pytest.approx(0.25 / 4))
     assert tpot["mape"] == pytest.approx(v.targets_met()["tpot_c<=16"]["mape"])  # the same error as the targets table
     assert off["ttft"]["sources"]["b"]["bias"] == pytest.approx(2.0) and off["ttft"]["mape_after_offset"] == 0.0
+
+
+def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_percent(tmp_path: Path):
+    """Past `DECODE_SAMPLES` steps the decode sum is a midpoint rule; it must match the step-by-step sum closely."""
+    assert lf.decode_contexts(100.0, 3) == (pytest.approx([101.0, 102.0, 103.0]), 1.0)
+    ctx, w = lf.decode_contexts(0.0, 2048)
+    assert len(ctx) == lf.DECODE_SAMPLES and w * len(ctx) == 2048 and ctx[0] == pytest.approx(16.5) and ctx[-1] == pytest.approx(2032.5)
+    for model, gpu, b, i in (("Qwen/Qwen3-8B", "h20", 1, 1), ("Qwen/Qwen3-30B-A3B", "h100_sxm", 64, 6144)):
+        dep = Deployment(load_model_spec(model), load_hardware(gpu), engine=load_engine("vllm"))
+        exact = estimate(dep, Passes.uniform(1, i + np.arange(1, 2048.0), b)).time_s.sum()
+        ctx, w = lf.decode_contexts(float(i), 2047)
+        assert w * estimate(dep, Passes.uniform(1, ctx, b)).time_s.sum() == pytest.approx(exact, rel=1e-4)
