@@ -457,10 +457,11 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
 
     def layout(tables: dict) -> dict:
         """Section -> sorted keys, one level deeper under [hardware.<gpu>]."""
-        return {s: (layout(v) if s in ("hardware", "mi300x") else sorted(v)) for s, v in tables.items()}
+        return {s: (layout(v) if s in ("hardware", "mi300x", "h20") else sorted(v)) for s, v in tables.items()}
 
     assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu", "moe_pad_tokens", "moe_tflops"],
-                                   "per_pass": ["per_sequence_us"], "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"]}}}
+                                   "per_pass": ["per_sequence_us"], "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"]},
+                                                                                 "h20": {"kernels": ["bandwidth"]}}}
     for e in ENGINES:  # the per-kernel layer time, written per layer kind with each engine's own kernel counts
         assert layout(tables[e]) == {"per_pass": ["iteration_us", "launch_us"], "per_request": ["request_us"],
                                      "per_layer_us": kinds, "hardware": {"mi300x": {"per_layer_us": kinds}}}
