@@ -35,7 +35,7 @@ _REQUIRED = ("row_id", "model", "gpu", "gpus", "engine", "source", "source_url",
 _INTS = ("gpus", "tp", "ep", "dp")
 _FLOATS = ("concurrency", "batch", "input_tokens", "output_tokens", "tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms",
            "output_throughput_tok_s", "total_throughput_tok_s", "request_rate")
-LATENCY_FIGURES = ("tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms", "output_throughput_tok_s")
+LATENCY_FIGURES = ("tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms", "output_throughput_tok_s", "total_throughput_tok_s")
 
 
 class MeasurementError(ValueError):

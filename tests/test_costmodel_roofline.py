@@ -292,7 +292,10 @@ def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
     assert bp.balance_batch_effective == math.ceil(eff)
     # a serving engine's fitted GEMM and bandwidth efficiencies move the effective balance batch,
     # its fixed costs (added to both sides of the bound) do not; here the engine has no attention_mfu
-    eng = dataclasses.replace(load_engine("vllm"), gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None)
+    base = load_engine("vllm")  # its fields replaced on every GPU: the profile's [hardware.h20] bandwidth would otherwise win
+    fields = dict(gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None)
+    eng = dataclasses.replace(base, overrides={g: {k: v for k, v in o.items() if k not in fields} for g, o in base.overrides.items()},
+                              **fields)
     served = balance_point(Deployment(Q4, H20, engine=eng))
     assert served.balance_batch_peak == bp.balance_batch_peak
     assert served.balance_batch_effective == math.ceil(_hand_dense_balance_qwen3_4b(148e12, 4.0e12, mfu=0.5, beff=0.9))

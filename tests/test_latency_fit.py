@@ -108,6 +108,41 @@ def test_static_batch_end_to_end_is_one_prefill_and_the_decode_steps(tmp_path: P
     assert lf.predict([t])[0] == pytest.approx(want, rel=1e-12)
 
 
+def test_a_static_batch_total_throughput_is_its_end_to_end_time(tmp_path: Path):
+    """(prompt + generated tokens) / time of one static batch (the Qwen3 Speed Benchmark's "Speed") is B x (I + O) / that."""
+    rows = load_serving(_csv(tmp_path, [dict(batch=2, input_tokens=6144, output_tokens=2048, total_throughput_tok_s=512.0),
+                                        dict(batch=2, input_tokens=6144, output_tokens=2048, total_throughput_tok_s=512.0,
+                                             e2e_latency_ms=30000)]))
+    (t, both), _ = lf.targets_from_rows(rows)
+    assert (t.metric, t.batch, t.measured) == ("e2e", 2, pytest.approx(2 * (6144 + 2048) / 512.0))
+    assert both.measured == pytest.approx(30.0)  # a stated end-to-end latency is used as it is
+    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=load_engine("vllm"))
+    want = (estimate(dep, Passes.uniform(6144, 0, 2)).time_s[0]
+            + estimate(dep, Passes.uniform(1, 6144 + np.arange(1, 2048.0), 2)).time_s.sum())
+    assert lf.predict([t])[0] == pytest.approx(want, rel=1e-9)  # step by step; the fit's midpoint rule is exact on a linear bound
+
+
+def test_slices_score_the_h20_and_batch_32_to_256_figures_apart_with_each_sources_bias(tmp_path: Path):
+    targets, _ = _targets(tmp_path, [
+        dict(gpu="h20", concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=10),
+        dict(gpu="h20", concurrency=64, input_tokens=100, output_tokens=10, tpot_ms=20, source="other/source"),
+        dict(concurrency=32, input_tokens=100, output_tokens=10, tpot_ms=20),
+        dict(concurrency=8, input_tokens=100, output_tokens=10, tpot_ms=10),
+    ])
+    v = lf.Validation(targets, [], np.array([0.015, 0.030, 0.016, 0.010]), held_out=False)
+    s = v.slices()
+    assert list(s) == ["h20", "batch 32-256"]
+    assert s["h20"]["figures"] == 2 and s["h20"]["mape"] == pytest.approx(0.5)
+    assert s["h20"]["classes"] == {"tpot_c<=16": {"mape": pytest.approx(0.5), "rows": 1, "target": 0.2, "met": False},
+                                   "tpot_c>16": {"mape": pytest.approx(0.5), "rows": 1, "target": 0.3, "met": False}}
+    assert s["h20"]["sources"] == {"other/source": {"figures": 1, "bias": pytest.approx(1.5), "mape": pytest.approx(0.5)},
+                                   "test/source": {"figures": 1, "bias": pytest.approx(1.5), "mape": pytest.approx(0.5)}}
+    b = s["batch 32-256"]
+    assert b["figures"] == 2 and b["mape"] == pytest.approx((0.5 + 0.2) / 2)
+    assert b["classes"]["tpot_c>16"] == {"mape": pytest.approx(0.35), "rows": 2, "target": 0.3, "met": False}
+    assert b["sources"]["test/source"]["bias"] == pytest.approx(0.8)
+
+
 def test_queued_rows_are_skipped_with_the_reason_and_nim_runs_tensorrt_llm(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [
         dict(concurrency=100, input_tokens=1000, output_tokens=100, tpot_ms=30, ttft_ms=9000, notes="x; [queued] mean TTFT >10x"),
@@ -373,6 +408,7 @@ def test_validate_without_holding_out_is_the_shipped_profiles_prediction(tmp_pat
 DEFAULT_PARAMS = [
     ("bandwidth", "bandwidth", 0.72, 0.3, 1.0, (), ()),
     ("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, (), ("mi300x",)),
+    ("bandwidth@h20", "bandwidth", 0.72, 0.2, 1.0, (), ("h20",)),
     ("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, (), ()),
     ("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, (), ("mi300x",)),
     ("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, (), ()),
@@ -421,10 +457,11 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
 
     def layout(tables: dict) -> dict:
         """Section -> sorted keys, one level deeper under [hardware.<gpu>]."""
-        return {s: (layout(v) if s in ("hardware", "mi300x") else sorted(v)) for s, v in tables.items()}
+        return {s: (layout(v) if s in ("hardware", "mi300x", "h20") else sorted(v)) for s, v in tables.items()}
 
     assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu", "moe_pad_tokens", "moe_tflops"],
-                                   "per_pass": ["per_sequence_us"], "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"]}}}
+                                   "per_pass": ["per_sequence_us"], "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"]},
+                                                                                 "h20": {"kernels": ["bandwidth"]}}}
     for e in ENGINES:  # the per-kernel layer time, written per layer kind with each engine's own kernel counts
         assert layout(tables[e]) == {"per_pass": ["iteration_us", "launch_us"], "per_request": ["request_us"],
                                      "per_layer_us": kinds, "hardware": {"mi300x": {"per_layer_us": kinds}}}
@@ -571,3 +608,15 @@ def test_source_offsets_split_the_error_into_one_factor_per_source_and_the_rest(
     assert (tpot["figures"], tpot["mape"], tpot["mape_after_offset"]) == (4, pytest.approx(1.1 / 4), pytest.approx(0.25 / 4))
     assert tpot["mape"] == pytest.approx(v.targets_met()["tpot_c<=16"]["mape"])  # the same error as the targets table
     assert off["ttft"]["sources"]["b"]["bias"] == pytest.approx(2.0) and off["ttft"]["mape_after_offset"] == 0.0
+
+
+def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_percent(tmp_path: Path):
+    """Past `DECODE_SAMPLES` steps the decode sum is a midpoint rule; it must match the step-by-step sum closely."""
+    assert lf.decode_contexts(100.0, 3) == (pytest.approx([101.0, 102.0, 103.0]), 1.0)
+    ctx, w = lf.decode_contexts(0.0, 2048)
+    assert len(ctx) == lf.DECODE_SAMPLES and w * len(ctx) == 2048 and ctx[0] == pytest.approx(16.5) and ctx[-1] == pytest.approx(2032.5)
+    for model, gpu, b, i in (("Qwen/Qwen3-8B", "h20", 1, 1), ("Qwen/Qwen3-30B-A3B", "h100_sxm", 64, 6144)):
+        dep = Deployment(load_model_spec(model), load_hardware(gpu), engine=load_engine("vllm"))
+        exact = estimate(dep, Passes.uniform(1, i + np.arange(1, 2048.0), b)).time_s.sum()
+        ctx, w = lf.decode_contexts(float(i), 2047)
+        assert w * estimate(dep, Passes.uniform(1, ctx, b)).time_s.sum() == pytest.approx(exact, rel=1e-4)

@@ -81,6 +81,7 @@ def validate_cmd(
         "mape": {k: val.mape(k) for k in ("load_class", "metric", "gpu", "engine", "model_class", "source")},
         "worst": sorted(table, key=lambda r: -abs(r["error"]))[:worst],
         "source_offsets": val.source_offsets(),
+        "slices": val.slices(),
         "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
         "moe_kernels": kfit.summary(),
     }
@@ -106,6 +107,19 @@ def validate_cmd(
             t.add_row(k, str(v["rows"]), f"{v['mape']:.1%}", "", "")
     console.print(t)
     console.print(f"MoE priors: {kfit.describe()}", highlight=False, markup=False, soft_wrap=True)
+    sl = Table(title=f"Classes scored apart ({kind}): MAPE per target class inside each, and each source's bias "
+                     "(median predicted / measured) inside it")
+    for c in ("slice", "class or source", "figures", "MAPE", "target", "met / bias"):
+        sl.add_column(c, justify="left" if c in ("slice", "class or source") else "right", overflow="fold")
+    for name, v in out["slices"].items():
+        sl.add_row(name, "all figures", str(v["figures"]), "-" if v["mape"] is None else f"{v['mape']:.1%}", "", "")
+        for k, cv in v["classes"].items():
+            sl.add_row("", k, str(cv["rows"]), f"{cv['mape']:.1%}", "" if cv["target"] is None else f"{cv['target']:.0%}",
+                       "" if cv["met"] is None else ("yes" if cv["met"] else "NO"))
+        for k, (src, sv) in enumerate(v["sources"].items()):
+            sl.add_row("", src.split(":")[0], str(sv["figures"]), f"{sv['mape']:.1%}", "", f"{sv['bias']:.2f}x",
+                       end_section=k == len(v["sources"]) - 1)
+    console.print(sl)
     for key, title in (("gpu", "GPU"), ("engine", "engine"), ("model_class", "model class")):
         s = Table(title=f"MAPE by {title}")
         s.add_column(title)
