@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
-from specagent.hardware.engine import LAYER_KINDS, EngineProfile
+from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile
 
 #: Weight-streaming GEMM kernels per layer by kind, as vLLM and SGLang fuse them (fused QKV
 #: and gate/up projections: QKVParallelLinear, MergedColumnParallelLinear): attention QKV +

@@ -52,7 +52,7 @@ import torch
 
 from specagent.common import atomic
 from specagent.costmodel.model_spec import ModelSpec
-from specagent.hardware.engine import LAYER_KINDS, EngineProfile, parse_engine
+from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile, parse_engine
 from specagent.hardware.profile import HardwareProfile
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb

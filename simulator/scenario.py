@@ -40,7 +40,7 @@ from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, PAR
 from specagent.costmodel.dtypes import DTYPE_BYTES
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
-from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
+from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models

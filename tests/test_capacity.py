@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
-from specagent.hardware.engine import EngineProfileError, load_engine, parse_engine
+from specagent.hardware.serving_engine import EngineProfileError, load_engine, parse_engine
 from specagent.hardware.profile import load_hardware
 from specagent.simulator.bounds import pool_capacity, pool_work
 from specagent.simulator.fleet_build import build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks

@@ -147,7 +147,7 @@ def calibrate_cmd(
         cal.write_profile_toml(data, output)
         terms = eng = None
         if engine_terms:
-            from specagent.hardware.engine import parse_engine
+            from specagent.hardware.serving_engine import parse_engine
             from specagent.kernels import engine_terms as et
 
             terms = et.measure_engine_terms({"weak": weak_spec(scale), "strong": strong_spec(scale)}, {model: hw}, dtype, device, cfg,
