@@ -83,6 +83,46 @@ class LatencyTerms:
     cuda_graphs_mixed: bool
 
 
+@dataclass(frozen=True)
+class FixedTerm:
+    """One fixed cost a served pass pays: where its coefficient lives and how it enters the pass time.
+
+    `FIXED_TERMS` is the only list of them: `roofline.estimate` computes each into
+    `PassCost.fixed`, `PassCost.time_s` / `overhead_s`, the roofline CLI's breakdown and the
+    fleet's and `DecodeRun`'s probes iterate over it, so a term added here reaches every
+    consumer (tests/test_fixed_terms.py checks they agree with every term non-zero).
+    """
+
+    name: str  # the key in PassCost.fixed (and the roofline JSON's fixed_<name>_s)
+    coefficient: str  # its one home: the serving-engine profile field ([section] key; per GPU under [hardware.<id>])
+    attr: str  # the LatencyTerms field (seconds) it is priced from
+    per: str  # "pass": once per pass; else the Passes aggregate it multiplies (affine: the fleet's probe stays exact)
+    enters: str  # "cpu": serial engine work after the GPU's; "gpu": GPU-busy time (launches overlap it); "launch"
+    label: str  # the roofline CLI's word for it
+
+    def amount(self, terms: "LatencyTerms", passes: object, tokens: np.ndarray) -> np.ndarray:
+        """The term for every pass ("cpu" and "gpu" terms; the launch term is `exposed_launch`)."""
+        value = getattr(terms, self.attr)
+        if self.per == "pass":
+            return np.full_like(tokens, value)
+        return value * getattr(passes, self.per)
+
+
+#: Every fixed cost, in the order they are summed (the order keeps the pinned goldens bit-exact).
+#: A pass takes max(roofline + collectives + the "gpu" terms, eager launches) + the "cpu" terms.
+FIXED_TERMS: tuple[FixedTerm, ...] = (
+    FixedTerm("iteration", "iteration_us ([per_pass]; absent: the hardware profile's pass_overhead_us)", "iteration_s",
+              "pass", "cpu", "iteration"),
+    FixedTerm("per_sequence", "per_sequence_us ([per_pass])", "per_sequence_s", "seqs", "cpu", "sequences"),
+    FixedTerm("layers", "[per_layer_us] by layer kind", "layers_s", "pass", "gpu", "layers"),
+    FixedTerm("launch", "launch_us ([per_pass]) x kernels ([per_pass] kernels, [kernels_per_layer])", "launch_s",
+              "pass", "launch", "launches"),
+)
+CPU_TERMS = tuple(t.name for t in FIXED_TERMS if t.enters == "cpu")
+GPU_TERMS = tuple(t.name for t in FIXED_TERMS if t.enters == "gpu")
+LAUNCH_TERM = next(t.name for t in FIXED_TERMS if t.enters == "launch")
+
+
 def capped_efficiency(moe_mfu: float, moe_tflops: float | None, peak_flops: float) -> float:
     """A fraction of peak up to a throughput ceiling: min(moe_mfu, moe_tflops / peak) (no ceiling: moe_mfu)."""
     return moe_mfu if moe_tflops is None else min(moe_mfu, moe_tflops * 1e12 / peak_flops)
