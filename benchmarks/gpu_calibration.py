@@ -36,7 +36,6 @@ import dataclasses
 import datetime as _dt
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys

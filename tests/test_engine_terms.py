@@ -8,9 +8,7 @@ import json
 import statistics
 import time
 import types
-from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner

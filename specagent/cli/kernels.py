@@ -174,7 +174,8 @@ def calibrate_cmd(
         return
     console.print(f"wrote [bold]{output}[/] ({hw.name})", highlight=False)
     t = Table(title="fitted roofline figures (source: measured on this machine)")
-    t.add_column("figure"); t.add_column("value", justify="right")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
     for d, v in fit.peak_tflops.items():
         t.add_row(f"peak {d} (best GEMM)", f"{v / 1e9:,.2f} GFLOP/s")
     t.add_row("copy bandwidth", f"{fit.bandwidth_tb_s * 1e3:,.2f} GB/s")

@@ -36,7 +36,7 @@ console = Console()
 err = Console(stderr=True)
 
 predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic.", no_args_is_help=True)
-O = typer.Option
+O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 
 def load_workload(scenario: Scenario, show: bool = True):
