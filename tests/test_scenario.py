@@ -59,7 +59,7 @@ def test_deployment_entries_have_exactly_the_deployment_fields():
 
 def test_shipped_default_file_is_the_builtin_default_written_out():
     text = shipped_path("default").read_text(encoding="utf-8")
-    # after a change of a default or a new field: `specagent scenario show > simulator/scenarios/default.toml`
+    # after a change of a default, a new field or a new strategy: `make scenarios` regenerates it
     assert text == Scenario().to_toml(DEFAULT_TITLE)
     assert Scenario.load("default") == Scenario() == Scenario.from_dict(tomllib.loads(text))
 
