@@ -29,7 +29,7 @@ from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
 from specagent.costmodel.latency import FIXED_TERMS
 from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
-from specagent.simulator import ENGINE
+from specagent.simulator import FLEET_BACKEND
 from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
@@ -75,7 +75,7 @@ console = Console()
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"specagent {__version__} (fleet engine: {ENGINE.describe()})", highlight=False)
+        console.print(f"specagent {__version__} (fleet engine: {FLEET_BACKEND.describe()})", highlight=False)
         raise typer.Exit()
 
 
@@ -86,7 +86,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     return None
 
 
-HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}).")
+HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}); serving-engine profiles in its engines/ folder.")
 
 
 def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:

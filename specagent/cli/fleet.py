@@ -35,7 +35,7 @@ from specagent.traces.requests import load_requests
 
 console = Console()
 #: Scenario fields the fleet commands choose themselves (the GPU type and count per replica, the strategies) or do not use.
-FLEET_EXCLUDES = ("strategies", "engine", "strong_api", "weak.hardware", "weak.gpus", "strong.hardware", "strong.gpus")
+FLEET_EXCLUDES = ("strategies", "pricing_engine", "strong_api", "weak.hardware", "weak.gpus", "strong.hardware", "strong.gpus")
 
 
 def _fmt(v, nd: int = 2) -> str:

@@ -196,7 +196,7 @@ def predict(
         print(json.dumps(summary_obj, indent=2, default=str))
     else:
         console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
-                                               f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
+                                               f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
         env = environment_line(comp.summary)
         if env:
             console.print(env)
@@ -241,11 +241,11 @@ def simulate_cmd(
             path = name = scenario.synthetic_name(prof)
             with progress_bar(w.trajectories, f"simulating {w.trajectories:,} synthetic trajectories", show=not as_json) as advance:
                 run = simulate_synthetic(prof, w.trajectories, scenario.seed, strategy, setting, scenario.acceptance,
-                                         scenario.engine, scenario.k, scenario.review, out=out, progress=advance)
+                                         scenario.pricing_engine, scenario.k, scenario.review, out=out, progress=advance)
             label, n_traj, totals = run.label, run.n_traj, run.totals
         else:
             trajs, path, name = load_workload(scenario, show=not as_json)
-            frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.engine, scenario.k, scenario.review)
+            frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.pricing_engine, scenario.k, scenario.review)
             if out:
                 atomic.write_parquet(out, frame)
             label, n_traj, totals = frame["label"].iloc[0], len(frame), totals_of(frame)
@@ -255,7 +255,7 @@ def simulate_cmd(
         print(json.dumps({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
                           "scenario": scenario.to_dict()}, indent=2))
         return
-    t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.engine}]")
+    t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.pricing_engine}]")
     t.add_column("total")
     t.add_column("value", justify="right")
     for c, v in totals.items():
@@ -266,7 +266,7 @@ def simulate_cmd(
 
 
 @predictor_app.command("validate")
-@scenario_options(exclude=("workload", "strategies", "weight_mode", "engine"))
+@scenario_options(exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
 def predictor_validate(
     scenario: Scenario,
     trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload), protocol logs of `specagent live` included (checked "
@@ -310,7 +310,7 @@ def predictor_validate(
     if synthetic > 0:
         for name in list_profiles():
             workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, scenario.seed)
-    setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "engine"))
+    setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
     with Progress(console=err, transient=True) as prog:
         prog.add_task(f"validating on {len(workloads)} workloads", total=None)
         table = validate_predictor(workloads, scenario, strategies=names, setting=setting)
