@@ -396,6 +396,13 @@ class EngineCatalog:
         self._listed: list[EngineProfile] | None = None
         self._files: dict[str, EngineProfile] = {}
 
+    @staticmethod
+    def with_mode(profile: EngineProfile, name: str) -> EngineProfile:
+        """`profile` as the name selects it: NAME:eager is the same engine with CUDA graphs off."""
+        if not name.lower().endswith(":eager"):
+            return profile
+        return dataclasses.replace(profile, cuda_graphs=Sourced(False, f"selected with '{name}': CUDA graphs off"))
+
     @classmethod
     def for_hardware_dirs(cls, hardware_dirs: Iterable[str | Path] | None) -> "EngineCatalog":
         return cls(engine_dirs(hardware_dirs))
@@ -423,8 +430,7 @@ class EngineCatalog:
         """An engine profile by id, alias or file path (NAME:eager: CUDA graphs off); unknown names list the known ones."""
         text = str(name_or_path)
         if text.lower().endswith(":eager"):  # the same engine with CUDA graphs off (e.g. vLLM --enforce-eager)
-            base = self.load(text[: -len(":eager")])
-            return dataclasses.replace(base, cuda_graphs=Sourced(False, f"selected with '{text}': CUDA graphs off"))
+            return self.with_mode(self.load(text[: -len(":eager")]), text)
         if text.endswith(".toml") or os.sep in text:
             return self._file(text)
         want = _normalise(text)

@@ -22,6 +22,7 @@ from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.reports.html import write_report
+from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
 from specagent.simulator.run import predict as run_predict
@@ -190,8 +191,10 @@ def predict(
         "per_trajectory": "per_trajectory.parquet",
     }
     # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
+    # the file also carries copies of the model configs and profiles it was priced with (reports price from them)
+    stored = {**summary_obj, "inputs": record_inputs(setting)}
     atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
-                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj))})
+                           out / "summary.json": atomic.text_writer(atomic.json_text(stored))})
     if as_json:
         print(json.dumps(summary_obj, indent=2, default=str))
     else:
