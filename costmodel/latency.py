@@ -30,6 +30,10 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
 * the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
   kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.
 
+`FIXED_TERMS` below is the one list of the per-pass fixed costs (name, the engine-profile
+field that is each coefficient's one home, how it enters the pass time); every consumer
+iterates over it (docs/fixed-costs.md).
+
 The rule that keeps the fleet exact: every term is affine in a pass's aggregates
 (`Passes`), times factors that depend only on (token total, pure-decode flag) — the MoE
 expert union, the GEMM and attention efficiencies (calibrated curves), and whether the

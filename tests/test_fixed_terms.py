@@ -125,8 +125,8 @@ def test_a_term_added_to_the_list_reaches_every_consumer(every_term, monkeypatch
     before, run_before = float(estimate(dep, passes).time_s[0]), DecodeRun(dep).totals(np.array([10.0]), np.array([100.0]))["time_s"][0]
     ic_before = IterationCost(dep).one(*_aggregates(np.array([1, 1, 300]), np.array([500, 900, 2000])))[0]
     # a second per-sequence CPU term and a second GPU-side term, priced from existing coefficients
-    extra = (FixedTerm("constant", "test", "per_sequence_s", "seqs", "cpu", "constant"),
-             FixedTerm("gpu_constant", "test", "layers_s", "pass", "gpu", "gpu constant"))
+    extra = (FixedTerm("extra_cpu", "test", "per_sequence_s", "seqs", "cpu", "extra cpu"),
+             FixedTerm("extra_gpu", "test", "layers_s", "pass", "gpu", "extra gpu"))
     terms = (*FIXED_TERMS[:-1], *extra, FIXED_TERMS[-1])
     for mod in (latency, roofline):
         monkeypatch.setattr(mod, "FIXED_TERMS", terms)
@@ -135,7 +135,7 @@ def test_a_term_added_to_the_list_reaches_every_consumer(every_term, monkeypatch
     lt = latency_terms(dep)
     added = 3 * lt.per_sequence_s + lt.layers_s
     after = estimate(dep, passes)
-    assert float(after.fixed["constant"][0]) == pytest.approx(3 * lt.per_sequence_s, rel=1e-12)
+    assert float(after.fixed["extra_cpu"][0]) == pytest.approx(3 * lt.per_sequence_s, rel=1e-12)
     assert float(after.fixed["launch"][0]) == 0.0  # launches hidden under this pass's GPU time: the terms add plainly
     assert float(after.time_s[0]) - before == pytest.approx(added, rel=1e-9)
     ic = IterationCost(dep).one(*_aggregates(np.array([1, 1, 300]), np.array([500, 900, 2000])))[0]
@@ -143,4 +143,4 @@ def test_a_term_added_to_the_list_reaches_every_consumer(every_term, monkeypatch
     run = DecodeRun(dep).totals(np.array([10.0]), np.array([100.0]))["time_s"][0]
     ref = decode(dep, 10 + np.arange(100, dtype=float), 1)
     assert run == pytest.approx(float(ref.time_s.sum()), rel=1e-9) and run > run_before
-    assert dataclasses.is_dataclass(after) and "fixed_constant_s" in after.to_frame().columns
+    assert dataclasses.is_dataclass(after) and "fixed_extra_cpu_s" in after.to_frame().columns
