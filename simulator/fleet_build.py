@@ -90,8 +90,9 @@ def sized_deployment(spec: DeploymentSpec, gpu: str | None, context: int,  # typ
     dep = replace(spec, hardware=gpu or spec.hardware).build(hardware_dirs)
     if dep.memory_needed(1, context) > dep.usable_bytes:
         raise ValueError(f"{dep.model.name} in {dep.weight_dtype} on {dep.gpus}x {dep.hardware.name} (the scenario's GPUs per "
-                         f"replica) does not hold a {context:,}-token sequence; give more GPUs (--weak-gpus / --strong-gpus) "
-                         f"or let the command search them (--search-gpus 1,2,4,8)")
+                         f"replica) does not fit a {context:,}-token sequence beside its weights; give more GPUs per replica "
+                         f"(--weak-gpus / --strong-gpus, or the scenario's gpus) or ask for a search (--search-gpus 1,2,4,8; "
+                         f"in a sweep, [sweep] search_gpus)")
     return dep
 
 

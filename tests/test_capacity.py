@@ -398,7 +398,7 @@ def test_fleet_commands_size_replicas_as_the_scenario_says_unless_asked_to_searc
     assert (as_given.gpus, as_given.hardware.id, as_given.parallelism) == (8, "h200_sxm", SC.strong.parallelism)
     assert sized_deployment(SC.strong, "h200", 32768, GPU_COUNTS).gpus == 4 == fitting_deployment(SC.strong, "h200", 32768).gpus
     assert sized_deployment(SC.strong, "h200", 32768, (2, 8)).gpus == 8  # only the counts asked for
-    with pytest.raises(ValueError, match=r"does not hold a 32,768-token sequence.*--search-gpus 1,2,4,8"):
+    with pytest.raises(ValueError, match=r"does not fit a 32,768-token sequence.*--search-gpus 1,2,4,8"):
         sized_deployment(replace(SC.strong, gpus=2), "h200", 32768)
     from specagent.simulator.fleet_build import parse_gpu_counts
     assert parse_gpu_counts("8,1, 2") == (1, 2, 8) and parse_gpu_counts([4]) == (4,)
