@@ -11,7 +11,7 @@ NATIVE_SRC := setup.py simulator/native.py simulator/fleet.py simulator/fleet_co
 ENGINE_TESTS := tests/test_native_engine.py tests/test_fleet_golden.py tests/test_fleet_engine.py tests/test_fleet_core.py \
 	tests/test_fleet_cli.py tests/test_costmodel_roofline.py
 
-.PHONY: run test setup bench clean
+.PHONY: run test lint scenarios setup bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,19 @@ setup: $(STAMP_RUN)
 run: $(STAMP_RUN)
 	$(BIN)/specagent predict --report out/predict/report.html
 
-test: $(STAMP_TEST)
+test: $(STAMP_TEST) lint
 	bash tools/install-browser.sh
 	$(BIN)/python -m pytest -q
 	SPECAGENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(ENGINE_TESTS)
+
+# ruff (in the [test] and [dev] extras) with the configuration in pyproject.toml; `make test` runs it first
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check .
+
+# regenerate the shipped default scenario after adding a strategy or a Scenario field (tests/test_scenario.py checks it)
+scenarios: $(STAMP_RUN)
+	$(BIN)/specagent scenario show > simulator/scenarios/default.toml.tmp
+	mv simulator/scenarios/default.toml.tmp simulator/scenarios/default.toml  # atomic: a failed run leaves the old file
 
 bench: $(STAMP_TEST)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

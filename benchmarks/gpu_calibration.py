@@ -36,7 +36,6 @@ import dataclasses
 import datetime as _dt
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -229,7 +228,7 @@ def calibrate_one(run: Run, name: str, spec, dtype: str) -> dict:
 
 def engine_one(run: Run, dtype: str, cals: dict[str, dict], collectives: bool) -> dict:
     """The engine terms in `dtype`, written as a profile; both models' held-out passes priced with them."""
-    from specagent.hardware.engine import parse_engine
+    from specagent.hardware.serving_engine import parse_engine
     from specagent.kernels import calibrate as cal
     from specagent.kernels import engine_terms as et
     from specagent.kernels.configs import strong_spec, weak_spec

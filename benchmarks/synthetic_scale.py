@@ -42,7 +42,7 @@ def main() -> int:
             rows.append((f"simulate --synthetic {profile} --trajectories {n_sim:,}", dt, gb, TARGET_RSS_GB))
         dt, gb = measure(["simulate", "specagent", "--synthetic", "tau2_airline", "--trajectories", str(n_sim),
                           "-o", str(tmp / "rows.parquet"), "--json"])
-        rows.append((f"  … with -o rows.parquet (per-trajectory rows streamed)", dt, gb, TARGET_RSS_GB))
+        rows.append(("  … with -o rows.parquet (per-trajectory rows streamed)", dt, gb, TARGET_RSS_GB))
         for suffix, n in ((".parquet", 200_000), (".jsonl", 20_000)):
             dt, gb = measure(["traces", "synth", "--profile", "tau2_airline", "-n", str(n), "-o", str(tmp / f"s{suffix}")])
             rows.append((f"traces synth -n {n:,} -o s{suffix}", dt, gb, None))

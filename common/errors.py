@@ -21,6 +21,10 @@ class InputError(ValueError):
         self.where = where
 
 
+class DeprecatedSpelling(FutureWarning):
+    """An old name for a flag or a scenario key, still read (for one release) as its new name; the message says which."""
+
+
 class OutputError(InputError):
     """An output path that cannot be written; the message names the path and the OS's reason."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from specagent.costmodel.dtypes import COMPUTE_DTYPE, dtype_bytes
 from specagent.costmodel.model_spec import ModelSpec
-from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfile, load_engine
+from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfile, load_engine
 from specagent.hardware.profile import HardwareProfile
 
 #: Fraction of device memory a serving engine lets the model use; vLLM's default
@@ -80,7 +80,7 @@ class ContextTooLong(DeploymentDoesNotFit):
 
 
 def default_engine() -> EngineProfile:
-    """The serving engine a deployment names when none is given (`hardware.engine.DEFAULT_ENGINE`)."""
+    """The serving engine a deployment names when none is given (`hardware.serving_engine.DEFAULT_ENGINE`)."""
     return load_engine(DEFAULT_ENGINE)
 
 

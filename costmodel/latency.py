@@ -30,6 +30,10 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
 * the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
   kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.
 
+`FIXED_TERMS` below is the one list of the per-pass fixed costs (name, the engine-profile
+field that is each coefficient's one home, how it enters the pass time); every consumer
+iterates over it (docs/fixed-costs.md).
+
 The rule that keeps the fleet exact: every term is affine in a pass's aggregates
 (`Passes`), times factors that depend only on (token total, pure-decode flag) — the MoE
 expert union, the GEMM and attention efficiencies (calibrated curves), and whether the
@@ -51,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
-from specagent.hardware.engine import LAYER_KINDS, EngineProfile
+from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile
 
 #: Weight-streaming GEMM kernels per layer by kind, as vLLM and SGLang fuse them (fused QKV
 #: and gate/up projections: QKVParallelLinear, MergedColumnParallelLinear): attention QKV +
@@ -81,6 +85,46 @@ class LatencyTerms:
     cuda_graphs: bool
     cuda_graph_max_batch: int
     cuda_graphs_mixed: bool
+
+
+@dataclass(frozen=True)
+class FixedTerm:
+    """One fixed cost a served pass pays: where its coefficient lives and how it enters the pass time.
+
+    `FIXED_TERMS` is the only list of them: `roofline.estimate` computes each into
+    `PassCost.fixed`, `PassCost.time_s` / `overhead_s`, the roofline CLI's breakdown and the
+    fleet's and `DecodeRun`'s probes iterate over it, so a term added here reaches every
+    consumer (tests/test_fixed_terms.py checks they agree with every term non-zero).
+    """
+
+    name: str  # the key in PassCost.fixed (and the roofline JSON's fixed_<name>_s)
+    coefficient: str  # its one home: the serving-engine profile field ([section] key; per GPU under [hardware.<id>])
+    attr: str  # the LatencyTerms field (seconds) it is priced from
+    per: str  # "pass": once per pass; else the Passes aggregate it multiplies (affine: the fleet's probe stays exact)
+    enters: str  # "cpu": serial engine work after the GPU's; "gpu": GPU-busy time (launches overlap it); "launch"
+    label: str  # the roofline CLI's word for it
+
+    def amount(self, terms: "LatencyTerms", passes: object, tokens: np.ndarray) -> np.ndarray:
+        """The term for every pass ("cpu" and "gpu" terms; the launch term is `exposed_launch`)."""
+        value = getattr(terms, self.attr)
+        if self.per == "pass":
+            return np.full_like(tokens, value)
+        return value * getattr(passes, self.per)
+
+
+#: Every fixed cost, in the order they are summed (the order keeps the pinned goldens bit-exact).
+#: A pass takes max(roofline + collectives + the "gpu" terms, eager launches) + the "cpu" terms.
+FIXED_TERMS: tuple[FixedTerm, ...] = (
+    FixedTerm("iteration", "iteration_us ([per_pass]; absent: the hardware profile's pass_overhead_us)", "iteration_s",
+              "pass", "cpu", "iteration"),
+    FixedTerm("per_sequence", "per_sequence_us ([per_pass])", "per_sequence_s", "seqs", "cpu", "sequences"),
+    FixedTerm("layers", "[per_layer_us] by layer kind", "layers_s", "pass", "gpu", "layers"),
+    FixedTerm("launch", "launch_us ([per_pass]) x kernels ([per_pass] kernels, [kernels_per_layer])", "launch_s",
+              "pass", "launch", "launches"),
+)
+CPU_TERMS = tuple(t.name for t in FIXED_TERMS if t.enters == "cpu")
+GPU_TERMS = tuple(t.name for t in FIXED_TERMS if t.enters == "gpu")
+LAUNCH_TERM = next(t.name for t in FIXED_TERMS if t.enters == "launch")
 
 
 def capped_efficiency(moe_mfu: float, moe_tflops: float | None, peak_flops: float) -> float:

@@ -67,7 +67,7 @@ from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
-from specagent.hardware.engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
+from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
 

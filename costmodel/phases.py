@@ -12,7 +12,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
-from specagent.costmodel.latency import eager_launch
+from specagent.costmodel.latency import LAUNCH_TERM, eager_launch
 from specagent.costmodel.roofline import Coefficients, PassCost, coefficients, estimate
 
 PHASES = ("prefill", "decode", "verify", "repair")
@@ -64,8 +64,8 @@ class DecodeRun:
         for name, arr in self._columns(base).items():
             self._a[name] = float(arr[0])
             self._b[name] = float(arr[1] - arr[0])
-        self._fixed_s = float(base.comm_s[0] + base.overhead_s[0] - base.fixed["launch"][0])  # every fixed cost but launches
-        self._busy_s = float(base.comm_s[0] + base.fixed["layers"][0])  # the GPU-side part: collectives, per-layer time
+        self._fixed_s = float(base.comm_s[0] + base.overhead_s[0] - base.fixed[LAUNCH_TERM][0])  # every fixed cost but launches
+        self._busy_s = float(base.comm_s[0] + base.gpu_fixed_s[0])  # the GPU-side part: collectives, per-layer time
         lt = coef.terms
         self._launch_s = lt.launch_s * float(eager_launch(lt, np.ones(1), np.ones(1, dtype=bool))[0])
 

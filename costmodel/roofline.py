@@ -35,7 +35,7 @@ import pandas as pd
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.dtypes import dtype_bytes
-from specagent.costmodel.latency import LatencyTerms, eager_launch, exposed_launch, latency_terms
+from specagent.costmodel.latency import CPU_TERMS, FIXED_TERMS, GPU_TERMS, LatencyTerms, eager_launch, exposed_launch, latency_terms
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import GDN_CHUNK, Passes
 
@@ -199,8 +199,15 @@ class PassCost:
         roof = np.maximum(self.compute_s, self.memory_s)
         if self.eager_launch_s is None:
             return roof + self.comm_s + self.overhead_s
-        f = self.fixed
-        return np.maximum(roof + self.comm_s + f["layers"], self.eager_launch_s) + f["iteration"] + f["per_sequence"]
+        out = np.maximum(_gpu_busy(roof + self.comm_s, self.fixed), self.eager_launch_s)
+        for name in CPU_TERMS:
+            out = out + self.fixed[name]
+        return out
+
+    @property
+    def gpu_fixed_s(self) -> np.ndarray:
+        """The fixed terms spent on the GPU (`latency.FIXED_TERMS` entering "gpu"): the launches overlap them."""
+        return _gpu_busy(np.zeros_like(self.compute_s), self.fixed)
 
     @property
     def compute_bound(self) -> np.ndarray:
@@ -230,6 +237,13 @@ class PassCost:
         if self.collective_latency_s is not None:
             cols["collective_latency_s"] = self.collective_latency_s
         return pd.DataFrame(cols)
+
+
+def _gpu_busy(base: np.ndarray, fixed: dict[str, np.ndarray]) -> np.ndarray:
+    """`base` (roofline + collectives) plus the GPU-side fixed terms, summed in `FIXED_TERMS` order."""
+    for name in GPU_TERMS:
+        base = base + fixed[name]
+    return base
 
 
 def _interp_log(x: np.ndarray, curve: tuple[tuple[float, float], ...], default: float) -> np.ndarray:
@@ -343,16 +357,12 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
     memory_s = total_bytes / (g * hw.bandwidth_bytes_s * lt.bandwidth_efficiency) + lt.bandwidth_ramp_s
     collective_latency = np.full_like(t, lt.collective_latency_s)
     comm_s = comm / hw.link_bytes_s + collective_latency if g > 1 else np.zeros_like(t)
-    layers = np.full_like(t, lt.layers_s)
     launch = lt.launch_s * eager_launch(lt, t, pure)
-    fixed = {
-        "iteration": np.full_like(t, lt.iteration_s),
-        "per_sequence": lt.per_sequence_s * passes.seqs,
-        "layers": layers,
-        # the GPU's own time hides the launches it overlaps; only the rest shows
-        "launch": exposed_launch(launch, np.maximum(compute_s, memory_s) + comm_s + layers),
-    }
-    overhead_s = fixed["iteration"] + fixed["per_sequence"] + fixed["layers"] + fixed["launch"]
+    fixed: dict[str, np.ndarray] = {}
+    for term in FIXED_TERMS:  # the launch term last: the GPU's own time hides the launches it overlaps; only the rest shows
+        fixed[term.name] = (term.amount(lt, passes, t) if term.enters != "launch"
+                            else exposed_launch(launch, _gpu_busy(np.maximum(compute_s, memory_s) + comm_s, fixed)))
+    overhead_s = sum(fixed.values())
     return PassCost(
         flops=flops, bytes_read=read, bytes_written=written, comm_bytes=comm, compute_s=compute_s,
         memory_s=memory_s, comm_s=comm_s, overhead_s=overhead_s, experts_touched=touched, weight_mode=weight_mode,

@@ -46,7 +46,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import ModelSpec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import PassCost, estimate
-from specagent.hardware.engine import EngineProfile, load_engine
+from specagent.hardware.serving_engine import EngineProfile, load_engine
 from specagent.hardware.profile import HardwareProfile, parse_profile
 from specagent.kernels import microbench as mb
 from specagent.kernels.modules import Model

@@ -52,7 +52,7 @@ import torch
 
 from specagent.common import atomic
 from specagent.costmodel.model_spec import ModelSpec
-from specagent.hardware.engine import LAYER_KINDS, EngineProfile, parse_engine
+from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile, parse_engine
 from specagent.hardware.profile import HardwareProfile
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
@@ -198,7 +198,7 @@ def graph_seconds(run: Callable[[int], torch.Tensor], sets: int, device: str, cf
                 for _ in range(calls):
                     run(i)
             graphs.append(g)
-        med, _ = mb.time_call(lambda i: graphs[i % sets].replay(), dev, dataclasses.replace(cfg, rotate=sets))
+        med, _ = mb.time_call(lambda i: graphs[i % sets].replay(), dev, dataclasses.replace(cfg, rotate=sets))  # noqa: F821  (the lambda runs inside time_call, before the del)
         del graphs
     return med / calls
 

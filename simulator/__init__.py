@@ -7,4 +7,7 @@ from pathlib import Path
 
 from specagent.simulator.native import select_engine
 
-ENGINE = select_engine(__name__, Path(__file__).resolve().parent)
+#: The fleet backend: the compiled fleet modules, or their sources (not the pricing engine, Scenario.pricing_engine,
+#: nor a serving engine, hardware/serving_engine.py).
+FLEET_BACKEND = select_engine(__name__, Path(__file__).resolve().parent)
+ENGINE = FLEET_BACKEND  # the old name, kept for one release

@@ -38,7 +38,7 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from specagent.simulator.acceptance import DEFAULT_EXACT, KINDS, AcceptanceModel
+from specagent.simulator.acceptance import KINDS, AcceptanceModel
 from specagent.simulator.workload import episode_from_trajectory, step_groups
 from specagent.traces.errors import TraceFormatError
 from specagent.traces.io import load_trajectories

@@ -45,21 +45,64 @@ def sample_tasks(n_episodes: int, n_tasks: int, seed: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 104729]).integers(0, n_episodes, n_tasks)
 
 
-def fitting_deployment(spec: DeploymentSpec, gpu: str | None, context: int) -> Deployment:  # type: ignore[valid-type]
-    """`spec` on GPU type `gpu` (its own when None) with the fewest GPUs (1, 2, 4, 8) that hold one `context`-token
+def fitting_deployment(spec: DeploymentSpec, gpu: str | None, context: int,  # type: ignore[valid-type]
+                       counts: Sequence[int] = GPU_COUNTS, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
+    """`spec` on GPU type `gpu` (its own when None) with the fewest GPUs of `counts` that hold one `context`-token
     sequence; a dense model runs tensor-parallel whatever `spec` says."""
-    dep = replace(spec, hardware=gpu or spec.hardware, gpus=GPU_COUNTS[0], parallelism="tp").build()
+    dep = replace(spec, hardware=gpu or spec.hardware, gpus=counts[0], parallelism="tp").build(hardware_dirs)
     if dep.model.is_moe:
         dep = replace(dep, parallelism=spec.parallelism)
     dep.check_context(context)  # past the model's window no GPU count helps
-    for g in GPU_COUNTS:
+    for g in counts:
         if tp_problem(dep.model, g) is not None:  # e.g. 8 GPUs for a model with 12 heads: not a deployment
             continue
         cand = replace(dep, gpus=g)
         if cand.memory_needed(1, context) <= cand.usable_bytes:
             return cand
-    raise ValueError(f"{dep.model.name} in {dep.weight_dtype} does not fit {GPU_COUNTS[-1]}x {dep.hardware.name} with a "
+    raise ValueError(f"{dep.model.name} in {dep.weight_dtype} does not fit {counts[-1]}x {dep.hardware.name} with a "
                      f"{context:,}-token sequence; use a smaller weight dtype or a larger GPU")
+
+
+def parse_gpu_counts(text: str | Sequence[int]) -> tuple[int, ...]:
+    """`--search-gpus 1,2,4,8` (or a list) as GPU counts per replica to try, in order; a bad entry raises ValueError."""
+    items = [t.strip() for t in text.split(",")] if isinstance(text, str) else list(text)
+    out = []
+    for t in items:
+        try:
+            g = int(t) if not isinstance(t, bool) else None
+        except (TypeError, ValueError):
+            g = None
+        if g is None or str(g) != str(t).strip() or g < 1:
+            raise ValueError(f"expected GPU counts per replica as whole numbers >= 1 (e.g. 1,2,4,8), got {t!r}")
+        out.append(g)
+    if not out:
+        raise ValueError("expected at least one GPU count per replica (e.g. 1,2,4,8)")
+    return tuple(sorted(set(out)))
+
+
+def sized_deployment(spec: DeploymentSpec, gpu: str | None, context: int,  # type: ignore[valid-type]
+                     search_gpus: Sequence[int] | None = None, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
+    """The deployment a fleet command runs for `spec` on GPU type `gpu` (its own when None).
+
+    `search_gpus` None: the scenario's deployment as given (its GPUs per replica and
+    parallelism), which must hold one `context`-token sequence; else the fewest of
+    `search_gpus` that do (`fitting_deployment`). Outputs record what ran (`gpus_sizing`).
+    """
+    if search_gpus is not None:
+        return fitting_deployment(spec, gpu, context, tuple(search_gpus), hardware_dirs)
+    dep = replace(spec, hardware=gpu or spec.hardware).build(hardware_dirs)
+    if dep.memory_needed(1, context) > dep.usable_bytes:
+        raise ValueError(f"{dep.model.name} in {dep.weight_dtype} on {dep.gpus}x {dep.hardware.name} (the scenario's GPUs per "
+                         f"replica) does not fit a {context:,}-token sequence beside its weights; give more GPUs per replica "
+                         f"(--weak-gpus / --strong-gpus, or the scenario's gpus) or ask for a search (--search-gpus 1,2,4,8; "
+                         f"in a sweep, [sweep] search_gpus)")
+    return dep
+
+
+def gpus_sizing(search_gpus: Sequence[int] | None) -> str:
+    """How a fleet command chose GPUs per replica, for its outputs."""
+    return "as given by the scenario" if search_gpus is None else \
+        f"searched: the fewest of {','.join(map(str, search_gpus))} that hold the longest context"
 
 
 def build_pool(dep: Deployment | ApiModel, replicas: int | None, router: str = ROUTER, scheduler: Scheduler | None = None,
@@ -185,4 +228,4 @@ def simulate_fleet(workload: Workload, strategy: str | Strategy, fleet: Fleet, n
 
 
 __all__ = ["GPU_COUNTS", "STRONG_POOL", "WEAK_POOL", "PlainServing", "TaskPlan", "build_fleet", "build_pool", "episodes_of",
-           "fitting_deployment", "fleet_from_setting", "plan_tasks", "request_tasks", "sample_tasks", "simulate_fleet"]
+           "fitting_deployment", "fleet_from_setting", "gpus_sizing", "parse_gpu_counts", "sized_deployment", "plan_tasks", "request_tasks", "sample_tasks", "simulate_fleet"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK, Passes
-from specagent.costmodel.latency import eager_launch_one, exposed_launch_one
+from specagent.costmodel.latency import LAUNCH_TERM, eager_launch_one, exposed_launch_one
 from specagent.costmodel.roofline import WEIGHT_MODES, coefficients, compute_efficiency, estimate
 
 
@@ -158,7 +158,7 @@ class IterationCost:
         self.inv_bw = float((cost.memory_s[0] - self.mem_fixed) / total_bytes[0])
         pad = cost.compute_parts["expert_padding"]
         self.pad_work = float(pad[0] * eff_m[0] / touched[0]) if self.is_moe and touched[0] > 0 else 0.0  # per touched expert
-        launch = cost.fixed["launch"]
+        launch = cost.fixed[LAUNCH_TERM]
 
         def affine(q: np.ndarray) -> tuple[float, ...]:
             slopes = (q[1:] - q[0]) / _PROBE_STEP
@@ -179,7 +179,7 @@ class IterationCost:
         self.attention_work = affine(zero if self._attn_eff is None else parts["attention"] * eff_a)
         self.expert_work = affine(zero if self._moe_eff is None else parts["experts"] * eff_m)
         self.fixed = affine(cost.comm_s + cost.overhead_s - launch)  # all fixed costs but the launch term
-        self.busy = affine(cost.comm_s + cost.fixed["layers"])  # the GPU-side ones: collectives and per-layer time
+        self.busy = affine(cost.comm_s + cost.gpu_fixed_s)  # the GPU-side ones: collectives and per-layer time
 
     # --- the nonlinear factors: functions of (token total, pure decode) ---------------------
     def touched(self, tokens: float) -> float:

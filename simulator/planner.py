@@ -47,7 +47,7 @@ import pandas as pd
 
 from specagent.simulator.bounds import PoolCapacity, pool_capacity, pool_work
 from specagent.simulator.fleet_build import (
-    TaskPlan, Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks,
+    TaskPlan, Workload, build_fleet, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
 )
 from specagent.simulator.fleet_config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
 from specagent.simulator.parallel import BACKENDS, run_jobs
@@ -151,8 +151,9 @@ class PlanRequest:
     """What to plan for: one or more rates and an SLO, GPU types to try, and the scenario (models, dtypes, K, acceptance,
     seed); `requests` plans a plain serving fleet for a request trace instead of agent strategies.
 
-    The scenario's deployments give each pool its model and storage dtypes; the search
-    chooses the GPU type (from `gpus`) and the GPUs per replica.
+    The scenario's deployments give each pool its model, storage dtypes, GPUs per replica
+    and parallelism, as given; the search chooses the GPU type (from `gpus`) and, only
+    when `search_gpus` is set, the GPUs per replica (the fewest of them that fit).
     """
 
     rate: float | None = None  # one rate (tasks/s), or
@@ -175,6 +176,7 @@ class PlanRequest:
     backend: str = "local"
     address: str | None = None
     requests: RequestTrace | None = None  # a plain serving workload (served by the scenario's Strong deployment)
+    search_gpus: tuple[int, ...] | None = None  # None: the scenario's GPUs per replica; else the fewest of these that fit
 
     def __post_init__(self) -> None:
         rates = tuple(self.rates) if self.rates else ((self.rate,) if self.rate is not None else ())
@@ -289,7 +291,8 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
     tasks = _plan(workload, strategy, sc)
     max_ctx = tasks.max_context
     uses = {WEAK_POOL: tasks.uses(WEAK_POOL), STRONG_POOL: tasks.uses(STRONG_POOL)}
-    deps = {WEAK_POOL: fitting_deployment(sc.weak, wg, max_ctx), STRONG_POOL: fitting_deployment(sc.strong, sg, max_ctx)}
+    deps = {WEAK_POOL: sized_deployment(sc.weak, wg, max_ctx, req.search_gpus),
+            STRONG_POOL: sized_deployment(sc.strong, sg, max_ctx, req.search_gpus)}
     limits = {p: req.scheduler or engine_scheduler(dep) for p, dep in deps.items()}
     price, sources = {}, {}
     for p, dep in deps.items():
@@ -398,7 +401,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
     row = {"strategy": strategy, "label": tasks.strategy.label, "rate": rate, "weak_gpu": deps[WEAK_POOL].hardware.id,
            "strong_gpu": deps[STRONG_POOL].hardware.id, "feasible": ok, "evaluations": len(cache),
            "simulated": sum(1 for v in cache.values() if v[1] is not None), "reference_latency_s": ref,
-           "uncontended_slo_value_s": floor_s}
+           "uncontended_slo_value_s": floor_s, "gpus_sizing": gpus_sizing(req.search_gpus)}
     for p, name in ((WEAK_POOL, "weak"), (STRONG_POOL, "strong")):
         row[f"{name}_gpus_per_replica"] = deps[p].gpus if uses[p] else 0
         row[f"{name}_max_num_seqs"] = limits[p].max_num_seqs if uses[p] else 0
@@ -413,9 +416,9 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         assert sr is not None
         unpriced = [g for p, g in ((WEAK_POOL, wg), (STRONG_POOL, sg)) if uses[p] and price[p] is None]
         nw, ns = (n_w or 0) if uses[WEAK_POOL] else 0, (n_s or 0) if uses[STRONG_POOL] else 0
-        gpus = nw * row["weak_gpus_per_replica"] + ns * row["strong_gpus_per_replica"]
-        usd_h = math.nan if unpriced else nw * row["weak_gpus_per_replica"] * (price[WEAK_POOL] or 0.0) + \
-            ns * row["strong_gpus_per_replica"] * (price[STRONG_POOL] or 0.0)
+        fleet = build((nw, ns))  # its GPUs and $/hour: the one formula (fleet_config.Pool / Fleet)
+        gpus = fleet.gpus
+        usd_h = math.nan if unpriced else fleet.usd_per_hour
         s = sr.summary
         row.update({
             "weak_replicas": nw, "strong_replicas": ns, "gpus": gpus, "usd_per_hour": usd_h,

@@ -78,7 +78,7 @@ def task_ids(episodes: Workload) -> list[str]:
 
 
 def simulate(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategy: str | Strategy = "specagent", setting: Setting | None = None,
-             acceptance: AcceptanceModel | None = None, seed: int = Scenario.seed, engine: str = Scenario.engine,
+             acceptance: AcceptanceModel | None = None, seed: int = Scenario.seed, engine: str = Scenario.pricing_engine,
              k: int = Scenario.k, review: str = Scenario.review, pricer: Pricer | None = None) -> pd.DataFrame:
     """Per-trajectory accounting of one strategy (one row per trajectory); the default Scenario's setting by default."""
     if engine not in ENGINES:
@@ -137,7 +137,7 @@ def check_success_rates(rates: object, strategies: Sequence[str], source: str = 
 
 def compare(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategies: Sequence[str] = Scenario.strategies,
             setting: Setting | None = None, acceptance: AcceptanceModel | None = None, seed: int = Scenario.seed,
-            engine: str = Scenario.engine, k: int = Scenario.k, review: str = Scenario.review, workload: str = "",
+            engine: str = Scenario.pricing_engine, k: int = Scenario.k, review: str = Scenario.review, workload: str = "",
             success_rates: dict[str, float] | None = None) -> Comparison:
     """Run every strategy on the same trajectories and summarise relative to Strong-only."""
     setting = setting or Scenario().setting(fit_context=None)
@@ -186,7 +186,7 @@ def predict(scenario: Scenario, trajectories: Iterable[Trajectory | Episode] | U
     if trajectories is None:
         trajectories, _, name = scenario.load_workload()
     setting = setting or scenario.setting()
-    comp = compare(trajectories, scenario.strategies, setting, scenario.acceptance, scenario.seed, scenario.engine,
+    comp = compare(trajectories, scenario.strategies, setting, scenario.acceptance, scenario.seed, scenario.pricing_engine,
                    scenario.k, scenario.review, workload=name, success_rates=success_rates)
     comp.scenario = scenario
     return comp

@@ -28,6 +28,7 @@ import numbers
 import textwrap
 import tomllib
 import types
+import warnings
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -35,13 +36,13 @@ from typing import Any, Callable, Iterable, Mapping, get_type_hints
 
 import tomli_w
 
-from specagent.common.errors import InputError
+from specagent.common.errors import DeprecatedSpelling, InputError
 from specagent.common.paths import check_input_file
 from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, PARALLELISMS, Deployment, DeploymentDoesNotFit
 from specagent.costmodel.dtypes import DTYPE_BYTES
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
-from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
+from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
@@ -54,7 +55,9 @@ from specagent.traces.profile import WorkloadProfile
 from specagent.traces.io import default_workload_path
 from specagent.traces.schema import Trajectory
 
-ENGINES = ("analytic", "simpy")
+#: How a run is priced (the pricing engine): closed-form analytic sums, or a simpy discrete-event run.
+PRICING_ENGINES = ("analytic", "simpy")
+ENGINES = PRICING_ENGINES  # the old name, kept for one release
 SHIPPED = ("default", "edge")
 #: The title of scenarios/default.toml, which is `Scenario().to_toml(DEFAULT_TITLE)` (a test keeps them equal).
 DEFAULT_TITLE = "scenario: the built-in default, SPEC §2's evaluated setting"
@@ -74,13 +77,22 @@ class DoesNotFit(ScenarioError):
 # Deployment entries: costmodel.Deployment's fields, with the model and the hardware by name
 # ------------------------------------------------------------------------------------------------
 #: Deployment fields that hold a loaded object, and how a scenario's name for one is loaded.
+#: Each takes (name, hardware_dirs, engines): `engines` is the run's one EngineCatalog (engine profiles read once per
+#: run, found in each hardware dir's engines/ folder, $SPECAGENT_ENGINE_DIR and the shipped ones).
 RESOLVERS: dict[str, Callable[..., Any]] = {
-    "model": lambda name, hardware_dirs: load_model_spec(name),
-    "hardware": lambda name, hardware_dirs: load_hardware(name, hardware_dirs),
-    "engine": lambda name, hardware_dirs: load_engine(name),
+    "model": lambda name, hardware_dirs, engines: load_model_spec(name),
+    "hardware": lambda name, hardware_dirs, engines: load_hardware(name, hardware_dirs),
+    "engine": lambda name, hardware_dirs, engines: engines.load(name),
 }
 #: The name a resolved field takes when the scenario gives none (for fields whose Deployment default is a factory).
 RESOLVER_DEFAULTS: dict[str, str] = {"engine": DEFAULT_ENGINE}
+#: Scenario keys of deployment fields whose costmodel.Deployment name is ambiguous there: the serving engine
+#: (`strong.serving_engine`, `--strong-serving-engine`) is `Deployment.engine`.
+SPEC_NAMES: dict[str, str] = {"engine": "serving_engine"}
+_DEPLOYMENT_NAMES = {v: k for k, v in SPEC_NAMES.items()}
+#: Old spellings still read, with a DeprecatedSpelling warning, for one release: scenario key -> its new name.
+DEPRECATED_KEYS: dict[str, str] = {"engine": "pricing_engine"}
+DEPRECATED_DEPLOYMENT_KEYS: dict[str, str] = {"engine": "serving_engine"}
 #: Help for the flags and scenario files; a field without an entry here is described by its
 #: `metadata={"help": ...}` in costmodel/deployment.py, or by its name.
 DEPLOYMENT_HELP = {
@@ -93,13 +105,13 @@ DEPLOYMENT_HELP = {
     "activation_dtype": "activation dtype",
     "state_dtype": "recurrent-state dtype (Gated DeltaNet keeps float32)",
     "memory_utilization": "share of GPU memory the serving engine may use",
-    "engine": "serving-engine profile whose fixed costs every pass pays (hardware/engines/: vllm, sglang, tensorrt-llm, "
+    "serving_engine": "serving-engine profile whose fixed costs every pass pays (hardware/engines/: vllm, sglang, tensorrt-llm, "
               "ideal = the bare roofline; or a .toml path; NAME:eager = CUDA graphs off)",
 }
 #: Flag names that differ from the field name (role-prefixed: --weak-dtype, --strong-dtype).
-DEPLOYMENT_FLAGS = {"weight_dtype": "dtype", "engine": "serving_engine"}
+DEPLOYMENT_FLAGS = {"weight_dtype": "dtype"}
 #: Flag names of a command about one deployment (`roofline`) that differ from the field name.
-SINGLE_DEPLOYMENT_FLAGS = {"engine": "serving_engine"}
+SINGLE_DEPLOYMENT_FLAGS: dict[str, str] = {}
 _SCALARS = (str, int, float, bool)
 
 
@@ -107,20 +119,21 @@ def _deployment_fields() -> list[tuple[str, type, Any]]:
     hints = get_type_hints(Deployment)
     out: list[tuple[str, type, Any]] = []
     for f in fields(Deployment):
-        help_ = f.metadata.get("help") or DEPLOYMENT_HELP.get(f.name) or f.name.replace("_", " ")
+        name = SPEC_NAMES.get(f.name, f.name)
+        help_ = f.metadata.get("help") or DEPLOYMENT_HELP.get(name) or name.replace("_", " ")
         if f.name in RESOLVERS:  # named in the scenario; an optional object (default None) stays optional
             if f.name in RESOLVER_DEFAULTS:
-                out.append((f.name, str, field(default=RESOLVER_DEFAULTS[f.name], metadata={"help": help_})))
+                out.append((name, str, field(default=RESOLVER_DEFAULTS[f.name], metadata={"help": help_})))
             elif f.default is dataclasses.MISSING:
-                out.append((f.name, str, field(metadata={"help": help_})))
+                out.append((name, str, field(metadata={"help": help_})))
             else:
-                out.append((f.name, str | None, field(default=None, metadata={"help": help_})))  # type: ignore[arg-type]
+                out.append((name, str | None, field(default=None, metadata={"help": help_})))  # type: ignore[arg-type]
             continue
         typ = hints[f.name]
         if typ not in _SCALARS:
             raise TypeError(f"costmodel.Deployment.{f.name} is a {typ}: add a name -> object loader for it to "
                             f"simulator.scenario.RESOLVERS")
-        out.append((f.name, typ, field(default=f.default, metadata={**f.metadata, "help": help_})))
+        out.append((name, typ, field(default=f.default, metadata={**f.metadata, "help": help_})))
     return out
 
 
@@ -146,17 +159,18 @@ class _DeploymentSpecMethods:
             if getattr(self, name).lower() not in DTYPE_BYTES:
                 raise ScenarioError(f"{name} must be one of {', '.join(DTYPE_BYTES)}, got {getattr(self, name)!r}", name)
 
-    def build(self, hardware_dirs: Iterable[str | Path] = ()) -> Deployment:
-        """The costmodel Deployment this entry names (loads the model config and the GPU profile)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+    def build(self, hardware_dirs: Iterable[str | Path] = (), engines: EngineCatalog | None = None) -> Deployment:
+        """The costmodel Deployment this entry names (loads the model config and the GPU and engine profiles)."""
+        values = {_DEPLOYMENT_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
         dirs = list(hardware_dirs)
+        catalog = engines if engines is not None else EngineCatalog.for_hardware_dirs(dirs)
         for name, load in RESOLVERS.items():
             if values.get(name) is None:
                 continue
             try:
-                values[name] = load(values[name], dirs)
+                values[name] = load(values[name], dirs, catalog)
             except (ModelSpecError, HardwareProfileError, EngineProfileError, OSError) as exc:
-                raise ScenarioError(str(exc), name) from exc
+                raise ScenarioError(str(exc), SPEC_NAMES.get(name, name)) from exc
         try:
             return Deployment(**values)
         except ValueError as exc:
@@ -232,7 +246,7 @@ def _strategy_list(v: Any) -> Any:
 @dataclass(frozen=True)
 class Scenario:
     """Models and deployments, workload, strategies and their parameters, acceptance, caching, verifier
-    prompt, weight reads, seed and engine: everything a run depends on."""
+    prompt, weight reads, seed and pricing engine: everything a run depends on."""
 
     weak: DeploymentSpec = field(  # type: ignore[valid-type]
         default=DeploymentSpec(model="qwen3.5-4b", hardware="h20", gpus=1, weight_dtype="bf16"),
@@ -264,8 +278,9 @@ class Scenario:
     verifier_system_tokens: int = field(default=_setting_default("verifier_system_tokens"), metadata={
         "help": "Tokens of the verifier's own instructions, re-read by every 'fresh' review."})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
-    engine: str = field(default=ENGINES[0], metadata={
-        "choices": ENGINES, "help": f"Engine: {', '.join(ENGINES)} (they agree on uncontended resources)."})
+    pricing_engine: str = field(default=PRICING_ENGINES[0], metadata={
+        "choices": PRICING_ENGINES, "deprecated_flags": ("--engine",),
+        "help": f"Pricing engine: {', '.join(PRICING_ENGINES)} (they agree on uncontended resources)."})
 
     def __post_init__(self) -> None:
         for role in ("weak", "strong"):
@@ -300,7 +315,9 @@ class Scenario:
     # --- resolving ------------------------------------------------------------------------------
     def setting(self, hardware_dirs: Iterable[str | Path] = (), fit_context: int | None = FIT_CONTEXT) -> Setting:
         """The deployments and serving policy, loaded; each deployment must hold one `fit_context`-token sequence."""
-        weak = _build(self.weak, "weak", hardware_dirs, fit_context)
+        dirs = list(hardware_dirs)
+        engines = EngineCatalog.for_hardware_dirs(dirs)  # the engine profiles, read once for both deployments
+        weak = _build(self.weak, "weak", dirs, fit_context, engines)
         strong: Deployment | ApiModel
         if self.strong_api is not None:
             apis = load_api_models()
@@ -308,7 +325,7 @@ class Scenario:
                 raise ScenarioError(f"unknown API model '{self.strong_api}'; known: {', '.join(apis)}", "strong_api")
             strong = apis[self.strong_api]
         else:
-            strong = _build(self.strong, "strong", hardware_dirs, fit_context)
+            strong = _build(self.strong, "strong", dirs, fit_context, engines)
         return Setting(weak=weak, strong=strong, prefix_caching=self.prefix_caching, weight_mode=self.weight_mode,
                        verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens)
 
@@ -388,6 +405,7 @@ class Scenario:
             raise ScenarioError(f"a scenario must be a table of fields, got {type(data).__name__}")
         default = cls()
         names = [f.name for f in fields(cls)]
+        data = _respelled(data, DEPRECATED_KEYS, "")
         unknown = sorted(set(data) - set(names))
         if unknown:
             raise ScenarioError(f"unknown scenario field(s) {', '.join(unknown)}; known: {', '.join(names)}", unknown[0])
@@ -475,9 +493,10 @@ def edge_setting(api: str | None = None, **overrides: Any) -> Setting:
 
 
 # ------------------------------------------------------------------------------------------------
-def _build(spec: Any, role: str, hardware_dirs: Iterable[str | Path], fit_context: int | None) -> Deployment:
+def _build(spec: Any, role: str, hardware_dirs: Iterable[str | Path], fit_context: int | None,
+           engines: EngineCatalog | None = None) -> Deployment:
     try:
-        dep = spec.build(hardware_dirs)
+        dep = spec.build(hardware_dirs, engines)
     except ScenarioError as exc:
         raise ScenarioError(f"{role} deployment: {exc}", f"{role}.{exc.where}" if exc.where else role) from None
     if fit_context is not None:
@@ -496,10 +515,28 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _respelled(data: Mapping[str, Any], old_names: Mapping[str, str], prefix: str) -> Mapping[str, Any]:
+    """`data` with deprecated keys renamed to their new names (a DeprecatedSpelling warning for each); both: an error."""
+    found = [k for k in old_names if k in data]
+    if not found:
+        return data
+    out = dict(data)
+    for old in found:
+        new = old_names[old]
+        if new in out:
+            raise ScenarioError(f"give {prefix}{new} or its old spelling {prefix}{old}, not both", f"{prefix}{old}".rstrip("."))
+        warnings.warn(f"scenario key '{prefix}{old}' is now '{prefix}{new}'; the old spelling is read for one release",
+                      DeprecatedSpelling, stacklevel=4)
+        out[new] = out.pop(old)
+    return out
+
+
 def _sub_from_dict(base: Any, data: Any, name: str) -> Any:
     """A nested entry (deployment, workload, acceptance) from a table, over the default entry's values."""
     if not isinstance(data, Mapping):
         raise ScenarioError(f"{name} must be a table of fields, got {data!r}", name)
+    if isinstance(base, DeploymentSpec):
+        data = _respelled(data, DEPRECATED_DEPLOYMENT_KEYS, f"{name}.")
     known = {f.name for f in fields(base)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -368,31 +368,34 @@ class StrategyEntry:
     help: str
     make: Callable[[int, str], Strategy]  # (K, review policy) -> the strategy
     aliases: tuple[str, ...] = ()
-    #: Takes K and a review policy (SpecAgent and its ablations); a sweep runs the others once per K-less cell.
-    takes_k: bool = False
-    #: Planned by the vectorised lockstep planner (simulator/lockstep.py) unless audited.
-    lockstep: bool = False
+
+    @property
+    def takes_k(self) -> bool:
+        """Whether K changes the strategy it builds (read off the strategy, not restated): a sweep runs the others once per K-less cell."""
+        return self.make(DEFAULT_K, DEFAULT_REVIEW).describe() != self.make(DEFAULT_K + 1, DEFAULT_REVIEW).describe()
+
+    @property
+    def lockstep(self) -> bool:
+        """Planned by the vectorised lockstep planner (simulator/lockstep.py) unless audited: the strategy's own `lockstep`."""
+        return bool(self.make(DEFAULT_K, DEFAULT_REVIEW).lockstep)
 
 
 REGISTRY: tuple[StrategyEntry, ...] = (
     StrategyEntry("strongonly", "Strong decodes every step", lambda k, r: SingleModel(STRONG)),
     StrategyEntry("weakonly", "Weak decodes every step (writes unreviewed)", lambda k, r: SingleModel(WEAK)),
     StrategyEntry("specagent", "Weak drafts ≤K steps with real reads, Strong verifies in one prefill and repairs one step",
-                  lambda k, r: SpecAgent(k=k, review=r), takes_k=True, lockstep=True),
+                  lambda k, r: SpecAgent(k=k, review=r)),
     StrategyEntry("exactmatch", "Weak drafts, Strong decodes its own step too; draft kept only if identical",
                   lambda k, r: ExactMatchSpeculative(), aliases=("exactmatchspeculative",)),
     StrategyEntry("router", "per-step router to Weak or Strong", lambda k, r: Router()),
     StrategyEntry("collab", "AgentCollab-style: Weak acts, escalates to Strong on detected trouble", lambda k, r: Collaborative(),
                   aliases=("collaborative", "agentcollab")),
     StrategyEntry("specagent_exact", "ablation: exact-step verifier",
-                  lambda k, r: SpecAgent(k=k, review=r, verifier="exact", name="specagent_exact"), aliases=("exactstep",),
-                  takes_k=True, lockstep=True),
+                  lambda k, r: SpecAgent(k=k, review=r, verifier="exact", name="specagent_exact"), aliases=("exactstep",)),
     StrategyEntry("specagent_hold_replies", "ablation: also hold and review replies to the user",
-                  lambda k, r: SpecAgent(k=k, review="hold_replies", name="specagent_hold_replies"), aliases=("holdreplies",),
-                  takes_k=True, lockstep=True),
+                  lambda k, r: SpecAgent(k=k, review="hold_replies", name="specagent_hold_replies"), aliases=("holdreplies",)),
     StrategyEntry("specagent_every_chunk", "ablation: review every chunk, reads included",
-                  lambda k, r: SpecAgent(k=k, review="every_chunk", name="specagent_every_chunk"), aliases=("everychunk",),
-                  takes_k=True, lockstep=True),
+                  lambda k, r: SpecAgent(k=k, review="every_chunk", name="specagent_every_chunk"), aliases=("everychunk",)),
 )
 STRATEGY_NAMES = tuple(e.name for e in REGISTRY)
 STRATEGY_HELP = {e.name: e.help for e in REGISTRY}

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from specagent.costmodel.balance import balance_point
-from specagent.simulator.fleet_build import Workload, build_fleet, episodes_of, fitting_deployment, plan_tasks
+from specagent.simulator.fleet_build import Workload, build_fleet, episodes_of, plan_tasks, sized_deployment
 from specagent.simulator.fleet_config import Arrivals, Scheduler
 from specagent.simulator.phases import STRONG_PHASES
 from specagent.simulator.scenario import Scenario
@@ -37,8 +37,12 @@ STUDY_COLUMNS = (
 
 def balance_study(trajectories: Workload, hardware: Sequence[str] = ("h20", "h200"),
                   rates: Sequence[float] = (0.05, 0.2, 0.8, 3.2, 12.8), n_tasks: int = 150, horizon_s: float = 60.0,
-                  scenario: Scenario | None = None, max_num_seqs: int = 256) -> pd.DataFrame:
+                  scenario: Scenario | None = None, max_num_seqs: int = 256,
+                  search_gpus: Sequence[int] | None = None) -> pd.DataFrame:
     """One row per (hardware, rate); columns STUDY_COLUMNS (savings are 1 - SpecAgent / Strong-only, per task).
+
+    The Strong replica has the scenario's GPUs per replica (`strong_gpus` records them), or
+    with `search_gpus` the fewest of those that hold the longest context.
 
     The scenario gives the models, dtypes, K, acceptance, seed and weight reads (the default
     scenario when None); the Strong replica runs on each GPU type of `hardware` in turn.
@@ -60,7 +64,7 @@ def balance_study(trajectories: Workload, hardware: Sequence[str] = ("h20", "h20
     weak = sc.weak.build()
     rows = []
     for hw in hardware:
-        sdep = fitting_deployment(sc.strong, hw, max_ctx)
+        sdep = sized_deployment(sc.strong, hw, max_ctx, search_gpus)
         bp = balance_point(sdep, context=med_ctx, weight_mode=sc.weight_mode, max_batch=4096)
         fleet = build_fleet(weak, sdep, None, 1, weight_mode=sc.weight_mode, scheduler=sched)
         for rate in rates:

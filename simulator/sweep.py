@@ -64,7 +64,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 from specagent.simulator.fleet_build import (
-    PlainServing, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks,
+    PlainServing, build_fleet, episodes_of, gpus_sizing, parse_gpu_counts, plan_tasks, request_tasks, sized_deployment,
 )
 from specagent.simulator.fleet_config import ROUTERS, WARMUP_SHARE, Arrivals
 from specagent.simulator.parallel import BACKENDS, run_jobs
@@ -114,6 +114,8 @@ class SweepConfig:
     requests: str | None = None
     prices: dict[str, float] = field(default_factory=dict)
     scenario: Scenario = field(default_factory=Scenario)
+    #: [sweep].search_gpus: GPUs per replica to search (the fewest that fit); absent: the scenario's, as given
+    search_gpus: tuple[int, ...] | None = None
 
     @classmethod
     def from_toml(cls, path: str | Path, scenario: str | Path | None = None) -> "SweepConfig":
@@ -173,7 +175,7 @@ class SweepConfig:
         for f in g["fleet"]:
             if f not in fleets:
                 raise SweepConfigError(f"{where}: [grid].fleet names '{f}' but there is no [fleet.{f}] table")
-        allowed = {"workload", "tasks", "warmup", "prices", "scenario", "steady", "requests", *SCENARIO_KEYS}
+        allowed = {"workload", "tasks", "warmup", "prices", "scenario", "steady", "requests", "search_gpus", *SCENARIO_KEYS}
         bad = set(sw) - allowed
         if bad:
             raise SweepConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; allowed: {sorted(allowed)}")
@@ -182,6 +184,12 @@ class SweepConfig:
         if "requests" in sw and not (isinstance(sw["requests"], str) and Path(sw["requests"]).is_file()):
             raise SweepConfigError(f"{where}: [sweep].requests must name a request trace CSV file, got {sw['requests']!r}")
         own = {k: v for k, v in sw.items() if k not in SCENARIO_KEYS and k != "scenario"}
+        if "search_gpus" in own:
+            try:
+                own["search_gpus"] = parse_gpu_counts(own["search_gpus"]) if isinstance(own["search_gpus"], list) else \
+                    parse_gpu_counts([own["search_gpus"]] if not isinstance(own["search_gpus"], str) else own["search_gpus"])
+            except ValueError as exc:
+                raise SweepConfigError(f"{where}: [sweep].search_gpus: {exc}") from None
         try:
             scenario = _scenario(data, sw, where)
             return cls(grid=g, fleets=fleets, scenario=scenario, **own)
@@ -193,6 +201,7 @@ class SweepConfig:
     def fixed(self) -> dict:
         """Everything but the grid, as plain data: what every cell's result depends on (and its id hashes)."""
         d = {f: getattr(self, f) for f in ("workload", "tasks", "warmup", "prices", "steady", "requests")}
+        d["search_gpus"] = list(self.search_gpus) if self.search_gpus else None  # None: the scenario's GPUs per replica
         d["fleets"] = {k: asdict(v) for k, v in self.fleets.items()}
         d["scenario"] = self.scenario.to_dict()
         return d
@@ -375,8 +384,9 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     hw = str(cell["hardware"])
     weak_gpu, strong_gpu = hw.split("+", 1) if "+" in hw else (hw, hw)
     shape = FleetShape(**fixed["fleets"][cell["fleet"]])
-    wdep = fitting_deployment(sc.weak, weak_gpu, SIZING_CONTEXT)
-    sdep = fitting_deployment(sc.strong, strong_gpu, SIZING_CONTEXT)
+    search = fixed.get("search_gpus")
+    wdep = sized_deployment(sc.weak, weak_gpu, SIZING_CONTEXT, search)
+    sdep = sized_deployment(sc.strong, strong_gpu, SIZING_CONTEXT, search)
 
     def build(counts):
         return build_fleet(wdep, sdep, counts[0], counts[1], weight_mode=sc.weight_mode, router=shape.router, prices=fixed["prices"])
@@ -402,6 +412,7 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     row["hardware"] = hw
     row["weak_price_source"], row["strong_price_source"] = fleet.weak.price_source, fleet.strong.price_source  # type: ignore[union-attr]
     row["weak_gpus_per_replica"], row["strong_gpus_per_replica"] = wdep.gpus, sdep.gpus
+    row["gpus_sizing"] = gpus_sizing(search)
     for k, v in {**summary, **steady_row}.items():
         if isinstance(v, (int, float, str, bool)):
             row[k] = v

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from specagent.cli.app import app
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.acceptance_fit import (
-    FitData, Segment, _binomial, _ratio, acceptance_toml, add_verdict_records, fit_acceptance, nb_mean, read_logs,
+    FitData, Segment, _binomial, _ratio, acceptance_toml, add_verdict_records, fit_acceptance, nb_mean,
 )
 from specagent.simulator.phases import STRONG_DECODE, STRONG_VERDICT
 from specagent.simulator.run import plan_strategy

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
-from specagent.hardware.engine import EngineProfileError, load_engine, parse_engine
+from specagent.hardware.serving_engine import EngineProfileError, load_engine, parse_engine
 from specagent.hardware.profile import load_hardware
 from specagent.simulator.bounds import pool_capacity, pool_work
-from specagent.simulator.fleet_build import build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks
+from specagent.simulator.fleet_build import (
+    GPU_COUNTS, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, sized_deployment,
+)
 from specagent.simulator.fleet_config import STRONG_POOL, Pool, Scheduler, engine_scheduler
 from specagent.simulator.planner import SLO, PlanRequest, parse_rates, plan_capacity
 from specagent.simulator.scenario import Scenario
@@ -296,7 +299,7 @@ def test_plans_grow_with_the_rate_and_one_strong_replica_fewer_misses(episodes, 
     """The capacity curve is monotone in rate; at the moderate rate the answered fleet, simulated whole, meets the SLO
     and one Strong replica fewer does not (or is unstable)."""
     slo = SLO.parse("p95-task=300s")
-    req = PlanRequest(rates=(0.5, 2.0, 8.0), slo=slo, strategies=("strongonly",), gpus=("h200",))
+    req = PlanRequest(rates=(0.5, 2.0, 8.0), slo=slo, strategies=("strongonly",), gpus=("h200",), search_gpus=GPU_COUNTS)
     res = plan_capacity(episodes, req)
     best = res.best.sort_values("rate")
     assert best["rate"].tolist() == [0.5, 2.0, 8.0]
@@ -339,7 +342,8 @@ def test_an_slo_no_fleet_can_meet_is_said_at_once(episodes):
 def test_plain_serving_fleets_are_planned_from_a_request_trace():
     trace = synthetic_requests(3000, rate=5.0, prompt_mean=2000.0, output_mean=300.0, seed=1)
     sc = SC.override({"strong.model": "qwen3.5-4b", "strong.weight_dtype": "bf16"})
-    req = PlanRequest(rates=(20.0, 80.0), slo=SLO.parse("p95-task=20s"), gpus=("h200",), scenario=sc, requests=trace)
+    req = PlanRequest(rates=(20.0, 80.0), slo=SLO.parse("p95-task=20s"), gpus=("h200",), scenario=sc, requests=trace,
+                      search_gpus=GPU_COUNTS)
     res = plan_capacity(None, req)
     best = res.best.sort_values("rate")
     assert best["strategy"].tolist() == ["serving", "serving"] and (best["weak_replicas"] == 0).all()
@@ -372,9 +376,9 @@ def test_fleets_sharing_a_slice_each_name_their_own(episodes):
     """(10, 3) and (9, 3) replicas both run as 3 weak + 1 strong at a third of the rate: the one simulation is shared,
     but each evaluation names its own fleet's slice and load excess (the reused one used to name the other fleet's)."""
     # without verifier reasoning: the search then evaluates the two fleets this test is about (the naming, not the
-    # acceptance model, is under test)
+    # acceptance model, is under test); GPUs per replica searched, as the pinned fleets were planned
     req = PlanRequest(rates=(18.0,), slo=SLO.parse("p95-task=400s"), strategies=("specagent",), gpus=("h200",),
-                      slice_tasks=300, scenario=SC.override({"acceptance.thinking": False}))
+                      slice_tasks=300, scenario=SC.override({"acceptance.thinking": False}), search_gpus=GPU_COUNTS)
     ev = plan_capacity(episodes, req).evaluations
     named = 0
     for r in ev.to_dict("records"):
@@ -386,3 +390,35 @@ def test_fleets_sharing_a_slice_each_name_their_own(episodes):
     assert "+11.1% load" in shared["slice"].iloc[0]  # 3 replicas for 1/3 of the rate against 10 for all of it
     other = ev[(ev["weak_replicas"] == 9) & (ev["strong_replicas"] == 3)]["slice"].iloc[0]
     assert "3 of 9 weak, 1 of 3 strong" in other and "+0.0% load" in other  # the same simulation, its own fleet named
+
+
+# ------------------------------------------------------------------------------ the scenario's GPUs per replica (issue 25)
+def test_fleet_commands_size_replicas_as_the_scenario_says_unless_asked_to_search():
+    """8 Strong GPUs on H200 stay 8 (the planner used to pick 4 and say nothing); --search-gpus picks the fewest that fit."""
+    assert SC.strong.gpus == 8
+    as_given = sized_deployment(SC.strong, "h200", 32768)
+    assert (as_given.gpus, as_given.hardware.id, as_given.parallelism) == (8, "h200_sxm", SC.strong.parallelism)
+    assert sized_deployment(SC.strong, "h200", 32768, GPU_COUNTS).gpus == 4 == fitting_deployment(SC.strong, "h200", 32768).gpus
+    assert sized_deployment(SC.strong, "h200", 32768, (2, 8)).gpus == 8  # only the counts asked for
+    with pytest.raises(ValueError, match=r"does not fit a 32,768-token sequence.*--search-gpus 1,2,4,8"):
+        sized_deployment(replace(SC.strong, gpus=2), "h200", 32768)
+    from specagent.simulator.fleet_build import parse_gpu_counts
+    assert parse_gpu_counts("8,1, 2") == (1, 2, 8) and parse_gpu_counts([4]) == (4,)
+    for bad in ("", "0", "two", "1.5", "1,,x"):
+        with pytest.raises(ValueError, match="GPU count"):
+            parse_gpu_counts(bad)
+
+
+def test_a_plan_records_the_replicas_it_ran_and_prices_them_with_the_fleet_formula():
+    trace = synthetic_requests(400, rate=2.0, prompt_mean=1000.0, output_mean=100.0, seed=3)
+    sc = SC.override({"strong.model": "qwen3.5-4b", "strong.weight_dtype": "bf16", "strong.gpus": 2})
+    base = dict(rates=(2.0,), slo=SLO.parse("p95-task=60s"), gpus=("h200",), scenario=sc, requests=trace, n_tasks=100)
+    given = plan_capacity(None, PlanRequest(**base)).best.iloc[0]
+    searched = plan_capacity(None, PlanRequest(**base, search_gpus=GPU_COUNTS)).best.iloc[0]
+    assert (given["strong_gpus_per_replica"], given["gpus_sizing"]) == (2, "as given by the scenario")
+    assert searched["strong_gpus_per_replica"] == 1 and searched["gpus_sizing"].startswith("searched: the fewest of 1,2,4,8")
+    for row in (given, searched):
+        dep = sized_deployment(sc.strong, "h200", 1, None if row is given else GPU_COUNTS)
+        fleet = build_fleet(None, dep, 0, int(row["strong_replicas"]), weight_mode=sc.weight_mode)
+        assert row["gpus"] == fleet.gpus == row["strong_replicas"] * row["strong_gpus_per_replica"]
+        assert row["usd_per_hour"] == fleet.usd_per_hour

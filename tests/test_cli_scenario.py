@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from specagent.cli import app
 from specagent.cli.options import deployment_flag, scenario_flags
 from specagent.reports.data import deployments, load_results
-from specagent.simulator.scenario import DeploymentSpec, Scenario
+from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 runner = CliRunner()
@@ -24,7 +24,7 @@ runner = CliRunner()
 BAD = [  # (flags, the flag the message must name)
     (["--k", "0"], "--k"), (["--k", "-1"], "--k"), (["--k", "1e20"], "--k"), (["--accept", "1.5"], "--accept"),
     (["--accept", "nan"], "--accept"), (["--weak-ratio", "0"], "--weak-ratio"), (["--verdict-tokens", "-5"], "--verdict-tokens"),
-    (["--p-valid-replacement", "2"], "--p-valid-replacement"), (["--review", "x"], "--review"), (["--engine", "x"], "--engine"),
+    (["--p-valid-replacement", "2"], "--p-valid-replacement"), (["--review", "x"], "--review"), (["--pricing-engine", "x"], "--pricing-engine"),
     (["--seed", "-1"], "--seed"), (["--strong-gpus", "0"], "--strong-gpus"), (["--weight-mode", "all"], "--weight-mode"),
     (["--trajectories", "0"], "--trajectories"),
 ]
@@ -77,9 +77,9 @@ def test_every_scenario_field_has_a_flag_with_its_default_in_the_help():
     for f in dataclasses.fields(DeploymentSpec):
         for role in ("weak", "strong"):
             assert f"{role}.{f.name}" in paths
-    assert {"k", "review", "seed", "engine", "acceptance.weak_token_ratio", "workload.trace", "strong_api"} <= paths
+    assert {"k", "review", "seed", "pricing_engine", "acceptance.weak_token_ratio", "workload.trace", "strong_api"} <= paths
     for fl in flags:
-        assert fl.names[0] in text, fl.names[0]
+        assert (fl.names[0] in text) != fl.deprecated, fl.names[0]  # old spellings are read but not shown
     assert deployment_flag("strong", "weight_dtype") == "--strong-dtype" and deployment_flag("", "weight_dtype") == "--weight-dtype"
     assert "[default: 8]" in text and "[default: qwen3.5-397b-a17b]" in text  # --strong-gpus, --strong-model
 
@@ -122,10 +122,10 @@ def test_scenario_errors(small_trace, tmp_path):
 
 def test_simulate_json_carries_the_scenario(small_trace):
     r = runner.invoke(app, ["simulate", "specagent", "--trace", str(small_trace), "--k", "3", "--accept", "0.7", "--seed", "5",
-                            "--engine", "simpy", "--json"])
+                            "--pricing-engine", "simpy", "--json"])
     assert r.exit_code == 0, r.output
     sc = Scenario.from_dict(json.loads(r.output)["scenario"])
-    assert (sc.k, sc.seed, sc.engine, sc.strategies) == (3, 5, "simpy", ("specagent",))
+    assert (sc.k, sc.seed, sc.pricing_engine, sc.strategies) == (3, 5, "simpy", ("specagent",))
     assert sc.acceptance.accept["write"] == 0.7 and sc.acceptance.position_decay == 1.0
 
 
@@ -149,3 +149,26 @@ def test_every_command_that_runs_a_scenario_takes_one():
 def test_report_help_has_a_description():
     r = runner.invoke(app, ["report", "--help"])
     assert r.exit_code == 0 and "self-contained HTML report" in r.output
+
+
+def test_old_spellings_are_read_with_a_warning(small_trace, tmp_path):
+    """--engine and the scenario keys `engine` / `strong.engine` still work for one release, and say their new names."""
+    from specagent.common.errors import DeprecatedSpelling
+
+    base = ["simulate", "specagent", "--trace", str(small_trace), "--json"]
+    with pytest.warns(DeprecatedSpelling, match="--engine is now --pricing-engine"):
+        r = runner.invoke(app, [*base, "--engine", "simpy"])
+    assert r.exit_code == 0, r.output
+    assert Scenario.from_dict(json.loads(r.output)["scenario"]).pricing_engine == "simpy"
+    r = runner.invoke(app, [*base, "--engine", "simpy", "--pricing-engine", "analytic"])
+    assert r.exit_code == 2 and "give --pricing-engine or its old spelling --engine, not both" in r.output
+    old = tmp_path / "old.toml"
+    old.write_text('engine = "simpy"\n[strong]\nengine = "sglang"\n', encoding="utf-8")
+    with pytest.warns(DeprecatedSpelling) as caught:
+        sc = Scenario.load(old)
+    assert (sc.pricing_engine, sc.strong.serving_engine) == ("simpy", "sglang")
+    assert {str(w.message).split("'")[1] for w in caught} == {"engine", "strong.engine"}
+    both = tmp_path / "both.toml"
+    both.write_text('[strong]\nengine = "sglang"\nserving_engine = "vllm"\n', encoding="utf-8")
+    with pytest.raises(ScenarioError, match="give strong.serving_engine or its old spelling strong.engine, not both"):
+        Scenario.load(both)

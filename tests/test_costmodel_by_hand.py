@@ -23,7 +23,7 @@ from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun, decode, max_affine_sum_lines, prefill, repair, verify
 from specagent.costmodel.roofline import coefficients, estimate
-from specagent.hardware.engine import load_engine
+from specagent.hardware.serving_engine import load_engine
 from specagent.hardware.profile import Sourced, load_hardware
 
 H20 = load_hardware("h20")

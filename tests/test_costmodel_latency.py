@@ -19,7 +19,7 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import decode, prefill
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.engine import (
+from specagent.hardware.serving_engine import (
     DEFAULT_ENGINE, LAYER_KINDS, EngineProfileError, list_engines, load_engine, load_engine_file, parse_engine,
 )
 from specagent.hardware.profile import HardwareProfileError, Sourced, load_hardware, parse_profile

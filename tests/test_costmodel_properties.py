@@ -14,7 +14,7 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
-from specagent.hardware.engine import load_engine
+from specagent.hardware.serving_engine import load_engine
 from specagent.hardware.profile import Sourced, load_hardware
 
 H20 = load_hardware("h20")

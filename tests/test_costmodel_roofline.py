@@ -19,7 +19,7 @@ from specagent.costmodel.moe import moe_union_experts, moe_union_experts_monte_c
 from specagent.costmodel.passes import GDN_CHUNK, Passes
 from specagent.costmodel.phases import DecodeRun, decode, prefill, repair, verify
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.engine import load_engine
+from specagent.hardware.serving_engine import load_engine
 from specagent.hardware.profile import Sourced, list_profiles, load_hardware
 
 H20 = load_hardware("h20")
@@ -545,7 +545,7 @@ def test_balance_point_uses_the_decode_curve_of_a_calibrated_profile():
     from specagent.costmodel.model_spec import load_model_spec
     from specagent.hardware.profile import load_hardware
 
-    from specagent.hardware.engine import load_engine
+    from specagent.hardware.serving_engine import load_engine
 
     hw = load_hardware("h20")
     dep = Deployment(load_model_spec("qwen3-4b"), hw, engine=load_engine("ideal"))  # the bare roofline, by hand below

@@ -8,9 +8,7 @@ import json
 import statistics
 import time
 import types
-from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -19,7 +17,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.latency import latency_terms
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.engine import LAYER_KINDS, EngineProfileError, load_engine, load_engine_file, parse_engine
+from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfileError, load_engine, load_engine_file, parse_engine
 from specagent.hardware.profile import load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import engine_terms as et

@@ -17,7 +17,6 @@ from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.fleet import FleetSim, compile_steps
 from specagent.simulator.fleet_build import fleet_from_setting, simulate_fleet
 from specagent.simulator.fleet_config import Arrivals, Fleet, FleetError, Pool, Scheduler
-from specagent.simulator.fleet_trace import write_chrome_trace
 from specagent.simulator.itercost import IterationCost, max_affine_sum, max_affine_sum3
 from specagent.simulator.phases import PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL
 from specagent.simulator.plan import PlanBuilder

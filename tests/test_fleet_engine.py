@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from specagent.hardware.engine import load_engine
+from specagent.hardware.serving_engine import load_engine
 from specagent.simulator import fleet as fleet_mod
 from specagent.simulator.fleet import FleetSim
 from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler

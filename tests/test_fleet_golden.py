@@ -327,7 +327,7 @@ def test_ideal_engine_reproduces_the_runs_pinned_before_engine_profiles(name):
 
     The summary is left out: it names each pool's deployment, whose description now names its engine.
     """
-    from specagent.hardware.engine import load_engine
+    from specagent.hardware.serving_engine import load_engine
 
     got = run_case(name, load_engine("ideal"))
     want = GOLDEN_IDEAL[name]

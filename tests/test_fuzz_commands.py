@@ -24,7 +24,6 @@ imported or a model is built.
 
 from __future__ import annotations
 
-import copy
 import errno
 import json
 import math

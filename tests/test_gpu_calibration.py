@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specagent.hardware.engine import LAYER_KINDS, load_engine
+from specagent.hardware.serving_engine import LAYER_KINDS, load_engine
 from specagent.hardware.profile import load_hardware
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def test_stage_runs_layout_matches_pyproject_and_imports_without_site_packages(t
     for pkg in layout:
         assert (dest.joinpath(*pkg.split(".")) / "__init__.py").is_file(), pkg
     assert not list(dest.rglob("__pycache__")) and not list(dest.rglob("*.so"))
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import specagent.hardware.engine as e; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import specagent.hardware.serving_engine as e; "
             "assert e.__file__.startswith(sys.argv[1]), e.__file__; print(e.load_engine('vllm').id)")
     res = subprocess.run([sys.executable, "-S", "-c", code, str(dest)], capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0 and res.stdout.strip() == "vllm", res.stderr

@@ -35,7 +35,7 @@ SIMULATOR = [
     {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
     {"strategies", "lockstep"},
     {"scenario"},
-    {"run", "synthetic"},
+    {"run", "synthetic", "provenance"},
     {"fleet_build", "predictor", "bounds", "steady_state"},
     {"planner", "study", "sweep"},
 ]

@@ -13,7 +13,7 @@ from specagent.cli import app
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.phases import decode
-from specagent.hardware.engine import load_engine, parse_engine
+from specagent.hardware.serving_engine import load_engine, parse_engine
 from specagent.hardware.profile import load_hardware
 from specagent.measurements import default_path, file_sha256
 from tests.test_latency_fit import _csv

@@ -21,7 +21,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.hardware.engine import load_engine, toml_location
+from specagent.hardware.serving_engine import load_engine, toml_location
 from specagent.hardware.profile import Sourced, load_hardware
 from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_collectives, load_serving
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from specagent.costmodel import latency_fit as lf
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.latency import latency_terms, moe_efficiency
 from specagent.costmodel.model_spec import load_model_spec
-from specagent.hardware.engine import EngineProfileError, load_engine, parse_engine
+from specagent.hardware.serving_engine import EngineProfileError, load_engine, parse_engine
 from specagent.hardware.profile import Sourced, load_hardware
 from specagent.measurements import MOE_KERNEL_COLUMNS, MeasurementError, load_moe_kernels
 from tests.test_latency_fit import _csv as serving_csv

@@ -16,7 +16,7 @@ from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.scenario import (
-    DEFAULT_TITLE, RESOLVER_DEFAULTS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, Workload, default_setting, edge_setting, shipped_path,
+    DEFAULT_TITLE, RESOLVER_DEFAULTS, SPEC_NAMES, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, Workload, default_setting, edge_setting, shipped_path,
 )
 from specagent.simulator.setting import Setting
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, STRATEGY_NAMES
@@ -44,14 +44,15 @@ def test_defaults_are_read_from_where_they_are_defined():
 
 def test_deployment_entries_have_exactly_the_deployment_fields():
     """One Deployment field more is one DeploymentSpec field more: the entry is generated from Deployment."""
-    dep_fields = {f.name: f.default for f in dataclasses.fields(Deployment)}
+    dep_fields = {SPEC_NAMES.get(f.name, f.name): f.default for f in dataclasses.fields(Deployment)}
     spec_fields = {f.name: f.default for f in dataclasses.fields(DeploymentSpec)}
-    assert list(spec_fields) == list(dep_fields)
+    assert list(spec_fields) == list(dep_fields)  # the serving engine is `serving_engine` in a scenario (Deployment.engine)
+    assert "serving_engine" in spec_fields and "engine" not in spec_fields
     for name, default in dep_fields.items():
         if name in ("model", "hardware"):
             assert spec_fields[name] is dataclasses.MISSING
-        elif name in RESOLVER_DEFAULTS:  # an object made by a factory: named in the scenario
-            assert spec_fields[name] == RESOLVER_DEFAULTS[name]
+        elif name in {SPEC_NAMES.get(n, n) for n in RESOLVER_DEFAULTS}:  # an object made by a factory: named in the scenario
+            assert spec_fields[name] == RESOLVER_DEFAULTS["engine"]
         else:
             assert spec_fields[name] == default
     assert set(Scenario().to_dict()["strong"]) == set(dep_fields)
@@ -59,7 +60,7 @@ def test_deployment_entries_have_exactly_the_deployment_fields():
 
 def test_shipped_default_file_is_the_builtin_default_written_out():
     text = shipped_path("default").read_text(encoding="utf-8")
-    # after a change of a default or a new field: `specagent scenario show > simulator/scenarios/default.toml`
+    # after a change of a default, a new field or a new strategy: `make scenarios` regenerates it
     assert text == Scenario().to_toml(DEFAULT_TITLE)
     assert Scenario.load("default") == Scenario() == Scenario.from_dict(tomllib.loads(text))
 
@@ -85,7 +86,7 @@ def _scenarios():
                      strategies=st.lists(st.sampled_from(STRATEGY_NAMES), min_size=1, max_size=4, unique=True).map(tuple),
                      k=st.integers(1, 64), review=st.sampled_from(["on_write", "every_chunk"]), acceptance=acc,
                      prefix_caching=st.booleans(), weight_mode=st.sampled_from(["union", "active"]),
-                     seed=st.integers(0, 2**63 - 1), engine=st.sampled_from(["analytic", "simpy"]))
+                     seed=st.integers(0, 2**63 - 1), pricing_engine=st.sampled_from(["analytic", "simpy"]))
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,7 +110,7 @@ def test_override_by_dotted_path_and_partial_files(tmp_path):
 
 @pytest.mark.parametrize("changes, where", [
     ({"k": 0}, "k"), ({"k": -1}, "k"), ({"k": 2.5}, "k"), ({"k": True}, "k"), ({"seed": -1}, "seed"), ({"seed": 2**63}, "seed"),
-    ({"engine": "x"}, "engine"), ({"review": "x"}, "review"), ({"weight_mode": "all"}, "weight_mode"),
+    ({"pricing_engine": "x"}, "pricing_engine"), ({"review": "x"}, "review"), ({"weight_mode": "all"}, "weight_mode"),
     ({"verifier_prompt": "x"}, "verifier_prompt"), ({"verifier_system_tokens": -1}, "verifier_system_tokens"),
     ({"strategies": ("specagent", "nope")}, "strategies"), ({"strategies": ()}, "strategies"),
     ({"prefix_caching": "yes"}, "prefix_caching"), ({"strong_api": ""}, "strong_api"),
@@ -173,16 +174,16 @@ def test_a_new_deployment_field_needs_one_line(monkeypatch):
 
     @dataclasses.dataclass(frozen=True)
     class Extended(Deployment):
-        serving_engine: str = "none"  # the one line
+        scheduler_name: str = "none"  # the one line
 
     monkeypatch.setattr(scenario_mod, "Deployment", Extended)
     fields = {name: f for name, _, f in scenario_mod._deployment_fields()}
-    assert fields["serving_engine"].default == "none"
+    assert fields["scheduler_name"].default == "none"
     Spec = dataclasses.make_dataclass("Spec", scenario_mod._deployment_fields(), bases=(scenario_mod._DeploymentSpecMethods,),
                                       frozen=True)
-    spec = Spec(model="qwen3.5-4b", hardware="h20", serving_engine="vllm")
-    assert spec.build().serving_engine == "vllm"
-    assert deployment_flag("strong", "serving_engine") == "--strong-serving-engine"
+    spec = Spec(model="qwen3.5-4b", hardware="h20", scheduler_name="vllm")
+    assert spec.build().scheduler_name == "vllm"
+    assert deployment_flag("strong", "scheduler_name") == "--strong-scheduler-name"
     with pytest.raises(ScenarioError) as e:
-        Spec(model="qwen3.5-4b", hardware="h20", serving_engine=3)
-    assert e.value.where == "serving_engine"
+        Spec(model="qwen3.5-4b", hardware="h20", scheduler_name=3)
+    assert e.value.where == "scheduler_name"

@@ -84,7 +84,7 @@ def test_simulate_one_strategy_json(small_trace):
 def test_simulate_engines_agree_on_the_cli(small_trace):
     outs = []
     for engine in ("analytic", "simpy"):
-        r = runner.invoke(app, ["simulate", "exactmatch", "--trace", str(small_trace), "--engine", engine, "--json"])
+        r = runner.invoke(app, ["simulate", "exactmatch", "--trace", str(small_trace), "--pricing-engine", engine, "--json"])
         assert r.exit_code == 0, r.output
         outs.append(json.loads(r.output)["totals"]["wall_time_s"])
     assert outs[0] == pytest.approx(outs[1], rel=1e-12)
@@ -114,7 +114,7 @@ def test_simulate_synthetic_fast_path_equals_the_same_workload_read_from_a_file(
     assert r.exit_code == 0, r.output
     totals = []
     for args in (["--synthetic", "tau2_airline", "--trajectories", "150"], ["--trace", str(p)]):
-        r = runner.invoke(app, ["simulate", "specagent", *args, "--seed", "4", "--json", "--engine", "simpy"])
+        r = runner.invoke(app, ["simulate", "specagent", *args, "--seed", "4", "--json", "--pricing-engine", "simpy"])
         assert r.exit_code == 0, r.output
         totals.append(json.loads(r.output)["totals"])
     assert totals[0] == totals[1]

@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specagent.costmodel.passes import Passes
-from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.des import run_des
@@ -155,7 +154,6 @@ def test_single_model_equals_roofline_of_its_steps_to_the_byte(ep, model):
     plan = plan_strategy([ep], make_strategy(model), SETTING, AcceptanceModel(weak_token_ratio=1.0), 0)
     dep = SETTING.strong if model == "strongonly" else SETTING.weak
     pre, dec = (STRONG_PREFILL, STRONG_DECODE) if model == "strongonly" else (WEAK_PREFILL, WEAK_DECODE)
-    run = DecodeRun(dep, SETTING.weight_mode)
     expect_bytes = 0.0
     for e in range(len(plan)):
         if plan.phase[e] == pre:

@@ -21,7 +21,7 @@ from specagent.simulator.workload import (
 )
 from specagent.simulator.run import plan_strategy
 from specagent.simulator.scenario import default_setting
-from specagent.simulator.strategies import REGISTRY, STRONG, SingleModel, SpecAgent, make_strategy
+from specagent.simulator.strategies import REGISTRY, STRONG, SingleModel, SpecAgent, StrategyEntry, make_strategy
 from specagent.simulator.workload import episode_from_trajectory
 from specagent.traces import default_workload_path, load_trajectories
 
@@ -131,4 +131,13 @@ def test_a_subclass_of_specagent_plans_through_its_own_run():
     assert not Shy().lockstep and SpecAgent().lockstep
     for entry in REGISTRY:  # the registry says which strategies the vectorised planner plans, and it is right
         s = entry.make(3, "on_write")
-        assert (s.name, s.lockstep, entry.takes_k) == (entry.name, entry.lockstep, isinstance(s, SpecAgent))
+        assert (s.name, s.lockstep) == (entry.name, entry.lockstep)
+        assert not entry.takes_k or isinstance(s, SpecAgent)  # only SpecAgent's family reads K
+    assert {e.name for e in REGISTRY if e.takes_k} >= {"specagent", "specagent_exact", "specagent_hold_replies",
+                                                       "specagent_every_chunk"}
+    assert not {e.name for e in REGISTRY if e.takes_k} & {"strongonly", "weakonly", "exactmatch", "router", "collab"}
+    # both are read off the strategy, not restated: a SpecAgent variant with K fixed takes no K, a subclass is not lockstep
+    fixed_k = StrategyEntry("specagent_k1", "K = 1 always", lambda k, r: SpecAgent(k=1, review=r, name="specagent_k1"))
+    shy_entry = StrategyEntry("shy", "a subclass", lambda k, r: Shy(k=k, review=r))
+    assert (fixed_k.takes_k, fixed_k.lockstep) == (False, True)
+    assert (shy_entry.takes_k, shy_entry.lockstep) == (True, False)

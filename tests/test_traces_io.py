@@ -3,8 +3,6 @@
 import json
 import os
 
-import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -57,7 +57,8 @@ def test_cross_check_against_tau2_importer_on_grok3():
     t2 = import_tau2(path)
     lines = [json.dumps({"task_id": s["task_id"], "domain": "airline", "messages": tau2_simulation_to_openai(s)})
              for s in raw["simulations"]]
-    import tempfile, os
+    import tempfile
+    import os
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "conv.jsonl")

@@ -63,7 +63,7 @@ def _print(r: FitResult) -> None:
         t.add_column(col, justify="right" if col in ("estimate", "n") else "left")
     for p in r.params:
         t.add_row(p.name, _num(p.estimate), f"[{_num(p.low)}, {_num(p.high)}]", f"{p.n:,}", _SHORT.get(p.how, p.how))
-    t.caption = legend([(s, l) for l, s in _SHORT.items() if any(p.how == l for p in r.params)])
+    t.caption = legend([(s, how) for how, s in _SHORT.items() if any(p.how == how for p in r.params)])
     c.print(t)
     if r.not_fitted:
         c.print("not fitted (the defaults stay): " + "; ".join(f"{k} ({why})" for k, why in r.not_fitted.items()),

@@ -26,9 +26,10 @@ from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
 from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
+from specagent.costmodel.latency import FIXED_TERMS
 from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
-from specagent.simulator import ENGINE
+from specagent.simulator import FLEET_BACKEND
 from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
@@ -74,7 +75,7 @@ console = SafeConsole()
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"specagent {__version__} (fleet engine: {ENGINE.describe()})", highlight=False)
+        console.print(f"specagent {__version__} (fleet engine: {FLEET_BACKEND.describe()})", highlight=False)
         raise typer.Exit()
 
 
@@ -85,7 +86,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     return None
 
 
-HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}).")
+HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}); serving-engine profiles in its engines/ folder.")
 
 
 def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:
@@ -333,8 +334,8 @@ def roofline(
     s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {eff['bandwidth']:.3g})")
     s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU; latency "
               f"{out['collective_latency_s'] * 1e3:.3f} ms for {lt.allreduces} all-reduces + {lt.all_to_alls} all-to-alls)")
-    s.add_row("engine fixed costs", f"{out['overhead_s'] * 1e3:.3f} ms  (iteration {out['fixed_iteration_s'] * 1e3:.3f}, sequences "
-              f"{out['fixed_per_sequence_s'] * 1e3:.3f}, layers {out['fixed_layers_s'] * 1e3:.3f}, launches {out['fixed_launch_s'] * 1e3:.3f})")
+    terms = ", ".join(f"{term.label} {out[f'fixed_{term.name}_s'] * 1e3:.3f}" for term in FIXED_TERMS)
+    s.add_row("engine fixed costs", f"{out['overhead_s'] * 1e3:.3f} ms  ({terms})")
     s.add_row("pass time", f"{out['time_s'] * 1e3:.3f} ms")
     s.add_row("intensity / ridge", f"{out['intensity_flop_per_byte']:.1f} / {out['ridge_flop_per_byte']:.1f} FLOP/B")
     s.add_row("bound", out["bound"])

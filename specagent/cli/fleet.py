@@ -24,6 +24,7 @@ from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
+from specagent.simulator.fleet_build import gpus_sizing, parse_gpu_counts
 from specagent.simulator.parallel import default_workers
 from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity
 from specagent.simulator.scenario import Scenario
@@ -34,8 +35,20 @@ from specagent.simulator.sweep import BACKENDS, SweepCellError, SweepConfig, Swe
 from specagent.traces.requests import load_requests
 
 console = SafeConsole()
-#: Scenario fields the fleet commands choose themselves (the GPU type and count per replica, the strategies) or do not use.
-FLEET_EXCLUDES = ("strategies", "engine", "strong_api", "weak.hardware", "weak.gpus", "strong.hardware", "strong.gpus")
+#: Scenario fields the fleet commands choose themselves (the GPU type: --gpu; the strategies) or do not use. GPUs per
+#: replica are the scenario's (--weak-gpus, --strong-gpus) unless --search-gpus asks for a search.
+FLEET_EXCLUDES = ("strategies", "pricing_engine", "strong_api", "weak.hardware", "strong.hardware")
+SEARCH_GPUS_HELP = ("GPUs per replica to search, e.g. 1,2,4,8: each pool gets the fewest that hold the longest context "
+                    "(default: the scenario's --weak-gpus / --strong-gpus, as given).")
+
+
+def _search_gpus(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return parse_gpu_counts(text)
+    except ValueError as exc:
+        fail(f"--search-gpus: {exc}")
 
 
 def _fmt(v, nd: int = 2) -> str:
@@ -62,6 +75,7 @@ def plan_command(
                                             "(arrival time, prompt tokens, output tokens; Vidur and Azure trace headers accepted) "
                                             "served by the Strong deployment, requests resampled in order at --rate."),
     mix_gpus: bool = typer.Option(False, "--mix-gpus", help="Also try Weak and Strong pools on different GPU types."),
+    search_gpus: Optional[str] = typer.Option(None, "--search-gpus", help=SEARCH_GPUS_HELP),
     max_replicas: int = typer.Option(100_000, help="Largest replica count per pool the search tries."),
     slice_tasks: int = typer.Option(SLICE_TASKS, help="A fleet whose window holds more arrivals is simulated as a slice of about this "
                                                       "many (0: always the whole fleet)."),
@@ -75,8 +89,8 @@ def plan_command(
 ) -> None:
     """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy.
 
-    Search: replicas get the fewest GPUs their model fits on and their serving engine's
-    scheduler defaults for that GPU; the analytic bound (each pool's throughput at its best
+    Search: replicas get the scenario's GPUs per replica (or, with --search-gpus, the fewest
+    of those that hold the longest context) and their serving engine's scheduler defaults for that GPU; the analytic bound (each pool's throughput at its best
     batch) is where the search starts; each candidate is simulated in steady state (a
     window sized from the rate and the latency, detected warm-up, stability test, the
     percentile with its 95% confidence interval; large fleets as a slice). Strong replicas
@@ -84,6 +98,7 @@ def plan_command(
     fixed. Every candidate replays the same tasks and arrival sequence (the scenario's seed).
     """
     rates, slo_, strategies, gpus, prices = _plan_flags(rate, points, slo, strategy, gpu, price)
+    counts = _search_gpus(search_gpus)
     for name, value, lo, hi in (("--tasks", tasks, 1, MAX_PLAN_TASKS), ("--max-replicas", max_replicas, 1, MAX_PLAN_REPLICAS),
                                 ("--slice-tasks", slice_tasks, 0, MAX_PLAN_TASKS), ("--slice-replicas", slice_replicas, 1, MAX_PLAN_REPLICAS),
                                 ("--workers", workers, 0, MAX_WORKERS)):
@@ -98,7 +113,7 @@ def plan_command(
         req = PlanRequest(rates=rates, slo=slo_, strategies=strategies, gpus=gpus, prices=prices, n_tasks=tasks,
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
-                          requests=trace)
+                          requests=trace, search_gpus=counts)
         err = SafeConsole(stderr=True)
         tick = None if as_json else (lambda done, total: err.print(f"search {done}/{total} done", highlight=False))
         res = plan_capacity(trajs, req, progress=tick)
@@ -180,7 +195,9 @@ def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dic
     req = res.request
     return {"request": {"rates_per_s": list(req.rates), "slo": str(req.slo), "min_tasks_measured": req.n_tasks, "seed": req.seed,
                         "slice_tasks": req.slice_tasks, "slice_replicas": req.slice_replicas, "workers": req.workers,
-                        "backend": req.backend, "requests": str(requests) if requests else None, "scenario": scenario.to_dict()},
+                        "backend": req.backend, "requests": str(requests) if requests else None, "scenario": scenario.to_dict(),
+                        # what ran: the scenario's GPUs per replica, or the counts searched (each row's *_gpus_per_replica)
+                        "search_gpus": list(req.search_gpus) if req.search_gpus else None, "gpus_sizing": gpus_sizing(req.search_gpus)},
             "best": _records(res.best), "candidates": _records(res.table), "evaluations": _records(res.evaluations),
             "price_sources": res.price_sources, "notes": res.notes,
             "method": "steady-state windows (simulator/steady_state.py); search from the analytic bound (simulator/bounds.py, planner.py)"}
@@ -363,6 +380,7 @@ def study_balance(
     gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types for the Strong replica."),
     rates: str = typer.Option("0.05,0.2,0.8,3.2,12.8", help="Comma-separated arrival rates (tasks/s): the load knob."),
     tasks: int = typer.Option(150, help="Minimum tasks per rate (each rate runs at least rate x 60 s of arrivals)."),
+    search_gpus: Optional[str] = typer.Option(None, "--search-gpus", help=SEARCH_GPUS_HELP),
     out: Optional[Path] = typer.Option(None, help="Write the table as Parquet (.parquet) or CSV (anything else), atomically."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -374,13 +392,14 @@ def study_balance(
     """
     gpus = list(_gpu_list(gpu))
     rate_list = _rates(rates)
+    counts = _search_gpus(search_gpus)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
         fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")
     if out is not None:
         atomic.check_writable(out)
     trajs = load_workload(scenario)[0]
     try:
-        df = balance_study(trajs, hardware=gpus, rates=rate_list, n_tasks=tasks, scenario=scenario)
+        df = balance_study(trajs, hardware=gpus, rates=rate_list, n_tasks=tasks, scenario=scenario, search_gpus=counts)
     except ValueError as exc:
         fail(str(exc))
     if out is not None:

@@ -148,7 +148,7 @@ def calibrate_cmd(
         cal.write_profile_toml(data, output)
         terms = eng = None
         if engine_terms:
-            from specagent.hardware.engine import parse_engine
+            from specagent.hardware.serving_engine import parse_engine
             from specagent.kernels import engine_terms as et
 
             terms = et.measure_engine_terms({"weak": weak_spec(scale), "strong": strong_spec(scale)}, {model: hw}, dtype, device, cfg,
@@ -175,7 +175,8 @@ def calibrate_cmd(
         return
     console.print(f"wrote [bold]{output}[/] ({hw.name})", highlight=False)
     t = Table(title="fitted roofline figures (source: measured on this machine)")
-    t.add_column("figure"); t.add_column("value", justify="right")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
     for d, v in fit.peak_tflops.items():
         t.add_row(f"peak {d} (best GEMM)", f"{v / 1e9:,.2f} GFLOP/s")
     t.add_row("copy bandwidth", f"{fit.bandwidth_tb_s * 1e3:,.2f} GB/s")

@@ -190,7 +190,7 @@ def fit_cmd(
         import tomllib
 
         from specagent.costmodel.latency_fit import merge_tables
-        from specagent.hardware.engine import load_engine, parse_engine
+        from specagent.hardware.serving_engine import load_engine, parse_engine
 
         fitted = tables["engines"]
         for eid in sorted({t.dep.engine.id for t in targets}):
@@ -225,7 +225,7 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
                gpu: Optional[str] = typer.Option(None, "--gpu", help="Show the values this engine uses on this GPU profile id."),
                as_json: bool = typer.Option(False, "--json")) -> None:
     """Every term of one serving-engine profile with its source (engine-wide, or resolved for one GPU)."""
-    from specagent.hardware.engine import EngineProfileError, list_engines, load_engine
+    from specagent.hardware.serving_engine import EngineProfileError, list_engines, load_engine
 
     from specagent.hardware.profile import HardwareProfileError, load_hardware
 

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import inspect
 import typing
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -21,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.common.errors import InputError
+from specagent.common.errors import DeprecatedSpelling, InputError
 from specagent.simulator.scenario import (
     DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, load_acceptance,
 )
@@ -38,10 +39,12 @@ class Flag:
     type: type
     help: str
     default: Any
+    deprecated: bool = False  # an old spelling: hidden from --help, read (with a warning) as the flag of the same path
 
     def option(self) -> Any:
         decls = (f"{self.names[0]}/--no-{self.names[0][2:]}",) if self.type is bool else self.names
-        return typer.Option(None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False)
+        return typer.Option(None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False,
+                            hidden=self.deprecated)
 
 
 def _shown(v: Any) -> str:
@@ -96,6 +99,9 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
                 continue
             out.append(Flag(f.name, f.name, (f"--{_kebab(f.metadata.get('flag', f.name))}",), typ,
                             f.metadata.get("help", f.name), value))
+            for i, old in enumerate(f.metadata.get("deprecated_flags", ())):
+                out.append(Flag(f.name, f"{f.name}__old{i}", (old,), typ, f"old spelling of --{_kebab(f.name)}", value,
+                                deprecated=True))
     return [fl for fl in out if not any(fl.path == s or fl.path.startswith(s + ".") for s in skip)]
 
 
@@ -134,10 +140,22 @@ def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
-            given = {fl.path: kw.pop(fl.param) for fl in flags}
+            given = {fl.path: kw.pop(fl.param) for fl in flags if not fl.deprecated}
+            used_old: list[Flag] = []  # an error in a value given by its old spelling names the flag as typed
+            for fl in (f for f in flags if f.deprecated):
+                old = kw.pop(fl.param)
+                if old is None:
+                    continue
+                new = next(f for f in flags if f.path == fl.path and not f.deprecated)
+                if given[fl.path] is not None:
+                    fail(f"give {new.names[0]} or its old spelling {fl.names[0]}, not both")
+                warnings.warn(f"{fl.names[0]} is now {new.names[0]}; the old spelling is read for one release",
+                              DeprecatedSpelling, stacklevel=2)
+                given[fl.path] = old
+                used_old.append(fl)
             with_acc = "acceptance" not in tuple(exclude)
             scenario = build_scenario({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
-                                      kw.pop("edge"), kw.pop("accept") if with_acc else None, flags,
+                                      kw.pop("edge"), kw.pop("accept") if with_acc else None, [*used_old, *flags],
                                       kw.pop("acceptance_file") if with_acc else None)
             return fn(scenario=scenario, **kw)
 

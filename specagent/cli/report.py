@@ -63,6 +63,8 @@ def report(
         fail(exc)
     img = False if no_images else (images if images is not None else True)
     res = write_report(data, output, images=img, title=title)
+    for line in data.input_changes:  # the report itself prices from the run's copies and stays as it was
+        Console(stderr=True, soft_wrap=True).print(f"note: {line}", highlight=False)
     if as_json:
         typer.echo(json_out({
             "html": str(res.path), "figures": res.included, "omitted": res.omitted,

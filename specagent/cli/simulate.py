@@ -23,6 +23,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 from specagent.reports.html import write_report
+from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
 from specagent.simulator.run import predict as run_predict
@@ -37,7 +38,7 @@ console = SafeConsole()
 err = SafeConsole(stderr=True)
 
 predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic.", no_args_is_help=True)
-O = typer.Option
+O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 
 def load_workload(scenario: Scenario, show: bool = True):
@@ -203,13 +204,15 @@ def predict(
         "per_trajectory": "per_trajectory.parquet",
     }
     # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
+    # the file also carries copies of the model configs and profiles it was priced with (reports price from them)
+    stored = {**summary_obj, "inputs": record_inputs(setting)}
     atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
-                           out / "summary.json": atomic.text_writer(atomic.json_text(summary_obj, f"predict's {out / 'summary.json'}"))})
+                           out / "summary.json": atomic.text_writer(atomic.json_text(stored, f"predict's {out / 'summary.json'}"))})
     if as_json:
         print(json_out(summary_obj, indent=2, default=str))
     else:
         console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
-                                               f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
+                                               f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
         env = environment_line(comp.summary)
         if env:
             console.print(env)
@@ -254,11 +257,11 @@ def simulate_cmd(
             path = name = scenario.synthetic_name(prof)
             with progress_bar(w.trajectories, f"simulating {w.trajectories:,} synthetic trajectories", show=not as_json) as advance:
                 run = simulate_synthetic(prof, w.trajectories, scenario.seed, strategy, setting, scenario.acceptance,
-                                         scenario.engine, scenario.k, scenario.review, out=out, progress=advance)
+                                         scenario.pricing_engine, scenario.k, scenario.review, out=out, progress=advance)
             label, n_traj, totals = run.label, run.n_traj, run.totals
         else:
             trajs, path, name = load_workload(scenario, show=not as_json)
-            frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.engine, scenario.k, scenario.review)
+            frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.pricing_engine, scenario.k, scenario.review)
             if out:
                 atomic.write_parquet(out, frame)
             label, n_traj, totals = frame["label"].iloc[0], len(frame), totals_of(frame)
@@ -268,7 +271,7 @@ def simulate_cmd(
         print(json_out({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
                           "scenario": scenario.to_dict()}, indent=2))
         return
-    t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.engine}]")
+    t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.pricing_engine}]")
     t.add_column("total")
     t.add_column("value", justify="right")
     for c, v in totals.items():
@@ -279,7 +282,7 @@ def simulate_cmd(
 
 
 @predictor_app.command("validate")
-@scenario_options(exclude=("workload", "strategies", "weight_mode", "engine"))
+@scenario_options(exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
 def predictor_validate(
     scenario: Scenario,
     trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload), protocol logs of `specagent live` included (checked "
@@ -323,7 +326,7 @@ def predictor_validate(
     if synthetic > 0:
         for name in list_profiles():
             workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, scenario.seed)
-    setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "engine"))
+    setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
     with Progress(console=err, transient=True) as prog:
         prog.add_task(f"validating on {len(workloads)} workloads", total=None)
         table = validate_predictor(workloads, scenario, strategies=names, setting=setting)

@@ -23,6 +23,7 @@ import pandas as pd
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 
+from specagent.simulator.provenance import InputsError, changed_inputs, setting_from_inputs
 from specagent.simulator.results import phase_split, summarize
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.setting import Setting
@@ -113,6 +114,8 @@ class Run:
     #: The scenario the run came from (None for files without one), and its setting when held in memory.
     scenario: Scenario | None = None
     setting: Setting | None = None
+    #: Copies of the model configs and profiles the run was priced with (simulator.provenance), when it stored them.
+    inputs: dict[str, Any] | None = None
 
 
 @dataclass
@@ -128,6 +131,9 @@ class ReportData:
     setting: Setting | None = None
     title: str = "specagent report"
     notes: list[str] = field(default_factory=list)
+    #: Stored inputs whose files changed since the run (the report uses the run's copies): said by the command, not
+    #: written into the report, so a report of an old run stays byte-identical.
+    input_changes: list[str] = field(default_factory=list)
 
     def combined_summary(self) -> pd.DataFrame:
         """All runs' summaries stacked, with `strategy` and `workload` as columns."""
@@ -295,7 +301,11 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
             scenario = Scenario.from_dict(doc["scenario"], f"{source}: field 'scenario'")
         except ScenarioError as exc:
             raise ReportInputError(str(exc)) from exc
-    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario, **phases)
+    inputs = doc.get("inputs")
+    if inputs is not None and not isinstance(inputs, dict):
+        raise ReportInputError(f"{source}: field 'inputs': expected an object, got {type(inputs).__name__}")
+    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario,
+               inputs=inputs, **phases)
 
 
 def _trajectory_row(df: pd.DataFrame) -> Callable[[int], str]:
@@ -475,15 +485,27 @@ def deployments(data: ReportData) -> tuple[Any, Any, str]:
     or results that carry no scenario).
 
     From the setting given with the results, else the run's own setting (in memory), else
-    the scenario the run carries, loaded (its model configs and GPU profiles).
+    the copies of its model configs and profiles the run stored (a profile edited since is
+    noted in `data.input_changes`, never re-priced), else, for a run stored without them,
+    the scenario's names loaded from disk (and a note saying so).
     """
     setting = data.setting
     if setting is None and data.runs:
         run = data.runs[0]
         setting = run.setting
-        if setting is None and run.scenario is not None:
+        if setting is None and run.scenario is not None and run.inputs is not None:
+            try:
+                setting = setting_from_inputs(run.scenario, run.inputs, f"{run.source}: field 'inputs'")
+            except (InputsError, ScenarioError) as exc:
+                raise ReportInputError(str(exc)) from exc
+            for line in changed_inputs(run.inputs):
+                if line not in data.input_changes:
+                    data.input_changes.append(line)
+        elif setting is None and run.scenario is not None:
             try:
                 setting = run.scenario.setting(fit_context=None)
+                data.notes.append(f"{run.source} stores no copies of its inputs (made before they were stored): "
+                                  "its deployments are priced from the profiles on disk today")
             except ScenarioError as exc:
                 data.notes.append(f"{run.source}: its scenario's deployments cannot be loaded here ({exc})")
     if setting is None:

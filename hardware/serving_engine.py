@@ -388,28 +388,76 @@ def _normalise(name: str) -> str:
 
 def list_engines(extra_dirs: Iterable[str | Path] | None = None) -> list[EngineProfile]:
     """All engine profiles visible from the search path; earlier directories shadow later ones."""
-    seen: dict[str, EngineProfile] = {}
-    for d in _search_dirs(extra_dirs):
-        if d.is_dir():
-            for f in sorted(d.glob("*.toml")):
-                prof = load_engine_file(f)
-                seen.setdefault(prof.id, prof)
-    out = list(seen.values())
-    check_unique_names(out, EngineProfileError, "serving engine")
-    return out
+    return EngineCatalog(extra_dirs).profiles()
 
 
 def load_engine(name_or_path: str | Path = DEFAULT_ENGINE, extra_dirs: Iterable[str | Path] | None = None) -> EngineProfile:
     """Find an engine profile by id, alias or file path; unknown names list the known ones."""
-    text = str(name_or_path)
-    if text.lower().endswith(":eager"):  # the same engine with CUDA graphs off (e.g. vLLM --enforce-eager)
-        base = load_engine(text[: -len(":eager")], extra_dirs)
-        return dataclasses.replace(base, cuda_graphs=Sourced(False, f"selected with '{text}': CUDA graphs off"))
-    if text.endswith(".toml") or os.sep in text:
-        return load_engine_file(text)
-    engines = list_engines(extra_dirs)
-    prof = find_profile(engines, text, EngineProfileError, "serving engine")
-    if prof is not None:
+    return EngineCatalog(extra_dirs).load(name_or_path)
+
+
+def engine_dirs(hardware_dirs: Iterable[str | Path] | None) -> list[Path]:
+    """The engine-profile folders of user hardware dirs: each `--hardware-dir D` lends `D/engines/` (GPU profiles sit
+    in D itself, so an engine profile beside them would be read as a GPU)."""
+    return [Path(d) / "engines" for d in (hardware_dirs or [])]
+
+
+class EngineCatalog:
+    """The serving-engine profiles visible from one search path, each file read and parsed at most once.
+
+    One catalog serves one run (`Scenario.setting` makes one and resolves both deployments
+    through it), so a run reads the engine folders once, and an edited profile is read
+    afresh by the next run: a memo owned by the caller, not process-wide state.
+    `extra_dirs` are engine folders searched before $SPECAGENT_ENGINE_DIR and the shipped
+    ones; `EngineCatalog.for_hardware_dirs` takes `--hardware-dir` folders instead.
+    """
+
+    def __init__(self, extra_dirs: Iterable[str | Path] | None = None):
+        self.dirs = _search_dirs(extra_dirs)
+        self._listed: list[EngineProfile] | None = None
+        self._files: dict[str, EngineProfile] = {}
+
+    @staticmethod
+    def with_mode(profile: EngineProfile, name: str) -> EngineProfile:
+        """`profile` as the name selects it: NAME:eager is the same engine with CUDA graphs off."""
+        if not name.lower().endswith(":eager"):
+            return profile
+        return dataclasses.replace(profile, cuda_graphs=Sourced(False, f"selected with '{name}': CUDA graphs off"))
+
+    @classmethod
+    def for_hardware_dirs(cls, hardware_dirs: Iterable[str | Path] | None) -> "EngineCatalog":
+        return cls(engine_dirs(hardware_dirs))
+
+    def _file(self, path: str | Path) -> EngineProfile:
+        key = str(Path(path).resolve())
+        prof = self._files.get(key)
+        if prof is None:
+            prof = self._files[key] = load_engine_file(path)
         return prof
-    known = ", ".join(sorted(p.id for p in engines))
-    raise EngineProfileError(f"unknown serving engine '{text}'; known: {known} (or pass a .toml path)")
+
+    def profiles(self) -> list[EngineProfile]:
+        """Every profile on the search path; earlier directories shadow later ones."""
+        if self._listed is None:
+            seen: dict[str, EngineProfile] = {}
+            for d in self.dirs:
+                if d.is_dir():
+                    for f in sorted(d.glob("*.toml")):
+                        prof = self._file(f)
+                        seen.setdefault(prof.id, prof)
+            self._listed = list(seen.values())
+            check_unique_names(self._listed, EngineProfileError, "serving engine")
+        return self._listed
+
+    def load(self, name_or_path: str | Path = DEFAULT_ENGINE) -> EngineProfile:
+        """An engine profile by id, alias or file path (NAME:eager: CUDA graphs off); unknown names list the known ones."""
+        text = str(name_or_path)
+        if text.lower().endswith(":eager"):  # the same engine with CUDA graphs off (e.g. vLLM --enforce-eager)
+            return self.with_mode(self.load(text[: -len(":eager")]), text)
+        if text.endswith(".toml") or os.sep in text:
+            return self._file(text)
+        engines = self.profiles()
+        prof = find_profile(engines, text, EngineProfileError, "serving engine")
+        if prof is not None:
+            return prof
+        known = ", ".join(sorted(p.id for p in engines))
+        raise EngineProfileError(f"unknown serving engine '{text}'; known: {known} (or pass a .toml path)")
