@@ -91,6 +91,7 @@ def sized_deployment(spec: DeploymentSpec, gpu: str | None, context: int,  # typ
     if search_gpus is not None:
         return fitting_deployment(spec, gpu, context, tuple(search_gpus), hardware_dirs)
     dep = replace(spec, hardware=gpu or spec.hardware).build(hardware_dirs)
+    dep.check_context(context)  # past the model's window no deployment helps
     if dep.memory_needed(1, context) > dep.usable_bytes:
         raise ValueError(f"{dep.model.name} in {dep.weight_dtype} on {dep.gpus}x {dep.hardware.name} (the scenario's GPUs per "
                          f"replica) does not fit a {context:,}-token sequence beside its weights; give more GPUs per replica "

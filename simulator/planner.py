@@ -455,7 +455,7 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
     workload: Sequence | RequestTrace
     if req.requests is not None:
         workload = req.requests
-        _check_requests(workload, sc, sorted(set(req.gpus)))
+        _check_requests(workload, sc, sorted(set(req.gpus)), req.search_gpus)
     else:
         if trajectories is None:
             raise ValueError("plan_capacity needs trajectories (or a request trace in the request)")
@@ -486,14 +486,14 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
                       evaluations=pd.DataFrame(evals))
 
 
-def _check_requests(trace: RequestTrace, sc: Scenario, gpus: Sequence[str]) -> None:
+def _check_requests(trace: RequestTrace, sc: Scenario, gpus: Sequence[str], search_gpus: Sequence[int] | None) -> None:
     """The longest request must fit the Strong model's window and some replica on every GPU: say which line it is."""
     total = trace.prompt_tokens + trace.output_tokens
     i = int(np.argmax(total))
     n = int(total[i])
     for g in gpus:
         try:
-            fitting_deployment(sc.strong, g, n)
+            sized_deployment(sc.strong, g, n, search_gpus)
         except ValueError as exc:
             raise ValueError(f"{trace.source or 'request trace'}: line {i + 2}: its request of {n:,} tokens (prompt + output) "
                              f"cannot be served: {exc}") from None

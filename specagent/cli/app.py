@@ -3,12 +3,10 @@ mounting of every other command group; thin wrappers over the Python API, tables
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from specagent import __version__

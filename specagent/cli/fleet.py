@@ -16,7 +16,6 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, error_line, fail, legend, json_out

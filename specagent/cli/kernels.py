@@ -6,7 +6,6 @@ Mounted by app.py as top-level commands (functions `calibrate_cmd` and `live_cmd
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path

@@ -12,7 +12,6 @@ from typing import Optional
 
 import pandas as pd
 import typer
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
