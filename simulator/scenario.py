@@ -505,6 +505,8 @@ def _render_toml(s: Scenario, title: str) -> str:
             out.append(_comment(g.metadata.get("help", "")))
             out.append(tomli_w.dumps({g.name: _plain(x)}) if x is not None else f"# {g.name} = \"...\"\n")
         for g, x in subtables:
-            out.append(f"\n{_comment(g.metadata.get('help', ''))}[{name}.{g.name}]\n")
-            out.append(tomli_w.dumps(x))
+            if not x:  # an empty table (no fit metadata) is the default: leave it out
+                continue
+            out.append(f"\n{_comment(g.metadata.get('help', ''))}")
+            out.append(tomli_w.dumps({name: {g.name: _plain(x)}}))
     return "".join(out)
