@@ -5,7 +5,7 @@ priced on the scenario its figure was measured in (τ²-Bench → the default sc
 shipped τ² airline trace; MCP-Atlas → the edge scenario on the MCP-like synthetic profile),
 and each figure's metric is read off the result exactly as `predict` computes it. Hardware
 and latency terms are never touched: only `AcceptanceModel` fields (and the verifier's
-reasoning, see `REASONING_HOOK`) vary. A candidate is *accepted* when every figure the
+reasoning: `thinking`, `verify_reasoning_tokens`, `repair_reasoning_tokens`) vary. A candidate is *accepted* when every figure the
 simulator can evaluate lies in its published range; figures about quality (success,
 Pass@1, gap closed) or about benchmarks with no shipped workload are reported as such,
 never scored. When nothing meets every figure, `conflicts` says which figures cannot be met
@@ -18,7 +18,6 @@ the vectorised lockstep planner over all trajectories at once, and the Strong-on
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -28,7 +27,7 @@ import pandas as pd
 
 from specagent.common.errors import InputError
 from specagent.measurements.protocol_figures import ProtocolFigure
-from specagent.simulator.acceptance import DEFAULT_ACCEPT, DEFAULT_EXACT, AcceptanceModel
+from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.predictor import decode_bytes_per_token
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.results import per_trajectory
@@ -45,6 +44,10 @@ RATIO_METRICS = ("bytes_ratio", "flops_ratio", "strong_calls_ratio", "wall_ratio
 WORKLOADS = {"h20": ("tau2", "all four"), "edge": ("mcp",)}
 
 
+#: A reasoning parameter's value meaning "None: tied to the workload's recorded reasoning" (AcceptanceModel's rule).
+TIED = -1
+
+
 @dataclass(frozen=True)
 class Parameter:
     """One searched dimension: a uniform range (integers rounded), or a point mass at `off` with probability `p_off`."""
@@ -57,6 +60,11 @@ class Parameter:
     off: float = 0.0
     why: str = ""
 
+
+#: The shapes the acceptance scales multiply: the pre-calibration illustrative tables (per-kind order kept),
+#: fixed here so that re-setting the shipped defaults from this search does not move the search itself.
+ACCEPT_SHAPE = {"read": 0.90, "write": 0.75, "generic": 0.80, "think": 0.95, "reply": 0.85}
+EXACT_SHAPE = {"read": 0.55, "write": 0.45, "generic": 0.50, "think": 0.40, "reply": 0.10}
 
 #: The searched space. Acceptance by kind is a scale of the shipped table's shape (per-kind values
 #: keep their order; clipped to 1); the exact-step table likewise, never above the semantic one.
@@ -71,51 +79,36 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("verdict_tokens", 8, 256, integer=True),
     Parameter("accept_verdict_tokens", 1, 64, integer=True),
     Parameter("p_valid_replacement", 0.00, 1.00),
-    Parameter("verify_reasoning_tokens", 0, 2048, integer=True, p_off=0.2, off=0.0,
-              why="Strong reasoning tokens per verification (thinking on); 0 = thinking off"),
+    Parameter("verify_reasoning_tokens", 0, 2048, integer=True, p_off=0.25, off=TIED,
+              why="Strong reasoning tokens per verification; -1 = tied to the workload (the recorded reasoning of the "
+                  "step the verdict decides)"),
+    Parameter("repair_reasoning_tokens", 0, 2048, integer=True, p_off=0.5, off=TIED,
+              why="Strong reasoning tokens per repair turn; -1 = tied to the workload (the repaired step's recorded "
+                  "reasoning)"),
 )
 PARAMETER_NAMES = tuple(p.name for p in PARAMETERS)
-
-
-def reasoning_fields() -> set[str]:
-    """Which of the reasoning fields (`thinking`, `verify_reasoning_tokens`, `repair_reasoning_tokens`) AcceptanceModel has."""
-    names = {f.name for f in dataclasses.fields(AcceptanceModel)}
-    return names & {"thinking", "verify_reasoning_tokens", "repair_reasoning_tokens"}
-
-
-def _with_reasoning(acc: AcceptanceModel, verify_reasoning: int) -> AcceptanceModel:
-    """REASONING_HOOK: put the verifier's reasoning into the model.
-
-    With the reasoning fields (teammate a-fit's AcceptanceModel extension) present, they are set:
-    `thinking` = reasoning > 0, `verify_reasoning_tokens` = the value, `repair_reasoning_tokens`
-    left None (tied to the workload: a repair decodes the reference step, whose recorded output
-    already includes its reasoning). Without them, the same tokens are decoded by the Strong model
-    as part of every verdict (accept and reject): priced identically to hidden reasoning at batch 1
-    (decode at the verification's context), which is what the calibration needs.
-    """
-    have = reasoning_fields()
-    if "verify_reasoning_tokens" in have:
-        kw: dict = {"verify_reasoning_tokens": int(verify_reasoning)}
-        if "thinking" in have:
-            kw["thinking"] = verify_reasoning > 0
-        return replace(acc, **kw)
-    return replace(acc, verdict_tokens=acc.verdict_tokens + int(verify_reasoning),
-                   accept_verdict_tokens=acc.accept_verdict_tokens + int(verify_reasoning))
-
-
-REASONING_HOOK = _with_reasoning
 
 
 def candidate_acceptance(values: dict[str, float], base: AcceptanceModel | None = None) -> AcceptanceModel:
     """The AcceptanceModel a candidate's parameter values describe (other fields from `base`)."""
     base = base or AcceptanceModel()
-    accept = {k: min(1.0, v * values["accept_scale"]) for k, v in DEFAULT_ACCEPT.items()}
-    exact = {k: min(accept[k], v * values["exact_scale"]) for k, v in DEFAULT_EXACT.items()}
+    accept = {k: min(1.0, v * values["accept_scale"]) for k, v in ACCEPT_SHAPE.items()}
+    exact = {k: min(accept[k], v * values["exact_scale"]) for k, v in EXACT_SHAPE.items()}
     acc = replace(base, accept=accept, exact=exact, position_decay=float(values["position_decay"]),
                   correlation=float(values["correlation"]), weak_token_ratio=float(values["weak_token_ratio"]),
                   verdict_tokens=int(values["verdict_tokens"]), accept_verdict_tokens=int(values["accept_verdict_tokens"]),
-                  p_valid_replacement=float(values["p_valid_replacement"]))
-    return REASONING_HOOK(acc, int(values["verify_reasoning_tokens"]))
+                  p_valid_replacement=float(values["p_valid_replacement"]), thinking=True,
+                  verify_reasoning_tokens=_reasoning(values["verify_reasoning_tokens"]),
+                  repair_reasoning_tokens=_reasoning(values["repair_reasoning_tokens"]))
+    return acc
+
+
+def _reasoning(v: float) -> int | None:
+    """A searched reasoning value as the AcceptanceModel field: TIED -> None (the workload's rule), else tokens.
+
+    `thinking` stays on: thinking off prices exactly as both reasoning figures at 0, which the search covers.
+    """
+    return None if v < 0 else int(v)
 
 
 def latin_hypercube(n: int, seed: int, params: Sequence[Parameter] = PARAMETERS) -> pd.DataFrame:
@@ -292,13 +285,20 @@ class Calibration:
             cols[f.figure_id] = (v >= f.low) & (v <= f.high)
         return pd.DataFrame(cols, index=self.candidates.index)
 
-    def accepted(self, mode: str | None = None) -> pd.Series:
+    def accepted(self, mode: str | None = None, only: Sequence[str] | None = None) -> pd.Series:
+        """Candidates meeting every scored figure (or every figure of `only`, a list of figure ids)."""
         m = self.meets(mode)
+        if only is not None:
+            m = m[[c for c in m.columns if c in set(only)]]
         return m.all(axis=1) if m.shape[1] else pd.Series(True, index=m.index)
 
-    def parameter_ranges(self, mode: str | None = None) -> pd.DataFrame:
+    def figure_ids(self, setting: str | None = None, exclude: Sequence[str] = ()) -> list[str]:
+        """Scored figure ids, of one setting (`h20`, `edge`) if given, less `exclude`."""
+        return [f.figure_id for f in self.scored if (setting is None or f.setting == setting) and f.figure_id not in exclude]
+
+    def parameter_ranges(self, mode: str | None = None, only: Sequence[str] | None = None) -> pd.DataFrame:
         """Per parameter: min and max over the accepted set, and the searched range."""
-        acc = self.candidates[self.accepted(mode)]
+        acc = self.candidates[self.accepted(mode, only)]
         return pd.DataFrame({
             "searched_low": [p.low for p in PARAMETERS], "searched_high": [p.high for p in PARAMETERS],
             "accepted_low": [acc[p.name].min() if len(acc) else math.nan for p in PARAMETERS],
@@ -334,17 +334,19 @@ class Calibration:
                          "published": f.range_text(), "met": met, "miss": f.miss(v) if met is not None else math.nan})
         return pd.DataFrame(recs)
 
-    def central(self, mode: str | None = None) -> int:
+    def central(self, mode: str | None = None, only: Sequence[str] | None = None) -> int:
         """The accepted candidate nearest the middle of every scored range (log-space for ratios); -1 if none.
 
         A documented point of the set, not a best fit: every accepted candidate meets the figures
         equally; this one leaves the most room on each side.
         """
-        ok = self.accepted(mode)
+        ok = self.accepted(mode, only)
         if not ok.any():
             return -1
         score = np.zeros(len(self.candidates))
         for f in self.scored:
+            if only is not None and f.figure_id not in set(only):
+                continue
             key = f"{f.figure_id}@{mode}" if mode and f"{f.figure_id}@{mode}" in self.values else f.figure_id
             v = self.values[key].to_numpy()
             hi = f.high if math.isfinite(f.high) else f.low * 2 if f.low > 0 else f.low + 1

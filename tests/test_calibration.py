@@ -14,7 +14,7 @@ from specagent.cli import app
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.calibration import (
-    PARAMETERS, calibrate, candidate_acceptance, evaluate_point, figure_status, latin_hypercube, reasoning_fields,
+    PARAMETERS, TIED, calibrate, candidate_acceptance, evaluate_point, figure_status, latin_hypercube,
 )
 from specagent.simulator.run import simulate, to_episodes
 from specagent.simulator.scenario import Scenario
@@ -77,7 +77,7 @@ def test_only_modelled_figures_are_scored(small):
 
 
 def test_api_send_modes_order_the_bill(small):
-    """Sending only the segment never costs more than re-sending the context as a cache hit, which never costs more than a miss."""
+    """A cache miss on the re-sent context costs more than a hit; on MCP-length contexts the segment alone costs least."""
     _, cal = small
     seg, hit, miss = (cal.values[f"mcp_api_cost@{m}"] for m in ("segment", "context", "context_uncached"))
     assert (seg <= hit + 1e-12).all() and (hit < miss).all()
@@ -130,7 +130,7 @@ def test_latin_hypercube_has_one_sample_per_stratum(n, seed):
     d = latin_hypercube(n, seed)
     for p in PARAMETERS:
         v = d[p.name].to_numpy(dtype=float)
-        assert ((v >= p.low - 0.5) & (v <= p.high + 0.5)).all()
+        assert (((v >= p.low - 0.5) & (v <= p.high + 0.5)) | (v == p.off) if p.p_off else (v >= p.low - 0.5) & (v <= p.high + 0.5)).all()
         if not p.integer and not p.p_off:
             strata = np.floor((v - p.low) / (p.high - p.low) * n).astype(int)
             assert sorted(strata) == list(range(n))
@@ -142,8 +142,9 @@ def test_candidate_acceptance_is_a_valid_model_and_keeps_order():
         acc = candidate_acceptance(values)
         assert all(acc.exact[k] <= acc.accept[k] <= 1 for k in acc.accept)
         assert acc.accept["think"] >= acc.accept["read"] >= acc.accept["generic"] - 1e-12 or acc.accept["read"] == 1
-        if "verify_reasoning_tokens" not in reasoning_fields():  # the hook folds reasoning into every verdict
-            assert acc.accept_verdict_tokens == values["accept_verdict_tokens"] + values["verify_reasoning_tokens"]
+        for name in ("verify_reasoning_tokens", "repair_reasoning_tokens"):
+            assert getattr(acc, name) == (None if values[name] == TIED else values[name])
+        assert acc.verdict_tokens == values["verdict_tokens"] and acc.thinking
 
 
 def test_cli_reports_conflicts_and_writes_outputs(tmp_path):

@@ -35,6 +35,13 @@ def _fmt(v: float) -> str:
     return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
 
 
+def _short(v: float) -> str:
+    """A parameter value for the ranges table: two decimals below 10, a whole number above."""
+    if isinstance(v, float) and math.isnan(v):
+        return "—"
+    return f"{v:.2f}" if abs(v) < 10 else f"{v:.0f}"
+
+
 def _rounded(v):
     """Floats to 4 significant digits for a readable scenario file (the candidate's exact values are in candidates.csv)."""
     if isinstance(v, float):
@@ -97,30 +104,46 @@ def calibrate(
     mode = scenarios["edge"].api_verify_sends
     accepted = cal.accepted(mode)
     conflicts = cal.conflicts(mode)
-    point = cal.central(mode)
-    row = point if point >= 0 else conflicts["best_candidate"]
+    aside = conflicts["unreachable"]
+    # the sets reported: every scored figure; every figure some candidate meets; each setting's alone
+    sets = {"all": cal.figure_ids(), "reachable": cal.figure_ids(exclude=aside),
+            "h20": cal.figure_ids("h20", exclude=aside), "edge": cal.figure_ids("edge", exclude=aside)}
+    counts = {k: int(cal.accepted(mode, ids).sum()) for k, ids in sets.items()}
+    points = {k: cal.central(mode, ids) for k, ids in sets.items()}
+    chosen = next((k for k in ("all", "reachable", "h20") if points[k] >= 0), None)
+    row = points[chosen] if chosen else conflicts["best_candidate"]
 
-    console.print(f"{int(accepted.sum())} of {len(accepted)} candidates meet every scored figure "
-                  f"(API cost judged with verifications sending '{mode}'); by send mode: "
-                  + ", ".join(f"{m} {int(cal.accepted(m).sum())}" for m in API_VERIFY_SENDS))
-    ranges = cal.parameter_ranges(mode)
-    t = Table(title="Parameters: searched range and the accepted set's range", show_edge=False, pad_edge=False)
-    for c in ("parameter", "searched", "accepted", f"candidate {row}"):
-        t.add_column(c, justify="left" if c == "parameter" else "right")
-    for p in PARAMETERS:
-        r = ranges.loc[p.name]
-        t.add_row(p.name, f"{_fmt(r.searched_low)}–{_fmt(r.searched_high)}",
-                  f"{_fmt(r.accepted_low)}–{_fmt(r.accepted_high)}" if accepted.any() else "none",
-                  _fmt(float(cal.candidates.at[row, p.name])))
-    console.print(t)
-    console.print(_figures_table(cal, row, mode))
-    if not accepted.any():
-        console.print("[bold]No candidate meets every scored figure.[/] "
-                      + (f"Met by none: {', '.join(conflicts['unreachable'])}. " if conflicts["unreachable"] else "")
+    console.print(f"{counts['all']} of {len(accepted)} candidates meet every scored figure "
+                  f"(API cost judged with verifications sending '{mode}'; by send mode: "
+                  + ", ".join(f"{m} {int(cal.accepted(m).sum())}" for m in API_VERIFY_SENDS) + ").")
+    if counts["all"] == 0:
+        console.print((f"Met by no candidate: {', '.join(aside)}. " if aside else "")
                       + (f"Never met together: {'; '.join(f'{a} + {b}' for a, b in conflicts['conflicting_pairs'])}. "
                          if conflicts["conflicting_pairs"] else "")
-                      + f"Candidate {row} meets {len(conflicts['best_meets'])} of {len(cal.scored)}; it misses "
-                      + ", ".join(conflicts["best_misses"]) + ".")
+                      + f"The best candidate ({conflicts['best_candidate']}) meets {len(conflicts['best_meets'])} of "
+                      + f"{len(cal.scored)}; it misses " + ", ".join(conflicts["best_misses"]) + ".")
+        if aside:
+            console.print(f"Setting aside the figures no candidate meets: {counts['reachable']} meet all the others; "
+                          f"{counts['h20']} meet every τ²-Bench (h20) figure, {counts['edge']} every MCP-Atlas (edge) figure.")
+    ranges = {k: cal.parameter_ranges(mode, sets[k]) for k in ("reachable", "h20", "edge")}
+    t = Table(title="Parameters: searched, accepted (figures met by none set aside), the point", show_edge=False,
+              pad_edge=False)
+    for c in ("parameter", "searched", "both", "τ² (h20)", "MCP (edge)", f"#{row}"):
+        t.add_column(c, justify="left" if c == "parameter" else "right", no_wrap=c == "parameter")
+    for p in PARAMETERS:
+        cells = []
+        for k in ("reachable", "h20", "edge"):
+            r = ranges[k].loc[p.name]
+            cells.append(f"{_short(r.accepted_low)}–{_short(r.accepted_high)}" if counts[k] else "none")
+        r = ranges["reachable"].loc[p.name]
+        t.add_row(p.name, f"{_short(r.searched_low)}–{_short(r.searched_high)}", *cells,
+                  _short(float(cal.candidates.at[row, p.name])))
+    console.print(t)
+    if any(p.p_off for p in PARAMETERS):
+        console.print("reasoning tokens -1 = tied to the workload (the recorded reasoning of the step decided or repaired)")
+    console.print(_figures_table(cal, row, mode))
+    if points["edge"] >= 0 and points["edge"] != row:
+        console.print(f"MCP-Atlas (edge) point: candidate {points['edge']}")
     api_keys = [k for k in cal.values.columns if "@" in k]
     if api_keys:
         console.print(f"API cost of candidate {row} by what a verification sends: "
@@ -131,8 +154,9 @@ def calibrate(
     summary = {
         "samples": samples, "seed": seed, "api_verify_sends": mode, "accepted": int(accepted.sum()),
         "accepted_by_mode": {m: int(cal.accepted(m).sum()) for m in API_VERIFY_SENDS},
-        "parameter_ranges": ranges.reset_index(names="parameter").to_dict(orient="records"),
-        "point": int(row), "point_is_accepted": bool(point >= 0),
+        "accepted_by_set": counts, "sets": sets, "points": points, "point_set": chosen,
+        "parameter_ranges": {k: v.reset_index(names="parameter").to_dict(orient="records") for k, v in ranges.items()},
+        "point": int(row),
         "point_parameters": {k: float(v) for k, v in cal.candidates.loc[row].items()},
         "figures": cal.miss_table(row, mode).to_dict(orient="records"),
         "conflicts": {k: (list(map(list, v)) if k == "conflicting_pairs" else v) for k, v in conflicts.items()},
@@ -144,8 +168,9 @@ def calibrate(
         acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenarios["h20"].acceptance)
         d = {f: _rounded(getattr(acc, f)) for f in acc.__dataclass_fields__}
         d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, "
-                       + ("a point of the set meeting every scored SPEC §7 figure" if point >= 0 else
-                          f"meets {len(conflicts['best_meets'])} of {len(cal.scored)} scored SPEC §7 figures (no candidate meets all)"))
+                       + (f"the central point of the candidates meeting every scored SPEC §7 figure of set '{chosen}'"
+                          + (f" (met by no candidate, set aside: {', '.join(aside)})" if aside and chosen != "all" else "")
+                          if chosen else f"meets {len(conflicts['best_meets'])} of {len(cal.scored)} scored SPEC §7 figures"))
         writes[acceptance_out] = atomic.text_writer(tomli_w.dumps({"acceptance": d}))
     atomic.write_together(writes)
     console.print(f"wrote {', '.join(str(p) for p in writes)}")
