@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
-import math
+import io
+import json
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from specagent.cli import app
+from specagent.measurements import default_path
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.calibration import (
@@ -147,23 +150,62 @@ def test_candidate_acceptance_is_a_valid_model_and_keeps_order():
         assert acc.verdict_tokens == values["verdict_tokens"] and acc.thinking
 
 
-def test_cli_reports_conflicts_and_writes_outputs(tmp_path):
-    figs = load_protocol_figures()
-    src = (tmp_path / "figs.csv")
-    text = (load_protocol_figures.__globals__["default_path"]("protocol_figures.csv")).read_text(encoding="utf-8")
+def _h20_figures_file(tmp_path, replace_row: tuple[str, str] | None = None, loose: bool = False):
+    text = default_path("protocol_figures.csv").read_text(encoding="utf-8")
     lines = [ln for ln in text.splitlines() if ",h20," in ln or ln.startswith("row_id")]
-    lines = [ln.replace("tau2_memory_ratio,tau2-bench airline+retail,h20,specagent,bytes_ratio,0.43,0.57",
-                        "tau2_memory_ratio,tau2-bench airline+retail,h20,specagent,bytes_ratio,0,0.01") for ln in lines]
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if replace_row:
+        lines = [ln.replace(*replace_row) for ln in lines]
+    if loose:  # every scored range opened wide: every candidate meets them
+        rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+        for r in rows:
+            r["low"], r["high"] = "-1000", "inf"
+        out = io.StringIO()
+        w = csv.DictWriter(out, list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        lines = out.getvalue().splitlines()
+    p = tmp_path / "figs.csv"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def test_cli_reports_conflicts_and_writes_outputs(tmp_path):
+    src = _h20_figures_file(tmp_path, ("tau2_memory_ratio,tau2-bench airline+retail,h20,specagent,bytes_ratio,0.43,0.57",
+                                       "tau2_memory_ratio,tau2-bench airline+retail,h20,specagent,bytes_ratio,0,0.01"))
     out = tmp_path / "cal"
     r = runner.invoke(app, ["acceptance", "calibrate", "--figures", str(src), "-n", "2", "-o", str(out),
                             "--acceptance-out", str(tmp_path / "acc.toml")], terminal_width=200)
+    text = " ".join(r.output.split())
     assert r.exit_code == 0, r.output
-    assert "0 of 2 candidates meet every scored figure" in r.output and "Met by none: tau2_memory_ratio" in r.output
-    assert (out / "candidates.csv").exists() and (out / "summary.json").exists()
+    assert "0 of 2 candidates meet every scored figure" in text and "Met by no candidate: tau2_memory_ratio" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accepted"] == 0 and "tau2_memory_ratio" in summary["conflicts"]["unreachable"]
+    assert (out / "candidates.csv").exists()
+    # the point written is one of the set that meets the rest, and its source says what was set aside
+    if summary["point_set"] is not None:
+        assert "set aside: " in Scenario.load(tmp_path / "acc.toml").acceptance.source
+
+
+def test_cli_point_not_written_when_no_set_exists(tmp_path):
+    src = _h20_figures_file(tmp_path, ("tau2_memory_ratio,tau2-bench airline+retail,h20,specagent,bytes_ratio,0.43,0.57",
+                                       "tau2_memory_ratio,tau2-bench airline+retail,h20,specagent,bytes_ratio,0,0.01"))
+    r = runner.invoke(app, ["acceptance", "calibrate", "--figures", str(src), "-n", "2", "-o", str(tmp_path / "cal"),
+                            "--edge-acceptance-out", str(tmp_path / "edge.toml")])
+    assert r.exit_code == 2 and "edge.toml: not written" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "edge.toml").exists() and (tmp_path / "cal" / "summary.json").exists()
+
+
+def test_cli_writes_the_point_as_a_scenario_file(tmp_path):
+    src = _h20_figures_file(tmp_path, loose=True)
+    r = runner.invoke(app, ["acceptance", "calibrate", "--figures", str(src), "-n", "2", "-o", str(tmp_path / "cal"),
+                            "--acceptance-out", str(tmp_path / "acc.toml")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "2 of 2 candidates meet every scored figure" in " ".join(r.output.split())
     sc = Scenario.load(tmp_path / "acc.toml")  # the written point is a scenario file a run can take
-    assert "calibrate" in sc.acceptance.source and sc.acceptance != AcceptanceModel()
-    assert len(figs) == 24
+    assert "calibrate --samples 2 --seed 0: candidate" in sc.acceptance.source and sc.acceptance != AcceptanceModel()
+    summary = json.loads((tmp_path / "cal" / "summary.json").read_text())
+    cand = summary["point_parameters"]
+    assert sc.acceptance.weak_token_ratio == pytest.approx(cand["weak_token_ratio"], rel=1e-3)
 
 
 def test_cli_bad_figures_file_is_one_located_line(tmp_path):

@@ -51,6 +51,20 @@ def _rounded(v):
     return v
 
 
+def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: int, seed: int, which: str,
+                     aside: list[str]) -> str:
+    """A scenario file holding only [acceptance]: candidate `row`, its source saying where it comes from."""
+    acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenario.acceptance)
+    d = {f: _rounded(getattr(acc, f)) for f in acc.__dataclass_fields__}
+    d = {k: v for k, v in d.items() if v is not None and v != {}}  # None = tied to the workload: left out
+    d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, the central point of "
+                   f"the {int(cal.accepted(None, cal.figure_ids(None if which in ('all', 'reachable') else which, aside)).sum())} "
+                   f"candidates meeting every scored SPEC §7 figure of set '{which}'"
+                   + (f" (met by no candidate, set aside: {', '.join(aside)})" if aside and which != "all" else "")
+                   + "; docs/protocol-calibration.md")
+    return tomli_w.dumps({"acceptance": d})
+
+
 def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
     t = Table(title=f"Published figures (SPEC §7) and candidate {row}", show_edge=False, pad_edge=False)
     for c in ("figure", "published", "simulated", "met", "meeting it"):
@@ -73,7 +87,9 @@ def calibrate(
     api_mode: Optional[str] = O(None, "--api-verify-sends", help="Judge the API-cost figure under this send mode (" + ", ".join(API_VERIFY_SENDS)
                                 + "; default: the edge scenario's)."),
     out: Path = O(Path("out/calibrate"), "-o", "--out", help="Directory for candidates.csv and summary.json."),
-    acceptance_out: Optional[Path] = O(None, "--acceptance-out", help="Also write the chosen point as a scenario file holding only [acceptance]."),
+    acceptance_out: Optional[Path] = O(None, "--acceptance-out", help="Also write the chosen point (of every figure's set, else of the "
+                                       "τ²-Bench set) as a scenario file holding only [acceptance]."),
+    edge_acceptance_out: Optional[Path] = O(None, "--edge-acceptance-out", help="Also write the MCP-Atlas (edge) set's point likewise."),
 ) -> None:
     """Search acceptance and verdict parameters that reproduce every published protocol range (SPEC §7).
 
@@ -88,7 +104,7 @@ def calibrate(
         fail(f"--seed: expected a whole number >= 0, got {seed}")
     if api_mode is not None and api_mode not in API_VERIFY_SENDS:
         fail(f"--api-verify-sends: expected one of {', '.join(API_VERIFY_SENDS)}, got {api_mode!r}")
-    for target in (out / "summary.json", acceptance_out):
+    for target in (out / "summary.json", acceptance_out, edge_acceptance_out):
         if target is not None:
             atomic.check_writable(target)
     try:
@@ -108,9 +124,10 @@ def calibrate(
     # the sets reported: every scored figure; every figure some candidate meets; each setting's alone
     sets = {"all": cal.figure_ids(), "reachable": cal.figure_ids(exclude=aside),
             "h20": cal.figure_ids("h20", exclude=aside), "edge": cal.figure_ids("edge", exclude=aside)}
+    sets = {k: ids for k, ids in sets.items() if ids or k == "all"}  # a setting without scored figures has no set
     counts = {k: int(cal.accepted(mode, ids).sum()) for k, ids in sets.items()}
     points = {k: cal.central(mode, ids) for k, ids in sets.items()}
-    chosen = next((k for k in ("all", "reachable", "h20") if points[k] >= 0), None)
+    chosen = next((k for k in ("all", "reachable", "h20") if points.get(k, -1) >= 0), None)
     row = points[chosen] if chosen else conflicts["best_candidate"]
 
     console.print(f"{counts['all']} of {len(accepted)} candidates meet every scored figure "
@@ -122,10 +139,21 @@ def calibrate(
                          if conflicts["conflicting_pairs"] else "")
                       + f"The best candidate ({conflicts['best_candidate']}) meets {len(conflicts['best_meets'])} of "
                       + f"{len(cal.scored)}; it misses " + ", ".join(conflicts["best_misses"]) + ".")
-        if aside:
-            console.print(f"Setting aside the figures no candidate meets: {counts['reachable']} meet all the others; "
-                          f"{counts['h20']} meet every τ²-Bench (h20) figure, {counts['edge']} every MCP-Atlas (edge) figure.")
-    ranges = {k: cal.parameter_ranges(mode, sets[k]) for k in ("reachable", "h20", "edge")}
+        if aside and "reachable" in counts:
+            console.print(f"Setting aside the figures no candidate meets: {counts['reachable']} meet all the others"
+                          + "".join(f"; {counts[k]} meet every {label} figure" for k, label in
+                                    (("h20", "τ²-Bench (h20)"), ("edge", "MCP-Atlas (edge)")) if k in counts) + ".")
+    meets = cal.meets(mode)
+    cross = {}
+    for mine, other in (("h20", "edge"), ("edge", "h20")):
+        if mine not in sets or other not in sets:
+            continue
+        ok = cal.accepted(mode, sets[mine])
+        cross[mine] = {f: int(meets.loc[ok, f].sum()) for f in sets[other]}
+        if counts["all"] == 0 and ok.any():
+            console.print(f"Of the {int(ok.sum())} candidates meeting every {'τ²-Bench' if mine == 'h20' else 'MCP-Atlas'} figure, "
+                          + ", ".join(f"{n} meet {f}" for f, n in cross[mine].items()) + ".")
+    ranges = {k: cal.parameter_ranges(mode, sets.get(k, [])) for k in ("reachable", "h20", "edge")}
     t = Table(title="Parameters: searched, accepted (figures met by none set aside), the point", show_edge=False,
               pad_edge=False)
     for c in ("parameter", "searched", "both", "τ² (h20)", "MCP (edge)", f"#{row}"):
@@ -134,7 +162,8 @@ def calibrate(
         cells = []
         for k in ("reachable", "h20", "edge"):
             r = ranges[k].loc[p.name]
-            cells.append(f"{_short(r.accepted_low)}–{_short(r.accepted_high)}" if counts[k] else "none")
+            cells.append(f"{_short(r.accepted_low)}–{_short(r.accepted_high)}" if counts.get(k) else
+                         "none" if k in counts else "no figures")
         r = ranges["reachable"].loc[p.name]
         t.add_row(p.name, f"{_short(r.searched_low)}–{_short(r.searched_high)}", *cells,
                   _short(float(cal.candidates.at[row, p.name])))
@@ -142,7 +171,7 @@ def calibrate(
     if any(p.p_off for p in PARAMETERS):
         console.print("reasoning tokens -1 = tied to the workload (the recorded reasoning of the step decided or repaired)")
     console.print(_figures_table(cal, row, mode))
-    if points["edge"] >= 0 and points["edge"] != row:
+    if points.get("edge", -1) >= 0 and points["edge"] != row:
         console.print(f"MCP-Atlas (edge) point: candidate {points['edge']}")
     api_keys = [k for k in cal.values.columns if "@" in k]
     if api_keys:
@@ -154,7 +183,7 @@ def calibrate(
     summary = {
         "samples": samples, "seed": seed, "api_verify_sends": mode, "accepted": int(accepted.sum()),
         "accepted_by_mode": {m: int(cal.accepted(m).sum()) for m in API_VERIFY_SENDS},
-        "accepted_by_set": counts, "sets": sets, "points": points, "point_set": chosen,
+        "accepted_by_set": counts, "cross": cross, "sets": sets, "points": points, "point_set": chosen,
         "parameter_ranges": {k: v.reset_index(names="parameter").to_dict(orient="records") for k, v in ranges.items()},
         "point": int(row),
         "point_parameters": {k: float(v) for k, v in cal.candidates.loc[row].items()},
@@ -164,13 +193,17 @@ def calibrate(
     }
     writes = {out / "candidates.csv": atomic.text_writer(table.to_csv(index_label="candidate")),
               out / "summary.json": atomic.text_writer(atomic.json_text(summary))}
-    if acceptance_out is not None:
-        acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenarios["h20"].acceptance)
-        d = {f: _rounded(getattr(acc, f)) for f in acc.__dataclass_fields__}
-        d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, "
-                       + (f"the central point of the candidates meeting every scored SPEC §7 figure of set '{chosen}'"
-                          + (f" (met by no candidate, set aside: {', '.join(aside)})" if aside and chosen != "all" else "")
-                          if chosen else f"meets {len(conflicts['best_meets'])} of {len(cal.scored)} scored SPEC §7 figures"))
-        writes[acceptance_out] = atomic.text_writer(tomli_w.dumps({"acceptance": d}))
+    missing = []
+    for target, which in ((acceptance_out, chosen), (edge_acceptance_out, "edge")):
+        if target is None:
+            continue
+        at = points.get(which, -1) if which else -1
+        if at < 0:
+            missing.append(f"{target}: not written: no candidate meets every figure of the set '{which or 'h20'}' "
+                           f"(more --samples, or see the conflicts above)")
+            continue
+        writes[target] = atomic.text_writer(_acceptance_toml(cal, at, scenarios["h20"], samples, seed, which, aside))
     atomic.write_together(writes)
     console.print(f"wrote {', '.join(str(p) for p in writes)}")
+    if missing:
+        fail("; ".join(missing))

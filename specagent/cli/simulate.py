@@ -157,6 +157,12 @@ def _assumption_table(assumptions: dict) -> Table:
 
 
 @scenario_options()
+def _n_traj(trajs) -> int:
+    """Trajectories in a workload: a synthetic UnitTable's len() counts its units, not its trajectories."""
+    n = getattr(trajs, "n_traj", None)
+    return int(n) if n is not None else len(trajs)
+
+
 def predict(
     scenario: Scenario,
     out: Path = O(Path("out/predict"), "-o", "--out", help="Directory for per_trajectory.parquet and summary.json."),
@@ -187,7 +193,7 @@ def predict(
         except InputError as exc:
             fail(exc)
     with Progress(console=err, transient=True) as prog:
-        task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {len(trajs)} trajectories", total=None)
+        task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {_n_traj(trajs):,} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
     summary_obj = {
@@ -206,7 +212,7 @@ def predict(
     if as_json:
         print(json.dumps(summary_obj, indent=2, default=str))
     else:
-        console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
+        console.print(_rel_table(comp.summary, f"Relative to Strong-only — {_n_traj(trajs):,} trajectories from {name} "
                                                f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
         env = environment_line(comp.summary)
         if env:
