@@ -334,15 +334,22 @@ class Calibration:
                          "published": f.range_text(), "met": met, "miss": f.miss(v) if met is not None else math.nan})
         return pd.DataFrame(recs)
 
-    def central(self, mode: str | None = None, only: Sequence[str] | None = None) -> int:
-        """The accepted candidate nearest the middle of every scored range (log-space for ratios); -1 if none.
+    def central(self, mode: str | None = None, only: Sequence[str] | None = None, prefer_tied: bool = True) -> int:
+        """The accepted candidate nearest the middle of every scored range; -1 if none.
 
         A documented point of the set, not a best fit: every accepted candidate meets the figures
-        equally; this one leaves the most room on each side.
+        equally; this one leaves the most room on each side. With `prefer_tied`, candidates whose
+        verification and repair reasoning are tied to the workload (AcceptanceModel's default rule)
+        are preferred when there are any: their reasoning follows a user's own workload instead of
+        a constant fitted to τ²-Bench, and a scenario file can state them (it cannot write None).
         """
         ok = self.accepted(mode, only)
         if not ok.any():
             return -1
+        if prefer_tied:
+            tied = ok & (self.candidates["verify_reasoning_tokens"] == TIED) & (self.candidates["repair_reasoning_tokens"] == TIED)
+            if tied.any():
+                ok = tied
         score = np.zeros(len(self.candidates))
         for f in self.scored:
             if only is not None and f.figure_id not in set(only):
@@ -393,4 +400,16 @@ def evaluate_point(figures: Sequence[ProtocolFigure], acc: AcceptanceModel, scen
     for name in WORKLOADS:
         if any(f.setting == name and figure_status(f) == "scored" for f in figs):
             out.update(evaluate(load_context(name, scenarios[name], _strategies_needed(figs, name)), acc, figs))
+    return out
+
+
+def evaluate_scenarios(figures: Sequence[ProtocolFigure], scenarios: dict[str, Scenario] | None = None) -> dict[str, float]:
+    """The scored figures' simulated values, each setting under its own scenario's acceptance (the shipped defaults)."""
+    figs = list(figures)
+    scenarios = scenarios or {"h20": Scenario(), "edge": Scenario.load("edge")}
+    out: dict[str, float] = {}
+    for name in WORKLOADS:
+        if any(f.setting == name and figure_status(f) == "scored" for f in figs):
+            ctx = load_context(name, scenarios[name], _strategies_needed(figs, name))
+            out.update(evaluate(ctx, scenarios[name].acceptance, figs))
     return out

@@ -245,7 +245,8 @@ class Scenario:
     review: str = field(default=DEFAULT_REVIEW, metadata={
         "choices": REVIEW_POLICIES, "help": "Review trigger: " + ", ".join(REVIEW_POLICIES) + "."})
     acceptance: AcceptanceModel = field(default_factory=AcceptanceModel, metadata={
-        "help": "What the Strong verifier would say about drafted steps (illustrative defaults: set them from your own "
+        "help": "What the Strong verifier would say about drafted steps (defaults calibrated to the published τ²-Bench "
+                "protocol figures, docs/protocol-calibration.md: set them from your own "
                 "protocol logs)"})
     prefix_caching: bool = field(default=_setting_default("prefix_caching"), metadata={
         "help": "Each call prefills only what its model has not cached."})

@@ -116,7 +116,7 @@ _EDGE = inspect.Parameter("edge", inspect.Parameter.KEYWORD_ONLY, annotation=boo
     False, "--edge", help="Start from the shipped edge–cloud scenario: Weak on one RTX 5090, Strong behind an API."))
 _ACCEPT = inspect.Parameter("accept", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[float], default=typer.Option(
     None, "--accept", help="One acceptance probability for every step kind, no position decay or correlation "
-                           "(default: the per-kind illustrative table shown in the output)."))
+                           "(default: the per-kind calibrated table shown in the output)."))
 
 
 def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
