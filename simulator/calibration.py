@@ -331,7 +331,8 @@ class Calibration:
                 v = math.nan
             met = f.contains(v) if st in ("scored", "hardware") else None
             recs.append({"figure": f.figure_id, "status": st, "strategy": f.strategy, "metric": f.metric, "value": v,
-                         "published": f.range_text(), "met": met, "miss": f.miss(v) if met is not None else math.nan})
+                         "published": f.range_text(), "low": f.low, "met": met,
+                         "miss": f.miss(v) if met is not None else math.nan})
         return pd.DataFrame(recs)
 
     def central(self, mode: str | None = None, only: Sequence[str] | None = None, prefer_tied: bool = True) -> int:

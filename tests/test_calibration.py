@@ -17,7 +17,7 @@ from specagent.measurements import default_path
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.calibration import (
-    PARAMETERS, TIED, calibrate, candidate_acceptance, evaluate_point, figure_status, latin_hypercube,
+    PARAMETERS, TIED, calibrate, candidate_acceptance, evaluate_point, evaluate_scenarios, figure_status, latin_hypercube,
 )
 from specagent.simulator.run import simulate, to_episodes
 from specagent.simulator.scenario import Scenario
@@ -217,3 +217,15 @@ def test_cli_bad_figures_file_is_one_located_line(tmp_path):
     assert r.exit_code == 2 and "--samples" in r.output
     r = runner.invoke(app, ["acceptance", "calibrate", "--api-verify-sends", "all", "-n", "1"])
     assert r.exit_code == 2 and "--api-verify-sends" in r.output
+
+
+def test_shipped_defaults_are_points_that_meet_their_figures():
+    """The default scenario's acceptance meets every scored τ²-Bench figure but the one no candidate meets; the edge
+    scenario's meets every MCP-Atlas figure (the claims of their `source` and of docs/protocol-calibration.md)."""
+    figs = load_protocol_figures()
+    v = evaluate_scenarios(figs)
+    scored = [f for f in figs if figure_status(f) == "scored"]
+    missed = [f.figure_id for f in scored if not f.contains(v[f.figure_id])]
+    assert missed == ["retail_exact_flops"]
+    assert "calibrated" in Scenario().acceptance.source and "calibrated" in Scenario.load("edge").acceptance.source
+    assert Scenario().acceptance.verify_reasoning_tokens is None and Scenario().acceptance.thinking

@@ -57,10 +57,12 @@ def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: in
     acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenario.acceptance)
     d = {f: _rounded(getattr(acc, f)) for f in acc.__dataclass_fields__}
     d = {k: v for k, v in d.items() if v is not None and v != {}}  # None = tied to the workload: left out
+    setting_of = {f.figure_id: f.setting for f in cal.figures}
+    mine = [f for f in aside if which in ("all", "reachable") or setting_of[f] == which]
     d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, the central point of "
                    f"the {int(cal.accepted(None, cal.figure_ids(None if which in ('all', 'reachable') else which, aside)).sum())} "
                    f"candidates meeting every scored SPEC §7 figure of set '{which}'"
-                   + (f" (met by no candidate, set aside: {', '.join(aside)})" if aside and which != "all" else "")
+                   + (f" (met by no candidate, set aside: {', '.join(mine)})" if mine else "")
                    + "; docs/protocol-calibration.md")
     return tomli_w.dumps({"acceptance": d})
 
@@ -73,7 +75,8 @@ def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
     for _, r in cal.miss_table(row, mode).iterrows():
         n = f"{int(meets[r.figure].sum())} / {len(meets)}" if r.figure in meets else r.status
         scored = r.status in ("scored", "hardware")
-        met = "—" if not scored else ("yes" if r.met else f"no ({r.miss:+.0%})" if math.isfinite(r.miss) else "no")
+        signed = -r.miss if scored and r.value < r.low else r.miss  # below the range: negative
+        met = "—" if not scored else ("yes" if r.met else f"no ({signed:+.0%})" if math.isfinite(r.miss) else "no")
         t.add_row(r.figure, r.published, _fmt(r.value), met, n)
     return t
 

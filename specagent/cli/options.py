@@ -157,6 +157,12 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
             base = base.replace(acceptance=base.acceptance.with_constant(accept))
         except InputError as exc:
             fail(f"--accept: {exc}")
+    # a workload flag replaces the base's workload kind (`--edge --trace FILE` runs that trace, not the edge
+    # scenario's synthetic profile); both flags at once are still refused by the Workload's own check
+    values = dict(values)
+    for given, other in (("workload.trace", "workload.synthetic"), ("workload.synthetic", "workload.trace")):
+        if values.get(given) is not None and other not in values:
+            values[other] = None
     try:
         return base.override(values)
     except ScenarioError as exc:

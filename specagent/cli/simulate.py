@@ -156,13 +156,13 @@ def _assumption_table(assumptions: dict) -> Table:
     return t
 
 
-@scenario_options()
 def _n_traj(trajs) -> int:
     """Trajectories in a workload: a synthetic UnitTable's len() counts its units, not its trajectories."""
     n = getattr(trajs, "n_traj", None)
     return int(n) if n is not None else len(trajs)
 
 
+@scenario_options()
 def predict(
     scenario: Scenario,
     out: Path = O(Path("out/predict"), "-o", "--out", help="Directory for per_trajectory.parquet and summary.json."),
