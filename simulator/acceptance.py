@@ -137,8 +137,9 @@ class AcceptanceModel:
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":
-        """Every kind accepted with probability p, no position decay or correlation (for tests and sweeps)."""
-        return cls(**kw).with_constant(p)
+        """Every kind accepted with probability p, no position decay or correlation, and Weak steps as long as the
+        reference's (weak_token_ratio 1 unless given): a neutral model for tests, hand traces and the live runner."""
+        return cls(**{"weak_token_ratio": 1.0, **kw}).with_constant(p)
 
     def with_constant(self, p: float) -> "AcceptanceModel":
         """This model with every kind accepted (and exactly matched) with probability p, no decay or correlation."""

@@ -34,7 +34,7 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic"},
     {"fleet_build", "predictor", "bounds", "steady_state"},
-    {"planner", "study", "sweep"},
+    {"planner", "study", "sweep", "calibration"},
 ]
 
 
