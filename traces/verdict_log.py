@@ -71,6 +71,7 @@ class VerdictRecord(BaseModel):
     replacement_valid: Annotated[bool, Field(strict=True)] | None
     repair_tokens: Tokens | None
     repair_reasoning_tokens: Tokens | None
+    replacement_tokens: Tokens | None = None
     verify_prompt_tokens: Tokens | None = None
     cached_prompt_tokens: Tokens | None = None
     latency_s: Latency | None = None
@@ -120,6 +121,13 @@ class VerdictRecord(BaseModel):
                              f"{self.repair_reasoning_tokens}")
         if not self.thinking and self.repair_reasoning_tokens:
             raise ValueError(f"repair_reasoning_tokens: 0 when thinking is false, got {self.repair_reasoning_tokens}")
+        if self.replacement_tokens is not None:
+            if not self.replacement_offered:
+                raise ValueError("replacement_tokens: only with an offered replacement, got "
+                                 f"{self.replacement_tokens} with replacement_offered false")
+            if self.replacement_tokens > self.verdict_tokens:
+                raise ValueError(f"replacement_tokens: at most verdict_tokens ({self.verdict_tokens}; the call is part of "
+                                 f"the verdict), got {self.replacement_tokens}")
         if (self.verify_prompt_tokens is not None and self.cached_prompt_tokens is not None
                 and self.cached_prompt_tokens > self.verify_prompt_tokens):
             raise ValueError(f"cached_prompt_tokens: at most verify_prompt_tokens ({self.verify_prompt_tokens}), got "
