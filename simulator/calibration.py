@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from specagent.common.errors import InputError
+from specagent.costmodel.balance import balance_point
 from specagent.measurements.protocol_figures import ProtocolFigure
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.predictor import decode_bytes_per_token
@@ -250,7 +251,6 @@ def evaluate(ctx: _Context, acc: AcceptanceModel, figs: Sequence[ProtocolFigure]
 
 def hardware_value(fig: ProtocolFigure, scenario: Scenario) -> float:
     """The figure's hardware quantity: the Strong replica's dense BF16 ridge (peak FLOP/s ÷ bandwidth)."""
-    from specagent.costmodel.balance import balance_point
     dep = scenario.setting(fit_context=None).strong
     return float(balance_point(dep).hardware_ridge_bf16)  # type: ignore[arg-type]
 

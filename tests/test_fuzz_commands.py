@@ -135,6 +135,7 @@ BASE: dict[str, list[str]] = {
     "latency fit": ["latency", "fit", "--data", "{latency}", "-o", "{out}/fit.toml", "--json"],
     "latency engine": ["latency", "engine", "--json"],
     "acceptance fit": ["acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{out}/a.toml", "--json"],
+    "acceptance calibrate": ["acceptance", "calibrate", "-n", "1", "-o", "{out}/cal"],
 }
 NOT_RUN = ("calibrate", "live")  # torch models: only inputs refused before any model runs
 

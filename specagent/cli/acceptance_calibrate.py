@@ -84,7 +84,7 @@ def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
 def calibrate(
     figures: Optional[Path] = O(None, "--figures", help="Published figures CSV (default: the shipped measurements/protocol_figures.csv)."),
     samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (about 0.6 s each on this machine)."),
-    seed: int = O(0, help="Seed of the Latin hypercube."),
+    seed: int = O(0, help="Seed of the Latin hypercube (0 to 2^32 - 1)."),
     h20_scenario: Optional[Path] = O(None, "--h20-scenario", help="Scenario for the τ²-Bench figures (default: the built-in default)."),
     edge_scenario: Optional[Path] = O(None, "--edge-scenario", help="Scenario for the MCP-Atlas figures (default: the shipped edge scenario)."),
     api_mode: Optional[str] = O(None, "--api-verify-sends", help="Judge the API-cost figure under this send mode (" + ", ".join(API_VERIFY_SENDS)
@@ -103,8 +103,8 @@ def calibrate(
     """
     if samples < 1 or samples > 100_000:
         fail(f"--samples: expected a whole number in [1, 100,000], got {samples}")
-    if seed < 0:
-        fail(f"--seed: expected a whole number >= 0, got {seed}")
+    if not 0 <= seed < 2**32:
+        fail(f"--seed: expected a whole number in [0, 2^32), got {seed}")
     if api_mode is not None and api_mode not in API_VERIFY_SENDS:
         fail(f"--api-verify-sends: expected one of {', '.join(API_VERIFY_SENDS)}, got {api_mode!r}")
     for target in (out / "summary.json", acceptance_out, edge_acceptance_out):
