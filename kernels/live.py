@@ -265,7 +265,8 @@ class LiveResult:
 class LiveConfig:
     k: int = 4
     seed: int = 0
-    acceptance: AcceptanceModel = field(default_factory=AcceptanceModel)
+    #: the live Weak model drafts at the trace's token lengths, so its ratio is 1 whatever the default's is
+    acceptance: AcceptanceModel = field(default_factory=lambda: AcceptanceModel(weak_token_ratio=1.0))
     check_safety: bool = True
     #: "wall" or "cpu" (see `Clock`); "cpu" only for models on a CPU.
     clock: str = "wall"

@@ -164,7 +164,7 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
     check_tools(trajs)
     trajs = [scale_trajectory(t, token_scale) for t in trajs]
     clock = clock or default_clock(device)
-    acc = acceptance or AcceptanceModel.constant(accept, verdict_tokens=verdict_tokens)
+    acc = acceptance or AcceptanceModel.constant(accept, verdict_tokens=verdict_tokens, weak_token_ratio=1.0)
     cfg = LiveConfig(k=k, seed=seed, acceptance=acc, clock=clock)
     described = {"acceptance": dataclasses.asdict(acc)} if acceptance else {"accept": accept, "verdict_tokens": verdict_tokens}
     setup = {"device": device, "device_name": cal.device_name(device), "dtype": dtype, "scale": scale, "k": k, "seed": seed,

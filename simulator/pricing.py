@@ -14,7 +14,9 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
-from specagent.simulator.phases import DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, WAIT_PHASES, WEAK_PHASES
+from specagent.simulator.phases import (
+    DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, STRONG_VERIFY, WAIT_PHASES, WEAK_PHASES,
+)
 from specagent.simulator.plan import CallPlan
 from specagent.simulator.setting import ApiModel, Setting
 
@@ -63,7 +65,7 @@ class Pricer:
             pre = np.flatnonzero(mine & is_prefill)
             dec = np.flatnonzero(mine & is_decode)
             if isinstance(model, ApiModel):
-                self._price_api(model, plan, pre, dec, time_s, usd)
+                self._price_api(model, plan, pre, dec, time_s, usd, self.setting)
                 continue
             if pre.size:
                 cost = estimate(model, Passes.uniform(plan.tokens[pre], plan.context[pre]), self.setting.weight_mode)
@@ -82,10 +84,24 @@ class Pricer:
         return EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=usd)
 
     @staticmethod
-    def _price_api(api: ApiModel, plan: CallPlan, pre: np.ndarray, dec: np.ndarray, time_s: np.ndarray, usd: np.ndarray) -> None:
-        """A request sends its whole context; the cached prefix is billed at the cached-input price."""
+    def _price_api(api: ApiModel, plan: CallPlan, pre: np.ndarray, dec: np.ndarray, time_s: np.ndarray, usd: np.ndarray,
+                   setting: Setting) -> None:
+        """A request sends its whole context; the cached prefix is billed at the cached-input price.
+
+        A verification request (`setting.api_verify_sends`): "context" as above; "context_uncached"
+        bills its whole context at the input price (the provider's cache misses); "segment" sends
+        only what the plan has it read new (the drafted segment) plus the verifier's instructions,
+        billed as cached input. SPEC §7's MCP-Atlas figures do not say which the evaluation used,
+        so each is a stated choice (docs/protocol-calibration.md shows what each does to the bill).
+        """
         if pre.size:
-            new, cached = plan.tokens[pre], plan.context[pre]
+            new, cached = plan.tokens[pre].copy(), plan.context[pre].copy()
+            verify = plan.phase[pre] == STRONG_VERIFY
+            if setting.api_verify_sends == "segment":
+                cached[verify] = setting.verifier_system_tokens
+            elif setting.api_verify_sends == "context_uncached":
+                new[verify] += cached[verify]
+                cached[verify] = 0
             cached_price = api.usd_per_mtok_cached_input if api.prompt_caching else api.usd_per_mtok_input
             usd[pre] = (new * api.usd_per_mtok_input + cached * cached_price) / 1e6
             time_s[pre] = api.ttft_s

@@ -94,8 +94,9 @@ Op = UserMessage | Draft | DraftedRead | CommitUnreviewed | Review | Accept | Re
 def specagent_protocol(units: Sequence, k: int, review: str, exact: bool, acc: AcceptanceModel,
                        draws: tuple[Sequence[float], Sequence[float]], labelled: bool) -> Iterator[Op]:
     """SpecAgent over one episode. `draws[s][unit]` are the per-unit uniforms of
-    `acceptance.unit_uniforms`; a recorded protocol log (`labelled`) takes verdicts from its labels."""
-    ratio = acc.weak_token_ratio
+    `acceptance.unit_uniforms`; a recorded protocol log (`labelled`) takes verdicts from its labels, and its
+    drafted steps are the Weak model's own recorded tokens (no Weak/Strong ratio applies to them)."""
+    ratio = 1.0 if labelled else acc.weak_token_ratio
     i, n = 0, len(units)
     after_rej = False
     while i < n:

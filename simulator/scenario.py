@@ -45,7 +45,7 @@ from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
+from specagent.simulator.setting import API_VERIFY_SENDS, VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
 from specagent.traces import load_profile, load_trajectories
@@ -264,7 +264,8 @@ class Scenario:
     review: str = field(default=DEFAULT_REVIEW, metadata={
         "choices": REVIEW_POLICIES, "help": "Review trigger: " + ", ".join(REVIEW_POLICIES) + "."})
     acceptance: AcceptanceModel = field(default_factory=AcceptanceModel, metadata={
-        "help": "What the Strong verifier would say about drafted steps (illustrative defaults: set them from your own "
+        "help": "What the Strong verifier would say about drafted steps (defaults calibrated to the published τ²-Bench "
+                "protocol figures, docs/protocol-calibration.md: set them from your own "
                 "protocol logs)"})
     prefix_caching: bool = field(default=_setting_default("prefix_caching"), metadata={
         "help": "Each call prefills only what its model has not cached."})
@@ -277,6 +278,13 @@ class Scenario:
                 "whole history each review)."})
     verifier_system_tokens: int = field(default=_setting_default("verifier_system_tokens"), metadata={
         "help": "Tokens of the verifier's own instructions, re-read by every 'fresh' review."})
+    api_verify_sends: str = field(default=_setting_default("api_verify_sends"), metadata={
+        "choices": API_VERIFY_SENDS,
+        "help": "Hosted Strong API only: what a verification call sends. 'context' = the whole context every call, its "
+                "prefix a cache hit (billed at the provider's cached-input price); 'context_uncached' = the whole context "
+                "as a cache miss (all at the input price: a verifier prompt that breaks the provider's prefix cache); "
+                "'segment' = only what the Strong model has not read (the drafted segment) and the verifier's "
+                "instructions (verifier_system_tokens, billed as cached input)."})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
     pricing_engine: str = field(default=PRICING_ENGINES[0], metadata={
         "choices": PRICING_ENGINES, "deprecated_flags": ("--engine",),
@@ -327,7 +335,8 @@ class Scenario:
         else:
             strong = _build(self.strong, "strong", dirs, fit_context, engines)
         return Setting(weak=weak, strong=strong, prefix_caching=self.prefix_caching, weight_mode=self.weight_mode,
-                       verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens)
+                       verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens,
+                       api_verify_sends=self.api_verify_sends)
 
     def synthetic_profile(self) -> WorkloadProfile:
         """The workload profile `workload.synthetic` names (a ScenarioError if it does not load)."""

@@ -12,6 +12,10 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.roofline import WEIGHT_MODES
 
 VERIFIER_PROMPTS = ("cached", "fresh")
+#: What a verification call to a hosted Strong API sends: the whole context with its prefix a cache hit (billed at
+#: the provider's cached-input price), the whole context as a cache miss (a verifier prompt that differs from the
+#: agent's, all at the input price), or only the drafted segment and the verifier's instructions.
+API_VERIFY_SENDS = ("context", "context_uncached", "segment")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class Setting:
     verifier_prompt: str = "cached"
     #: Tokens of the verifier's own instructions, re-read by every `fresh` review.
     verifier_system_tokens: int = 1024
+    #: Hosted Strong model only: what a verification request sends (API_VERIFY_SENDS); self-hosted models ignore it.
+    api_verify_sends: str = "context"
     assumptions: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -78,6 +84,8 @@ class Setting:
             raise ValueError(f"verifier_prompt must be one of {VERIFIER_PROMPTS}, got '{self.verifier_prompt}'")
         if self.weight_mode not in WEIGHT_MODES:
             raise ValueError(f"weight_mode must be one of {WEIGHT_MODES}, got '{self.weight_mode}'")
+        if self.api_verify_sends not in API_VERIFY_SENDS:
+            raise ValueError(f"api_verify_sends must be one of {API_VERIFY_SENDS}, got '{self.api_verify_sends}'")
 
     @property
     def strong_is_api(self) -> bool:
@@ -88,6 +96,7 @@ class Setting:
         engines = self.weak.engine.describe() if isinstance(self.strong, ApiModel) else (
             self.weak.engine.describe() if self.strong.engine.id == self.weak.engine.id
             else f"Weak: {self.weak.engine.describe()}; Strong: {self.strong.engine.describe()}")
+        api = {"api_verify_sends": self.api_verify_sends} if isinstance(self.strong, ApiModel) else {}
         return {
             "weak": self.weak.describe(),
             "strong": strong,
@@ -96,4 +105,5 @@ class Setting:
             "weight_mode": self.weight_mode,
             "verifier_prompt": self.verifier_prompt,
             "verifier_system_tokens": str(self.verifier_system_tokens),
+            **api,
         }

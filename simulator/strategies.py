@@ -8,6 +8,8 @@ prefills only what that model has not yet seen, without it the whole context.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -188,6 +190,8 @@ class SpecAgent(Strategy):
 
     def run(self, ep, st, acc, draws, verifier_prompt, vsys):
         units = ep.units
+        if ep.labelled and acc.weak_token_ratio != 1.0:
+            acc = dataclasses.replace(acc, weak_token_ratio=1.0)  # a protocol log records the Weak model's own tokens
         verify_ctx = 0
         for op in specagent_protocol(units, self.k, self.review, self.verifier == "exact", acc, draws, ep.labelled):
             kind = type(op)

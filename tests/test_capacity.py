@@ -375,10 +375,16 @@ def test_searches_give_the_same_plan_on_a_process_pool_and_on_ray():
 def test_fleets_sharing_a_slice_each_name_their_own(episodes):
     """(10, 3) and (9, 3) replicas both run as 3 weak + 1 strong at a third of the rate: the one simulation is shared,
     but each evaluation names its own fleet's slice and load excess (the reused one used to name the other fleet's)."""
-    # without verifier reasoning: the search then evaluates the two fleets this test is about (the naming, not the
-    # acceptance model, is under test); GPUs per replica searched, as the pinned fleets were planned
+    # the pre-calibration illustrative acceptance without verifier reasoning: the search then evaluates the two fleets
+    # this test is about (the naming, not the acceptance model, is under test); GPUs per replica searched, as the pinned
+    # fleets were planned
+    illustrative = {"acceptance.thinking": False, "acceptance.position_decay": 0.98, "acceptance.correlation": 0.3,
+                    "acceptance.weak_token_ratio": 1.0, "acceptance.verdict_tokens": 48, "acceptance.accept_verdict_tokens": 4,
+                    "acceptance.p_valid_replacement": 0.5,
+                    "acceptance.accept": {"read": 0.90, "write": 0.75, "generic": 0.80, "think": 0.95, "reply": 0.85},
+                    "acceptance.exact": {"read": 0.55, "write": 0.45, "generic": 0.50, "think": 0.40, "reply": 0.10}}
     req = PlanRequest(rates=(18.0,), slo=SLO.parse("p95-task=400s"), strategies=("specagent",), gpus=("h200",),
-                      slice_tasks=300, scenario=SC.override({"acceptance.thinking": False}), search_gpus=GPU_COUNTS)
+                      slice_tasks=300, scenario=SC.override(illustrative), search_gpus=GPU_COUNTS)
     ev = plan_capacity(episodes, req).evaluations
     named = 0
     for r in ev.to_dict("records"):

@@ -142,6 +142,7 @@ BASE: dict[str, list[str]] = {
                            "--weak-model", "weak-test", "--strong-url", "{chat}", "--strong-model", "strong-test", "--limit", "2",
                            "--backoff", "0", "-o", "{out}/m", "--yes", "--json"],
     "acceptance fit": ["acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{out}/a.toml", "--json"],
+    "acceptance calibrate": ["acceptance", "calibrate", "-n", "1", "-o", "{out}/cal"],
 }
 NOT_RUN = ("calibrate", "live")  # torch models: only inputs refused before any model runs
 

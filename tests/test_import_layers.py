@@ -37,7 +37,7 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic", "provenance"},
     {"fleet_build", "predictor", "bounds", "steady_state"},
-    {"planner", "study", "sweep"},
+    {"planner", "study", "sweep", "calibration"},
 ]
 
 

@@ -70,7 +70,13 @@ def test_shipped_edge_file_is_the_edge_setting():
     assert (edge.weak.hardware, edge.strong_api) == ("rtx5090", "qwen3.5-397b-a17b-api")
     s = edge_setting()
     assert s.strong_is_api and s.weak.hardware.id == "rtx5090" and s.weak.gpus == 1
-    assert edge.replace(strong_api=None, weak=Scenario().weak) == Scenario()  # it differs from the default in these only
+    # the edge setting's workload is MCP-like (SPEC §2: MCP-Atlas tasks on real tool servers), not the τ² trace
+    assert (edge.workload.synthetic, edge.workload.trajectories) == ("mcp_tool_servers", 1000)
+    # its acceptance is the MCP-Atlas point of the calibration (docs/protocol-calibration.md), not the τ²-Bench default
+    assert "MCP-Atlas" in edge.acceptance.source and edge.acceptance != Scenario().acceptance
+    # it differs from the default in these only
+    assert edge.replace(strong_api=None, weak=Scenario().weak, workload=Scenario().workload,
+                        acceptance=Scenario().acceptance) == Scenario()
 
 
 def _scenarios():

@@ -30,7 +30,7 @@ def rows(plan):
 
 
 def test_specagent_all_accepted_hand_trace():
-    acc = AcceptanceModel.constant(1.0)
+    acc = AcceptanceModel.constant(1.0, weak_token_ratio=1.0)
     plan = plan_strategy([EP], SpecAgent(k=4), SETTING, acc, 0)
     # context: 1000 system + 50 user = 1050 committed before drafting
     assert rows(plan) == [
@@ -49,7 +49,7 @@ def test_specagent_all_accepted_hand_trace():
 
 
 def test_specagent_rejection_with_repair_turn_hand_trace():
-    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48)
+    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48, weak_token_ratio=1.0)
     plan = plan_strategy([Episode("r", 1000, (READ, WRITE))], SpecAgent(k=4), SETTING, acc, 0)
     r = rows(plan)
     # drafted read then held write; review rejects the first step (the read)
@@ -75,7 +75,7 @@ def test_specagent_rejection_with_repair_turn_hand_trace():
     (False, 300, 200, 48 + 20, 20),              # thinking off overrides the given counts
 ])
 def test_reasoning_tokens_in_one_rejected_segment_by_hand(thinking, vr, rr, verdict, repair):
-    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48, thinking=thinking,
+    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48, weak_token_ratio=1.0, thinking=thinking,
                                    verify_reasoning_tokens=vr, repair_reasoning_tokens=rr)
     plan = plan_strategy([Episode("r", 1000, (READ, WRITE))], SpecAgent(k=4), SETTING, acc, 0)
     r = rows(plan)
@@ -91,7 +91,7 @@ def test_reasoning_tokens_in_one_rejected_segment_by_hand(thinking, vr, rr, verd
 
 @pytest.mark.parametrize("thinking, vr, verdict", [(False, None, 4), (True, None, 4 + 15), (True, 100, 104)])
 def test_reasoning_tokens_in_one_accepted_segment_by_hand(thinking, vr, verdict):
-    acc = AcceptanceModel.constant(1.0, thinking=thinking, verify_reasoning_tokens=vr)
+    acc = AcceptanceModel.constant(1.0, weak_token_ratio=1.0, accept_verdict_tokens=4, thinking=thinking, verify_reasoning_tokens=vr)
     plan = plan_strategy([EP], SpecAgent(k=4), SETTING, acc, 0)
     assert plan.tokens[plan.phase == STRONG_VERDICT].tolist() == [verdict]
     assert not np.any(plan.phase == STRONG_DECODE)
@@ -174,7 +174,7 @@ def test_protocol_log_replayed_exactly_without_acceptance_model():
     log = _labelled_log()
     assert log.is_protocol_log
     # whatever the acceptance model says, the labels decide
-    for acc in (AcceptanceModel.constant(1.0), AcceptanceModel.constant(0.0)):
+    for acc in (AcceptanceModel.constant(1.0, weak_token_ratio=1.0), AcceptanceModel.constant(0.0, weak_token_ratio=1.0)):
         plan = plan_strategy([episode_from_trajectory(log)], SpecAgent(k=4), SETTING, acc, seed=5)
         verdicts = plan.tokens[plan.phase == STRONG_VERDICT].tolist()
         repairs = plan.tokens[plan.phase == STRONG_DECODE].tolist()
@@ -231,7 +231,7 @@ def test_compare_summary_ratios_and_assumptions():
     assert s.loc["specagent", "strong_decode_tokens_rel"] == pytest.approx(verdicts_and_repairs / out_tokens, rel=1e-12)
     assert s.loc["specagent", "strong_decode_tokens_rel"] < 0.5
     assert s.loc["strongonly", "measured_success"] == 0.5 and np.isnan(s.loc["specagent", "measured_success"])
-    assert "illustrative" in c.assumptions["acceptance_model"]["source"]
+    assert "calibrated" in c.assumptions["acceptance_model"]["source"]
     assert c.phase_time.loc["strongonly", "weak_drafting"] == 0
     # the phase split adds up to the wall time for purely sequential strategies
     assert c.phase_time.loc["specagent"].sum() == pytest.approx(s.loc["specagent", "wall_time_s"], rel=1e-9)
@@ -240,7 +240,7 @@ def test_compare_summary_ratios_and_assumptions():
 def test_pricer_events_match_roofline_for_verify():
     from specagent.costmodel.phases import verify
 
-    plan = plan_strategy([EP], SpecAgent(k=4), SETTING, AcceptanceModel.constant(1.0), 0)
+    plan = plan_strategy([EP], SpecAgent(k=4), SETTING, AcceptanceModel.constant(1.0, weak_token_ratio=1.0), 0)
     costs = Pricer(SETTING).price(plan)
     i = int(np.flatnonzero(plan.phase == STRONG_VERIFY)[0])
     ref = verify(SETTING.strong, plan.tokens[i], plan.context[i])

@@ -25,7 +25,7 @@ def test_predict_writes_outputs_and_shows_assumptions(small_trace, tmp_path):
     out = tmp_path / "out"
     r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(out), "--strategies", "strongonly,specagent,weakonly"])
     assert r.exit_code == 0, r.output
-    for text in ("Relative to Strong-only", "Memory traffic by phase", "Assumptions", "illustrative default", "K=4"):
+    for text in ("Relative to Strong-only", "Memory traffic by phase", "Assumptions", "calibrated to the published", "K=4"):
         assert text in r.output
     frame = pd.read_parquet(out / "per_trajectory.parquet")
     assert set(frame["strategy"]) == {"strongonly", "specagent", "weakonly"} and len(frame) == 36

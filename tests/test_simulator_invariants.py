@@ -83,7 +83,7 @@ def test_every_reference_action_committed_exactly_once(ep, p, k, seed, name):
 @given(ep=episodes(), name=st.sampled_from(["strongonly", "specagent", "router", "collab", "exactmatch"]), seed=st.integers(0, 1000))
 def test_committed_context_tokens_conserved(ep, name, seed):
     """With equal Weak/Strong token counts, every strategy ends on the same committed context."""
-    acc = AcceptanceModel.constant(0.6)
+    acc = AcceptanceModel.constant(0.6, weak_token_ratio=1.0)
     ref = plan_strategy([ep], make_strategy("strongonly"), SETTING, acc, 0)
     plan = plan_strategy([ep], make_strategy(name), SETTING, acc, seed)
     expect = ep.system_tokens + sum(u.tokens if isinstance(u, UserTurn) else u.ctx_tokens + u.result_tokens for u in ep.units)

@@ -13,8 +13,10 @@ app = typer.Typer(
          "endpoints, calibrate it to the published protocol figures (docs/verdict-log.md).",
     no_args_is_help=True)
 
+from specagent.cli import acceptance_calibrate as _calibrate  # noqa: E402
 from specagent.cli import acceptance_fit as _fit  # noqa: E402
 from specagent.cli import acceptance_measure as _measure  # noqa: E402
 
 app.command("fit")(_fit.fit)
+app.command("calibrate")(_calibrate.calibrate)
 app.command("measure")(_measure.measure)

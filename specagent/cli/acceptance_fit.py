@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
+
 from rich.table import Table
 
-from specagent.cli.console import fail, legend
+from specagent.cli.console import SafeConsole, fail, legend
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.simulator.acceptance_fit import FitResult, acceptance_toml, fit_acceptance, read_logs
@@ -44,7 +44,7 @@ def fit(
                                "written": str(output) if output else None}, indent=2, default=float))
         return
     _print(result)
-    Console().print(f"wrote {output}" if output else "not written: give -o FILE to write the [acceptance] table",
+    SafeConsole().print(f"wrote {output}" if output else "not written: give -o FILE to write the [acceptance] table",
                     highlight=False)
 
 
@@ -57,7 +57,7 @@ def _num(x: float) -> str:
 
 
 def _print(r: FitResult) -> None:
-    c = Console()
+    c = SafeConsole()
     t = Table(title=f"Acceptance model fitted to {r.data.records:,} verifications (maximum likelihood)")
     for col in ("parameter", "estimate", "95% interval", "n", "interval"):
         t.add_column(col, justify="right" if col in ("estimate", "n") else "left")

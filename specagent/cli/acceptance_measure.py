@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+
 from rich.table import Table
 
-from specagent.cli.console import fail
+from specagent.cli.console import SafeConsole, fail
 from specagent.cli.progress import progress_bar
 from specagent.common.atomic import check_writable
 from specagent.common.errors import InputError
@@ -123,7 +123,7 @@ def measure(
     positions = select_positions([t for ts in tasks_by_file.values() for t in ts], limit, seed)
     if not positions:
         fail(f"{', '.join(map(str, traces))}: no agent turn to verify (no assistant message after a user or tool message)")
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     with ChatClient(ResponseCache(out / "cache"), concurrency=concurrency, timeout_s=timeout, seed=seed,
                     retry=RetryPolicy(attempts=retries, base_s=backoff)) as client:
         est = estimate(positions, k, ShadowRun(client, weak, strong, tool_map, tags, cfg), *prices)
@@ -149,7 +149,7 @@ def measure(
 
 
 def _table(s: dict, stats: dict, paths: list[Path]) -> None:
-    c = Console()
+    c = SafeConsole()
     t = Table(title=f"acceptance measure: {s['records']} verdicts from {s['positions']} positions")
     t.add_column("measure")
     t.add_column("value", justify="right")

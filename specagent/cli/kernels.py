@@ -6,6 +6,7 @@ Mounted by app.py as top-level commands (functions `calibrate_cmd` and `live_cmd
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -298,6 +299,10 @@ def live_cmd(
         k = sc.k if k is None else k
         seed = sc.seed if seed is None else seed
         acceptance = sc.acceptance if accept is None else None
+        if acceptance is not None and acceptance.weak_token_ratio != 1.0:
+            # the live Weak model drafts at the trace's token lengths: the scenario's ratio is a simulator assumption
+            # for reference trajectories; the run (and its recorded setup) uses 1
+            acceptance = dataclasses.replace(acceptance, weak_token_ratio=1.0)
     k = DEFAULT_K if k is None else k
     seed = 0 if seed is None else seed
     served_only = {"--strong-url": strong_url, "--weak-model": weak_model, "--strong-model": strong_model,

@@ -122,7 +122,7 @@ _EDGE = inspect.Parameter("edge", inspect.Parameter.KEYWORD_ONLY, annotation=boo
     False, "--edge", help="Start from the shipped edge–cloud scenario: Weak on one RTX 5090, Strong behind an API."))
 _ACCEPT = inspect.Parameter("accept", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[float], default=typer.Option(
     None, "--accept", help="One acceptance probability for every step kind, no position decay or correlation "
-                           "(default: the per-kind illustrative table shown in the output)."))
+                           "(default: the per-kind calibrated table shown in the output)."))
 
 _ACCEPTANCE_FILE = inspect.Parameter("acceptance_file", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
     None, "--acceptance", help="An [acceptance] table (TOML, e.g. written by `specagent acceptance fit`) replacing the "
@@ -184,6 +184,12 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
             base = base.replace(acceptance=base.acceptance.with_constant(accept))
         except InputError as exc:
             fail(f"--accept: {exc}")
+    # a workload flag replaces the base's workload kind (`--edge --trace FILE` runs that trace, not the edge
+    # scenario's synthetic profile); both flags at once are still refused by the Workload's own check
+    values = dict(values)
+    for given, other in (("workload.trace", "workload.synthetic"), ("workload.synthetic", "workload.trace")):
+        if values.get(given) is not None and other not in values:
+            values[other] = None
     try:
         out = base.override(values)
     except ScenarioError as exc:

@@ -157,6 +157,12 @@ def _assumption_table(assumptions: dict) -> Table:
     return t
 
 
+def _n_traj(trajs) -> int:
+    """Trajectories in a workload: a synthetic UnitTable's len() counts its units, not its trajectories."""
+    n = getattr(trajs, "n_traj", None)
+    return int(n) if n is not None else len(trajs)
+
+
 @scenario_options()
 def predict(
     scenario: Scenario,
@@ -189,7 +195,7 @@ def predict(
         except InputError as exc:
             fail(exc)
     with Progress(console=err, transient=True) as prog:
-        task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {len(trajs)} trajectories", total=None)
+        task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {_n_traj(trajs):,} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
     summary_obj = {
@@ -210,7 +216,7 @@ def predict(
     if as_json:
         print(json_out(summary_obj, indent=2, default=str))
     else:
-        console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
+        console.print(_rel_table(comp.summary, f"Relative to Strong-only — {_n_traj(trajs):,} trajectories from {name} "
                                                f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
         env = environment_line(comp.summary)
         if env:
