@@ -56,7 +56,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
-from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
+from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 
 try:

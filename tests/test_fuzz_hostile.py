@@ -33,7 +33,7 @@ from specagent.common.guard import ResultDefect, check_output, problems
 from specagent.common.paths import input_file_problem
 from specagent.costmodel.deployment import Deployment, tp_problem, valid_gpu_counts
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, parse_config, shipped_models
-from specagent.hardware.engine import EngineProfileError, parse_engine
+from specagent.hardware.serving_engine import EngineProfileError, parse_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware, parse_profile
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.sweep import SweepConfig, SweepFolderError, run_sweep
