@@ -131,17 +131,22 @@ def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
 
 
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
-    """['h20=2.1', ...] -> {'h20': 2.1}."""
-    out = {}
-    for it in items:
+    """['h20=2.1', 'h200=3.5,b200=6'] -> {'h20': 2.1, 'h200': 3.5, 'b200': 6.0}: each item one or a comma list."""
+    out: dict[str, float] = {}
+    for it in (part.strip() for item in items for part in item.split(",")):
+        if not it:
+            continue
         if "=" not in it:
-            raise ValueError(f"price '{it}': expected GPU=USD_PER_GPU_HOUR, e.g. h20=2.1")
+            raise ValueError(f"price '{it}': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
         k, v = it.split("=", 1)
+        key = k.strip().lower()
+        if not key:
+            raise ValueError(f"price '{it}': no GPU type before '='")
         try:
-            out[k.strip().lower()] = float(v)
+            out[key] = float(v)
         except ValueError as exc:
             raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
-        if not 0 <= out[k.strip().lower()] < math.inf:
+        if not 0 <= out[key] < math.inf:
             raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
     return out
 

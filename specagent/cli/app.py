@@ -121,7 +121,9 @@ def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool =
         return
     t = Table(title="Hardware profiles (dense peaks, per GPU)")
     for col in ("id", "name", "BF16 TFLOP/s", "memory GB", "bandwidth TB/s", "ridge FLOP/B", "$/GPU-h"):
-        t.add_column(col, justify="left" if col in ("id", "name") else "right")
+        # the id is what a user types: never cut (no_wrap at its full width)
+        t.add_column(col, justify="left" if col in ("id", "name") else "right", no_wrap=col == "id",
+                     min_width=max(len(r["id"]) for r in rows) if col == "id" else None)
     for r in rows:
         t.add_row(r["id"], r["name"], f"{r['bf16_tflops']:g}", f"{r['memory_gb']:g}", f"{r['bandwidth_tb_s']:g}",
                   f"{r['ridge_bf16']:.0f}", "-" if r["usd_per_gpu_hour"] is None else f"{r['usd_per_gpu_hour']:.2f}")

@@ -26,6 +26,7 @@ from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.parallel import default_workers
 from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity
+from specagent.simulator.fleet_config import resolve_price
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.steady_state import SLICE_TASKS
 from specagent.simulator.strategies import STRATEGY_NAMES
@@ -55,7 +56,8 @@ def plan_command(
                                               "with no contention at all; an SLO below what tasks take alone is reported as infeasible."),
     strategy: str = typer.Option("strongonly,specagent", help="Comma-separated strategies to size a fleet for."),
     gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types to build replicas from (hardware profile ids or aliases)."),
-    price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, e.g. --price h20=2.1 (overrides the profile; needed where a profile has no price)."),
+    price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, one or a comma list: --price h20=1.85,h200=3.5 (overrides the profile's sourced price; "
+                                                 "needed where a profile has none). `specagent hardware list` shows the defaults."),
     tasks: int = typer.Option(1000, help="At least this many tasks measured per candidate fleet (the window is longer when the rate and the "
                                          "percentile need it)."),
     requests: Optional[Path] = typer.Option(None, "--requests", help="Plan a plain LLM serving fleet instead: a request trace CSV "
@@ -156,7 +158,23 @@ def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price
         prices = parse_prices(price)
     except ValueError as exc:
         fail(f"--price: {exc}")
+    _check_priced(gpus, prices)
     return rates, slo_, strategies, gpus, prices
+
+
+def _check_priced(gpus: tuple[str, ...], prices: dict[str, float]) -> None:
+    """Up front, before any search: every --price names a GPU type, and every --gpu has a $/GPU-hour (a plan that ranks
+    fleets by GPU count alone would compare unpriced and priced pools as if the unpriced ones were free)."""
+    for key in prices:
+        try:
+            load_hardware(key)
+        except HardwareProfileError:
+            fail(f"--price {key}=...: '{key}' is not a GPU type (see `specagent hardware list`)")
+    for g in gpus:
+        hw = load_hardware(g)
+        if resolve_price(hw, prices)[0] is None:
+            fail(f"--gpu {g}: {hw.name} has no $/GPU-hour in its profile; pass --price {g}=USD_PER_GPU_HOUR "
+                 f"(comma lists work: --price {g}=2.0,h200=3.5)")
 
 
 def _check_backend(backend: str, address: str | None) -> None:
