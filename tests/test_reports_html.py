@@ -94,7 +94,43 @@ def test_images_without_a_browser_still_write_the_html(comparison, tmp_path, mon
     res = H.write_report(comparison, tmp_path / "r.html", images=True)
     assert (tmp_path / "r.html").exists()
     assert not res.images.ok and "no Chrome/Chromium found" in res.images.message
-    assert "no Chrome/Chromium found" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "r_figures/ where a Chrome/Chromium is installed" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def _fake_kaleido(drop: str | None = None):
+    """pio.write_images as kaleido v1 behaves: it claims every file, and deletes one whose render failed, returning
+    the error rather than raising it (the intermittent `.fig1.png.<hash>.png: No such file or directory`)."""
+    def write_images(figs, paths, **kw):
+        for p in paths:
+            Path(p).write_bytes(b"\x89PNG fake")
+        for p in paths:
+            if drop and Path(p).name.startswith(f".{drop}."):
+                Path(p).unlink()
+    return write_images
+
+
+def test_a_figure_kaleido_fails_to_render_is_a_warning_and_leaves_no_temp_files(comparison, tmp_path, monkeypatch):
+    import plotly.io as pio
+    monkeypatch.setattr(static, "find_browser", lambda: "/bin/true")
+    monkeypatch.setattr(pio, "write_images", _fake_kaleido(drop="fig1.png"))
+    res = H.write_report(comparison, tmp_path / "r.html", images=True)
+    assert (tmp_path / "r.html").stat().st_size > 100_000  # the report is whole
+    assert res.images.failed == ["fig1.png"] and "not rendered by kaleido (fig1.png)" in res.images.message
+    names = sorted(p.name for p in (tmp_path / "r_figures").iterdir())
+    assert "fig1.png" not in names and "fig1.svg" in names and not [n for n in names if n.startswith(".")]
+
+
+def test_concurrent_reports_each_whole_with_no_temp_files(comparison, tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+    import plotly.io as pio
+    monkeypatch.setattr(static, "find_browser", lambda: "/bin/true")
+    monkeypatch.setattr(pio, "write_images", _fake_kaleido(drop="fig2.svg"))
+    with ThreadPoolExecutor(4) as ex:  # four reports into the same folder at once, twice each
+        results = list(ex.map(lambda i: H.write_report(comparison, tmp_path / f"r{i % 4}.html", images=True), range(8)))
+    assert all(r.images.failed == ["fig2.svg"] for r in results)
+    for i in range(4):
+        assert (tmp_path / f"r{i}.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+    assert not [p for p in tmp_path.rglob(".*")], sorted(str(p) for p in tmp_path.rglob(".*"))
 
 
 def _predict_files(c, d: Path) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -17,15 +18,18 @@ import numpy as np
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from specagent import __version__
 from specagent.cli.console import error_line, fail, legend
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.parallel import default_workers
-from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity
+from specagent.simulator import plan_store
+from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity, search_keys
 from specagent.simulator.fleet_config import resolve_price
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.steady_state import SLICE_TASKS
@@ -74,6 +78,7 @@ def plan_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` reads it: figure 7) and the "
                                                           "capacity curve (capacity_curve.html, plus PNG/SVG where Chrome/Chromium exists)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (no progress; --out is still written)."),
 ) -> None:
     """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy.
 
@@ -94,25 +99,95 @@ def plan_command(
     _check_backend(backend, address)
     if out is not None:
         atomic.check_writable(out / "plan.json")
+    quiet = quiet or as_json
     try:
         trace = load_requests(requests) if requests is not None else None
-        trajs = None if trace is not None else load_workload(scenario, show=not as_json)[0]
+        trajs, wl_path = (None, requests) if trace is not None else load_workload(scenario, show=not quiet)[:2]
         req = PlanRequest(rates=rates, slo=slo_, strategies=strategies, gpus=gpus, prices=prices, n_tasks=tasks,
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace)
-        err = Console(stderr=True)
-        tick = None if as_json else (lambda done, total: err.print(f"search {done}/{total} done", highlight=False))
-        res = plan_capacity(trajs, req, progress=tick)
+        res = _run_plan(trajs, req, out, wl_path, quiet)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
     text = json.dumps(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
     if out is not None:
-        _write_plan(out, text, res, as_json)
+        _write_plan(out, text, res, quiet)
     if as_json:
         print(text)
         return
-    _print_plan(res)
+    if not quiet:
+        _print_plan(res)
+
+
+def _workload_digest(wl_path, scenario: Scenario) -> str:
+    """What the plan's searches read, as a hash: the trace file's bytes (a synthetic workload is its scenario fields)."""
+    if scenario.workload.synthetic is not None and scenario.workload.trace is None:
+        return "synthetic"  # the scenario's synthetic fields and seed, in the fingerprint already
+    p = Path(str(wl_path)) if wl_path is not None else None
+    return plan_store.file_digest(p) if p is not None and p.is_file() else f"path:{wl_path}"
+
+
+def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool) -> PlanResult:
+    """The searches with a progress bar naming the running ones; with --out each finished search is kept as it ends
+    and a rerun reuses it; ^C stops cleanly (exit 130), saying what was kept."""
+    keys = search_keys(req)
+    store = None
+    finished: dict = {}
+    if out is not None:
+        store = plan_store.PlanStore(out, plan_store.fingerprint(req, _workload_digest(wl_path, req.scenario), __version__))
+        finished = store.load(keys)
+    err = Console(stderr=True)
+    say = (lambda text: None) if quiet else (lambda text: err.print(text, highlight=False, soft_wrap=True))  # noqa: E731
+    todo = [k for k in keys if k not in finished]
+    say(f"{len(keys)} search{'es' if len(keys) != 1 else ''} ({len(req.strategy_names)} strateg{'ies' if len(req.strategy_names) != 1 else 'y'}"
+        f" x {len(keys) // max(1, len(req.strategy_names) * len(req.rates))} GPU pairing(s) x {len(req.rates)} rate(s)) on "
+        f"{min(req.workers, max(1, len(todo)))} worker(s)"
+        + (f"; {len(finished)} already done in {store.folder}, {len(todo)} to run" if finished else "")
+        + ("" if store is None else f"; each is kept in {store.folder} as it finishes (^C keeps them; rerun to resume)")
+        + ("" if store is not None or len(keys) < 4 else "; no --out: an interrupted run keeps nothing"))
+    running = list(todo)
+    saved = [0]
+
+    def label(k) -> str:
+        strat, wg, sg, rate = k
+        return f"{strat} / {wg if wg == sg else wg + '+' + sg} / {rate:,.4g} tasks/s"
+
+    def on_result(k, value) -> None:
+        if store is not None:
+            store.save(k, value)
+            saved[0] += 1
+        running.remove(k)
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                   TimeRemainingColumn(), console=err, transient=True, disable=quiet or not err.is_terminal)
+    t0 = time.monotonic()
+
+    def describe() -> str:
+        now = running[: req.workers]
+        more = len(running) - len(now)
+        return "searching " + ", ".join(label(k) for k in now[:2]) + (f" (+{len(now) - 2 + more} queued or running)" if len(now) > 2 or more else "")
+
+    with bar:
+        task = bar.add_task(describe() if running else "done", total=len(keys), completed=len(finished))
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, description=describe() if running else "done")
+            if not err.is_terminal:
+                say(f"search {done}/{total} done after {time.monotonic() - t0:,.0f} s")
+
+        try:
+            res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result)
+        except KeyboardInterrupt:
+            bar.stop()
+            kept = len(finished) + saved[0]
+            where = (f"{kept} of {len(keys)} searches kept in {store.folder}; rerun the same command to resume" if store is not None
+                     else f"{saved[0] + len(finished)} of {len(keys)} searches had finished, none kept (no --out)")
+            error_line(f"interrupted: {where}")
+            raise typer.Exit(130) from None
+    if finished:
+        say(f"{len(finished)} search(es) reused from {store.folder}, {len(todo)} run")  # type: ignore[union-attr]
+    return res
 
 
 #: Guards against typos, not limits of the method (a plan at 1000 tasks/s measures ~10^5 tasks per candidate).
@@ -209,10 +284,13 @@ def _write_plan(out: Path, text: str, res: PlanResult, quiet: bool) -> None:
     from specagent.reports.static import export_images
 
     try:
-        atomic.write_text(out / "plan.json", text)
-        if len(res.best):
-            fig = capacity_plan_figure(res.best)
-            atomic.atomic_write(out / "capacity_curve.html", lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True))
+        # plan.json and the curve's HTML together (both or neither); the optional PNG/SVG copies after, as a warning if they fail
+        writes = {out / "plan.json": atomic.text_writer(text)}
+        fig = capacity_plan_figure(res.best) if len(res.best) else None
+        if fig is not None:
+            writes[out / "capacity_curve.html"] = lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True)
+        atomic.write_together(writes)
+        if fig is not None:
             img = export_images({"capacity_curve": fig}, out)
             if not quiet:
                 console.print(img.message or f"figures: {', '.join(str(p) for p in img.written)}", highlight=False)

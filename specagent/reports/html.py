@@ -416,11 +416,18 @@ def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | 
     entries, notes = build_figures(data)
     out = Path(out_html)
     export: ImageExport | None = None
-    note = ""
-    if images:
-        img_dir = out.with_name(out.stem + "_figures") if images is True else Path(images)
-        figs = {e.key: e.figure for e in entries if e.figure is not None}
-        export = export_images(figs, img_dir, image_formats)
-        note = export.message if not export.ok else f"Static copies of these figures: {img_dir.name}/ (PNG and SVG)."
+    img_dir = (out.with_name(out.stem + "_figures") if images is True else Path(images)) if images else None
+    note = (f"Static {'/'.join(f.upper() for f in image_formats)} copies of these figures go to {img_dir.name}/ where a "
+            "Chrome/Chromium is installed (the command says what it wrote)." if img_dir is not None else "")
+    # the HTML first and whole: the optional image copies can fail (no browser, a kaleido render that times out)
+    # without ever costing the report
     atomic.write_text(out, render_html(data, entries, note))
+    if img_dir is not None:
+        figs = {e.key: e.figure for e in entries if e.figure is not None}
+        try:
+            export = export_images(figs, img_dir, image_formats)
+        except ValueError:
+            raise  # a format this writer does not know: the caller's mistake, not the machine's
+        except Exception as exc:  # noqa: BLE001 - optional output: a warning, never a lost report
+            export = ImageExport(message=f"static images not written: {type(exc).__name__}: {exc}")
     return ReportResult(path=out, figures=entries, images=export, notes=notes)
