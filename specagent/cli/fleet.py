@@ -108,6 +108,8 @@ def plan_command(
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace)
         res = _run_plan(trajs, req, out, wl_path, quiet)
+    except typer.Exit:
+        raise  # ^C, already reported (click's Exit is a RuntimeError)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
     text = json.dumps(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
@@ -151,7 +153,7 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
 
     def label(k) -> str:
         strat, wg, sg, rate = k
-        return f"{strat} / {wg if wg == sg else wg + '+' + sg} / {rate:,.4g} tasks/s"
+        return f"{strat}/{Path(wg).stem if wg == sg else Path(wg).stem + '+' + Path(sg).stem}/{rate:,.4g} per s"
 
     def on_result(k, value) -> None:
         if store is not None:
@@ -159,14 +161,13 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
             saved[0] += 1
         running.remove(k)
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), console=err, transient=True, disable=quiet or not err.is_terminal)
+    # one line at 80 columns: the first search running (the pool starts them in order) and how many more are left
+    bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=True, disable=quiet or not err.is_terminal)
     t0 = time.monotonic()
 
     def describe() -> str:
-        now = running[: req.workers]
-        more = len(running) - len(now)
-        return "searching " + ", ".join(label(k) for k in now[:2]) + (f" (+{len(now) - 2 + more} queued or running)" if len(now) > 2 or more else "")
+        return label(running[0]) + (f" +{len(running) - 1}" if len(running) > 1 else "")
 
     with bar:
         task = bar.add_task(describe() if running else "done", total=len(keys), completed=len(finished))
