@@ -140,7 +140,7 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
         store = plan_store.PlanStore(out, plan_store.fingerprint(req, _workload_digest(wl_path, req.scenario), __version__))
         finished = store.load(keys)
     err = Console(stderr=True)
-    say = (lambda text: None) if quiet else (lambda text: err.print(text, highlight=False, soft_wrap=True))  # noqa: E731
+    say = (lambda text: None) if quiet else (lambda text: err.print(text, highlight=False))  # noqa: E731
     todo = [k for k in keys if k not in finished]
     say(f"{len(keys)} search{'es' if len(keys) != 1 else ''} ({len(req.strategy_names)} strateg{'ies' if len(req.strategy_names) != 1 else 'y'}"
         f" x {len(keys) // max(1, len(req.strategy_names) * len(req.rates))} GPU pairing(s) x {len(req.rates)} rate(s)) on "
