@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -24,7 +25,7 @@ from rich.table import Table
 from specagent import __version__
 from specagent.cli.console import error_line, fail, legend
 from specagent.cli.options import scenario_options
-from specagent.cli.simulate import load_workload
+from specagent.cli.simulate import check_format, load_workload
 from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.parallel import default_workers
@@ -77,7 +78,9 @@ def plan_command(
     address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` reads it: figure 7) and the "
                                                           "capacity curve (capacity_curve.html, plus PNG/SVG where Chrome/Chromium exists)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    fmt: str = typer.Option("table", "--format", help="table, json (what plan.json holds) or csv (the cheapest fleet per rate and "
+                                                       "strategy, one row each)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (no progress; --out is still written)."),
 ) -> None:
     """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy.
@@ -90,6 +93,8 @@ def plan_command(
     are found first with an uncontended Weak pool, then Weak replicas with the Strong count
     fixed. Every candidate replays the same tasks and arrival sequence (the scenario's seed).
     """
+    fmt = check_format(fmt, as_json)
+    as_json = fmt == "json"
     rates, slo_, strategies, gpus, prices = _plan_flags(rate, points, slo, strategy, gpu, price)
     for name, value, lo, hi in (("--tasks", tasks, 1, MAX_PLAN_TASKS), ("--max-replicas", max_replicas, 1, MAX_PLAN_REPLICAS),
                                 ("--slice-tasks", slice_tasks, 0, MAX_PLAN_TASKS), ("--slice-replicas", slice_replicas, 1, MAX_PLAN_REPLICAS),
@@ -99,7 +104,7 @@ def plan_command(
     _check_backend(backend, address)
     if out is not None:
         atomic.check_writable(out / "plan.json")
-    quiet = quiet or as_json
+    quiet = quiet or fmt != "table"
     try:
         trace = load_requests(requests) if requests is not None else None
         trajs, wl_path = (None, requests) if trace is not None else load_workload(scenario, show=not quiet)[:2]
@@ -118,8 +123,22 @@ def plan_command(
     if as_json:
         print(text)
         return
+    if fmt == "csv":
+        sys.stdout.write(_curve_frame(res).to_csv(index=False))
+        return
     if not quiet:
         _print_plan(res)
+
+
+#: The columns of `plan --format csv` (and of the report's plan table): the answer first, each with its unit.
+CURVE_COLUMNS = ("rate", "strategy", "weak_gpu", "weak_replicas", "weak_gpus_per_replica", "strong_gpu", "strong_replicas",
+                 "strong_gpus_per_replica", "gpus", "usd_per_hour", "usd_per_task", "slo_value_s", "slo_ci_low_s", "slo_ci_high_s",
+                 "latency_p50_s", "latency_p95_s", "weak_bound", "strong_bound")
+
+
+def _curve_frame(res: PlanResult) -> pd.DataFrame:
+    best = res.best
+    return best[[c for c in CURVE_COLUMNS if c in best.columns]] if len(best) else pd.DataFrame(columns=list(CURVE_COLUMNS))
 
 
 def _workload_digest(wl_path, scenario: Scenario) -> str:
