@@ -256,3 +256,23 @@ def test_report_draws_latency_validation_rows_as_figure_8(tmp_path):
     bad.to_csv(path, index=False)
     with pytest.raises(ReportInputError, match=r"rows.csv: latency validation row 2, 'measured'"):
         load_results([path])
+
+
+def test_report_opens_on_the_bottom_line_with_the_prices_the_prediction_used(tmp_path):
+    """The report's first section: per task, for every strategy, recomputed by hand from summary.json and the scenario."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+
+    out = tmp_path / "p"
+    r = CliRunner().invoke(app, ["predict", "--strategies", "specagent", "-o", str(out), "--price", "h20=3", "--quiet"])
+    assert r.exit_code == 0, r.output
+    d = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    res = H.write_report([out / "summary.json"], tmp_path / "r.html")
+    text = res.path.read_text(encoding="utf-8")
+    body = text[text.index("<body>"):]
+    assert body.index('id="bottom-line"') < body.index('id="setting"') < body.index('id="summary"')
+    so = {row["strategy"]: row for row in d["summary"]}["strongonly"]
+    usd = (so["strong_model_time_s"] * 8 + so["weak_model_time_s"]) / so["trajectories"] * 3.0 / 3600
+    assert f"${usd:.3g}" in body and "user-supplied (h20=3.0)" in body
+    assert "specagent vs strongonly:" in body and "0.923× = 92.3% of Strong-only" in body

@@ -56,6 +56,25 @@ def pools(setting: Any, prices: Mapping[str, float] | None = None) -> list[Pool]
     return out
 
 
+def pools_of(weak: Any, strong: Any | None, recorded: Mapping[str, Any] | None = None) -> list[Pool]:
+    """Pools from deployments (`strong` None: a hosted API, no pool). A price `recorded` by the prediction (its
+    summary.json's `assumptions.prices`: {gpu: {usd_per_gpu_hour, source}}) is used with its source; otherwise the
+    profile's."""
+    out = []
+    for role, dep in (("weak", weak), ("strong", strong)):
+        if dep is None:
+            continue
+        rec = (recorded or {}).get(dep.hardware.id)
+        if isinstance(rec, Mapping) and "usd_per_gpu_hour" in rec:
+            value = rec["usd_per_gpu_hour"]
+            price = float(value) if isinstance(value, (int, float)) else None
+            out.append(Pool(role, dep.hardware.id, int(dep.gpus), price, str(rec.get("source", ""))))
+            continue
+        price, source = resolve_price(dep.hardware, {})
+        out.append(Pool(role, dep.hardware.id, int(dep.gpus), price, source))
+    return out
+
+
 def bottom_line(summary: pd.DataFrame, pool_list: list[Pool]) -> pd.DataFrame:
     """Per task, one row per strategy (the summary's index): the COLUMNS and EXTRA figures, with units in their names."""
     n = summary["trajectories"].astype(float)

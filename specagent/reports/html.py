@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from specagent.common import atomic
 from specagent.costmodel.balance import balance_point, verify_saving_curve
+from specagent.reports import bottom_line as BL
 from specagent.reports import figures as F
 from specagent.reports.data import ReportData, as_report_data, deployments
 from specagent.reports.static import ImageExport, export_images
@@ -198,7 +199,7 @@ CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0;color:#222;background:#fafafa}
 main{max-width:1280px;margin:0 auto;padding:24px 32px 64px}
 h1{font-size:1.7em;margin:.2em 0}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:2em}
-.lead{color:#555;max-width:60em}
+.lead{color:#555;max-width:60em}.headline{font-size:1.1em}.note{color:#555;font-size:.85em;max-width:80em}
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.88em;background:#fff}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:right;vertical-align:top}
 th{background:#f0f0f0}td.t,th.t{text-align:left}
@@ -303,6 +304,47 @@ def _subset(df: pd.DataFrame, cols: Mapping[str, str]) -> pd.DataFrame:
     return df[keep]
 
 
+#: The report's bottom-line columns: (column of bottom_line(), header with its unit).
+BOTTOM_LINE_COLUMNS = (
+    ("wall_s_per_task", "time per task"), ("model_s_per_task", "model time per task"), ("env_s_per_task", "tool + user waits per task"),
+    ("weak_gpu_s_per_task", "Weak GPU-seconds per task"), ("strong_gpu_s_per_task", "Strong GPU-seconds per task"),
+    ("gpu_h_per_task", "GPU-hours per task"), ("usd_per_task", "$ per task"),
+)
+
+
+def _bottom_line_html(data: ReportData) -> list[str]:
+    """The first thing the report shows: per task, seconds, GPU-hours and dollars per strategy, and the headline sentence."""
+    if not data.runs or not all(c in data.runs[0].summary for c in ("trajectories", "wall_time_s", "weak_model_time_s",
+                                                                    "strong_model_time_s", "model_wall_time_s", "env_wall_time_s")):
+        return []
+    weak, strong, _ = deployments(data)
+    if weak is None:
+        return ['<h2 id="bottom-line">Bottom line per task</h2><p>Not shown: these results carry no scenario whose '
+                "deployments load here, so GPU-seconds and dollars per task cannot be priced.</p>"]
+    out = ['<h2 id="bottom-line">Bottom line per task</h2>']
+    for r in data.runs:
+        pool_list = BL.pools_of(weak, strong, r.assumptions.get("prices"))
+        line = BL.bottom_line(r.summary, pool_list)
+        head = BL.headline(line)
+        if len(data.runs) > 1:
+            out.append(f"<h3>{_e(r.workload)}</h3>")
+        if head:
+            out.append(f'<p class="headline"><b>{_e(head)}</b></p>')
+        cells = pd.DataFrame(index=line.index)
+        for col, header in BOTTOM_LINE_COLUMNS:
+            fmt = {"usd_per_task": BL.fmt_usd, "gpu_h_per_task": BL.fmt_gpu_hours}.get(col)
+            cells[header] = [fmt(float(v)) if fmt else (BL.fmt_seconds(float(v)) if col.endswith("s_per_task") and "gpu" not in col
+                             else f"{float(v):,.1f} GPU·s") for v in line[col]]
+        out.append(table_html(cells, index_name="strategy"))
+        priced = "; ".join(f"{p.role.capitalize()}: {p.gpus}× {p.gpu} at "
+                           + ("no price" if p.usd_per_gpu_hour is None else f"${p.usd_per_gpu_hour:,.3g}/GPU-hour") + f" ({p.source})"
+                           for p in pool_list)
+        out.append(f'<p class="note">Per task over {int(r.summary["trajectories"].iloc[0]):,} trajectories, batch 1 (every call '
+                   "alone on its replica): GPU-seconds are each pool's busy time × its GPUs per replica, and dollars price them "
+                   f"(idle time unbilled: a floor; <code>specagent plan</code> sizes a shared fleet). {_e(priced)}.</p>")
+    return out
+
+
 def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: str = "") -> str:
     """The whole document as a string (deterministic for the same inputs)."""
     parts: list[str] = []
@@ -312,7 +354,8 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
                  "Every number below comes from the simulator, the cost model, a fleet study or a calibration run "
                  "named in the assumptions; nothing is invented (quality appears only where measured success rates "
                  "were supplied).</p>")
-    nav = ['<a href="#setting">Setting</a>', '<a href="#summary">Summary</a>', '<a href="#figures">Figures</a>',
+    parts.extend(_bottom_line_html(data))
+    nav = ['<a href="#bottom-line">Bottom line</a>', '<a href="#setting">Setting</a>', '<a href="#summary">Summary</a>', '<a href="#figures">Figures</a>',
            '<a href="#phases">Phase tables</a>', '<a href="#assumptions">Assumptions</a>']
     parts.append(f"<nav>{''.join(nav)}</nav>")
 
@@ -330,7 +373,8 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
 
     if data.runs:
         parts.append('<h2 id="summary">Summary relative to Strong-only</h2>')
-        parts.append("<p>Ratios to Strong-only on the same trajectories (1.000× = same as Strong-only; lower is cheaper).</p>")
+        parts.append("<p>Ratios to Strong-only on the same trajectories: 0.923× = 92.3% of Strong-only (1.000× = the same; "
+                     "lower is cheaper).</p>")
         for r in data.runs:
             if len(data.runs) > 1:
                 parts.append(f"<h3>{_e(r.workload)}</h3>")
