@@ -276,3 +276,18 @@ def test_report_opens_on_the_bottom_line_with_the_prices_the_prediction_used(tmp
     usd = (so["strong_model_time_s"] * 8 + so["weak_model_time_s"]) / so["trajectories"] * 3.0 / 3600
     assert f"${usd:.3g}" in body and "user-supplied (h20=3.0)" in body
     assert "specagent vs strongonly:" in body and "0.923× = 92.3% of Strong-only" in body
+
+
+def test_plan_section_is_the_curve_table_with_the_rest_collapsed(comparison, tmp_path):
+    src = "vLLM default on NVIDIA H20: a long scheduler source sentence"
+    plan = pd.DataFrame({"strategy": ["strongonly", "specagent"], "rate": [2.0, 2.0], "usd_per_hour": [33.38, 11.47],
+                         "usd_per_task": [0.0049, 0.0017], "gpus": [32, 11], "strong_gpu": ["h20", "h20"], "weak_gpu": ["h20", "h20"],
+                         "strong_replicas": [4, 1], "strong_gpus_per_replica": [8, 8], "weak_replicas": [0, 3],
+                         "weak_gpus_per_replica": [1, 1], "strong_bound_replicas": [1, 1], "slo_value_s": [260.0, 241.0],
+                         "slo_ci_low_s": [246.7, 221.7], "slo_ci_high_s": [273.4, 260.3], "strong_scheduler_source": [src, src]})
+    text = H.write_report(comparison, tmp_path / "r.html", extra={"plan": plan}).path.read_text(encoding="utf-8")
+    sec = text[text.index('<h2 id="plan">'):]
+    visible = sec[:sec.index("<details>")]
+    for cell in ("sized by", "3 W×1 + 1 S×8", "$11.47", "$0.0017", "241 [222-260]", "SLO (bound: 1)", "throughput"):
+        assert cell in visible, cell
+    assert "strong_scheduler_source" not in sec and sec.count(src) == 1  # said once, in the details

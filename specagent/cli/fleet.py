@@ -18,6 +18,7 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -27,6 +28,8 @@ from specagent.cli.console import error_line, fail, legend
 from specagent.cli.options import scenario_options
 from specagent.cli.simulate import check_format, load_workload
 from specagent.common import atomic
+from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
+from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.parallel import default_workers
 from specagent.simulator import plan_store
@@ -318,6 +321,9 @@ def _write_plan(out: Path, text: str, res: PlanResult, quiet: bool) -> None:
         fail(f"--out {out}: cannot write: {exc}")
 
 
+PLAN_COLUMNS_MEANING = dict(PLAN_TABLE_COLUMNS)["sized by"]
+
+
 def _money(v: float, nd: int = 2) -> str:
     return "unpriced" if not isinstance(v, float) or math.isnan(v) else f"${v:,.{nd}f}"
 
@@ -348,7 +354,7 @@ def _print_plan(res: PlanResult) -> None:
             say(f"    fleet: {pools} = {int(r['gpus']):,} GPUs, {_money(r['usd_per_hour'])}/hour, "
                 f"{_money(r['usd_per_task'], 4)}/task")
             say(f"    {req.slo.target} p{req.slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
-                f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s, p95 {r['latency_p95_s']:,.1f} s")
+                f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
             for name in ("strong", "weak"):
                 if r[f"{name}_replicas"]:
                     nb = int(r[f"{name}_bound_replicas"])
@@ -369,14 +375,20 @@ def _print_plan(res: PlanResult) -> None:
                 say(f"    also tried {c['weak_gpu']}/{c['strong_gpu']}: {what}")
     if len(req.rates) > 1 and best:
         say()
-        t = Table(title="Capacity curve: cheapest fleet per strategy", show_edge=False)
-        t.add_column("tasks/s", justify="right")
-        t.add_column("strategy", no_wrap=True, min_width=max(len(s) for s in req.strategy_names))
-        for h in ("GPUs", "$/hour", "$/task", f"p{req.slo.percentile:g} s"):
-            t.add_column(h, justify="right")
-        for r in best:
-            t.add_row(f"{r['rate']:,.4g}", r["strategy"], f"{int(r['gpus']):,}", _money(r["usd_per_hour"], 0),
-                      _money(r["usd_per_task"], 4), f"{r['slo_value_s']:,.0f}")
+        rows = curve_rows(res.best, f"p{req.slo.percentile:g}")
+        narrow = console.width < 110
+        if narrow:  # at 80 columns the reason goes (each strategy's block above says it): nothing else is cut
+            rows = rows.drop(columns="sized by")
+        t = Table(title="Capacity curve: cheapest fleet per strategy", show_edge=False, box=None, padding=(0, 1), pad_edge=False,
+                  show_header=True, header_style="bold")
+        for c in rows.columns:  # identifiers and figures never cut (each at its widest cell); the fleet and the reason wrap
+            words = c in ("fleet", "sized by")
+            t.add_column(c, justify="left" if c in ("strategy", "GPU", "fleet", "sized by") else "right", no_wrap=not words,
+                         min_width=None if words else max([len(v) for v in rows[c]] + [len(w) for w in c.split()]),
+                         ratio=1 if words else None)
+        for r in rows.itertuples(index=False):
+            t.add_row(*r)
+        t.caption = "fleet: W×g / S×g = Weak / Strong replicas × GPUs per replica" + ("" if narrow else "; sized by: " + PLAN_COLUMNS_MEANING)
         console.print(t)
     say()
     say("Prices:")

@@ -495,18 +495,62 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
     return _finish(fig, title, height=480, top=80)
 
 
+def log_ticks(lo: float, hi: float, prefix: str = "", suffix: str = "") -> tuple[list[float], list[str]]:
+    """Major ticks of a log axis in the 1-2-5 sequence covering [lo, hi], labelled in full ("0.5", "$20", "200"),
+    so no tick reads as a bare minor digit ("5" for 0.5)."""
+    lo, hi = float(lo), float(hi)
+    if not (lo > 0 and hi > 0 and np.isfinite(lo) and np.isfinite(hi)):
+        return [], []
+    decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
+    keep: list[float] = []
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
+        keep = [float(f"{m * 10.0 ** e:.6g}") for e in decades for m in mantissas if lo / 1.25 <= m * 10.0 ** e <= hi * 1.25]
+        if len(keep) >= 3:  # a narrow range gets finer ticks, never fewer than three
+            break
+    if len(keep) > 9:  # a wide range: decades only
+        keep = [v for v in keep if round(v / 10.0 ** np.floor(np.log10(v)), 6) == 1]
+    return keep, [f"{prefix}{(f'{v:,.0f}' if v >= 1 and float(v).is_integer() else f'{v:.4g}')}{suffix}" for v in keep]
+
+
+def _pool_shape(r: pd.Series) -> str:
+    """'3 Weak×1 h20 + 1 Strong×8 h20' from a plan row (what the hover and the report's table say)."""
+    parts = []
+    for name in ("weak", "strong"):
+        n = r.get(f"{name}_replicas")
+        if isinstance(n, (int, float, np.integer, np.floating)) and n and not pd.isna(n):
+            parts.append(f"{int(n):,} {name.capitalize()}×{int(r.get(f'{name}_gpus_per_replica', 1))} {r.get(f'{name}_gpu', '')}")
+    return " + ".join(parts)
+
+
 def _capacity_curve(df: pd.DataFrame) -> go.Figure:
+    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point names the GPU type
+    that won at that rate (its marker) and the fleet's shape (hover)."""
     colors = strategy_colors(df["strategy"].unique())
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("$ per hour", "GPUs"), horizontal_spacing=0.1)
+    panels = [("usd_per_hour", "$ per hour", "$/hour", "$"), ("usd_per_task", "$ per task", "$/task", "$"), ("gpus", "GPUs", "GPUs", "")]
+    panels = [p for p in panels if p[0] in df.columns]
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.08)
+    gpu_of = (df["strong_gpu"].astype(str) if "strong_gpu" in df.columns else pd.Series([""] * len(df), index=df.index))
+    symbols = {g: sym for g, sym in zip(dict.fromkeys(gpu_of), ("circle", "diamond", "square", "triangle-up", "x", "star"))}
     for strat, g in df.sort_values("rate").groupby("strategy", sort=False):
         name = str(g["label"].iloc[0]) if "label" in g.columns else str(strat)
         x = g["rate"].to_numpy(dtype=float)
-        for col, ycol, fmt in ((1, "usd_per_hour", "$%{y:,.0f}/hour"), (2, "gpus", "%{y:,.0f} GPUs")):
-            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers", name=name, legendgroup=str(strat),
-                            showlegend=col == 1, line=dict(color=colors[strat]),
-                            hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<extra></extra>", row=1, col=col)
-    fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)")
-    fig.update_yaxes(type="log")
-    fig.update_yaxes(tickprefix="$", row=1, col=1)
-    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy",
-                   height=500, top=80)
+        shapes = [_pool_shape(r) for _, r in g.iterrows()]
+        gpus = gpu_of.loc[g.index].tolist()
+        for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
+            fmt = {"usd_per_hour": "$%{y:,.2f}/hour", "usd_per_task": "$%{y:,.4f}/task", "gpus": "%{y:,.0f} GPUs"}[ycol]
+            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers+text" if col == 1 else "lines+markers",
+                            name=name, legendgroup=str(strat), showlegend=col == 1, line=dict(color=colors[strat]),
+                            marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9),
+                            text=[str(v).replace("_sxm", "") for v in gpus] if col == 1 else None, textposition="top center",
+                            textfont=dict(size=10, color=colors[strat]), customdata=shapes,
+                            hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<br>%{{customdata}}<extra></extra>", row=1, col=col)
+    xv, xt = log_ticks(df["rate"].min(), df["rate"].max())
+    fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)", tickvals=xv, ticktext=xt)
+    for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
+        y = pd.to_numeric(df[ycol], errors="coerce")
+        yv, yt = log_ticks(y[y > 0].min() if (y > 0).any() else 1, y.max() if (y > 0).any() else 10, prefix)
+        fig.update_yaxes(type="log", title_text=unit, tickvals=yv, ticktext=yt, row=1, col=col)
+    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy "
+                        "(labels: the GPU type that won; hover: the fleet)", height=520, top=80, legend="bottom", bottom=110)
+
+

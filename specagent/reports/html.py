@@ -25,6 +25,8 @@ from specagent.common import atomic
 from specagent.costmodel.balance import balance_point, verify_saving_curve
 from specagent.reports import bottom_line as BL
 from specagent.reports import figures as F
+from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
+from specagent.reports.plan_table import curve_rows
 from specagent.reports.data import ReportData, as_report_data, deployments
 from specagent.reports.static import ImageExport, export_images
 
@@ -345,6 +347,19 @@ def _bottom_line_html(data: ReportData) -> list[str]:
     return out
 
 
+def _plan_html(plan: pd.DataFrame) -> list[str]:
+    """The plan's answer as the terminal's curve table; every other column collapsed, the scheduler sources said once."""
+    rows = curve_rows(plan)
+    out = ['<h2 id="plan">Capacity plan</h2>', "<p>The cheapest fleet meeting the SLO per arrival rate and strategy. "
+           + _e("; ".join(f"{c}: {m}" for c, m in PLAN_TABLE_COLUMNS if m)) + ".</p>", table_html(rows, index=False)]
+    sources = [c for c in plan.columns if c.endswith("_scheduler_source")]
+    said = sorted({str(v) for c in sources for v in plan[c].dropna().unique()})
+    rest = plan.drop(columns=sources).reset_index(drop=True)
+    out.append("<details><summary>Every column of the plan (" + f"{rest.shape[1]} columns)</summary>" + table_html(rest, index=False)
+               + "".join(f"<p class=\"note\">Scheduler limits: {_e(s)}</p>" for s in said) + "</details>")
+    return out
+
+
 def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: str = "") -> str:
     """The whole document as a string (deterministic for the same inputs)."""
     parts: list[str] = []
@@ -413,10 +428,11 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
                 t = t.drop(columns=[c for c in ("workload",) if c in t.columns]) * scale
                 t.index = [labels.get(i, i) for i in t.index]
                 parts.append(f"<h4>{_e(title)}</h4>" + table_html(t, headers=F.PHASE_LABELS))
-    for name, df, title in (("balance", data.balance, "Fleet balance study"), ("calibration", data.calibration, "Calibration"),
-                            ("plan", data.plan, "Capacity plan")):
+    for name, df, title in (("balance", data.balance, "Fleet balance study"), ("calibration", data.calibration, "Calibration")):
         if df is not None:
             parts.append(f'<h2 id="{name}">{_e(title)}</h2>' + table_html(df.reset_index(drop=True), index=False))
+    if data.plan is not None:
+        parts.extend(_plan_html(data.plan))
     if data.latency is not None:  # the rows are in the figure; the table is the error per metric
         lat = data.latency
         err = (lat["predicted"] / lat["measured"] - 1.0).abs()
