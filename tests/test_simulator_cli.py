@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -180,3 +181,14 @@ def test_predict_hardware_sets_both_pools(small_trace, tmp_path):
     assert r.exit_code == 0, r.output
     setting = json.loads(r.output)["assumptions"]["setting"]
     assert "8x NVIDIA H200" in setting["strong"] and "1x NVIDIA H20 " in setting["weak"]
+
+
+def test_predict_edge_shows_api_dollars_and_absolute_phases_in_human_units_at_80_columns(small_trace, tmp_path):
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent", "--edge",
+                            "--phases"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
+    assert "API $" in r.output and "S GPU·s" not in r.output
+    mem = r.output[r.output.index("Memory traffic by phase"):r.output.index("Wall time by phase")]
+    assert re.search(r"\d+(\.\d+)? [TGP]B", mem), mem  # human units, per task
+    assert "always 0, left out:" in mem and "user" not in mem.split("always 0, left out:")[0].split("┃")[-1]

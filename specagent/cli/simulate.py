@@ -118,17 +118,36 @@ def environment_line(summary: pd.DataFrame) -> str | None:
             f"{BL.fmt_seconds(wall)} per task ({env / wall:.1%}); no strategy changes them. Column 'model' compares model time alone.")
 
 
-def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: str) -> Table:
+def _human(v: float, unit: str) -> str:
+    """4.03e15 bytes -> '4.03 PB'; FLOPs likewise; seconds as fmt_seconds."""
+    if unit == "s":
+        return BL.fmt_seconds(v)
+    base = "B" if unit == "bytes" else "FLOP"
+    for prefix, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {prefix}{base}"
+    return f"{v:.3g} {base}"
+
+
+def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: str, n_tasks: int = 1, kind: str = "") -> Table:
+    """Each phase relative to Strong-only's total; or, when that total is 0 (a hosted Strong model), absolute per task in
+    human units. A phase that is zero for every strategy is left out (and said so)."""
     t = Table(title=title, show_edge=False)
     _strategy_column(t, phase.index)
+    zero = [c for c in phase.columns if not (phase[c].abs() > 0).any()]
+    phase = phase.drop(columns=zero)
     heads = [PHASE_HEADERS.get(c, (c.replace("_", " "), c.replace("_", " "))) for c in phase.columns]
-    for head, _ in heads:
-        t.add_column(head, justify="right", min_width=5)
-    for strat, row in phase.iterrows():
-        t.add_row(str(strat), *[f"{v / baseline_total:.3f}" if baseline_total else f"{v:.3g}" for v in row.values])
+    if baseline_total:
+        cells = [[f"{v / baseline_total:.3f}" for v in row.values] for _, row in phase.iterrows()]
+    else:
+        cells = [[_human(v / max(n_tasks, 1), kind) if v else "0" for v in row.values] for _, row in phase.iterrows()]
+    for i, (head, _) in enumerate(heads):  # figures are never cut: each column at its widest cell
+        t.add_column(head, justify="right", no_wrap=True, min_width=max([len(c[i]) for c in cells] + [5]))
+    for strat, c in zip(phase.index, cells):
+        t.add_row(str(strat), *c)
     what = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
-            else f"absolute {unit}: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
-    t.caption = what + ": " + legend(heads)
+            else f"{unit} per task, absolute: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
+    t.caption = what + ": " + legend(heads) + (f" (always 0, left out: {', '.join(PHASE_HEADERS.get(c, (c,))[0] for c in zero)})" if zero else "")
     return t
 
 
@@ -171,15 +190,19 @@ def check_format(fmt: str, as_json: bool) -> str:
 def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
     t = Table(title=title, show_edge=False)
     _strategy_column(t, line.index)
-    cells = [[BL.fmt_cell(c, float(row[c])) for c, _, _ in BL.COLUMNS] for _, row in line.iterrows()]
-    for i, (_, head, _) in enumerate(BL.COLUMNS):  # figures are never cut: each column at its widest cell
+    columns = list(BL.COLUMNS)
+    if not any(p.role == "strong" for p in pool_list):  # a hosted Strong model: its API charges instead of its GPU-seconds
+        columns[3] = ("api_usd_per_task", "API $", "API charges per task for the hosted Strong model")
+    cells = [[BL.fmt_cell(c, float(row[c])) if c != "api_usd_per_task" else BL.fmt_usd(float(row[c])) for c, _, _ in columns]
+             for _, row in line.iterrows()]
+    for i, (_, head, _) in enumerate(columns):  # figures are never cut: each column at its widest cell
         t.add_column(head, justify="right", no_wrap=True, min_width=max([len(c[i]) for c in cells] + [len(head)]))
     for strat, c in zip(line.index, cells):
         t.add_row(str(strat), *c)
     priced = "; ".join(f"{p.role.capitalize()} {p.gpus}x {p.gpu} at "
                        f"{'no price (pass --price ' + p.gpu + '=USD)' if p.usd_per_gpu_hour is None else f'${p.usd_per_gpu_hour:,.2f}/GPU-h'}"
                        f" ({'--price' if p.source.startswith('user') else 'profile'})" for p in pool_list)
-    t.caption = (legend((head, meaning) for _, head, meaning in BL.COLUMNS) + f". Pools: {priced}; "
+    t.caption = (legend((head, meaning) for _, head, meaning in columns) + f". Pools: {priced}; "
                  "`specagent hardware show GPU` gives each price's source. Batch 1: dollars price busy GPU-seconds only "
                  "(a floor); `specagent plan` sizes a shared fleet.")
     return t
@@ -311,9 +334,10 @@ def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, settin
                                            f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
     base = comp.summary.loc["strongonly"]
     if phases:
-        console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads"))
-        console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time"))
-        console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs"))
+        n = int(base["trajectories"])
+        console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads", n, "bytes"))
+        console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time", n, "s"))
+        console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs", n, "flops"))
     else:
         console.print("Phase tables (memory traffic, time and FLOPs by phase): add --phases.", highlight=False)
     console.print(_assumption_table(comp.assumptions))
