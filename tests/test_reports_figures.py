@@ -187,3 +187,18 @@ def test_capacity_curve_has_axis_titles_a_usd_per_task_panel_and_the_winning_gpu
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0  # below the plots, off the subplot titles
     spec = [tr for tr in fig.data if tr.name.startswith("SpecAgent") or tr.name == "specagent"][0]
     assert list(spec.text) == ["h20", "h20", "h200"] and "1 Weak×1 h20 + 1 Strong×8 h20" in spec.customdata[0]
+
+
+def test_roofline_caption_states_what_the_points_show():
+    """Figure 5's caption is computed from its points: a decode point far below the roof is said to be, in numbers."""
+    from specagent.hardware.profile import load_hardware
+
+    hw = load_hardware("h20")
+    bw = hw.bandwidth_bytes_s
+    pts = pd.DataFrame({"label": ["a", "a"], "phase": ["strong_decode", "strong_verify"], "intensity": [2.0, 500.0],
+                        "compute_dtype": ["bf16", "bf16"],
+                        "flops_per_s_per_gpu": [0.1 * 2.0 * bw * 0.72, 0.9 * hw.peak_flops("bf16") * 0.6]})
+    text = F.roofline_caption(hw, pts, derate=(0.6, 0.72))
+    assert "Decode phases sit below the ridge" in text and "reach 10% of the derated roof" in text
+    assert "take most of every decode pass" in text and "verification passes reach 90%" in text
+    assert "sit on the bandwidth slope" not in text

@@ -378,6 +378,47 @@ def phase_operating_points(summary: pd.DataFrame, gpus: Mapping[str, int], compu
                                        "flops_per_s_per_gpu", "compute_dtype"])
 
 
+DECODE_PHASES = ("weak_decode", "strong_decode", "strong_verdict")
+
+
+def roofline_caption(profile, points: pd.DataFrame, derate: tuple[float, float] | None = None) -> str:
+    """Figure 5's caption, written from the points it plots: how far below the (derated) roof each kind of phase sits.
+
+    Why: a fixed sentence ("decode sits on the bandwidth slope") contradicted the picture
+    whenever the serving engine's fixed costs per iteration, not bandwidth, set a phase's time.
+    """
+    eff_c, eff_b = derate or (float(profile.prefill_mfu.value), float(profile.bandwidth_efficiency.value))
+    bw = profile.bandwidth_bytes_s
+    share = []
+    for _, r in points.iterrows():
+        roof = min(profile.peak_flops(r["compute_dtype"]) * eff_c, float(r["intensity"]) * bw * eff_b)
+        share.append(float(r["flops_per_s_per_gpu"]) / roof if roof > 0 else float("nan"))
+    pts = points.assign(share=share)
+
+    def span(mask) -> str:
+        v = pts.loc[mask, "share"].dropna()
+        if v.empty:
+            return ""
+        lo, hi = v.min(), v.max()
+        return f"{100 * lo:.0f}%" if abs(hi - lo) < 0.005 else f"{100 * lo:.0f}–{100 * hi:.0f}%"
+
+    is_dec = pts["phase"].isin(DECODE_PHASES)
+    dec, pre = span(is_dec), span(~is_dec)
+    parts = ["The hardware's roofline per GPU (solid: peak; dashed: derated by the serving engine's efficiencies) and where "
+             "each phase of the run operates, as its FLOPs over its time and bytes."]
+    if dec:
+        below = bool((pts.loc[is_dec, "intensity"] < [profile.ridge(d) for d in pts.loc[is_dec, "compute_dtype"]]).all())
+        worst, best = pts.loc[is_dec, "share"].min(), pts.loc[is_dec, "share"].max()
+        why = ("most of every decode pass" if best < 0.5 else "much of the smaller decode passes" if worst < 0.5
+               else "the rest of each pass")
+        parts.append(f"Decode phases{' sit below the ridge (memory-bound by intensity) but' if below else ''} reach {dec} of "
+                     f"the derated roof: the engine's fixed costs per iteration (CPU work, launches, per-layer time) take {why}, "
+                     "not the weight reads.")
+    if pre:
+        parts.append(f"Prefill and verification passes reach {pre} of the derated roof.")
+    return " ".join(parts)
+
+
 def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True,
                     derate: tuple[float, float] | None = None) -> go.Figure:
     """Figure 5: the hardware profile's roofline per GPU with each phase's operating points.

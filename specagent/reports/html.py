@@ -155,22 +155,21 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
 
     # Figure 5: roofline with phase operating points.
     if data.runs and (weak is not None or strong is not None):
-        def fig5():
-            gpus, dts = {}, {}
-            hw = strong.hardware if strong is not None else weak.hardware
-            for name, dep in (("weak", weak), ("strong", strong)):
-                if dep is not None and dep.hardware.id == hw.id:
-                    gpus[name], dts[name] = dep.gpus, dep.compute_dtype
-            s = data.runs[0].summary
-            keep = [k for k in ("strongonly", "specagent") if k in s.index] or list(s.index[:2])
-            pts = F.phase_operating_points(s, gpus, dts, keep)
-            from specagent.costmodel.latency import latency_terms
+        from specagent.costmodel.latency import latency_terms
 
-            lt = latency_terms(strong if strong is not None else weak)
-            return F.roofline_figure(hw, pts, derate=(lt.gemm_mfu, lt.bandwidth_efficiency))
-
-        attempt("fig5", "The hardware's roofline per GPU and where each phase of the run operates: decode phases sit "
-                        "on the bandwidth slope, verification prefill near the compute roof.", fig5)
+        gpus, dts = {}, {}
+        hw = strong.hardware if strong is not None else weak.hardware
+        for name, dep in (("weak", weak), ("strong", strong)):
+            if dep is not None and dep.hardware.id == hw.id:
+                gpus[name], dts[name] = dep.gpus, dep.compute_dtype
+        s5 = data.runs[0].summary
+        keep = [k for k in ("strongonly", "specagent") if k in s5.index] or list(s5.index[:2])
+        pts5 = F.phase_operating_points(s5, gpus, dts, keep)
+        lt5 = latency_terms(strong if strong is not None else weak)
+        derate5 = (lt5.gemm_mfu, lt5.bandwidth_efficiency)
+        caption5 = (F.roofline_caption(hw, pts5, derate5) if len(pts5) else
+                    "The hardware's roofline per GPU and where each phase of the run operates.")
+        attempt("fig5", caption5, lambda: F.roofline_figure(hw, pts5, derate=derate5))
     else:
         out.append(FigureEntry("fig5", "", None, "no deployment of a simulated model known (needs results that carry their "
                                                  "scenario, as `specagent predict` writes them)"))
