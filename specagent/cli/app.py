@@ -16,6 +16,7 @@ from specagent.cli import acceptance as acceptance_cli
 from specagent.cli import fleet as fleet_cli
 from specagent.cli import kernels as kernels_cli
 from specagent.cli import latency as latency_cli
+from specagent.cli import replay as replay_cli
 from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
@@ -386,6 +387,7 @@ app.command("predict")(simulate_cli.predict)
 app.command("simulate")(simulate_cli.simulate_cmd)
 app.add_typer(simulate_cli.predictor_app, name="predictor")
 app.command("plan")(fleet_cli.plan_command)
+app.command("replay")(replay_cli.replay_command)
 app.command("sweep")(fleet_cli.sweep_command)
 app.add_typer(fleet_cli.study_app, name="study")
 app.command("report", help=report_cli.HELP)(report_cli.report)

@@ -142,7 +142,7 @@ def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any
                 for path in ("weak.hardware", "strong.hardware"):
                     given[path] = given[path] if given[path] is not None else hw
             scenario = build_scenario({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
-                                      kw.pop("edge"), kw.pop("accept"), flags)
+                                      kw.pop("edge"), kw.pop("accept", None), flags)
             return fn(scenario=scenario, **kw)
 
         params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPT] if "acceptance" not in tuple(exclude) else []),
