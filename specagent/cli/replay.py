@@ -81,7 +81,7 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
     c.print("=" * 50)
     if res.chunks > 1:
         c.print(f"served in {res.chunks} chunks; overlap agreement at the boundaries: within {100 * res.boundary_gap:.2f}% "
-                "(mean and p99 end-to-end)")
+                "(mean and p90 end-to-end)")
     for n in res.notes:
         c.print(f"note: {n}")
     if out is not None:
@@ -128,7 +128,7 @@ def replay_command(
         atomic.check_writable(out)
     try:
         requests = load_requests(trace)
-    except InputError as exc:
+    except (InputError, ValueError) as exc:  # TraceFormatError names the file, line and field
         fail(exc)
     if requests.arrival_s is None:
         fail(f"{trace}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own timestamps; "
