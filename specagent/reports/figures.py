@@ -152,7 +152,7 @@ def memory_reads_figure(summary: pd.DataFrame) -> go.Figure:
         fig.add_bar(x=x, y=v, name=name, marker_color=color, text=[_fmt_rel(a) for a in v], textposition="outside",
                     hovertemplate="%{x}<br>" + name + ": %{y:.3f}× Strong-only<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444", annotation_text="Strong-only = 1", annotation_position="top right")
-    fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_tickangle=0)
+    fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_title="strategy", xaxis_tickangle=0)
     fig.update_yaxes(rangemode="tozero")
     return _finish(fig, "1 · HBM memory reads relative to Strong-only (lower is better)", height=560)
 
@@ -227,7 +227,7 @@ def agent_time_figure(summary: pd.DataFrame) -> go.Figure:
         fig.add_bar(y=y, x=v, orientation="h", name=name, marker_color=color, text=[_fmt_rel(a) for a in v],
                     textposition="inside", hovertemplate="%{y}<br>" + name + ": %{x:.3f}× Strong-only wall time<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
-    fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", bargap=0.25)
+    fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", yaxis_title="strategy", bargap=0.25)
     fig.update_yaxes(autorange="reversed")
     return _finish(fig, "Agent time vs environment time, relative to Strong-only's wall time"
                    "<br><sup>a strategy changes model time only; tool and user waits are the workload's</sup>",
@@ -276,6 +276,7 @@ def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phas
         fig.update_xaxes(title_text="÷ Strong-only total", row=1, col=c)
     fig.update_layout(barmode="stack", bargap=0.25)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="strategy", row=1, col=1)
     title = "3 · Cost by phase relative to Strong-only (bars sum to each strategy's total)"
     if workload:
         title += f" · {workload}"
@@ -497,7 +498,7 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
     fig.update_xaxes(type="log", title_text="measured (s)", row=1, col=1)
     fig.update_yaxes(type="log", title_text="predicted (s)", row=1, col=1)
     fig.update_yaxes(title_text="error (%)", ticksuffix="%", row=1, col=2)
-    fig.update_xaxes(tickangle=-40, row=1, col=2)
+    fig.update_xaxes(tickangle=-40, title_text="pass", row=1, col=2)
     return _finish(fig, f"6 · Calibration: predicted vs measured pass times — MAPE {mape:.1f}% over {len(df)} points", height=560, top=80, legend="bottom", bottom=140)
 
 
@@ -527,7 +528,9 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
                 hovertemplate="%{x}<br>%{y:,.0f} GPUs<br>%{customdata}<extra></extra>", row=1, col=2)
     fig.update_layout(showlegend=False)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(tickprefix="$", row=1, col=1)
+    fig.update_yaxes(tickprefix="$", title_text="$/hour", row=1, col=1)
+    fig.update_yaxes(title_text="GPUs", row=1, col=2)
+    fig.update_xaxes(title_text="strategy")
     if not rate and "rate" in df.columns and df["rate"].nunique() == 1:
         rate = f"{df['rate'].iloc[0]}"
     title = "7 · Capacity plan: cheapest fleet meeting the SLO, per strategy"
