@@ -76,3 +76,26 @@ def test_readme_is_short_and_keeps_its_two_commands():
     assert re.search(r"^run:", make, re.M) and re.search(r"^test:", make, re.M)
     for link in re.findall(r"\]\((docs/[^)#]+)\)", text):
         assert (ROOT / link).is_file(), link
+
+
+def test_shell_completion_completes_commands_and_flags():
+    import os
+    import subprocess
+    import sys
+
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**os.environ, "_SPECAGENT_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        exe = Path(sys.executable).parent / "specagent"  # the installed entry point: completion keys on the program's name
+        run = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
+        return run.stdout.split()
+
+    assert {"plan", "predict", "predictor"} <= set(complete("specagent p", 1))
+    assert "--format" in complete("specagent predict --for", 2) and "--max-seqs" in complete("specagent replay x --max-s", 3)
+
+
+def test_root_help_fits_80_columns():
+    from typer.testing import CliRunner
+
+    r = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and all(len(line) <= 80 for line in r.output.splitlines()), r.output
+    assert "--install-completion" in r.output

@@ -34,31 +34,38 @@ from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 HELP = """\
-specagent predicts, measures and plans the cost of weak-strong speculative tool-using agents.
+specagent predicts, measures and plans the cost of weak-strong speculative
+tool-using agents.
 
-A small Weak model drafts an agent's next steps (running read-only tools as it goes and
-holding the first state-changing call); a large Strong model reviews the drafted segment
-in one prefill, keeps the longest valid prefix and repairs one step.
+A small Weak model drafts an agent's next steps (running read-only tools as it
+goes and holding the first state-changing call); a large Strong model reviews
+the drafted segment in one prefill, keeps the longest valid prefix and repairs
+one step.
 
 Terms used throughout:
 
 \b
-  phase          what a forward pass is doing: prefill (reading a prompt), decode (one new
-                 token per sequence), verify (the Strong model prefilling a drafted segment
-                 on top of its cached context) and repair (the Strong model decoding its
-                 verdict or a repair turn).
+  phase          what a forward pass is doing: prefill (reading a prompt),
+                 decode (one new token per sequence), verify (the Strong model
+                 prefilling a drafted segment on top of its cached context)
+                 and repair (the Strong model decoding its verdict or a
+                 repair turn).
 
 \b
-  ridge          peak FLOP/s divided by memory bandwidth (FLOP per byte). A pass whose
-                 arithmetic intensity is below it is bound by memory bandwidth.
+  ridge          peak FLOP/s divided by memory bandwidth (FLOP per byte). A
+                 pass whose arithmetic intensity is below it is bound by
+                 memory bandwidth.
 
 \b
-  balance point  the decode batch at which a model replica turns compute-bound. Below it,
-                 moving Strong tokens from decode into a verification prefill saves time
-                 and memory traffic.
+  balance point  the decode batch at which a model replica turns
+                 compute-bound. Below it, moving Strong tokens from decode
+                 into a verification prefill saves time and memory traffic.
+
+Start with `specagent predict` (the bottom line per task) and `specagent plan
+--rate 2/s` (a fleet); shell completion: `specagent --install-completion`.
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False, cls=OneLineErrors)
+app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=True, cls=OneLineErrors)
 hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
 models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
 roofline_app = typer.Typer(
