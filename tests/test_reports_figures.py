@@ -202,3 +202,10 @@ def test_roofline_caption_states_what_the_points_show():
     assert "Decode phases sit below the ridge" in text and "reach 10% of the derated roof" in text
     assert "take most of every decode pass" in text and "verification passes reach 90%" in text
     assert "sit on the bandwidth slope" not in text
+
+
+def test_operating_points_are_labelled_on_the_point():
+    summary = pd.DataFrame({"strategy": ["strongonly", "specagent", "router"], "label": ["Strong-only", "SpecAgent", "Router"],
+                            "total_bytes_read_rel": [1.0, 0.53, 0.75], "wall_time_s_rel": [1.0, 0.92, 0.95]}).set_index("strategy")
+    fig = F.operating_points_figure(summary)
+    assert [list(tr.text) for tr in fig.data] == [["strongonly"], ["specagent"], ["router"]]

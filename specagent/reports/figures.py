@@ -179,8 +179,8 @@ def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
         for c, col in enumerate(("total_bytes_read_rel", "wall_time_s_rel"), start=1):
             for _, r in q.iterrows():
                 name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
-                fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers", name=name, legendgroup=name,
-                                showlegend=c == 1,
+                fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers+text", name=name, legendgroup=name,
+                                showlegend=c == 1, text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10),
                                 marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
                                 hovertemplate=f"{name}<br>%{{x:.3f}}× Strong-only<br>success %{{y:.3f}}<extra></extra>",
                                 row=1, col=c)
@@ -194,7 +194,9 @@ def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for _, r in df.iterrows():
         name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
-        fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers", name=name,
+        # each point labelled with its strategy (nine colours alone are slow to match to a legend)
+        fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers+text", name=name,
+                        text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10, color=colors[r["strategy"]]),
                         marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
                         hovertemplate=f"{name}<br>memory %{{x:.3f}}×<br>wall time %{{y:.3f}}×<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
