@@ -133,6 +133,9 @@ def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
     """['h20=2.1', 'h200=3.5,b200=6'] -> {'h20': 2.1, 'h200': 3.5, 'b200': 6.0}: each item one or a comma list."""
     out: dict[str, float] = {}
+    for item in items:
+        if not item.strip():
+            raise ValueError("price '': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
     for it in (part.strip() for item in items for part in item.split(",")):
         if not it:
             continue

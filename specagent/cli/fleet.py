@@ -178,6 +178,9 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
         return f"{strat}/{Path(wg).stem if wg == sg else Path(wg).stem + '+' + Path(sg).stem}/{rate:,.4g} per s"
 
     def on_result(k, value) -> None:
+        # idempotent: a ^C landing inside this call makes the pool report the same finished search again
+        if k not in running:
+            return
         if store is not None:
             store.save(k, value)
             saved[0] += 1

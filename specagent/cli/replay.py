@@ -36,6 +36,9 @@ from specagent.traces.requests import load_requests
 REPLAY_EXCLUDES = ("weak", "strong_api", "workload", "strategies", "k", "review", "acceptance", "verifier_prompt",
                    "verifier_system_tokens", "engine", "prefix_caching")
 MAX_REPLICAS = 1_000_000
+MAX_SEQS = 1 << 20  # sequences per iteration (vLLM's default is 256-1024)
+MAX_TOKENS = 1 << 24  # tokens per iteration
+MAX_CHUNK = 100_000_000
 
 
 def _scheduler(dep, max_seqs: Optional[int], max_tokens: Optional[int]) -> Scheduler:
@@ -116,10 +119,12 @@ def replay_command(
     defaults for the GPU unless --max-seqs / --max-tokens say otherwise.
     """
     fmt = check_format(fmt, as_json)
-    if not 1 <= replicas <= MAX_REPLICAS:
-        fail(f"--replicas: expected a whole number in [1, {MAX_REPLICAS:,}], got {replicas}")
-    if chunk < 0 or overlap < 0:
-        fail(f"--{'chunk' if chunk < 0 else 'overlap'}: expected a whole number >= 0")
+    # guards against typos, not limits of the method
+    for name, value, lo, hi in (("--replicas", replicas, 1, MAX_REPLICAS), ("--max-seqs", max_seqs, 1, MAX_SEQS),
+                                ("--max-tokens", max_tokens, 1, MAX_TOKENS), ("--chunk", chunk, 0, MAX_CHUNK),
+                                ("--overlap", overlap, 0, MAX_CHUNK)):
+        if value is not None and not lo <= value <= hi:
+            fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
     try:
         prices = parse_prices(price)
     except ValueError as exc:
