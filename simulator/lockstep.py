@@ -214,8 +214,8 @@ class _Lockstep:
         self.after_rej[t] = ~ok
         # --- accepted whole: a short verdict, then the held action may run
         at, last = t[ok], e[ok] - 1
-        if acc.accept_verdict_tokens:
-            rows.add(None, at, rnd, self.s_verdict, STRONG_VERDICT, acc.accept_verdict_tokens, verify_ctx[ok])
+        avt = acc.accept_verdict_tokens + acc.verify_reasoning(out[last], ctx[last])
+        rows.add(avt > 0, at, rnd, self.s_verdict, STRONG_VERDICT, avt, verify_ctx[ok])
         runs = tb.held[last] & has_tool[last]
         rows.add(runs & (tool_s[last] > 0), at, rnd, self.s_tool_acc, TOOL, wait_s=tool_s[last])
         hist[at] += pend[ok] + np.where(runs, res[last], 0)
@@ -230,7 +230,7 @@ class _Lockstep:
         stats[xt, _STAT["rejections"]] += 1
         stats[xt, _STAT["wasted_weak_tokens"]] += self.cs_wout[e[x]] - self.cs_wout[b]
         stats[xt, _STAT["committed_weak"]] += r
-        vt = acc.verdict_tokens + ctx[b]
+        vt = acc.verdict_tokens + ctx[b] + acc.verify_reasoning(out[b], ctx[b])
         rows.add(vt > 0, xt, rnd, self.s_verdict, STRONG_VERDICT, vt, verify_ctx[x])
         h = hist[xt] + (self.cs_add[b] - self.cs_add[s[x]])
         self.seen_w[xt] = np.minimum(self.seen_w[xt], h)
@@ -249,8 +249,9 @@ class _Lockstep:
             rows.add(fix & (h > ss), xt, rnd, self.s_prefill, STRONG_PREFILL, h - ss, ss)
         else:
             rows.add(fix & (h > 0), xt, rnd, self.s_prefill, STRONG_PREFILL, h, 0)
-        rows.add(fix & (out[b] > 0), xt, rnd, self.s_decode, STRONG_DECODE, out[b], h)
-        seen_s[xt] = np.where(fix, h + np.minimum(out[b], ctx[b]), ss)
+        rep = acc.repair_decode(out[b], ctx[b])
+        rows.add(fix & (rep > 0), xt, rnd, self.s_decode, STRONG_DECODE, rep, h)
+        seen_s[xt] = np.where(fix, h + np.minimum(rep, ctx[b]), ss)
         # the repaired step commits without a second review
         rows.add(has_tool[b] & (tool_s[b] > 0), xt, rnd, self.s_tool_rep, TOOL, wait_s=tool_s[b])
         hist[xt] = h + ctx[b] + np.where(has_tool[b], res[b], 0)

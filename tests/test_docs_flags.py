@@ -23,6 +23,9 @@ OTHER_TOOLS = {"--upgrade", "--no-deps", "--no-build-isolation", "--no-index", "
                "--num-prompts", "--request-rate", "--save-result", "--gpu-memory-utilization", "--enforce-eager",
                "--max-model-len", "--kv-cache-dtype", "--quantization", "--dtype-vllm", "--ep-size", "--tp", "--dp",
                "--trust-remote-code", "--disable-cuda-graph", "--mem-fraction-static", "--enable-torch-compile",
+               # `vllm serve` / `sglang.launch_server` flags in docs/endpoints.md's serving recipes
+               "--enable-auto-tool-choice", "--language-model-only", "--model-path", "--port", "--reasoning-parser",
+               "--served-model-name", "--tool-call-parser",
                # the flags of the scripts under benchmarks/ (their own argparse, not the CLI)
                "--bf16", "--quick", "--budget-s"}
 

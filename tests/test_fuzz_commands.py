@@ -31,11 +31,12 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import typer
@@ -43,7 +44,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from specagent.cli import app
+sys.path.insert(0, str(Path(__file__).parent))
+from chat_server import ChatServer  # noqa: E402
+
+from specagent.cli import app  # noqa: E402
 from specagent.cli import kernels as kernels_cli
 from specagent.common import atomic
 from specagent.measurements import default_path
@@ -80,7 +84,7 @@ def _kind(param: Any) -> Any:
 
 # ---------------------------------------------------------------- material
 @pytest.fixture(scope="module")
-def env(tmp_path_factory) -> dict[str, Path]:
+def env(tmp_path_factory) -> Iterator[dict[str, Any]]:
     """Small valid inputs every base case runs on (world-readable, for the unprivileged cases)."""
     d = tmp_path_factory.mktemp("fuzzcmd")
     small = d / "small.jsonl"
@@ -93,7 +97,9 @@ def env(tmp_path_factory) -> dict[str, Path]:
     requests.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,200,10\n1.25,50,30\n", encoding="utf-8")
     r = runner.invoke(app, ["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "-o", str(d / "pred")])
     assert r.exit_code == 0, r.output
-    return {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "requests": requests, "dir": d}
+    with ChatServer(lifetime_s=3600, max_requests=200_000) as chat:  # `acceptance measure` talks to a loopback server
+        yield {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "requests": requests,
+               "dir": d, "chat": chat.url}
 
 
 SWEEP = """[sweep]
@@ -137,6 +143,10 @@ BASE: dict[str, list[str]] = {
     "latency validate": ["latency", "validate", "--data", "{latency}", "--no-holdout", "--json"],
     "latency fit": ["latency", "fit", "--data", "{latency}", "-o", "{out}/fit.toml", "--json"],
     "latency engine": ["latency", "engine", "--json"],
+    "acceptance measure": ["acceptance", "measure", str(DATA / "traces/data/tau2_airline_sample.json"), "--weak-url", "{chat}",
+                           "--weak-model", "weak-test", "--strong-url", "{chat}", "--strong-model", "strong-test", "--limit", "2",
+                           "--backoff", "0", "-o", "{out}/m", "--yes", "--json"],
+    "acceptance fit": ["acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{out}/a.toml", "--json"],
 }
 NOT_RUN = ("calibrate", "live")  # torch models: only inputs refused before any model runs
 
@@ -230,7 +240,9 @@ CHOICE_BAD = ("nope", "")
 #: Options that take free text (any value is a valid name or title) or a path handled in part 3.
 FREE_TEXT = {"--title", "--name", "--domain", "--address"}
 #: Values a flag accepts, with the reason.
-ACCEPTED = {("latency validate", "--worst", "99999999999999999999"): "lists every row"}
+ACCEPTED = {("latency validate", "--worst", "99999999999999999999"): "lists every row",
+            ("acceptance measure", "--weak-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)",
+            ("acceptance measure", "--strong-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)"}
 
 
 @dataclass(frozen=True)
@@ -463,6 +475,41 @@ BAD = [
     Bad("scenario-missing", ("scenario", "show", "{out}/nope.toml"), None, "", ("no such scenario file",)),
     Bad("predict-scenario-bad", ("predict", "--scenario", "{file}", "-o", "{out}/p"), "[strong]\ngpus = 0", "s.toml",
         ("strong.gpus",)),
+    # acceptance fit: verdict logs and protocol logs; --acceptance FILE and `acceptance = "FILE"` in a scenario
+    Bad("fit-non-utf8", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), GARBAGE, "v.jsonl", ("UTF-8",)),
+    Bad("fit-directory", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), DIR, "v.jsonl", ("a directory",)),
+    Bad("fit-empty", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), "", "v.jsonl", ("empty file",)),
+    Bad("fit-missing", ("acceptance", "fit", "{out}/nope.jsonl", "-o", "{out}/a.toml"), None, "", ("no such file",)),
+    Bad("fit-not-json", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), "{not json", "v.jsonl", ("line 1", "<json>")),
+    Bad("fit-prefix-too-long", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), lambda env: (
+        (DATA / "traces/data/verdict_log_simulated.jsonl").read_text(encoding="utf-8").splitlines()[0]
+        .replace('"accepted_prefix": 0', '"accepted_prefix": 7').replace('"accepted_prefix": 1', '"accepted_prefix": 7')),
+        "v.jsonl", ("line 1", "accepted_prefix")),
+    Bad("fit-unknown-kind", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), lambda env: (
+        (DATA / "traces/data/verdict_log_simulated.jsonl").read_text(encoding="utf-8").splitlines()[0]
+        .replace('"kind": "generic"', '"kind": "teleport"').replace('"kind": "read"', '"kind": "teleport"')),
+        "v.jsonl", ("line 1", "drafted[0].kind")),
+    Bad("fit-plain-trace", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"),
+        lambda env: env["small"].read_text(encoding="utf-8"), "t.jsonl", ("labelled segments",)),
+    Bad("predict-acceptance-bad", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "[acceptance]\nverdict_tokens = -1", "a.toml", ("--acceptance", "acceptance.verdict_tokens")),
+    Bad("predict-acceptance-kind", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "[acceptance.accept]\nteleport = 0.5", "a.toml", ("--acceptance", "unknown step kind 'teleport'")),
+    Bad("predict-acceptance-other", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "k = 3", "a.toml", ("one [acceptance] table",)),
+    Bad("predict-acceptance-toml", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "[acceptance", "a.toml", ("not valid TOML",)),
+    Bad("predict-acceptance-garbage", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        GARBAGE, "a.toml", ("cannot read acceptance file",)),
+    Bad("predict-acceptance-fit-interval", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        '[acceptance.fit.intervals]\n"accept.read" = [0.9, 0.1]', "a.toml", ("fit.intervals",)),
+    Bad("scenario-acceptance-missing", SCENARIO_SHOW, 'acceptance = "nope.toml"', "s.toml", ("no such acceptance file",)),
+    # acceptance measure: recorded runs that cannot be read (before any request)
+    *[Bad(f"measure-{name}", ("acceptance", "measure", "{file}" if content is not None else "{out}/nope.json", "--weak-url", "{chat}",
+                               "--weak-model", "weak-test", "--strong-url", "{chat}", "--strong-model", "strong-test", "-o", "{out}/m",
+                               "--yes"), content, "t.json", expect)
+      for name, content, expect in [("non-utf8", GARBAGE, ("UTF-8",)), ("missing", None, ("no such file",)),
+                                    ("not-tau2", '{"a": 1}', ("simulations",)), ("directory", DIR, ("a directory",))]],
     Bad("simulate-trace-and-synthetic", ("simulate", "--trace", "{small}", "--synthetic", "tau2_airline"), None, "", ("not both",)),
     # predict --success (measured success rates carried into the outputs: never an impossible one)
     *[Bad(f"predict-success-{i}", ("predict", "--trace", "{small}", "--strategies", "specagent", "--success", "{file}", "-o", "{out}/p"),
@@ -554,7 +601,7 @@ def test_the_table_covers_every_command_that_reads_a_file():
     covered = {" ".join(a for a in b.argv[:2] if not a.startswith(("-", "{"))) for b in BAD}
     for command in ("report", "sweep", "scenario show", "hardware show", "latency engine", "models show", "latency validate",
                     "latency fit", "traces synth", "traces fit", "live", "calibrate", "predict", "simulate", "predictor validate",
-                    "study balance", "roofline balance", "hardware list"):
+                    "study balance", "roofline balance", "hardware list", "acceptance fit"):
         assert command in covered or command.split()[0] in covered, command
 
 
@@ -592,6 +639,7 @@ WRITERS = [
            folder=True, full_disk=False),
     Writer("calibrate", ("calibrate", "-o", "{target}", "--scale", "tiny"), full_disk=False),
     Writer("live", ("live", "--synthetic", "--scale", "tiny", "-o", "{target}"), folder=True, full_disk=False),
+    Writer("acceptance-fit", ("acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{target}")),
 ]
 
 

@@ -39,7 +39,9 @@ def test_specagent_all_accepted_hand_trace():
         (WEAK_PREFILL, 100, 1070, 0.0), (WEAK_DECODE, 30, 1170, 0.0), (TOOL, 0, 0, 0.5),        # read 2
         (WEAK_PREFILL, 100, 1190, 0.0), (WEAK_DECODE, 40, 1290, 0.0),                           # write held
         (STRONG_VERIFY, 1050 + 120 + 120 + 25, 0, 0.0),                                          # one prefill of everything
-        (STRONG_VERDICT, acc.accept_verdict_tokens, 1315, 0.0),
+        # thinking (the default): the verdict on the held write reasons as long as the workload's write step did,
+        # its 40 decoded tokens less its 25 visible ones
+        (STRONG_VERDICT, acc.accept_verdict_tokens + (40 - 25), 1315, 0.0),
         (TOOL, 0, 0, 0.25),                                                                       # the write runs after review
     ]
     assert plan.stat("reviews")[0] == 1 and plan.stat("strong_calls")[0] == 1 and plan.stat("committed_weak")[0] == 3
@@ -54,14 +56,45 @@ def test_specagent_rejection_with_repair_turn_hand_trace():
     assert r[:5] == [(WEAK_PREFILL, 1000, 0, 0.0), (WEAK_DECODE, 30, 1000, 0.0), (TOOL, 0, 0, 0.5),
                      (WEAK_PREFILL, 100, 1020, 0.0), (WEAK_DECODE, 40, 1120, 0.0)]
     assert r[5] == (STRONG_VERIFY, 1145, 0, 0.0)
-    assert r[6] == (STRONG_VERDICT, 48 + READ.ctx_tokens, 1145, 0.0)
-    # rolled back to the committed 1000 tokens, Strong decodes the repair turn there, then the read runs again
+    # reason + replacement call (the read's 20 visible tokens) + the read's recorded reasoning (30 - 20)
+    assert r[6] == (STRONG_VERDICT, 48 + 20 + 10, 1145, 0.0)
+    # rolled back to the committed 1000 tokens, Strong decodes the repair turn there (visible 20 + reasoning 10),
+    # then the read runs again
     assert r[7] == (STRONG_DECODE, 30, 1000, 0.0)
     assert r[8] == (TOOL, 0, 0, 0.5)
     # Weak resumes: it must prefill the repaired step and its result, then re-drafts the write
     assert r[9] == (WEAK_PREFILL, 120, 1000, 0.0)
     assert plan.stat("rejections")[0] == 2 and plan.stat("repairs")[0] == 2
     assert plan.stat("wasted_weak_tokens")[0] == 70 + 40
+
+
+@pytest.mark.parametrize("thinking, vr, rr, verdict, repair", [
+    (False, None, None, 48 + 20, 20),            # no reasoning: the reason + the visible call; the repair's visible step
+    (True, None, None, 48 + 20 + 10, 20 + 10),   # tied to the workload: the read's recorded reasoning, 30 - 20
+    (True, 300, 200, 48 + 20 + 300, 20 + 200),   # given: N reasoning tokens per verification / per repair
+    (False, 300, 200, 48 + 20, 20),              # thinking off overrides the given counts
+])
+def test_reasoning_tokens_in_one_rejected_segment_by_hand(thinking, vr, rr, verdict, repair):
+    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48, thinking=thinking,
+                                   verify_reasoning_tokens=vr, repair_reasoning_tokens=rr)
+    plan = plan_strategy([Episode("r", 1000, (READ, WRITE))], SpecAgent(k=4), SETTING, acc, 0)
+    r = rows(plan)
+    assert r[6] == (STRONG_VERDICT, verdict, 1145, 0.0)
+    assert r[7] == (STRONG_DECODE, repair, 1000, 0.0)
+    # Strong decode tokens of the whole episode: two rejections (the read, then the re-drafted write), each a verdict
+    # and a repair; the write's visible 25 tokens, its recorded reasoning 15
+    wv = {None: 15}.get(vr, vr) if thinking else 0
+    wr = {None: 15}.get(rr, rr) if thinking else 0
+    strong_decoded = plan.tokens[np.isin(plan.phase, [STRONG_VERDICT, STRONG_DECODE])].sum()
+    assert strong_decoded == verdict + repair + (48 + 25 + wv) + (25 + wr)
+
+
+@pytest.mark.parametrize("thinking, vr, verdict", [(False, None, 4), (True, None, 4 + 15), (True, 100, 104)])
+def test_reasoning_tokens_in_one_accepted_segment_by_hand(thinking, vr, verdict):
+    acc = AcceptanceModel.constant(1.0, thinking=thinking, verify_reasoning_tokens=vr)
+    plan = plan_strategy([EP], SpecAgent(k=4), SETTING, acc, 0)
+    assert plan.tokens[plan.phase == STRONG_VERDICT].tolist() == [verdict]
+    assert not np.any(plan.phase == STRONG_DECODE)
 
 
 def test_fresh_verifier_prompt_costs_flops_not_memory():
@@ -236,3 +269,37 @@ def test_agent_time_and_environment_time_split_the_wall_time():
     s = comp.summary
     assert s.loc["specagent", "model_wall_time_s_rel"] == pytest.approx(
         s.loc["specagent", "model_wall_time_s"] / s.loc["strongonly", "model_wall_time_s"], rel=1e-12)
+
+
+def test_the_verdict_token_predictor_counts_reasoning_tokens():
+    """The predictor's Strong tokens are the verdict and repair decode, reasoning included: N more reasoning tokens
+    per verification and repair add exactly N per review and per repair turn."""
+    from specagent.simulator.predictor import predict_strong_share
+
+    trajs = load_trajectories(default_workload_path())[:20]
+    base = AcceptanceModel(verify_reasoning_tokens=0, repair_reasoning_tokens=0)
+    more = AcceptanceModel(verify_reasoning_tokens=250, repair_reasoning_tokens=100)
+    a = predict_strong_share(simulate(trajs, "specagent", SETTING, acceptance=base, seed=2), SETTING)
+    b = predict_strong_share(simulate(trajs, "specagent", SETTING, acceptance=more, seed=2), SETTING)
+    plan = plan_strategy([episode_from_trajectory(t) for t in trajs], SpecAgent(), SETTING, base, 2)
+    extra = 250 * plan.stat("reviews") + 100 * plan.stat("repairs")
+    np.testing.assert_array_equal(b["strong_verdict_repair_tokens"].to_numpy() - a["strong_verdict_repair_tokens"].to_numpy(), extra)
+    assert (b["predicted_strong_share"] >= a["predicted_strong_share"]).all() and extra.sum() > 0
+
+
+def test_reasoning_tokens_are_api_output_tokens_at_the_edge():
+    """Behind an API, each reasoning token is billed at the output price (and decoded at the provider's speed)."""
+    from specagent.simulator.scenario import edge_setting
+
+    edge = edge_setting()
+    trajs = load_trajectories(default_workload_path())[:20]
+    base = AcceptanceModel(verify_reasoning_tokens=0, repair_reasoning_tokens=0)
+    more = AcceptanceModel(verify_reasoning_tokens=250, repair_reasoning_tokens=100)
+    a = simulate(trajs, "specagent", edge, acceptance=base, seed=2)
+    b = simulate(trajs, "specagent", edge, acceptance=more, seed=2)
+    plan = plan_strategy([episode_from_trajectory(t) for t in trajs], SpecAgent(), edge, base, 2)
+    extra = 250 * plan.stat("reviews") + 100 * plan.stat("repairs")
+    np.testing.assert_allclose(b["api_usd"].to_numpy() - a["api_usd"].to_numpy(), extra * edge.strong.usd_per_mtok_output / 1e6,
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b["wall_time_s"].to_numpy() - a["wall_time_s"].to_numpy(), extra / edge.strong.output_tokens_per_s,
+                               rtol=1e-9, atol=1e-9)
