@@ -11,7 +11,7 @@ NATIVE_SRC := setup.py simulator/native.py simulator/fleet.py simulator/fleet_co
 ENGINE_TESTS := tests/test_native_engine.py tests/test_fleet_golden.py tests/test_fleet_engine.py tests/test_fleet_core.py \
 	tests/test_fleet_cli.py tests/test_costmodel_roofline.py
 
-.PHONY: run test lint scenarios setup bench clean
+.PHONY: run test lint scenarios setup bench clean notebooks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ lint: $(STAMP_TEST)
 scenarios: $(STAMP_RUN)
 	$(BIN)/specagent scenario show > simulator/scenarios/default.toml.tmp
 	mv simulator/scenarios/default.toml.tmp simulator/scenarios/default.toml  # atomic: a failed run leaves the old file
+
+# execute the tutorial notebooks and store them with their outputs (tests check they match their code)
+notebooks: $(STAMP_TEST)
+	bash tools/install-browser.sh
+	$(BIN)/python tools/run_notebooks.py
 
 bench: $(STAMP_TEST)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

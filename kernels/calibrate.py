@@ -248,7 +248,7 @@ class Calibration:
     device: str
     dtype: str
     model: str
-    peak_tflops: dict[str, float]
+    peak_tflops: dict[str, float]  # FLOP/s per dtype as measured, despite the name (the profile it writes holds TFLOP/s)
     bandwidth_tb_s: float
     bandwidth_efficiency: float
     curve: list[tuple[float, float]]

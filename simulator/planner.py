@@ -40,7 +40,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -131,17 +131,25 @@ def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
 
 
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
-    """['h20=2.1', ...] -> {'h20': 2.1}."""
-    out = {}
-    for it in items:
+    """['h20=2.1', 'h200=3.5,b200=6'] -> {'h20': 2.1, 'h200': 3.5, 'b200': 6.0}: each item one or a comma list."""
+    out: dict[str, float] = {}
+    for item in items:
+        if not item.strip():
+            raise ValueError("price '': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
+    for it in (part.strip() for item in items for part in item.split(",")):
+        if not it:
+            continue
         if "=" not in it:
-            raise ValueError(f"price '{it}': expected GPU=USD_PER_GPU_HOUR, e.g. h20=2.1")
+            raise ValueError(f"price '{it}': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
         k, v = it.split("=", 1)
+        key = k.strip().lower()
+        if not key:
+            raise ValueError(f"price '{it}': no GPU type before '='")
         try:
-            out[k.strip().lower()] = float(v)
+            out[key] = float(v)
         except ValueError as exc:
             raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
-        if not 0 <= out[k.strip().lower()] < math.inf:
+        if not 0 <= out[key] < math.inf:
             raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
     return out
 
@@ -447,8 +455,24 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
     return {"row": row, "evaluations": log, "prices": sources}
 
 
-def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Callable[[int, int], None] | None = None) -> PlanResult:
-    """Run the stated search for every strategy, GPU pairing and rate; see the module docstring."""
+SearchKey = tuple  # (strategy, weak GPU, strong GPU, rate): one search of plan_capacity
+
+
+def search_keys(req: PlanRequest) -> list[SearchKey]:
+    """Every search a plan runs, in the order it submits them: strategy, then rate, then GPU pairing."""
+    pairs = [(g, g) for g in req.gpus] if not req.mix_gpus else [(w, s) for w in req.gpus for s in req.gpus]
+    return [(strat, wg, sg, rate) for strat in req.strategy_names for rate in req.rates for wg, sg in pairs]
+
+
+def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Callable[[int, int], None] | None = None, *,
+                  finished: Mapping[SearchKey, dict] | None = None,
+                  on_result: Callable[[SearchKey, dict], None] | None = None) -> PlanResult:
+    """Run the stated search for every strategy, GPU pairing and rate; see the module docstring.
+
+    `finished` holds searches already done (a resumed run: their results are used, not rerun); `on_result(key, result)`
+    is called as each new search finishes, in completion order, so a caller can keep it before the next one ends
+    (a search's result is a plain dict of JSON-able values: stored and read back, it gives the same plan).
+    """
     sc = req.scenario
     if sc.strong_api is not None:
         raise ValueError(f"the scenario prices the Strong model as an API ({sc.strong_api}); the planner sizes self-hosted pools")
@@ -460,16 +484,22 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
         if trajectories is None:
             raise ValueError("plan_capacity needs trajectories (or a request trace in the request)")
         workload = list(episodes_of(trajectories))
-    pairs = [(g, g) for g in req.gpus] if not req.mix_gpus else [(w, s) for w in req.gpus for s in req.gpus]
-    jobs = [(workload, req, strat, wg, sg, rate) for strat in req.strategy_names for rate in req.rates for wg, sg in pairs]
-    count = [0]
+    keys = search_keys(req)
+    finished = dict(finished or {})
+    todo = [k for k in keys if k not in finished]
+    jobs = [(workload, req, *k) for k in todo]
+    count = [len(keys) - len(todo)]
 
-    def done(i: int, _value: dict) -> None:
+    def done(i: int, value: dict) -> None:
         count[0] += 1
+        if on_result is not None:
+            on_result(todo[i], value)
         if progress is not None:
-            progress(count[0], len(jobs))
+            progress(count[0], len(keys))
 
-    outs = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done)
+    new = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done) if jobs else []
+    results = {**finished, **dict(zip(todo, new))}
+    outs = [results[k] for k in keys]
     price_sources: dict[str, str] = {}
     notes: list[str] = []
     rows, evals = [], []

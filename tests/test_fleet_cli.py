@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 
 import pytest
@@ -85,14 +86,25 @@ def test_study_text_never_cuts_an_identifier_or_a_figure_at_80_columns():
     assert re.search(r"h200_sxm +│ +0\.50 │ .* │ +\d{1,3}(,\d{3})*\.\d\d │", r.output), r.output  # the balance batch whole
 
 
-def test_plan_command_reports_unpriced_gpu_and_user_price():
+def test_plan_command_refuses_unpriced_gpu_up_front_and_takes_user_prices(tmp_path):
+    from specagent.hardware.profile import load_hardware
+    text = Path(load_hardware("h20").path).read_text(encoding="utf-8")
+    unpriced = tmp_path / "h20_unpriced.toml"
+    unpriced.write_text(text[:text.index("[price]")].replace('id = "h20"', 'id = "h20x"').replace('aliases = ["h20", "h20-96gb", "nvidia-h20"]', 'aliases = []'),
+                        encoding="utf-8")
+    r = runner.invoke(app, ["plan", "--rate", "0.5/s", "--gpu", str(unpriced), "--tasks", "200"])
+    assert r.exit_code == 2 and "has no $/GPU-hour" in r.output and f"--price {unpriced}=" in r.output, r.output
+    for bad in ("h20=2,h200", "nosuchgpu=2"):
+        r = runner.invoke(app, ["plan", "--rate", "0.5/s", "--price", bad])
+        assert r.exit_code == 2 and "--price" in r.output, r.output
     args = ["plan", "--rate", "0.5/s", "--slo", "p95-task=300s", "--gpu", "h20", "--tasks", "200", "--strategy", "strongonly",
             "--workers", "1", "--json"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert "no price" in d["price_sources"]["h20"] and any("no $/GPU-hour for h20" in n for n in d["notes"])
-    r = runner.invoke(app, args + ["--price", "h20=2"])
+    assert d["price_sources"]["h20"].startswith("profile: gpu-price-index")
+    assert d["best"][0]["usd_per_hour"] == pytest.approx(1.043 * d["best"][0]["gpus"])
+    r = runner.invoke(app, args + ["--price", "h200=9,h20=2"])
     d = json.loads(r.output)
     assert d["price_sources"]["h20"].startswith("user-supplied") and d["best"][0]["usd_per_hour"] == 2.0 * d["best"][0]["gpus"]
     r = runner.invoke(app, ["plan", "--rate", "fast"])

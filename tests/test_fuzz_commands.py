@@ -92,10 +92,13 @@ def env(tmp_path_factory) -> Iterator[dict[str, Any]]:
     lat.write_text("".join(default_path("serving_latency.csv").read_text(encoding="utf-8").splitlines(True)[:6]))
     sweep = d / "sweep.toml"
     sweep.write_text(SWEEP)
+    requests = d / "requests.csv"
+    requests.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,200,10\n1.25,50,30\n", encoding="utf-8")
     r = runner.invoke(app, ["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "-o", str(d / "pred")])
     assert r.exit_code == 0, r.output
     with ChatServer(lifetime_s=3600, max_requests=200_000) as chat:  # `acceptance measure` talks to a loopback server
-        yield {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "dir": d, "chat": chat.url}
+        yield {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "requests": requests,
+               "dir": d, "chat": chat.url}
 
 
 SWEEP = """[sweep]
@@ -131,6 +134,7 @@ BASE: dict[str, list[str]] = {
     "predictor validate": ["predictor", "validate", "--trace", "{small}", "--synthetic", "0", "--strategies", "specagent", "--json"],
     "plan": ["plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20", "--json"],
     "sweep": ["sweep", "{sweep}", "--out", "{out}/sw", "--json"],
+    "replay": ["replay", "{requests}", "-o", "{out}/replay.parquet", "--json"],
     "study balance": ["study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20", "--trace", "{small}", "--json"],
     "report": ["report", "{summary}", "-o", "{out}/r.html", "--no-images", "--json"],
     "calibrate": ["calibrate", "-o", "{out}/p.toml", "--scale", "tiny", "--repeats", "1", "--no-validate"],

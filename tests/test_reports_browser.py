@@ -93,3 +93,46 @@ def test_static_images_through_kaleido(tmp_path):
     assert (tmp_path / "figs" / "fig6.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in (tmp_path / "figs" / "fig6.svg").read_text(encoding="utf-8")[:2000]
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["fig6.png", "fig6.svg"]
+
+
+@needs_browser
+@needs_playwright
+def test_figures_have_axis_titles_and_the_headline_is_on_the_first_screen(tmp_path):
+    """At 1400x900: the bottom line is visible before any scrolling, and every drawn axis has a title."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+    from specagent.reports.browser import check_report
+
+    out = tmp_path / "p"
+    r = CliRunner().invoke(app, ["predict", "--strategies", "specagent,router", "-o", str(out), "--quiet", "--report",
+                                 str(out / "report.html")])
+    assert r.exit_code == 0, r.output
+    res = check_report(out / "report.html", width=1400, height=900)
+    assert res.problems == []
+    assert res.headline is not None and res.headline["text"].startswith("specagent vs strongonly:")
+    assert 0 <= res.headline["top"] and res.headline["bottom"] <= 900, res.headline
+    assert len(res.figures) >= 6
+    for f in res.figures:  # a title on the x and on the y axis of every figure (panels sharing an axis share its title)
+        kinds = {t.split(":", 1)[0] for t in f["axis_titles"]}
+        assert kinds == {"x", "y"}, f
+
+
+@needs_browser
+@needs_playwright
+def test_capacity_curve_html_renders_with_titles(tmp_path):
+    from specagent.reports.browser import check_report
+    from specagent.reports.figures import capacity_plan_figure
+
+    plan = pd.DataFrame({"strategy": ["strongonly", "specagent"] * 3, "rate": [0.5, 0.5, 2.0, 2.0, 8.0, 8.0],
+                         "usd_per_hour": [8.0, 9.0, 33.0, 11.0, 130.0, 34.0], "usd_per_task": [0.005, 0.0055, 0.0046, 0.0015, 0.0045, 0.0012],
+                         "gpus": [8, 9, 32, 11, 24, 6], "strong_gpu": ["h20"] * 4 + ["h200_sxm"] * 2})
+    html = tmp_path / "capacity_curve.html"
+    capacity_plan_figure(plan).write_html(html, include_plotlyjs=True, full_html=True)
+    # the standalone page has no <figure data-figure>: wrap it the way the probe expects
+    text = html.read_text(encoding="utf-8").replace('<div id="', '<figure data-figure="fig7"><div id="', 1)
+    html.write_text(text.replace("</script>        </div>", "</script>        </div></figure>", 1), encoding="utf-8")
+    res = check_report(html, width=1400, height=900)
+    assert [f["key"] for f in res.figures] == ["fig7"] and res.problems == [], res.problems
+    titles = res.figures[0]["axis_titles"]
+    assert {"y: $/hour", "y: $/task", "y: GPUs"} <= set(titles) and titles.count("x: arrival rate (tasks/s)") == 3, titles

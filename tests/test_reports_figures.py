@@ -161,3 +161,51 @@ def test_capacity_plan_bars():
     fig = F.capacity_plan_figure(plan)
     assert [list(tr.y) for tr in fig.data] == [[100.0, 60.0], [40.0, 24.0]]
     assert "rate 2/s" in fig.layout.title.text
+
+
+def test_log_ticks_are_major_and_labelled_in_full():
+    vals, text = F.log_ticks(0.5, 100)
+    assert text == ["0.5", "1", "2", "5", "10", "20", "50", "100"]
+    assert F.log_ticks(20, 200, prefix="$")[1] == ["$20", "$50", "$100", "$200"]
+    assert len(F.log_ticks(0.003, 0.0055)[0]) >= 3  # a narrow range still gets ticks to read
+    assert F.log_ticks(1, 1e6)[1][-1] == "1,000,000" and len(F.log_ticks(1, 1e6)[0]) <= 9
+    assert F.log_ticks(0, 5) == ([], [])
+
+
+def test_capacity_curve_has_axis_titles_a_usd_per_task_panel_and_the_winning_gpu():
+    plan = pd.DataFrame({"strategy": ["strongonly", "specagent"] * 3, "rate": [0.5, 0.5, 2.0, 2.0, 8.0, 8.0],
+                         "usd_per_hour": [8.0, 9.0, 33.0, 11.0, 130.0, 34.0], "usd_per_task": [0.005, 0.0055, 0.0046, 0.0015, 0.0045, 0.0012],
+                         "gpus": [8, 9, 32, 11, 24, 6], "strong_gpu": ["h20", "h20", "h20", "h20", "h200_sxm", "h200_sxm"],
+                         "weak_gpu": ["h20"] * 4 + ["h200_sxm"] * 2, "strong_replicas": [1, 1, 4, 1, 3, 1],
+                         "strong_gpus_per_replica": [8] * 6, "weak_replicas": [0, 1, 0, 3, 0, 2], "weak_gpus_per_replica": [1] * 6})
+    fig = F.capacity_plan_figure(plan)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["$ per hour", "$ per task", "GPUs"]
+    assert [fig.layout[f"yaxis{i}"].title.text for i in ("", "2", "3")] == ["$/hour", "$/task", "GPUs"]
+    assert list(fig.layout.xaxis.ticktext) == ["0.5", "1", "2", "5", "10"]
+    assert "$20" in list(fig.layout.yaxis.ticktext) and "$100" in list(fig.layout.yaxis.ticktext)
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0  # below the plots, off the subplot titles
+    spec = [tr for tr in fig.data if tr.name.startswith("SpecAgent") or tr.name == "specagent"][0]
+    assert list(spec.text) == ["h20", "h20", "h200"] and "1 Weak×1 h20 + 1 Strong×8 h20" in spec.customdata[0]
+
+
+def test_roofline_caption_states_what_the_points_show():
+    """Figure 5's caption is computed from its points: a decode point far below the roof is said to be, in numbers."""
+    from specagent.hardware.profile import load_hardware
+
+    hw = load_hardware("h20")
+    bw = hw.bandwidth_bytes_s
+    pts = pd.DataFrame({"label": ["a", "a"], "phase": ["strong_decode", "strong_verify"], "intensity": [2.0, 500.0],
+                        "compute_dtype": ["bf16", "bf16"],
+                        "flops_per_s_per_gpu": [0.1 * 2.0 * bw * 0.72, 0.9 * hw.peak_flops("bf16") * 0.6]})
+    text = F.roofline_caption(hw, pts, derate=(0.6, 0.72))
+    assert "Decode phases sit below the ridge" in text and "reach 10% of the derated roof" in text
+    assert "take most of every decode pass" in text and "verification passes reach 90%" in text
+    assert "sit on the bandwidth slope" not in text
+
+
+def test_operating_points_are_labelled_on_the_point():
+    summary = pd.DataFrame({"strategy": ["strongonly", "specagent", "router"], "label": ["Strong-only", "SpecAgent", "Router"],
+                            "total_bytes_read_rel": [1.0, 0.53, 0.75], "wall_time_s_rel": [1.0, 0.92, 0.95]}).set_index("strategy")
+    fig = F.operating_points_figure(summary)
+    assert [list(tr.text) for tr in fig.data] == [["strongonly"], ["specagent"], ["router"]]

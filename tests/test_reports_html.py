@@ -94,7 +94,43 @@ def test_images_without_a_browser_still_write_the_html(comparison, tmp_path, mon
     res = H.write_report(comparison, tmp_path / "r.html", images=True)
     assert (tmp_path / "r.html").exists()
     assert not res.images.ok and "no Chrome/Chromium found" in res.images.message
-    assert "no Chrome/Chromium found" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "r_figures/ where a Chrome/Chromium is installed" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def _fake_kaleido(drop: str | None = None):
+    """pio.write_images as kaleido v1 behaves: it claims every file, and deletes one whose render failed, returning
+    the error rather than raising it (the intermittent `.fig1.png.<hash>.png: No such file or directory`)."""
+    def write_images(figs, paths, **kw):
+        for p in paths:
+            Path(p).write_bytes(b"\x89PNG fake")
+        for p in paths:
+            if drop and Path(p).name.startswith(f".{drop}."):
+                Path(p).unlink()
+    return write_images
+
+
+def test_a_figure_kaleido_fails_to_render_is_a_warning_and_leaves_no_temp_files(comparison, tmp_path, monkeypatch):
+    import plotly.io as pio
+    monkeypatch.setattr(static, "find_browser", lambda: "/bin/true")
+    monkeypatch.setattr(pio, "write_images", _fake_kaleido(drop="fig1.png"))
+    res = H.write_report(comparison, tmp_path / "r.html", images=True)
+    assert (tmp_path / "r.html").stat().st_size > 100_000  # the report is whole
+    assert res.images.failed == ["fig1.png"] and "not rendered by kaleido (fig1.png)" in res.images.message
+    names = sorted(p.name for p in (tmp_path / "r_figures").iterdir())
+    assert "fig1.png" not in names and "fig1.svg" in names and not [n for n in names if n.startswith(".")]
+
+
+def test_concurrent_reports_each_whole_with_no_temp_files(comparison, tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+    import plotly.io as pio
+    monkeypatch.setattr(static, "find_browser", lambda: "/bin/true")
+    monkeypatch.setattr(pio, "write_images", _fake_kaleido(drop="fig2.svg"))
+    with ThreadPoolExecutor(4) as ex:  # four reports into the same folder at once, twice each
+        results = list(ex.map(lambda i: H.write_report(comparison, tmp_path / f"r{i % 4}.html", images=True), range(8)))
+    assert all(r.images.failed == ["fig2.svg"] for r in results)
+    for i in range(4):
+        assert (tmp_path / f"r{i}.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+    assert not [p for p in tmp_path.rglob(".*")], sorted(str(p) for p in tmp_path.rglob(".*"))
 
 
 def _predict_files(c, d: Path) -> Path:
@@ -220,3 +256,38 @@ def test_report_draws_latency_validation_rows_as_figure_8(tmp_path):
     bad.to_csv(path, index=False)
     with pytest.raises(ReportInputError, match=r"rows.csv: latency validation row 2, 'measured'"):
         load_results([path])
+
+
+def test_report_opens_on_the_bottom_line_with_the_prices_the_prediction_used(tmp_path):
+    """The report's first section: per task, for every strategy, recomputed by hand from summary.json and the scenario."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+
+    out = tmp_path / "p"
+    r = CliRunner().invoke(app, ["predict", "--strategies", "specagent", "-o", str(out), "--price", "h20=3", "--quiet"])
+    assert r.exit_code == 0, r.output
+    d = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    res = H.write_report([out / "summary.json"], tmp_path / "r.html")
+    text = res.path.read_text(encoding="utf-8")
+    body = text[text.index("<body>"):]
+    assert body.index('id="bottom-line"') < body.index('id="setting"') < body.index('id="summary"')
+    so = {row["strategy"]: row for row in d["summary"]}["strongonly"]
+    usd = (so["strong_model_time_s"] * 8 + so["weak_model_time_s"]) / so["trajectories"] * 3.0 / 3600
+    assert f"${usd:.3g}" in body and "user-supplied (h20=3.0)" in body
+    assert "specagent vs strongonly:" in body and "0.923× = 92.3% of Strong-only" in body
+
+
+def test_plan_section_is_the_curve_table_with_the_rest_collapsed(comparison, tmp_path):
+    src = "vLLM default on NVIDIA H20: a long scheduler source sentence"
+    plan = pd.DataFrame({"strategy": ["strongonly", "specagent"], "rate": [2.0, 2.0], "usd_per_hour": [33.38, 11.47],
+                         "usd_per_task": [0.0049, 0.0017], "gpus": [32, 11], "strong_gpu": ["h20", "h20"], "weak_gpu": ["h20", "h20"],
+                         "strong_replicas": [4, 1], "strong_gpus_per_replica": [8, 8], "weak_replicas": [0, 3],
+                         "weak_gpus_per_replica": [1, 1], "strong_bound_replicas": [1, 1], "slo_value_s": [260.0, 241.0],
+                         "slo_ci_low_s": [246.7, 221.7], "slo_ci_high_s": [273.4, 260.3], "strong_scheduler_source": [src, src]})
+    text = H.write_report(comparison, tmp_path / "r.html", extra={"plan": plan}).path.read_text(encoding="utf-8")
+    sec = text[text.index('<h2 id="plan">'):]
+    visible = sec[:sec.index("<details>")]
+    for cell in ("sized by", "3 W×1 + 1 S×8", "$11.47", "$0.0017", "241 [222-260]", "SLO (bound: 1)", "throughput"):
+        assert cell in visible, cell
+    assert "strong_scheduler_source" not in sec and sec.count(src) == 1  # said once, in the details

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -25,8 +27,12 @@ def test_predict_writes_outputs_and_shows_assumptions(small_trace, tmp_path):
     out = tmp_path / "out"
     r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(out), "--strategies", "strongonly,specagent,weakonly"])
     assert r.exit_code == 0, r.output
-    for text in ("Relative to Strong-only", "Memory traffic by phase", "Assumptions", "calibrated to the published", "K=4"):
+    for text in ("Bottom line per task", "Relative to Strong-only", "add --phases", "Assumptions", "calibrated to the published", "K=4"):
         assert text in r.output
+    wall = json.loads((out / "summary.json").read_text())["summary"][1]["wall_time_s_rel"]
+    assert f"specagent wall {wall:.3f} = {100 * wall:.1f}% of Strong-only" in " ".join(r.output.split())
+    assert "Memory traffic by phase" not in r.output  # phase tables only with --phases
+    assert r.output.index("Bottom line per task") < r.output.index("Relative to Strong-only")  # the bottom line first
     frame = pd.read_parquet(out / "per_trajectory.parquet")
     assert set(frame["strategy"]) == {"strongonly", "specagent", "weakonly"} and len(frame) == 36
     summary = json.loads((out / "summary.json").read_text())
@@ -123,3 +129,66 @@ def test_simulate_synthetic_fast_path_equals_the_same_workload_read_from_a_file(
     assert r.exit_code != 0 and "not both" in r.output
     r = runner.invoke(app, ["simulate", "--synthetic", "no_such_profile"])
     assert r.exit_code != 0 and "no shipped profile" in r.output
+
+
+def test_predict_bottom_line_is_the_summary_per_task_at_each_gpu_price(small_trace, tmp_path):
+    """s/task, GPU-s by pool and $/task recomputed by hand from summary.json's totals and the deployments."""
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent",
+                            "--price", "h20=2,h200=9", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    tot = {row["strategy"]: row for row in d["summary"]}
+    line = {row["strategy"]: row for row in d["bottom_line"]}
+    for strat in ("strongonly", "specagent"):
+        t, b = tot[strat], line[strat]
+        n = t["trajectories"]
+        assert n == 12
+        assert b["wall_s_per_task"] == pytest.approx(t["wall_time_s"] / n)
+        assert b["strong_gpu_s_per_task"] == pytest.approx(t["strong_model_time_s"] / n * 8)  # 8 H20s per Strong replica
+        assert b["weak_gpu_s_per_task"] == pytest.approx(t["weak_model_time_s"] / n * 1)
+        gpu_s = b["strong_gpu_s_per_task"] + b["weak_gpu_s_per_task"]
+        assert b["gpu_h_per_task"] == pytest.approx(gpu_s / 3600)
+        assert b["usd_per_task"] == pytest.approx(gpu_s * 2.0 / 3600)  # --price h20=2 applies to both pools
+    assert line["specagent"]["strong_gpu_s_per_task"] < 0.5 * line["strongonly"]["strong_gpu_s_per_task"]
+    assert d["assumptions"]["prices"]["h20"]["source"].startswith("user-supplied")
+
+
+def test_predict_formats_brief_and_80_columns(small_trace, tmp_path):
+    base = ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent"]
+    r = runner.invoke(app, base + ["--format", "csv"])
+    assert r.exit_code == 0, r.output
+    frame = pd.read_csv(io.StringIO(r.output), index_col="strategy")
+    assert list(frame.index) == ["strongonly", "specagent"] and frame.loc["strongonly", "wall_time_s_rel"] == 1.0
+    assert frame.loc["specagent", "usd_per_task"] < frame.loc["strongonly", "usd_per_task"]
+    r = runner.invoke(app, base + ["--brief"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "Bottom line per task" in r.output and "specagent vs strongonly:" in r.output and "Assumptions" not in r.output
+    assert len(r.output.splitlines()) <= 40  # one screen
+    r = runner.invoke(app, base + ["--phases"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and "Memory traffic by phase" in r.output
+    assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
+    r = runner.invoke(app, base + ["--quiet"])
+    assert r.exit_code == 0 and r.output == "" and (tmp_path / "summary.json").is_file()
+    for bad, msg in ((["--format", "xml"], "--format: expected one of table, json, csv"),
+                     (["--price", "nosuchgpu=1"], "'nosuchgpu' is not a GPU type"), (["--json", "--format", "csv"], "not both")):
+        r = runner.invoke(app, base + bad)
+        assert r.exit_code == 2 and msg in r.output, r.output
+
+
+def test_predict_hardware_sets_both_pools(small_trace, tmp_path):
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent",
+                            "--hardware", "h200", "--weak-hardware", "h20", "--json"])
+    assert r.exit_code == 0, r.output
+    setting = json.loads(r.output)["assumptions"]["setting"]
+    assert "8x NVIDIA H200" in setting["strong"] and "1x NVIDIA H20 " in setting["weak"]
+
+
+def test_predict_edge_shows_api_dollars_and_absolute_phases_in_human_units_at_80_columns(small_trace, tmp_path):
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent", "--edge",
+                            "--phases"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
+    assert "API $" in r.output and "S GPU·s" not in r.output
+    mem = r.output[r.output.index("Memory traffic by phase"):r.output.index("Wall time by phase")]
+    assert re.search(r"\d+(\.\d+)? [TGP]B", mem), mem  # human units, per task
+    assert "always 0, left out:" in mem and "user" not in mem.split("always 0, left out:")[0].split("┃")[-1]

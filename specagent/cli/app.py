@@ -14,6 +14,7 @@ from specagent.cli import acceptance as acceptance_cli
 from specagent.cli import fleet as fleet_cli
 from specagent.cli import kernels as kernels_cli
 from specagent.cli import latency as latency_cli
+from specagent.cli import replay as replay_cli
 from specagent.cli import report as report_cli
 from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
@@ -32,31 +33,38 @@ from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 HELP = """\
-specagent predicts, measures and plans the cost of weak-strong speculative tool-using agents.
+specagent predicts, measures and plans the cost of weak-strong speculative
+tool-using agents.
 
-A small Weak model drafts an agent's next steps (running read-only tools as it goes and
-holding the first state-changing call); a large Strong model reviews the drafted segment
-in one prefill, keeps the longest valid prefix and repairs one step.
+A small Weak model drafts an agent's next steps (running read-only tools as it
+goes and holding the first state-changing call); a large Strong model reviews
+the drafted segment in one prefill, keeps the longest valid prefix and repairs
+one step.
 
 Terms used throughout:
 
 \b
-  phase          what a forward pass is doing: prefill (reading a prompt), decode (one new
-                 token per sequence), verify (the Strong model prefilling a drafted segment
-                 on top of its cached context) and repair (the Strong model decoding its
-                 verdict or a repair turn).
+  phase          what a forward pass is doing: prefill (reading a prompt),
+                 decode (one new token per sequence), verify (the Strong model
+                 prefilling a drafted segment on top of its cached context)
+                 and repair (the Strong model decoding its verdict or a
+                 repair turn).
 
 \b
-  ridge          peak FLOP/s divided by memory bandwidth (FLOP per byte). A pass whose
-                 arithmetic intensity is below it is bound by memory bandwidth.
+  ridge          peak FLOP/s divided by memory bandwidth (FLOP per byte). A
+                 pass whose arithmetic intensity is below it is bound by
+                 memory bandwidth.
 
 \b
-  balance point  the decode batch at which a model replica turns compute-bound. Below it,
-                 moving Strong tokens from decode into a verification prefill saves time
-                 and memory traffic.
+  balance point  the decode batch at which a model replica turns
+                 compute-bound. Below it, moving Strong tokens from decode
+                 into a verification prefill saves time and memory traffic.
+
+Start with `specagent predict` (the bottom line per task) and `specagent plan
+--rate 2/s` (a fleet); shell completion: `specagent --install-completion`.
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=False, cls=OneLineErrors)
+app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=True, cls=OneLineErrors)
 hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
 models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
 roofline_app = typer.Typer(
@@ -120,7 +128,9 @@ def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool =
         return
     t = Table(title="Hardware profiles (dense peaks, per GPU)")
     for col in ("id", "name", "BF16 TFLOP/s", "memory GB", "bandwidth TB/s", "ridge FLOP/B", "$/GPU-h"):
-        t.add_column(col, justify="left" if col in ("id", "name") else "right")
+        # the id is what a user types: never cut (no_wrap at its full width)
+        t.add_column(col, justify="left" if col in ("id", "name") else "right", no_wrap=col == "id",
+                     min_width=max(len(r["id"]) for r in rows) if col == "id" else None)
     for r in rows:
         t.add_row(r["id"], r["name"], f"{r['bf16_tflops']:g}", f"{r['memory_gb']:g}", f"{r['bandwidth_tb_s']:g}",
                   f"{r['ridge_bf16']:.0f}", "-" if r["usd_per_gpu_hour"] is None else f"{r['usd_per_gpu_hour']:.2f}")
@@ -383,6 +393,7 @@ app.command("predict")(simulate_cli.predict)
 app.command("simulate")(simulate_cli.simulate_cmd)
 app.add_typer(simulate_cli.predictor_app, name="predictor")
 app.command("plan")(fleet_cli.plan_command)
+app.command("replay")(replay_cli.replay_command)
 app.command("sweep")(fleet_cli.sweep_command)
 app.add_typer(fleet_cli.study_app, name="study")
 app.command("report", help=report_cli.HELP)(report_cli.report)

@@ -10,22 +10,30 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
 import pandas as pd
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, error_line, fail, legend, json_out
+from specagent import __version__
+from specagent.cli.console import SafeConsole, error_line, fail, json_out, legend
 from specagent.cli.options import scenario_options
-from specagent.cli.simulate import load_workload
+from specagent.cli.simulate import check_format, load_workload
 from specagent.common import atomic
+from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
+from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.fleet_build import gpus_sizing, parse_gpu_counts
 from specagent.simulator.parallel import default_workers
-from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity
+from specagent.simulator import plan_store
+from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity, search_keys
+from specagent.simulator.fleet_config import resolve_price
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.steady_state import SLICE_TASKS
 from specagent.simulator.strategies import STRATEGY_NAMES
@@ -67,7 +75,8 @@ def plan_command(
                                               "with no contention at all; an SLO below what tasks take alone is reported as infeasible."),
     strategy: str = typer.Option("strongonly,specagent", help="Comma-separated strategies to size a fleet for."),
     gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types to build replicas from (hardware profile ids or aliases)."),
-    price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, e.g. --price h20=2.1 (overrides the profile; needed where a profile has no price)."),
+    price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, one or a comma list: --price h20=1.85,h200=3.5 (overrides the profile's sourced price; "
+                                                 "needed where a profile has none). `specagent hardware list` shows the defaults."),
     tasks: int = typer.Option(1000, help="At least this many tasks measured per candidate fleet (the window is longer when the rate and the "
                                          "percentile need it)."),
     requests: Optional[Path] = typer.Option(None, "--requests", help="Plan a plain LLM serving fleet instead: a request trace CSV "
@@ -84,7 +93,10 @@ def plan_command(
     address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` reads it: figure 7) and the "
                                                           "capacity curve (capacity_curve.html, plus PNG/SVG where Chrome/Chromium exists)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    fmt: str = typer.Option("table", "--format", help="table, json (what plan.json holds) or csv (the cheapest fleet per rate and "
+                                                       "strategy, one row each)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (no progress; --out is still written)."),
 ) -> None:
     """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy.
 
@@ -96,6 +108,8 @@ def plan_command(
     are found first with an uncontended Weak pool, then Weak replicas with the Strong count
     fixed. Every candidate replays the same tasks and arrival sequence (the scenario's seed).
     """
+    fmt = check_format(fmt, as_json)
+    as_json = fmt == "json"
     rates, slo_, strategies, gpus, prices = _plan_flags(rate, points, slo, strategy, gpu, price)
     counts = _search_gpus(search_gpus)
     for name, value, lo, hi in (("--tasks", tasks, 1, MAX_PLAN_TASKS), ("--max-replicas", max_replicas, 1, MAX_PLAN_REPLICAS),
@@ -106,25 +120,113 @@ def plan_command(
     _check_backend(backend, address)
     if out is not None:
         atomic.check_writable(out / "plan.json")
+    quiet = quiet or fmt != "table"
     try:
         trace = load_requests(requests) if requests is not None else None
-        trajs = None if trace is not None else load_workload(scenario, show=not as_json)[0]
+        trajs, wl_path = (None, requests) if trace is not None else load_workload(scenario, show=not quiet)[:2]
         req = PlanRequest(rates=rates, slo=slo_, strategies=strategies, gpus=gpus, prices=prices, n_tasks=tasks,
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace, search_gpus=counts)
-        err = SafeConsole(stderr=True)
-        tick = None if as_json else (lambda done, total: err.print(f"search {done}/{total} done", highlight=False))
-        res = plan_capacity(trajs, req, progress=tick)
+        res = _run_plan(trajs, req, out, wl_path, quiet)
+    except typer.Exit:
+        raise  # ^C, already reported (click's Exit is a RuntimeError)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
     text = json_out(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
     if out is not None:
-        _write_plan(out, text, res, as_json)
+        _write_plan(out, text, res, quiet)
     if as_json:
         print(text)
         return
-    _print_plan(res)
+    if fmt == "csv":
+        sys.stdout.write(_curve_frame(res).to_csv(index=False))
+        return
+    if not quiet:
+        _print_plan(res)
+
+
+#: The columns of `plan --format csv` (and of the report's plan table): the answer first, each with its unit.
+CURVE_COLUMNS = ("rate", "strategy", "weak_gpu", "weak_replicas", "weak_gpus_per_replica", "strong_gpu", "strong_replicas",
+                 "strong_gpus_per_replica", "gpus", "usd_per_hour", "usd_per_task", "slo_value_s", "slo_ci_low_s", "slo_ci_high_s",
+                 "latency_p50_s", "latency_p95_s", "weak_bound", "strong_bound")
+
+
+def _curve_frame(res: PlanResult) -> pd.DataFrame:
+    best = res.best
+    return best[[c for c in CURVE_COLUMNS if c in best.columns]] if len(best) else pd.DataFrame(columns=list(CURVE_COLUMNS))
+
+
+def _workload_digest(wl_path, scenario: Scenario) -> str:
+    """What the plan's searches read, as a hash: the trace file's bytes (a synthetic workload is its scenario fields)."""
+    if scenario.workload.synthetic is not None and scenario.workload.trace is None:
+        return "synthetic"  # the scenario's synthetic fields and seed, in the fingerprint already
+    p = Path(str(wl_path)) if wl_path is not None else None
+    return plan_store.file_digest(p) if p is not None and p.is_file() else f"path:{wl_path}"
+
+
+def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool) -> PlanResult:
+    """The searches with a progress bar naming the running ones; with --out each finished search is kept as it ends
+    and a rerun reuses it; ^C stops cleanly (exit 130), saying what was kept."""
+    keys = search_keys(req)
+    store = None
+    finished: dict = {}
+    if out is not None:
+        store = plan_store.PlanStore(out, plan_store.fingerprint(req, _workload_digest(wl_path, req.scenario), __version__))
+        finished = store.load(keys)
+    err = SafeConsole(stderr=True)
+    say = (lambda text: None) if quiet else (lambda text: err.print(text, highlight=False))  # noqa: E731
+    todo = [k for k in keys if k not in finished]
+    say(f"{len(keys)} search{'es' if len(keys) != 1 else ''} ({len(req.strategy_names)} strateg{'ies' if len(req.strategy_names) != 1 else 'y'}"
+        f" x {len(keys) // max(1, len(req.strategy_names) * len(req.rates))} GPU pairing(s) x {len(req.rates)} rate(s)) on "
+        f"{min(req.workers, max(1, len(todo)))} worker(s)"
+        + (f"; {len(finished)} already done in {store.folder}, {len(todo)} to run" if finished else "")
+        + ("" if store is None else f"; each is kept in {store.folder} as it finishes (^C keeps them; rerun to resume)")
+        + ("" if store is not None or len(keys) < 4 else "; no --out: an interrupted run keeps nothing"))
+    running = list(todo)
+    saved = [0]
+
+    def label(k) -> str:
+        strat, wg, sg, rate = k
+        return f"{strat}/{Path(wg).stem if wg == sg else Path(wg).stem + '+' + Path(sg).stem}/{rate:,.4g} per s"
+
+    def on_result(k, value) -> None:
+        # idempotent: a ^C landing inside this call makes the pool report the same finished search again
+        if k not in running:
+            return
+        if store is not None:
+            store.save(k, value)
+            saved[0] += 1
+        running.remove(k)
+
+    # one line at 80 columns: the first search running (the pool starts them in order) and how many more are left
+    bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=True, disable=quiet or not err.is_terminal)
+    t0 = time.monotonic()
+
+    def describe() -> str:
+        return label(running[0]) + (f" +{len(running) - 1}" if len(running) > 1 else "")
+
+    with bar:
+        task = bar.add_task(describe() if running else "done", total=len(keys), completed=len(finished))
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, description=describe() if running else "done")
+            if not err.is_terminal:
+                say(f"search {done}/{total} done after {time.monotonic() - t0:,.0f} s")
+
+        try:
+            res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result)
+        except KeyboardInterrupt:
+            bar.stop()
+            kept = len(finished) + saved[0]
+            where = (f"{kept} of {len(keys)} searches kept in {store.folder}; rerun the same command to resume" if store is not None
+                     else f"{saved[0] + len(finished)} of {len(keys)} searches had finished, none kept (no --out)")
+            error_line(f"interrupted: {where}")
+            raise typer.Exit(130) from None
+    if finished:
+        say(f"{len(finished)} search(es) reused from {store.folder}, {len(todo)} run")  # type: ignore[union-attr]
+    return res
 
 
 #: Guards against typos, not limits of the method (a plan at 1000 tasks/s measures ~10^5 tasks per candidate).
@@ -170,7 +272,23 @@ def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price
         prices = parse_prices(price)
     except ValueError as exc:
         fail(f"--price: {exc}")
+    _check_priced(gpus, prices)
     return rates, slo_, strategies, gpus, prices
+
+
+def _check_priced(gpus: tuple[str, ...], prices: dict[str, float]) -> None:
+    """Up front, before any search: every --price names a GPU type, and every --gpu has a $/GPU-hour (a plan that ranks
+    fleets by GPU count alone would compare unpriced and priced pools as if the unpriced ones were free)."""
+    for key in prices:
+        try:
+            load_hardware(key)
+        except HardwareProfileError:
+            fail(f"--price {key}=...: '{key}' is not a GPU type (see `specagent hardware list`)")
+    for g in gpus:
+        hw = load_hardware(g)
+        if resolve_price(hw, prices)[0] is None:
+            fail(f"--gpu {g}: {hw.name} has no $/GPU-hour in its profile; pass --price {g}=USD_PER_GPU_HOUR "
+                 f"(comma lists work: --price {g}=2.0,h200=3.5)")
 
 
 def _check_backend(backend: str, address: str | None) -> None:
@@ -207,15 +325,21 @@ def _write_plan(out: Path, text: str, res: PlanResult, quiet: bool) -> None:
     from specagent.reports.static import export_images
 
     try:
-        atomic.write_text(out / "plan.json", text)
-        if len(res.best):
-            fig = capacity_plan_figure(res.best)
-            atomic.atomic_write(out / "capacity_curve.html", lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True))
+        # plan.json and the curve's HTML together (both or neither); the optional PNG/SVG copies after, as a warning if they fail
+        writes = {out / "plan.json": atomic.text_writer(text)}
+        fig = capacity_plan_figure(res.best) if len(res.best) else None
+        if fig is not None:
+            writes[out / "capacity_curve.html"] = lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True)
+        atomic.write_together(writes)
+        if fig is not None:
             img = export_images({"capacity_curve": fig}, out)
             if not quiet:
                 console.print(img.message or f"figures: {', '.join(str(p) for p in img.written)}", highlight=False)
     except OSError as exc:
         fail(f"--out {out}: cannot write: {exc}")
+
+
+PLAN_COLUMNS_MEANING = dict(PLAN_TABLE_COLUMNS)["sized by"]
 
 
 def _money(v: float, nd: int = 2) -> str:
@@ -248,7 +372,7 @@ def _print_plan(res: PlanResult) -> None:
             say(f"    fleet: {pools} = {int(r['gpus']):,} GPUs, {_money(r['usd_per_hour'])}/hour, "
                 f"{_money(r['usd_per_task'], 4)}/task")
             say(f"    {req.slo.target} p{req.slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
-                f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s, p95 {r['latency_p95_s']:,.1f} s")
+                f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
             for name in ("strong", "weak"):
                 if r[f"{name}_replicas"]:
                     nb = int(r[f"{name}_bound_replicas"])
@@ -269,14 +393,20 @@ def _print_plan(res: PlanResult) -> None:
                 say(f"    also tried {c['weak_gpu']}/{c['strong_gpu']}: {what}")
     if len(req.rates) > 1 and best:
         say()
-        t = Table(title="Capacity curve: cheapest fleet per strategy", show_edge=False)
-        t.add_column("tasks/s", justify="right")
-        t.add_column("strategy", no_wrap=True, min_width=max(len(s) for s in req.strategy_names))
-        for h in ("GPUs", "$/hour", "$/task", f"p{req.slo.percentile:g} s"):
-            t.add_column(h, justify="right")
-        for r in best:
-            t.add_row(f"{r['rate']:,.4g}", r["strategy"], f"{int(r['gpus']):,}", _money(r["usd_per_hour"], 0),
-                      _money(r["usd_per_task"], 4), f"{r['slo_value_s']:,.0f}")
+        rows = curve_rows(res.best, f"p{req.slo.percentile:g}")
+        narrow = console.width < 110
+        if narrow:  # at 80 columns the reason goes (each strategy's block above says it): nothing else is cut
+            rows = rows.drop(columns="sized by")
+        t = Table(title="Capacity curve: cheapest fleet per strategy", show_edge=False, box=None, padding=(0, 1), pad_edge=False,
+                  show_header=True, header_style="bold")
+        for c in rows.columns:  # identifiers and figures never cut (each at its widest cell); the fleet and the reason wrap
+            words = c in ("fleet", "sized by")
+            t.add_column(c, justify="left" if c in ("strategy", "GPU", "fleet", "sized by") else "right", no_wrap=not words,
+                         min_width=None if words else max([len(v) for v in rows[c]] + [len(w) for w in c.split()]),
+                         ratio=1 if words else None)
+        for r in rows.itertuples(index=False):
+            t.add_row(*r)
+        t.caption = "fleet: W×g / S×g = Weak / Strong replicas × GPUs per replica" + ("" if narrow else "; sized by: " + PLAN_COLUMNS_MEANING)
         console.print(t)
     say()
     say("Prices:")

@@ -129,9 +129,15 @@ _ACCEPTANCE_FILE = inspect.Parameter("acceptance_file", inspect.Parameter.KEYWOR
                                "scenario's acceptance model; --accept and the acceptance flags apply on top."))
 
 
+_HARDWARE = inspect.Parameter("hardware", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=typer.Option(
+    None, "--hardware", help="GPU type for both pools (a hardware profile id or alias, e.g. h200); --weak-hardware and "
+                             "--strong-hardware override it per pool."))
+
+
 def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the command gets the generated flags and is called with `scenario=` the Scenario they describe."""
     flags = scenario_flags(exclude)
+    both = {"weak.hardware", "strong.hardware"} <= {fl.path for fl in flags}  # --hardware sets both pools' GPU type
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "scenario"]
@@ -153,13 +159,18 @@ def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any
                               DeprecatedSpelling, stacklevel=2)
                 given[fl.path] = old
                 used_old.append(fl)
+            hw = kw.pop("hardware", None)
+            if hw is not None:
+                for path in ("weak.hardware", "strong.hardware"):
+                    given[path] = given[path] if given[path] is not None else hw
             with_acc = "acceptance" not in tuple(exclude)
             scenario = build_scenario({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
                                       kw.pop("edge"), kw.pop("accept") if with_acc else None, [*used_old, *flags],
                                       kw.pop("acceptance_file") if with_acc else None)
             return fn(scenario=scenario, **kw)
 
-        params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if "acceptance" not in tuple(exclude) else []), *gen]
+        params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if "acceptance" not in tuple(exclude) else []),
+                  *([_HARDWARE] if both else []), *gen]
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command

@@ -7,8 +7,9 @@ Scenario, runs it, and stores it whole with its results.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Mapping, Optional
 
 import pandas as pd
 import typer
@@ -21,7 +22,10 @@ from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
+from specagent.hardware.profile import HardwareProfileError, load_hardware
+from specagent.reports import bottom_line as BL
 from specagent.reports.html import write_report
+from specagent.simulator.planner import parse_prices
 from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
@@ -76,7 +80,9 @@ def _strategy_column(t: Table, names) -> None:
     t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in names))
 
 
-def _rel_table(summary: pd.DataFrame, title: str) -> Table:
+def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[str, str]] | None = None) -> Table:
+    """The ratios to Strong-only. `extra` adds columns after the ratios: {header: {strategy: cell}} (e.g. an interval
+    beside a ratio); a strategy a column does not name gets '-'."""
     t = Table(title=title, show_edge=False)
     _strategy_column(t, summary.index)
     cols = [c for c in REL_COLUMNS if c[0] in summary]
@@ -84,10 +90,14 @@ def _rel_table(summary: pd.DataFrame, title: str) -> Table:
         t.add_column(head, justify="right", min_width=5)  # figures are never cut; headers wrap between words
     if "measured_success" in summary:
         t.add_column("measured success", justify="right", min_width=5)
+    extra = dict(extra or {})
+    for head, cells_by in extra.items():
+        t.add_column(head, justify="right", no_wrap=True, min_width=max([len(v) for v in cells_by.values()] + [1]))
     for strat, row in summary.iterrows():
         cells = [f"{row[c]:.3f}" for c, _, _ in cols]
         if "measured_success" in summary:
             cells.append("-" if pd.isna(row["measured_success"]) else f"{row['measured_success']:.2f}")
+        cells.extend(cells_by.get(str(strat), "-") for cells_by in extra.values())
         t.add_row(str(strat), *cells)
     caption = ["ratios to Strong-only: " + legend((head, meaning) for _, head, meaning in cols)]
     if "label" in summary:
@@ -97,28 +107,48 @@ def _rel_table(summary: pd.DataFrame, title: str) -> Table:
 
 
 def environment_line(summary: pd.DataFrame) -> str | None:
-    """What the strategies cannot change: Strong-only's tool and user waits, as a share of its wall time."""
+    """What the strategies cannot change: Strong-only's tool and user waits per task, as a share of its time per task."""
     if "strongonly" not in summary.index or "env_wall_time_s" not in summary:
         return None
     base = summary.loc["strongonly"]
-    wall, env = float(base["wall_time_s"]), float(base["env_wall_time_s"])
+    n = float(base.get("trajectories", 1) or 1)
+    wall, env = float(base["wall_time_s"]) / n, float(base["env_wall_time_s"]) / n
     if wall <= 0:
         return None
-    return (f"Agent time vs environment time: tool and user waits are {env:,.0f} s of Strong-only's {wall:,.0f} s wall "
-            f"time ({env / wall:.1%}); no strategy changes them. Column 'model' compares model time alone.")
+    return (f"Agent time vs environment time: tool and user waits are {BL.fmt_seconds(env)} of Strong-only's "
+            f"{BL.fmt_seconds(wall)} per task ({env / wall:.1%}); no strategy changes them. Column 'model' compares model time alone.")
 
 
-def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: str) -> Table:
+def _human(v: float, unit: str) -> str:
+    """4.03e15 bytes -> '4.03 PB'; FLOPs likewise; seconds as fmt_seconds."""
+    if unit == "s":
+        return BL.fmt_seconds(v)
+    base = "B" if unit == "bytes" else "FLOP"
+    for prefix, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {prefix}{base}"
+    return f"{v:.3g} {base}"
+
+
+def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: str, n_tasks: int = 1, kind: str = "") -> Table:
+    """Each phase relative to Strong-only's total; or, when that total is 0 (a hosted Strong model), absolute per task in
+    human units. A phase that is zero for every strategy is left out (and said so)."""
     t = Table(title=title, show_edge=False)
     _strategy_column(t, phase.index)
+    zero = [c for c in phase.columns if not (phase[c].abs() > 0).any()]
+    phase = phase.drop(columns=zero)
     heads = [PHASE_HEADERS.get(c, (c.replace("_", " "), c.replace("_", " "))) for c in phase.columns]
-    for head, _ in heads:
-        t.add_column(head, justify="right", min_width=5)
-    for strat, row in phase.iterrows():
-        t.add_row(str(strat), *[f"{v / baseline_total:.3f}" if baseline_total else f"{v:.3g}" for v in row.values])
+    if baseline_total:
+        cells = [[f"{v / baseline_total:.3f}" for v in row.values] for _, row in phase.iterrows()]
+    else:
+        cells = [[_human(v / max(n_tasks, 1), kind) if v else "0" for v in row.values] for _, row in phase.iterrows()]
+    for i, (head, _) in enumerate(heads):  # figures are never cut: each column at its widest cell
+        t.add_column(head, justify="right", no_wrap=True, min_width=max([len(c[i]) for c in cells] + [5]))
+    for strat, c in zip(phase.index, cells):
+        t.add_row(str(strat), *c)
     what = (f"each phase's {unit} relative to Strong-only's total" if baseline_total
-            else f"absolute {unit}: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
-    t.caption = what + ": " + legend(heads)
+            else f"{unit} per task, absolute: Strong-only's is 0 here (a hosted Strong model's traffic is not visible)")
+    t.caption = what + ": " + legend(heads) + (f" (always 0, left out: {', '.join(PHASE_HEADERS.get(c, (c,))[0] for c in zero)})" if zero else "")
     return t
 
 
@@ -163,25 +193,90 @@ def _n_traj(trajs) -> int:
     return int(n) if n is not None else len(trajs)
 
 
+FORMATS = ("table", "json", "csv")
+
+
+def check_format(fmt: str, as_json: bool) -> str:
+    """--format table|json|csv (--json is --format json); a bad value names the flag."""
+    if fmt not in FORMATS:
+        fail(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
+    if as_json and fmt not in ("table", "json"):
+        fail(f"give --json or --format {fmt}, not both")
+    return "json" if as_json else fmt
+
+
+def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
+    t = Table(title=title, show_edge=False)
+    _strategy_column(t, line.index)
+    columns = list(BL.COLUMNS)
+    if not any(p.role == "strong" for p in pool_list):  # a hosted Strong model: its API charges instead of its GPU-seconds
+        columns[3] = ("api_usd_per_task", "API $", "API charges per task for the hosted Strong model")
+    cells = [[BL.fmt_cell(c, float(row[c])) if c != "api_usd_per_task" else BL.fmt_usd(float(row[c])) for c, _, _ in columns]
+             for _, row in line.iterrows()]
+    for i, (_, head, _) in enumerate(columns):  # figures are never cut: each column at its widest cell
+        t.add_column(head, justify="right", no_wrap=True, min_width=max([len(c[i]) for c in cells] + [len(head)]))
+    for strat, c in zip(line.index, cells):
+        t.add_row(str(strat), *c)
+    priced = "; ".join(f"{p.role.capitalize()} {p.gpus}x {p.gpu} at "
+                       f"{'no price (pass --price ' + p.gpu + '=USD)' if p.usd_per_gpu_hour is None else f'${p.usd_per_gpu_hour:,.2f}/GPU-h'}"
+                       f" ({'--price' if p.source.startswith('user') else 'profile'})" for p in pool_list)
+    t.caption = (legend((head, meaning) for _, head, meaning in columns) + f". Pools: {priced}; "
+                 "`specagent hardware show GPU` gives each price's source. Batch 1: dollars price busy GPU-seconds only "
+                 "(a floor); `specagent plan` sizes a shared fleet.")
+    return t
+
+
+def _bottom_line(comp, setting, prices: dict) -> tuple[pd.DataFrame, list]:
+    pool_list = BL.pools(setting, prices)
+    return BL.bottom_line(comp.summary, pool_list), pool_list
+
+
+def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per strategy: the per-task figures, then the ratios to Strong-only."""
+    rel = [c for c, _, _ in REL_COLUMNS if c in summary]
+    cols = [c for c, _, _ in BL.COLUMNS] + list(BL.EXTRA)
+    out = line[cols].join(summary[rel])
+    out.index.name = "strategy"
+    return out
+
+
 @scenario_options()
 def predict(
     scenario: Scenario,
     out: Path = O(Path("out/predict"), "-o", "--out", help="Directory for per_trajectory.parquet and summary.json."),
     report: Optional[Path] = O(None, "--report", help="Also write a self-contained HTML report here."),
     success: Optional[Path] = O(None, help="JSON {strategy: measured success rate} to carry into the outputs (never invented)."),
-    as_json: bool = O(False, "--json", help="Print the summary as JSON instead of tables."),
+    price: List[str] = O([], "--price", help="$/GPU-hour per GPU type for the bottom line, one or a comma list: --price h20=1.85,h200=3.5 "
+                         "(default: each hardware profile's sourced price)."),
+    phases: bool = O(False, "--phases", help="Also print the memory-traffic, time and FLOPs tables by phase."),
+    brief: bool = O(False, "--brief", help="One screen: the bottom line and the headline only."),
+    fmt: str = O("table", "--format", help="table (for people), json (the whole summary) or csv (one row per strategy: per-task "
+                 "figures, then ratios)."),
+    as_json: bool = O(False, "--json", help="Same as --format json."),
+    quiet: bool = O(False, "--quiet", "-q", help="Print nothing but errors (the files are still written)."),
 ) -> None:
-    """Predict what every strategy costs relative to Strong-only, on the built-in default scenario.
+    """Predict what every strategy costs per task, and relative to Strong-only, on the built-in default scenario.
 
     Default: Qwen3.5-4B Weak (1×H20, bf16) and Qwen3.5-397B-A17B Strong (8×H20, fp8 weights)
     on the shipped τ²-Bench airline workload, K=4, review on writes, batch 1 (no fleet
-    contention; see `specagent plan` for fleets). Every assumption is printed with the results,
-    and summary.json carries the whole scenario (`--scenario` reads it back).
+    contention; see `specagent plan` for fleets). First the bottom line per task (seconds,
+    GPU-seconds by pool, dollars), then the ratios; every assumption is printed with the
+    results, and summary.json carries the whole scenario (`--scenario` reads it back).
     """
+    fmt = check_format(fmt, as_json)
+    try:
+        prices = parse_prices(price)
+    except ValueError as exc:
+        fail(f"--price: {exc}")
+    for key in prices:
+        try:
+            load_hardware(key)
+        except HardwareProfileError:
+            fail(f"--price {key}=...: '{key}' is not a GPU type (see `specagent hardware list`)")
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
-    trajs, path, name = load_workload(scenario)
+    trajs, path, name = load_workload(scenario, show=fmt == "table" and not quiet)
     setting = resolve(scenario)
     rates = None
     if success:
@@ -194,11 +289,14 @@ def predict(
             fail(f"{success}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc})")
         except InputError as exc:
             fail(exc)
-    with Progress(console=err, transient=True) as prog:
+    with Progress(console=err, transient=True, disable=quiet or fmt != "table") as prog:
         task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {_n_traj(trajs):,} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
+    line, pool_list = _bottom_line(comp, setting, prices)
+    comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
     summary_obj = {
+        "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
         "summary": comp.summary.reset_index().to_dict(orient="records"),
         "phase_time": comp.phase_time.reset_index().to_dict(orient="records"),
         "phase_bytes": comp.phase_bytes.reset_index().to_dict(orient="records"),
@@ -213,28 +311,57 @@ def predict(
     stored = {**summary_obj, "inputs": record_inputs(setting)}
     atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
                            out / "summary.json": atomic.text_writer(atomic.json_text(stored, f"predict's {out / 'summary.json'}"))})
-    if as_json:
+    written = write_report(comp, report, images=True) if report else None
+    if quiet:
+        return
+    if fmt == "json":
         print(json_out(summary_obj, indent=2, default=str))
+    elif fmt == "csv":
+        sys.stdout.write(_csv_frame(line, comp.summary).to_csv())
     else:
-        console.print(_rel_table(comp.summary, f"Relative to Strong-only — {_n_traj(trajs):,} trajectories from {name} "
-                                               f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
-        env = environment_line(comp.summary)
-        if env:
-            console.print(env)
-        base = comp.summary.loc["strongonly"]
-        console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads"))
-        console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time"))
-
-        console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs"))
-        console.print(_assumption_table(comp.assumptions))
-        console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}")
-    if report:
-        written = write_report(comp, report, images=True)
-        console.print(f"wrote report {report} ({len(written.included)} figures)")
+        _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief)
+        console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
+    if written is not None:
+        say = err.print if fmt != "table" else console.print
+        say(f"wrote report {report} ({len(written.included)} figures)", highlight=False)
         if written.images is not None:
-            console.print(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files")
+            say(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files", highlight=False)
         for key, reason in written.omitted.items():
-            console.print(f"  figure {key} left out: {reason}")
+            say(f"  figure {key} left out: {reason}", highlight=False)
+
+
+def _ratio_in_words(summary: pd.DataFrame) -> str:
+    """How to read a ratio, on this run's own headline figure: '0.923 = 92.3% of Strong-only' (SpecAgent's wall time)."""
+    others = [s for s in summary.index if s != "strongonly"]
+    strat = "specagent" if "specagent" in summary.index else (others[0] if others else "strongonly")
+    v = float(summary.loc[strat, "wall_time_s_rel"])
+    return f"{strat} wall {v:.3f} = {BL.percent_of_baseline(v)}"
+
+
+def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool) -> None:
+    """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
+    console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
+                                     "batch 1", pool_list))
+    for strat in ("specagent",):
+        head = BL.headline(line, strat)
+        if head:
+            console.print(head, highlight=False)
+    env = environment_line(comp.summary)
+    if env:
+        console.print(env, highlight=False)
+    if brief:
+        return
+    console.print(_rel_table(comp.summary, f"Relative to Strong-only ({_ratio_in_words(comp.summary)}; lower is cheaper) — "
+                                           f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
+    base = comp.summary.loc["strongonly"]
+    if phases:
+        n = int(base["trajectories"])
+        console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads", n, "bytes"))
+        console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time", n, "s"))
+        console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs", n, "flops"))
+    else:
+        console.print("Phase tables (memory traffic, time and FLOPs by phase): add --phases.", highlight=False)
+    console.print(_assumption_table(comp.assumptions))
 
 
 @scenario_options(exclude=("strategies",))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
+import pandas as pd
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.progress import progress_bar
+from specagent.cli.simulate import check_format
+from specagent.reports.bottom_line import fmt_seconds
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
 from specagent.traces.io import load_trajectories, save_synthetic, save_trajectories
@@ -40,7 +44,18 @@ def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = N
                   "(token_source=estimated)[/yellow]")
 
 
-OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per step).")]
+OutOpt = Annotated[Optional[Path], typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per "
+                                                                   "step). Default: the first input's name with .jsonl, beside it.")]
+
+
+def _default_out(out: Optional[Path], files: list[Path]) -> Path:
+    """-o, or the first input's name with `.jsonl` (never the input itself)."""
+    if out is not None:
+        return out
+    if not files:
+        fail("give at least one input file")
+    p = files[0].with_suffix(".jsonl")
+    return p if p != files[0] else files[0].with_name(files[0].stem + ".trace.jsonl")
 SkipOpt = Annotated[bool, typer.Option("--skip-bad", help="Leave out malformed records and report each one, instead of stopping at the first.")]
 TagsOpt = Annotated[Optional[Path], typer.Option("--tags", help="JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}), laid over τ²-Bench's tags. Untagged tools count as WRITE (held).")]
 
@@ -49,6 +64,7 @@ TagsOpt = Annotated[Optional[Path], typer.Option("--tags", help="JSON tool-tag m
 def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench simulation-results JSON files.")],
                     out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None) -> None:
     """Import τ²-Bench results: measured tokens from usage, latencies from timestamps, reward."""
+    out = _default_out(out, files)
     skipped: list[SkippedRecord] = []
     repairs: list[Repair] = []
     try:
@@ -66,6 +82,7 @@ def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI c
                       out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None,
                       domain: Annotated[str, typer.Option(help="Domain for conversations that do not name one.")] = "unknown") -> None:
     """Import OpenAI-chat message lists; counts without usage are estimated (marked `estimated`)."""
+    out = _default_out(out, files)
     skipped: list[SkippedRecord] = []
     repairs: list[Repair] = []
     try:
@@ -92,28 +109,40 @@ def _fmt(d: dict, key: str = "mean") -> str:
 
 @app.command()
 def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parquet).")],
-          as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+          fmt: Annotated[str, typer.Option("--format", help="table, json (every statistic) or csv (one row per quantity: "
+                                                            "mean, median, p10, p90).")] = "table",
           skip_bad: SkipOpt = False) -> None:
     """Steps per task, read/write/reply mix, tokens per kind, latencies and success of a trace file."""
+    fmt = check_format(fmt, as_json)
     skipped: list[SkippedRecord] = []
     try:
-        trajs = _load(file, skip_bad, skipped, show=not as_json)
+        trajs = _load(file, skip_bad, skipped, show=fmt == "table")
         s = trace_stats(trajs)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
     _report_skips(skipped)
-    if as_json:
+    if fmt == "json":
         typer.echo(json_out(s, indent=1))
+        return
+    rows = [(label, d) for label, d in (("steps per task", s["steps_per_task"]), ("turns per task (agent+user messages)", s["turns_per_task"]),
+                                        ("system prompt tokens", s["system_prompt_tokens"]))]
+    rows += [(f"{lk} latency (s)", d) for lk, d in s["latency_s"].items()]
+    rows += [(f"{kind} {what} tokens", s["tokens"][kind].get(f"{what}_tokens", {})) for kind in s["kind_mix"]
+             for what in ("new_context", "output", "reasoning")]
+    if fmt == "csv":
+        frame = pd.DataFrame([{"quantity": label, **{k: (d.get(k) if d and d.get("n", 0) else None) for k in ("mean", "median", "p10", "p90")}}
+                              for label, d in rows])
+        sys.stdout.write(frame.to_csv(index=False))
         return
     c = SafeConsole()
     t = Table(title=f"{file.name}: {s['trajectories']} trajectories, {s['steps']} steps")
     for col in ("quantity", "mean", "median", "p10", "p90"):
         t.add_column(col, justify="right" if col != "quantity" else "left")
-    for label, d in (("steps per task", s["steps_per_task"]), ("turns per task (agent+user messages)", s["turns_per_task"]),
-                     ("system prompt tokens", s["system_prompt_tokens"])):
+    for label, d in rows[:3]:
         t.add_row(label, _fmt(d), _fmt(d, "median"), _fmt(d, "p10"), _fmt(d, "p90"))
-    for lk, d in s["latency_s"].items():
-        t.add_row(f"{lk} latency (s)", _fmt(d), _fmt(d, "median"), _fmt(d, "p10"), _fmt(d, "p90"))
+    for lk, d in s["latency_s"].items():  # human units: 0.18 ms, 12.3 s, 4.2 min
+        t.add_row(f"{lk} latency", *(("—" if not d or d.get("n", 0) == 0 else fmt_seconds(d[k])) for k in ("mean", "median", "p10", "p90")))
     c.print(t)
     k = Table(title="step kinds (new_context = tokens added to the agent's context; output = tokens the agent decodes)")
     for col in ("kind", "share of steps", "new_context mean", "output mean", "reasoning mean"):

@@ -152,7 +152,7 @@ def memory_reads_figure(summary: pd.DataFrame) -> go.Figure:
         fig.add_bar(x=x, y=v, name=name, marker_color=color, text=[_fmt_rel(a) for a in v], textposition="outside",
                     hovertemplate="%{x}<br>" + name + ": %{y:.3f}× Strong-only<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444", annotation_text="Strong-only = 1", annotation_position="top right")
-    fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_tickangle=0)
+    fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_title="strategy", xaxis_tickangle=0)
     fig.update_yaxes(rangemode="tozero")
     return _finish(fig, "1 · HBM memory reads relative to Strong-only (lower is better)", height=560)
 
@@ -179,8 +179,8 @@ def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
         for c, col in enumerate(("total_bytes_read_rel", "wall_time_s_rel"), start=1):
             for _, r in q.iterrows():
                 name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
-                fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers", name=name, legendgroup=name,
-                                showlegend=c == 1,
+                fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers+text", name=name, legendgroup=name,
+                                showlegend=c == 1, text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10),
                                 marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
                                 hovertemplate=f"{name}<br>%{{x:.3f}}× Strong-only<br>success %{{y:.3f}}<extra></extra>",
                                 row=1, col=c)
@@ -194,7 +194,9 @@ def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for _, r in df.iterrows():
         name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
-        fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers", name=name,
+        # each point labelled with its strategy (nine colours alone are slow to match to a legend)
+        fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers+text", name=name,
+                        text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10, color=colors[r["strategy"]]),
                         marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
                         hovertemplate=f"{name}<br>memory %{{x:.3f}}×<br>wall time %{{y:.3f}}×<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
@@ -227,7 +229,7 @@ def agent_time_figure(summary: pd.DataFrame) -> go.Figure:
         fig.add_bar(y=y, x=v, orientation="h", name=name, marker_color=color, text=[_fmt_rel(a) for a in v],
                     textposition="inside", hovertemplate="%{y}<br>" + name + ": %{x:.3f}× Strong-only wall time<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
-    fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", bargap=0.25)
+    fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", yaxis_title="strategy", bargap=0.25)
     fig.update_yaxes(autorange="reversed")
     return _finish(fig, "Agent time vs environment time, relative to Strong-only's wall time"
                    "<br><sup>a strategy changes model time only; tool and user waits are the workload's</sup>",
@@ -276,6 +278,7 @@ def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phas
         fig.update_xaxes(title_text="÷ Strong-only total", row=1, col=c)
     fig.update_layout(barmode="stack", bargap=0.25)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="strategy", row=1, col=1)
     title = "3 · Cost by phase relative to Strong-only (bars sum to each strategy's total)"
     if workload:
         title += f" · {workload}"
@@ -378,6 +381,47 @@ def phase_operating_points(summary: pd.DataFrame, gpus: Mapping[str, int], compu
                                        "flops_per_s_per_gpu", "compute_dtype"])
 
 
+DECODE_PHASES = ("weak_decode", "strong_decode", "strong_verdict")
+
+
+def roofline_caption(profile, points: pd.DataFrame, derate: tuple[float, float] | None = None) -> str:
+    """Figure 5's caption, written from the points it plots: how far below the (derated) roof each kind of phase sits.
+
+    Why: a fixed sentence ("decode sits on the bandwidth slope") contradicted the picture
+    whenever the serving engine's fixed costs per iteration, not bandwidth, set a phase's time.
+    """
+    eff_c, eff_b = derate or (float(profile.prefill_mfu.value), float(profile.bandwidth_efficiency.value))
+    bw = profile.bandwidth_bytes_s
+    share = []
+    for _, r in points.iterrows():
+        roof = min(profile.peak_flops(r["compute_dtype"]) * eff_c, float(r["intensity"]) * bw * eff_b)
+        share.append(float(r["flops_per_s_per_gpu"]) / roof if roof > 0 else float("nan"))
+    pts = points.assign(share=share)
+
+    def span(mask) -> str:
+        v = pts.loc[mask, "share"].dropna()
+        if v.empty:
+            return ""
+        lo, hi = v.min(), v.max()
+        return f"{100 * lo:.0f}%" if abs(hi - lo) < 0.005 else f"{100 * lo:.0f}–{100 * hi:.0f}%"
+
+    is_dec = pts["phase"].isin(DECODE_PHASES)
+    dec, pre = span(is_dec), span(~is_dec)
+    parts = ["The hardware's roofline per GPU (solid: peak; dashed: derated by the serving engine's efficiencies) and where "
+             "each phase of the run operates, as its FLOPs over its time and bytes."]
+    if dec:
+        below = bool((pts.loc[is_dec, "intensity"] < [profile.ridge(d) for d in pts.loc[is_dec, "compute_dtype"]]).all())
+        worst, best = pts.loc[is_dec, "share"].min(), pts.loc[is_dec, "share"].max()
+        why = ("most of every decode pass" if best < 0.5 else "much of the smaller decode passes" if worst < 0.5
+               else "the rest of each pass")
+        parts.append(f"Decode phases{' sit below the ridge (memory-bound by intensity) but' if below else ''} reach {dec} of "
+                     f"the derated roof: the engine's fixed costs per iteration (CPU work, launches, per-layer time) take {why}, "
+                     "not the weight reads.")
+    if pre:
+        parts.append(f"Prefill and verification passes reach {pre} of the derated roof.")
+    return " ".join(parts)
+
+
 def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True,
                     derate: tuple[float, float] | None = None) -> go.Figure:
     """Figure 5: the hardware profile's roofline per GPU with each phase's operating points.
@@ -456,7 +500,7 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
     fig.update_xaxes(type="log", title_text="measured (s)", row=1, col=1)
     fig.update_yaxes(type="log", title_text="predicted (s)", row=1, col=1)
     fig.update_yaxes(title_text="error (%)", ticksuffix="%", row=1, col=2)
-    fig.update_xaxes(tickangle=-40, row=1, col=2)
+    fig.update_xaxes(tickangle=-40, title_text="pass", row=1, col=2)
     return _finish(fig, f"6 · Calibration: predicted vs measured pass times — MAPE {mape:.1f}% over {len(df)} points", height=560, top=80, legend="bottom", bottom=140)
 
 
@@ -486,7 +530,9 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
                 hovertemplate="%{x}<br>%{y:,.0f} GPUs<br>%{customdata}<extra></extra>", row=1, col=2)
     fig.update_layout(showlegend=False)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(tickprefix="$", row=1, col=1)
+    fig.update_yaxes(tickprefix="$", title_text="$/hour", row=1, col=1)
+    fig.update_yaxes(title_text="GPUs", row=1, col=2)
+    fig.update_xaxes(title_text="strategy")
     if not rate and "rate" in df.columns and df["rate"].nunique() == 1:
         rate = f"{df['rate'].iloc[0]}"
     title = "7 · Capacity plan: cheapest fleet meeting the SLO, per strategy"
@@ -495,18 +541,62 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
     return _finish(fig, title, height=480, top=80)
 
 
+def log_ticks(lo: float, hi: float, prefix: str = "", suffix: str = "") -> tuple[list[float], list[str]]:
+    """Major ticks of a log axis in the 1-2-5 sequence covering [lo, hi], labelled in full ("0.5", "$20", "200"),
+    so no tick reads as a bare minor digit ("5" for 0.5)."""
+    lo, hi = float(lo), float(hi)
+    if not (lo > 0 and hi > 0 and np.isfinite(lo) and np.isfinite(hi)):
+        return [], []
+    decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
+    keep: list[float] = []
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
+        keep = [float(f"{m * 10.0 ** e:.6g}") for e in decades for m in mantissas if lo / 1.25 <= m * 10.0 ** e <= hi * 1.25]
+        if len(keep) >= 3:  # a narrow range gets finer ticks, never fewer than three
+            break
+    if len(keep) > 9:  # a wide range: decades only
+        keep = [v for v in keep if round(v / 10.0 ** np.floor(np.log10(v)), 6) == 1]
+    return keep, [f"{prefix}{(f'{v:,.0f}' if v >= 1 and float(v).is_integer() else f'{v:.4g}')}{suffix}" for v in keep]
+
+
+def _pool_shape(r: pd.Series) -> str:
+    """'3 Weak×1 h20 + 1 Strong×8 h20' from a plan row (what the hover and the report's table say)."""
+    parts = []
+    for name in ("weak", "strong"):
+        n = r.get(f"{name}_replicas")
+        if isinstance(n, (int, float, np.integer, np.floating)) and n and not pd.isna(n):
+            parts.append(f"{int(n):,} {name.capitalize()}×{int(r.get(f'{name}_gpus_per_replica', 1))} {r.get(f'{name}_gpu', '')}")
+    return " + ".join(parts)
+
+
 def _capacity_curve(df: pd.DataFrame) -> go.Figure:
+    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point names the GPU type
+    that won at that rate (its marker) and the fleet's shape (hover)."""
     colors = strategy_colors(df["strategy"].unique())
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("$ per hour", "GPUs"), horizontal_spacing=0.1)
+    panels = [("usd_per_hour", "$ per hour", "$/hour", "$"), ("usd_per_task", "$ per task", "$/task", "$"), ("gpus", "GPUs", "GPUs", "")]
+    panels = [p for p in panels if p[0] in df.columns]
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.08)
+    gpu_of = (df["strong_gpu"].astype(str) if "strong_gpu" in df.columns else pd.Series([""] * len(df), index=df.index))
+    symbols = {g: sym for g, sym in zip(dict.fromkeys(gpu_of), ("circle", "diamond", "square", "triangle-up", "x", "star"))}
     for strat, g in df.sort_values("rate").groupby("strategy", sort=False):
         name = str(g["label"].iloc[0]) if "label" in g.columns else str(strat)
         x = g["rate"].to_numpy(dtype=float)
-        for col, ycol, fmt in ((1, "usd_per_hour", "$%{y:,.0f}/hour"), (2, "gpus", "%{y:,.0f} GPUs")):
-            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers", name=name, legendgroup=str(strat),
-                            showlegend=col == 1, line=dict(color=colors[strat]),
-                            hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<extra></extra>", row=1, col=col)
-    fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)")
-    fig.update_yaxes(type="log")
-    fig.update_yaxes(tickprefix="$", row=1, col=1)
-    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy",
-                   height=500, top=80)
+        shapes = [_pool_shape(r) for _, r in g.iterrows()]
+        gpus = gpu_of.loc[g.index].tolist()
+        for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
+            fmt = {"usd_per_hour": "$%{y:,.2f}/hour", "usd_per_task": "$%{y:,.4f}/task", "gpus": "%{y:,.0f} GPUs"}[ycol]
+            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers+text" if col == 1 else "lines+markers",
+                            name=name, legendgroup=str(strat), showlegend=col == 1, line=dict(color=colors[strat]),
+                            marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9),
+                            text=[str(v).replace("_sxm", "") for v in gpus] if col == 1 else None, textposition="top center",
+                            textfont=dict(size=10, color=colors[strat]), customdata=shapes,
+                            hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<br>%{{customdata}}<extra></extra>", row=1, col=col)
+    xv, xt = log_ticks(df["rate"].min(), df["rate"].max())
+    fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)", tickvals=xv, ticktext=xt)
+    for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
+        y = pd.to_numeric(df[ycol], errors="coerce")
+        yv, yt = log_ticks(y[y > 0].min() if (y > 0).any() else 1, y.max() if (y > 0).any() else 10, prefix)
+        fig.update_yaxes(type="log", title_text=unit, tickvals=yv, ticktext=yt, row=1, col=col)
+    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy "
+                        "(labels: the GPU type that won; hover: the fleet)", height=520, top=80, legend="bottom", bottom=110)
+
+

@@ -23,7 +23,10 @@ from plotly.offline import get_plotlyjs
 
 from specagent.common import atomic
 from specagent.costmodel.balance import balance_point, verify_saving_curve
+from specagent.reports import bottom_line as BL
 from specagent.reports import figures as F
+from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
+from specagent.reports.plan_table import curve_rows
 from specagent.reports.data import ReportData, as_report_data, deployments
 from specagent.reports.static import ImageExport, export_images
 
@@ -152,22 +155,21 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
 
     # Figure 5: roofline with phase operating points.
     if data.runs and (weak is not None or strong is not None):
-        def fig5():
-            gpus, dts = {}, {}
-            hw = strong.hardware if strong is not None else weak.hardware
-            for name, dep in (("weak", weak), ("strong", strong)):
-                if dep is not None and dep.hardware.id == hw.id:
-                    gpus[name], dts[name] = dep.gpus, dep.compute_dtype
-            s = data.runs[0].summary
-            keep = [k for k in ("strongonly", "specagent") if k in s.index] or list(s.index[:2])
-            pts = F.phase_operating_points(s, gpus, dts, keep)
-            from specagent.costmodel.latency import latency_terms
+        from specagent.costmodel.latency import latency_terms
 
-            lt = latency_terms(strong if strong is not None else weak)
-            return F.roofline_figure(hw, pts, derate=(lt.gemm_mfu, lt.bandwidth_efficiency))
-
-        attempt("fig5", "The hardware's roofline per GPU and where each phase of the run operates: decode phases sit "
-                        "on the bandwidth slope, verification prefill near the compute roof.", fig5)
+        gpus, dts = {}, {}
+        hw = strong.hardware if strong is not None else weak.hardware
+        for name, dep in (("weak", weak), ("strong", strong)):
+            if dep is not None and dep.hardware.id == hw.id:
+                gpus[name], dts[name] = dep.gpus, dep.compute_dtype
+        s5 = data.runs[0].summary
+        keep = [k for k in ("strongonly", "specagent") if k in s5.index] or list(s5.index[:2])
+        pts5 = F.phase_operating_points(s5, gpus, dts, keep)
+        lt5 = latency_terms(strong if strong is not None else weak)
+        derate5 = (lt5.gemm_mfu, lt5.bandwidth_efficiency)
+        caption5 = (F.roofline_caption(hw, pts5, derate5) if len(pts5) else
+                    "The hardware's roofline per GPU and where each phase of the run operates.")
+        attempt("fig5", caption5, lambda: F.roofline_figure(hw, pts5, derate=derate5))
     else:
         out.append(FigureEntry("fig5", "", None, "no deployment of a simulated model known (needs results that carry their "
                                                  "scenario, as `specagent predict` writes them)"))
@@ -198,7 +200,7 @@ CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0;color:#222;background:#fafafa}
 main{max-width:1280px;margin:0 auto;padding:24px 32px 64px}
 h1{font-size:1.7em;margin:.2em 0}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:2em}
-.lead{color:#555;max-width:60em}
+.lead{color:#555;max-width:60em}.headline{font-size:1.1em}.note{color:#555;font-size:.85em;max-width:80em}
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.88em;background:#fff}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:right;vertical-align:top}
 th{background:#f0f0f0}td.t,th.t{text-align:left}
@@ -303,6 +305,60 @@ def _subset(df: pd.DataFrame, cols: Mapping[str, str]) -> pd.DataFrame:
     return df[keep]
 
 
+#: The report's bottom-line columns: (column of bottom_line(), header with its unit).
+BOTTOM_LINE_COLUMNS = (
+    ("wall_s_per_task", "time per task"), ("model_s_per_task", "model time per task"), ("env_s_per_task", "tool + user waits per task"),
+    ("weak_gpu_s_per_task", "Weak GPU-seconds per task"), ("strong_gpu_s_per_task", "Strong GPU-seconds per task"),
+    ("gpu_h_per_task", "GPU-hours per task"), ("usd_per_task", "$ per task"),
+)
+
+
+def _bottom_line_html(data: ReportData) -> list[str]:
+    """The first thing the report shows: per task, seconds, GPU-hours and dollars per strategy, and the headline sentence."""
+    if not data.runs or not all(c in data.runs[0].summary for c in ("trajectories", "wall_time_s", "weak_model_time_s",
+                                                                    "strong_model_time_s", "model_wall_time_s", "env_wall_time_s")):
+        return []
+    weak, strong, _ = deployments(data)
+    if weak is None:
+        return ['<h2 id="bottom-line">Bottom line per task</h2><p>Not shown: these results carry no scenario whose '
+                "deployments load here, so GPU-seconds and dollars per task cannot be priced.</p>"]
+    out = ['<h2 id="bottom-line">Bottom line per task</h2>']
+    for r in data.runs:
+        pool_list = BL.pools_of(weak, strong, r.assumptions.get("prices"))
+        line = BL.bottom_line(r.summary, pool_list)
+        head = BL.headline(line)
+        if len(data.runs) > 1:
+            out.append(f"<h3>{_e(r.workload)}</h3>")
+        if head:
+            out.append(f'<p class="headline"><b>{_e(head)}</b></p>')
+        cells = pd.DataFrame(index=line.index)
+        for col, header in BOTTOM_LINE_COLUMNS:
+            fmt = {"usd_per_task": BL.fmt_usd, "gpu_h_per_task": BL.fmt_gpu_hours}.get(col)
+            cells[header] = [fmt(float(v)) if fmt else (BL.fmt_seconds(float(v)) if col.endswith("s_per_task") and "gpu" not in col
+                             else f"{float(v):,.1f} GPU·s") for v in line[col]]
+        out.append(table_html(cells, index_name="strategy"))
+        priced = "; ".join(f"{p.role.capitalize()}: {p.gpus}× {p.gpu} at "
+                           + ("no price" if p.usd_per_gpu_hour is None else f"${p.usd_per_gpu_hour:,.3g}/GPU-hour") + f" ({p.source})"
+                           for p in pool_list)
+        out.append(f'<p class="note">Per task over {int(r.summary["trajectories"].iloc[0]):,} trajectories, batch 1 (every call '
+                   "alone on its replica): GPU-seconds are each pool's busy time × its GPUs per replica, and dollars price them "
+                   f"(idle time unbilled: a floor; <code>specagent plan</code> sizes a shared fleet). {_e(priced)}.</p>")
+    return out
+
+
+def _plan_html(plan: pd.DataFrame) -> list[str]:
+    """The plan's answer as the terminal's curve table; every other column collapsed, the scheduler sources said once."""
+    rows = curve_rows(plan)
+    out = ['<h2 id="plan">Capacity plan</h2>', "<p>The cheapest fleet meeting the SLO per arrival rate and strategy. "
+           + _e("; ".join(f"{c}: {m}" for c, m in PLAN_TABLE_COLUMNS if m)) + ".</p>", table_html(rows, index=False)]
+    sources = [c for c in plan.columns if c.endswith("_scheduler_source")]
+    said = sorted({str(v) for c in sources for v in plan[c].dropna().unique()})
+    rest = plan.drop(columns=sources).reset_index(drop=True)
+    out.append("<details><summary>Every column of the plan (" + f"{rest.shape[1]} columns)</summary>" + table_html(rest, index=False)
+               + "".join(f"<p class=\"note\">Scheduler limits: {_e(s)}</p>" for s in said) + "</details>")
+    return out
+
+
 def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: str = "") -> str:
     """The whole document as a string (deterministic for the same inputs)."""
     parts: list[str] = []
@@ -312,7 +368,8 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
                  "Every number below comes from the simulator, the cost model, a fleet study or a calibration run "
                  "named in the assumptions; nothing is invented (quality appears only where measured success rates "
                  "were supplied).</p>")
-    nav = ['<a href="#setting">Setting</a>', '<a href="#summary">Summary</a>', '<a href="#figures">Figures</a>',
+    parts.extend(_bottom_line_html(data))
+    nav = ['<a href="#bottom-line">Bottom line</a>', '<a href="#setting">Setting</a>', '<a href="#summary">Summary</a>', '<a href="#figures">Figures</a>',
            '<a href="#phases">Phase tables</a>', '<a href="#assumptions">Assumptions</a>']
     parts.append(f"<nav>{''.join(nav)}</nav>")
 
@@ -330,7 +387,8 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
 
     if data.runs:
         parts.append('<h2 id="summary">Summary relative to Strong-only</h2>')
-        parts.append("<p>Ratios to Strong-only on the same trajectories (1.000× = same as Strong-only; lower is cheaper).</p>")
+        parts.append("<p>Ratios to Strong-only on the same trajectories: 0.923× = 92.3% of Strong-only (1.000× = the same; "
+                     "lower is cheaper).</p>")
         for r in data.runs:
             if len(data.runs) > 1:
                 parts.append(f"<h3>{_e(r.workload)}</h3>")
@@ -369,10 +427,11 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
                 t = t.drop(columns=[c for c in ("workload",) if c in t.columns]) * scale
                 t.index = [labels.get(i, i) for i in t.index]
                 parts.append(f"<h4>{_e(title)}</h4>" + table_html(t, headers=F.PHASE_LABELS))
-    for name, df, title in (("balance", data.balance, "Fleet balance study"), ("calibration", data.calibration, "Calibration"),
-                            ("plan", data.plan, "Capacity plan")):
+    for name, df, title in (("balance", data.balance, "Fleet balance study"), ("calibration", data.calibration, "Calibration")):
         if df is not None:
             parts.append(f'<h2 id="{name}">{_e(title)}</h2>' + table_html(df.reset_index(drop=True), index=False))
+    if data.plan is not None:
+        parts.extend(_plan_html(data.plan))
     if data.latency is not None:  # the rows are in the figure; the table is the error per metric
         lat = data.latency
         err = (lat["predicted"] / lat["measured"] - 1.0).abs()
@@ -416,11 +475,18 @@ def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | 
     entries, notes = build_figures(data)
     out = Path(out_html)
     export: ImageExport | None = None
-    note = ""
-    if images:
-        img_dir = out.with_name(out.stem + "_figures") if images is True else Path(images)
-        figs = {e.key: e.figure for e in entries if e.figure is not None}
-        export = export_images(figs, img_dir, image_formats)
-        note = export.message if not export.ok else f"Static copies of these figures: {img_dir.name}/ (PNG and SVG)."
+    img_dir = (out.with_name(out.stem + "_figures") if images is True else Path(images)) if images else None
+    note = (f"Static {'/'.join(f.upper() for f in image_formats)} copies of these figures go to {img_dir.name}/ where a "
+            "Chrome/Chromium is installed (the command says what it wrote)." if img_dir is not None else "")
+    # the HTML first and whole: the optional image copies can fail (no browser, a kaleido render that times out)
+    # without ever costing the report
     atomic.write_text(out, render_html(data, entries, note))
+    if img_dir is not None:
+        figs = {e.key: e.figure for e in entries if e.figure is not None}
+        try:
+            export = export_images(figs, img_dir, image_formats)
+        except ValueError:
+            raise  # a format this writer does not know: the caller's mistake, not the machine's
+        except Exception as exc:  # noqa: BLE001 - optional output: a warning, never a lost report
+            export = ImageExport(message=f"static images not written: {type(exc).__name__}: {exc}")
     return ReportResult(path=out, figures=entries, images=export, notes=notes)

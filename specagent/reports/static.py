@@ -37,6 +37,7 @@ def find_browser() -> str | None:
 class ImageExport:
     written: list[Path] = field(default_factory=list)
     message: str = ""
+    failed: list[str] = field(default_factory=list)  # images kaleido did not render (their HTML figures are fine)
 
     @property
     def ok(self) -> bool:
@@ -73,24 +74,54 @@ def export_images(figures: Mapping[str, go.Figure], out_dir: str | Path, formats
                 tmp_paths.append(atomic.temp_beside(dst, suffix=f".{fmt}"))  # kaleido reads the format from the suffix
                 final.append(dst)
     except OSError as exc:  # the images are optional: the HTML is still written
-        for p in tmp_paths:
-            p.unlink(missing_ok=True)
+        _remove(tmp_paths)
         return ImageExport(message=f"static images not written: {atomic.output_error(out, exc)}")
     old = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = browser
     try:
         heights = [int(f.layout.height or 500) for f in figs]
+        # kaleido renders the figures concurrently; a render that fails or times out (a loaded machine) is *returned*,
+        # not raised, after kaleido has deleted that figure's file: the cause of the intermittent
+        # ".fig1.png.<hash>.png: No such file or directory". So every file is checked before its rename, below.
         pio.write_images(figs, tmp_paths, format=[p.suffix[1:] for p in tmp_paths], width=[width] * len(figs),
                          height=heights, scale=[scale] * len(figs))
     except Exception as exc:  # kaleido/choreographer raise many kinds; the HTML must still be written
-        for p in tmp_paths:
-            p.unlink(missing_ok=True)
+        _remove(tmp_paths)
         return ImageExport(message=f"static images not written: kaleido failed with {browser}: {type(exc).__name__}: {exc}")
     finally:
         if old is None:
             os.environ.pop("BROWSER_PATH", None)
         else:
             os.environ["BROWSER_PATH"] = old
-    for tmp, dst in zip(tmp_paths, final):
-        os.replace(tmp, dst)
-    return ImageExport(written=final, message=f"wrote {len(final)} static image(s) to {out} using {browser}")
+    return _publish(tmp_paths, final, out, browser)
+
+
+def _publish(tmp_paths: Sequence[Path], final: Sequence[Path], out: Path, browser: str) -> ImageExport:
+    """Rename each rendered temp file onto its name; a missing or empty one (kaleido's silent failure) is reported,
+    never raised, and no temp file is ever left behind."""
+    written, missing = [], []
+    try:
+        for tmp, dst in zip(tmp_paths, final):
+            try:
+                if tmp.stat().st_size == 0:
+                    missing.append(dst.name)
+                    continue
+                os.replace(tmp, dst)
+                written.append(dst)
+            except OSError:
+                missing.append(dst.name)
+    finally:
+        _remove(tmp_paths)
+    msg = f"wrote {len(written)} static image(s) to {out} using {browser}"
+    if missing:
+        msg += (f"; {len(missing)} not rendered by kaleido ({', '.join(missing)}): the HTML has every figure; rerun for the "
+                "PNG/SVG copies")
+    return ImageExport(written=written, message=msg, failed=missing)
+
+
+def _remove(paths: Sequence[Path]) -> None:
+    for p in paths:
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass

@@ -1,0 +1,187 @@
+"""`specagent replay TRACE.csv`: plain serving of a request trace at its own timestamps on the scenario's Strong deployment.
+
+For users coming from Vidur or `vllm bench serve`: TTFT, TPOT and end-to-end latency (mean,
+median, p95, p99) and throughput, printed the way `vllm bench serve` prints them; per-request
+results streamed to Parquet (`-o`), so memory stays bounded at any trace length. No Weak pool
+is built or priced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import typer
+from rich.console import Console
+
+from specagent.cli.console import error_line, fail
+from specagent.cli.options import resolve, scenario_options
+from specagent.cli.progress import progress_bar
+from specagent.cli.simulate import check_format
+from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.simulator.fleet_config import Scheduler, engine_scheduler
+from specagent.simulator.planner import parse_prices
+from specagent.simulator.replay import ReplayResult, replay
+from specagent.simulator.scenario import Scenario
+from specagent.traces.requests import load_requests
+
+#: Scenario fields a plain-serving replay does not use: everything about the agent and the Weak model.
+REPLAY_EXCLUDES = ("weak", "strong_api", "workload", "strategies", "k", "review", "acceptance", "verifier_prompt",
+                   "verifier_system_tokens", "engine", "prefix_caching")
+MAX_REPLICAS = 1_000_000
+MAX_SEQS = 1 << 20  # sequences per iteration (vLLM's default is 256-1024)
+MAX_TOKENS = 1 << 24  # tokens per iteration
+MAX_CHUNK = 100_000_000
+
+
+def _scheduler(dep, max_seqs: Optional[int], max_tokens: Optional[int]) -> Scheduler:
+    """The engine's defaults on this GPU, with --max-seqs / --max-tokens laid over them; a bad pair names the flags."""
+    base = engine_scheduler(dep)
+    if max_seqs is None and max_tokens is None:
+        return base
+    seqs = base.max_num_seqs if max_seqs is None else max_seqs
+    tokens = base.max_batched_tokens if max_tokens is None else max_tokens
+    if seqs < 1:
+        fail(f"--max-seqs: expected sequences per iteration >= 1, got {seqs}")
+    if tokens is not None and tokens < seqs:
+        fail(f"--max-tokens {tokens}: the token budget per iteration must be at least --max-seqs ({seqs}): every running "
+             "sequence decodes one token per iteration")
+    return Scheduler(seqs, tokens, f"--max-seqs {seqs} / --max-tokens {tokens} over {base.source}")
+
+
+def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Scheduler) -> None:
+    """As `vllm bench serve` prints its result block, plus the deployment and its price."""
+    s = res.stats()
+    c = Console(highlight=False)
+    line = lambda k, v: c.print(f"{k:<40}{v}")  # noqa: E731
+    c.print(f"{' Serving replay result ':=^50}")
+    line("Deployment:", label)
+    line("Scheduler limits:", f"{scheduler.max_num_seqs:,} seqs, {scheduler.max_batched_tokens or 'unlimited'} tokens/iteration")
+    line("Successful requests:", f"{s['requests']:,}")
+    line("Replay duration (s):", f"{s['duration_s']:,.2f}")
+    line("Total input tokens:", f"{s['input_tokens']:,}")
+    line("Total generated tokens:", f"{s['output_tokens']:,}")
+    line("Request throughput (req/s):", f"{s['request_throughput_per_s']:,.2f}")
+    line("Output token throughput (tok/s):", f"{s['output_throughput_tok_s']:,.2f}")
+    line("Total token throughput (tok/s):", f"{s['total_throughput_tok_s']:,.2f}")
+    usd = "unpriced (pass --price GPU=USD)" if math.isnan(s["usd_per_hour"]) else f"${s['usd_per_hour']:,.2f}/hour"
+    line("GPUs / price:", f"{s['gpus']:,} GPUs, {usd}")
+    if not math.isnan(s["usd_per_1k_requests"]):
+        line("Cost per 1k requests:", f"${s['usd_per_1k_requests']:,.4f}")
+    for title, key, unit in (("Time to First Token", "ttft_ms", "ms"), ("Time per Output Token (excl. 1st token)", "tpot_ms", "ms"),
+                             ("End-to-end Latency", "e2e_s", "s")):
+        c.print(f"{title:-^50}")
+        short = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "E2E"}[key]
+        for stat, name in (("mean", "Mean"), ("median", "Median"), ("p95", "P95"), ("p99", "P99")):
+            line(f"{name} {short} ({unit}):", f"{s[f'{stat}_{key}']:,.2f}")
+    c.print("=" * 50)
+    if res.chunks > 1:
+        c.print(f"served in {res.chunks} chunks; overlap agreement at the boundaries: within {100 * res.boundary_gap:.2f}% "
+                "(mean and p90 end-to-end)")
+    for n in res.notes:
+        c.print(f"note: {n}")
+    if out is not None:
+        c.print(f"wrote {out} (one row per request)")
+
+
+@scenario_options(exclude=REPLAY_EXCLUDES)
+def replay_command(
+    scenario: Scenario,
+    trace: Path = typer.Argument(..., help="Request trace CSV: arrival time, prompt tokens, output tokens (headers arrival_s,"
+                                           "prompt_tokens,output_tokens; Vidur's and the Azure LLM traces' are read too)."),
+    replicas: int = typer.Option(1, help="Strong replicas serving the trace (requests go to the least loaded)."),
+    max_seqs: Optional[int] = typer.Option(None, "--max-seqs", help="Sequences per iteration per replica (vLLM --max-num-seqs; "
+                                                                    "default: the serving engine's default on this GPU)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Tokens per iteration per replica (vLLM "
+                                                                        "--max-num-batched-tokens; default: the engine's)."),
+    price: List[str] = typer.Option([], "--price", help="$/GPU-hour, e.g. --price h20=1.85 (default: the profile's sourced price)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Per-request results as Parquet (request, arrival_s, tokens, "
+                                                                 "ttft_s, tpot_s, e2e_s, queue_s, replica), streamed as it runs."),
+    chunk: int = typer.Option(100_000, help="Requests simulated at once (memory is bounded by this, not the trace); 0: the whole "
+                                            "trace at once (exact)."),
+    overlap: int = typer.Option(5_000, help="Requests re-served before and after each chunk so its edges see the queue of one long "
+                                            "run; the run reports how well neighbouring chunks agree."),
+    fmt: str = typer.Option("table", "--format", help="table (vllm bench serve's layout), json or csv (one row of figures)."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
+) -> None:
+    """Serve a request trace at its own timestamps on the scenario's Strong deployment; TTFT, TPOT and E2E like vllm bench serve.
+
+    The deployment is the scenario's Strong one (--strong-model, --strong-hardware,
+    --strong-gpus, dtypes, --strong-serving-engine); its scheduler limits are the engine's
+    defaults for the GPU unless --max-seqs / --max-tokens say otherwise.
+    """
+    fmt = check_format(fmt, as_json)
+    # guards against typos, not limits of the method
+    for name, value, lo, hi in (("--replicas", replicas, 1, MAX_REPLICAS), ("--max-seqs", max_seqs, 1, MAX_SEQS),
+                                ("--max-tokens", max_tokens, 1, MAX_TOKENS), ("--chunk", chunk, 0, MAX_CHUNK),
+                                ("--overlap", overlap, 0, MAX_CHUNK)):
+        if value is not None and not lo <= value <= hi:
+            fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
+    try:
+        prices = parse_prices(price)
+    except ValueError as exc:
+        fail(f"--price: {exc}")
+    if out is not None:
+        atomic.check_writable(out)
+    try:
+        requests = load_requests(trace)
+    except (InputError, ValueError) as exc:  # TraceFormatError names the file, line and field
+        fail(exc)
+    if requests.arrival_s is None:
+        fail(f"{trace}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own timestamps; "
+             "`specagent plan --requests` serves one at a rate instead")
+    if scenario.strong_api is not None:
+        fail(f"the scenario's Strong model is a hosted API ({scenario.strong_api}); replay serves a trace on a self-hosted "
+             "deployment: drop --edge or set [strong] in the scenario")
+    setting = resolve(scenario, exclude=REPLAY_EXCLUDES)
+    strong = setting.strong
+    sched = _scheduler(strong, max_seqs, max_tokens)
+    writer: list = []
+    if out is not None:
+        atomic.make_parents(out)
+    tmp = atomic.temp_beside(out, ".parquet") if out is not None else None
+
+    def sink(frame) -> None:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        if not writer:
+            writer.append(pq.ParquetWriter(tmp, table.schema))
+        writer[0].write_table(table)
+
+    try:
+        with progress_bar(len(requests), f"replaying {len(requests):,} requests", show=fmt == "table" and not quiet) as advance:
+            res = replay(requests, strong, replicas, sched, setting.weight_mode, prices, chunk=chunk, overlap=overlap,
+                         sink=sink if out is not None else None, progress=advance)
+        if writer:
+            writer[0].close()
+            os.replace(tmp, out)  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        error_line("interrupted: nothing written" + (f" ({out} untouched)" if out is not None else ""))
+        raise typer.Exit(130) from None
+    except (ValueError, RuntimeError) as exc:
+        fail(str(exc))
+    finally:
+        if writer and tmp is not None and tmp.exists():
+            writer[0].close()
+        if tmp is not None and tmp.exists():
+            tmp.unlink()
+    if quiet:
+        return
+    stats = res.stats()
+    stats["deployment"] = strong.describe()
+    stats["scheduler"] = {"max_num_seqs": sched.max_num_seqs, "max_batched_tokens": sched.max_batched_tokens, "source": sched.source}
+    stats["notes"] = res.notes
+    if fmt == "json":
+        print(json.dumps(stats, indent=1, default=str))
+    elif fmt == "csv":
+        import pandas as pd
+        sys.stdout.write(pd.DataFrame([{k: v for k, v in stats.items() if not isinstance(v, (dict, list))}]).to_csv(index=False))
+    else:
+        _print(res, out, f"{replicas} x {strong.describe()}", sched)

@@ -1,0 +1,167 @@
+"""The bottom line of a prediction: per task, for every strategy, seconds, GPU-seconds by pool and dollars.
+
+Why: the simulator's totals are sums over every trajectory and its headline is ratios; a
+reader deciding whether to adopt a strategy wants "how long does one task take, how many
+GPU-hours does it use, what does it cost" first. Everything here is a division of the
+summary's totals by the trajectory count, times the deployments' GPU counts and prices, so
+each figure traces back to the simulator and to a sourced (or user-given) $/GPU-hour.
+
+At batch 1 a pool's GPU-seconds are its busy time times its GPUs per replica: what one task
+occupies when every call runs alone. Dollars price those busy GPU-seconds (idle time is not
+billed), so they are a floor; `specagent plan` sizes a shared fleet with queueing and batching.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pandas as pd
+
+from specagent.simulator.fleet_config import resolve_price
+
+#: (column, short header for an 80-column terminal, meaning with its unit): the per-task figures.
+COLUMNS = (
+    ("wall_s_per_task", "s/task", "seconds per task, tool and user waits included"),
+    ("model_s_per_task", "model s", "seconds per task the models take (what a strategy can change)"),
+    ("weak_gpu_s_per_task", "W GPU·s", "Weak pool GPU-seconds per task (busy time x GPUs per replica)"),
+    ("strong_gpu_s_per_task", "S GPU·s", "Strong pool GPU-seconds per task (0 for a hosted API)"),
+    ("usd_per_task", "$/task", "GPU-seconds at each GPU's $/GPU-hour plus API charges"),
+)
+#: Columns the machine-readable outputs carry besides COLUMNS.
+EXTRA = ("env_s_per_task", "gpu_h_per_task", "gpu_usd_per_task", "api_usd_per_task")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One self-hosted pool as the bottom line prices it."""
+
+    role: str  # "weak" or "strong"
+    gpu: str  # hardware profile id
+    gpus: int  # GPUs per replica
+    usd_per_gpu_hour: float | None  # None: unpriced (its dollars are then unknown, never zero)
+    source: str
+
+
+def pools(setting: Any, prices: Mapping[str, float] | None = None) -> list[Pool]:
+    """The setting's self-hosted pools with their $/GPU-hour (the user's first, then the profile's)."""
+    out = []
+    for role in ("weak", "strong"):
+        dep = getattr(setting, role)
+        if role == "strong" and getattr(setting, "strong_is_api", False):
+            continue
+        price, source = resolve_price(dep.hardware, dict(prices or {}))
+        out.append(Pool(role, dep.hardware.id, int(dep.gpus), price, source))
+    return out
+
+
+def pools_of(weak: Any, strong: Any | None, recorded: Mapping[str, Any] | None = None) -> list[Pool]:
+    """Pools from deployments (`strong` None: a hosted API, no pool). A price `recorded` by the prediction (its
+    summary.json's `assumptions.prices`: {gpu: {usd_per_gpu_hour, source}}) is used with its source; otherwise the
+    profile's."""
+    out = []
+    for role, dep in (("weak", weak), ("strong", strong)):
+        if dep is None:
+            continue
+        rec = (recorded or {}).get(dep.hardware.id)
+        if isinstance(rec, Mapping) and "usd_per_gpu_hour" in rec:
+            value = rec["usd_per_gpu_hour"]
+            price = float(value) if isinstance(value, (int, float)) else None
+            out.append(Pool(role, dep.hardware.id, int(dep.gpus), price, str(rec.get("source", ""))))
+            continue
+        price, source = resolve_price(dep.hardware, {})
+        out.append(Pool(role, dep.hardware.id, int(dep.gpus), price, source))
+    return out
+
+
+def bottom_line(summary: pd.DataFrame, pool_list: list[Pool]) -> pd.DataFrame:
+    """Per task, one row per strategy (the summary's index): the COLUMNS and EXTRA figures, with units in their names."""
+    n = summary["trajectories"].astype(float)
+    if (n <= 0).any():
+        raise ValueError("a summary row has no trajectories: nothing to divide per task")
+    by_role = {p.role: p for p in pool_list}
+    out = pd.DataFrame(index=summary.index)
+    out["wall_s_per_task"] = summary["wall_time_s"] / n
+    out["model_s_per_task"] = summary["model_wall_time_s"] / n
+    out["env_s_per_task"] = summary["env_wall_time_s"] / n
+    gpu_usd = pd.Series(0.0, index=summary.index)
+    gpu_s_total = pd.Series(0.0, index=summary.index)
+    for role in ("weak", "strong"):
+        p = by_role.get(role)
+        gpu_s = summary[f"{role}_model_time_s"] / n * (p.gpus if p else 0)
+        out[f"{role}_gpu_s_per_task"] = gpu_s
+        gpu_s_total = gpu_s_total + gpu_s
+        if p is not None:
+            rate = math.nan if p.usd_per_gpu_hour is None else p.usd_per_gpu_hour
+            # an unpriced pool that is used leaves the dollars unknown (NaN); one that is idle costs nothing
+            gpu_usd = gpu_usd + gpu_s.where(gpu_s == 0, gpu_s * rate / 3600.0)
+    out["gpu_h_per_task"] = gpu_s_total / 3600.0
+    out["gpu_usd_per_task"] = gpu_usd
+    out["api_usd_per_task"] = (summary["api_usd"] if "api_usd" in summary else 0.0) / n
+    out["usd_per_task"] = out["gpu_usd_per_task"] + out["api_usd_per_task"]
+    return out
+
+
+def percent_of_baseline(value: float) -> str:
+    """0.923 -> '92.3% of Strong-only'; how every ratio reads in words."""
+    return f"{100 * value:.1f}% of Strong-only"
+
+
+def headline(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "strongonly") -> str | None:
+    """One sentence: the strategy against the baseline in s/task, GPU-h/task and $/task, with the change in percent."""
+    if strategy not in line.index or baseline not in line.index:
+        return None
+    a, b = line.loc[strategy], line.loc[baseline]
+
+    def change(x: float, y: float) -> str:
+        return "" if not (y and math.isfinite(x) and math.isfinite(y)) else f" ({100 * (x / y - 1):+.1f}%)"
+
+    parts = [f"{fmt_seconds(a['wall_s_per_task'])}/task vs {fmt_seconds(b['wall_s_per_task'])}"
+             f"{change(a['wall_s_per_task'], b['wall_s_per_task'])}",
+             f"{fmt_gpu_hours(a['gpu_h_per_task'])}/task vs {fmt_gpu_hours(b['gpu_h_per_task'])}"
+             f"{change(a['gpu_h_per_task'], b['gpu_h_per_task'])}",
+             f"{fmt_usd(a['usd_per_task'])}/task vs {fmt_usd(b['usd_per_task'])}{change(a['usd_per_task'], b['usd_per_task'])}"]
+    return f"{strategy} vs {baseline}: " + "; ".join(parts)
+
+
+def fmt_seconds(s: float) -> str:
+    """Human seconds: 0.18 ms, 12.3 s, 4.2 min, 1.5 h."""
+    if not math.isfinite(s):
+        return "—"
+    a = abs(s)
+    if a == 0:
+        return "0 s"
+    if a < 1e-3:
+        return f"{s * 1e6:.3g} µs"
+    if a < 1:
+        return f"{s * 1e3:.3g} ms"
+    if a < 600:
+        return f"{s:,.1f} s"
+    if a < 36_000:
+        return f"{s / 60:,.1f} min"
+    return f"{s / 3600:,.1f} h"
+
+
+def fmt_gpu_hours(h: float) -> str:
+    return "—" if not math.isfinite(h) else f"{h:.3g} GPU·h"
+
+
+def fmt_usd(v: float) -> str:
+    """Dollars with enough digits for a cost per task: $0.0124, $1.23, $1,234."""
+    if not math.isfinite(v):
+        return "unpriced"
+    if v == 0:
+        return "$0"
+    if abs(v) >= 100:
+        return f"${v:,.0f}"
+    return f"${v:.3g}" if abs(v) < 1 else f"${v:,.2f}"
+
+
+def fmt_cell(col: str, v: float) -> str:
+    """A COLUMNS cell at terminal width: the unit is in the header, so figures are bare except dollars."""
+    if col == "usd_per_task":
+        return fmt_usd(v)
+    if not math.isfinite(v):
+        return "—"
+    return f"{v:,.1f}" if abs(v) >= 0.05 or v == 0 else f"{v:.2g}"

@@ -1,0 +1,94 @@
+"""The capacity plan's answer as one table, the same in the terminal and in the report.
+
+Why: a plan row has ~60 columns (search counts, slices, scheduler sources); a reader needs
+eight: the rate, the strategy, the GPU type, the fleet's shape, $/hour, $/task, the SLO
+percentile with its interval, and what set the size (the throughput bound or the latency
+objective). Everything else stays in plan.json and the report's collapsed details.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import pandas as pd
+
+from specagent.hardware.profile import HardwareProfileError, load_hardware
+
+#: (header with its unit, meaning): the columns of `curve_rows`.
+COLUMNS = (
+    ("tasks/s", "arrival rate"),
+    ("strategy", ""),
+    ("GPU", "GPU type of the Strong pool (and of the Weak pool when it differs)"),
+    ("fleet", "replicas x GPUs per replica, per pool"),
+    ("GPUs", "GPUs in all"),
+    ("$/hour", "the fleet's price per hour"),
+    ("$/task", "$/hour divided by tasks per hour"),
+    ("p95 s [95% CI]", "the SLO percentile of task latency with its confidence interval"),
+    ("sized by", "what set the Strong replica count: throughput (the analytic bound) or the latency SLO"),
+)
+
+
+def _num(v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f
+
+
+def _money(v: Any, digits: int) -> str:
+    f = _num(v)
+    return "unpriced" if math.isnan(f) else f"${f:,.{digits}f}"
+
+
+def fleet_shape(r: dict) -> str:
+    """'3 W×1 + 1 S×8': replicas × GPUs per replica for each pool that has replicas."""
+    parts = []
+    for name, short in (("weak", "W"), ("strong", "S")):
+        n = _num(r.get(f"{name}_replicas"))
+        if n and not math.isnan(n):
+            g = _num(r.get(f"{name}_gpus_per_replica"))
+            parts.append(f"{int(n):,} {short}×{int(g) if not math.isnan(g) else '?'}")
+    return " + ".join(parts)
+
+
+def sized_by(r: dict) -> str:
+    """Which constraint set the Strong (else the Weak) replica count: the throughput bound, or the SLO above it."""
+    for name in ("strong", "weak"):
+        n, b = _num(r.get(f"{name}_replicas")), _num(r.get(f"{name}_bound_replicas"))
+        if n and not math.isnan(n):
+            if math.isnan(b):
+                return "—"
+            return "throughput" if n <= b else f"SLO (bound: {int(b):,})"
+    return "—"
+
+
+@functools.lru_cache(maxsize=None)
+def short_gpu(gpu: str) -> str:
+    """The shortest name `--gpu` accepts for a profile id ('h200' for h200_sxm), so the column stays narrow."""
+    try:
+        hw = load_hardware(gpu)
+    except HardwareProfileError:
+        return gpu
+    return min((hw.id, *hw.aliases), key=lambda n: (len(n), n))
+
+
+def _gpu(r: dict) -> str:
+    wg, sg = short_gpu(str(r.get("weak_gpu", ""))), short_gpu(str(r.get("strong_gpu", "")))
+    uses_weak = _num(r.get("weak_replicas")) > 0
+    return sg if (not uses_weak or wg == sg) else f"{wg} / {sg}"
+
+
+def curve_rows(best: pd.DataFrame, percentile: str = "p95") -> pd.DataFrame:
+    """One display row per (rate, strategy) of the planner's `best` table, as strings with units in the headers."""
+    rows = []
+    for r in best.to_dict("records"):
+        ci = (f"{_num(r.get('slo_value_s')):,.0f} [{_num(r.get('slo_ci_low_s')):,.0f}-{_num(r.get('slo_ci_high_s')):,.0f}]"
+              if "slo_value_s" in r else "—")
+        rows.append({"tasks/s": f"{_num(r.get('rate')):,.4g}", "strategy": str(r.get("strategy", "")), "GPU": _gpu(r),
+                     "fleet": fleet_shape(r), "GPUs": f"{int(_num(r.get('gpus'))):,}" if not math.isnan(_num(r.get("gpus"))) else "—",
+                     "$/hour": _money(r.get("usd_per_hour"), 2), "$/task": _money(r.get("usd_per_task"), 4),
+                     f"{percentile} s [95% CI]": ci, "sized by": sized_by(r)})
+    return pd.DataFrame(rows, columns=[c if c != "p95 s [95% CI]" else f"{percentile} s [95% CI]" for c, _ in COLUMNS])
