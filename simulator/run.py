@@ -189,4 +189,5 @@ def predict(scenario: Scenario, trajectories: Iterable[Trajectory | Episode] | U
     comp = compare(trajectories, scenario.strategies, setting, scenario.acceptance, scenario.seed, scenario.engine,
                    scenario.k, scenario.review, workload=name, success_rates=success_rates)
     comp.scenario = scenario
+    comp.assumptions["environment"] = scenario.environment.describe()
     return comp

@@ -43,6 +43,7 @@ from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.environment import Environment
 from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
@@ -258,6 +259,8 @@ class Scenario:
                 "whole history each review)."})
     verifier_system_tokens: int = field(default=_setting_default("verifier_system_tokens"), metadata={
         "help": "Tokens of the verifier's own instructions, re-read by every 'fresh' review."})
+    environment: Environment = field(default_factory=Environment, metadata={
+        "help": "The environment as a what-if: user and tool latencies scaled or replaced (default: as recorded)"})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
     engine: str = field(default=ENGINES[0], metadata={
         "choices": ENGINES, "help": f"Engine: {', '.join(ENGINES)} (they agree on uncontended resources)."})
@@ -270,6 +273,8 @@ class Scenario:
             raise ScenarioError(f"strong_api must be the name of an API model, got {self.strong_api!r}", "strong_api")
         if not isinstance(self.workload, Workload):
             raise ScenarioError(f"workload must be a Workload, got {self.workload!r}", "workload")
+        if not isinstance(self.environment, Environment):
+            raise ScenarioError(f"environment must be an Environment, got {self.environment!r}", "environment")
         if not isinstance(self.acceptance, AcceptanceModel):
             raise ScenarioError(f"acceptance must be an AcceptanceModel, got {self.acceptance!r}", "acceptance")
         if not (isinstance(self.strategies, tuple) and self.strategies and all(isinstance(s, str) for s in self.strategies)):
@@ -325,7 +330,7 @@ class Scenario:
         if w.synthetic is not None:
             prof = self.synthetic_profile()
             name = self.synthetic_name(prof)
-            return synthetic_unit_table(prof, w.trajectories, self.seed), name, name
+            return self.environment.apply(synthetic_unit_table(prof, w.trajectories, self.seed)), name, name
         path = Path(w.trace) if w.trace is not None else default_workload_path()
         try:
             trajs = load_trajectories(path, progress=progress)
@@ -333,7 +338,7 @@ class Scenario:
             raise ScenarioError(f"{path}: no such trace file", "workload.trace") from exc
         except ValueError as exc:
             raise ScenarioError(str(exc), "workload.trace") from exc
-        return trajs, str(path), path.name
+        return self.environment.apply(trajs), str(path), path.name
 
     # --- changing ------------------------------------------------------------------------------
     def replace(self, **changes: Any) -> "Scenario":

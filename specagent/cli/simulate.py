@@ -137,6 +137,8 @@ def _assumption_table(assumptions: dict) -> Table:
     t.add_row("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
     t.add_row("escalation recall (collab)", f"{acc['escalation_recall']:g}")
     t.add_row("acceptance source", acc["source"])
+    if "environment" in assumptions:
+        t.add_row("environment (user, tool waits)", assumptions["environment"])
     for name in ("workload", "trajectories", "seed", "engine", "quality"):
         t.add_row(name, str(assumptions[name]))
     sa = assumptions["strategies"].get("specagent")
@@ -241,7 +243,8 @@ def simulate_cmd(
             path = name = scenario.synthetic_name(prof)
             with progress_bar(w.trajectories, f"simulating {w.trajectories:,} synthetic trajectories", show=not as_json) as advance:
                 run = simulate_synthetic(prof, w.trajectories, scenario.seed, strategy, setting, scenario.acceptance,
-                                         scenario.engine, scenario.k, scenario.review, out=out, progress=advance)
+                                         scenario.engine, scenario.k, scenario.review, out=out, progress=advance,
+                                         environment=scenario.environment)
             label, n_traj, totals = run.label, run.n_traj, run.totals
         else:
             trajs, path, name = load_workload(scenario, show=not as_json)
