@@ -43,6 +43,7 @@ from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance_ranges import Uncertainty
 from specagent.simulator.environment import Environment
 from specagent.simulator.setting import VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
@@ -261,6 +262,8 @@ class Scenario:
         "help": "Tokens of the verifier's own instructions, re-read by every 'fresh' review."})
     environment: Environment = field(default_factory=Environment, metadata={
         "help": "The environment as a what-if: user and tool latencies scaled or replaced (default: as recorded)"})
+    uncertainty: Uncertainty = field(default_factory=Uncertainty, metadata={
+        "help": "How what is not known about acceptance becomes each printed ratio's interval (seeded Monte Carlo)"})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
     engine: str = field(default=ENGINES[0], metadata={
         "choices": ENGINES, "help": f"Engine: {', '.join(ENGINES)} (they agree on uncontended resources)."})
@@ -275,6 +278,8 @@ class Scenario:
             raise ScenarioError(f"workload must be a Workload, got {self.workload!r}", "workload")
         if not isinstance(self.environment, Environment):
             raise ScenarioError(f"environment must be an Environment, got {self.environment!r}", "environment")
+        if not isinstance(self.uncertainty, Uncertainty):
+            raise ScenarioError(f"uncertainty must be an Uncertainty, got {self.uncertainty!r}", "uncertainty")
         if not isinstance(self.acceptance, AcceptanceModel):
             raise ScenarioError(f"acceptance must be an AcceptanceModel, got {self.acceptance!r}", "acceptance")
         if not (isinstance(self.strategies, tuple) and self.strategies and all(isinstance(s, str) for s in self.strategies)):

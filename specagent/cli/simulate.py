@@ -19,6 +19,7 @@ from rich.table import Table
 from specagent.cli.console import fail, legend
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
+from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.reports.html import write_report
@@ -29,6 +30,7 @@ from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
+from specagent.simulator.uncertainty import ratio_intervals
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
 
@@ -137,6 +139,8 @@ def _assumption_table(assumptions: dict) -> Table:
     t.add_row("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
     t.add_row("escalation recall (collab)", f"{acc['escalation_recall']:g}")
     t.add_row("acceptance source", acc["source"])
+    if "intervals" in assumptions:
+        t.add_row("intervals", assumptions["intervals"])
     if "environment" in assumptions:
         t.add_row("environment (user, tool waits)", assumptions["environment"])
     for name in ("workload", "trajectories", "seed", "engine", "quality"):
@@ -181,12 +185,20 @@ def predict(
         task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {len(trajs)} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
+        if scenario.uncertainty.draws:
+            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} acceptance draws × {len(scenario.strategies)} strategies")
+        intervals = ratio_intervals(comp, trajs)
+        comp.intervals = intervals_records(intervals, comp) if intervals is not None else None
+        if intervals is not None:
+            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws over "
+                                             f"{len(intervals.ranges)} acceptance ranges: {intervals.source}")
     summary_obj = {
         "summary": comp.summary.reset_index().to_dict(orient="records"),
         "phase_time": comp.phase_time.reset_index().to_dict(orient="records"),
         "phase_bytes": comp.phase_bytes.reset_index().to_dict(orient="records"),
         "phase_flops": comp.phase_flops.reset_index().to_dict(orient="records"),
         "assumptions": comp.assumptions,
+        "intervals": comp.intervals,
         "scenario": comp.scenario.to_dict(),  # type: ignore[union-attr]
         "trace": path,
         "per_trajectory": "per_trajectory.parquet",
@@ -199,6 +211,8 @@ def predict(
     else:
         console.print(_rel_table(comp.summary, f"Relative to Strong-only — {len(trajs)} trajectories from {name} "
                                                f"[{setting.weight_mode} weight reads, {scenario.engine} engine]"))
+        for table in ranges_tables(comp, intervals) if intervals is not None else ():
+            console.print(table)
         env = environment_line(comp.summary)
         if env:
             console.print(env)
