@@ -138,7 +138,7 @@ class AcceptanceDistribution:
                 if not isinstance(pt, dict):
                     raise RangesError(f"{p}: points[{i}] must be a table of acceptance fields", "points")
                 try:
-                    models.append(_model_over(base, pt))
+                    models.append(model_over(base, pt))
                 except InputError as exc:
                     raise RangesError(f"{p}: points[{i}]: {exc}", f"points.{exc.where}") from None
             return cls(base, (), tuple(models), source)
@@ -175,7 +175,7 @@ class AcceptanceDistribution:
                 mid = value_of(self.base, r.path)
                 x = np.clip(rng.normal(mid, (r.high - r.low) / (2 * 1.959963984540054), size=n), lo, hi)
             cols[r.path] = x
-        return [_model_over(self.base, {p: float(v[i]) for p, v in cols.items()}, dotted=True) for i in range(n)]
+        return [model_over(self.base, {p: float(v[i]) for p, v in cols.items()}, dotted=True) for i in range(n)]
 
     def narrowed(self, factor: float) -> "AcceptanceDistribution":
         """Every range shrunk toward the scenario's value by `factor` (1: unchanged, 0: no uncertainty)."""
@@ -235,7 +235,7 @@ def domain(base: AcceptanceModel, path: str) -> tuple[float, float]:
     return (0.0, 1.0)
 
 
-def _model_over(base: AcceptanceModel, values: Mapping[str, Any], dotted: bool = False) -> AcceptanceModel:
+def model_over(base: AcceptanceModel, values: Mapping[str, Any], dotted: bool = False) -> AcceptanceModel:
     """`base` with some fields changed: dotted paths ('accept.read') or a table of fields (tables merged)."""
     changes: dict[str, Any] = {}
     for key, v in values.items():

@@ -112,6 +112,8 @@ class Run:
     #: The scenario the run came from (None for files without one), and its setting when held in memory.
     scenario: Scenario | None = None
     setting: Setting | None = None
+    #: Every ratio's interval and SPEC §7's published ranges (summary.json's `intervals`), when the run has them.
+    intervals: dict | None = None
 
 
 @dataclass
@@ -123,6 +125,8 @@ class ReportData:
     calibration: pd.DataFrame | None = None
     plan: pd.DataFrame | None = None
     latency: pd.DataFrame | None = None
+    #: A sensitivity study (`specagent study sensitivity`'s sensitivity.json), as stored.
+    sensitivity: dict | None = None
     #: A Setting given with the results (overrides the runs' own).
     setting: Setting | None = None
     title: str = "specagent report"
@@ -240,6 +244,7 @@ def run_from_comparison(comparison: Any, workload: str | None = None, source: st
         summary=comparison.summary, phase_time=comparison.phase_time, phase_bytes=comparison.phase_bytes,
         phase_flops=comparison.phase_flops, assumptions=a, per_trajectory=comparison.per_trajectory,
         workload=wl, source=source, scenario=getattr(comparison, "scenario", None), setting=getattr(comparison, "setting", None),
+        intervals=getattr(comparison, "intervals", None),
     )
 
 
@@ -294,7 +299,11 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
             scenario = Scenario.from_dict(doc["scenario"], f"{source}: field 'scenario'")
         except ScenarioError as exc:
             raise ReportInputError(str(exc)) from exc
-    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario, **phases)
+    intervals = doc.get("intervals")
+    if intervals is not None and not (isinstance(intervals, dict) and isinstance(intervals.get("intervals"), list)):
+        raise ReportInputError(f"{source}: field 'intervals': expected an object with an 'intervals' list, got {type(intervals).__name__}")
+    return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario,
+               intervals=intervals, **phases)
 
 
 def _trajectory_row(df: pd.DataFrame) -> Callable[[int], str]:
@@ -380,6 +389,9 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
             raise ReportInputError(f"{p}: no such results file")
         obj = _read_table(p)
         if isinstance(obj, dict):
+            if obj.get("kind") == "specagent.sensitivity/1":
+                data.sensitivity = obj
+                continue
             if "summary" in obj:
                 run = run_from_summary_json(obj, str(p), p.parent)
                 if run.per_trajectory is not None:
@@ -431,7 +443,7 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
 
 def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibration: pd.DataFrame | None = None,
                    plan: pd.DataFrame | None = None, setting: Any = None, title: str | None = None,
-                   latency: pd.DataFrame | None = None) -> ReportData:
+                   latency: pd.DataFrame | None = None, sensitivity: dict | None = None) -> ReportData:
     """Accept a Comparison, a list of Comparisons, paths, or a ReportData, plus optional tables."""
     if isinstance(results, ReportData):
         data = results
@@ -464,6 +476,8 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
         data.latency = latency_table(latency)
     if setting is not None:
         data.setting = setting
+    if sensitivity is not None:
+        data.sensitivity = sensitivity
     if title:
         data.title = title
     return data
