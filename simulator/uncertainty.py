@@ -111,7 +111,7 @@ def ratios(totals: pd.DataFrame, base: pd.Series) -> dict[str, np.ndarray]:
         if float(base[c]) > 0:
             out[f"{c}_rel"] = totals[c].to_numpy(dtype=float) / float(base[c])
     tot = totals["total_bytes_read"].to_numpy(dtype=float)
-    if (tot > 0).all():
+    if (tot > 0).all() and float(base["strong_bytes_read"]) > 0:  # a hosted Strong model's traffic is not visible
         out["strong_bytes_share"] = totals["strong_bytes_read"].to_numpy(dtype=float) / tot
     return out
 
