@@ -259,7 +259,7 @@ class BreakEven:
 
     grid: pd.DataFrame  # acceptance, time_ratio, wall_time_s_rel, model_wall_time_s_rel
     line: pd.DataFrame  # acceptance, wall_break_even, model_break_even (time ratios; inf: never breaks even)
-    r0: float  # this run's Weak/Strong decode time per token (where the scenario's deployments sit)
+    r0: float  # Weak/Strong decode time per token in the scenario's own run (where its deployments sit)
     base_acceptance: float  # the scenario's mean semantic acceptance over kinds (a marker, not an axis value)
 
 
@@ -269,13 +269,14 @@ def break_even(scenario: Scenario, trajectories, setting: Setting | None = None,
     """SpecAgent's wall and model-time ratios to Strong-only over semantic acceptance × Weak/Strong time per token."""
     run = _runner(scenario, trajectories, setting)
     acc = scenario.acceptance
-    models = [replace(acc, accept={k: float(a) for k in acc.accept}) for a in acceptance]
+    models = [acc] + [replace(acc, accept={k: float(a) for k in acc.accept}) for a in acceptance]
     pricer = Pricer(run.setting)
     so = _totals(run.plan("strongonly", [acc]), pricer, 1).iloc[0]
-    sa = _totals(run.plan("specagent", models), pricer, len(models))
-    if float(sa["tokens_weak_decode"].iloc[0]) <= 0 or float(so["tokens_strong_decode"]) <= 0:
+    both = _totals(run.plan("specagent", models), pricer, len(models))
+    own, sa = both.iloc[0], both.iloc[1:].reset_index(drop=True)  # replica 0: the scenario's own acceptance
+    if float(own["tokens_weak_decode"]) <= 0 or float(so["tokens_strong_decode"]) <= 0:
         raise InputError("the break-even map needs Weak and Strong decode tokens in the workload")
-    r0 = float((sa["time_s_weak_decode"] / sa["tokens_weak_decode"]).iloc[-1] / (so["time_s_strong_decode"] / so["tokens_strong_decode"]))
+    r0 = float((own["time_s_weak_decode"] / own["tokens_weak_decode"]) / (so["time_s_strong_decode"] / so["tokens_strong_decode"]))
     weak = sa["weak_model_time_s"].to_numpy()
     strong = sa["strong_model_time_s"].to_numpy()
     waits = (sa["wall_time_s"] - sa["model_wall_time_s"]).to_numpy()
