@@ -169,6 +169,10 @@ def predict(
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
+    try:  # a bad ranges file fails before the run, not after it
+        dist = scenario.uncertainty.distribution(scenario.acceptance) if scenario.uncertainty.draws else None
+    except InputError as exc:
+        fail(f"--acceptance-ranges: {exc}")
     trajs, path, name = load_workload(scenario)
     setting = resolve(scenario)
     rates = None
@@ -187,7 +191,7 @@ def predict(
         prog.update(task, completed=1)
         if scenario.uncertainty.draws:
             prog.update(task, description=f"intervals: {scenario.uncertainty.draws} acceptance draws × {len(scenario.strategies)} strategies")
-        intervals = ratio_intervals(comp, trajs)
+        intervals = ratio_intervals(comp, trajs, dist)
         comp.intervals = intervals_records(intervals, comp) if intervals is not None else None
         if intervals is not None:
             comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws over "
