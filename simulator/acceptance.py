@@ -4,6 +4,22 @@ A reference trajectory records what an agent did, not what a verifier would have
 so these verdicts are *assumptions*: every figure here is shown in the simulator's output
 and can be set by the user (ideally from a measured protocol log). Defaults are labelled
 as illustrative, not as measurements.
+
+Reasoning. The Strong model of SPEC §2 (Qwen3.5) is a thinking model: unless told not to,
+it reasons before it answers, in a verification as in a repair. Those reasoning tokens are
+decoded tokens (Strong decode memory traffic; API output tokens in the edge setting), so
+they are named parts of the verdict model here:
+
+* ``thinking`` off: verdicts and repairs decode their visible answer only.
+* ``thinking`` on, ``verify_reasoning_tokens = None`` (the default): a verification reasons
+  as long as the workload records the Strong model reasoning for *the step the verdict
+  decides* — the first rejected step, or the segment's last step when the whole segment is
+  accepted. A step's recorded reasoning is ``max(out_tokens - ctx_tokens, 0)``: decoded
+  tokens (visible + hidden reasoning, `traces/schema.py`) less the visible message; a
+  workload that does not record reasoning (``reasoning_tokens`` unknown) gives 0.
+* ``thinking`` on, ``repair_reasoning_tokens = None``: a repair turn reasons as long as the
+  workload records for the repaired step, so it decodes that step's recorded output.
+* An integer N (either field) replaces the workload's figure by N tokens per call.
 """
 
 from __future__ import annotations
@@ -23,10 +39,14 @@ MAX_WEAK_TOKEN_RATIO = 100.0
 
 ASSUMPTION_NOTE = "illustrative default, not a measurement: set it from your own protocol logs"
 
+#: The step kinds a verdict is keyed by (τ²-Bench's tool tags, plus replies to the user).
+KINDS = ("read", "write", "generic", "think", "reply")
 #: Default per-kind probability that the semantic verifier accepts a drafted step.
 DEFAULT_ACCEPT = {"read": 0.90, "write": 0.75, "generic": 0.80, "think": 0.95, "reply": 0.85}
 #: Default per-kind probability that a drafted step equals exactly what the Strong model would write.
 DEFAULT_EXACT = {"read": 0.55, "write": 0.45, "generic": 0.50, "think": 0.40, "reply": 0.10}
+#: Default per-kind chance that the router strategy sends a step to the Strong model.
+DEFAULT_ROUTE_STRONG = {"read": 0.2, "write": 1.0, "generic": 1.0, "think": 0.2, "reply": 0.5}
 
 
 @dataclass(frozen=True)
@@ -56,19 +76,36 @@ class AcceptanceModel:
         "help": "Chance a verdict's replacement call is valid (else one Strong repair turn)."})
     escalation_recall: float = field(default=0.7, metadata={
         "help": "Collaborative strategy: chance the Weak model detects a step the verifier would reject."})
-    route_strong: dict[str, float] = field(default_factory=lambda: {"read": 0.2, "write": 1.0, "generic": 1.0, "think": 0.2,
-                                                                    "reply": 0.5}, metadata={
+    route_strong: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ROUTE_STRONG), metadata={
         "help": "Router strategy: per step kind, chance a step is sent to the Strong model."})
+    thinking: bool = field(default=True, metadata={
+        "help": "The Strong model reasons before its verdicts and repairs (Qwen3.5 does unless told not to)."})
+    verify_reasoning_tokens: int | None = field(default=None, metadata={
+        "help": "Reasoning tokens per verification when thinking (none: the workload's recorded reasoning of the step "
+                "the verdict decides)."})
+    repair_reasoning_tokens: int | None = field(default=None, metadata={
+        "help": "Reasoning tokens per repair turn when thinking (none: the workload's recorded reasoning of the "
+                "repaired step)."})
     source: str = field(default=ASSUMPTION_NOTE, metadata={"cli": False, "help": "Where these figures come from."})
+    fit: dict = field(default_factory=dict, metadata={
+        "cli": False, "help": "How these figures were fitted (`specagent acceptance fit`): the logs, the method, 95% "
+                              "intervals per parameter (`intervals`, dotted name -> [low, high]) and the tests."})
 
     def __post_init__(self) -> None:
-        for name in ("accept", "exact", "route_strong"):
+        defaults = {"accept": DEFAULT_ACCEPT, "exact": DEFAULT_EXACT, "route_strong": DEFAULT_ROUTE_STRONG}
+        for name, default in defaults.items():
             table = getattr(self, name)
             if not isinstance(table, dict):
                 raise InputError(f"acceptance.{name} must be a table of step kind -> probability, got {table!r}", name)
+            unknown = sorted(set(table) - set(KINDS), key=str)
+            if unknown:
+                raise InputError(f"acceptance.{name}: unknown step kind {unknown[0]!r}; expected one of {', '.join(KINDS)}",
+                                 f"{name}.{unknown[0]}")
             for k, v in table.items():
                 if not _probability(v):
                     raise InputError(f"acceptance.{name}[{k!r}] must be a probability in [0, 1], got {v}", f"{name}.{k}")
+            # a partial table sets the kinds it names; the others keep their defaults (in kind order)
+            object.__setattr__(self, name, {k: table.get(k, default[k]) for k in KINDS})
         for name in ("position_decay", "correlation", "p_valid_replacement", "escalation_recall"):
             v = getattr(self, name)
             if not _probability(v):
@@ -82,6 +119,14 @@ class AcceptanceModel:
             if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
                 raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
                                  f"(the largest context window), got {v}", name)
+        if not isinstance(self.thinking, bool):
+            raise InputError(f"acceptance.thinking must be true or false, got {self.thinking!r}", "thinking")
+        for name in ("verify_reasoning_tokens", "repair_reasoning_tokens"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
+                raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
+                                 f"or left out (tied to the workload's recorded reasoning), got {v!r}", name)
+        _check_fit(self.fit)
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":
@@ -100,10 +145,59 @@ class AcceptanceModel:
             p *= 1.0 - self.correlation
         return p
 
+    # --- reasoning: the rule of the module docstring, for one step (ints) or many (numpy arrays) ---
+    @staticmethod
+    def recorded_reasoning(out_tokens, ctx_tokens):
+        """The hidden reasoning a workload records for a step: decoded tokens less the visible message."""
+        return np.maximum(np.subtract(out_tokens, ctx_tokens), 0)
+
+    def verify_reasoning(self, out_tokens, ctx_tokens):
+        """Reasoning tokens a verification decodes when its verdict decides this step (see the module docstring)."""
+        if not self.thinking:
+            return np.zeros_like(np.asarray(out_tokens))
+        if self.verify_reasoning_tokens is not None:
+            return np.full_like(np.asarray(out_tokens), self.verify_reasoning_tokens)
+        return self.recorded_reasoning(out_tokens, ctx_tokens)
+
+    def repair_reasoning(self, out_tokens, ctx_tokens):
+        """Reasoning tokens of the repair turn that rewrites this step."""
+        if not self.thinking:
+            return np.zeros_like(np.asarray(out_tokens))
+        if self.repair_reasoning_tokens is not None:
+            return np.full_like(np.asarray(out_tokens), self.repair_reasoning_tokens)
+        return self.recorded_reasoning(out_tokens, ctx_tokens)
+
+    def repair_decode(self, out_tokens, ctx_tokens):
+        """Tokens a repair turn decodes: the step's visible message plus the repair's reasoning."""
+        visible = np.subtract(out_tokens, self.recorded_reasoning(out_tokens, ctx_tokens))
+        return visible + self.repair_reasoning(out_tokens, ctx_tokens)
+
     def describe(self) -> dict:
         d = asdict(self)
         d["source"] = self.source
         return d
+
+
+#: Keys an `[acceptance.fit]` table may hold (written by `specagent acceptance fit`).
+FIT_KEYS = ("method", "interval_method", "logs", "records", "intervals", "tests", "goodness_of_fit", "not_fitted", "diagnostics")
+
+
+def _check_fit(fit: object) -> None:
+    """`fit` is metadata, but its intervals are read by uncertainty propagation: check their shape once, here."""
+    if not isinstance(fit, dict):
+        raise InputError(f"acceptance.fit must be a table, got {fit!r}", "fit")
+    unknown = sorted(set(fit) - set(FIT_KEYS), key=str)
+    if unknown:
+        raise InputError(f"acceptance.fit: unknown key {unknown[0]!r}; expected one of {', '.join(FIT_KEYS)}", f"fit.{unknown[0]}")
+    iv = fit.get("intervals", {})
+    if not isinstance(iv, dict):
+        raise InputError(f"acceptance.fit.intervals must be a table of parameter -> [low, high], got {iv!r}", "fit.intervals")
+    for k, v in iv.items():
+        ok = (isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) and math.isfinite(x) for x in v)
+              and v[0] <= v[1])
+        if not ok:
+            raise InputError(f"acceptance.fit.intervals[{k!r}] must be [low, high] with finite low <= high, got {v!r}",
+                             f"fit.intervals.{k}")
 
 
 def _number(v: object) -> bool:

@@ -136,6 +136,10 @@ class _Lockstep:
         self.accept_verdict = np.array([a.accept_verdict_tokens for a in accs], dtype=np.int64)
         self.verdict = np.array([a.verdict_tokens for a in accs], dtype=np.int64)
         self.p_valid = np.array([a.p_valid_replacement for a in accs])
+        # reasoning (acceptance.py's rule, per replica): none without thinking; a fixed count; else the workload's record
+        self.thinking = np.array([a.thinking for a in accs])
+        self.fixed_verify = np.array([-1 if a.verify_reasoning_tokens is None else a.verify_reasoning_tokens for a in accs])
+        self.fixed_repair = np.array([-1 if a.repair_reasoning_tokens is None else a.repair_reasoning_tokens for a in accs])
         is_user, held, kind = table.is_user, table.held, table.kind
         ratio = np.array([a.weak_token_ratio for a in accs])
         unit_ratio = ratio[0] if n_rep == 1 else ratio[self.rep[traj_of]]
@@ -170,6 +174,19 @@ class _Lockstep:
         # slots order a trajectory's rows within a round: drafting takes 3 per position, review after
         self.s_verify = 3 * self.max_len
         self.s_verdict, self.s_tool_acc, self.s_prefill, self.s_decode, self.s_tool_rep = (self.s_verify + d for d in range(1, 6))
+
+    def _reasoning(self, fixed: np.ndarray, r: np.ndarray, out: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """`AcceptanceModel.verify_reasoning`/`repair_reasoning` for replicas r (one per step)."""
+        f = fixed[r]
+        recorded = AcceptanceModel.recorded_reasoning(out, ctx)
+        return np.where(self.thinking[r], np.where(f >= 0, f, recorded), 0)
+
+    def _verify_reasoning(self, r: np.ndarray, out: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        return self._reasoning(self.fixed_verify, r, out, ctx)
+
+    def _repair_decode(self, r: np.ndarray, out: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """`AcceptanceModel.repair_decode`: the step's visible message plus the repair's reasoning."""
+        return out - AcceptanceModel.recorded_reasoning(out, ctx) + self._reasoning(self.fixed_repair, r, out, ctx)
 
     def run(self) -> CallPlan:
         active = np.flatnonzero(self.i < self.uend)
@@ -263,7 +280,7 @@ class _Lockstep:
         self.after_rej[t] = ~ok
         # --- accepted whole: a short verdict, then the held action may run
         at, last = t[ok], e[ok] - 1
-        avt = self.accept_verdict[rep[at]]
+        avt = self.accept_verdict[rep[at]] + self._verify_reasoning(rep[at], out[last], ctx[last])
         rows.add(avt > 0, at, rnd, self.s_verdict, STRONG_VERDICT, avt, verify_ctx[ok])
         runs = tb.held[last] & has_tool[last]
         rows.add(runs & (tool_s[last] > 0), at, rnd, self.s_tool_acc, TOOL, wait_s=tool_s[last])
@@ -279,7 +296,7 @@ class _Lockstep:
         stats[xt, _STAT["rejections"]] += 1
         stats[xt, _STAT["wasted_weak_tokens"]] += self.cs_wout[e[x]] - self.cs_wout[b]
         stats[xt, _STAT["committed_weak"]] += r
-        vt = self.verdict[rep[xt]] + ctx[b]
+        vt = self.verdict[rep[xt]] + ctx[b] + self._verify_reasoning(rep[xt], out[b], ctx[b])
         rows.add(vt > 0, xt, rnd, self.s_verdict, STRONG_VERDICT, vt, verify_ctx[x])
         h = hist[xt] + (self.cs_add[b] - self.cs_add[s[x]])
         self.seen_w[xt] = np.minimum(self.seen_w[xt], h)
@@ -298,8 +315,9 @@ class _Lockstep:
             rows.add(fix & (h > ss), xt, rnd, self.s_prefill, STRONG_PREFILL, h - ss, ss)
         else:
             rows.add(fix & (h > 0), xt, rnd, self.s_prefill, STRONG_PREFILL, h, 0)
-        rows.add(fix & (out[b] > 0), xt, rnd, self.s_decode, STRONG_DECODE, out[b], h)
-        seen_s[xt] = np.where(fix, h + np.minimum(out[b], ctx[b]), ss)
+        rdec = self._repair_decode(rep[xt], out[b], ctx[b])
+        rows.add(fix & (rdec > 0), xt, rnd, self.s_decode, STRONG_DECODE, rdec, h)
+        seen_s[xt] = np.where(fix, h + np.minimum(rdec, ctx[b]), ss)
         # the repaired step commits without a second review
         rows.add(has_tool[b] & (tool_s[b] > 0), xt, rnd, self.s_tool_rep, TOOL, wait_s=tool_s[b])
         hist[xt] = h + ctx[b] + np.where(has_tool[b], res[b], 0)

@@ -60,18 +60,22 @@ class Review(NamedTuple):
 
 
 class Accept(NamedTuple):
-    """Every drafted step is valid: a short verdict, then the held action (if it has tools) runs."""
+    """Every drafted step is valid: a short verdict, then the held action (if it has tools) runs.
+    `verdict_tokens` is all the verdict decodes, its `reasoning_tokens` included."""
 
     segment: tuple[int, ...]
     pending: int
     verdict_tokens: int
     run_held: bool
+    reasoning_tokens: int = 0
 
 
 class Reject(NamedTuple):
     """The verdict keeps the first `position` steps (`keep` tokens) and names the bad one; Strong
     either runs the verdict's replacement call or decodes `repair_tokens` in a repair turn, and
-    the repaired step commits (its tools run) without a second review."""
+    the repaired step commits (its tools run) without a second review. `verdict_tokens` and
+    `repair_tokens` are all those calls decode, their reasoning (`reasoning_tokens`,
+    `repair_reasoning_tokens`) included."""
 
     segment: tuple[int, ...]
     position: int
@@ -80,6 +84,8 @@ class Reject(NamedTuple):
     wasted_weak_tokens: int
     replacement: bool
     repair_tokens: int
+    reasoning_tokens: int = 0
+    repair_reasoning_tokens: int = 0
 
 
 Op = UserMessage | Draft | DraftedRead | CommitUnreviewed | Review | Accept | Reject
@@ -137,18 +143,24 @@ def specagent_protocol(units: Sequence, k: int, review: str, exact: bool, acc: A
                 rejected = pos
                 break
         if rejected < 0:
-            vt = sum(units[idx].verdict_tokens for idx in seg) if labelled else acc.accept_verdict_tokens
-            yield Accept(segment, pending, vt, last.held and last.has_tool)
+            if labelled:  # recorded totals, reasoning included
+                yield Accept(segment, pending, sum(units[idx].verdict_tokens for idx in seg), last.held and last.has_tool)
+            else:
+                vr = int(acc.verify_reasoning(last.out_tokens, last.ctx_tokens))
+                yield Accept(segment, pending, acc.accept_verdict_tokens + vr, last.held and last.has_tool, vr)
             i = seg[-1] + 1
             continue
         b = seg[rejected]
         bad = units[b]
+        vr = rr = 0
         if labelled:
             vt, replacement, repair = bad.verdict_tokens, bad.repair_tokens == 0, bad.repair_tokens
         else:  # a repair turn of zero tokens is indistinguishable from the verdict's own call
-            vt = acc.verdict_tokens + bad.ctx_tokens
+            vr = int(acc.verify_reasoning(bad.out_tokens, bad.ctx_tokens))
+            vt = acc.verdict_tokens + bad.ctx_tokens + vr
             replacement = draws[1][b] < acc.p_valid_replacement or bad.out_tokens == 0
-            repair = bad.out_tokens
+            rr = 0 if replacement else int(acc.repair_reasoning(bad.out_tokens, bad.ctx_tokens))
+            repair = int(acc.repair_decode(bad.out_tokens, bad.ctx_tokens))
         yield Reject(segment, rejected, sum(seg_ctx[:rejected]), vt,
-                     sum(weak_tokens(units[x].out_tokens, ratio) for x in seg[rejected:]), replacement, repair)
+                     sum(weak_tokens(units[x].out_tokens, ratio) for x in seg[rejected:]), replacement, repair, vr, rr)
         i = b + 1

@@ -421,11 +421,43 @@ class Scenario:
             raise ScenarioError(f"{p}: not valid TOML: {exc}") from None
         except RecursionError:
             raise ScenarioError(f"{p}: not valid TOML: nested too deeply") from None
+        if isinstance(data.get("acceptance"), str):  # `acceptance = "fit.toml"`: a fitted table, beside the scenario
+            ref = Path(data["acceptance"])
+            acc = load_acceptance(ref if ref.is_absolute() else p.parent / ref)
+            data = {**data, "acceptance": {g.name: _plain(getattr(acc, g.name)) for g in fields(acc)}}
         return cls.from_dict(data, str(p))
 
     def to_toml(self, title: str = "") -> str:
         """A commented scenario file (fields that are None are written as comments)."""
         return _render_toml(self, title)
+
+
+def load_acceptance(path: str | Path, base: AcceptanceModel | None = None) -> AcceptanceModel:
+    """An `[acceptance]` table from a TOML file (what `specagent acceptance fit` writes), over `base`'s values.
+
+    The file holds an `[acceptance]` table (a scenario file's other fields are refused: this
+    sets the acceptance model only); errors name the file and the field.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{p}: no such acceptance file", "acceptance") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{p}: cannot read acceptance file: {exc}", "acceptance") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{p}: not valid TOML: {exc}", "acceptance") from None
+    except RecursionError:
+        raise ScenarioError(f"{p}: not valid TOML: nested too deeply", "acceptance") from None
+    other = sorted(set(data) - {"acceptance"})
+    if other or not isinstance(data.get("acceptance"), Mapping):
+        found = f"field(s) {', '.join(other)}" if other else "no [acceptance] table"
+        raise ScenarioError(f"{p}: an acceptance file holds one [acceptance] table (as `specagent acceptance fit` writes); "
+                            f"found {found}", f"acceptance.{other[0]}" if other else "acceptance")
+    try:
+        return _sub_from_dict(base or AcceptanceModel(), data["acceptance"], "acceptance")
+    except ScenarioError as exc:
+        raise ScenarioError(f"{p}: {exc.where}: {exc}", exc.where) from None
 
 
 def shipped_path(name: str) -> Path:
@@ -507,6 +539,8 @@ def _render_toml(s: Scenario, title: str) -> str:
             out.append(_comment(g.metadata.get("help", "")))
             out.append(tomli_w.dumps({g.name: _plain(x)}) if x is not None else f"# {g.name} = \"...\"\n")
         for g, x in subtables:
-            out.append(f"\n{_comment(g.metadata.get('help', ''))}[{name}.{g.name}]\n")
-            out.append(tomli_w.dumps(x))
+            if not x:  # an empty table (no fit metadata) is the default: leave it out
+                continue
+            out.append(f"\n{_comment(g.metadata.get('help', ''))}")
+            out.append(tomli_w.dumps({name: {g.name: _plain(x)}}))
     return "".join(out)

@@ -371,8 +371,10 @@ def test_searches_give_the_same_plan_on_a_process_pool_and_on_ray():
 def test_fleets_sharing_a_slice_each_name_their_own(episodes):
     """(13, 3) and (12, 3) replicas both run as 4 weak + 1 strong at a third of the rate: the one simulation is shared,
     but each evaluation names its own fleet's slice and load excess (the reused one used to name the other fleet's)."""
+    # without verifier reasoning: the search then evaluates the two fleets this test is about (the naming, not the
+    # acceptance model, is under test)
     req = PlanRequest(rates=(18.0,), slo=SLO.parse("p95-task=400s"), strategies=("specagent",), gpus=("h200",),
-                      slice_tasks=300)
+                      slice_tasks=300, scenario=SC.override({"acceptance.thinking": False}))
     ev = plan_capacity(episodes, req).evaluations
     named = 0
     for r in ev.to_dict("records"):

@@ -28,7 +28,7 @@ ROOT_RANK = LAYERS.index("specagent.cli")
 #: The simulator's own layers (a module may import its own layer or one below).
 SIMULATOR = [
     {"native", "phases", "plan", "acceptance", "parallel"},
-    {"workload", "protocol", "setting"},
+    {"workload", "protocol", "setting", "verdict_records", "acceptance_fit"},
     {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
     {"strategies", "lockstep"},
     {"scenario"},

@@ -109,12 +109,14 @@ def test_rejected_writes_leave_no_trace(models):
     assert r.safety["db_restored_after_rejection"] == r.safety["segments_reviewed"]
 
 
-def test_accept_all_strong_decodes_only_verdicts(models):
+@pytest.mark.parametrize("thinking, reasoning", [(False, 0), (True, 9)])
+def test_accept_all_strong_decodes_only_verdicts(models, thinking, reasoning):
+    """The live runner decodes each verification's reasoning tokens on the real Strong model, as the simulator prices them."""
     w, s = models
-    acc = AcceptanceModel.constant(1.0)
+    acc = AcceptanceModel.constant(1.0, thinking=thinking, verify_reasoning_tokens=reasoning)
     r = run_trajectory(_traj(4), w, s, LiveConfig(k=4, seed=1, acceptance=acc), index=0)
     assert r.tokens.get("strong_decode", 0) == 0
-    assert r.tokens["strong_verdict"] == acc.accept_verdict_tokens * r.safety["segments_reviewed"]
+    assert r.tokens["strong_verdict"] == (acc.accept_verdict_tokens + reasoning) * r.safety["segments_reviewed"]
     assert r.safety["held_writes_accepted"] == r.safety["segments_reviewed"]
     assert r.db_diff  # accepted writes did reach the database
 

@@ -103,7 +103,8 @@ def test_override_by_dotted_path_and_partial_files(tmp_path):
     p.write_text('k = 3\n[strong]\ngpus = 16\n[acceptance.accept]\nread = 0.5\n')
     loaded = Scenario.load(p)
     assert (loaded.k, loaded.strong.gpus, loaded.strong.model) == (3, 16, Scenario().strong.model)
-    assert loaded.acceptance.accept == {"read": 0.5}  # a table given replaces the table
+    # a partial table sets the kinds it names, the others keep their defaults
+    assert loaded.acceptance.accept == {**AcceptanceModel().accept, "read": 0.5}
 
 
 @pytest.mark.parametrize("changes, where", [

@@ -39,7 +39,9 @@ def test_specagent_all_accepted_hand_trace():
         (WEAK_PREFILL, 100, 1070, 0.0), (WEAK_DECODE, 30, 1170, 0.0), (TOOL, 0, 0, 0.5),        # read 2
         (WEAK_PREFILL, 100, 1190, 0.0), (WEAK_DECODE, 40, 1290, 0.0),                           # write held
         (STRONG_VERIFY, 1050 + 120 + 120 + 25, 0, 0.0),                                          # one prefill of everything
-        (STRONG_VERDICT, acc.accept_verdict_tokens, 1315, 0.0),
+        # thinking (the default): the verdict on the held write reasons as long as the workload's write step did,
+        # its 40 decoded tokens less its 25 visible ones
+        (STRONG_VERDICT, acc.accept_verdict_tokens + (40 - 25), 1315, 0.0),
         (TOOL, 0, 0, 0.25),                                                                       # the write runs after review
     ]
     assert plan.stat("reviews")[0] == 1 and plan.stat("strong_calls")[0] == 1 and plan.stat("committed_weak")[0] == 3
@@ -54,14 +56,45 @@ def test_specagent_rejection_with_repair_turn_hand_trace():
     assert r[:5] == [(WEAK_PREFILL, 1000, 0, 0.0), (WEAK_DECODE, 30, 1000, 0.0), (TOOL, 0, 0, 0.5),
                      (WEAK_PREFILL, 100, 1020, 0.0), (WEAK_DECODE, 40, 1120, 0.0)]
     assert r[5] == (STRONG_VERIFY, 1145, 0, 0.0)
-    assert r[6] == (STRONG_VERDICT, 48 + READ.ctx_tokens, 1145, 0.0)
-    # rolled back to the committed 1000 tokens, Strong decodes the repair turn there, then the read runs again
+    # reason + replacement call (the read's 20 visible tokens) + the read's recorded reasoning (30 - 20)
+    assert r[6] == (STRONG_VERDICT, 48 + 20 + 10, 1145, 0.0)
+    # rolled back to the committed 1000 tokens, Strong decodes the repair turn there (visible 20 + reasoning 10),
+    # then the read runs again
     assert r[7] == (STRONG_DECODE, 30, 1000, 0.0)
     assert r[8] == (TOOL, 0, 0, 0.5)
     # Weak resumes: it must prefill the repaired step and its result, then re-drafts the write
     assert r[9] == (WEAK_PREFILL, 120, 1000, 0.0)
     assert plan.stat("rejections")[0] == 2 and plan.stat("repairs")[0] == 2
     assert plan.stat("wasted_weak_tokens")[0] == 70 + 40
+
+
+@pytest.mark.parametrize("thinking, vr, rr, verdict, repair", [
+    (False, None, None, 48 + 20, 20),            # no reasoning: the reason + the visible call; the repair's visible step
+    (True, None, None, 48 + 20 + 10, 20 + 10),   # tied to the workload: the read's recorded reasoning, 30 - 20
+    (True, 300, 200, 48 + 20 + 300, 20 + 200),   # given: N reasoning tokens per verification / per repair
+    (False, 300, 200, 48 + 20, 20),              # thinking off overrides the given counts
+])
+def test_reasoning_tokens_in_one_rejected_segment_by_hand(thinking, vr, rr, verdict, repair):
+    acc = AcceptanceModel.constant(0.0, p_valid_replacement=0.0, verdict_tokens=48, thinking=thinking,
+                                   verify_reasoning_tokens=vr, repair_reasoning_tokens=rr)
+    plan = plan_strategy([Episode("r", 1000, (READ, WRITE))], SpecAgent(k=4), SETTING, acc, 0)
+    r = rows(plan)
+    assert r[6] == (STRONG_VERDICT, verdict, 1145, 0.0)
+    assert r[7] == (STRONG_DECODE, repair, 1000, 0.0)
+    # Strong decode tokens of the whole episode: two rejections (the read, then the re-drafted write), each a verdict
+    # and a repair; the write's visible 25 tokens, its recorded reasoning 15
+    wv = {None: 15}.get(vr, vr) if thinking else 0
+    wr = {None: 15}.get(rr, rr) if thinking else 0
+    strong_decoded = plan.tokens[np.isin(plan.phase, [STRONG_VERDICT, STRONG_DECODE])].sum()
+    assert strong_decoded == verdict + repair + (48 + 25 + wv) + (25 + wr)
+
+
+@pytest.mark.parametrize("thinking, vr, verdict", [(False, None, 4), (True, None, 4 + 15), (True, 100, 104)])
+def test_reasoning_tokens_in_one_accepted_segment_by_hand(thinking, vr, verdict):
+    acc = AcceptanceModel.constant(1.0, thinking=thinking, verify_reasoning_tokens=vr)
+    plan = plan_strategy([EP], SpecAgent(k=4), SETTING, acc, 0)
+    assert plan.tokens[plan.phase == STRONG_VERDICT].tolist() == [verdict]
+    assert not np.any(plan.phase == STRONG_DECODE)
 
 
 def test_fresh_verifier_prompt_costs_flops_not_memory():

@@ -95,7 +95,7 @@ def test_committed_context_tokens_conserved(ep, name, seed):
 @FAST
 @given(ep=episodes(), k=st.integers(1, 6))
 def test_acceptance_one_strong_decodes_only_verdicts(ep, k):
-    acc = AcceptanceModel.constant(1.0)
+    acc = AcceptanceModel.constant(1.0, thinking=False)
     plan = plan_strategy([ep], make_strategy("specagent", k=k), SETTING, acc, 0)
     assert not np.any(plan.phase == STRONG_DECODE)
     verdict_tokens = plan.tokens[plan.phase == STRONG_VERDICT].sum()
@@ -112,6 +112,31 @@ def test_acceptance_zero_every_review_repairs_one_step(ep, k, seed):
     assert plan.stat("rejections")[0] == reviews
     assert plan.stat("repairs")[0] + plan.stat("replacements")[0] == reviews
     assert plan.stat("committed_strong")[0] == reviews
+
+
+def _strong_decoded(plan) -> int:
+    return int(plan.tokens[np.isin(plan.phase, [STRONG_VERDICT, STRONG_DECODE])].sum())
+
+
+@FAST
+@given(ep=episodes(), p=st.floats(0, 1), k=st.integers(1, 6), seed=st.integers(0, 10**6),
+       vr=st.integers(0, 2000), rr=st.integers(0, 2000), dv=st.integers(0, 500), dr=st.integers(0, 500))
+def test_more_reasoning_never_lowers_strong_decode_tokens(ep, p, k, seed, vr, rr, dv, dr):
+    """Reasoning tokens are decoded tokens: more of them per verification or repair never decodes fewer; thinking
+    off decodes no more than thinking on (tied to the workload); the verdicts themselves do not change."""
+    base = AcceptanceModel.constant(p)
+    strat = make_strategy("specagent", k=k)
+    lo = plan_strategy([ep], strat, SETTING, base.__class__(**{**base.__dict__, "verify_reasoning_tokens": vr,
+                                                               "repair_reasoning_tokens": rr}), seed)
+    hi = plan_strategy([ep], strat, SETTING, base.__class__(**{**base.__dict__, "verify_reasoning_tokens": vr + dv,
+                                                               "repair_reasoning_tokens": rr + dr}), seed)
+    off = plan_strategy([ep], strat, SETTING, base.__class__(**{**base.__dict__, "thinking": False}), seed)
+    tied = plan_strategy([ep], strat, SETTING, base, seed)
+    assert _strong_decoded(hi) >= _strong_decoded(lo)
+    assert _strong_decoded(off) <= _strong_decoded(tied)
+    # exactly: every review adds dv more verification reasoning tokens, every repair turn dr more
+    assert _strong_decoded(hi) - _strong_decoded(lo) == dv * lo.stat("reviews")[0] + dr * lo.stat("repairs")[0]
+    np.testing.assert_array_equal(hi.stats, lo.stats)
 
 
 def test_no_reviews_needed_means_no_strong_work():

@@ -63,11 +63,13 @@ def both(episodes, strategy, acc, seed, setting=SETTING):
        seed=st.integers(0, 2**31), review=st.sampled_from(["on_write", "hold_replies", "every_chunk"]),
        exact=st.booleans(), caching=st.booleans(), prompt=st.sampled_from(["cached", "fresh"]),
        ratio=st.sampled_from([1.0, 0.7, 1.3]), corr=st.sampled_from([0.0, 0.5]), decay=st.sampled_from([1.0, 0.9]),
-       replacement=st.sampled_from([0.0, 0.5, 1.0]), verdict=st.sampled_from([0, 48]), accept_verdict=st.sampled_from([0, 4]))
+       replacement=st.sampled_from([0.0, 0.5, 1.0]), verdict=st.sampled_from([0, 48]), accept_verdict=st.sampled_from([0, 4]),
+       thinking=st.booleans(), vr=st.sampled_from([None, 0, 250]), rr=st.sampled_from([None, 0, 90]))
 def test_lockstep_equals_reference_planner(eps, p, k, seed, review, exact, caching, prompt, ratio, corr, decay, replacement,
-                                           verdict, accept_verdict):
+                                           verdict, accept_verdict, thinking, vr, rr):
     acc = dataclasses.replace(AcceptanceModel.constant(p), weak_token_ratio=ratio, correlation=corr, position_decay=decay,
-                              p_valid_replacement=replacement, verdict_tokens=verdict, accept_verdict_tokens=accept_verdict)
+                              p_valid_replacement=replacement, verdict_tokens=verdict, accept_verdict_tokens=accept_verdict,
+                              thinking=thinking, verify_reasoning_tokens=vr, repair_reasoning_tokens=rr)
     setting = dataclasses.replace(SETTING, prefix_caching=caching, verifier_prompt=prompt)
     strat = SpecAgent(k=k, review=review, verifier="exact" if exact else "semantic")
     assert_same_plan(*both(eps, strat, acc, seed, setting))

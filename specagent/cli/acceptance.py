@@ -12,3 +12,7 @@ app = typer.Typer(
     help="The acceptance and verdict model from evidence: fit it to verdict logs, measure it on real "
          "endpoints, calibrate it to the published protocol figures (docs/verdict-log.md).",
     no_args_is_help=True)
+
+from specagent.cli import acceptance_fit as _fit  # noqa: E402
+
+app.command("fit")(_fit.fit)

@@ -23,7 +23,7 @@ import typer
 from specagent.cli.console import fail
 from specagent.common.errors import InputError
 from specagent.simulator.scenario import (
-    DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError,
+    DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, load_acceptance,
 )
 from specagent.simulator.setting import Setting
 
@@ -118,6 +118,10 @@ _ACCEPT = inspect.Parameter("accept", inspect.Parameter.KEYWORD_ONLY, annotation
     None, "--accept", help="One acceptance probability for every step kind, no position decay or correlation "
                            "(default: the per-kind illustrative table shown in the output)."))
 
+_ACCEPTANCE_FILE = inspect.Parameter("acceptance_file", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
+    None, "--acceptance", help="An [acceptance] table (TOML, e.g. written by `specagent acceptance fit`) replacing the "
+                               "scenario's acceptance model; --accept and the acceptance flags apply on top."))
+
 
 def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the command gets the generated flags and is called with `scenario=` the Scenario they describe."""
@@ -131,11 +135,13 @@ def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
             given = {fl.path: kw.pop(fl.param) for fl in flags}
+            with_acc = "acceptance" not in tuple(exclude)
             scenario = build_scenario({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
-                                      kw.pop("edge"), kw.pop("accept"), flags)
+                                      kw.pop("edge"), kw.pop("accept") if with_acc else None, flags,
+                                      kw.pop("acceptance_file") if with_acc else None)
             return fn(scenario=scenario, **kw)
 
-        params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPT] if "acceptance" not in tuple(exclude) else []), *gen]
+        params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if "acceptance" not in tuple(exclude) else []), *gen]
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command
@@ -144,14 +150,17 @@ def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any
 
 
 def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: bool, accept: float | None,
-                   flags: list[Flag]) -> Scenario:
-    """The scenario file (or shipped edge / built-in default), then `--accept`, then every flag given."""
+                   flags: list[Flag], acceptance_file: Path | None = None) -> Scenario:
+    """The scenario file (or shipped edge / built-in default), then `--acceptance FILE`, then `--accept`, then every
+    flag given."""
     if scenario_file is not None and edge:
         fail("give --scenario or --edge, not both")
     try:
         base = Scenario.load(scenario_file) if scenario_file is not None else Scenario.load("edge") if edge else Scenario()
+        if acceptance_file is not None:
+            base = base.replace(acceptance=load_acceptance(acceptance_file))
     except ScenarioError as exc:
-        fail(str(exc))
+        fail(f"--acceptance: {exc}" if acceptance_file is not None and exc.where.startswith("acceptance") else str(exc))
     if accept is not None:
         try:
             base = base.replace(acceptance=base.acceptance.with_constant(accept))

@@ -123,6 +123,16 @@ def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: s
     return t
 
 
+def _reasoning(acc: dict) -> str:
+    """The verdict model's reasoning terms in words (the rule: simulator/acceptance.py)."""
+    if not acc.get("thinking", False):
+        return "off (verdicts and repairs decode their answer only)"
+    tied = "the workload's recorded reasoning of the step decided"
+    v, r = acc.get("verify_reasoning_tokens"), acc.get("repair_reasoning_tokens")
+    return (f"on: {tied if v is None else f'{v} tokens'} per verification / "
+            f"{'the repaired step' + chr(39) + 's recorded reasoning' if r is None else f'{r} tokens'} per repair")
+
+
 def _assumption_table(assumptions: dict) -> Table:
     t = Table(title="Assumptions (every figure above depends on these)", show_header=False)
     t.add_column("what")
@@ -135,6 +145,7 @@ def _assumption_table(assumptions: dict) -> Table:
     t.add_row("position decay / correlation", f"{acc['position_decay']:g} / {acc['correlation']:g}")
     t.add_row("weak token ratio", f"{acc['weak_token_ratio']:g}")
     t.add_row("verdict tokens (reject / accept)", f"{acc['verdict_tokens']} (+ replacement call) / {acc['accept_verdict_tokens']}")
+    t.add_row("Strong reasoning (verify / repair)", _reasoning(acc))
     t.add_row("p(valid replacement)", f"{acc['p_valid_replacement']:g}")
     t.add_row("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
     t.add_row("escalation recall (collab)", f"{acc['escalation_recall']:g}")

@@ -1,0 +1,518 @@
+"""Maximum-likelihood fit of the acceptance and verdict model to verdict logs and protocol logs.
+
+Why: every saving the tool predicts rests on the acceptance model; this turns evidence
+(`docs/verdict-log.md` records, or the protocol logs `specagent live` writes) into its
+parameters, each with a 95% interval, and says whether the data support position decay and
+correlation at all. The likelihood is the model's own (simulator/acceptance.py):
+
+* a verification judges drafted steps in order and stops at the first rejection; step i
+  is accepted with p = accept[kind] * position_decay**i, times (1 - correlation) for the
+  first step after a rejection in the same task. Every judged step is one Bernoulli term.
+* a rejection's replacement is valid with p_valid_replacement (Bernoulli); a drafted step
+  equals the recorded one with exact[kind] (Bernoulli, where the log says).
+* token counts (verdict reason, accept verdict, verification and repair reasoning) are
+  negative binomial (NB2: mean mu, shape r; Poisson when not over-dispersed); the model
+  takes mu, whose MLE is the sample mean.
+* weak_token_ratio: drafted tokens ~ Poisson(ratio x reference tokens), quasi-Poisson
+  dispersion for the interval.
+
+Intervals: profile likelihood (2 x log-likelihood drop of chi2_1(0.95) = 3.84) for the
+acceptance parameters, p_valid_replacement and exact; for the NB means, Fisher information
+(mu and r are orthogonal in NB2, so se(mu) = sqrt(mu (1 + mu/r) / n)) on the log scale, or
+the exact Poisson (Garwood) interval; for the ratio, quasi-Poisson Fisher information.
+Likelihood-ratio tests of decay (H0: decay = 1) and correlation (H0: correlation = 0) use
+the boundary null 0.5 chi2_0 + 0.5 chi2_1. Goodness of fit compares observed and expected
+accepted-prefix lengths, per kind of the segment's last drafted step (Pearson chi2 over
+cells pooled to an expected count of at least 5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy import optimize, stats
+
+from specagent.simulator.acceptance import DEFAULT_EXACT, KINDS, AcceptanceModel
+from specagent.simulator.workload import episode_from_trajectory, step_groups
+from specagent.traces.errors import TraceFormatError
+from specagent.traces.io import load_trajectories
+from specagent.traces.schema import Trajectory
+from specagent.traces.verdict_log import SCHEMA, VerdictRecord, previous_rejected, read_verdict_log
+
+CHI2_95 = float(stats.chi2.ppf(0.95, 1))  # 3.841
+_EPS = 1e-9
+LOG_FORMAT = f"a verdict log ('{SCHEMA}' JSONL) or a protocol log (`specagent live`'s protocol_log.jsonl)"
+
+
+@dataclass
+class Segment:
+    """One verification as the acceptance likelihood sees it: the judged kinds and where it stopped."""
+
+    kinds: tuple[int, ...]  # codes into KINDS of the drafted steps (a protocol log: the judged ones)
+    after_rejection: bool
+    accepted_prefix: int
+    complete: bool  # all drafted steps known (verdict logs); a protocol log drops a rejected segment's tail
+
+
+@dataclass
+class FitData:
+    """Everything a fit reads, from any mix of verdict logs and protocol logs."""
+
+    segments: list[Segment] = field(default_factory=list)
+    replacement_valid: list[bool] = field(default_factory=list)
+    exact_kind: list[int] = field(default_factory=list)
+    exact_match: list[bool] = field(default_factory=list)
+    counts: dict[str, list[int]] = field(default_factory=lambda: {k: [] for k in COUNT_PARAMS + ("repair_tokens",)})
+    drafted_tokens: list[int] = field(default_factory=list)
+    reference_tokens: list[int] = field(default_factory=list)
+    thinking: list[bool] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    records: int = 0
+
+
+#: Token counts of the model fitted as NB means (the model's field names).
+COUNT_PARAMS = ("verdict_tokens", "accept_verdict_tokens", "verify_reasoning_tokens", "repair_reasoning_tokens")
+
+
+# ------------------------------------------------------------------------------------------------ reading
+def add_verdict_records(data: FitData, records: Sequence[VerdictRecord], name: str) -> None:
+    after = previous_rejected(records)
+    for r, aft in zip(records, after):
+        kinds = tuple(KINDS.index(s.kind) for s in r.drafted)
+        data.segments.append(Segment(kinds, aft, r.accepted_prefix, True))
+        data.thinking.append(r.thinking)
+        for s in r.drafted:
+            if s.exact_match is not None:
+                data.exact_kind.append(KINDS.index(s.kind))
+                data.exact_match.append(s.exact_match)
+            if s.reference_tokens is not None and s.reference_tokens > 0:
+                data.drafted_tokens.append(s.tokens)
+                data.reference_tokens.append(s.reference_tokens)
+        if r.thinking:
+            data.counts["verify_reasoning_tokens"].append(r.verify_reasoning_tokens)
+        if not r.rejected:
+            data.counts["accept_verdict_tokens"].append(r.verdict_tokens)
+            continue
+        bad = r.drafted[r.accepted_prefix]
+        if r.replacement_offered:
+            data.replacement_valid.append(bool(r.replacement_valid))
+            call = r.replacement_tokens if r.replacement_tokens is not None else (
+                bad.reference_tokens if bad.reference_tokens is not None else bad.tokens)
+        else:
+            data.replacement_valid.append(False)
+            call = 0
+        data.counts["verdict_tokens"].append(max(r.verdict_tokens - call, 0))
+        if r.repair_tokens is not None:
+            data.counts["repair_tokens"].append(r.repair_tokens)
+            if r.thinking and r.repair_reasoning_tokens is not None:
+                data.counts["repair_reasoning_tokens"].append(r.repair_reasoning_tokens)
+    data.records += len(records)
+    data.logs.append(f"{name} ({len(records)} verdict records)")
+
+
+def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> None:
+    """Reviewed segments of `specagent live` protocol logs: verdicts and replacements (their token counts are
+    recorded as totals, reasoning included, so they set no token parameter)."""
+    n = 0
+    for t in trajs:
+        if not t.is_protocol_log:
+            continue
+        units = episode_from_trajectory(t).units
+        groups = step_groups(t)
+        segs: dict[int, list[tuple[int, str, int]]] = {}
+        for u, g in zip(units, groups):
+            lab = next((s.label for s in g.agent if s.label is not None), None)
+            if lab is None or lab.verdict is None:
+                continue  # user turns, unreviewed chunks
+            segs.setdefault(lab.segment, []).append((KINDS.index(u.kind), lab.verdict.value, u.repair_tokens))
+        after = False
+        for s in sorted(segs):
+            steps = segs[s]
+            rep = [i for i, x in enumerate(steps) if x[1] == "repair"]
+            a = rep[0] if rep else len(steps)
+            data.segments.append(Segment(tuple(x[0] for x in steps[:a + 1]), after, a, not rep))
+            if rep:
+                data.replacement_valid.append(steps[a][2] == 0)
+            after = bool(rep)
+            n += 1
+    if not n:
+        raise TraceFormatError(name, "file", "<records>", LOG_FORMAT, found="trajectories without reviewed, labelled segments")
+    data.records += n
+    data.logs.append(f"{name} ({n} reviewed segments of {len(trajs)} protocol-log trajectories)")
+
+
+def read_logs(paths: Iterable[str | Path]) -> FitData:
+    """Every log, by content: a verdict log when its first record names the schema, else a protocol log."""
+    data = FitData()
+    for p in paths:
+        p = Path(p)
+        if _is_verdict_log(p):
+            add_verdict_records(data, read_verdict_log(p), str(p))
+        else:
+            add_protocol_log(data, load_trajectories(p), str(p))
+    return data
+
+
+def _is_verdict_log(p: Path) -> bool:
+    """A protocol log is a trace (JSONL trajectories with `steps`); anything else goes to the verdict-log reader,
+    which names what is wrong with it."""
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(1 << 16).decode("utf-8", errors="replace").lstrip("\ufeff")
+    except OSError:
+        return True
+    first = next((ln for ln in head.split("\n") if ln.strip()), "")
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return not first.lstrip().startswith('{"schema_version"') and '"steps"' not in first
+    return not (isinstance(obj, dict) and "steps" in obj and "schema" not in obj)
+
+
+# ------------------------------------------------------------------------------------------------ likelihoods
+@dataclass(frozen=True)
+class Judged:
+    """Every judged step, aggregated into cells of (kind, position, after a rejection) with their accepted and
+    rejected counts: the likelihood depends on nothing else, so it costs a few dozen terms however long the log."""
+
+    kind: np.ndarray
+    pos: np.ndarray
+    after: np.ndarray  # first step after a rejection in the same task
+    n_accepted: np.ndarray
+    n_rejected: np.ndarray
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment]) -> "Judged":
+        k, p, a, y = [], [], [], []
+        for s in segments:
+            m = min(s.accepted_prefix + 1, len(s.kinds))
+            for i in range(m):
+                k.append(s.kinds[i])
+                p.append(i)
+                a.append(s.after_rejection and i == 0)
+                y.append(i < s.accepted_prefix)
+        key = np.stack([np.array(k, dtype=np.int64), np.array(p, dtype=np.int64), np.array(a, dtype=np.int64)], axis=1)
+        cells, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        yy = np.array(y, dtype=bool)
+        n_acc = np.bincount(inv, weights=yy, minlength=len(cells))
+        n_rej = np.bincount(inv, weights=~yy, minlength=len(cells))
+        return cls(cells[:, 0], cells[:, 1], cells[:, 2].astype(bool), n_acc, n_rej)
+
+    @property
+    def steps(self) -> int:
+        return int(self.n_accepted.sum() + self.n_rejected.sum())
+
+    def of_kind(self, kc: int) -> int:
+        m = self.kind == kc
+        return int(self.n_accepted[m].sum() + self.n_rejected[m].sum())
+
+
+def _p_accept(theta: np.ndarray, j: Judged) -> np.ndarray:
+    accept, decay, corr = theta[:5], theta[5], theta[6]
+    return accept[j.kind] * decay ** j.pos * np.where(j.after, 1.0 - corr, 1.0)
+
+
+def acceptance_loglik(theta: np.ndarray, j: Judged) -> float:
+    p = np.clip(_p_accept(theta, j), _EPS, 1 - _EPS)
+    return float(np.sum(j.n_accepted * np.log(p) + j.n_rejected * np.log1p(-p)))
+
+
+@dataclass
+class ParamFit:
+    name: str
+    estimate: float
+    low: float
+    high: float
+    n: int
+    how: str  # interval method
+
+    def row(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class _Profiled:
+    """Maximise a log-likelihood over bounded free parameters; profile one parameter at a time."""
+
+    def __init__(self, ll, x0: np.ndarray, bounds: list[tuple[float, float]], free: list[int]):
+        self.ll, self.bounds, self.free = ll, bounds, free
+        self.x = x0.astype(float).copy()
+        self.best = self._maximise(self.x, free)
+
+    def _maximise(self, x: np.ndarray, free: list[int]) -> float:
+        if not free:
+            return self.ll(x)
+        full = x.copy()
+
+        def nll(v):
+            full[free] = v
+            return -self.ll(full)
+
+        res = optimize.minimize(nll, x[free], method="SLSQP", bounds=[self.bounds[i] for i in free])
+        x[free] = res.x
+        return -float(res.fun)
+
+    def restricted(self, i: int, value: float) -> float:
+        x = self.x.copy()
+        x[i] = value
+        return self._maximise(x, [f for f in self.free if f != i])
+
+    def interval(self, i: int) -> tuple[float, float]:
+        lo_b, hi_b = self.bounds[i]
+        xh = self.x[i]
+
+        def drop(v):
+            return 2.0 * (self.best - self.restricted(i, v)) - CHI2_95
+
+        lo = lo_b if drop(lo_b) <= 0 else optimize.brentq(drop, lo_b, xh, xtol=1e-5) if xh > lo_b else lo_b
+        hi = hi_b if drop(hi_b) <= 0 else optimize.brentq(drop, xh, hi_b, xtol=1e-5) if xh < hi_b else hi_b
+        return float(lo), float(hi)
+
+
+def _binomial(name: str, ys: Sequence[bool]) -> ParamFit:
+    y = np.asarray(ys, dtype=bool)
+    n, k = len(y), int(y.sum())
+
+    def ll(x):
+        p = min(max(x[0], _EPS), 1 - _EPS)
+        return k * math.log(p) + (n - k) * math.log1p(-p)
+
+    pr = _Profiled(ll, np.array([k / n]), [(0.0, 1.0)], [])
+    lo, hi = pr.interval(0)
+    return ParamFit(name, k / n, lo, hi, n, "profile likelihood")
+
+
+def nb_mean(name: str, xs: Sequence[int]) -> tuple[ParamFit, float | None]:
+    """NB2 mean with its 95% interval, and the fitted shape r (None: Poisson)."""
+    x = np.asarray(xs, dtype=np.float64)
+    n, mu = len(x), float(x.mean())
+    var = float(x.var(ddof=1)) if n > 1 else 0.0
+    if var <= mu or mu == 0:
+        s = float(x.sum())
+        lo = 0.0 if s == 0 else float(stats.chi2.ppf(0.025, 2 * s)) / (2 * n)
+        hi = float(stats.chi2.ppf(0.975, 2 * s + 2)) / (2 * n)
+        return ParamFit(name, mu, lo, hi, n, "exact Poisson (Garwood)"), None
+
+    def nll(log_r):
+        r = math.exp(log_r)
+        return -float(np.sum(stats.nbinom.logpmf(x, r, r / (r + mu))))
+
+    r = math.exp(optimize.minimize_scalar(nll, bounds=(-10.0, 15.0), method="bounded").x)
+    se = math.sqrt(mu * (1 + mu / r) / n)
+    return ParamFit(name, mu, mu * math.exp(-1.96 * se / mu), mu * math.exp(1.96 * se / mu), n,
+                    "Fisher information (NB2, log scale)"), r
+
+
+def _ratio(tokens: Sequence[int], reference: Sequence[int]) -> ParamFit:
+    y, x = np.asarray(tokens, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    r = float(y.sum() / x.sum())
+    n = len(y)
+    phi = max(1.0, float(np.sum((y - r * x) ** 2 / (r * x)) / max(n - 1, 1))) if r > 0 else 1.0
+    se = math.sqrt(phi * r / x.sum()) if r > 0 else 0.0
+    lo, hi = (r * math.exp(-1.96 * se / r), r * math.exp(1.96 * se / r)) if r > 0 else (0.0, 0.0)
+    return ParamFit("weak_token_ratio", r, lo, hi, n, "quasi-Poisson Fisher information")
+
+
+# ------------------------------------------------------------------------------------------------ the fit
+@dataclass
+class FitResult:
+    model: AcceptanceModel
+    params: list[ParamFit]
+    tests: dict[str, dict]
+    goodness: dict[str, dict]
+    not_fitted: dict[str, str]
+    diagnostics: dict[str, float]
+    data: FitData
+
+    def table(self) -> dict:
+        """What the acceptance table's `[acceptance.fit]` stores."""
+        return self.model.fit
+
+
+def _prefix_distribution(theta: np.ndarray, segs: Sequence[Segment]) -> np.ndarray:
+    """P(accepted prefix = m) for each segment, m = 0..max length (rows sum to 1)."""
+    L = max(len(s.kinds) for s in segs)
+    out = np.zeros((len(segs), L + 1))
+    accept, decay, corr = theta[:5], theta[5], theta[6]
+    for r, s in enumerate(segs):
+        p = np.array([accept[k] * decay ** i * ((1 - corr) if (i == 0 and s.after_rejection) else 1.0) for i, k in enumerate(s.kinds)])
+        surv = np.concatenate([[1.0], np.cumprod(p)])
+        n = len(p)
+        out[r, :n] = surv[:n] * (1 - p)
+        out[r, n] = surv[n]
+    return out
+
+
+def _goodness(theta: np.ndarray, segs: Sequence[Segment]) -> dict[str, dict]:
+    full = [s for s in segs if s.complete]  # a protocol log's rejected segments lack their tail
+    out: dict[str, dict] = {}
+    for kc, kind in enumerate(KINDS):
+        g = [s for s in full if s.kinds[-1] == kc]
+        if len(g) < 5:
+            continue
+        pred = _prefix_distribution(theta, g).sum(axis=0)
+        obs = np.bincount([s.accepted_prefix for s in g], minlength=len(pred)).astype(float)
+        # pool cells from the top until each has an expected count >= 5
+        e_cells, o_cells = [], []
+        e_acc = o_acc = 0.0
+        for e, o in zip(pred[::-1], obs[::-1]):
+            e_acc, o_acc = e_acc + e, o_acc + o
+            if e_acc >= 5:
+                e_cells.append(e_acc)
+                o_cells.append(o_acc)
+                e_acc = o_acc = 0.0
+        if e_acc or o_acc:
+            if e_cells:
+                e_cells[-1] += e_acc
+                o_cells[-1] += o_acc
+            else:
+                e_cells, o_cells = [e_acc], [o_acc]
+        e_arr, o_arr = np.array(e_cells), np.array(o_cells)
+        chi2 = float(np.sum((o_arr - e_arr) ** 2 / e_arr))
+        df = len(e_cells) - 1
+        out[kind] = {"segments": len(g), "observed": [int(x) for x in obs], "expected": [round(float(x), 2) for x in pred],
+                     "chi2": round(chi2, 3), "df": df, "p_value": round(float(stats.chi2.sf(chi2, df)), 4) if df > 0 else 1.0}
+    return out
+
+
+def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitResult:
+    """The MLE of every parameter the logs inform, with 95% intervals; the others stay at `base` and are listed."""
+    base = base or AcceptanceModel()
+    if not data.segments:
+        raise ValueError("the logs hold no verification to fit")
+    j = Judged.of(data.segments)
+    kinds_seen = sorted(set(j.kind.tolist()))
+    has_decay = bool((j.pos > 0).any())
+    has_corr = bool(j.after.any())
+    x0 = np.array([base.accept[k] for k in KINDS] + [base.position_decay if has_decay else 1.0,
+                                                     base.correlation if has_corr else 0.0], dtype=float)
+    for kc in kinds_seen:  # start at the observed acceptance of the kind: a good, feasible start
+        m = j.kind == kc
+        x0[kc] = min(max(float(j.n_accepted[m].sum() / (j.n_accepted[m].sum() + j.n_rejected[m].sum())), 0.05), 0.95)
+    bounds = [(0.0, 1.0)] * 5 + [(1e-3, 1.0), (0.0, 1.0)]
+    free = kinds_seen + ([5] if has_decay else []) + ([6] if has_corr else [])
+    pr = _Profiled(lambda x: acceptance_loglik(x, j), x0, bounds, free)
+    theta = pr.x
+    params: list[ParamFit] = []
+    not_fitted: dict[str, str] = {}
+    for kc, kind in enumerate(KINDS):
+        if kc in kinds_seen:
+            lo, hi = pr.interval(kc)
+            params.append(ParamFit(f"accept.{kind}", float(theta[kc]), lo, hi, j.of_kind(kc), "profile likelihood"))
+        else:
+            not_fitted[f"accept.{kind}"] = "no drafted step of this kind was judged"
+    tests: dict[str, dict] = {}
+    for idx, name, null, present in ((5, "position_decay", 1.0, has_decay), (6, "correlation", 0.0, has_corr)):
+        if not present:
+            not_fitted[name] = ("no step judged past a segment's first position" if idx == 5
+                                else "no verification follows a rejection in the same task")
+            continue
+        lo, hi = pr.interval(idx)
+        params.append(ParamFit(name, float(theta[idx]), lo, hi, j.steps, "profile likelihood"))
+        stat = max(0.0, 2.0 * (pr.best - pr.restricted(idx, null)))
+        tests[name] = {"null": f"{name} = {null:g}", "statistic": round(stat, 4),
+                       "p_value": round(0.5 * float(stats.chi2.sf(stat, 1)), 6) if stat > 0 else 1.0,
+                       "supported": bool(0.5 * stats.chi2.sf(stat, 1) < 0.05)}
+    fields: dict = {"accept": {k: round(float(theta[i]), 6) if i in kinds_seen else base.accept[k] for i, k in enumerate(KINDS)},
+                    "position_decay": round(float(theta[5]), 6) if has_decay else base.position_decay,
+                    "correlation": round(float(theta[6]), 6) if has_corr else base.correlation}
+    if data.replacement_valid:
+        f = _binomial("p_valid_replacement", data.replacement_valid)
+        params.append(f)
+        fields["p_valid_replacement"] = round(f.estimate, 6)
+    else:
+        not_fitted["p_valid_replacement"] = "no rejection in the logs"
+    if data.exact_match:
+        ek, em = np.array(data.exact_kind), np.array(data.exact_match)
+        exact = dict(base.exact)
+        for kc, kind in enumerate(KINDS):
+            m = ek == kc
+            if m.any():
+                f = _binomial(f"exact.{kind}", em[m].tolist())
+                params.append(f)
+                exact[kind] = round(f.estimate, 6)
+        fields["exact"] = exact
+    else:
+        not_fitted["exact"] = "no drafted step carries exact_match"
+    diagnostics: dict[str, float] = {}
+    for name in COUNT_PARAMS:
+        xs = data.counts[name]
+        if not xs:
+            not_fitted[name] = {"verdict_tokens": "no rejection in a verdict log",
+                                "accept_verdict_tokens": "no whole-segment acceptance in a verdict log",
+                                "verify_reasoning_tokens": "no verification with thinking on in a verdict log",
+                                "repair_reasoning_tokens": "no repair turn with thinking on in a verdict log"}[name]
+            continue
+        f, shape = nb_mean(name, xs)
+        params.append(f)
+        fields[name] = int(round(f.estimate))
+        if shape is not None:
+            diagnostics[f"{name}_nb_shape"] = round(shape, 4)
+    if data.counts["repair_tokens"]:
+        f, _ = nb_mean("repair_tokens", data.counts["repair_tokens"])
+        diagnostics["repair_tokens_mean"] = round(f.estimate, 3)
+        diagnostics["repair_tokens_low"] = round(f.low, 3)
+        diagnostics["repair_tokens_high"] = round(f.high, 3)
+    if data.drafted_tokens:
+        f = _ratio(data.drafted_tokens, data.reference_tokens)
+        if f.estimate > 0:
+            params.append(f)
+            fields["weak_token_ratio"] = round(f.estimate, 6)
+        else:
+            not_fitted["weak_token_ratio"] = "every drafted step has 0 tokens"
+    else:
+        not_fitted["weak_token_ratio"] = "no drafted step carries reference_tokens"
+    if data.thinking:
+        fields["thinking"] = any(data.thinking)
+        if any(data.thinking) and not all(data.thinking):
+            diagnostics["thinking_share"] = round(sum(data.thinking) / len(data.thinking), 4)
+    goodness = _goodness(theta, data.segments)
+    source = (f"fitted by `specagent acceptance fit` (maximum likelihood) from {'; '.join(data.logs)}; "
+              f"parameters not in the logs keep their defaults: {', '.join(sorted(not_fitted)) or 'none'}")
+    meta = {
+        "method": "maximum likelihood (simulator/acceptance_fit.py)",
+        "interval_method": "95%: profile likelihood (acceptance, decay, correlation, p_valid_replacement, exact); Fisher "
+                           "information (NB2 token means, log scale; exact Poisson when not over-dispersed); quasi-Poisson "
+                           "Fisher information (weak_token_ratio)",
+        "logs": list(data.logs), "records": data.records,
+        "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params},
+        "tests": tests, "goodness_of_fit": goodness, "not_fitted": not_fitted, "diagnostics": diagnostics,
+    }
+    model = dataclasses.replace(base, **fields, source=source, fit=meta)
+    return FitResult(model, params, tests, goodness, not_fitted, diagnostics, data)
+
+
+def acceptance_toml(result: FitResult) -> str:
+    """The `[acceptance]` table a scenario takes (`--acceptance FILE`, or `acceptance = "FILE"` in a scenario)."""
+    import tomli_w
+
+    m = result.model
+    keys = ["accept", "exact", "position_decay", "correlation", "weak_token_ratio", "verdict_tokens", "accept_verdict_tokens",
+            "p_valid_replacement", "thinking", "verify_reasoning_tokens", "repair_reasoning_tokens", "source", "fit"]
+    table = {k: _plain(getattr(m, k)) for k in keys if getattr(m, k) is not None}
+    head = ("# The acceptance and verdict model fitted by `specagent acceptance fit`; pass it with\n"
+            "# `--acceptance THIS.toml` (predict, simulate, plan, ...) or `acceptance = \"THIS.toml\"` in a scenario.\n")
+    return head + tomli_w.dumps({"acceptance": table})
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    return v
+
+
+def to_json(result: FitResult) -> str:
+    return json.dumps({"acceptance": _plain(dataclasses.asdict(result.model)), "params": [p.row() for p in result.params]},
+                      indent=2)

@@ -1,0 +1,90 @@
+"""`specagent acceptance fit LOG... -o acceptance.toml`: the acceptance and verdict model fitted to logs.
+
+Thin: reading and fitting are `simulator/acceptance_fit.py`; this prints the estimates with their
+95% intervals, the likelihood-ratio tests and the goodness of fit, and writes the `[acceptance]`
+table (atomically) that `--acceptance FILE` and scenarios take (docs/acceptance-fit.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specagent.cli.console import fail, legend
+from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.simulator.acceptance_fit import FitResult, acceptance_toml, fit_acceptance, read_logs
+from specagent.traces.errors import TraceFormatError
+
+
+def fit(
+    logs: List[Path] = typer.Argument(..., help="Verdict logs (docs/verdict-log.md) and/or `specagent live` protocol logs."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the fitted [acceptance] table here (TOML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the fitted model and every estimate as JSON."),
+) -> None:
+    """Fit the acceptance and verdict model to logs by maximum likelihood, with 95% intervals and tests."""
+    try:
+        data = read_logs(logs)
+        result = fit_acceptance(data)
+    except (TraceFormatError, InputError) as exc:
+        fail(str(exc))
+    except FileNotFoundError as exc:
+        fail(str(exc).strip("'\""))
+    except ValueError as exc:
+        fail(f"{', '.join(map(str, logs))}: {exc}")
+    if output is not None:
+        atomic.write_text(output, acceptance_toml(result))
+    if as_json:
+        typer.echo(json.dumps({"acceptance": result.model.describe(), "estimates": [p.row() for p in result.params],
+                               "written": str(output) if output else None}, indent=2, default=float))
+        return
+    _print(result)
+    Console().print(f"wrote {output}" if output else "not written: give -o FILE to write the [acceptance] table",
+                    highlight=False)
+
+
+_SHORT = {"profile likelihood": "profile", "Fisher information (NB2, log scale)": "Fisher NB2",
+          "exact Poisson (Garwood)": "Garwood", "quasi-Poisson Fisher information": "quasi-Poisson"}
+
+
+def _num(x: float) -> str:
+    return f"{x:.4g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _print(r: FitResult) -> None:
+    c = Console()
+    t = Table(title=f"Acceptance model fitted to {r.data.records:,} verifications (maximum likelihood)")
+    for col in ("parameter", "estimate", "95% interval", "n", "interval"):
+        t.add_column(col, justify="right" if col in ("estimate", "n") else "left")
+    for p in r.params:
+        t.add_row(p.name, _num(p.estimate), f"[{_num(p.low)}, {_num(p.high)}]", f"{p.n:,}", _SHORT.get(p.how, p.how))
+    for name, why in r.not_fitted.items():
+        t.add_row(name, "default", "—", "0", f"not fitted: {why}")
+    t.caption = legend([(s, l) for l, s in _SHORT.items() if any(p.how == l for p in r.params)])
+    c.print(t)
+    if r.tests:
+        tt = Table(title="Likelihood-ratio tests (boundary null: ½χ²₀ + ½χ²₁)")
+        for col in ("parameter", "null", "statistic", "p", "the data support it"):
+            tt.add_column(col)
+        for name, v in r.tests.items():
+            tt.add_row(name, v["null"], f"{v['statistic']:.3f}", f"{v['p_value']:.3g}", "yes" if v["supported"] else "no (p ≥ 0.05)")
+        c.print(tt)
+    if r.goodness:
+        g = Table(title="Goodness of fit: accepted-prefix length, observed / expected, by kind of the segment's last step",
+                  caption="columns 0, 1, ...: segments whose verifier kept that many drafted steps")
+        width = max(len(v["observed"]) for v in r.goodness.values())
+        g.add_column("kind")
+        g.add_column("segments", justify="right")
+        for m in range(width):
+            g.add_column(f"{m}", justify="right")
+        g.add_column("χ² (df)")
+        g.add_column("p")
+        for kind, v in r.goodness.items():
+            cells = [f"{o}/{e:.0f}" for o, e in zip(v["observed"], v["expected"])] + [""] * (width - len(v["observed"]))
+            g.add_row(kind, str(v["segments"]), *cells, f"{v['chi2']:.2f} ({v['df']})", f"{v['p_value']:.3g}")
+        c.print(g)
