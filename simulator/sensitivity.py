@@ -212,6 +212,12 @@ def tornado(scenario: Scenario, trajectories, setting: Setting | None = None, di
         res = run.pair(models)
         for i, r in enumerate(acc_ranges):
             add(r.path, "acceptance", f"{r.low:.4g}", f"{r.high:.4g}", res.iloc[2 * i], res.iloc[2 * i + 1], r.source)
+    # the Strong model's reasoning before verdicts and repairs (its token counts are ranges above when set explicitly)
+    if isinstance(getattr(base_acc, "thinking", None), bool):
+        res = run.pair([replace(base_acc, thinking=False), replace(base_acc, thinking=True)])
+        add("Strong reasoning (thinking)", "acceptance", "off", "on", res.iloc[0], res.iloc[1],
+            "whether the Strong model reasons before its verdicts and repairs (Qwen3.5 does unless told not to); on: "
+            "as long as the acceptance model says (by default the workload's recorded reasoning of the step decided)")
     # the environment: both strategies see the changed waits
     env = scenario.environment
     for name, lo, hi, make in (

@@ -96,7 +96,8 @@ def test_tornado_covers_every_assumption_and_its_ends_bracket_the_base(trajs):
     df = tornado(sc, trajs)
     names = set(df["assumption"])
     for a in ("accept.read", "accept.write", "position_decay", "correlation", "weak_token_ratio", "verdict_tokens",
-              "user latency scale", "tool latency (s per call)", "Strong decode batch", "weight reads", "verifier prompt"):
+              "user latency scale", "tool latency (s per call)", "Strong decode batch", "weight reads", "verifier prompt",
+              "Strong reasoning (thinking)"):
         assert a in names, a
     assert set(df["metric"]) == {"wall_time_s_rel", "model_wall_time_s_rel", "total_bytes_read_rel", "total_flops_rel", "cost_rel"}
     base = df.groupby("metric")["base"].nunique()
