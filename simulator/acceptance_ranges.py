@@ -35,6 +35,8 @@ from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 SHAPES = ("uniform", "normal")
 PRIORS = "priors"
+AUTO = "auto"
+FITTED = "fitted"
 #: Largest number of Monte Carlo draws: a guard against a typo (each draw plans the workload once more).
 MAX_DRAWS = 10_000
 
@@ -51,10 +53,12 @@ class Uncertainty:
         "flag": "draws", "help": "Monte Carlo draws of the acceptance parameters behind each printed interval (0: no intervals)."})
     level: float = field(default=0.9, metadata={
         "flag": "interval-level", "help": "Coverage of the printed intervals (0.9: the 5th to the 95th percentile of the draws)."})
-    ranges: str = field(default=PRIORS, metadata={
+    ranges: str = field(default=AUTO, metadata={
         "flag": "acceptance-ranges",
-        "help": "Where the acceptance parameters' uncertainty comes from: 'priors' (documented ranges, "
-                "simulator/data/acceptance_priors.toml) or a ranges file (fitted intervals or a calibrated set; docs/uncertainty.md)."})
+        "help": "Where the acceptance parameters' uncertainty comes from: 'auto' (the 95% intervals `acceptance fit` stored "
+                "with the acceptance model where it has them, the documented priors for the rest), 'priors' "
+                "(simulator/data/acceptance_priors.toml), 'fitted' (the stored intervals only) or a ranges file (fitted "
+                "intervals or a calibrated set; docs/uncertainty.md)."})
 
     def __post_init__(self) -> None:
         if not (isinstance(self.draws, numbers.Integral) and not isinstance(self.draws, bool) and 0 <= self.draws <= MAX_DRAWS):
@@ -67,6 +71,14 @@ class Uncertainty:
     def distribution(self, base: AcceptanceModel) -> "AcceptanceDistribution":
         if self.ranges == PRIORS:
             return AcceptanceDistribution.priors(base)
+        if self.ranges in (AUTO, FITTED):
+            fitted = AcceptanceDistribution.fitted(base)
+            if self.ranges == FITTED:
+                if not fitted.ranges:
+                    raise RangesError("uncertainty.ranges = 'fitted', but the acceptance model carries no fitted intervals "
+                                      "(write one with `specagent acceptance fit`)", "ranges")
+                return fitted
+            return AcceptanceDistribution.priors(base).overlaid(fitted) if fitted.ranges else AcceptanceDistribution.priors(base)
         return AcceptanceDistribution.from_file(base, self.ranges)
 
 
@@ -117,6 +129,32 @@ class AcceptanceDistribution:
             for path_ in paths:
                 out.append(_prior_range(base, path_, entry, p, key))
         return cls(base, tuple(out), source=f"prior ranges ({p.name}): {data.get('source', '')}".strip())
+
+    @classmethod
+    def fitted(cls, base: AcceptanceModel) -> "AcceptanceDistribution":
+        """The 95% intervals `acceptance fit` stored in `base.fit["intervals"]`, each a normal around the fitted value.
+
+        A profile-likelihood interval may be asymmetric; the normal takes its width only. An interval
+        that misses the stored value (rounding of a whole-token field) is widened to hold it.
+        """
+        intervals = (getattr(base, "fit", None) or {}).get("intervals", {})
+        out = []
+        for key, (lo, hi) in intervals.items():
+            if _expand(base, key) != [key]:
+                raise RangesError(f"acceptance.fit.intervals: {key!r} is not a numeric field (or table entry) of the acceptance "
+                                  "model", f"fit.intervals.{key}")
+            v = value_of(base, key)
+            d_lo, d_hi = domain(base, key)
+            out.append(ParameterRange(key, max(d_lo, min(float(lo), v)), min(d_hi, max(float(hi), v)), "normal",
+                                      f"95% interval fitted by `specagent acceptance fit` ({len(base.fit.get('logs', []))} logs)"))
+        return cls(base, tuple(out), source=f"fitted intervals: {base.source}")
+
+    def overlaid(self, other: "AcceptanceDistribution") -> "AcceptanceDistribution":
+        """These ranges with every parameter `other` has a range for taken from `other` instead."""
+        mine = {r.path: r for r in self.ranges}
+        mine.update({r.path: r for r in other.ranges})
+        return replace(self, ranges=tuple(mine.values()),
+                       source=f"{other.source}; the others: {self.source}" if other.ranges else self.source)
 
     @classmethod
     def from_file(cls, base: AcceptanceModel, path: str | Path) -> "AcceptanceDistribution":

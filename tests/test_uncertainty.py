@@ -212,3 +212,45 @@ def test_a_bad_published_row_is_one_located_line(tmp_path, row, needle):
     f.write_text("figure_id,setting,strategy,metric,relative_to,low,high,figure,source,source_locator\n" + row + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         load_published_ranges(f)
+
+
+def test_fitted_intervals_stored_by_acceptance_fit_replace_the_priors_they_cover():
+    base = replace(AcceptanceModel(), fit={"logs": ["a.jsonl"], "intervals": {"accept.read": [0.88, 0.93], "verdict_tokens": [40.2, 55.0]}})
+    auto = Uncertainty().distribution(base)
+    by = {r.path: r for r in auto.ranges}
+    assert (by["accept.read"].low, by["accept.read"].high, by["accept.read"].shape) == (0.88, 0.93, "normal")
+    assert by["verdict_tokens"].shape == "normal" and by["position_decay"].shape == "uniform"  # not fitted: its prior
+    assert "fitted" in auto.source
+    only = Uncertainty(ranges="fitted").distribution(base)
+    assert [r.path for r in only.ranges] == ["accept.read", "verdict_tokens"]
+    with pytest.raises(RangesError, match="carries no fitted intervals"):
+        Uncertainty(ranges="fitted").distribution(AcceptanceModel())
+    # without stored intervals, 'auto' is the priors
+    assert Uncertainty().distribution(AcceptanceModel()).ranges == AcceptanceDistribution.priors(AcceptanceModel()).ranges
+
+
+def test_predict_on_a_fitted_acceptance_draws_from_its_intervals(tmp_path):
+    """`acceptance fit` → `predict --acceptance FILE`: the intervals come from the fit (source (a) of the issue)."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+    from specagent.simulator.verdict_records import simulate_verdict_log
+    from specagent.traces import save_trajectories
+    from specagent.traces.verdict_log import write_verdict_log
+
+    runner = CliRunner()
+    log = write_verdict_log(simulate_verdict_log(AcceptanceModel(), 60, seed=3), tmp_path / "v.jsonl")
+    fitted = tmp_path / "acc.toml"
+    r = runner.invoke(app, ["acceptance", "fit", str(log), "-o", str(fitted)])
+    assert r.exit_code == 0, r.output
+    trace = tmp_path / "t.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:8], trace)
+    out = tmp_path / "o"
+    r = runner.invoke(app, ["predict", "--trace", str(trace), "--acceptance", str(fitted), "-o", str(out),
+                            "--strategies", "strongonly,specagent", "--draws", "10"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    iv = json.loads((out / "summary.json").read_text())["intervals"]
+    kinds = {x["parameter"]: x["range"] for x in iv["ranges"]}
+    assert "(normal, 95%)" in kinds["accept.read"] and "fitted intervals" in iv["source"]
