@@ -241,7 +241,8 @@ def tornado(scenario: Scenario, trajectories, setting: Setting | None = None, di
     df = pd.DataFrame(rows, columns=list(TORNADO_COLUMNS))
     order = df[df["metric"] == "wall_time_s_rel"].sort_values("swing", ascending=False, kind="stable")["assumption"].tolist()
     df["assumption"] = pd.Categorical(df["assumption"], categories=order, ordered=True)
-    return df.sort_values(["assumption", "metric"], kind="stable").reset_index(drop=True).astype({"assumption": str})
+    df["metric"] = pd.Categorical(df["metric"], categories=[m for m, _ in METRICS], ordered=True)
+    return df.sort_values(["assumption", "metric"], kind="stable").reset_index(drop=True).astype({"assumption": str, "metric": str})
 
 
 def _with(base: AcceptanceModel, path: str, v: float) -> AcceptanceModel:

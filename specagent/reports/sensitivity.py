@@ -32,7 +32,10 @@ def tornado_figure(doc: Mapping[str, Any]) -> go.Figure:
     missing = [c for c in TORNADO_NEEDS if c not in df.columns]
     if df.empty or missing:
         raise FigureNotSupported(f"the tornado needs rows with {', '.join(TORNADO_NEEDS)}")
-    metrics = list(dict.fromkeys(df["metric"]))
+    # a ratio Strong-only has no figure for (memory and FLOPs of a hosted Strong model) has no panel
+    metrics = [m for m in dict.fromkeys(df["metric"]) if pd.to_numeric(df.loc[df["metric"] == m, "base"], errors="coerce").notna().any()]
+    if not metrics:
+        raise FigureNotSupported("the tornado has no ratio with a value")
     labels = [df.loc[df["metric"] == m, "label"].iloc[0] for m in metrics]
     order = list(dict.fromkeys(df["assumption"]))[::-1]  # largest wall swing on top
     fig = make_subplots(rows=1, cols=len(metrics), shared_yaxes=True, subplot_titles=labels, horizontal_spacing=0.02)
