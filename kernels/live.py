@@ -48,7 +48,9 @@ from specagent.kernels.modules import Model
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
 from specagent.simulator.phases import PHASE_NAMES
 from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol
+from specagent.simulator.verdict_records import verdict_record
 from specagent.simulator.workload import UserTurn, episode_from_trajectory, step_groups
+from specagent.traces.verdict_log import VerdictRecord
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
 PHASES = PHASE_NAMES
@@ -254,6 +256,9 @@ class LiveResult:
     counts: dict[str, int] = field(default_factory=dict)
     #: every executed tool call: (unit, tool, reviewed, result tokens before the token scale)
     calls: list[tuple[int, str, bool, int]] = field(default_factory=list)
+    #: one `specagent.verdict/1` record per verification (docs/verdict-log.md); none when replaying a protocol log,
+    #: whose recorded verdict totals do not split reasoning from answer
+    verdict_records: list[VerdictRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -374,8 +379,14 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
     c_start, t_start = clock.now(), time.perf_counter()
     seg_no = 0
     d0 = ""
+    verdicts: list[VerdictRecord] = []
+    review: Review | None = None
     for op in specagent_protocol(units, cfg.k, "on_write", False, acc, draws, labelled):
         kind = type(op)
+        if kind is Review:
+            review = op
+        elif (kind is Accept or kind is Reject) and review is not None and not labelled:
+            verdicts.append(verdict_record(f"{traj.task_id}#{index}", units, review, op, acc, cfg.k, "live"))  # type: ignore[arg-type]
         if (kind is CommitUnreviewed or kind is Review) and cfg.check_safety:  # a chunk's drafting is over
             db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
         if kind is Draft:
@@ -488,7 +499,8 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
                           f"writes; the protocol log implies {expected['reads']} and {expected['writes']}")
     return LiveResult(protocol_log=log, seconds=dict(clock.seconds), wall_seconds=dict(clock.wall_seconds), passes=clock.passes,
                       tokens=dict(clock.tokens), total_s=total, wall_s=wall, clock=clock.kind, safety=safety,
-                      db_diff=AirlineEnv.diff(before_all, env.snapshot()), events=events, counts=counts, calls=calls)
+                      db_diff=AirlineEnv.diff(before_all, env.snapshot()), events=events, counts=counts, calls=calls,
+                      verdict_records=verdicts)
 
 
 def tool_runs_in_log(log: Trajectory, k: int) -> dict[str, int]:

@@ -423,7 +423,10 @@ class Scenario:
             raise ScenarioError(f"{p}: not valid TOML: nested too deeply") from None
         if isinstance(data.get("acceptance"), str):  # `acceptance = "fit.toml"`: a fitted table, beside the scenario
             ref = Path(data["acceptance"])
-            acc = load_acceptance(ref if ref.is_absolute() else p.parent / ref)
+            try:
+                acc = load_acceptance(ref if ref.is_absolute() else p.parent / ref)
+            except ScenarioError as exc:
+                raise ScenarioError(f"{p}: acceptance: {exc}", exc.where) from None
             data = {**data, "acceptance": {g.name: _plain(getattr(acc, g.name)) for g in fields(acc)}}
         return cls.from_dict(data, str(p))
 

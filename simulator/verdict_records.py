@@ -59,7 +59,8 @@ def verdict_record(task: str, units: Sequence, review: Review, verdict: Accept |
 
 def protocol_verdict_records(episodes: Sequence[Episode], k: int, acc: AcceptanceModel, seed: int,
                              review: str = "on_write", source: str = "simulated") -> list[VerdictRecord]:
-    """The verdict log SpecAgent would write on these reference episodes (the planner's own draws)."""
+    """The verdict log SpecAgent would write on these reference episodes (the planner's own draws); task ids get
+    the episode's index (`24#3`), since a workload may hold several runs of one task."""
     out: list[VerdictRecord] = []
     for i, ep in enumerate(episodes):
         n = len(ep.units)
@@ -69,7 +70,7 @@ def protocol_verdict_records(episodes: Sequence[Episode], k: int, acc: Acceptanc
             if isinstance(op, Review):
                 pending = op
             elif isinstance(op, (Accept, Reject)) and pending is not None:
-                out.append(verdict_record(ep.task_id, ep.units, pending, op, acc, k, source))
+                out.append(verdict_record(f"{ep.task_id}#{i}", ep.units, pending, op, acc, k, source))
                 pending = None
     return out
 

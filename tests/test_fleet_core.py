@@ -171,6 +171,22 @@ def test_unlimited_replicas_equal_batch_one_accounting(setting, episodes, strate
     assert (res.calls["queue_s"] == 0).all()
 
 
+def test_fleet_prices_verifier_reasoning_as_the_analytic_engine(setting, episodes):
+    """Reasoning tokens are Strong decode: with none, tied to the workload or given, the fleet (no contention)
+    equals the analytic accounting, and more reasoning reads more Strong bytes and takes longer."""
+    eps = episodes[:25]
+    out = {}
+    for name, acc in (("off", AcceptanceModel(thinking=False)), ("tied", AcceptanceModel()),
+                      ("given", AcceptanceModel(verify_reasoning_tokens=2000, repair_reasoning_tokens=2000))):
+        ref = simulate(eps, "specagent", setting, seed=3, acceptance=acc)
+        plan = plan_strategy(eps, make_strategy("specagent"), setting, acc, 3)
+        res = FleetSim(plan, fleet_from_setting(setting, None, None, scheduler=NO_CHUNK), np.arange(len(eps)) * 1000.0).run()
+        np.testing.assert_allclose(res.tasks["latency_s"], ref["wall_time_s"], rtol=1e-9)
+        assert res.summary["strong_bytes_read"] == pytest.approx(float(ref["strong_bytes_read"].sum()), rel=1e-9)
+        out[name] = (res.summary["strong_bytes_read"], float(res.tasks["latency_s"].sum()))
+    assert out["off"][0] < out["tied"][0] < out["given"][0] and out["off"][1] < out["tied"][1] < out["given"][1]
+
+
 def test_api_strong_pool_equals_batch_one_accounting(episodes):
     edge = edge_setting()
     eps = episodes[:15]

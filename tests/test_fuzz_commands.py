@@ -134,6 +134,7 @@ BASE: dict[str, list[str]] = {
     "latency validate": ["latency", "validate", "--data", "{latency}", "--no-holdout", "--json"],
     "latency fit": ["latency", "fit", "--data", "{latency}", "-o", "{out}/fit.toml", "--json"],
     "latency engine": ["latency", "engine", "--json"],
+    "acceptance fit": ["acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{out}/a.toml", "--json"],
 }
 NOT_RUN = ("calibrate", "live")  # torch models: only inputs refused before any model runs
 
@@ -460,6 +461,35 @@ BAD = [
     Bad("scenario-missing", ("scenario", "show", "{out}/nope.toml"), None, "", ("no such scenario file",)),
     Bad("predict-scenario-bad", ("predict", "--scenario", "{file}", "-o", "{out}/p"), "[strong]\ngpus = 0", "s.toml",
         ("strong.gpus",)),
+    # acceptance fit: verdict logs and protocol logs; --acceptance FILE and `acceptance = "FILE"` in a scenario
+    Bad("fit-non-utf8", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), GARBAGE, "v.jsonl", ("UTF-8",)),
+    Bad("fit-directory", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), DIR, "v.jsonl", ("a directory",)),
+    Bad("fit-empty", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), "", "v.jsonl", ("empty file",)),
+    Bad("fit-missing", ("acceptance", "fit", "{out}/nope.jsonl", "-o", "{out}/a.toml"), None, "", ("no such file",)),
+    Bad("fit-not-json", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), "{not json", "v.jsonl", ("line 1", "<json>")),
+    Bad("fit-prefix-too-long", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), lambda env: (
+        (DATA / "traces/data/verdict_log_simulated.jsonl").read_text(encoding="utf-8").splitlines()[0]
+        .replace('"accepted_prefix": 0', '"accepted_prefix": 7').replace('"accepted_prefix": 1', '"accepted_prefix": 7')),
+        "v.jsonl", ("line 1", "accepted_prefix")),
+    Bad("fit-unknown-kind", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), lambda env: (
+        (DATA / "traces/data/verdict_log_simulated.jsonl").read_text(encoding="utf-8").splitlines()[0]
+        .replace('"kind": "generic"', '"kind": "teleport"').replace('"kind": "read"', '"kind": "teleport"')),
+        "v.jsonl", ("line 1", "drafted[0].kind")),
+    Bad("fit-plain-trace", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"),
+        lambda env: env["small"].read_text(encoding="utf-8"), "t.jsonl", ("labelled segments",)),
+    Bad("predict-acceptance-bad", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "[acceptance]\nverdict_tokens = -1", "a.toml", ("--acceptance", "acceptance.verdict_tokens")),
+    Bad("predict-acceptance-kind", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "[acceptance.accept]\nteleport = 0.5", "a.toml", ("--acceptance", "unknown step kind 'teleport'")),
+    Bad("predict-acceptance-other", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "k = 3", "a.toml", ("one [acceptance] table",)),
+    Bad("predict-acceptance-toml", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        "[acceptance", "a.toml", ("not valid TOML",)),
+    Bad("predict-acceptance-garbage", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        GARBAGE, "a.toml", ("cannot read acceptance file",)),
+    Bad("predict-acceptance-fit-interval", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
+        '[acceptance.fit.intervals]\n"accept.read" = [0.9, 0.1]', "a.toml", ("fit.intervals",)),
+    Bad("scenario-acceptance-missing", SCENARIO_SHOW, 'acceptance = "nope.toml"', "s.toml", ("no such acceptance file",)),
     Bad("simulate-trace-and-synthetic", ("simulate", "--trace", "{small}", "--synthetic", "tau2_airline"), None, "", ("not both",)),
     # predict --success (measured success rates carried into the outputs: never an impossible one)
     *[Bad(f"predict-success-{i}", ("predict", "--trace", "{small}", "--strategies", "specagent", "--success", "{file}", "-o", "{out}/p"),
@@ -551,7 +581,7 @@ def test_the_table_covers_every_command_that_reads_a_file():
     covered = {" ".join(a for a in b.argv[:2] if not a.startswith(("-", "{"))) for b in BAD}
     for command in ("report", "sweep", "scenario show", "hardware show", "latency engine", "models show", "latency validate",
                     "latency fit", "traces synth", "traces fit", "live", "calibrate", "predict", "simulate", "predictor validate",
-                    "study balance", "roofline balance", "hardware list"):
+                    "study balance", "roofline balance", "hardware list", "acceptance fit"):
         assert command in covered or command.split()[0] in covered, command
 
 
@@ -589,6 +619,7 @@ WRITERS = [
            folder=True, full_disk=False),
     Writer("calibrate", ("calibrate", "-o", "{target}", "--scale", "tiny"), full_disk=False),
     Writer("live", ("live", "--synthetic", "--scale", "tiny", "-o", "{target}"), folder=True, full_disk=False),
+    Writer("acceptance-fit", ("acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{target}")),
 ]
 
 

@@ -385,3 +385,26 @@ def test_live_takes_k_seed_and_acceptance_from_a_scenario(tmp_path):
     r = CliRunner().invoke(main_app, base + ["-o", str(tmp_path / "c")])
     assert r.exit_code == 2 and "the live runner implements 'on_write' only" in r.output
     assert not (tmp_path / "c").exists()
+
+
+def test_live_writes_a_verdict_log_that_acceptance_fit_reads(models, tmp_path):
+    """A live run with the default acceptance model (thinking, tied reasoning) writes one verdict record per review;
+    its tokens are the ones the real Strong model decoded, and `acceptance fit` reads it and the protocol log."""
+    from specagent.simulator.acceptance_fit import read_logs, fit_acceptance
+    from specagent.traces.io import save_trajectories
+    from specagent.traces.verdict_log import read_verdict_log, write_verdict_log
+
+    w, s = models
+    runs = [run_trajectory(_traj(i), w, s, LiveConfig(k=3, seed=2), index=i) for i in range(3)]
+    recs = [v for r in runs for v in r.verdict_records]
+    assert len(recs) == sum(r.safety["segments_reviewed"] for r in runs) > 0
+    assert sum(v.verdict_tokens + v.verify_reasoning_tokens for v in recs) == sum(r.tokens.get("strong_verdict", 0) for r in runs)
+    assert sum((v.repair_tokens or 0) + (v.repair_reasoning_tokens or 0) for v in recs) == sum(r.tokens.get("strong_decode", 0) for r in runs)
+    assert all(v.thinking and v.source == "live" for v in recs)
+    vlog, plog = write_verdict_log(recs, tmp_path / "verdict_log.jsonl"), tmp_path / "protocol_log.jsonl"
+    save_trajectories([r.protocol_log for r in runs], plog)
+    assert read_verdict_log(vlog) == recs
+    for logs in ([vlog], [plog]):
+        res = fit_acceptance(read_logs(logs))
+        assert res.data.records == len(recs)
+        assert 0 < res.model.accept["read"] <= 1 and "accept.read" in res.model.fit["intervals"]

@@ -269,3 +269,37 @@ def test_agent_time_and_environment_time_split_the_wall_time():
     s = comp.summary
     assert s.loc["specagent", "model_wall_time_s_rel"] == pytest.approx(
         s.loc["specagent", "model_wall_time_s"] / s.loc["strongonly", "model_wall_time_s"], rel=1e-12)
+
+
+def test_the_verdict_token_predictor_counts_reasoning_tokens():
+    """The predictor's Strong tokens are the verdict and repair decode, reasoning included: N more reasoning tokens
+    per verification and repair add exactly N per review and per repair turn."""
+    from specagent.simulator.predictor import predict_strong_share
+
+    trajs = load_trajectories(default_workload_path())[:20]
+    base = AcceptanceModel(verify_reasoning_tokens=0, repair_reasoning_tokens=0)
+    more = AcceptanceModel(verify_reasoning_tokens=250, repair_reasoning_tokens=100)
+    a = predict_strong_share(simulate(trajs, "specagent", SETTING, acceptance=base, seed=2), SETTING)
+    b = predict_strong_share(simulate(trajs, "specagent", SETTING, acceptance=more, seed=2), SETTING)
+    plan = plan_strategy([episode_from_trajectory(t) for t in trajs], SpecAgent(), SETTING, base, 2)
+    extra = 250 * plan.stat("reviews") + 100 * plan.stat("repairs")
+    np.testing.assert_array_equal(b["strong_verdict_repair_tokens"].to_numpy() - a["strong_verdict_repair_tokens"].to_numpy(), extra)
+    assert (b["predicted_strong_share"] >= a["predicted_strong_share"]).all() and extra.sum() > 0
+
+
+def test_reasoning_tokens_are_api_output_tokens_at_the_edge():
+    """Behind an API, each reasoning token is billed at the output price (and decoded at the provider's speed)."""
+    from specagent.simulator.scenario import edge_setting
+
+    edge = edge_setting()
+    trajs = load_trajectories(default_workload_path())[:20]
+    base = AcceptanceModel(verify_reasoning_tokens=0, repair_reasoning_tokens=0)
+    more = AcceptanceModel(verify_reasoning_tokens=250, repair_reasoning_tokens=100)
+    a = simulate(trajs, "specagent", edge, acceptance=base, seed=2)
+    b = simulate(trajs, "specagent", edge, acceptance=more, seed=2)
+    plan = plan_strategy([episode_from_trajectory(t) for t in trajs], SpecAgent(), edge, base, 2)
+    extra = 250 * plan.stat("reviews") + 100 * plan.stat("repairs")
+    np.testing.assert_allclose(b["api_usd"].to_numpy() - a["api_usd"].to_numpy(), extra * edge.strong.usd_per_mtok_output / 1e6,
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b["wall_time_s"].to_numpy() - a["wall_time_s"].to_numpy(), extra / edge.strong.output_tokens_per_s,
+                               rtol=1e-9, atol=1e-9)

@@ -63,10 +63,11 @@ def _print(r: FitResult) -> None:
         t.add_column(col, justify="right" if col in ("estimate", "n") else "left")
     for p in r.params:
         t.add_row(p.name, _num(p.estimate), f"[{_num(p.low)}, {_num(p.high)}]", f"{p.n:,}", _SHORT.get(p.how, p.how))
-    for name, why in r.not_fitted.items():
-        t.add_row(name, "default", "—", "0", f"not fitted: {why}")
     t.caption = legend([(s, l) for l, s in _SHORT.items() if any(p.how == l for p in r.params)])
     c.print(t)
+    if r.not_fitted:
+        c.print("not fitted (the defaults stay): " + "; ".join(f"{k} ({why})" for k, why in r.not_fitted.items()),
+                highlight=False)
     if r.tests:
         tt = Table(title="Likelihood-ratio tests (boundary null: ½χ²₀ + ½χ²₁)")
         for col in ("parameter", "null", "statistic", "p", "the data support it"):

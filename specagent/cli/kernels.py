@@ -317,6 +317,7 @@ def live_cmd(
     from specagent.kernels.live import check_tools, synthetic_airline_trajectory
     from specagent.kernels.live_compare import live_comparison, print_report
     from specagent.traces.io import save_trajectories
+    from specagent.traces.verdict_log import write_verdict_log
 
     _setup(device, threads, dtype)
     if synthetic:
@@ -339,9 +340,11 @@ def live_cmd(
         except (ValueError, HardwareProfileError) as exc:
             fail(str(exc))
     save_trajectories([r.protocol_log for r in report.results], out / "protocol_log.jsonl")
+    write_verdict_log([v for r in report.results for v in r.verdict_records], out / "verdict_log.jsonl")
     atomic.write_json(out / "comparison.json", report.as_dict())
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, default=float))
         return
     print_report(report, console)
-    console.print(f"wrote {out / 'protocol_log.jsonl'} and {out / 'comparison.json'}", highlight=False)
+    console.print(f"wrote {out / 'protocol_log.jsonl'}, {out / 'verdict_log.jsonl'} and {out / 'comparison.json'}",
+                  highlight=False)
