@@ -65,8 +65,9 @@ class Uncertainty:
             raise InputError(f"uncertainty.draws must be a whole number in [0, {MAX_DRAWS:,}], got {self.draws!r}", "draws")
         if not (_real(self.level) and 0.0 < self.level < 1.0):
             raise InputError(f"uncertainty.level must be a number in (0, 1), got {self.level!r}", "level")
-        if not (isinstance(self.ranges, str) and self.ranges):
-            raise InputError(f"uncertainty.ranges must be 'priors' or a file path, got {self.ranges!r}", "ranges")
+        if not (isinstance(self.ranges, str) and (self.ranges in (AUTO, PRIORS, FITTED) or self.ranges.endswith(".toml"))):
+            raise InputError(f"uncertainty.ranges must be '{AUTO}', '{PRIORS}', '{FITTED}' or a ranges file (.toml), "
+                             f"got {self.ranges!r}", "ranges")
 
     def distribution(self, base: AcceptanceModel) -> "AcceptanceDistribution":
         if self.ranges == PRIORS:
