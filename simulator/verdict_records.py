@@ -138,3 +138,18 @@ def simulate_verdict_log(acc: AcceptanceModel, n_tasks: int, seed: int, k: int =
             out.append(make_record(**rec))
             pos += int(rng.integers(0, 3))  # user turns and unreviewed chunks between verifications
     return out
+
+
+#: The shipped simulated verdict log (traces/data/verdict_log_simulated.jsonl): its source, and how it is rebuilt.
+SAMPLE_NAME = "verdict_log_simulated.jsonl"
+SAMPLE_SOURCE = "simulated: the default acceptance model on the shipped tau2 airline trace"
+
+
+def shipped_sample_records() -> list[VerdictRecord]:
+    """The verdict log of SpecAgent (K=4, on_write, seed 0, the default acceptance model) on the shipped τ²-Bench
+    airline trace: the shipped sample, rebuilt (a test checks the file equals it)."""
+    from specagent.traces import default_workload_path, load_trajectories
+    from specagent.simulator.workload import episode_from_trajectory
+
+    eps = [episode_from_trajectory(t) for t in load_trajectories(default_workload_path())]
+    return protocol_verdict_records(eps, 4, AcceptanceModel(), seed=0, source=SAMPLE_SOURCE)

@@ -211,3 +211,11 @@ def test_the_fit_is_deterministic_on_the_shipped_sample(tmp_path):
     for kind in ("read", "write", "generic"):
         lo, hi = acc.fit["intervals"][f"accept.{kind}"]
         assert lo <= AcceptanceModel().accept[kind] <= hi
+
+
+def test_the_shipped_sample_is_what_its_recipe_rebuilds():
+    from specagent.simulator.verdict_records import SAMPLE_NAME, shipped_sample_records
+    from specagent.traces.io import data_path
+
+    text = "".join(r.to_json() + "\n" for r in shipped_sample_records())
+    assert data_path(SAMPLE_NAME).read_text(encoding="utf-8") == text
