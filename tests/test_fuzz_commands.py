@@ -31,11 +31,12 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import typer
@@ -43,7 +44,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from specagent.cli import app
+sys.path.insert(0, str(Path(__file__).parent))
+from chat_server import ChatServer  # noqa: E402
+
+from specagent.cli import app  # noqa: E402
 from specagent.cli import kernels as kernels_cli
 from specagent.common import atomic
 from specagent.measurements import default_path
@@ -80,7 +84,7 @@ def _kind(param: Any) -> Any:
 
 # ---------------------------------------------------------------- material
 @pytest.fixture(scope="module")
-def env(tmp_path_factory) -> dict[str, Path]:
+def env(tmp_path_factory) -> Iterator[dict[str, Any]]:
     """Small valid inputs every base case runs on (world-readable, for the unprivileged cases)."""
     d = tmp_path_factory.mktemp("fuzzcmd")
     small = d / "small.jsonl"
@@ -91,7 +95,8 @@ def env(tmp_path_factory) -> dict[str, Path]:
     sweep.write_text(SWEEP)
     r = runner.invoke(app, ["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "-o", str(d / "pred")])
     assert r.exit_code == 0, r.output
-    return {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "dir": d}
+    with ChatServer(lifetime_s=3600, max_requests=200_000) as chat:  # `acceptance measure` talks to a loopback server
+        yield {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "dir": d, "chat": chat.url}
 
 
 SWEEP = """[sweep]
@@ -135,6 +140,9 @@ BASE: dict[str, list[str]] = {
     "latency validate": ["latency", "validate", "--data", "{latency}", "--no-holdout", "--json"],
     "latency fit": ["latency", "fit", "--data", "{latency}", "-o", "{out}/fit.toml", "--json"],
     "latency engine": ["latency", "engine", "--json"],
+    "acceptance measure": ["acceptance", "measure", str(DATA / "traces/data/tau2_airline_sample.json"), "--weak-url", "{chat}",
+                           "--weak-model", "weak-test", "--strong-url", "{chat}", "--strong-model", "strong-test", "--limit", "2",
+                           "--backoff", "0", "-o", "{out}/m", "--yes", "--json"],
     "acceptance fit": ["acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{out}/a.toml", "--json"],
 }
 NOT_RUN = ("calibrate", "live")  # torch models: only inputs refused before any model runs
@@ -229,7 +237,9 @@ CHOICE_BAD = ("nope", "")
 #: Options that take free text (any value is a valid name or title) or a path handled in part 3.
 FREE_TEXT = {"--title", "--name", "--domain", "--address"}
 #: Values a flag accepts, with the reason.
-ACCEPTED = {("latency validate", "--worst", "99999999999999999999"): "lists every row"}
+ACCEPTED = {("latency validate", "--worst", "99999999999999999999"): "lists every row",
+            ("acceptance measure", "--weak-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)",
+            ("acceptance measure", "--strong-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)"}
 
 
 @dataclass(frozen=True)
@@ -491,6 +501,12 @@ BAD = [
     Bad("predict-acceptance-fit-interval", ("predict", "--trace", "{small}", "--acceptance", "{file}", "-o", "{out}/p"),
         '[acceptance.fit.intervals]\n"accept.read" = [0.9, 0.1]', "a.toml", ("fit.intervals",)),
     Bad("scenario-acceptance-missing", SCENARIO_SHOW, 'acceptance = "nope.toml"', "s.toml", ("no such acceptance file",)),
+    # acceptance measure: recorded runs that cannot be read (before any request)
+    *[Bad(f"measure-{name}", ("acceptance", "measure", "{file}" if content is not None else "{out}/nope.json", "--weak-url", "{chat}",
+                               "--weak-model", "weak-test", "--strong-url", "{chat}", "--strong-model", "strong-test", "-o", "{out}/m",
+                               "--yes"), content, "t.json", expect)
+      for name, content, expect in [("non-utf8", GARBAGE, ("UTF-8",)), ("missing", None, ("no such file",)),
+                                    ("not-tau2", '{"a": 1}', ("simulations",)), ("directory", DIR, ("a directory",))]],
     Bad("simulate-trace-and-synthetic", ("simulate", "--trace", "{small}", "--synthetic", "tau2_airline"), None, "", ("not both",)),
     # predict --success (measured success rates carried into the outputs: never an impossible one)
     *[Bad(f"predict-success-{i}", ("predict", "--trace", "{small}", "--strategies", "specagent", "--success", "{file}", "-o", "{out}/p"),

@@ -1,4 +1,7 @@
-"""Imports run one way: common → hardware → measurements → costmodel → traces → simulator → kernels → reports → cli.
+"""Imports run one way: common → hardware → measurements → costmodel → traces → simulator → kernels → endpoints → reports → cli.
+
+endpoints (the only network I/O: the chat-completions client, shadow verification, the live runner on served models)
+sits above kernels because its live runner drives the SQLite airline service there, and below the command line.
 
 Every module's imports are read from its source (the ones inside functions too, which a
 runtime check would miss) and each arrow must point to the same layer or one below. Inside
@@ -19,10 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {
     "specagent.common": "common", "specagent.hardware": "hardware", "specagent.measurements": "measurements", "specagent.costmodel": "costmodel",
     "specagent.traces": "traces", "specagent.simulator": "simulator", "specagent.kernels": "kernels",
-    "specagent.reports": "specagent/reports", "specagent.cli": "specagent/cli",
+    "specagent.endpoints": "specagent/endpoints", "specagent.reports": "specagent/reports", "specagent.cli": "specagent/cli",
 }
 LAYERS = ["specagent.common", "specagent.hardware", "specagent.measurements", "specagent.costmodel", "specagent.traces", "specagent.simulator",
-          "specagent.kernels", "specagent.reports", "specagent.cli"]
+          "specagent.kernels", "specagent.endpoints", "specagent.reports", "specagent.cli"]
 #: The package root re-exports the public API lazily; only the command line may import it.
 ROOT_RANK = LAYERS.index("specagent.cli")
 #: The simulator's own layers (a module may import its own layer or one below).

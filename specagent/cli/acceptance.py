@@ -14,5 +14,7 @@ app = typer.Typer(
     no_args_is_help=True)
 
 from specagent.cli import acceptance_fit as _fit  # noqa: E402
+from specagent.cli import acceptance_measure as _measure  # noqa: E402
 
 app.command("fit")(_fit.fit)
+app.command("measure")(_measure.measure)

@@ -7,6 +7,7 @@ Mounted by app.py as top-level commands (functions `calibrate_cmd` and `live_cmd
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Optional
@@ -254,8 +255,25 @@ def live_cmd(
     weak_hardware: Optional[str] = typer.Option(None, help="Hardware profile for the Weak model (default: calibrate both models on --device first)."),
     strong_hardware: Optional[str] = typer.Option(None, help="Hardware profile for the Strong model (default: the Weak one)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    weak_url: Optional[str] = typer.Option(None, "--weak-url", help="Run on served models instead of torch ones: the Weak "
+                                           "server's base URL (http://host:port/v1; docs/endpoints.md)."),
+    weak_model: Optional[str] = typer.Option(None, "--weak-model", help="With --weak-url: the model name the Weak server serves."),
+    strong_url: Optional[str] = typer.Option(None, "--strong-url", help="With --weak-url: the Strong server's base URL."),
+    strong_model: Optional[str] = typer.Option(None, "--strong-model", help="With --weak-url: the model name the Strong server serves."),
+    weak_api_key_env: Optional[str] = typer.Option(None, "--weak-api-key-env", help="With --weak-url: env var of the Weak key "
+                                                   "[default: OPENAI_API_KEY]."),
+    strong_api_key_env: Optional[str] = typer.Option(None, "--strong-api-key-env", help="With --weak-url: env var of the Strong key "
+                                                     "[default: OPENAI_API_KEY]."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, max=86_400.0, help="With --weak-url: seconds to wait for "
+                                            "one answer before retrying [default: 300]."),
+    weak_extra_body: Optional[str] = typer.Option(None, "--weak-extra-body", help="With --weak-url: JSON object added to every Weak request."),
+    strong_extra_body: Optional[str] = typer.Option(None, "--strong-extra-body", help="With --weak-url: JSON object added to every Strong request."),
 ) -> None:
     """Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator.
+
+    With --weak-url/--strong-url the two models are served ones (vLLM, SGLang, an API): they act
+    for real, their verdicts are real, and the predicted column prices the run on --scenario's
+    deployments (docs/endpoints.md).
 
     The Weak model drafts up to K steps (decoding the trace's output lengths); every drafted
     read runs on the database at once and its result, at its real size in tokens, joins the
@@ -282,6 +300,24 @@ def live_cmd(
         acceptance = sc.acceptance if accept is None else None
     k = DEFAULT_K if k is None else k
     seed = 0 if seed is None else seed
+    served_only = {"--strong-url": strong_url, "--weak-model": weak_model, "--strong-model": strong_model,
+                   "--weak-api-key-env": weak_api_key_env, "--strong-api-key-env": strong_api_key_env, "--timeout": timeout,
+                   "--weak-extra-body": weak_extra_body, "--strong-extra-body": strong_extra_body}
+    if weak_url is None:
+        given = [flag for flag, v in served_only.items() if v is not None]
+        if given:
+            fail(f"{given[0]}: only for a live run on served models, with --weak-url (docs/endpoints.md)")
+    else:
+        from specagent.cli.live_endpoints import live_on_endpoints
+
+        if timeout is not None and not math.isfinite(timeout):
+            fail(f"--timeout: expected a finite number of seconds, got {timeout}")
+        if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
+            fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
+        return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env or "OPENAI_API_KEY",
+                                 strong_api_key_env or "OPENAI_API_KEY", sc if scenario is not None else Scenario(), k, seed,
+                                 trajectories, out, 300.0 if timeout is None else timeout, as_json, console,
+                                 weak_extra_body, strong_extra_body)
     accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
     if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:

@@ -1,0 +1,338 @@
+"""An OpenAI-compatible chat-completions client (vLLM, SGLang, hosted APIs), built on httpx.
+
+What a measurement needs from it, and why each part is here:
+
+* a concurrency limit (a semaphore around every request), because a served model degrades, and a
+  provider refuses, past some number of requests in flight;
+* retries with exponential backoff and seeded jitter on 429, 5xx, timeouts, dropped connections
+  and truncated or non-JSON bodies, honouring ``Retry-After``: those are the server's transient
+  states, not answers. The jitter of attempt *a* of request *key* is drawn from
+  ``Random(f"{seed}:{key}:{a}")``, so a rerun waits the same and thread order changes nothing;
+* other 4xx (a bad key, an unknown model, a malformed request) fail at once with one line
+  (`EndpointError`): retrying cannot fix them. A 400 that names ``response_format`` is reported
+  as `ResponseFormatUnsupported`, so the caller can fall back to asking for JSON in words;
+* every answer goes through the on-disk cache (`cache.py`) keyed by the request's content,
+  with its measured latency, so a rerun is byte-identical and asks nothing twice;
+* usage parsed from both conventions in use: ``completion_tokens_details.reasoning_tokens``
+  (OpenAI, vLLM, SGLang) and, where a server reports reasoning only as text
+  (``reasoning_content`` in SGLang and older vLLM, ``reasoning`` in newer vLLM, or ``<think>``
+  inline when no reasoning parser runs), a text estimate, marked as estimated.
+
+API keys come from an environment variable named per endpoint (default ``OPENAI_API_KEY``); a
+missing variable sends no Authorization header (local vLLM/SGLang need none).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from specagent.common.errors import InputError
+from specagent.endpoints.cache import ResponseCache, request_key
+from specagent.traces.tokens import estimate_text_tokens
+
+#: Request fields the measurement itself sets; extra body fields may not replace them.
+RESERVED_FIELDS = frozenset({"model", "messages", "tools", "tool_choice", "response_format", "stream", "n"})
+#: Longest Retry-After honoured (s): a server asking for more is treated as asking for this much.
+MAX_RETRY_AFTER_S = 120.0
+_THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+
+
+class EndpointError(InputError):
+    """A failure retrying cannot fix (bad URL, key or model; the server refuses the request): one line."""
+
+
+class TransientFailure(RuntimeError):
+    """The server stayed in a transient state (429, 5xx, timeouts, broken bodies) through every retry."""
+
+
+class ResponseFormatUnsupported(EndpointError):
+    """The server rejected ``response_format`` (JSON-schema output): the caller may ask in words instead."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One served model: its base URL (``http://host:8000/v1``), the model name it serves, the env var of its key."""
+
+    role: str
+    url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    #: fields added to every request body (e.g. {"chat_template_kwargs": {"enable_thinking": false}} for Qwen3.5 on vLLM/SGLang)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        taken = sorted(set(self.extra_body) & RESERVED_FIELDS)
+        if taken:
+            raise InputError(f"--{self.role}-extra-body: {', '.join(taken)} are set by the measurement, not by extra fields",
+                             f"{self.role}_extra_body")
+        if not re.match(r"^https?://[^/\s]+", self.url or ""):
+            raise InputError(f"--{self.role}-url: expected http(s)://HOST[:PORT]/v1, got {self.url!r}", f"{self.role}_url")
+        if not self.model or not self.model.strip():
+            raise InputError(f"--{self.role}-model: expected the model name the server serves, got {self.model!r}",
+                             f"{self.role}_model")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env or ""):
+            raise InputError(f"--{self.role}-api-key-env: expected an environment variable name, got {self.api_key_env!r}",
+                             f"{self.role}_api_key_env")
+
+    @property
+    def chat_url(self) -> str:
+        base = self.url.rstrip("/")
+        return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        key = os.environ.get(self.api_key_env)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    cached_tokens: int | None
+    #: where reasoning_tokens came from: 'usage' (reported), 'estimated' (from reasoning text), 'none' (no reasoning seen)
+    reasoning_source: str
+
+    @property
+    def visible_tokens(self) -> int:
+        return max(0, self.completion_tokens - self.reasoning_tokens)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: Any  # the parsed JSON arguments, or the raw string when it is not JSON
+    arguments_json: bool
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One chat completion: the message, its usage and the measured wall time of the call that produced it."""
+
+    content: str
+    reasoning: str | None
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    latency_s: float
+    finish_reason: str | None
+    from_cache: bool
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+
+    def delay(self, seed: int, key: str, attempt: int, retry_after: float | None) -> float:
+        """Full jitter on an exponential ceiling, never below what the server asked for."""
+        ceiling = min(self.cap_s, self.base_s * 2 ** attempt)
+        wait = random.Random(f"{seed}:{key}:{attempt}").uniform(0.0, ceiling)
+        return max(wait, min(retry_after, MAX_RETRY_AFTER_S)) if retry_after is not None else wait
+
+
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds: a number of seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def parse_reply(raw: Any, latency_s: float, from_cache: bool) -> Reply:
+    """The first choice of a chat-completions body; ValueError when the body is not one."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("choices"), list) or not raw["choices"]:
+        raise ValueError("no choices in the response")
+    choice = raw["choices"][0]
+    msg = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(msg, dict):
+        raise ValueError("choices[0] has no message")
+    content = msg.get("content") or ""
+    if not isinstance(content, str):
+        raise ValueError("choices[0].message.content is not a string")
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        reasoning = None
+    m = _THINK.match(content)
+    if m and reasoning is None:  # no reasoning parser on the server: the thinking is inline
+        reasoning, content = m.group(1), content[m.end():]
+    calls = []
+    for c in msg.get("tool_calls") or []:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise ValueError("a tool call without a function name")
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                calls.append(ToolCall(fn["name"], json.loads(args) if args.strip() else {}, True))
+            except ValueError:
+                calls.append(ToolCall(fn["name"], args, False))
+        else:
+            calls.append(ToolCall(fn["name"], args if args is not None else {}, isinstance(args, dict)))
+    usage = _usage(raw.get("usage"), reasoning)
+    return Reply(content, reasoning, tuple(calls), usage, latency_s, choice.get("finish_reason"), from_cache)
+
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
+
+
+def _usage(u: Any, reasoning: str | None) -> Usage:
+    if not isinstance(u, dict) or _int(u.get("prompt_tokens")) is None or _int(u.get("completion_tokens")) is None:
+        raise ValueError("usage.prompt_tokens / usage.completion_tokens missing (the measurement needs both)")
+    completion = u["completion_tokens"]
+    details = u.get("completion_tokens_details") or {}
+    reported = _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    if reported is not None and (reported > 0 or not reasoning):
+        r, source = min(reported, completion), "usage"
+    elif reasoning:
+        r, source = min(estimate_text_tokens(reasoning), completion), "estimated"
+    else:
+        r, source = 0, "none"
+    pdetails = u.get("prompt_tokens_details") or {}
+    cached = _int(pdetails.get("cached_tokens")) if isinstance(pdetails, dict) else None
+    return Usage(u["prompt_tokens"], completion, r, cached, source)
+
+
+@dataclass
+class ClientStats:
+    """What the client did: requests sent, answers from the cache, retries by reason (for the summary)."""
+
+    sent: int = 0
+    cached: int = 0
+    answered: int = 0
+    retries: Counter = field(default_factory=Counter)
+    failed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests_sent": self.sent, "answers_received": self.answered, "answers_from_cache": self.cached,
+                "retries": dict(sorted(self.retries.items())), "requests_failed": self.failed}
+
+
+class ChatClient:
+    """Thread-safe: call `chat` from as many threads as you like; at most `concurrency` requests are in flight."""
+
+    def __init__(self, cache: ResponseCache, *, concurrency: int = 4, timeout_s: float = 300.0, seed: int = 0,
+                 retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep):
+        if concurrency < 1:
+            raise InputError(f"--concurrency: expected >= 1, got {concurrency}", "concurrency")
+        if not timeout_s > 0:
+            raise InputError(f"--timeout: expected seconds > 0, got {timeout_s}", "timeout")
+        self.cache, self.seed, self.retry, self.sleep = cache, seed, retry, sleep
+        self._gate = threading.BoundedSemaphore(concurrency)
+        self._lock = threading.Lock()
+        self.stats = ClientStats()
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), limits=httpx.Limits(max_connections=concurrency),
+                                  follow_redirects=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _count(self, **kw: int) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                setattr(self.stats, k, getattr(self.stats, k) + v)
+
+    def chat(self, ep: Endpoint, body: dict[str, Any]) -> Reply:
+        """The answer to `body` (model filled in from `ep`): from the cache, or asked and stored before it is returned."""
+        body = {"model": ep.model, **body, **ep.extra_body}
+        key = request_key(ep.chat_url, body)
+        hit = self.cache.get(key)
+        if hit is not None:
+            try:
+                reply = parse_reply(hit["response"], float(hit["latency_s"]), True)
+                self._count(cached=1)
+                return reply
+            except (KeyError, TypeError, ValueError):
+                pass  # an entry this version cannot read: ask again
+        raw, latency = self._ask(ep, body, key)
+        reply = parse_reply(raw, latency, False)  # _ask checked it parses
+        self.cache.put(key, {"request": {"url": ep.chat_url, "body": body}, "response": raw, "latency_s": latency})
+        self._count(answered=1)
+        return reply
+
+    def _ask(self, ep: Endpoint, body: dict[str, Any], key: str) -> tuple[Any, float]:
+        last = ""
+        for attempt in range(self.retry.attempts):
+            after: float | None = None
+            with self._gate:
+                self._count(sent=1)
+                t0 = time.perf_counter()
+                try:
+                    r = self._http.post(ep.chat_url, json=body, headers=ep.headers())
+                    latency = time.perf_counter() - t0
+                    text = r.text
+                except httpx.TimeoutException:
+                    reason, last = "timeout", f"no answer within {self._http.timeout.read} s"
+                except httpx.ConnectError as exc:
+                    reason, last = "connect", f"cannot connect ({_short(exc)})"
+                except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                    reason, last = "broken_body", f"the connection broke mid-answer ({_short(exc)})"
+                except httpx.HTTPError as exc:
+                    reason, last = "http", _short(exc)
+                else:
+                    if r.status_code == 200:
+                        try:
+                            raw = json.loads(text)
+                            parse_reply(raw, latency, False)
+                            return raw, latency
+                        except ValueError as exc:
+                            reason, last = "bad_body", f"the answer is not a chat completion ({_short(exc)})"
+                    elif r.status_code == 429 or r.status_code >= 500:
+                        reason, last = f"http_{r.status_code}", f"HTTP {r.status_code} {_short(text)}"
+                        after = retry_after_s(r.headers.get("retry-after"))
+                    else:
+                        self._count(failed=1)
+                        raise _refused(ep, r.status_code, text)
+            with self._lock:
+                self.stats.retries[reason] += 1
+            if attempt + 1 < self.retry.attempts:
+                self.sleep(self.retry.delay(self.seed, key, attempt, after))
+        self._count(failed=1)
+        if reason == "connect":
+            raise EndpointError(f"--{ep.role}-url {ep.url}: {last} after {self.retry.attempts} attempts", f"{ep.role}_url")
+        raise TransientFailure(f"{ep.role} endpoint {ep.url}: {last} (after {self.retry.attempts} attempts)")
+
+
+def _short(x: object, n: int = 160) -> str:
+    s = " ".join(str(x).split())
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+def _refused(ep: Endpoint, status: int, text: str) -> EndpointError:
+    try:
+        detail = json.loads(text).get("error", text)
+        detail = detail.get("message", detail) if isinstance(detail, dict) else detail
+    except (ValueError, AttributeError):
+        detail = text
+    where = f"{ep.role} endpoint {ep.url} (model {ep.model!r})"
+    if status in (400, 422) and re.search(r"response_format|json_schema|guided", str(detail), re.I):
+        return ResponseFormatUnsupported(f"{where}: HTTP {status}: {_short(detail)}", f"{ep.role}_url")
+    hint = {401: f" (is ${ep.api_key_env} set to a valid key?)", 403: f" (is ${ep.api_key_env} allowed to use this model?)",
+            404: " (is the URL the server's /v1 and the model name one it serves?)"}.get(status, "")
+    return EndpointError(f"{where}: HTTP {status}: {_short(detail)}{hint}", f"{ep.role}_url")
