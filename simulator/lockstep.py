@@ -12,6 +12,8 @@ reference planner reads, so the two give identical plans (tests/test_simulator_l
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
@@ -26,9 +28,11 @@ _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 _REPLY = UNIT_KINDS.index("reply")
 
 
-def weak_tokens_array(n: np.ndarray, ratio: float) -> np.ndarray:
-    """`protocol.weak_tokens` over an array (round half to even, as Python's round)."""
-    return n if ratio == 1.0 else np.round(n * ratio).astype(np.int64)
+def weak_tokens_array(n: np.ndarray, ratio: float | np.ndarray) -> np.ndarray:
+    """`protocol.weak_tokens` over an array (round half to even, as Python's round); `ratio` a scalar or one per unit."""
+    if np.ndim(ratio) == 0 and ratio == 1.0:
+        return n
+    return np.where(np.asarray(ratio) == 1.0, n, np.round(n * ratio)).astype(np.int64)
 
 
 class _Rows:
@@ -75,24 +79,72 @@ def plan_specagent(table: UnitTable, strategy: SpecAgent, acc: AcceptanceModel, 
     """The plan `strategy.run` makes for each episode of `table`, row for row (`strategy.lockstep` must hold)."""
     if not strategy.lockstep:
         raise ValueError(f"{type(strategy).__name__} plans through its own run(), not the lockstep planner")
-    return _Lockstep(table, strategy.k, strategy.review, strategy.verifier == "exact", acc, seed, setting.prefix_caching,
+    return _Lockstep(table, strategy.k, strategy.review, strategy.verifier == "exact", [acc], seed, setting.prefix_caching,
                      setting.verifier_prompt == "cached", setting.verifier_system_tokens).run()
 
 
-class _Lockstep:
-    """Per-trajectory state as arrays (committed context, each model's cached prefix, the next unit)."""
+def plan_specagent_replicas(table: UnitTable, strategy: SpecAgent, models: Sequence[AcceptanceModel], seed: int,
+                            setting: ServingPolicy) -> CallPlan:
+    """The workload planned once per acceptance model, all replicas in one lockstep run.
 
-    def __init__(self, table: UnitTable, k: int, review: str, exact: bool, acc: AcceptanceModel, seed: int,
+    Replica r's trajectory t is trajectory r * n + t of the plan (n = table.n_traj). Every
+    replica reads the draws of the original trajectory (common random numbers), so replica
+    r's rows equal `plan_specagent(table, strategy, models[r], ...)`'s: what differs between
+    replicas is the acceptance model alone, never the luck of the draw.
+    """
+    if not strategy.lockstep:
+        raise ValueError(f"{type(strategy).__name__} plans through its own run(), not the lockstep planner")
+    if not models:
+        raise ValueError("at least one acceptance model is needed")
+    return _Lockstep(table, strategy.k, strategy.review, strategy.verifier == "exact", list(models), seed,
+                     setting.prefix_caching, setting.verifier_prompt == "cached", setting.verifier_system_tokens).run()
+
+
+def tile_table(table: UnitTable, n: int) -> UnitTable:
+    """`table` repeated n times (replica r's trajectories follow replica r - 1's)."""
+    m = len(table)
+    starts = (table.offsets[:-1][None, :] + m * np.arange(n)[:, None]).ravel()
+    cols = {name: np.tile(getattr(table, name), n) for name in
+            ("is_user", "kind", "held", "has_tool", "out_tokens", "ctx_tokens", "result_tokens", "tool_s", "user_s")}
+    return UnitTable(offsets=np.concatenate([starts, [m * n]]).astype(table.offsets.dtype),
+                     system_tokens=np.tile(table.system_tokens, n), task_ids=table.task_ids * n,
+                     first_traj=table.first_traj, **cols)
+
+
+class _Lockstep:
+    """Per-trajectory state as arrays (committed context, each model's cached prefix, the next unit).
+
+    With several acceptance models (`accs`), the table is tiled once per model and each
+    replica's parameters are looked up per trajectory (`self.rep`); with one, rep is all 0.
+    """
+
+    def __init__(self, table: UnitTable, k: int, review: str, exact: bool, accs: list[AcceptanceModel], seed: int,
                  prefix_caching: bool, cached_verifier: bool, vsys: int):
+        base_traj, base_pos = table.positions()
+        draws = unit_uniforms(seed, base_traj + table.first_traj, base_pos)
+        n_rep, n_base = len(accs), table.n_traj
+        if n_rep > 1:
+            table, draws = tile_table(table, n_rep), np.tile(draws, (n_rep, 1))
         self.t = table
-        self.k, self.review, self.acc = k, review, acc
+        self.k, self.review = k, review
         self.prefix_caching, self.cached_verifier, self.vsys = prefix_caching, cached_verifier, vsys
         n_traj, m = table.n_traj, len(table)
         traj_of, pos_of = table.positions()
-        self.draws = unit_uniforms(seed, traj_of + table.first_traj, pos_of)
+        self.draws = draws
+        self.rep = np.repeat(np.arange(n_rep), n_base)  # replica (acceptance model) of each trajectory
+        self.correlation = np.array([a.correlation for a in accs])
+        self.accept_verdict = np.array([a.accept_verdict_tokens for a in accs], dtype=np.int64)
+        self.verdict = np.array([a.verdict_tokens for a in accs], dtype=np.int64)
+        self.p_valid = np.array([a.p_valid_replacement for a in accs])
+        # reasoning (acceptance.py's rule, per replica): none without thinking; a fixed count; else the workload's record
+        self.thinking = np.array([a.thinking for a in accs])
+        self.fixed_verify = np.array([-1 if a.verify_reasoning_tokens is None else a.verify_reasoning_tokens for a in accs])
+        self.fixed_repair = np.array([-1 if a.repair_reasoning_tokens is None else a.repair_reasoning_tokens for a in accs])
         is_user, held, kind = table.is_user, table.held, table.kind
-        self.wout = weak_tokens_array(table.out_tokens, acc.weak_token_ratio)
-        wctx = weak_tokens_array(table.ctx_tokens, acc.weak_token_ratio)
+        ratio = np.array([a.weak_token_ratio for a in accs])
+        unit_ratio = ratio[0] if n_rep == 1 else ratio[self.rep[traj_of]]
+        self.wout = weak_tokens_array(table.out_tokens, unit_ratio)
+        wctx = weak_tokens_array(table.ctx_tokens, unit_ratio)
         self.wkeep = np.minimum(self.wout, wctx)  # what of a Weak call stays in its cache (reasoning dropped)
         # context a drafted unit adds while drafting: its message, plus the results of a read it ran
         add = np.where(is_user, 0, wctx + np.where(table.has_tool & ~held, table.result_tokens, 0))
@@ -106,10 +158,10 @@ class _Lockstep:
         last_units = self.uend[self.uend > table.offsets[:-1]] - 1
         stop[last_units] = np.minimum(stop[last_units], last_units + 1)
         self.stop_end = np.minimum.accumulate(stop[::-1])[::-1]
-        probs = acc.exact if exact else acc.accept
-        self.p_kind = np.array([probs.get(name, probs.get("write", 0.0)) for name in UNIT_KINDS])
+        probs = [a.exact if exact else a.accept for a in accs]
+        self.p_kind = np.array([[p.get(name, p.get("write", 0.0)) for name in UNIT_KINDS] for p in probs])
         self.max_len = int(min(k, np.diff(table.offsets).max(initial=0)))  # the longest chunk possible
-        self.decay = np.array([acc.position_decay**p for p in range(self.max_len + 1)])
+        self.decay = np.array([[a.position_decay**p for p in range(self.max_len + 1)] for a in accs])
 
         self.i = table.offsets[:-1].astype(np.int64).copy()
         self.hist = table.system_tokens.astype(np.int64).copy()
@@ -122,6 +174,19 @@ class _Lockstep:
         # slots order a trajectory's rows within a round: drafting takes 3 per position, review after
         self.s_verify = 3 * self.max_len
         self.s_verdict, self.s_tool_acc, self.s_prefill, self.s_decode, self.s_tool_rep = (self.s_verify + d for d in range(1, 6))
+
+    def _reasoning(self, fixed: np.ndarray, r: np.ndarray, out: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """`AcceptanceModel.verify_reasoning`/`repair_reasoning` for replicas r (one per step)."""
+        f = fixed[r]
+        recorded = AcceptanceModel.recorded_reasoning(out, ctx)
+        return np.where(self.thinking[r], np.where(f >= 0, f, recorded), 0)
+
+    def _verify_reasoning(self, r: np.ndarray, out: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        return self._reasoning(self.fixed_verify, r, out, ctx)
+
+    def _repair_decode(self, r: np.ndarray, out: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """`AcceptanceModel.repair_decode`: the step's visible message plus the repair's reasoning."""
+        return out - AcceptanceModel.recorded_reasoning(out, ctx) + self._reasoning(self.fixed_repair, r, out, ctx)
 
     def run(self) -> CallPlan:
         active = np.flatnonzero(self.i < self.uend)
@@ -189,7 +254,7 @@ class _Lockstep:
 
     def _review(self, rnd: int, t, s, e, length, pend, jt, jp, jj) -> None:
         """One verification prefill over all the Strong model has not read, then commit or repair one step."""
-        tb, rows, acc, stats, hist, seen_s = self.t, self.rows, self.acc, self.stats, self.hist, self.seen_s
+        tb, rows, stats, hist, seen_s, rep = self.t, self.rows, self.stats, self.hist, self.seen_s, self.rep
         ctx, out, res, has_tool, tool_s = tb.ctx_tokens, tb.out_tokens, tb.result_tokens, tb.has_tool, tb.tool_s
         stats[t, _STAT["reviews"]] += 1
         stats[t, _STAT["strong_calls"]] += 1
@@ -205,8 +270,9 @@ class _Lockstep:
             verify_ctx = self.vsys + total
             rows.add(None, t, rnd, self.s_verify, STRONG_VERIFY, verify_ctx, 0)
         # judge positions up to the first rejection (only the first position can follow one)
-        prob = self.p_kind[tb.kind[jj]] * self.decay[jp]
-        prob = np.where((jp == 0) & self.after_rej[jt], prob * (1.0 - acc.correlation), prob)
+        rj = rep[jt]
+        prob = self.p_kind[rj, tb.kind[jj]] * self.decay[rj, jp]
+        prob = np.where((jp == 0) & self.after_rej[jt], prob * (1.0 - self.correlation[rj]), prob)
         never = np.iinfo(np.int64).max
         starts = np.concatenate([[0], np.cumsum(length)[:-1]])
         rej = np.minimum.reduceat(np.where(self.draws[jj, 0] >= prob, jp, never), starts)
@@ -214,7 +280,7 @@ class _Lockstep:
         self.after_rej[t] = ~ok
         # --- accepted whole: a short verdict, then the held action may run
         at, last = t[ok], e[ok] - 1
-        avt = acc.accept_verdict_tokens + acc.verify_reasoning(out[last], ctx[last])
+        avt = self.accept_verdict[rep[at]] + self._verify_reasoning(rep[at], out[last], ctx[last])
         rows.add(avt > 0, at, rnd, self.s_verdict, STRONG_VERDICT, avt, verify_ctx[ok])
         runs = tb.held[last] & has_tool[last]
         rows.add(runs & (tool_s[last] > 0), at, rnd, self.s_tool_acc, TOOL, wait_s=tool_s[last])
@@ -230,12 +296,12 @@ class _Lockstep:
         stats[xt, _STAT["rejections"]] += 1
         stats[xt, _STAT["wasted_weak_tokens"]] += self.cs_wout[e[x]] - self.cs_wout[b]
         stats[xt, _STAT["committed_weak"]] += r
-        vt = acc.verdict_tokens + ctx[b] + acc.verify_reasoning(out[b], ctx[b])
+        vt = self.verdict[rep[xt]] + ctx[b] + self._verify_reasoning(rep[xt], out[b], ctx[b])
         rows.add(vt > 0, xt, rnd, self.s_verdict, STRONG_VERDICT, vt, verify_ctx[x])
         h = hist[xt] + (self.cs_add[b] - self.cs_add[s[x]])
         self.seen_w[xt] = np.minimum(self.seen_w[xt], h)
         ss = np.minimum(seen_s[xt], h)
-        repl = (self.draws[b, 1] < acc.p_valid_replacement) | (out[b] == 0)
+        repl = (self.draws[b, 1] < self.p_valid[rep[xt]]) | (out[b] == 0)
         fix = ~repl
         stats[xt, _STAT["replacements"]] += repl
         stats[xt, _STAT["repairs"]] += fix
@@ -249,9 +315,9 @@ class _Lockstep:
             rows.add(fix & (h > ss), xt, rnd, self.s_prefill, STRONG_PREFILL, h - ss, ss)
         else:
             rows.add(fix & (h > 0), xt, rnd, self.s_prefill, STRONG_PREFILL, h, 0)
-        rep = acc.repair_decode(out[b], ctx[b])
-        rows.add(fix & (rep > 0), xt, rnd, self.s_decode, STRONG_DECODE, rep, h)
-        seen_s[xt] = np.where(fix, h + np.minimum(rep, ctx[b]), ss)
+        rdec = self._repair_decode(rep[xt], out[b], ctx[b])
+        rows.add(fix & (rdec > 0), xt, rnd, self.s_decode, STRONG_DECODE, rdec, h)
+        seen_s[xt] = np.where(fix, h + np.minimum(rdec, ctx[b]), ss)
         # the repaired step commits without a second review
         rows.add(has_tool[b] & (tool_s[b] > 0), xt, rnd, self.s_tool_rep, TOOL, wait_s=tool_s[b])
         hist[xt] = h + ctx[b] + np.where(has_tool[b], res[b], 0)

@@ -116,6 +116,8 @@ class Comparison:
     #: The setting the strategies ran in, and the scenario it came from (None when called without one).
     setting: Setting | None = None
     scenario: Scenario | None = None
+    #: Every ratio's interval and SPEC §7's ranges beside them (`simulator.uncertainty`), as stored in summary.json; None if not computed.
+    intervals: dict | None = None
 
 
 def check_success_rates(rates: object, strategies: Sequence[str], source: str = "success rates") -> dict[str, float]:
@@ -189,4 +191,5 @@ def predict(scenario: Scenario, trajectories: Iterable[Trajectory | Episode] | U
     comp = compare(trajectories, scenario.strategies, setting, scenario.acceptance, scenario.seed, scenario.pricing_engine,
                    scenario.k, scenario.review, workload=name, success_rates=success_rates)
     comp.scenario = scenario
+    comp.assumptions["environment"] = scenario.environment.describe()
     return comp

@@ -45,6 +45,8 @@ from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance_ranges import Uncertainty
+from specagent.simulator.environment import Environment
 from specagent.simulator.setting import API_VERIFY_SENDS, VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
 from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
 from specagent.simulator.workload import UnitTable, synthetic_unit_table
@@ -285,6 +287,10 @@ class Scenario:
                 "as a cache miss (all at the input price: a verifier prompt that breaks the provider's prefix cache); "
                 "'segment' = only what the Strong model has not read (the drafted segment) and the verifier's "
                 "instructions (verifier_system_tokens, billed as cached input)."})
+    environment: Environment = field(default_factory=Environment, metadata={
+        "help": "The environment as a what-if: user and tool latencies scaled or replaced (default: as recorded)"})
+    uncertainty: Uncertainty = field(default_factory=Uncertainty, metadata={
+        "help": "How what is not known about acceptance becomes each printed ratio's interval (seeded Monte Carlo)"})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
     pricing_engine: str = field(default=PRICING_ENGINES[0], metadata={
         "choices": PRICING_ENGINES, "deprecated_flags": ("--engine",),
@@ -298,6 +304,10 @@ class Scenario:
             raise ScenarioError(f"strong_api must be the name of an API model, got {self.strong_api!r}", "strong_api")
         if not isinstance(self.workload, Workload):
             raise ScenarioError(f"workload must be a Workload, got {self.workload!r}", "workload")
+        if not isinstance(self.environment, Environment):
+            raise ScenarioError(f"environment must be an Environment, got {self.environment!r}", "environment")
+        if not isinstance(self.uncertainty, Uncertainty):
+            raise ScenarioError(f"uncertainty must be an Uncertainty, got {self.uncertainty!r}", "uncertainty")
         if not isinstance(self.acceptance, AcceptanceModel):
             raise ScenarioError(f"acceptance must be an AcceptanceModel, got {self.acceptance!r}", "acceptance")
         if not (isinstance(self.strategies, tuple) and self.strategies and all(isinstance(s, str) for s in self.strategies)):
@@ -356,7 +366,7 @@ class Scenario:
         if w.synthetic is not None:
             prof = self.synthetic_profile()
             name = self.synthetic_name(prof)
-            return synthetic_unit_table(prof, w.trajectories, self.seed), name, name
+            return self.environment.apply(synthetic_unit_table(prof, w.trajectories, self.seed)), name, name
         path = Path(w.trace) if w.trace is not None else default_workload_path()
         try:
             trajs = load_trajectories(path, progress=progress)
@@ -364,7 +374,7 @@ class Scenario:
             raise ScenarioError(f"{path}: no such trace file", "workload.trace") from exc
         except ValueError as exc:
             raise ScenarioError(str(exc), "workload.trace") from exc
-        return trajs, str(path), path.name
+        return self.environment.apply(trajs), str(path), path.name
 
     # --- changing ------------------------------------------------------------------------------
     def replace(self, **changes: Any) -> "Scenario":

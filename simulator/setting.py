@@ -92,7 +92,8 @@ class Setting:
         return isinstance(self.strong, ApiModel)
 
     def describe(self) -> dict[str, str]:
-        strong = self.strong.name + " (API)" if isinstance(self.strong, ApiModel) else self.strong.describe()
+        strong = (f"{self.strong.name} (API: TTFT {self.strong.ttft_s:g} s, {self.strong.output_tokens_per_s:g} output tokens/s)"
+                  if isinstance(self.strong, ApiModel) else self.strong.describe())
         engines = self.weak.engine.describe() if isinstance(self.strong, ApiModel) else (
             self.weak.engine.describe() if self.strong.engine.id == self.weak.engine.id
             else f"Weak: {self.weak.engine.describe()}; Strong: {self.strong.engine.describe()}")

@@ -397,7 +397,8 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     # a request trace is served as it is (replayed cyclically past its end: TaskPlan.serve); agent tasks are planned
     # once per cell: steady cells draw at least 1,000 so the window's tasks are not a handful repeated
     tasks = request_tasks(_requests(fixed["requests"], fixed.get("inputs", {}).get("requests"))) if fixed.get("requests") else \
-        plan_tasks(_episodes(fixed["workload"], fixed.get("inputs", {}).get("workload")), cell["strategy"], sc, max(n, 1000) if steady else n)
+        plan_tasks(sc.environment.apply(_episodes(fixed["workload"], fixed.get("inputs", {}).get("workload"))), cell["strategy"], sc,
+                   max(n, 1000) if steady else n)
     steady_row: dict = {}
     if steady:  # the fleet at a sustained rate: window, detected warm-up, stability, p95 with its CI
         ref = float(uncontended(tasks, build((None, None)), sc.seed).tasks["latency_s"].quantile(0.95))

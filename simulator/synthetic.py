@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from specagent.common import atomic
 from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.environment import Environment
 from specagent.simulator.workload import synthetic_unit_tables
 from specagent.simulator.pricing import Pricer
 from specagent.simulator.run import simulate
@@ -47,11 +48,12 @@ class SyntheticRun:
 
 def simulate_synthetic(profile, n: int, seed: int, strategy: str, setting: Setting, acceptance: AcceptanceModel,
                        engine: str = "analytic", k: int = 4, review: str = "on_write", out: str | Path | None = None,
-                       progress: Callable[[int], None] | None = None) -> SyntheticRun:
+                       progress: Callable[[int], None] | None = None, environment: Environment | None = None) -> SyntheticRun:
     """`simulate` on n synthetic trajectories of `profile`, one generation block at a time.
 
     `out`: also write the per-trajectory rows as Parquet (streamed, one row group per block;
-    atomic). `progress(k)` is called after each block with the k trajectories it held.
+    atomic). `progress(k)` is called after each block with the k trajectories it held. `environment`
+    changes each block's user and tool waits (the scenario's what-if).
     """
     pricer = Pricer(setting)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in TOTAL_COLUMNS}
@@ -64,6 +66,8 @@ def simulate_synthetic(profile, n: int, seed: int, strategy: str, setting: Setti
         schema = None
         try:
             for table in synthetic_unit_tables(profile, n, seed, progress):
+                if environment is not None:
+                    table = environment.apply(table)
                 frame = simulate(table, strategy, setting, acceptance, seed, engine, k, review, pricer=pricer)
                 label = str(frame["label"].iloc[0])
                 n_done += len(frame)

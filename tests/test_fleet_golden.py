@@ -77,6 +77,9 @@ def _with_engine(setting, engine):
 def _cases(engine=None):
     s = _with_engine(default_setting(), engine)
     edge = _with_engine(edge_setting(), engine)
+    # the hosted Strong model's latency the pins were captured with (api_models.toml's figures have since been sourced
+    # from provider measurements, issue 23): the pins test the engine, not that data file
+    edge = dataclasses.replace(edge, strong=dataclasses.replace(edge.strong, ttft_s=1.0, output_tokens_per_s=50.0))
     tight = dataclasses.replace(s.weak, memory_utilization=0.16)  # a few calls' KV at once: admission waits
     return {
         "contended_chunked": (s, Fleet(Pool(s.weak, 2, scheduler=Scheduler(8, 256)), Pool(s.strong, 1, scheduler=Scheduler(8, 256))),

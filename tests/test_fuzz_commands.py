@@ -136,6 +136,7 @@ BASE: dict[str, list[str]] = {
     "sweep": ["sweep", "{sweep}", "--out", "{out}/sw", "--json"],
     "replay": ["replay", "{requests}", "-o", "{out}/replay.parquet", "--json"],
     "study balance": ["study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20", "--trace", "{small}", "--json"],
+    "study sensitivity": ["study", "sensitivity", "--trace", "{small}", "-o", "{out}/sens", "--json"],
     "report": ["report", "{summary}", "-o", "{out}/r.html", "--no-images", "--json"],
     "calibrate": ["calibrate", "-o", "{out}/p.toml", "--scale", "tiny", "--repeats", "1", "--no-validate"],
     "live": ["live", "--synthetic", "--scale", "tiny", "--trajectories", "1", "-o", "{out}/live", "--no-compare"],
@@ -558,6 +559,12 @@ BAD = [
     Bad("study-rates", ("study", "balance", "--rates", "0.5,,2"), None, "", ("--rates",)),
     Bad("study-rates-nan", ("study", "balance", "--rates", "nan"), None, "", ("--rates",)),
     Bad("study-api", ("study", "balance", "--edge"), None, "", ("API",)),
+    Bad("sensitivity-ranges-missing", ("study", "sensitivity", "--trace", "{small}", "--acceptance-ranges", "{out}/none.toml",
+                                       "-o", "{out}/s"), None, "", ("none.toml", "no such ranges file")),
+    Bad("sensitivity-ranges-bad", ("study", "sensitivity", "--trace", "{small}", "--acceptance-ranges", "{file}", "-o", "{out}/s"),
+        '[ranges.position_decay]\nlow = 0.1\nhigh = 0.2\n', "r.toml", ("position_decay", "must contain the scenario's value")),
+    Bad("predict-ranges-bad", ("predict", "--trace", "{small}", "--acceptance-ranges", "{file}", "-o", "{out}/p"),
+        '[[points]]\nposition_decay = 2\n', "r.toml", ("--acceptance-ranges", "points[0]")),
     Bad("sweep-address-local", ("sweep", "{sweep}", "--out", "{out}/sw", "--address", "auto"), None, "", ("--address", "ray")),
     Bad("roofline-balance-mode", ("roofline", "balance", "--weight-mode", "all"), None, "", ("--weight-mode",)),
     Bad("roofline-does-not-fit", ("roofline", "--gpus", "1"), None, "",
@@ -705,7 +712,7 @@ def test_the_table_covers_every_command_that_reads_a_file():
     covered = {" ".join(a for a in b.argv[:2] if not a.startswith(("-", "{"))) for b in BAD}
     for command in ("report", "sweep", "scenario show", "hardware show", "latency engine", "models show", "latency validate",
                     "latency fit", "traces synth", "traces fit", "live", "calibrate", "predict", "simulate", "predictor validate",
-                    "study balance", "roofline balance", "hardware list", "acceptance fit"):
+                    "study balance", "roofline balance", "hardware list", "acceptance fit", "study sensitivity"):
         assert command in covered or command.split()[0] in covered, command
 
 
@@ -747,6 +754,7 @@ WRITERS = [
     Writer("plan", ("plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20",
                     "--out", "{target}"), folder=True, full_disk=False),
     Writer("acceptance-fit", ("acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{target}")),
+    Writer("study-sensitivity", ("study", "sensitivity", "--trace", "{small}", "-o", "{target}"), folder=True),
 ]
 
 

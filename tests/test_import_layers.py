@@ -31,13 +31,13 @@ ROOT_RANK = LAYERS.index("specagent.cli")
 #: The simulator's own layers (a module may import its own layer or one below).
 SIMULATOR = [
     {"native", "phases", "plan", "acceptance", "parallel", "plan_store"},
-    {"workload", "protocol", "setting", "verdict_records", "acceptance_fit"},
+    {"workload", "protocol", "setting", "verdict_records", "acceptance_fit", "acceptance_ranges", "environment"},
     {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
     {"strategies", "lockstep"},
     {"scenario"},
     {"run", "synthetic", "provenance"},
-    {"fleet_build", "predictor", "bounds", "steady_state"},
-    {"planner", "study", "sweep", "calibration", "replay"},
+    {"fleet_build", "predictor", "bounds", "steady_state", "uncertainty"},
+    {"planner", "study", "sweep", "calibration", "replay", "sensitivity"},
 ]
 
 

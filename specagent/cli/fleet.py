@@ -564,6 +564,10 @@ BALANCE_COLUMNS = (
 )
 
 
+from specagent.cli import sensitivity as _sensitivity  # noqa: E402
+
+study_app.command("sensitivity")(_sensitivity.sensitivity)
+
 app = typer.Typer(help="Fleet planning, sweeps and studies.", no_args_is_help=True)
 app.command("plan")(plan_command)
 app.command("sweep")(sweep_command)

@@ -19,6 +19,7 @@ from rich.table import Table
 from specagent.cli.console import SafeConsole, fail, legend, json_out
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
+from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
@@ -34,6 +35,7 @@ from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
+from specagent.simulator.uncertainty import ratio_intervals
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
 
@@ -179,6 +181,10 @@ def _assumption_table(assumptions: dict) -> Table:
     t.add_row("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
     t.add_row("escalation recall (collab)", f"{acc['escalation_recall']:g}")
     t.add_row("acceptance source", acc["source"])
+    if "intervals" in assumptions:
+        t.add_row("intervals", assumptions["intervals"])
+    if "environment" in assumptions:
+        t.add_row("environment (user, tool waits)", assumptions["environment"])
     for name in ("workload", "trajectories", "seed", "engine", "quality"):
         t.add_row(name, str(assumptions[name]))
     sa = assumptions["strategies"].get("specagent")
@@ -276,6 +282,10 @@ def predict(
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
+    try:  # a bad ranges file fails before the run, not after it
+        dist = scenario.uncertainty.distribution(scenario.acceptance) if scenario.uncertainty.draws else None
+    except InputError as exc:
+        fail(f"--acceptance-ranges: {exc}")
     trajs, path, name = load_workload(scenario, show=fmt == "table" and not quiet)
     setting = resolve(scenario)
     rates = None
@@ -293,6 +303,13 @@ def predict(
         task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {_n_traj(trajs):,} trajectories", total=None)
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
+        if scenario.uncertainty.draws:
+            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} acceptance draws × {len(scenario.strategies)} strategies")
+        intervals = ratio_intervals(comp, trajs, dist)
+        comp.intervals = intervals_records(intervals, comp) if intervals is not None else None
+        if intervals is not None:
+            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws over "
+                                             f"{len(intervals.ranges)} acceptance ranges: {intervals.source}")
     line, pool_list = _bottom_line(comp, setting, prices)
     comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
     summary_obj = {
@@ -302,6 +319,7 @@ def predict(
         "phase_bytes": comp.phase_bytes.reset_index().to_dict(orient="records"),
         "phase_flops": comp.phase_flops.reset_index().to_dict(orient="records"),
         "assumptions": comp.assumptions,
+        "intervals": comp.intervals,
         "scenario": comp.scenario.to_dict(),  # type: ignore[union-attr]
         "trace": path,
         "per_trajectory": "per_trajectory.parquet",
@@ -319,7 +337,8 @@ def predict(
     elif fmt == "csv":
         sys.stdout.write(_csv_frame(line, comp.summary).to_csv())
     else:
-        _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief)
+        _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief,
+                       intervals=intervals)
         console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
     if written is not None:
         say = err.print if fmt != "table" else console.print
@@ -338,7 +357,8 @@ def _ratio_in_words(summary: pd.DataFrame) -> str:
     return f"{strat} wall {v:.3f} = {BL.percent_of_baseline(v)}"
 
 
-def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool) -> None:
+def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool,
+                   intervals=None) -> None:
     """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
     console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
                                      "batch 1", pool_list))
@@ -353,6 +373,8 @@ def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, settin
         return
     console.print(_rel_table(comp.summary, f"Relative to Strong-only ({_ratio_in_words(comp.summary)}; lower is cheaper) — "
                                            f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
+    for table in ranges_tables(comp, intervals) if intervals is not None else ():
+        console.print(table)
     base = comp.summary.loc["strongonly"]
     if phases:
         n = int(base["trajectories"])
@@ -389,7 +411,8 @@ def simulate_cmd(
             path = name = scenario.synthetic_name(prof)
             with progress_bar(w.trajectories, f"simulating {w.trajectories:,} synthetic trajectories", show=not as_json) as advance:
                 run = simulate_synthetic(prof, w.trajectories, scenario.seed, strategy, setting, scenario.acceptance,
-                                         scenario.pricing_engine, scenario.k, scenario.review, out=out, progress=advance)
+                                         scenario.pricing_engine, scenario.k, scenario.review, out=out, progress=advance,
+                                         environment=scenario.environment)
             label, n_traj, totals = run.label, run.n_traj, run.totals
         else:
             trajs, path, name = load_workload(scenario, show=not as_json)

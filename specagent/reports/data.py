@@ -116,6 +116,8 @@ class Run:
     setting: Setting | None = None
     #: Copies of the model configs and profiles the run was priced with (simulator.provenance), when it stored them.
     inputs: dict[str, Any] | None = None
+    #: Every ratio's interval and SPEC §7's published ranges (summary.json's `intervals`), when the run has them.
+    intervals: dict | None = None
 
 
 @dataclass
@@ -127,6 +129,8 @@ class ReportData:
     calibration: pd.DataFrame | None = None
     plan: pd.DataFrame | None = None
     latency: pd.DataFrame | None = None
+    #: A sensitivity study (`specagent study sensitivity`'s sensitivity.json), as stored.
+    sensitivity: dict | None = None
     #: A Setting given with the results (overrides the runs' own).
     setting: Setting | None = None
     title: str = "specagent report"
@@ -247,6 +251,7 @@ def run_from_comparison(comparison: Any, workload: str | None = None, source: st
         summary=comparison.summary, phase_time=comparison.phase_time, phase_bytes=comparison.phase_bytes,
         phase_flops=comparison.phase_flops, assumptions=a, per_trajectory=comparison.per_trajectory,
         workload=wl, source=source, scenario=getattr(comparison, "scenario", None), setting=getattr(comparison, "setting", None),
+        intervals=getattr(comparison, "intervals", None),
     )
 
 
@@ -304,8 +309,11 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
     inputs = doc.get("inputs")
     if inputs is not None and not isinstance(inputs, dict):
         raise ReportInputError(f"{source}: field 'inputs': expected an object, got {type(inputs).__name__}")
+    intervals = doc.get("intervals")
+    if intervals is not None and not (isinstance(intervals, dict) and isinstance(intervals.get("intervals"), list)):
+        raise ReportInputError(f"{source}: field 'intervals': expected an object with an 'intervals' list, got {type(intervals).__name__}")
     return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario,
-               inputs=inputs, **phases)
+               inputs=inputs, intervals=intervals, **phases)
 
 
 def _trajectory_row(df: pd.DataFrame) -> Callable[[int], str]:
@@ -390,6 +398,9 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
         p = check_input_file(raw, ReportInputError, "results file", missing=f"{raw}: no such results file")
         obj = _read_table(p)
         if isinstance(obj, dict):
+            if obj.get("kind") == "specagent.sensitivity/1":
+                data.sensitivity = obj
+                continue
             if "summary" in obj:
                 run = run_from_summary_json(obj, str(p), p.parent)
                 if run.per_trajectory is not None:
@@ -441,7 +452,7 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
 
 def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibration: pd.DataFrame | None = None,
                    plan: pd.DataFrame | None = None, setting: Any = None, title: str | None = None,
-                   latency: pd.DataFrame | None = None) -> ReportData:
+                   latency: pd.DataFrame | None = None, sensitivity: dict | None = None) -> ReportData:
     """Accept a Comparison, a list of Comparisons, paths, or a ReportData, plus optional tables."""
     if isinstance(results, ReportData):
         data = results
@@ -474,6 +485,8 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
         data.latency = latency_table(latency)
     if setting is not None:
         data.setting = setting
+    if sensitivity is not None:
+        data.sensitivity = sensitivity
     if title:
         data.title = title
     return data

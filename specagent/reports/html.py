@@ -184,6 +184,16 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
                         "rate, per strategy.", lambda: F.capacity_plan_figure(data.plan))
     else:
         out.append(FigureEntry("fig7", "", None, "no capacity plan supplied (columns strategy, usd_per_hour, gpus)"))
+    if data.sensitivity is not None:
+        from specagent.reports.sensitivity import break_even_figure, tornado_figure
+
+        attempt("fig_tornado", "Sensitivity: SpecAgent's wall, model-time, memory, FLOPs and cost ratios to Strong-only as "
+                               "each assumption moves over its range, the others at the scenario's values "
+                               "(`specagent study sensitivity`; ranges and rationales in docs/uncertainty.md).",
+                lambda: tornado_figure(data.sensitivity))
+        attempt("fig_break_even", "Break-even map: SpecAgent's wall time relative to Strong-only over semantic acceptance "
+                                  "and the Weak/Strong time per token; the line is where they are equal.",
+                lambda: break_even_figure(data.sensitivity))
     if data.latency is not None:
         from specagent.reports.latency import latency_figure
 
@@ -359,6 +369,32 @@ def _plan_html(plan: pd.DataFrame) -> list[str]:
     return out
 
 
+def intervals_html(iv: Mapping[str, Any]) -> str:
+    """Each ratio with its interval (point [low–high]) per strategy, and SPEC §7's published ranges against them."""
+    rows = pd.DataFrame(iv.get("intervals") or [])
+    need = {"strategy", "metric", "point", "low", "high"}
+    if rows.empty or not need <= set(rows.columns):
+        return ""
+    rows = rows[rows["metric"].isin(list(HEADLINE_COLUMNS) + ["strong_bytes_share"])]
+    rows = rows.assign(cell=[f"{p:.3f} [{lo:.2f}–{hi:.2f}]" for p, lo, hi in zip(rows["point"], rows["low"], rows["high"])])
+    table = rows.pivot(index="strategy", columns="metric", values="cell")
+    table = table.reindex(index=list(dict.fromkeys(rows["strategy"])), columns=[c for c in list(HEADLINE_COLUMNS) + ["strong_bytes_share"]
+                                                                               if c in table.columns])
+    headers = {**HEADLINE_COLUMNS, "strong_bytes_share": "Strong share of memory traffic"}
+    out = [f"<p>With {float(iv.get('level', 0)):.0%} intervals from {int(iv.get('draws', 0))} seeded draws of the acceptance "
+           f"parameters ({_e(iv.get('source', ''))}):</p>", table_html(table, index_name="strategy", headers=headers)]
+    pub = iv.get("published") or []
+    if pub:
+        cells = {(r["strategy"], r["metric"]): r["cell"] for r in rows.to_dict("records")}
+        allrows = pd.DataFrame(iv.get("intervals"))
+        for r in allrows.to_dict("records"):
+            cells.setdefault((r["strategy"], r["metric"]), f"{r['point']:.3f} [{r['low']:.2f}–{r['high']:.2f}]")
+        t = pd.DataFrame([{"figure": p["figure"], "published": p["published"], "predicted [interval]": cells.get((p["strategy"], p["metric"]), "not run"),
+                           "source": p.get("source", "")} for p in pub])
+        out.append("<p>Published protocol figures (SPEC §7) against this run:</p>" + table_html(t, index=False))
+    return "".join(out)
+
+
 def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: str = "") -> str:
     """The whole document as a string (deterministic for the same inputs)."""
     parts: list[str] = []
@@ -396,6 +432,8 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
             if "api_usd" in s.columns and "strongonly" in s.index and float(s.loc["strongonly", "api_usd"]) > 0:
                 s = s.assign(api_usd_rel=s["api_usd"] / float(s.loc["strongonly", "api_usd"]))
             parts.append(table_html(_subset(s, HEADLINE_COLUMNS), index_name="strategy", headers=HEADLINE_COLUMNS))
+            if r.intervals:
+                parts.append(intervals_html(r.intervals))
             parts.append("<details><summary>Totals (absolute, summed over trajectories)</summary>"
                          + table_html(_subset(s, ABSOLUTE_COLUMNS), headers=ABSOLUTE_COLUMNS) + "</details>")
 
@@ -467,10 +505,10 @@ def write_report(results: Any, out_html: str | Path, extra: Mapping[str, Any] | 
     ``<report stem>_figures/`` beside the HTML, False/None for none.
     """
     extra = dict(extra or {})
-    unknown = set(extra) - {"balance", "calibration", "plan", "latency", "setting"}
+    unknown = set(extra) - {"balance", "calibration", "plan", "latency", "setting", "sensitivity"}
     if unknown:
         raise ValueError(f"write_report: unknown extra key(s) {', '.join(sorted(unknown))}; use balance, calibration, plan, latency, "
-                         "setting")
+                         "setting, sensitivity")
     data = as_report_data(results, title=title, **extra)
     entries, notes = build_figures(data)
     out = Path(out_html)

@@ -1,0 +1,105 @@
+"""Tables of every ratio with its interval, and SPEC §7's published ranges beside them (`predict`).
+
+Self-contained so `predict`'s layout (owned elsewhere) needs one call: `ranges_tables(comp, intervals)`.
+The intervals come from `simulator.uncertainty.ratio_intervals`; this module only formats them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+
+from specagent.simulator.run import Comparison
+from specagent.simulator.uncertainty import Intervals, published_for
+
+#: (metric, short name, meaning) in print order; a metric the run lacks (Strong bytes behind an API) is skipped.
+SHOWN = (
+    ("total_bytes_read_rel", "bytes", "HBM bytes read by both models"),
+    ("strong_bytes_read_rel", "S bytes", "bytes read by the Strong model"),
+    ("wall_time_s_rel", "wall", "wall time per task, waits included"),
+    ("model_wall_time_s_rel", "model", "wall time without tool and user waits"),
+    ("total_flops_rel", "FLOPs", "FLOPs of both models"),
+    ("strong_decode_tokens_rel", "S dec", "tokens the Strong model decodes"),
+    ("strong_calls_rel", "S calls", "Strong model calls"),
+    ("api_usd_rel", "API $", "API charges"),
+    ("strong_bytes_share", "S share", "the Strong model's share of the strategy's own memory traffic (not a ratio to Strong-only)"),
+)
+#: The compact table of the other strategies shows these (the first four of SHOWN present in the run).
+COMPACT = 4
+
+
+def fmt_interval(point: float, low: float, high: float) -> str:
+    """`0.92 [0.88–0.97]`."""
+    return f"{point:.3f} [{low:.2f}–{high:.2f}]"
+
+
+def _verdict(pub, point: float, low: float, high: float) -> str:
+    if pub.contains(point):
+        return "inside"
+    if high < pub.low or low > pub.high:
+        return "outside (interval too)"
+    return "outside; interval overlaps"
+
+
+def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> list[Table]:
+    """SpecAgent's ratios with intervals and published ranges; the other strategies' intervals; SPEC §7 against this run."""
+    pub = published_for(comp)
+    tables = []
+    origin = iv.source.split(":", 1)[0]
+    what = f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of the acceptance parameters from {origin}"
+    if focus in comp.summary.index:
+        t = Table(title=f"{focus}: every ratio with its range", show_edge=False)
+        for col in ("ratio", "predicted [interval]", "published (SPEC §7)"):
+            t.add_column(col, justify="left" if col == "ratio" else "right")
+        for metric, head, _ in SHOWN:
+            got = iv.get(focus, metric)
+            if got is None:
+                continue
+            p = pub.get((focus, metric))
+            t.add_row(head, fmt_interval(*got), p.text() if p else "-")
+        t.caption = what + " (see the assumptions). S share = the Strong model's share of its memory traffic"
+        tables.append(t)
+    others = [s for s in comp.summary.index if s not in (focus, "strongonly")]
+    cols = [(m, h) for m, h, _ in SHOWN if any(iv.get(s, m) is not None for s in others)][:COMPACT]
+    if others and cols:
+        t = Table(title="the other strategies' intervals (point estimates above)", show_edge=False)
+        t.add_column("strategy", no_wrap=True)
+        for _, h in cols:
+            t.add_column(h, justify="right")
+        for s in others:
+            cells = []
+            for m, _ in cols:
+                got = iv.get(s, m)
+                cells.append("-" if got is None else f"{got[1]:.2f}–{got[2]:.2f}")
+            t.add_row(str(s), *cells)
+        t.caption = f"{iv.level:.0%} intervals, same draws for every strategy"
+        tables.append(t)
+    if pub:
+        t = Table(title="published protocol figures (SPEC §7) against this run", show_edge=False)
+        for col in ("figure", "published", "predicted [interval]", "verdict"):
+            t.add_column(col, justify="left" if col in ("figure", "verdict") else "right", overflow="fold")
+        for (strategy, metric), p in pub.items():
+            got = iv.get(strategy, metric)
+            if got is None:
+                t.add_row(p.figure_id, p.text(), "not run", "-")
+                continue
+            t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got))
+        t.caption = ("figures: measurements/published_ranges.csv (aggregates over models or benchmarks; '-vs-' figures "
+                     "are relative to SpecAgent); 'inside': the point estimate")
+        tables.append(t)
+    return tables
+
+
+def intervals_records(iv: Intervals, comp: Comparison) -> dict:
+    """What summary.json stores: every interval, and every published range with the matching prediction."""
+    pub = published_for(comp)
+    return {
+        "draws": iv.n_draws, "level": iv.level, "source": iv.source,
+        "ranges": [{"parameter": p, "range": r, "source": src} for p, r, src in iv.ranges],
+        "intervals": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                      for r in iv.table.to_dict(orient="records")],
+        "published": [{"figure_id": p.figure_id, "strategy": s, "metric": m, "figure": p.figure, "published": p.text(),
+                       "low": None if math.isinf(p.low) else p.low, "high": None if math.isinf(p.high) else p.high,
+                       "source": p.source, "source_locator": p.source_locator} for (s, m), p in pub.items()],
+    }

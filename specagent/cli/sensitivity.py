@@ -1,0 +1,87 @@
+"""`specagent study sensitivity`: a tornado of SpecAgent's ratios over each assumption's range, and the break-even map.
+
+The study is `simulator.sensitivity`; this prints its terminal tables and writes
+sensitivity.json (what `specagent report` reads) and an HTML page with both figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specagent.cli.console import fail, legend
+from specagent.cli.options import resolve, scenario_options
+from specagent.cli.simulate import load_workload
+from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.reports.html import write_report
+from specagent.simulator.scenario import Scenario
+from specagent.simulator.sensitivity import METRICS, sensitivity_study
+
+console = Console()
+
+
+def _num(v: float) -> str:
+    return f"{float(v):.3f}" if math.isfinite(float(v)) else "-"
+
+
+@scenario_options(exclude=("strategies",))
+def sensitivity(
+    scenario: Scenario,
+    out: Path = typer.Option(Path("out/sensitivity"), "-o", "--out", help="Directory for sensitivity.json and sensitivity.html."),
+    as_json: bool = typer.Option(False, "--json", help="Print the study as JSON instead of tables."),
+) -> None:
+    """Which assumption moves SpecAgent's wall, model time, memory, FLOPs and cost most, and where SpecAgent stops paying.
+
+    Tornado: each assumption (acceptance by kind, decay, correlation, Weak ratio, verdict tokens,
+    user and tool latency, Strong batch, weight reads, verifier prompt) at the low and the high
+    end of its range, the others at the scenario's values. Break-even map: semantic acceptance ×
+    Weak/Strong time per token, and the line where SpecAgent's wall time equals Strong-only's.
+    Ranges and their rationale: docs/uncertainty.md.
+    """
+    for target in (out / "sensitivity.json", out / "sensitivity.html"):
+        atomic.check_writable(target)
+    trajs, _, name = load_workload(scenario, show=not as_json)
+    setting = resolve(scenario)
+    try:
+        study = sensitivity_study(scenario, trajs, name, setting)
+    except InputError as exc:
+        fail(exc)
+    doc = study.to_dict()
+    atomic.write_text(out / "sensitivity.json", atomic.json_text(doc))
+    write_report([], out / "sensitivity.html", {"sensitivity": doc}, title=f"specagent sensitivity study · {name}")
+    if as_json:
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    tor = study.tornado
+    t = Table(title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {name}", show_edge=False)
+    t.add_column("assumption", overflow="fold")
+    t.add_column("at", justify="right", no_wrap=True)
+    for _, label in METRICS:
+        t.add_column(label, justify="right", no_wrap=True, min_width=max(5, len(label)))
+    base = tor.groupby("metric", sort=False)["base"].first()
+    t.add_row("(the scenario)", "", *[_num(base[m]) for m, _ in METRICS], end_section=True)
+    for a, g in tor.groupby("assumption", sort=False):
+        g = g.set_index("metric")
+        t.add_row(str(a), str(g["low_value"].iloc[0]), *[_num(g.loc[m, "at_low"]) for m, _ in METRICS])
+        t.add_row("", str(g["high_value"].iloc[0]), *[_num(g.loc[m, "at_high"]) for m, _ in METRICS], end_section=True)
+    cost = "API charges" if setting.strong_is_api else "GPU-seconds (busy time × GPUs: the $ ratio at one price per GPU-hour)"
+    t.caption = ("sorted by the swing of wall time; at = the assumption's value; " + legend([("wall", "wall time, waits included"),
+                 ("model time", "without tool and user waits"), ("memory", "HBM bytes read by both models"),
+                 ("FLOPs", "both models"), ("$", cost)]))
+    console.print(t)
+    be = study.break_even
+    b = Table(title="Break-even: Weak/Strong time per token at which SpecAgent's time equals Strong-only's", show_edge=False)
+    for col in ("semantic acceptance", "wall", "model time"):
+        b.add_column(col, justify="right")
+    for r in be.line.to_dict("records"):
+        b.add_row(f"{r['acceptance']:.2f}", *[f"{r[c]:.3f}" if math.isfinite(r[c]) else "never" for c in ("wall_break_even", "model_break_even")])
+    b.caption = (f"this scenario: Weak/Strong decode time per token {be.r0:.3f}, mean semantic acceptance {be.base_acceptance:.2f} "
+                 "(decay and correlation kept); SpecAgent pays where the deployments' time ratio is below the line")
+    console.print(b)
+    console.print(f"wrote {out / 'sensitivity.json'} and {out / 'sensitivity.html'} (`specagent report` takes the JSON too)")

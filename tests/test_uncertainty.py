@@ -1,0 +1,256 @@
+"""Every ratio with its range: the acceptance distribution, the seeded Monte Carlo and its properties."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specagent.common.errors import InputError
+from specagent.measurements.published_ranges import load_published_ranges
+from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance_ranges import AcceptanceDistribution, ParameterRange, RangesError, Uncertainty, value_of
+from specagent.simulator.lockstep import plan_specagent, plan_specagent_replicas
+from specagent.simulator.run import predict, to_episodes
+from specagent.simulator.scenario import Scenario, ScenarioError
+from specagent.simulator.strategies import make_strategy
+from specagent.simulator.uncertainty import plan_replicas, published_for, ratio_intervals
+from specagent.simulator.workload import UnitTable
+from specagent.traces import default_workload_path, load_trajectories
+
+STRATS = ("strongonly", "specagent", "router")
+
+
+@pytest.fixture(scope="module")
+def trajs():
+    return load_trajectories(default_workload_path())[:30]
+
+
+@pytest.fixture(scope="module")
+def comp(trajs):
+    sc = Scenario().replace(strategies=STRATS)
+    return predict(sc, trajs, "first 30")
+
+
+# ------------------------------------------------------------------------------------------ the distribution
+def test_priors_contain_the_scenarios_values_and_carry_a_rationale():
+    base = AcceptanceModel()
+    d = AcceptanceDistribution.priors(base)
+    paths = {r.path for r in d.ranges}
+    assert {"accept.read", "accept.write", "position_decay", "correlation", "weak_token_ratio", "verdict_tokens"} <= paths
+    for r in d.ranges:
+        assert r.low <= value_of(base, r.path) <= r.high
+        assert r.low < r.high or value_of(base, r.path) in (0.0, 1.0), r  # a real range, unless pinned at a bound
+        assert len(r.source) > 40  # a rationale, not a label
+    # placed around whatever the scenario says: a low acceptance gets its range around it
+    low = AcceptanceDistribution.priors(replace(base, accept={**base.accept, "read": 0.3}))
+    r = next(r for r in low.ranges if r.path == "accept.read")
+    assert (r.low, r.high) == pytest.approx((0.15, 0.38))
+
+
+@given(seed=st.integers(0, 2**32), factor=st.floats(0.0, 1.0))
+def test_draws_are_seeded_lie_in_their_ranges_and_whole_tokens_stay_whole(seed, factor):
+    d = AcceptanceDistribution.priors(AcceptanceModel()).narrowed(factor)
+    a, b = d.sample(20, seed), d.sample(20, seed)
+    assert a == b
+    for m in a:
+        for r in d.ranges:
+            v = value_of(m, r.path)
+            slack = 0.5 if r.path.endswith("tokens") else 1e-12  # rounding to a whole token
+            assert r.low - slack <= v <= r.high + slack
+        assert isinstance(m.verdict_tokens, int) and isinstance(m.accept_verdict_tokens, int)
+
+
+def test_different_seeds_draw_differently_and_narrowed_zero_is_the_point():
+    d = AcceptanceDistribution.priors(AcceptanceModel())
+    assert d.sample(5, 1) != d.sample(5, 2)
+    assert all(m == AcceptanceModel() for m in d.narrowed(0.0).sample(5, 3))
+
+
+def test_normal_ranges_are_truncated_to_the_domain():
+    base = AcceptanceModel()
+    d = AcceptanceDistribution(base, (ParameterRange("accept.read", 0.5, 1.0, "normal"),))
+    vals = np.array([m.accept["read"] for m in d.sample(500, 0)])
+    assert vals.max() <= 1.0 and vals.min() >= 0.0
+    assert abs(np.median(vals) - 0.9) < 0.03  # centred on the fitted point, not the interval's middle
+
+
+def test_ranges_file_fitted_intervals_and_calibrated_points(tmp_path):
+    f = tmp_path / "fit.toml"
+    f.write_text('source = "fit of 3 logs"\n[ranges."accept.read"]\nlow = 0.85\nhigh = 0.95\nshape = "normal"\n'
+                 '[ranges.verdict_tokens]\nlow = 30\nhigh = 60\n', encoding="utf-8")
+    d = Uncertainty(ranges=str(f)).distribution(AcceptanceModel())
+    assert [r.path for r in d.ranges] == ["accept.read", "verdict_tokens"] and d.source == "fit of 3 logs"
+    g = tmp_path / "cal.toml"
+    g.write_text('source = "calibrated"\n[[points]]\nposition_decay = 0.9\n[[points]]\naccept = {read = 0.5}\n', encoding="utf-8")
+    pts = Uncertainty(ranges=str(g)).distribution(AcceptanceModel()).sample(50, 0)
+    assert {m.position_decay for m in pts} == {0.9, 0.98}
+    assert {m.accept["read"] for m in pts} == {0.5, 0.9} and all(m.accept["write"] == 0.75 for m in pts)
+
+
+@pytest.mark.parametrize("body, needle", [
+    ('[ranges."accept.nope"]\nlow = 0.1\nhigh = 0.2\n', "accept.nope: not a numeric field"),
+    ('[ranges.position_decay]\nlow = 0.99\nhigh = 0.95\n', "position_decay: expected 0 <= low <= high <= 1"),
+    ('[ranges.position_decay]\nlow = 0.5\nhigh = 0.6\n', "must contain the scenario's value 0.98"),
+    ('[ranges.position_decay]\nlow = 0.5\nhigh = 1.0\nshape = "beta"\n', "shape must be one of uniform, normal"),
+    ('[ranges.position_decay]\nlow = 0.5\n', "needs low and high"),
+    ('[[points]]\nposition_decay = 7\n', "points[0]: acceptance.position_decay must be a probability"),
+    ('[[points]]\nnope = 1\n', "points[0]: unknown acceptance field 'nope'"),
+    ('surprise = 1\n', "unknown key(s) surprise"),
+    ('[ranges\n', "not valid TOML"),
+])
+def test_a_bad_ranges_file_is_one_located_line(tmp_path, body, needle):
+    f = tmp_path / "r.toml"
+    f.write_text(body, encoding="utf-8")
+    with pytest.raises(RangesError) as e:
+        AcceptanceDistribution.from_file(AcceptanceModel(), f)
+    msg = str(e.value)
+    assert needle in msg and str(f) in msg and "\n" not in msg
+
+
+def test_uncertainty_fields_are_validated_in_the_scenario():
+    with pytest.raises(ScenarioError, match="uncertainty.draws must be a whole number"):
+        Scenario().override({"uncertainty.draws": -1})
+    with pytest.raises(ScenarioError, match=r"uncertainty.level must be a number in \(0, 1\)"):
+        Scenario().override({"uncertainty.level": 1.0})
+
+
+# ------------------------------------------------------------------------------------------ the planner
+def test_replicas_in_one_lockstep_run_equal_each_model_planned_alone(trajs):
+    table = UnitTable.from_episodes(to_episodes(trajs))
+    setting = Scenario().setting()
+    strat = make_strategy("specagent", k=4, review="on_write")
+    models = AcceptanceDistribution.priors(AcceptanceModel()).sample(4, 7)
+    big = plan_specagent_replicas(table, strat, models, 0, setting)
+    n = table.n_traj
+    for r, m in enumerate(models):
+        one = plan_specagent(table, strat, m, 0, setting)
+        sel = big.traj // n == r
+        for col in ("phase", "tokens", "context", "wait_s"):
+            assert np.array_equal(getattr(one, col), getattr(big, col)[sel]), col
+        assert np.array_equal(big.stats[r * n:(r + 1) * n], one.stats)
+
+
+def test_per_episode_replicas_equal_plan_strategy(trajs):
+    from specagent.simulator.run import plan_strategy
+
+    eps = to_episodes(trajs)
+    setting = Scenario().setting()
+    strat = make_strategy("collab", k=4, review="on_write")
+    models = AcceptanceDistribution.priors(AcceptanceModel()).sample(3, 1)
+    big = plan_replicas(eps, strat, setting, models, 0)
+    for r, m in enumerate(models):
+        one = plan_strategy(eps, strat, setting, m, 0)
+        sel = big.traj // len(eps) == r
+        assert np.array_equal(one.tokens, big.tokens[sel]) and np.array_equal(one.phase, big.phase[sel])
+
+
+def test_strong_only_does_not_read_the_acceptance_model(trajs):
+    setting = Scenario().setting()
+    strat = make_strategy("strongonly", k=4, review="on_write")
+    eps = to_episodes(trajs)
+    models = [AcceptanceModel(), AcceptanceModel.constant(0.1, weak_token_ratio=3.0, verdict_tokens=500)]
+    plan = plan_replicas(eps, strat, setting, models, 0)
+    a, b = plan.traj < len(eps), plan.traj >= len(eps)
+    assert np.array_equal(plan.tokens[a], plan.tokens[b]) and np.array_equal(plan.context[a], plan.context[b])
+
+
+# ------------------------------------------------------------------------------------------ the intervals
+def test_seeded_monte_carlo_is_byte_deterministic(comp, trajs):
+    a = ratio_intervals(comp, trajs, draws=12)
+    b = ratio_intervals(comp, trajs, draws=12)
+    assert a.table.to_csv().encode() == b.table.to_csv().encode()
+    c = ratio_intervals(predict(comp.scenario.override({"seed": 1}), trajs, "x"), trajs, draws=12)
+    assert c.table.to_csv() != a.table.to_csv()
+
+
+def test_intervals_contain_the_point_estimate(comp, trajs):
+    iv = ratio_intervals(comp, trajs, draws=40)
+    t = iv.table
+    assert set(t["strategy"]) == set(STRATS)
+    inside = (t["low"] <= t["point"] + 1e-12) & (t["point"] <= t["high"] + 1e-12)
+    assert inside.all(), t[~inside]
+    # the point is the comparison's own figure
+    assert iv.get("specagent", "wall_time_s_rel")[0] == pytest.approx(float(comp.summary.loc["specagent", "wall_time_s_rel"]))
+    # and the intervals are real: the priors move SpecAgent's memory ratio by more than 10% of its value
+    p, lo, hi = iv.get("specagent", "total_bytes_read_rel")
+    assert hi - lo > 0.1 * p
+
+
+def test_a_narrower_input_range_gives_a_narrower_interval(comp, trajs):
+    full = AcceptanceDistribution.priors(comp.scenario.acceptance)
+    widths = {}
+    for f in (1.0, 0.5, 0.0):
+        t = ratio_intervals(comp, trajs, dist=full.narrowed(f), draws=30).table
+        widths[f] = (t["high"] - t["low"]).to_numpy()
+    assert np.all(widths[0.5] <= widths[1.0] + 1e-12)
+    assert (widths[0.5] < widths[1.0]).sum() >= 10  # not merely equal: most ratios shrink
+    assert np.all(widths[0.0] == 0.0)  # no uncertainty: every draw is the point estimate
+
+
+def test_published_ranges_load_and_match_the_setting(comp):
+    rows = load_published_ranges()
+    assert {r.figure_id for r in rows} >= {"tau2-memory", "tau2-strong-share", "edge-api-cost", "edge-strong-decode"}
+    mem = next(r for r in rows if r.figure_id == "tau2-memory")
+    assert (mem.low, mem.high, mem.text()) == (0.43, 0.57, "0.43–0.57")
+    pub = published_for(comp)
+    assert ("specagent", "total_bytes_read_rel") in pub and ("specagent", "api_usd_rel") not in pub  # edge figures left out
+
+
+@pytest.mark.parametrize("row, needle", [
+    ("x,tau2,specagent,m,strongonly,0.9,0.1,f,s,l", "line 2: column low: 0.9 is above high 0.1"),
+    ("x,mars,specagent,m,strongonly,0.1,0.2,f,s,l", "line 2: column setting: expected one of tau2, edge"),
+    ("x,tau2,specagent,m,strongonly,abc,0.2,f,s,l", "line 2: column low: expected a number or empty"),
+    ("x,tau2,specagent,m,strongonly,,,f,s,l", "line 2: column low: a range needs at least one bound"),
+    ("x,tau2,specagent,m,strongonly,0.1,0.2,,s,l", "line 2: column figure: must not be empty"),
+])
+def test_a_bad_published_row_is_one_located_line(tmp_path, row, needle):
+    f = tmp_path / "p.csv"
+    f.write_text("figure_id,setting,strategy,metric,relative_to,low,high,figure,source,source_locator\n" + row + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        load_published_ranges(f)
+
+
+def test_fitted_intervals_stored_by_acceptance_fit_replace_the_priors_they_cover():
+    base = replace(AcceptanceModel(), fit={"logs": ["a.jsonl"], "intervals": {"accept.read": [0.88, 0.93], "verdict_tokens": [40.2, 55.0]}})
+    auto = Uncertainty().distribution(base)
+    by = {r.path: r for r in auto.ranges}
+    assert (by["accept.read"].low, by["accept.read"].high, by["accept.read"].shape) == (0.88, 0.93, "normal")
+    assert by["verdict_tokens"].shape == "normal" and by["position_decay"].shape == "uniform"  # not fitted: its prior
+    assert "fitted" in auto.source
+    only = Uncertainty(ranges="fitted").distribution(base)
+    assert [r.path for r in only.ranges] == ["accept.read", "verdict_tokens"]
+    with pytest.raises(RangesError, match="carries no fitted intervals"):
+        Uncertainty(ranges="fitted").distribution(AcceptanceModel())
+    # without stored intervals, 'auto' is the priors
+    assert Uncertainty().distribution(AcceptanceModel()).ranges == AcceptanceDistribution.priors(AcceptanceModel()).ranges
+
+
+def test_predict_on_a_fitted_acceptance_draws_from_its_intervals(tmp_path):
+    """`acceptance fit` → `predict --acceptance FILE`: the intervals come from the fit (source (a) of the issue)."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+    from specagent.simulator.verdict_records import simulate_verdict_log
+    from specagent.traces import save_trajectories
+    from specagent.traces.verdict_log import write_verdict_log
+
+    runner = CliRunner()
+    log = write_verdict_log(simulate_verdict_log(AcceptanceModel(), 60, seed=3), tmp_path / "v.jsonl")
+    fitted = tmp_path / "acc.toml"
+    r = runner.invoke(app, ["acceptance", "fit", str(log), "-o", str(fitted)])
+    assert r.exit_code == 0, r.output
+    trace = tmp_path / "t.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:8], trace)
+    out = tmp_path / "o"
+    r = runner.invoke(app, ["predict", "--trace", str(trace), "--acceptance", str(fitted), "-o", str(out),
+                            "--strategies", "strongonly,specagent", "--draws", "10"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    iv = json.loads((out / "summary.json").read_text())["intervals"]
+    kinds = {x["parameter"]: x["range"] for x in iv["ranges"]}
+    assert "(normal, 95%)" in kinds["accept.read"] and "fitted intervals" in iv["source"]
