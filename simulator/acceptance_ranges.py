@@ -303,7 +303,15 @@ def _prior_range(base: AcceptanceModel, path: str, entry: Mapping[str, Any], p: 
         raise RangesError(f"{p}: prior.{key}: give minus/plus (absolute) or factor_low/factor_high (relative)", key)
     if not entry.get("rationale"):
         raise RangesError(f"{p}: prior.{key}: every prior range needs its rationale", key)
-    return ParameterRange(path, max(lo_dom, lo), min(hi_dom, hi), "uniform", str(entry["rationale"]))
+    lo, hi = max(lo_dom, lo), min(hi_dom, hi)
+    if v is not None and lo <= v <= hi:
+        # centred on the scenario's value (a domain bound shrinks both sides alike): the printed point is then the
+        # median of every prior, so an interval never leaves its own point out because a bound clipped one side
+        half = min(v - lo, hi - v)
+        lo, hi = v - half, v + half
+        if _int_field(path):
+            lo, hi = float(math.floor(lo)), float(math.ceil(hi))
+    return ParameterRange(path, lo, hi, "uniform", str(entry["rationale"]))
 
 
 def _read_toml(p: Path) -> dict[str, Any]:
