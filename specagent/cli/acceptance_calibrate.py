@@ -194,6 +194,7 @@ def calibrate(
         "conflicts": {k: (list(map(list, v)) if k == "conflicting_pairs" else v) for k, v in conflicts.items()},
         "figures_file": str(figures) if figures else "measurements/protocol_figures.csv",
     }
+    summary = _nan_as_null(summary)
     writes = {out / "candidates.csv": atomic.text_writer(table.to_csv(index_label="candidate")),
               out / "summary.json": atomic.text_writer(atomic.json_text(summary))}
     missing = []
@@ -210,3 +211,14 @@ def calibrate(
     console.print(f"wrote {', '.join(str(p) for p in writes)}")
     if missing:
         fail("; ".join(missing))
+
+
+def _nan_as_null(obj):
+    """Figures the simulator does not model (quality, no workload) have no value: null in JSON, never NaN."""
+    if isinstance(obj, dict):
+        return {k: _nan_as_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nan_as_null(v) for v in obj]
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return obj
