@@ -1,26 +1,29 @@
 """SPEC §7's published protocol figures as ranges to print beside the simulator's ratios.
 
-The SpecAgent evaluation is the only public measurement of the protocol itself; each row of
-`published_ranges.csv` is one of its aggregates (a range over models or benchmarks), with
-the setting it was measured in (`tau2`: self-hosted on H20; `edge`: MCP-Atlas, Strong behind
-an API), the strategy and summary column it corresponds to, and what it is relative to
-(Strong-only, or SpecAgent for ablations). An empty bound is open ("wall time does not
-fall" is [1, ∞)). Validated once here; a bad row fails naming the file, line and column.
+A view of `protocol_figures.csv` (the one home of those figures, which `acceptance calibrate`
+also reads): the rows the simulator's summary can be held to, each named by the summary column
+it corresponds to and the setting it was measured in (`tau2`: self-hosted on H20; `edge`:
+MCP-Atlas, Strong behind an API). Quality figures, figures of workloads that do not ship
+(VitaBench, AutomationBench) and hardware facts have no column and are left out here.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from specagent.common.errors import InputError
+from specagent.measurements import MeasurementError
+from specagent.measurements.protocol_figures import ProtocolFigure, load_protocol_figures
 
-COLUMNS = ("figure_id", "setting", "strategy", "metric", "relative_to", "low", "high", "figure", "source", "source_locator")
 SETTINGS = ("tau2", "edge")
+#: protocol_figures.csv's metric -> the summary column (`*_rel`: relative to Strong-only) it is judged against.
+SUMMARY_COLUMNS = {
+    "bytes_ratio": "total_bytes_read_rel", "strong_bytes_share": "strong_bytes_share", "wall_ratio": "wall_time_s_rel",
+    "strong_calls_ratio": "strong_calls_rel", "flops_ratio": "total_flops_rel",
+    "strong_decode_ratio": "strong_decode_tokens_rel", "api_cost_ratio": "api_usd_rel",
+}
 
 
 @dataclass(frozen=True)
@@ -49,48 +52,26 @@ class PublishedRange:
         return self.low <= value <= self.high
 
 
-def default_path() -> Path:
-    return Path(str(resources.files("specagent.measurements") / "published_ranges.csv"))
+def _setting(f: ProtocolFigure) -> str | None:
+    if f.setting == "edge":
+        return "edge"
+    return "tau2" if f.benchmark.lower().startswith("tau2") else None
+
+
+def published_range(f: ProtocolFigure) -> PublishedRange | None:
+    """The figure as a range on a summary column, or None when the summary has no such column or setting."""
+    column, setting = SUMMARY_COLUMNS.get(f.metric), _setting(f)
+    if column is None or setting is None or not f.strategy:
+        return None
+    relative_to = "" if f.metric == "strong_bytes_share" else f.relative_to
+    return PublishedRange(f.figure_id, setting, f.strategy, column, relative_to, f.low, f.high,
+                          f"{f.benchmark}: {f.notes}" if f.notes else f.benchmark, f.source, f.source_locator)
 
 
 def load_published_ranges(path: str | Path | None = None) -> list[PublishedRange]:
-    """Every row of the file (the shipped one by default), validated."""
-    p = Path(path) if path is not None else default_path()
+    """The figures of a protocol-figures file (the shipped one by default) that the summary can be held to."""
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read published ranges: {exc}") from None
-    reader = csv.DictReader(io.StringIO(text))
-    if tuple(reader.fieldnames or ()) != COLUMNS:
-        raise InputError(f"{p}: line 1: expected the columns {','.join(COLUMNS)}, got {','.join(reader.fieldnames or ())}")
-    out, seen = [], set()
-    for line, row in enumerate(reader, start=2):
-        def bound(name: str, empty: float) -> float:
-            v = (row[name] or "").strip()
-            if not v:
-                return empty
-            try:
-                x = float(v)
-            except ValueError:
-                raise InputError(f"{p}: line {line}: column {name}: expected a number or empty, got {v!r}") from None
-            if not math.isfinite(x) or x < 0:
-                raise InputError(f"{p}: line {line}: column {name}: expected a finite number >= 0, got {v!r}")
-            return x
-        if None in row or any(row[c] is None for c in COLUMNS):
-            raise InputError(f"{p}: line {line}: expected {len(COLUMNS)} columns")
-        lo, hi = bound("low", -math.inf), bound("high", math.inf)
-        if lo > hi:
-            raise InputError(f"{p}: line {line}: column low: {lo:g} is above high {hi:g}")
-        if math.isinf(lo) and math.isinf(hi):
-            raise InputError(f"{p}: line {line}: column low: a range needs at least one bound")
-        if row["setting"] not in SETTINGS:
-            raise InputError(f"{p}: line {line}: column setting: expected one of {', '.join(SETTINGS)}, got {row['setting']!r}")
-        for c in ("figure_id", "strategy", "metric", "figure", "source"):
-            if not row[c].strip():
-                raise InputError(f"{p}: line {line}: column {c}: must not be empty")
-        if row["figure_id"] in seen:
-            raise InputError(f"{p}: line {line}: column figure_id: {row['figure_id']!r} appears twice")
-        seen.add(row["figure_id"])
-        out.append(PublishedRange(row["figure_id"], row["setting"], row["strategy"], row["metric"], row["relative_to"].strip(),
-                                  lo, hi, row["figure"], row["source"], row["source_locator"]))
-    return out
+        figures = load_protocol_figures(path)
+    except MeasurementError as exc:
+        raise InputError(str(exc)) from None
+    return [r for r in map(published_range, figures) if r is not None]

@@ -189,5 +189,5 @@ def published_for(comp: Comparison, ranges: Sequence[PublishedRange] | None = No
         if r.setting != setting_name(comp):
             continue
         metric = r.metric if r.relative_to in ("", BASELINE) else f"{r.metric}_vs_{r.relative_to}"
-        out[(r.strategy, metric)] = r
+        out.setdefault((r.strategy, metric), r)  # the first row of a column is its headline figure
     return out

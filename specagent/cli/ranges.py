@@ -85,7 +85,7 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
                 t.add_row(p.figure_id, p.text(), "not run", "-")
                 continue
             t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got))
-        t.caption = ("figures: measurements/published_ranges.csv (aggregates over models or benchmarks; '-vs-' figures "
+        t.caption = ("figures: measurements/protocol_figures.csv (aggregates over models or benchmarks; '-vs-' figures "
                      "are relative to SpecAgent); 'inside': the point estimate")
         tables.append(t)
     return tables
