@@ -221,7 +221,7 @@ class SweepConfig:
             spec = getattr(sc, role)
             try:
                 out[f"{role}_model"] = file_digest(load_model_spec(spec.model).source)
-                eng = load_engine(spec.engine or DEFAULT_ENGINE)
+                eng = load_engine(spec.serving_engine or DEFAULT_ENGINE)
             except (ModelSpecError, EngineProfileError) as exc:
                 raise SweepConfigError(f"[scenario] {role}: {exc}") from None
             out[f"{role}_engine"] = file_digest(eng.path) if eng.path else eng.id

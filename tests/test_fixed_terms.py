@@ -48,7 +48,7 @@ def every_term(tmp_path_factory):
             if isinstance(item.get("value"), float):
                 item["value"] = max(item["value"], 3.0)
     data["kernels"]["bandwidth_half_mb"]["value"] = 2.5  # the achieved-bandwidth ramp (vLLM's fit has none)
-    data["per_pass"]["launch_us"]["value"] = 5.0  # launch-bound at batch 1, hidden under large prefills
+    data["per_pass"]["launch_us"]["value"] = 10.0  # launch-bound at batch 1, hidden under large prefills
     path = tmp_path_factory.mktemp("engines") / "every-term.toml"
     path.write_text(tomli_w.dumps(data))
     return load_engine_file(path), path

@@ -189,7 +189,9 @@ def calibrate(
         "accepted_by_set": counts, "cross": cross, "sets": sets, "points": points, "point_set": chosen,
         "parameter_ranges": {k: v.reset_index(names="parameter").to_dict(orient="records") for k, v in ranges.items()},
         "point": int(row),
-        "point_parameters": {k: float(v) for k, v in cal.candidates.loc[row].items()},
+        # a reasoning count of -1 means "tied to the workload": null in JSON (a count is never negative)
+        "point_parameters": {k: (None if k.endswith("reasoning_tokens") and float(v) < 0 else float(v))
+                             for k, v in cal.candidates.loc[row].items()},
         "figures": cal.miss_table(row, mode).to_dict(orient="records"),
         "conflicts": {k: (list(map(list, v)) if k == "conflicting_pairs" else v) for k, v in conflicts.items()},
         "figures_file": str(figures) if figures else "measurements/protocol_figures.csv",
@@ -214,8 +216,11 @@ def calibrate(
 
 
 def _nan_as_null(obj):
-    """Figures the simulator does not model (quality, no workload) have no value: null in JSON, never NaN."""
+    """Figures the simulator does not model (quality, no workload) have no value: null in JSON, never NaN; a
+    reasoning parameter's -1 ("tied to the workload") is null too."""
     if isinstance(obj, dict):
+        if str(obj.get("parameter", "")).endswith("reasoning_tokens"):
+            obj = {k: (None if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 else v) for k, v in obj.items()}
         return {k: _nan_as_null(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_nan_as_null(v) for v in obj]
