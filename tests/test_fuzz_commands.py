@@ -661,8 +661,8 @@ HOSTILE = [
     # F15: values from a scenario file named as its keys, not as flags never given
     Bad("F15-scenario-api", ("predict", "--scenario", "{file}", "-o", "{out}/p"), 'strong_api = "nope-model"\n', "s.toml",
         ("strong_api", "nope-model")),
-    Bad("F15-scenario-engine", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[strong]\nengine = "nope.toml"\n', "s.toml",
-        ("strong.engine", "no such file")),
+    Bad("F15-scenario-engine", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[strong]\nserving_engine = "nope.toml"\n',
+        "s.toml", ("strong.serving_engine", "no such file")),
     # F24: storage formats no engine runs
     Bad("F24-activation-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nactivation_dtype = "int4"\n', "s.toml",
         ("weak.activation_dtype", "weight formats")),

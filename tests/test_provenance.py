@@ -9,6 +9,7 @@ priced from disk, which the same edit visibly changes: the check can fail.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -62,7 +63,10 @@ def test_a_report_of_an_old_run_is_byte_identical_after_a_profile_edit(run_dir, 
     edited = text.replace("bandwidth_tb_s = { value = 4.8", "bandwidth_tb_s = { value = 2.4")
     assert edited != text
     hw.write_text(edited, encoding="utf-8")
-    eng.write_text(eng.read_text(encoding="utf-8").replace("value = 128.0", "value = 999.0", 1), encoding="utf-8")
+    eng_text = eng.read_text(encoding="utf-8")
+    eng_edited = re.sub(r"(\[per_pass\.iteration_us\]\s*value = )[0-9.e+-]+", r"\g<1>999.0", eng_text, count=1)
+    assert eng_edited != eng_text
+    eng.write_text(eng_edited, encoding="utf-8")
     after, said = _report(out / "summary.json", tmp_path / "a2.html")
     assert after == before
     assert said.count("changed since the run") == 4  # weak and strong, GPU and engine profile

@@ -86,8 +86,8 @@ def test_the_environment_and_the_api_latency_are_named_in_the_assumptions(small_
     assert "TTFT 0.6 s" in r.output and "output tokens/s" in r.output
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert doc["assumptions"]["environment"].startswith("user waits as recorded ×0.5")
-    assert doc["intervals"]["draws"] == 3 and any(p["figure_id"] == "edge-api-cost" for p in doc["intervals"]["published"])
-    assert "every ratio with its range" in r.output and "edge-api-cost" in r.output
+    assert doc["intervals"]["draws"] == 3 and any(p["figure_id"] == "mcp_api_cost" for p in doc["intervals"]["published"])
+    assert "every ratio with its range" in r.output and "mcp_api_cost" in r.output
 
 
 # ------------------------------------------------------------------------------------------ tornado

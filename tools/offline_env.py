@@ -50,6 +50,7 @@ WHEELS: dict[str, str] = {
 DEVICE_PROVIDES = frozenset({
     "numpy", "scipy", "pandas", "pyarrow", "typer", "rich", "torch", "narwhals", "packaging", "click",
     "shellingham", "markdown-it-py", "pygments", "mdurl", "python-dateutil", "six", "tzdata", "pytz", "transformers",
+    "httpx", "httpcore", "h11", "anyio", "certifi", "idna",
 })
 #: pip's platform tags for a manylinux x86-64 machine (the device notes' recipe).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")

@@ -91,7 +91,7 @@ class SafeConsole(Console):
 
         for obj in objects:
             if isinstance(obj, Table) and "width" not in kw:
-                need = Measurement.get(self, self.options.update(max_width=100_000), obj).maximum  # every cell whole
+                need = Measurement.get(self, self.options.update(max_width=100_000), obj).minimum  # its narrowest layout
                 if need > self.width:
                     super().print(f"(table {need} columns wide, terminal {self.width}: its lines wrap)", style="dim",
                                   highlight=False, soft_wrap=True)
