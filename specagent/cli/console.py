@@ -91,7 +91,10 @@ class SafeConsole(Console):
 
         for obj in objects:
             if isinstance(obj, Table) and "width" not in kw:
-                need = Measurement.get(self, self.options.update(max_width=100_000), obj).minimum  # its narrowest layout
+                m = Measurement.get(self, self.options.update(max_width=100_000), obj)
+                # a table that can wrap needs its narrowest layout; one with unwrappable columns (figures) needs every
+                # cell whole, which rich's minimum does not promise (it would cut 0.918 to 0.9…)
+                need = m.maximum if any(col.no_wrap for col in obj.columns) else m.minimum
                 if need > self.width:
                     super().print(f"(table {need} columns wide, terminal {self.width}: its lines wrap)", style="dim",
                                   highlight=False, soft_wrap=True)
