@@ -27,6 +27,10 @@ PROTOCOL_METRICS = (
     "wall_ratio", "strong_decode_ratio", "api_cost_ratio", "ridge_flop_per_byte",
     "success_delta_points", "pass_at_1", "gap_closed", "success_percent",
 )
+#: The ratio metrics and the per-trajectory total each divides by its baseline's (`total_bytes_read` of the
+#: strategy over Strong-only's); a summary's ratio column is that total's name + `_rel`.
+RATIO_TOTALS = {"bytes_ratio": "total_bytes_read", "flops_ratio": "total_flops", "strong_calls_ratio": "strong_calls",
+                "wall_ratio": "wall_time_s", "strong_decode_ratio": "strong_decode_tokens", "api_cost_ratio": "api_usd"}
 _REQUIRED = ("row_id", "benchmark", "setting", "metric", "low", "high", "unit", "source", "source_locator")
 
 

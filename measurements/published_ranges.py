@@ -15,15 +15,11 @@ from pathlib import Path
 
 from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
-from specagent.measurements.protocol_figures import ProtocolFigure, load_protocol_figures
+from specagent.measurements.protocol_figures import RATIO_TOTALS, ProtocolFigure, load_protocol_figures
 
 SETTINGS = ("tau2", "edge")
 #: protocol_figures.csv's metric -> the summary column (`*_rel`: relative to Strong-only) it is judged against.
-SUMMARY_COLUMNS = {
-    "bytes_ratio": "total_bytes_read_rel", "strong_bytes_share": "strong_bytes_share", "wall_ratio": "wall_time_s_rel",
-    "strong_calls_ratio": "strong_calls_rel", "flops_ratio": "total_flops_rel",
-    "strong_decode_ratio": "strong_decode_tokens_rel", "api_cost_ratio": "api_usd_rel",
-}
+SUMMARY_COLUMNS = {**{m: f"{c}_rel" for m, c in RATIO_TOTALS.items()}, "strong_bytes_share": "strong_bytes_share"}
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from specagent.common.errors import InputError
 from specagent.costmodel.balance import balance_point
-from specagent.measurements.protocol_figures import ProtocolFigure
+from specagent.measurements.protocol_figures import RATIO_TOTALS, ProtocolFigure
 from specagent.simulator.acceptance import AcceptanceModel
 from specagent.simulator.predictor import decode_bytes_per_token
 from specagent.simulator.pricing import Pricer
@@ -40,7 +40,7 @@ from specagent.simulator.strategies import STRATEGY_NAMES, make_strategy
 #: Quality metrics: the simulator models no quality, so these figures are recorded but never scored.
 QUALITY_METRICS = ("success_delta_points", "pass_at_1", "gap_closed", "success_percent")
 #: Metrics that are one strategy's total over another's (`relative_to` names a strategy).
-RATIO_METRICS = ("bytes_ratio", "flops_ratio", "strong_calls_ratio", "wall_ratio", "strong_decode_ratio", "api_cost_ratio")
+RATIO_METRICS = tuple(RATIO_TOTALS)
 #: Figure benchmarks the shipped workloads stand for, by setting (anything else: "no workload").
 WORKLOADS = {"h20": ("tau2", "all four"), "edge": ("mcp",)}
 
@@ -208,11 +208,9 @@ def _predictor_error(frame: pd.DataFrame, setting: Setting) -> float:
 def _metric(fig: ProtocolFigure, tot: dict[str, pd.Series], base: pd.Series, frames: dict[str, pd.DataFrame],
             setting: Setting) -> float:
     """The value the simulator gives for one scored figure."""
-    col = {"bytes_ratio": "total_bytes_read", "flops_ratio": "total_flops", "strong_calls_ratio": "strong_calls",
-           "wall_ratio": "wall_time_s", "strong_decode_ratio": "strong_decode_tokens", "api_cost_ratio": "api_usd"}
     t = tot[fig.strategy]
-    if fig.metric in col:
-        c = col[fig.metric]
+    if fig.metric in RATIO_TOTALS:
+        c = RATIO_TOTALS[fig.metric]
         if fig.metric == "strong_decode_ratio":
             num = t["tokens_strong_decode"] + t["tokens_strong_verdict"]
             ref = base if fig.relative_to == "strongonly" else tot[fig.relative_to]

@@ -192,11 +192,8 @@ class LiveRun:
                 seg_no += 1
                 if not seg[-1].calls:
                     replies += 1
-                    if not script:
+                    if not _next_user_turn(script, log, context):
                         break
-                    text = script.pop(0)
-                    log.append(("user", text))
-                    context.append({"role": "user", "content": text})
                 continue
             if env.digest() != digest:
                 raise LiveError(f"the database changed while drafting segment {seg_no}")
@@ -270,11 +267,8 @@ class LiveRun:
             seg_no += 1
             if not fixed.calls:
                 replies += 1
-                if not script:
+                if not _next_user_turn(script, log, context):
                     break
-                text = script.pop(0)
-                log.append(("user", text))
-                context.append({"role": "user", "content": text})
         counts["writes_executed"] = sum(1 for t, _, _ in env.log if AirlineEnv.holds(t))
         counts["reads_executed"] = len(env.log) - counts["writes_executed"]
         counts["writes_unreviewed"] = sum(1 for t, _, reviewed in env.log if AirlineEnv.holds(t) and not reviewed)
@@ -397,3 +391,14 @@ def compare_phases(results: list[TaskResult], setting: Any, k: int) -> dict[str,
     predicted_total = sum(row["predicted_s"] for row in rows)
     return {"rows": rows, "measured_s": round(measured_total, 6), "predicted_s": round(predicted_total, 6),
             "error": round((predicted_total - measured_total) / measured_total, 6) if measured_total > 0 else None}
+
+
+def _next_user_turn(script: list[str], log: list, context: list[dict]) -> bool:
+    """After a reply to the user, the scripted user's next line joins the log and the context; False when the
+    script has run out (the task ends there)."""
+    if not script:
+        return False
+    text = script.pop(0)
+    log.append(("user", text))
+    context.append({"role": "user", "content": text})
+    return True
