@@ -316,7 +316,10 @@ def test_measure_engine_terms_on_this_cpu(tmp_path):
     terms = et.measure_engine_terms(specs, {"weak": hw}, "fp32", "cpu", FAST, scale="tiny", progress=seen.append)
     assert [m.split(": ")[1] for m in seen[:4]] == [f"{k} part ({et.ENGINE_PARTS[k][0]} model)" for k in LAYER_KINDS]
     for kind, p in terms.parts.items():
-        assert p.graph_s is None and p.kernels > 0 and p.eager_s > p.roofline_s > 0, kind
+        # the roofline is priced on peaks measured on this same (noisy, shared) CPU, so it is not a strict lower
+        # bound of one timed part: only its scale is checked (a unit slip is 1000x), and the fixed term is clamped at 0
+        assert p.graph_s is None and p.kernels > 0 and p.eager_s > 0 and 0 < p.roofline_s < 3 * p.eager_s, kind
+        assert et.layer_fixed_s(p) == max(p.eager_s - p.roofline_s, 0.0), kind
         assert 1e-6 < p.eager_s < 0.1, kind  # seconds per call (10 calls per timed run), not per run or in us
     assert terms.parts["moe"].model == "strong" and terms.launch_s == 0.0 and terms.collectives is None
     assert terms.collectives_note == "not measured: CPU device (no GPUs)"
