@@ -25,7 +25,8 @@ from specagent.simulator.fleet_build import (
     GPU_COUNTS, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, sized_deployment,
 )
 from specagent.simulator.fleet_config import STRONG_POOL, Pool, Scheduler, engine_scheduler
-from specagent.simulator.planner import SLO, PlanRequest, parse_rates, plan_capacity
+from specagent.simulator.planner import SLO, PlanRequest, plan_capacity
+from specagent.simulator.rates_prices import parse_rates
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.steady_state import (
     Metric, choose_slice, measure_steady, mser5, percentile_ci, uncontended,

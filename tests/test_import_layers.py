@@ -30,7 +30,7 @@ LAYERS = ["specagent.common", "specagent.hardware", "specagent.measurements", "s
 ROOT_RANK = LAYERS.index("specagent.cli")
 #: The simulator's own layers (a module may import its own layer or one below).
 SIMULATOR = [
-    {"native", "phases", "plan", "acceptance", "parallel", "plan_store"},
+    {"native", "phases", "plan", "acceptance", "parallel", "plan_store", "rates_prices"},
     {"workload", "protocol", "setting", "verdict_records", "acceptance_fit", "acceptance_ranges", "environment"},
     {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
     {"strategies", "lockstep"},

@@ -32,7 +32,8 @@ from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.fleet_build import gpus_sizing, parse_gpu_counts
 from specagent.simulator.parallel import default_workers
 from specagent.simulator import plan_store
-from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity, search_keys
+from specagent.simulator.planner import SLO, PlanRequest, PlanResult, plan_capacity, search_keys
+from specagent.simulator.rates_prices import parse_prices, parse_rates
 from specagent.simulator.fleet_config import resolve_price
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.steady_state import SLICE_TASKS

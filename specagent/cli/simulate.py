@@ -26,7 +26,7 @@ from specagent.common.paths import check_input_file
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.reports.html import write_report
-from specagent.simulator.planner import parse_prices
+from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
