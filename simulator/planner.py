@@ -45,15 +45,15 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.bounds import PoolCapacity, pool_capacity, pool_work
-from specagent.simulator.fleet_build import (
+from specagent.simulator.capacity.bounds import PoolCapacity, pool_capacity, pool_work
+from specagent.simulator.capacity.fleet_build import (
     TaskPlan, Workload, build_fleet, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
 )
-from specagent.simulator.fleet_config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
+from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
 from specagent.simulator.parallel import BACKENDS, run_jobs
 from specagent.simulator.rates_prices import parse_rate  # noqa: F401  (re-exported: notebooks/03 imports it from here)
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.steady_state import (
+from specagent.simulator.capacity.steady_state import (
     GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window, uncontended,
 )
 from specagent.traces.requests import RequestTrace

@@ -24,14 +24,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.folder_lock import FolderLock
-from specagent.simulator.fleet_build import (
+from specagent.simulator.capacity.fleet_build import (
     build_fleet, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
 )
-from specagent.simulator.fleet_config import Arrivals
+from specagent.simulator.fleet.config import Arrivals
 from specagent.simulator.parallel import BACKENDS, run_jobs
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.steady_state import Metric, measure_steady, uncontended
-from specagent.simulator.strategies import STRATEGY_NAMES
+from specagent.simulator.capacity.steady_state import Metric, measure_steady, uncontended
+from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.sweep_config import GRID_KEYS, FleetShape, SweepConfig, SweepConfigError, cell_id
 from specagent.traces import load_trajectories
 from specagent.traces.io import default_workload_path

@@ -9,7 +9,7 @@ Config (TOML):
     workload = "traces/data/tau2_airline.jsonl"   # optional; the shipped τ²-airline by default
     requests = "requests.csv"  # optional instead: a plain serving request trace (strategy "serving", Strong pool)
     tasks = 200          # steady: at least this many tasks measured per cell; burst: tasks per cell
-    steady = true        # measure each cell in steady state (simulator/steady_state.py); false: one burst of `tasks`
+    steady = true        # measure each cell in steady state (simulator/capacity/steady_state.py); false: one burst of `tasks`
     warmup = 0.1         # burst only: share of the earliest tasks left out of the percentiles
     prices = { h20 = 2.0 }             # optional $/GPU-hour overrides
     scenario = "my_scenario.toml"      # optional: models, dtypes, acceptance, seed, ... (default: the built-in one)
@@ -47,10 +47,10 @@ from specagent.common.paths import check_input_file
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.simulator.fleet_build import PlainServing, parse_gpu_counts
-from specagent.simulator.fleet_config import ROUTERS, WARMUP_SHARE
+from specagent.simulator.capacity.fleet_build import PlainServing, parse_gpu_counts
+from specagent.simulator.fleet.config import ROUTERS, WARMUP_SHARE
 from specagent.simulator.scenario import SHIPPED, Scenario, ScenarioError
-from specagent.simulator.strategies import strategy_entry
+from specagent.simulator.strategies.catalog import strategy_entry
 from specagent.traces.io import default_workload_path
 from specagent.traces.schema import MAX_STEPS
 

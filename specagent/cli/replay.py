@@ -26,7 +26,7 @@ from specagent.cli.progress import progress_bar
 from specagent.cli.simulate import check_format
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.simulator.fleet_config import Scheduler, engine_scheduler
+from specagent.simulator.fleet.config import Scheduler, engine_scheduler
 from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.replay import ReplayResult, replay
 from specagent.simulator.scenario import Scenario
