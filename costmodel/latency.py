@@ -85,6 +85,10 @@ class LatencyTerms:
     cuda_graphs: bool
     cuda_graph_max_batch: int
     cuda_graphs_mixed: bool
+    #: Per request, before its first token and outside any pass (API server, tokenisation, admission, the first
+    #: detokenised chunk; the engine profile's request_us): it enters a call's first token, never a pass time. The fit
+    #: adds it to every TTFT (latency_targets.closed_loop), the fleet delays each prefilling call's admission by it.
+    request_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
+        request_s=float(eng.request_us.value) * us,
     )
 
 

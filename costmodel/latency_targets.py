@@ -50,6 +50,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.dtypes import canonical_dtype, dtype_bytes
+from specagent.costmodel.latency import latency_terms
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
@@ -362,7 +363,7 @@ def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], Engine
     for plan in _plan(targets):
         dep = plan.dep if engine_for is None else dataclasses.replace(plan.dep, engine=engine_for(plan.dep))
         time = estimate(dep, plan.passes, coef=coefficients(dep)).time_s
-        request_s = float(dep.engine.for_hardware(dep.hardware.id).request_us.value) * 1e-6
+        request_s = latency_terms(dep).request_s  # the fleet's first tokens read the same term
         for t, sl in zip(plan.targets, plan.slices):
             q = {name: w * float(time[a:z].sum()) for name, (a, z, w) in sl.items()}
             q["request"] = request_s

@@ -473,6 +473,8 @@ class FleetSim:
         self._least: list[list | None] = [None, None]
         self._central: list[deque | None] = [None, None]  # per pool: the FIFO of calls waiting for any replica (central_queue)
         self._limits: list[Scheduler | None] = [None, None]
+        #: per pool: the serving engine's per-request overhead (LatencyTerms.request_s), before a prefilling call joins
+        self._request_s: list[float] = [0.0, 0.0]
         for i in (WEAK_POOL, STRONG_POOL):
             pool = fleet.pool(i)
             if pool is None or pool.is_api:
@@ -480,6 +482,7 @@ class FleetSim:
                 continue
             cost = IterationCost(pool.deployment, fleet.weight_mode)  # type: ignore[arg-type]
             self.costs.append(cost)
+            self._request_s[i] = cost.terms.request_s
             self._limits[i] = limits = pool.limits
             if pool.replicas is not None:
                 if pool.router == "least_outstanding" or (pool.router == "session_affinity" and pool.replicas > _SCAN_REPLICAS):
@@ -566,6 +569,15 @@ class FleetSim:
             d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
             self._at(now + d, self._api_done, r)
             return
+        delay = self._request_s[pool_i] if new > 0 else 0.0
+        if delay > 0.0:  # the engine's per-request overhead (API server, tokenisation, ...) before the call joins a queue
+            self._at(now + delay, self._enqueue, r)
+        else:
+            self._enqueue(r)
+
+    def _enqueue(self, r: _Req) -> None:
+        """A call reaches its pool's scheduler: routed, then queued on a replica (or on the central queue)."""
+        pool_i = r.pool
         central = self._central[pool_i]
         if central is not None:  # the central_queue router
             r.need = self.replicas[pool_i][0].need_of(r)
@@ -576,7 +588,7 @@ class FleetSim:
             self._bind(target, r)
             target.submit(r)
             return
-        rep = self._route(pool_i, task)
+        rep = self._route(pool_i, r.task)
         self._bind(rep, r)
         rep.submit(r)
 

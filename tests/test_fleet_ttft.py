@@ -1,0 +1,62 @@
+"""The fleet's first token is priced as the latency fit prices a TTFT: the per-request overhead plus the prefill.
+
+`latency validate` scores a measured TTFT with `closed_loop` (request_us + the iteration in
+progress + the prefill); at concurrency 1 nothing else runs, so it is request_us + one prefill
+pass. The fleet, serving that row's request alone on that row's deployment, must give the
+same number: otherwise every TTFT-bound plan is sized with a term the fit says is there left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specagent.costmodel.latency import latency_terms
+from specagent.costmodel.latency_targets import predict, targets_from_rows
+from specagent.measurements import load_serving
+from specagent.simulator.capacity.fleet_build import request_tasks
+from specagent.simulator.fleet.config import Fleet, Pool
+from specagent.traces.requests import RequestTrace
+from tests.test_latency_fit import _csv
+
+
+def _fleet_ttft(dep, prompt: int, output: int) -> float:
+    """TTFT of one request served alone on one replica of `dep` (the fleet engine, plain serving)."""
+    tasks = request_tasks(RequestTrace(np.array([prompt]), np.array([output])))
+    res = tasks.serve(Fleet(weak=None, strong=Pool(dep, 1)), np.array([0.0]), warmup=0.0)
+    calls = res.calls
+    assert len(calls) == 1
+    return float(calls["t_first_token_s"].iloc[0] - calls["t_submit_s"].iloc[0])
+
+
+@pytest.mark.parametrize("row", [
+    dict(model="Qwen/Qwen3-8B", gpu="h100_sxm", engine="vllm", input_tokens=1000, output_tokens=128),
+    dict(model="Qwen/Qwen3-8B", gpu="h100_sxm", engine="sglang", input_tokens=3000, output_tokens=64),
+    dict(model="Qwen/Qwen3-8B", gpu="h200_sxm", engine="vllm", input_tokens=200, output_tokens=16),
+])
+def test_a_concurrency_1_fleet_ttft_is_latency_validates_prediction(tmp_path, row):
+    rows = load_serving(_csv(tmp_path, [dict(concurrency=1, ttft_ms=50.0, **row)]))
+    targets, skipped = targets_from_rows(rows)
+    assert not skipped
+    (target,) = [t for t in targets if t.metric == "ttft"]
+    predicted = float(predict([target])[0])
+    request_s = latency_terms(target.dep).request_s
+    assert request_s > 1e-3  # the shipped engines' fitted overhead (milliseconds): the comparison below would see it missing
+    fleet = _fleet_ttft(target.dep, row["input_tokens"], row["output_tokens"])
+    assert fleet == pytest.approx(predicted, rel=1e-9)
+    assert fleet - request_s < predicted * (1 - 1e-6)  # without the overhead the fleet would be short of the fit
+
+
+def test_the_overhead_delays_the_call_not_the_engine(tmp_path):
+    """The overhead is outside any pass: it moves the first token and the end of a lone request by the same amount,
+    and the replica's busy time (its passes) not at all."""
+    rows = load_serving(_csv(tmp_path, [dict(concurrency=1, ttft_ms=50.0, input_tokens=500, output_tokens=32)]))
+    (target,) = [t for t in targets_from_rows(rows)[0] if t.metric == "ttft"]
+    dep = target.dep
+    res = request_tasks(RequestTrace(np.array([500]), np.array([32]))).serve(
+        Fleet(weak=None, strong=Pool(dep, 1)), np.array([0.0]), warmup=0.0)
+    call, seg = res.calls.iloc[0], res.segments
+    request_s = latency_terms(dep).request_s
+    assert call["t_admit_s"] == pytest.approx(request_s, rel=1e-12)
+    assert float(seg["t_start_s"].min()) == pytest.approx(request_s, rel=1e-12)
+    assert call["t_done_s"] - call["t_admit_s"] == pytest.approx(float(seg["duration_s"].sum()), rel=1e-9)
