@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
 from specagent.simulator.acceptance.model import AcceptanceModel
-from specagent.simulator.fleet.sim import FleetSim, compile_steps
+from specagent.simulator.fleet.sim import C_CTX, C_DECODE, C_NEW, C_PHASE, C_POOL, CALL, KIND, P_LANES, PARALLEL, FleetSim, compile_steps
 from specagent.simulator.capacity.fleet_build import fleet_from_setting, simulate_fleet
 from specagent.simulator.fleet.config import Arrivals, Fleet, FleetError, Pool, Scheduler
 from specagent.simulator.fleet.itercost import IterationCost, max_affine_sum, max_affine_sum3
@@ -292,20 +292,20 @@ def _call_keys(task: int, seq) -> list[tuple]:
     """(task, pool, phase name, context after the prefill, decode tokens) of every call in a compiled step sequence."""
     keys = []
     for s in seq:
-        if s[0] == "c":
-            keys.append((task, s[1], PHASE_NAMES[s[5]], s[3] + s[2], s[4]))
-        elif s[0] == "p":
-            keys.extend(k for sub in s[1] for k in _call_keys(task, sub))
+        if s[KIND] == CALL:
+            keys.append((task, s[C_POOL], PHASE_NAMES[s[C_PHASE]], s[C_CTX] + s[C_NEW], s[C_DECODE]))
+        elif s[KIND] == PARALLEL:
+            keys.extend(k for sub in s[P_LANES] for k in _call_keys(task, sub))
     return keys
 
 
 def _count_calls(seq) -> int:
     n = 0
     for s in seq:
-        if s[0] == "c":
+        if s[KIND] == CALL:
             n += 1
-        elif s[0] == "p":
-            n += sum(_count_calls(sub) for sub in s[1])
+        elif s[KIND] == PARALLEL:
+            n += sum(_count_calls(sub) for sub in s[P_LANES])
     return n
 
 

@@ -106,4 +106,4 @@ def test_packed_frames_have_the_inferred_dtypes():
     assert calls["cache_hit"].dtype == bool and calls["decode_tokens"].dtype == np.int64
     assert set(calls["phase"]) <= {"weak_prefill", "weak_decode", "strong_prefill", "strong_verify", "strong_decode", "strong_verdict"}
     assert res.summary["plan_steps"] == int(calls["plan_events"].sum()) + sum(
-        1 for t in range(6) for s in fleet_mod.flatten_steps(fleet_mod.compile_steps(synthetic_plan(6, 3))[t]) if s[0] == "w")
+        1 for t in range(6) for s in fleet_mod.flatten_steps(fleet_mod.compile_steps(synthetic_plan(6, 3))[t]) if s[fleet_mod.KIND] == fleet_mod.WAIT)

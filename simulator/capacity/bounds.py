@@ -32,7 +32,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK
-from specagent.simulator.fleet.sim import flatten_steps
+from specagent.simulator.fleet.sim import C_CTX, C_DECODE, C_NEW, C_POOL, CALL, KIND, flatten_steps
 from specagent.simulator.capacity.fleet_build import TaskPlan
 from specagent.simulator.fleet.config import Scheduler
 from specagent.simulator.fleet.itercost import IterationCost
@@ -55,9 +55,9 @@ def pool_work(tasks: TaskPlan, pool: int) -> PoolWork:
     pf = pf_calls = pf_ctx = dec = dec_ctx = hold = 0.0
     for seq in tasks.steps:
         for s in flatten_steps(seq):
-            if s[0] != "c":
+            if s[KIND] != CALL:
                 continue
-            _, p, new, ctx, m = s[:5]
+            p, new, ctx, m = s[C_POOL], s[C_NEW], s[C_CTX], s[C_DECODE]
             if p != pool:
                 continue
             if new > 0:

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment, tp_problem
-from specagent.simulator.fleet.sim import FleetSim, compile_steps
+from specagent.simulator.fleet.sim import FleetSim, call_step, compile_steps
 from specagent.simulator.fleet.config import (
     STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Fleet, Pool, Scheduler, resolve_price,
 )
@@ -213,7 +213,7 @@ def request_tasks(trace: RequestTrace) -> TaskPlan:
     plan = CallPlan(traj=traj, phase=phase, tokens=tokens, context=context, wait_s=np.zeros(2 * n),
                     group=np.arange(2 * n, dtype=np.int64), lane=np.zeros(2 * n, dtype=np.int64),
                     stats=np.zeros((n, 0), dtype=np.int64), n_traj=n)
-    steps = [[("c", STRONG_POOL, p, 0, o, STRONG_PREFILL, 2)] for p, o in zip(trace.prompt_tokens.tolist(), (trace.output_tokens - 1).tolist())]
+    steps = [[call_step(STRONG_POOL, p, 0, o, STRONG_PREFILL, 2)] for p, o in zip(trace.prompt_tokens.tolist(), (trace.output_tokens - 1).tolist())]
     return TaskPlan(PlainServing(), plan, steps, [f"r{i}" for i in range(n)])
 
 

@@ -48,7 +48,7 @@ import itertools
 import math
 import struct
 from collections import deque
-from typing import Sequence
+from typing import Final, Sequence
 
 import numpy as np
 import pandas as pd
@@ -68,7 +68,29 @@ _SCAN_REPLICAS = 512  # session-affinity pools up to this size find the least-lo
 # --------------------------------------------------------------------------------------
 # Tasks: a call plan compiled into per-task step lists
 # --------------------------------------------------------------------------------------
-# step tuples: ("w", seconds, phase) | ("c", pool, new, ctx, decode, phase, n_events) | ("p", [steps per lane])
+#: A task's steps are plain tuples tagged by their first item, read only through these names. Tuples, not
+#: classes: the event loop reads them ~10^6 times a run and the planner pickles them to its workers.
+#:   (CALL, pool, new, ctx, decode, phase, n_events): one model call, a prefill of `new` tokens over `ctx`
+#:       cached ones then `decode` tokens (n_events plan events merged into it)
+#:   (WAIT, seconds, phase): a tool or user wait
+#:   (PARALLEL, [steps per lane]): lanes that run at once and join
+KIND: Final = 0
+CALL: Final = "c"
+WAIT: Final = "w"
+PARALLEL: Final = "p"
+C_POOL: Final = 1
+C_NEW: Final = 2
+C_CTX: Final = 3
+C_DECODE: Final = 4
+C_PHASE: Final = 5
+C_EVENTS: Final = 6
+W_SECONDS: Final = 1
+W_PHASE: Final = 2
+P_LANES: Final = 1
+
+
+def call_step(pool: int, new: int, ctx: int, decode: int, phase: int, n_events: int) -> tuple:
+    return (CALL, pool, new, ctx, decode, phase, n_events)
 
 def _pool_of(phase: int) -> int:
     if phase in WEAK_PHASES:
@@ -89,18 +111,18 @@ def compile_steps(plan: CallPlan) -> list[list[tuple]]:
     def append(seq: list, e: int) -> None:
         ph = phase[e]
         if ph in (TOOL, USER):
-            seq.append(("w", wait_s[e], ph))
+            seq.append((WAIT, wait_s[e], ph))
             return
         pool = _pool_of(ph)
         if ph in DECODE_PHASES:
             prev = seq[-1] if seq else None
-            if (prev is not None and prev[0] == "c" and prev[1] == pool and prev[4] == 0 and prev[2] > 0
-                    and prev[3] + prev[2] == context[e]):
-                seq[-1] = ("c", pool, prev[2], prev[3], int(tokens[e]), prev[5], prev[6] + 1)
+            if (prev is not None and prev[KIND] == CALL and prev[C_POOL] == pool and prev[C_DECODE] == 0 and prev[C_NEW] > 0
+                    and prev[C_CTX] + prev[C_NEW] == context[e]):  # the decode continues that prefill: one call
+                seq[-1] = call_step(pool, prev[C_NEW], prev[C_CTX], int(tokens[e]), prev[C_PHASE], prev[C_EVENTS] + 1)
             else:
-                seq.append(("c", pool, 0, int(context[e]), int(tokens[e]), ph, 1))
+                seq.append(call_step(pool, 0, int(context[e]), int(tokens[e]), ph, 1))
         else:
-            seq.append(("c", pool, int(tokens[e]), int(context[e]), 0, ph, 1))
+            seq.append(call_step(pool, int(tokens[e]), int(context[e]), 0, ph, 1))
 
     i, n = 0, len(traj)
     while i < n:
@@ -120,7 +142,7 @@ def compile_steps(plan: CallPlan) -> list[list[tuple]]:
                     if lane[e] == ln:
                         append(sub, e)
                 par.append(sub)
-            seq.append(("p", par))
+            seq.append((PARALLEL, par))
         i = j
     return out
 
@@ -450,7 +472,7 @@ class FleetSim:
         self.task_ids = list(task_ids) if task_ids is not None else [str(i) for i in range(n)]
         if len(self.task_ids) != n:
             raise ValueError(f"{len(self.task_ids)} task ids for {n} tasks")
-        used = {s[1] for seq in self.steps for s in flatten_steps(seq) if s[0] == "c"}
+        used = {s[C_POOL] for seq in self.steps for s in flatten_steps(seq) if s[KIND] == CALL}
         for p in used:
             if fleet.pool(p) is None:
                 raise FleetError(f"the strategy calls the {POOL_NAMES[p]} model but the fleet has no {POOL_NAMES[p]} pool")
@@ -552,7 +574,7 @@ class FleetSim:
         return reps[r]
 
     def _submit(self, proc: _Proc, step: tuple) -> None:
-        _, pool_i, new, ctx, m, phase, n_events = step
+        _, pool_i, new, ctx, m, phase, n_events = step  # a CALL step (module comment)
         task = proc.task
         now = self.now
         r = _Req(task, pool_i, new, ctx, m, phase, n_events, proc, now)
@@ -616,14 +638,15 @@ class FleetSim:
         steps = proc.steps
         i = proc.i
         s = steps[i]
-        if s[0] == "c":
+        kind = s[KIND]
+        if kind == CALL:
             proc.turn[1] = 1.0
-        elif s[0] == "w":
+        elif kind == WAIT:
             self.waits_done += 1
-            if s[2] == USER:
+            if s[W_PHASE] == USER:
                 proc.turn[0] = self.now
         proc.i = i = i + 1
-        if i < len(steps) and steps[i][0] == "c":
+        if i < len(steps) and steps[i][KIND] == CALL:
             self._submit(proc, steps[i])  # the common case of _run, without the extra call
         else:
             self._run(proc)
@@ -638,19 +661,20 @@ class FleetSim:
         steps, i = proc.steps, proc.i
         if i < len(steps):
             s = steps[i]
-            kind = s[0]
-            if kind == "c":
+            kind = s[KIND]
+            if kind == CALL:
                 self._submit(proc, s)
-            elif kind == "w":
+            elif kind == WAIT:
                 turn = proc.turn
-                if s[2] == USER and turn[1]:
+                if s[W_PHASE] == USER and turn[1]:
                     self._turns.append((proc.task, turn[0], self.now))
                     turn[1] = 0.0
-                self._at(self.now + s[1], self._resume, proc)
-            else:
-                join = [0, len(s[1]), proc]
+                self._at(self.now + s[W_SECONDS], self._resume, proc)
+            else:  # PARALLEL
+                lanes = s[P_LANES]
+                join = [0, len(lanes), proc]
                 run, now0 = self._run, self._now0
-                for sub in s[1]:
+                for sub in lanes:
                     now0.append((run, _Proc(proc.task, sub, proc.turn, join)))
             return
         if proc.join is not None:
@@ -795,10 +819,10 @@ def _frame(buf: bytearray, dtype: np.dtype) -> pd.DataFrame:
 
 
 def flatten_steps(seq: list[tuple]):
-    """A task's compiled steps with parallel lanes ("p") opened up, in order."""
+    """A task's compiled steps with parallel lanes (PARALLEL) opened up, in order."""
     for s in seq:
-        if s[0] == "p":
-            for sub in s[1]:
+        if s[KIND] == PARALLEL:
+            for sub in s[P_LANES]:
                 yield from flatten_steps(sub)
         else:
             yield s
