@@ -16,20 +16,21 @@ import hashlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from specagent.common.errors import InputError
 from specagent.costmodel.deployment import Deployment
-from specagent.costmodel.model_spec import ModelSpecError, parse_config
-from specagent.hardware.profile import HardwareProfileError, parse_profile
+from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, parse_config
+from specagent.hardware.profile import HardwareProfileError, load_hardware, parse_profile
 from specagent.hardware.serving_engine import EngineCatalog, EngineProfileError, parse_engine
 from specagent.simulator.scenario import SPEC_NAMES, Scenario
 from specagent.simulator.protocol.setting import ApiModel, Setting, load_api_models
 
 SCHEMA = "specagent.inputs/1"
+FLEET_SCHEMA = "specagent.fleet-inputs/1"
 ROLES = ("weak", "strong")
 #: input kind -> (Deployment field, the object's attribute holding its file path)
-KINDS = {"model": ("model", "source"), "hardware": ("hardware", "path"), "engine": ("engine", "path")}
+KINDS = {"model": ("model", "source"), "hardware": ("hardware", "path"), "engine": ("serving_engine", "path")}
 
 
 class InputsError(InputError):
@@ -59,6 +60,25 @@ def record_inputs(setting: Setting) -> dict[str, Any]:
         out[role] = {kind: _file_record(str(getattr(getattr(dep, fld), attr))) for kind, (fld, attr) in KINDS.items()}
         if out[role]["model"] is not None:
             out[role]["model"]["name"] = dep.model.name  # the id the config was loaded under (a short name resolves to it)
+    return out
+
+
+def record_fleet_inputs(scenario: Scenario, gpus: Iterable[str], hardware_dirs: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """What a fleet command (plan, sweep) priced with: per role a copy and the SHA-256 of its model config and
+    serving-engine profile (as `record_inputs`), and of every GPU profile it priced a pool on (it tries several)."""
+    dirs = list(hardware_dirs)
+    engines = EngineCatalog.for_hardware_dirs(dirs)
+    out: dict[str, Any] = {"schema": FLEET_SCHEMA}
+    for role in ROLES:
+        spec = getattr(scenario, role)
+        if role == "strong" and scenario.strong_api is not None:
+            out[role] = None
+            continue
+        model = load_model_spec(spec.model)
+        out[role] = {"model": _file_record(str(model.source)), "engine": _file_record(str(engines.load(spec.serving_engine).path))}
+        if out[role]["model"] is not None:
+            out[role]["model"]["name"] = model.name
+    out["hardware"] = {g: _file_record(str(load_hardware(g, dirs).path)) for g in sorted(set(gpus))}
     return out
 
 

@@ -29,6 +29,7 @@ from specagent.simulator.capacity.fleet_build import (
 )
 from specagent.simulator.fleet.config import Arrivals
 from specagent.simulator.parallel import BACKENDS, run_jobs
+from specagent.simulator.provenance import record_fleet_inputs
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.capacity.steady_state import Metric, measure_steady, uncontended
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES
@@ -182,7 +183,10 @@ def _run_located(cell: dict, fixed: dict) -> dict:
 def config_record(config: SweepConfig) -> dict:
     """What config.json holds: the grid, the fixed settings and the content hashes of the inputs, as plain JSON data."""
     inputs = {**config.inputs(), **{f"hardware.{g}": d for g, d in config.hardware_inputs().items()}}
-    return json.loads(json.dumps({"grid": config.grid, "fixed": config.fixed(), "inputs": inputs}, sort_keys=True, default=str))
+    gpus = [g for hw in config.grid["hardware"] for g in str(hw).split("+")]
+    # and copies of those files (simulator/provenance.py), so the folder says what its cells were priced with
+    return json.loads(json.dumps({"grid": config.grid, "fixed": config.fixed(), "inputs": inputs,
+                                  "priced_with": record_fleet_inputs(config.scenario, gpus)}, sort_keys=True, default=str))
 
 
 def _adopt_folder(out: Path, config: SweepConfig, cells: list[dict], force: bool) -> None:

@@ -77,6 +77,19 @@ def test_plan_text_never_cuts_an_identifier_at_80_columns(tmp_path):
     from specagent.reports.data import load_results
 
     assert load_results([tmp_path / "plan.json"]).plan["rate"].tolist() == [1.0, 3.0]  # the report reads it (figure 7)
+    # and it carries copies of what it was priced with (the files' SHA-256 and text, as predict's summary.json)
+    import hashlib
+
+    from specagent.hardware.profile import load_hardware
+
+    h200 = doc["inputs"]["hardware"]["h200"]
+    assert list(doc["inputs"]["hardware"]) == ["h200"] and h200["path"] == str(load_hardware("h200").path)
+    text = open(h200["path"], encoding="utf-8").read()
+    assert h200["text"] == text and h200["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    for role in ("weak", "strong"):
+        for kind in ("model", "engine"):
+            rec = doc["inputs"][role][kind]
+            assert rec["sha256"] == hashlib.sha256(open(rec["path"], encoding="utf-8").read().encode()).hexdigest()
 
 
 def test_study_text_never_cuts_an_identifier_or_a_figure_at_80_columns():

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli import app
+from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import load_hardware
 from specagent.hardware.serving_engine import load_engine
 from specagent.simulator.provenance import InputsError, changed_inputs, record_inputs, setting_from_inputs
@@ -80,7 +81,7 @@ def test_the_stored_copies_rebuild_the_run_setting_exactly(run_dir):
     sc = Scenario.from_dict(doc["scenario"])
     rebuilt = setting_from_inputs(sc, doc["inputs"])
     assert rebuilt == sc.setting(fit_context=None)  # the same objects the run priced with
-    assert rebuilt.weak.engine.cuda_graphs.value is False  # the :eager mode is re-applied to the copy
+    assert rebuilt.weak.serving_engine.cuda_graphs.value is False  # the :eager mode is re-applied to the copy
     assert record_inputs(rebuilt) == doc["inputs"] and changed_inputs(doc["inputs"]) == []
     damaged = json.loads(json.dumps(doc["inputs"]))
     damaged["strong"]["hardware"]["text"] += "\n# edited"
@@ -89,3 +90,24 @@ def test_the_stored_copies_rebuild_the_run_setting_exactly(run_dir):
     hw.unlink()
     assert any("is gone" in line for line in changed_inputs(doc["inputs"]))
     assert setting_from_inputs(sc, doc["inputs"]).strong.hardware == rebuilt.strong.hardware  # no file needed
+
+
+def test_fleet_commands_record_each_file_once_with_its_copy(tmp_path):
+    """plan.json's `inputs` and a sweep folder's config.json `priced_with`: per role the model config and engine
+    profile, per GPU type tried its profile, each a copy with its SHA-256; an API Strong model has none."""
+    import hashlib
+
+    from specagent.simulator.provenance import FLEET_SCHEMA, record_fleet_inputs
+    from specagent.simulator.sweep import config_record
+    from specagent.simulator.sweep_config import SweepConfig
+
+    rec = record_fleet_inputs(Scenario(), ["h200", "h20", "h200"])
+    assert rec["schema"] == FLEET_SCHEMA and list(rec["hardware"]) == ["h20", "h200"]
+    for r in (rec["weak"]["model"], rec["strong"]["engine"], rec["hardware"]["h20"]):
+        text = open(r["path"], encoding="utf-8").read()
+        assert r["text"] == text and r["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    assert rec["weak"]["model"]["name"] == load_model_spec(Scenario().weak.model).name
+    assert record_fleet_inputs(Scenario.load("edge"), ["h20"])["strong"] is None  # priced by its API's figures
+    cfg = SweepConfig.from_dict({"grid": {"strategy": ["strongonly"], "rate": [1.0], "fleet": ["a"], "hardware": ["h20+h200"]},
+                                 "fleet": {"a": {}}}, "sweep.toml")
+    assert config_record(cfg)["priced_with"] == json.loads(json.dumps(record_fleet_inputs(cfg.scenario, ["h20", "h200"])))

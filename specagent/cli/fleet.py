@@ -33,6 +33,7 @@ from specagent.simulator.capacity.fleet_build import gpus_sizing, parse_gpu_coun
 from specagent.simulator.parallel import default_workers
 from specagent.simulator import plan_store
 from specagent.simulator.planner import SLO, PlanRequest, PlanResult, plan_capacity, search_keys
+from specagent.simulator.provenance import record_fleet_inputs
 from specagent.simulator.rates_prices import parse_prices, parse_rates
 from specagent.simulator.fleet.config import resolve_price
 from specagent.simulator.scenario import Scenario
@@ -318,6 +319,8 @@ def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dic
                         "search_gpus": list(req.search_gpus) if req.search_gpus else None, "gpus_sizing": gpus_sizing(req.search_gpus)},
             "best": _records(res.best), "candidates": _records(res.table), "evaluations": _records(res.evaluations),
             "price_sources": res.price_sources, "notes": res.notes,
+            # copies and SHA-256 of the model configs, engine and GPU profiles it was priced with (simulator/provenance.py)
+            "inputs": record_fleet_inputs(scenario, req.gpus),
             "method": "steady-state windows (simulator/capacity/steady_state.py); search from the analytic bound (simulator/capacity/bounds.py, planner.py)"}
 
 
