@@ -31,7 +31,7 @@ PACKAGE = "specagent.simulator.fleet"
 _spec = importlib.util.spec_from_file_location("_specagent_native", ROOT / "simulator" / "fleet" / "native.py")
 native = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # registered first, as dataclasses need
 _spec.loader.exec_module(native)
-NATIVE_MODULES = native.NATIVE_MODULES  # compiled together: fleet calls fleet_config's and itercost's classes natively
+NATIVE_MODULES = native.NATIVE_MODULES  # compiled together: sim calls config's and itercost's classes natively
 GROUP = f"{PACKAGE}._native"  # mypyc's shared library: specagent.simulator.fleet._native__mypyc
 # Strict IEEE double arithmetic, as CPython does it: no fused multiply-add (the default on aarch64)
 COMPILE_ARGS = ["-ffp-contract=off"] if os.name == "posix" else []

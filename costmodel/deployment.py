@@ -7,7 +7,11 @@ that cannot be loaded is worse than no estimate.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
+from typing import Any
+
+from specagent.common.errors import DeprecatedSpelling
 
 from specagent.costmodel.dtypes import COMPUTE_DTYPE, dtype_bytes
 from specagent.costmodel.model_spec import ModelSpec
@@ -96,7 +100,7 @@ class Deployment:
     state_dtype: str = "fp32"  # Gated DeltaNet recurrent state is kept in float32 (SPEC §3)
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     #: The serving engine whose fixed costs (costmodel.latency) every pass pays; `ideal` is the bare roofline.
-    engine: EngineProfile = field(default_factory=default_engine)
+    serving_engine: EngineProfile = field(default_factory=default_engine)
 
     def __post_init__(self) -> None:
         if not 1 <= self.gpus <= MAX_GPUS:
@@ -118,9 +122,9 @@ class Deployment:
             raise ValueError(f"memory_utilization must be in [{MIN_MEMORY_UTILIZATION:g}, 1], got {self.memory_utilization}")
         if self.parallelism == "tp+ep" and not self.model.is_moe:
             raise ValueError(f"parallelism 'tp+ep' needs an MoE model; {self.model.name} is dense")
-        lim = self.engine.max_gpus
+        lim = self.serving_engine.max_gpus
         if lim is not None and self.gpus > int(lim.value):
-            raise ValueError(f"serving engine '{self.engine.id}' ({self.engine.path or 'in memory'}) prices at most {int(lim.value)} GPU(s) "
+            raise ValueError(f"serving engine '{self.serving_engine.id}' ({self.serving_engine.path or 'in memory'}) prices at most {int(lim.value)} GPU(s) "
                              f"([limits] max_gpus: {lim.source}); {self.gpus} GPUs need collective latencies it does not have: "
                              "calibrate on more GPUs or pick another serving engine")
         problem = tp_problem(self.model, self.gpus)
@@ -209,4 +213,33 @@ class Deployment:
 
     def describe(self) -> str:
         return (f"{self.model.name} on {self.gpus}x {self.hardware.name} ({self.parallelism}, weights {self.weight_dtype}, "
-                f"KV {self.kv_dtype}, engine {self.engine.id})")
+                f"KV {self.kv_dtype}, engine {self.serving_engine.id})")
+
+
+def _warn_engine() -> None:
+    warnings.warn("Deployment.engine is now Deployment.serving_engine (the old name is read for one release)",
+                  DeprecatedSpelling, stacklevel=3)
+
+
+def _engine(self: Deployment) -> EngineProfile:
+    """The old name of `serving_engine` (one release)."""
+    _warn_engine()
+    return self.serving_engine
+
+
+_dataclass_init = Deployment.__init__
+
+
+def _init(self: Deployment, *args: Any, engine: EngineProfile | None = None, **kwargs: Any) -> None:
+    """Deployment(..., engine=...): the old keyword, warned, for one release; with serving_engine too, an error
+    (so dataclasses.replace(dep, engine=...) is one: replace passes every field)."""
+    if engine is not None:
+        if "serving_engine" in kwargs or len(args) >= 10:
+            raise TypeError("Deployment: give serving_engine or its old spelling engine, not both")
+        _warn_engine()
+        kwargs["serving_engine"] = engine
+    _dataclass_init(self, *args, **kwargs)
+
+
+Deployment.engine = property(_engine)  # type: ignore[attr-defined]
+Deployment.__init__ = _init  # type: ignore[method-assign]

@@ -162,7 +162,7 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
     hi = np.log([p.upper for p in params])
     prior = np.log([max(p.prior, 1e-3) for p in params])
     start = np.clip(np.log(np.maximum(np.asarray(x0, dtype=float), 1e-3)), lo, hi)
-    bases = {t.dep.engine.id: t.dep.engine for t in targets}
+    bases = {t.dep.serving_engine.id: t.dep.serving_engine for t in targets}
     every = [*fixed, *params]
 
     def residuals(z: np.ndarray) -> np.ndarray:
@@ -170,9 +170,9 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
         cache: dict[tuple[str, str, bool], EngineProfile] = {}
 
         def engine_for(dep: Deployment) -> EngineProfile:
-            k = (dep.engine.id, dep.hardware.id, bool(dep.engine.cuda_graphs.value))
+            k = (dep.serving_engine.id, dep.hardware.id, bool(dep.serving_engine.cuda_graphs.value))
             if k not in cache:
-                base = dataclasses.replace(bases[dep.engine.id], cuda_graphs=dep.engine.cuda_graphs)
+                base = dataclasses.replace(bases[dep.serving_engine.id], cuda_graphs=dep.serving_engine.cuda_graphs)
                 cache[k] = engine_with(base, dep.hardware.id, every, vals, "fit")
             return cache[k]
 
@@ -221,7 +221,7 @@ def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Se
 
 def fitted_engine_for(result: FitResult, source: str = "fit") -> Callable[[Deployment], EngineProfile]:
     def engine_for(dep: Deployment) -> EngineProfile:
-        return engine_with(dep.engine, dep.hardware.id, result.params, result.values, source)
+        return engine_with(dep.serving_engine, dep.hardware.id, result.params, result.values, source)
     return engine_for
 
 

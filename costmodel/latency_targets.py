@@ -153,7 +153,7 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: di
         raise Skip(f"tp={tp} on {row.gpus} GPUs (pipeline or data parallelism) not modelled")
     par = "tp+ep" if (row.ep and row.ep > 1 and spec.is_moe) else "tp"
     try:
-        return Deployment(spec, hw, gpus=row.gpus, parallelism=par, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=eng)
+        return Deployment(spec, hw, gpus=row.gpus, parallelism=par, weight_dtype=weight_dtype, kv_dtype=kv_dtype, serving_engine=eng)
     except ValueError as exc:
         raise Skip(str(exc)) from None
 
@@ -205,7 +205,7 @@ def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: d
     i, o = mean_lengths(row)
     if o < 1:
         raise Skip("output length below one token")
-    key = (row.model, row.gpu, row.gpus, dep.parallelism, dep.weight_dtype, dep.kv_dtype, dep.engine.id, bool(dep.engine.cuda_graphs.value))
+    key = (row.model, row.gpu, row.gpus, dep.parallelism, dep.weight_dtype, dep.kv_dtype, dep.serving_engine.id, bool(dep.serving_engine.cuda_graphs.value))
     static = row.batch is not None and row.concurrency is None
     if static:
         b = int(row.batch)  # type: ignore[arg-type]
@@ -361,7 +361,7 @@ def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], Engine
     out = np.empty(len(targets))
     index = {id(t): k for k, t in enumerate(targets)}
     for plan in _plan(targets):
-        dep = plan.dep if engine_for is None else dataclasses.replace(plan.dep, engine=engine_for(plan.dep))
+        dep = plan.dep if engine_for is None else dataclasses.replace(plan.dep, serving_engine=engine_for(plan.dep))
         time = estimate(dep, plan.passes, coef=coefficients(dep)).time_s
         request_s = latency_terms(dep).request_s  # the fleet's first tokens read the same term
         for t, sl in zip(plan.targets, plan.slices):

@@ -173,7 +173,7 @@ def deployment_for(spec: ModelSpec, hw: HardwareProfile, dtype: str, engine: Eng
     and nothing else; `engine` prices it with measured engine terms instead (kernels/engine_terms.py).
     """
     return Deployment(spec, hw, gpus=1, weight_dtype=dtype, kv_dtype=dtype,
-                      activation_dtype=dtype, state_dtype="fp32", engine=engine or load_engine("ideal"))
+                      activation_dtype=dtype, state_dtype="fp32", serving_engine=engine or load_engine("ideal"))
 
 
 def price_points(spec: ModelSpec, hw: HardwareProfile, dtype: str, points: Sequence[tuple[int, int, int]],

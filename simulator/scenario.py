@@ -84,13 +84,13 @@ class DoesNotFit(ScenarioError):
 RESOLVERS: dict[str, Callable[..., Any]] = {
     "model": lambda name, hardware_dirs, engines: load_model_spec(name),
     "hardware": lambda name, hardware_dirs, engines: load_hardware(name, hardware_dirs),
-    "engine": lambda name, hardware_dirs, engines: engines.load(name),
+    "serving_engine": lambda name, hardware_dirs, engines: engines.load(name),
 }
 #: The name a resolved field takes when the scenario gives none (for fields whose Deployment default is a factory).
-RESOLVER_DEFAULTS: dict[str, str] = {"engine": DEFAULT_ENGINE}
-#: Scenario keys of deployment fields whose costmodel.Deployment name is ambiguous there: the serving engine
-#: (`strong.serving_engine`, `--strong-serving-engine`) is `Deployment.engine`.
-SPEC_NAMES: dict[str, str] = {"engine": "serving_engine"}
+RESOLVER_DEFAULTS: dict[str, str] = {"serving_engine": DEFAULT_ENGINE}
+#: Scenario keys of deployment fields whose costmodel.Deployment name would be ambiguous there (none since
+#: Deployment.engine became Deployment.serving_engine; the mapping stays for the next such field).
+SPEC_NAMES: dict[str, str] = {}
 _DEPLOYMENT_NAMES = {v: k for k, v in SPEC_NAMES.items()}
 #: Old spellings still read, with a DeprecatedSpelling warning, for one release: scenario key -> its new name.
 DEPRECATED_KEYS: dict[str, str] = {"engine": "pricing_engine"}

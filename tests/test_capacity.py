@@ -155,7 +155,7 @@ def _erlang_c_wait(lam: float, mu: float, c: int) -> tuple[float, float]:
 @pytest.mark.parametrize("rho", [0.5, 0.8])
 def test_central_queue_with_batch_one_is_erlang_c(rho):
     """Single-call tasks, batch cap 1, c replicas behind one FIFO queue, near-exponential service: M/M/c."""
-    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h200"), engine=load_engine("ideal"))
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h200"), serving_engine=load_engine("ideal"))
     c = 4
     trace = synthetic_requests(40_000, rate=1.0, prompt_mean=1.0, output_mean=200.0, seed=3)  # geometric: CV ~ 1
     tasks = request_tasks(trace)

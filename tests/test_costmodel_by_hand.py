@@ -35,7 +35,7 @@ IDEAL = load_engine("ideal")
 
 
 def Dep(*args, **kw) -> Deployment:
-    return Deployment(*args, **{"engine": IDEAL, **kw})
+    return Deployment(*args, **{"serving_engine": IDEAL, **kw})
 
 # ------------------------------------------------------------------ Qwen3.5-397B-A17B by hand (SPEC §3)
 H, L_FULL, L_LIN, L = 4096, 15, 45, 60
@@ -219,8 +219,8 @@ def test_max_affine_sum_lines_keeps_the_shape_and_takes_a_length_per_run():
 def test_decode_run_without_cuda_graphs_sums_the_overlapped_launches_exactly(engine):
     """Eager batch-1 decode: each step is max(GPU-busy, launches) + CPU work; the closed form equals the loop."""
     slow = dataclasses.replace(H20, peak_tflops={**H20.peak_tflops, "bf16": Sourced(0.5, "test")})  # compute-bound steps
-    for dep in (Dep(Q397, H20, gpus=8, weight_dtype="fp8", engine=load_engine(engine)), Dep(Q4, H20, engine=load_engine(engine)),
-                Dep(Q4, slow, gpus=2, engine=load_engine(engine))):
+    for dep in (Dep(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=load_engine(engine)), Dep(Q4, H20, serving_engine=load_engine(engine)),
+                Dep(Q4, slow, gpus=2, serving_engine=load_engine(engine))):
         run = DecodeRun(dep)
         assert run._launch_s > 0
         for c, m in ((0, 40), (3000, 200), (150_000, 30)):
@@ -696,13 +696,13 @@ def test_deployment_limits_are_inclusive_and_an_engine_gpu_limit_is_named_in_ful
     with pytest.raises(ValueError, match=r"^gpus must be in \[1, 1,024\], got 1025$"):
         Deployment(spec, hw, gpus=1025)
     two = dataclasses.replace(load_engine("vllm"), max_gpus=Sourced(2, "calibrated on 2"))
-    assert Deployment(spec, hw, gpus=2, engine=two).gpus == 2
+    assert Deployment(spec, hw, gpus=2, serving_engine=two).gpus == 2
     tail = ("prices at most 2 GPU(s) ([limits] max_gpus: calibrated on 2); 4 GPUs need collective latencies it does not have: "
             "calibrate on more GPUs or pick another serving engine")
     with pytest.raises(ValueError, match=f"^{re.escape(f'serving engine {chr(39)}vllm{chr(39)} ({two.path}) ' + tail)}$"):
-        Deployment(spec, hw, gpus=4, engine=two)
+        Deployment(spec, hw, gpus=4, serving_engine=two)
     with pytest.raises(ValueError, match=f"^{re.escape(f'serving engine {chr(39)}vllm{chr(39)} (in memory) ' + tail)}$"):
-        Deployment(spec, hw, gpus=4, engine=dataclasses.replace(two, path=""))
+        Deployment(spec, hw, gpus=4, serving_engine=dataclasses.replace(two, path=""))
 
 
 def test_collective_counts_by_parallelism():
@@ -715,10 +715,10 @@ def test_collective_counts_by_parallelism():
     assert collective_counts(Deployment(dense, hw, gpus=1)) == (0, 0)
     assert collective_counts(Deployment(dense, hw, gpus=2)) == (72, 0)
     assert collective_counts(Deployment(moe, hw, gpus=2)) == (96, 0)
-    ep = Deployment(moe, hw, gpus=2, parallelism="tp+ep", engine=load_engine("vllm"))
+    ep = Deployment(moe, hw, gpus=2, parallelism="tp+ep", serving_engine=load_engine("vllm"))
     terms = latency_terms(ep)
     assert collective_counts(ep) == (terms.allreduces, terms.all_to_alls) == (48, 96)
-    eng = ep.engine
+    eng = ep.serving_engine
     assert terms.collective_latency_s == pytest.approx(
         (48 * eng.allreduce_alpha_us.value + 96 * eng.all_to_all_alpha_us.value) * 1e-6, rel=1e-12)
 
@@ -727,7 +727,7 @@ def test_an_eager_pass_exposes_the_launches_beyond_its_gpu_busy_time_collectives
     """Launch time exposed = max(launches - (max(compute, memory) + collectives + per-layer time), 0) (latency.exposed_launch)."""
     from specagent.costmodel.latency import latency_terms
 
-    dep = Dep(Q4, H20, gpus=2, engine=load_engine("vllm:eager"))
+    dep = Dep(Q4, H20, gpus=2, serving_engine=load_engine("vllm:eager"))
     p = estimate(dep, Passes.uniform(1, 100, 1))
     busy = max(p.compute_s[0], p.memory_s[0]) + p.comm_s[0] + p.fixed["layers"][0]
     assert p.comm_s[0] > 0 and latency_terms(dep).launch_s > busy
@@ -739,9 +739,9 @@ def test_shared_experts_add_their_weight_kernels_to_the_bandwidth_ramp():
     from specagent.costmodel.latency import SHARED_EXPERT_KERNELS, latency_terms
 
     eng = dataclasses.replace(load_engine("vllm"), bandwidth_half_mb=Sourced(1.0, "test"))
-    with_shared = Dep(parse_config(_moe_cfg(mlp_only_layers=[], decoder_sparse_step=1), path="s"), H20, engine=eng)
+    with_shared = Dep(parse_config(_moe_cfg(mlp_only_layers=[], decoder_sparse_step=1), path="s"), H20, serving_engine=eng)
     without = Dep(parse_config(_moe_cfg(mlp_only_layers=[], decoder_sparse_step=1, shared_expert_intermediate_size=0), path="n"),
-                  H20, engine=eng)
+                  H20, serving_engine=eng)
     a, b = latency_terms(with_shared), latency_terms(without)
     assert SHARED_EXPERT_KERNELS == 3 and with_shared.model.num_moe_layers == 6
     assert a.bandwidth_ramp_s - b.bandwidth_ramp_s == pytest.approx(6 * 3 * 1e6 / (H20.bandwidth_bytes_s * a.bandwidth_efficiency),
@@ -751,7 +751,7 @@ def test_shared_experts_add_their_weight_kernels_to_the_bandwidth_ramp():
 def test_decode_steps_replay_a_cuda_graph_even_when_mixed_batches_run_eager():
     """An engine that captures graphs for pure decode only (cuda_graphs.mixed = false) launches nothing per decode step."""
     eng = dataclasses.replace(load_engine("vllm"), cuda_graphs_mixed=Sourced(False, "test"))
-    dep = Dep(Q4, H20, engine=eng)
+    dep = Dep(Q4, H20, serving_engine=eng)
     run = DecodeRun(dep)
     assert run._launch_s == 0.0
     steps = estimate(dep, Passes.uniform(1, 100 + np.arange(50.0), 1))

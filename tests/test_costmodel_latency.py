@@ -45,7 +45,7 @@ def _engine(**fields) -> object:
 
 # ------------------------------------------------------------------------- collectives
 def test_tp8_decode_step_carries_two_all_reduce_latencies_per_layer():
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=VLLM)
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=VLLM)
     cost = decode(dep, context=4096, batch=3)
     alpha = _us(VLLM.allreduce_alpha_us)
     assert cost.collective_latency_s[0] == pytest.approx(2 * 60 * alpha, rel=1e-12)
@@ -53,14 +53,14 @@ def test_tp8_decode_step_carries_two_all_reduce_latencies_per_layer():
     beta = 2 * 60 * 2 * 7 / 8 * 3 * 4096 * 2 / 450e9
     assert cost.comm_s[0] == pytest.approx(2 * 60 * alpha + beta, rel=1e-12)
     # one GPU: no collective at all; the ideal engine: bytes only
-    assert decode(Deployment(Q35_4B, H20, engine=VLLM), context=10).comm_s[0] == 0.0
-    ideal = decode(dataclasses.replace(dep, engine=IDEAL), context=4096, batch=3)
+    assert decode(Deployment(Q35_4B, H20, serving_engine=VLLM), context=10).comm_s[0] == 0.0
+    ideal = decode(dataclasses.replace(dep, serving_engine=IDEAL), context=4096, batch=3)
     assert ideal.collective_latency_s[0] == 0.0 and ideal.comm_s[0] == pytest.approx(beta, rel=1e-12)
 
 
 def test_expert_parallel_moe_layers_use_two_all_to_alls_instead_of_their_ffn_all_reduce():
     eng = _engine(allreduce_alpha_us=10.0, all_to_all_alpha_us=25.0)
-    dep = Deployment(Q30, H20, gpus=4, parallelism="tp+ep", engine=eng)
+    dep = Deployment(Q30, H20, gpus=4, parallelism="tp+ep", serving_engine=eng)
     cost = decode(dep, context=0)
     # 48 layers: 48 attention all-reduces; each of the 48 MoE layers dispatches and combines
     assert cost.collective_latency_s[0] == pytest.approx((48 * 10.0 + 2 * 48 * 25.0) * 1e-6, rel=1e-12)
@@ -82,12 +82,12 @@ def _busy(cost) -> float:
 
 def test_cuda_graphs_remove_the_launch_term_for_decode():
     # on an H100: on the H20 (fitted achieved bandwidth 0.38 of 4.0 TB/s, issue 28) the same step's GPU time outlasts its launches
-    dep = Deployment(Q35_4B, H100, engine=VLLM)
+    dep = Deployment(Q35_4B, H100, serving_engine=VLLM)
     launch = _kernels(VLLM, 8, 24, 32, 0) * _us(VLLM.launch_us)
     assert launch > 0
     graphed = decode(dep, context=1000, batch=8)
     assert graphed.fixed["launch"][0] == 0.0 and graphed.eager_launch_s[0] == 0.0
-    eager = decode(dataclasses.replace(dep, engine=load_engine("vllm:eager")), context=1000, batch=8)
+    eager = decode(dataclasses.replace(dep, serving_engine=load_engine("vllm:eager")), context=1000, batch=8)
     assert eager.eager_launch_s[0] == pytest.approx(launch, rel=1e-12)
     # a 4B decode step keeps an H100 busy ~5 ms, shorter than its 7 ms of launches: launch-bound,
     # so the step takes the launch time plus the CPU work, and the GPU's own time is hidden
@@ -104,7 +104,7 @@ def test_cuda_graphs_remove_the_launch_term_for_decode():
 
 def test_eager_launches_overlap_the_gpu_work_of_a_long_pass():
     """Launches are issued asynchronously: a pass whose GPU work outlasts them shows none of them."""
-    dep = Deployment(Q35_4B, H20, engine=load_engine("vllm:eager"))
+    dep = Deployment(Q35_4B, H20, serving_engine=load_engine("vllm:eager"))
     launch = _kernels(VLLM, 8, 24, 32, 0) * _us(VLLM.launch_us)
     long = prefill(dep, 8000)  # ~ 64 TFLOP at 148 TFLOP/s: hundreds of ms of GPU time
     busy = _busy(long)
@@ -118,8 +118,8 @@ def test_mixed_passes_replay_graphs_only_where_the_engine_captures_them():
     sgl = load_engine("sglang")
     assert VLLM.cuda_graphs_mixed.value and not sgl.cuda_graphs_mixed.value
     p = Passes.from_batches([[(1, 100), (3, 200)]])  # 4 tokens, one sequence verifies 3: not pure decode
-    v = estimate(Deployment(Q35_4B, H20, engine=VLLM), p)
-    s = estimate(Deployment(Q35_4B, H20, engine=sgl), p)
+    v = estimate(Deployment(Q35_4B, H20, serving_engine=VLLM), p)
+    s = estimate(Deployment(Q35_4B, H20, serving_engine=sgl), p)
     assert v.fixed["launch"][0] == 0.0 and v.eager_launch_s[0] == 0.0
     launch = _kernels(sgl, 8, 24, 32, 0) * _us(sgl.launch_us)
     assert s.eager_launch_s[0] == pytest.approx(launch, rel=1e-12)
@@ -131,27 +131,27 @@ def test_per_layer_fixed_time_by_kind_and_per_iteration_and_sequence_terms():
     eng = _engine(iteration_us=100.0, per_sequence_us=3.0)
     eng = dataclasses.replace(eng, layer_us={"full_attention": Sourced(11.0, "t"), "linear_attention": Sourced(7.0, "t"),
                                              "dense_mlp": Sourced(5.0, "t"), "moe": Sourced(13.0, "t")})
-    dense = decode(Deployment(Q35_4B, H20, engine=eng), context=50, batch=7)
+    dense = decode(Deployment(Q35_4B, H20, serving_engine=eng), context=50, batch=7)
     assert dense.fixed["layers"][0] == pytest.approx((8 * 11 + 24 * 7 + 32 * 5) * 1e-6, rel=1e-12)
     assert dense.fixed["iteration"][0] == pytest.approx(100e-6, rel=1e-12)
     assert dense.fixed["per_sequence"][0] == pytest.approx(7 * 3e-6, rel=1e-12)
-    moe = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng), context=50)
+    moe = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=eng), context=50)
     assert moe.fixed["layers"][0] == pytest.approx((15 * 11 + 45 * 7 + 60 * 13) * 1e-6, rel=1e-12)
     assert moe.overhead_s[0] == pytest.approx(sum(v[0] for v in moe.fixed.values()), rel=1e-12)
 
 
 def test_engine_without_iteration_term_uses_the_hardware_pass_overhead():
     assert IDEAL.iteration_us is None and VLLM.iteration_us is not None
-    c = decode(Deployment(Q35_4B, H20, engine=IDEAL), context=0)
+    c = decode(Deployment(Q35_4B, H20, serving_engine=IDEAL), context=0)
     assert c.fixed["iteration"][0] == pytest.approx(float(H20.pass_overhead_us.value) * 1e-6, rel=1e-12)
-    v = decode(Deployment(Q35_4B, H20, engine=VLLM), context=0)
+    v = decode(Deployment(Q35_4B, H20, serving_engine=VLLM), context=0)
     assert v.fixed["iteration"][0] == pytest.approx(_us(VLLM.iteration_us), rel=1e-12)
 
 
 # ------------------------------------------------------------------------- kernel efficiencies
 def test_grouped_gemm_padding_per_touched_expert_by_hand():
     eng = _engine(moe_pad_tokens=20.0, gemm_mfu=0.5, moe_mfu=0.4)
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng)
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=eng)
     cost = decode(dep, context=0, batch=4)
     touched = 512 * (1 - (1 - 10 / 512) ** 4)
     pad_flops = 2 * (3 * 4096 * 1024) * 60 * 20.0 * touched
@@ -162,12 +162,12 @@ def test_grouped_gemm_padding_per_touched_expert_by_hand():
     assert cost.flops["experts"][0] / (296e12 * 8) / expert == pytest.approx(0.4 * tau / (tau + 20.0), rel=1e-9)
     gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
     assert cost.compute_parts["gemm"][0] == pytest.approx(gemm / (296e12 * 8 * 0.5), rel=1e-12)
-    assert decode(Deployment(Q35_4B, H20, engine=eng), context=0).compute_parts["expert_padding"][0] == 0.0
+    assert decode(Deployment(Q35_4B, H20, serving_engine=eng), context=0).compute_parts["expert_padding"][0] == 0.0
 
 
 def test_attention_runs_at_its_own_efficiency_and_gemms_at_the_gemm_one():
     eng = _engine(attention_mfu=0.25, gemm_mfu=0.5)
-    dep = Deployment(Q35_4B, H20, engine=eng)
+    dep = Deployment(Q35_4B, H20, serving_engine=eng)
     cost = prefill(dep, 4096, context=8192)
     attn = cost.flops["attention"][0] + cost.flops["linear_attention"][0]
     gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
@@ -178,19 +178,19 @@ def test_attention_runs_at_its_own_efficiency_and_gemms_at_the_gemm_one():
 
 def test_a_decode_pass_uses_the_gemm_efficiency_for_its_token_count_not_a_decode_mfu():
     """Issue 17: no separate decode MFU; a batch-B decode's GEMMs are B-row GEMMs at the GEMM efficiency."""
-    dep = Deployment(Q35_4B, H20, engine=IDEAL)  # no engine gemm_mfu: the hardware's prefill_mfu (0.6)
+    dep = Deployment(Q35_4B, H20, serving_engine=IDEAL)  # no engine gemm_mfu: the hardware's prefill_mfu (0.6)
     for b in (1, 64, 3000):
         cost = decode(dep, context=100, batch=b)
         assert cost.compute_s[0] == pytest.approx(cost.total_flops[0] / (148e12 * 0.6), rel=1e-12)
     eng = _engine(gemm_mfu=0.45)
-    cost = decode(Deployment(Q35_4B, H20, engine=eng), context=100, batch=64)
+    cost = decode(Deployment(Q35_4B, H20, serving_engine=eng), context=100, batch=64)
     gemm = cost.flops["dense"][0] + cost.flops["lm_head"][0]
     assert cost.compute_parts["gemm"][0] == pytest.approx(gemm / (148e12 * 0.45), rel=1e-12)
 
 
 def test_achieved_bandwidth_ramp_adds_half_size_per_weight_kernel():
     eng = _engine(bandwidth_half_mb=2.0, bandwidth=0.8)
-    dep = Deployment(Q35_4B, H20, engine=eng)
+    dep = Deployment(Q35_4B, H20, serving_engine=eng)
     cost = decode(dep, context=500)
     # weight kernels: 8 x (QKV, output) + 24 x (qkvz, ba, output) + 32 x (gate/up, down) + the LM head
     kernels = 8 * 2 + 24 * 3 + 32 * 2 + 1
@@ -203,7 +203,7 @@ def test_achieved_bandwidth_ramp_adds_half_size_per_weight_kernel():
 
 # ------------------------------------------------------------------------- ideal = the roofline before engine terms
 def test_ideal_engine_is_the_bare_roofline():
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=IDEAL)
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=IDEAL)
     p = Passes.from_batches([[(1, 5000)] * 7, [(300, 2000), (1, 100)], [(4096, 0)]])
     cost = estimate(dep, p)
     hw = H20
@@ -217,7 +217,7 @@ def test_ideal_engine_is_the_bare_roofline():
 def test_shipped_engines_load_with_sources_and_the_default_is_vllm():
     ids = {e.id for e in list_engines()}
     assert {"vllm", "sglang", "tensorrt-llm", "ideal"} <= ids
-    assert DEFAULT_ENGINE == "vllm" and Deployment(Q35_4B, H20).engine.id == "vllm"
+    assert DEFAULT_ENGINE == "vllm" and Deployment(Q35_4B, H20).serving_engine.id == "vllm"
     for e in list_engines():
         for name, value, source in e.figures():
             assert source.strip(), f"{e.path}: {name} has no source"
@@ -256,8 +256,8 @@ def test_hardware_pair_tables_apply_on_their_gpu_only():
     data["hardware"] = {"h20": {"collectives": {"allreduce_alpha_us": {"value": 21.0, "source": "pair fit"}},
                                 "per_layer_us": {"moe": {"value": 40.0, "source": "pair fit"}}}}
     eng = parse_engine(data, "pair.toml")
-    on_h20 = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=eng), context=0)
-    on_h100 = decode(Deployment(Q397, H100, gpus=8, weight_dtype="fp8", engine=eng), context=0)
+    on_h20 = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=eng), context=0)
+    on_h100 = decode(Deployment(Q397, H100, gpus=8, weight_dtype="fp8", serving_engine=eng), context=0)
     assert on_h20.collective_latency_s[0] == pytest.approx(120 * 21e-6, rel=1e-12)
     assert on_h100.collective_latency_s[0] == pytest.approx(120 * _us(VLLM.allreduce_alpha_us), rel=1e-12)
     lay = eng.for_hardware("h20").layer_us
@@ -276,9 +276,9 @@ def test_iteration_cost_equals_estimate_with_every_engine_term():
     from specagent.simulator.fleet.itercost import IterationCost
 
     full = _engine(attention_mfu=0.3, bandwidth_half_mb=3.0, moe_pad_tokens=24.0, per_sequence_us=20.0, gemm_mfu=0.5, moe_mfu=0.35)
-    deps = [Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=full),
-            Deployment(Q30, H20, gpus=4, parallelism="tp+ep", engine=dataclasses.replace(full, cuda_graph_max_batch=Sourced(6, "t"))),
-            Deployment(Q35_4B, H20, engine=load_engine("sglang:eager"))]
+    deps = [Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=full),
+            Deployment(Q30, H20, gpus=4, parallelism="tp+ep", serving_engine=dataclasses.replace(full, cuda_graph_max_batch=Sourced(6, "t"))),
+            Deployment(Q35_4B, H20, serving_engine=load_engine("sglang:eager"))]
     rng = np.random.default_rng(11)
     for dep in deps:
         for mode in ("union", "active"):

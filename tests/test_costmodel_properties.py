@@ -23,9 +23,9 @@ RTX = load_hardware("rtx5090")
 FULL = dataclasses.replace(load_engine("vllm"), attention_mfu=Sourced(0.3, "test"), bandwidth_half_mb=Sourced(4.0, "test"), moe_mfu=Sourced(0.25, "test"),
                            moe_pad_tokens=Sourced(20.0, "test"), per_sequence_us=Sourced(30.0, "test"))
 DEPLOYMENTS = [
-    Deployment(load_model_spec("qwen3-30b-a3b"), H20, gpus=4, parallelism="tp+ep", engine=FULL),
-    Deployment(load_model_spec("qwen3.5-397b-a17b"), H20, gpus=8, weight_dtype="fp8", engine=load_engine("sglang:eager")),
-    Deployment(load_model_spec("qwen3.5-4b"), H20, engine=load_engine("tensorrt-llm")),
+    Deployment(load_model_spec("qwen3-30b-a3b"), H20, gpus=4, parallelism="tp+ep", serving_engine=FULL),
+    Deployment(load_model_spec("qwen3.5-397b-a17b"), H20, gpus=8, weight_dtype="fp8", serving_engine=load_engine("sglang:eager")),
+    Deployment(load_model_spec("qwen3.5-4b"), H20, serving_engine=load_engine("tensorrt-llm")),
     Deployment(load_model_spec("qwen3.5-4b"), H20),
     Deployment(load_model_spec("qwen3.5-4b"), RTX, weight_dtype="fp8"),
     Deployment(load_model_spec("qwen3-4b"), H20, gpus=2),

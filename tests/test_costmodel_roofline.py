@@ -95,7 +95,7 @@ def test_decode_flops_hand_count_qwen3_4b():
 
 def test_time_and_bound_hand_397b_decode():
     """397B fp8 on 8x H20 decode at 8k context: memory time, comm bytes and the bound by hand."""
-    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=IDEAL)
+    dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=IDEAL)
     cost = decode(dep, context=8192)
     total_bytes = cost.total_bytes_read[0] + cost.total_bytes_written[0]
     assert cost.memory_s[0] == pytest.approx(total_bytes / (8 * 4.0e12 * 0.72), rel=1e-12)
@@ -282,7 +282,7 @@ def _hand_dense_balance_qwen3_4b(peak: float, bw: float, mfu: float = 1.0, beff:
 
 
 def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
-    bp = balance_point(Deployment(Q4, H20, engine=IDEAL))
+    bp = balance_point(Deployment(Q4, H20, serving_engine=IDEAL))
     exact = _hand_dense_balance_qwen3_4b(148e12, 4.0e12)
     assert bp.balance_batch_peak == math.ceil(exact)
     # 2 FLOPs per 2-byte weight per token: batch ≈ ridge · 2/2 = 37 (KV, activations add < 3%)
@@ -296,7 +296,7 @@ def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
     fields = dict(gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None)
     eng = dataclasses.replace(base, overrides={g: {k: v for k, v in o.items() if k not in fields} for g, o in base.overrides.items()},
                               **fields)
-    served = balance_point(Deployment(Q4, H20, engine=eng))
+    served = balance_point(Deployment(Q4, H20, serving_engine=eng))
     assert served.balance_batch_peak == bp.balance_batch_peak
     assert served.balance_batch_effective == math.ceil(_hand_dense_balance_qwen3_4b(148e12, 4.0e12, mfu=0.5, beff=0.9))
 
@@ -390,7 +390,7 @@ def test_decode_run_crossover_memory_then_compute():
 def test_decode_run_crossover_compute_then_memory():
     """fp8 GEMMs on a slow fp8 unit (compute-bound at short context) but fast bf16 attention, so KV reads win later."""
     hw = _profile(fp8=1.2 * 4.0, bf16=1000.0, bw=4.0)  # fp8 effective ridge 1 FLOP/B, bf16 attention ~208
-    dep = Deployment(Q4, hw, weight_dtype="fp8", engine=IDEAL)  # the ridge points above are the bare roofline's
+    dep = Deployment(Q4, hw, weight_dtype="fp8", serving_engine=IDEAL)  # the ridge points above are the bare roofline's
     _, bound = _sum_individual(dep, 0, 60_000)
     flip = int(np.argmin(bound))
     assert bound[0] and not bound[-1] and 1000 < flip < 59_000 and not bound[flip:].any()
@@ -463,7 +463,7 @@ def _curved(decode_curve=((1.0, 0.1), (16.0, 0.02))):
 def test_decode_curve_prices_a_pure_decode_pass_by_hand():
     """Batch 4 decode: decode curve at log4/log16 = 1/2 of the way -> 0.06; without it the
     tokens/pass curve at log4/log1024 = 1/5 of the way -> 0.1 + 0.4/5 = 0.18 (3x faster compute)."""
-    with_dc, without = Deployment(Q4, _curved(), engine=IDEAL), Deployment(Q4, _curved(()), engine=IDEAL)
+    with_dc, without = Deployment(Q4, _curved(), serving_engine=IDEAL), Deployment(Q4, _curved(()), serving_engine=IDEAL)
     p = Passes.uniform(1, 512, 4)
     a, b = estimate(with_dc, p), estimate(without, p)
     peak = H20.peak_flops("bf16")  # weights, KV and activations all bf16: one peak for GEMMs and attention
@@ -476,7 +476,7 @@ def test_decode_curve_prices_a_pure_decode_pass_by_hand():
 
 
 def test_decode_curve_only_for_passes_where_every_sequence_decodes():
-    dep, plain = Deployment(Q4, _curved(), engine=IDEAL), Deployment(Q4, _curved(()), engine=IDEAL)
+    dep, plain = Deployment(Q4, _curved(), serving_engine=IDEAL), Deployment(Q4, _curved(()), serving_engine=IDEAL)
     batches = [
         [(1, 100), (1, 200), (1, 300), (1, 50)],  # pure decode, batch 4 -> decode curve 0.06
         [(1, 100), (3, 200)],  # 4 tokens, one sequence verifies 3: mixed -> tokens curve 0.18
@@ -548,9 +548,9 @@ def test_balance_point_uses_the_decode_curve_of_a_calibrated_profile():
     from specagent.hardware.serving_engine import load_engine
 
     hw = load_hardware("h20")
-    dep = Deployment(load_model_spec("qwen3-4b"), hw, engine=load_engine("ideal"))  # the bare roofline, by hand below
+    dep = Deployment(load_model_spec("qwen3-4b"), hw, serving_engine=load_engine("ideal"))  # the bare roofline, by hand below
     plain = balance_point(dep, max_batch=512)
-    curved = Deployment(dep.model, dataclasses.replace(hw, decode_efficiency_curve=((1.0, 0.05), (512.0, 0.3))), engine=dep.engine)
+    curved = Deployment(dep.model, dataclasses.replace(hw, decode_efficiency_curve=((1.0, 0.05), (512.0, 0.3))), serving_engine=dep.serving_engine)
     with_curve = balance_point(curved, max_batch=512)
     # at peak rates the efficiencies cancel, whatever the curve
     assert with_curve.balance_batch_peak == plain.balance_batch_peak

@@ -247,10 +247,10 @@ def test_engine_profile_loads_with_every_measured_value_and_its_source(tmp_path)
     assert eng.allreduce_alpha_us.value == 8.5 and eng.all_to_all_alpha_us.value == 11.0 and eng.max_gpus.value == 2
     assert "host reads" in eng.layer_us["moe"].source and "measured by specagent calibrate on NVIDIA H200" in eng.layer_us["moe"].source
     spec = weak_spec("tiny")
-    lt = latency_terms(Deployment(spec, load_hardware("h200"), gpus=2, engine=eng))
+    lt = latency_terms(Deployment(spec, load_hardware("h200"), gpus=2, serving_engine=eng))
     assert lt.collective_latency_s == pytest.approx(2 * spec.num_layers * 8.5e-6, rel=1e-12)
     with pytest.raises(ValueError, match=r"prices at most 2 GPU\(s\) \(\[limits\] max_gpus: collective latencies measured on 2 GPUs\)"):
-        Deployment(spec, load_hardware("h200"), gpus=4, engine=eng)
+        Deployment(spec, load_hardware("h200"), gpus=4, serving_engine=eng)
 
 
 def test_one_gpu_profile_has_no_collectives_and_refuses_more_gpus(tmp_path):
@@ -261,10 +261,10 @@ def test_one_gpu_profile_has_no_collectives_and_refuses_more_gpus(tmp_path):
     assert "not measured: 1 GPU" in eng.max_gpus.source
     assert ("max_gpus", 1, eng.max_gpus.source) in eng.figures()
     spec = weak_spec("tiny")
-    dep = Deployment(spec, load_hardware("h200"), gpus=1, engine=eng)
+    dep = Deployment(spec, load_hardware("h200"), gpus=1, serving_engine=eng)
     assert latency_terms(dep).collective_latency_s == 0.0
     with pytest.raises(ValueError, match=r"serving engine 'calibrated-h200-bf16' .*prices at most 1 GPU\(s\).*not measured: 1 GPU"):
-        Deployment(spec, load_hardware("h200"), gpus=2, engine=eng)
+        Deployment(spec, load_hardware("h200"), gpus=2, serving_engine=eng)
     # the limit is only how collectives may be absent: without it they are required, as before
     with pytest.raises(EngineProfileError, match=r"x\.toml: missing field 'collectives\.allreduce_alpha_us'"):
         parse_engine({k: v for k, v in data.items() if k != "limits"}, "x.toml")
@@ -341,7 +341,7 @@ def test_measure_engine_terms_on_this_cpu(tmp_path):
     rows = cal.validate(weak, hw, "fp32", points=((1, 1, 32),), cfg=FAST)
     priced = et.price_rows(weak, hw, eng, "fp32", rows)
     assert priced[0].measured_s == rows[0].measured_s
-    ref = estimate(Deployment(weak, hw, weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32", engine=eng), Passes.uniform(1, 32, 1))
+    ref = estimate(Deployment(weak, hw, weight_dtype="fp32", kv_dtype="fp32", activation_dtype="fp32", serving_engine=eng), Passes.uniform(1, 32, 1))
     assert priced[0].predicted_s == pytest.approx(float(ref.time_s[0]), rel=1e-12)
 
 

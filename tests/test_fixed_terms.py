@@ -55,7 +55,7 @@ def every_term(tmp_path_factory):
 
 
 def _dep(engine, gpus=4):
-    return Deployment(load_model_spec(MODEL), load_hardware("h200"), gpus=gpus, parallelism="tp+ep", engine=engine)
+    return Deployment(load_model_spec(MODEL), load_hardware("h200"), gpus=gpus, parallelism="tp+ep", serving_engine=engine)
 
 
 def test_the_profile_really_sets_every_term(every_term):

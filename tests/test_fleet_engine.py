@@ -27,7 +27,7 @@ from test_fleet_golden import synthetic_plan
 SETTING = default_setting()
 COSTS = {name: IterationCost(getattr(SETTING, name)) for name in ("weak", "strong")}
 # without CUDA graphs a decode segment may be launch-bound (a third, constant branch), then memory-bound as contexts grow
-COSTS.update({f"{name}_eager": IterationCost(dataclasses.replace(getattr(SETTING, name), engine=load_engine("sglang:eager")))
+COSTS.update({f"{name}_eager": IterationCost(dataclasses.replace(getattr(SETTING, name), serving_engine=load_engine("sglang:eager")))
               for name in ("weak", "strong")})
 WHICH = st.sampled_from(sorted(COSTS))
 

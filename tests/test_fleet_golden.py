@@ -69,7 +69,7 @@ def _with_engine(setting, engine):
     """The setting with every self-hosted deployment served by `engine` (an API Strong model stays as it is)."""
     if engine is None:
         return setting
-    swap = {k: dataclasses.replace(getattr(setting, k), engine=engine) for k in ("weak", "strong")
+    swap = {k: dataclasses.replace(getattr(setting, k), serving_engine=engine) for k in ("weak", "strong")
             if not (k == "strong" and setting.strong_is_api)}
     return dataclasses.replace(setting, **swap)
 

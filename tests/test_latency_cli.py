@@ -31,7 +31,7 @@ def test_roofline_prices_the_named_serving_engine(engine):
              "--serving-engine", engine, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h20"), engine=load_engine(engine))
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h20"), serving_engine=load_engine(engine))
     assert d["time_s"] == pytest.approx(decode(dep, 2000).time_s[0], rel=1e-12)
     assert f"engine {engine.split(':')[0]}" in d["deployment"]
     assert d["efficiencies"]["bandwidth_source"].strip() and d["efficiencies"]["gemm_source"].strip()

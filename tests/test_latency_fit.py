@@ -105,7 +105,7 @@ def test_static_batch_end_to_end_is_one_prefill_and_the_decode_steps(tmp_path: P
     rows = load_serving(_csv(tmp_path, [dict(batch=4, input_tokens=128, output_tokens=64, e2e_latency_ms=1000)]))
     (t,), _ = lt.targets_from_rows(rows)
     assert t.metric == "e2e" and t.batch == 4
-    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=load_engine("vllm"))
+    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), serving_engine=load_engine("vllm"))
     want = estimate(dep, Passes.uniform(128, 0, 4)).time_s[0] + estimate(dep, Passes.uniform(1, 128 + np.arange(1, 64.0), 4)).time_s.sum()
     assert lt.predict([t])[0] == pytest.approx(want, rel=1e-12)
 
@@ -118,7 +118,7 @@ def test_a_static_batch_total_throughput_is_its_end_to_end_time(tmp_path: Path):
     (t, both), _ = lt.targets_from_rows(rows)
     assert (t.metric, t.batch, t.measured) == ("e2e", 2, pytest.approx(2 * (6144 + 2048) / 512.0))
     assert both.measured == pytest.approx(30.0)  # a stated end-to-end latency is used as it is
-    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=load_engine("vllm"))
+    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), serving_engine=load_engine("vllm"))
     want = (estimate(dep, Passes.uniform(6144, 0, 2)).time_s[0]
             + estimate(dep, Passes.uniform(1, 6144 + np.arange(1, 2048.0), 2)).time_s.sum())
     assert lt.predict([t])[0] == pytest.approx(want, rel=1e-9)  # step by step; the fit's midpoint rule is exact on a linear bound
@@ -153,7 +153,7 @@ def test_queued_rows_are_skipped_with_the_reason_and_nim_runs_tensorrt_llm(tmp_p
     targets, skipped = lt.targets_from_rows(rows)
     assert [s.row.row_id for s in skipped] == ["r0"] and skipped[0].reason.startswith("[queued]: ")
     assert "running batch" in skipped[0].reason
-    assert [t.dep.engine.id for t in targets] == ["tensorrt-llm"]
+    assert [t.dep.serving_engine.id for t in targets] == ["tensorrt-llm"]
 
 
 def test_closed_loop_at_concurrency_one_is_a_decode_step_and_a_prefill(tmp_path: Path):
@@ -165,7 +165,7 @@ def test_closed_loop_at_concurrency_one_is_a_decode_step_and_a_prefill(tmp_path:
     got = lt.predict(targets)
     # nothing else runs: TPOT is one decode step, TTFT the request overhead plus the prefill, nothing to wait for
     assert got[0] == d  # exactly: no quadratic to solve when no other request's prefill can stall the decode
-    assert got[1] == pytest.approx(float(dep.engine.request_us.value) * 1e-6 + p, rel=1e-12)
+    assert got[1] == pytest.approx(float(dep.serving_engine.request_us.value) * 1e-6 + p, rel=1e-12)
 
 
 def test_closed_loop_tpot_and_ttft_satisfy_their_defining_equations(tmp_path: Path):
@@ -176,7 +176,7 @@ def test_closed_loop_tpot_and_ttft_satisfy_their_defining_equations(tmp_path: Pa
     dep = targets[0].dep
     d = estimate(dep, Passes.uniform(1, 1000 + 100, 8)).time_s[0]
     p = estimate(dep, Passes.uniform(1000, 0, 1)).time_s[0]
-    req = float(dep.engine.request_us.value) * 1e-6
+    req = float(dep.serving_engine.request_us.value) * 1e-6
     life = ttft + 199 * tpot
     lam = 7 / life  # the other 7 clients start a request whenever one of theirs ends
     rho = lam * p
@@ -310,9 +310,9 @@ def test_the_deployment_a_row_names(tmp_path: Path):
     ], engines={"vllm": mine})
     assert not skipped
     eager, fp8, ep, tp_moe, tp_dense = (t.dep for t in targets)
-    assert eager.engine.cuda_graphs == Sourced(False, "row r0: CUDA graphs off")
-    assert eager.engine.request_us == Sourced(1.0, "mine")  # the engine given, not the shipped one
-    assert fp8.engine is mine and fp8.engine.cuda_graphs.value is not False
+    assert eager.serving_engine.cuda_graphs == Sourced(False, "row r0: CUDA graphs off")
+    assert eager.serving_engine.request_us == Sourced(1.0, "mine")  # the engine given, not the shipped one
+    assert fp8.serving_engine is mine and fp8.serving_engine.cuda_graphs.value is not False
     assert (eager.weight_dtype, eager.kv_dtype, fp8.weight_dtype, fp8.kv_dtype) == ("bf16", "bf16", "fp8", "fp8")  # engines' alias
     assert (ep.gpus, ep.parallelism, tp_moe.parallelism, tp_dense.parallelism) == (2, "tp+ep", "tp", "tp")
     assert targets[0].key[-1] is False and targets[1].key[-1] is True
@@ -532,7 +532,7 @@ def test_engine_with_sets_applicable_parameters_later_ones_winning():
     mi = lf.engine_with(base, "mi300x", ps[3:4], [0.5], "src")
     assert mi.bandwidth == base.for_hardware("mi300x").bandwidth != base.bandwidth
     fitted = lf.fitted_engine_for(lf.FitResult(ps[3:4], np.array([0.5]), 0, [], 0.0, True, ""))
-    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=base)
+    dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), serving_engine=base)
     assert fitted(dep).bandwidth == Sourced(0.5, "fit")
 
 
@@ -558,7 +558,7 @@ def test_a_single_output_token_has_no_decode_steps(tmp_path: Path):
     for conc in (1, 3):
         loop, _ = _targets(tmp_path, [dict(concurrency=conc, input_tokens=100, output_tokens=1, output_throughput_tok_s=60)])
         p = estimate(dep, Passes.uniform(100, 0, 1)).time_s[0]
-        assert lt.predict(loop)[0] == pytest.approx(conc / (float(dep.engine.request_us.value) * 1e-6 + p), rel=1e-12)
+        assert lt.predict(loop)[0] == pytest.approx(conc / (float(dep.serving_engine.request_us.value) * 1e-6 + p), rel=1e-12)
 
 
 def test_closed_loop_with_two_output_tokens_still_stalls_decode_behind_prefills(tmp_path: Path):
@@ -618,7 +618,7 @@ def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_p
     ctx, w = lt.decode_contexts(0.0, 2048)
     assert len(ctx) == lt.DECODE_SAMPLES and w * len(ctx) == 2048 and ctx[0] == pytest.approx(16.5) and ctx[-1] == pytest.approx(2032.5)
     for model, gpu, b, i in (("Qwen/Qwen3-8B", "h20", 1, 1), ("Qwen/Qwen3-30B-A3B", "h100_sxm", 64, 6144)):
-        dep = Deployment(load_model_spec(model), load_hardware(gpu), engine=load_engine("vllm"))
+        dep = Deployment(load_model_spec(model), load_hardware(gpu), serving_engine=load_engine("vllm"))
         exact = estimate(dep, Passes.uniform(1, i + np.arange(1, 2048.0), b)).time_s.sum()
         ctx, w = lt.decode_contexts(float(i), 2047)
         assert w * estimate(dep, Passes.uniform(1, ctx, b)).time_s.sum() == pytest.approx(exact, rel=1e-4)

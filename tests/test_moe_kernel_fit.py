@@ -122,7 +122,7 @@ def test_moe_efficiency_is_a_fraction_of_peak_up_to_a_throughput_ceiling():
     assert moe_efficiency(dataclasses.replace(eng, moe_mfu=None, moe_tflops=Sourced(300.0, "t")), 1e15) is None
     spec = load_model_spec("Qwen/Qwen3-30B-A3B")
     for dtype, peak in (("bf16", 989.4e12), ("fp8", 1979e12)):  # FP8 doubles the peak, not the ceiling: the efficiency halves
-        dep = Deployment(spec, load_hardware("h100_sxm"), gpus=1, weight_dtype=dtype, engine=capped)
+        dep = Deployment(spec, load_hardware("h100_sxm"), gpus=1, weight_dtype=dtype, serving_engine=capped)
         assert latency_terms(dep).moe_mfu == pytest.approx(300e12 / peak)
 
 

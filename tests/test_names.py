@@ -40,7 +40,7 @@ def test_engine_profiles_are_found_through_hardware_dir(tmp_path):
                                  "--serving-engine", "mine"])
     assert r.exit_code == 2 and "unknown serving engine 'mine'" in r.output  # not found without the folder
     setting = Scenario().override({"weak.serving_engine": "mine"}).setting([tmp_path])
-    assert setting.weak.engine.id == "mine" and setting.strong.engine.id == "vllm"
+    assert setting.weak.serving_engine.id == "mine" and setting.strong.serving_engine.id == "vllm"
 
 
 def test_one_run_reads_each_engine_profile_once(tmp_path, monkeypatch):
@@ -53,7 +53,7 @@ def test_one_run_reads_each_engine_profile_once(tmp_path, monkeypatch):
     reads.clear()
     _my_engine(tmp_path, iteration_us=5.0)  # an edited profile is read afresh by the next run
     s = Scenario().override({"weak.serving_engine": "mine"}).setting([tmp_path])
-    assert float(s.weak.engine.iteration_us.value) == 5.0 and reads
+    assert float(s.weak.serving_engine.iteration_us.value) == 5.0 and reads
 
 
 def test_the_fleet_backend_is_not_called_an_engine():
@@ -61,3 +61,24 @@ def test_the_fleet_backend_is_not_called_an_engine():
     assert isinstance(simulator.FLEET_BACKEND.compiled, bool)
     assert "pricing_engine" in Scenario().to_dict() and "serving_engine" in Scenario().to_dict()["strong"]
     assert "engine" not in Scenario().to_dict() and "engine" not in Scenario().to_dict()["strong"]
+
+
+def test_deployment_engine_is_the_old_name_of_serving_engine():
+    """Deployment.engine (attribute and keyword) reads and sets serving_engine for one release, with a warning."""
+    import dataclasses
+
+    from specagent.common.errors import DeprecatedSpelling
+    from specagent.costmodel.deployment import Deployment
+    from specagent.costmodel.model_spec import load_model_spec
+    from specagent.hardware.profile import load_hardware
+
+    dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h20"), serving_engine=load_engine("sglang"))
+    assert "engine" not in {f.name for f in dataclasses.fields(Deployment)}
+    with pytest.warns(DeprecatedSpelling, match="Deployment.engine is now Deployment.serving_engine"):
+        assert dep.engine is dep.serving_engine
+    with pytest.warns(DeprecatedSpelling):
+        old = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h20"), engine=load_engine("ideal"))
+    assert old.serving_engine.id == "ideal"
+    with pytest.raises(TypeError, match="give serving_engine or its old spelling engine, not both"):
+        dataclasses.replace(dep, engine=load_engine("vllm"))  # replace passes serving_engine as well
+    assert dataclasses.replace(dep, gpus=1).serving_engine is dep.serving_engine

@@ -94,7 +94,7 @@ def test_roofline_saving_never_grows_with_the_decode_batch(b1, b2, seg, ctx):
     lo, hi = sorted((b1, b2))
     df = verify_saving_curve(_dense(), seg, ctx, batches=[lo, hi])
     assert df["memory_saving"].iloc[1] <= df["memory_saving"].iloc[0] + 1e-12
-    cap = int(_dense().engine.cuda_graph_max_batch.value)
+    cap = int(_dense().serving_engine.cuda_graph_max_batch.value)
     if lo <= cap < hi:
         return  # past the largest captured CUDA graph a decode pass launches its kernels one by one: decode gets dearer
     assert df["time_saving"].iloc[1] <= df["time_saving"].iloc[0] + 1e-12
@@ -137,7 +137,7 @@ def test_simulated_phases_lie_under_the_derated_roofline():
     from specagent.costmodel.latency import latency_terms
 
     lt = latency_terms(setting.strong)  # the serving engine's GEMM MFU and bandwidth on this GPU
-    assert setting.weak.engine.id == setting.strong.engine.id and setting.weak.hardware.id == hw.id  # one derated roofline for both
+    assert setting.weak.serving_engine.id == setting.strong.serving_engine.id and setting.weak.hardware.id == hw.id  # one derated roofline for both
     for _, r in pts.iterrows():
         ceiling = min(hw.peak_flops(r["compute_dtype"]) * lt.gemm_mfu, r["intensity"] * hw.bandwidth_bytes_s * lt.bandwidth_efficiency)
         assert r["flops_per_s_per_gpu"] <= ceiling * (1 + 1e-9), r["phase"]

@@ -46,13 +46,13 @@ def test_deployment_entries_have_exactly_the_deployment_fields():
     """One Deployment field more is one DeploymentSpec field more: the entry is generated from Deployment."""
     dep_fields = {SPEC_NAMES.get(f.name, f.name): f.default for f in dataclasses.fields(Deployment)}
     spec_fields = {f.name: f.default for f in dataclasses.fields(DeploymentSpec)}
-    assert list(spec_fields) == list(dep_fields)  # the serving engine is `serving_engine` in a scenario (Deployment.engine)
+    assert list(spec_fields) == list(dep_fields)  # the serving engine is `serving_engine` in a scenario (Deployment.serving_engine)
     assert "serving_engine" in spec_fields and "engine" not in spec_fields
     for name, default in dep_fields.items():
         if name in ("model", "hardware"):
             assert spec_fields[name] is dataclasses.MISSING
         elif name in {SPEC_NAMES.get(n, n) for n in RESOLVER_DEFAULTS}:  # an object made by a factory: named in the scenario
-            assert spec_fields[name] == RESOLVER_DEFAULTS["engine"]
+            assert spec_fields[name] == RESOLVER_DEFAULTS[name]
         else:
             assert spec_fields[name] == default
     assert set(Scenario().to_dict()["strong"]) == set(dep_fields)

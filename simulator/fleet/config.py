@@ -1,7 +1,7 @@
 """A fleet's configuration: pools of replicas behind routers, per-replica scheduler limits, arrivals, prices.
 
-Plain data that the engine (`fleet.py`) runs and the results (`fleet_results.py`) describe;
-`fleet_build.py` assembles it from a Scenario. Compiled with the engine by mypyc
+Plain data that the engine (`sim.py`) runs and the results (`results.py`) describe;
+`capacity/fleet_build.py` assembles it from a Scenario. Compiled with the engine by mypyc
 (setup.py, `native.py`): keep it fully typed.
 """
 
@@ -161,8 +161,8 @@ class Arrivals:
 
 def engine_scheduler(dep: Deployment) -> Scheduler:
     """The batching limits `dep`'s serving engine starts with on `dep`'s GPU (hardware/engines/*.toml [[scheduler]])."""
-    row = dep.engine.scheduler_for(dep.hardware)
-    return Scheduler(row.max_num_seqs, row.max_batched_tokens, f"{dep.engine.name} default on {dep.hardware.name}: {row.source}")
+    row = dep.serving_engine.scheduler_for(dep.hardware)
+    return Scheduler(row.max_num_seqs, row.max_batched_tokens, f"{dep.serving_engine.name} default on {dep.hardware.name}: {row.source}")
 
 
 def resolve_price(hw: HardwareProfile, prices: dict[str, float] | None) -> tuple[float | None, str]:

@@ -1,11 +1,11 @@
 """Which fleet engine runs: the mypyc-compiled modules, or the same modules from source.
 
-`pip install` compiles the fleet engine (`fleet`, its configuration types `fleet_config`,
+`pip install` compiles the fleet engine (`sim`, its configuration types `config`,
 and `itercost`) with mypyc when it can (setup.py). An
 extension shadows its .py file (Python's importer tries extensions first), so one
 built from an older source would silently run old code. The build therefore records
 each compiled module's source hash beside it; `select_engine()` runs when
-`specagent.simulator` is imported, before either module, and when an extension is
+`specagent.simulator.fleet` is imported, before any of its modules, and when an extension is
 missing, stale or disabled (SPECAGENT_PURE_PYTHON=1) it has both imported from source.
 The two engines are the same code with the same float operations, so the results are
 identical (tests/test_native_engine.py); only the speed differs.

@@ -19,7 +19,7 @@ whole context (a cache miss), which is why session affinity is the default route
 once, else it waits in one FIFO queue of the pool that replicas pull from as they free
 room (c replicas of batch 1 are then an M/M/c queue when service is exponential).
 A pool without its own limits runs its serving engine's defaults on its GPU
-(`fleet_config.engine_scheduler`: vLLM picks 1,024 sequences and 8,192 tokens per
+(`config.engine_scheduler`: vLLM picks 1,024 sequences and 8,192 tokens per
 iteration on GPUs of 70 GiB and more).
 
 `FleetSim(horizon=T)` stops the clock at T (arrivals after it are the caller's to leave
@@ -31,11 +31,11 @@ form to the earliest of (a sequence finishing, an admissible arrival's next iter
 boundary): see `itercost.DecodeSegment`. `FleetSim(step_by_token=True)` steps every
 iteration instead; a test checks both agree.
 
-The fleet's configuration types are in `fleet_config.py`, its result frames and summary in
-`fleet_results.py`, the Chrome trace export in `fleet_trace.py`, and the assembly from a
-Scenario (deployments, prices, pools, sampled tasks) in `fleet_build.py`.
+The fleet's configuration types are in `config.py`, its result frames and summary in
+`results.py`, the Chrome trace export in `trace.py`, and the assembly from a Scenario
+(deployments, prices, pools, sampled tasks) in `capacity/fleet_build.py`.
 
-This module, `fleet_config` and `itercost` are compiled with mypyc when specagent is
+This module, `config` and `itercost` are compiled with mypyc when specagent is
 installed (setup.py; `native.py` chooses the engine at import): keep them fully typed, as a type error fails
 the build, and remember that a compiled module checks the declared types at run time
 (a numpy integer or bool where `int` or `bool` is declared is an error there).

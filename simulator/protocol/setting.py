@@ -94,9 +94,9 @@ class Setting:
     def describe(self) -> dict[str, str]:
         strong = (f"{self.strong.name} (API: TTFT {self.strong.ttft_s:g} s, {self.strong.output_tokens_per_s:g} output tokens/s)"
                   if isinstance(self.strong, ApiModel) else self.strong.describe())
-        engines = self.weak.engine.describe() if isinstance(self.strong, ApiModel) else (
-            self.weak.engine.describe() if self.strong.engine.id == self.weak.engine.id
-            else f"Weak: {self.weak.engine.describe()}; Strong: {self.strong.engine.describe()}")
+        engines = self.weak.serving_engine.describe() if isinstance(self.strong, ApiModel) else (
+            self.weak.serving_engine.describe() if self.strong.serving_engine.id == self.weak.serving_engine.id
+            else f"Weak: {self.weak.serving_engine.describe()}; Strong: {self.strong.serving_engine.describe()}")
         api = {"api_verify_sends": self.api_verify_sends} if isinstance(self.strong, ApiModel) else {}
         return {
             "weak": self.weak.describe(),

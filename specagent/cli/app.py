@@ -305,9 +305,9 @@ def roofline(
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
     lt = coefficients(dep).terms
-    eng = dep.engine.for_hardware(hw.id)
+    eng = dep.serving_engine.for_hardware(hw.id)
     out = dict(
-        deployment=dep.describe(), serving_engine=dep.engine.describe(), phase=phase, batch=batch, context=context,
+        deployment=dep.describe(), serving_engine=dep.serving_engine.describe(), phase=phase, batch=batch, context=context,
         new_tokens_per_sequence=new, weight_mode=weight_mode,
         ridge_flop_per_byte=hw.ridge(dep.compute_dtype), intensity_flop_per_byte=float(cost.intensity[0]),
         efficiencies=dict(gemm=lt.gemm_mfu, gemm_source=(eng.gemm_mfu or hw.prefill_mfu).source,
@@ -322,7 +322,7 @@ def roofline(
         print(json_out(out, indent=2))
         return
     t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]; "
-                    f"served by {dep.engine.describe()}")
+                    f"served by {dep.serving_engine.describe()}")
     t.add_column("component")
     t.add_column("FLOPs", justify="right")
     t.add_column("HBM read", justify="right")

@@ -192,7 +192,7 @@ def fit_cmd(
         from specagent.hardware.serving_engine import load_engine, parse_engine
 
         fitted = tables["engines"]
-        for eid in sorted({t.dep.engine.id for t in targets}):
+        for eid in sorted({t.dep.serving_engine.id for t in targets}):
             base = load_engine(eid)
             data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
             data = merge_tables(merge_tables(data, fitted.get("*", {})), fitted.get(eid, {}))
