@@ -750,9 +750,9 @@ WRITERS = [
            folder=True, full_disk=False),
     Writer("calibrate", ("calibrate", "-o", "{target}", "--scale", "tiny"), full_disk=False),
     Writer("live", ("live", "--synthetic", "--scale", "tiny", "-o", "{target}"), folder=True, full_disk=False),
-    # F10: plan --out writes plan.json with its figures; the full-disk file set (written together) is issue #27's
+    # F10: plan --out writes each finished search, then plan.json with its curve's HTML together (a full disk leaves none)
     Writer("plan", ("plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20",
-                    "--out", "{target}"), folder=True, full_disk=False),
+                    "--out", "{target}"), folder=True),
     Writer("acceptance-fit", ("acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{target}")),
     Writer("study-sensitivity", ("study", "sensitivity", "--trace", "{small}", "-o", "{target}"), folder=True),
 ]
@@ -820,6 +820,32 @@ def test_an_output_onto_a_full_disk_is_one_line_and_leaves_nothing(w, env, tmp_p
     r = _run(w, env, out, target)
     assert_one_line(r, names=(str(tmp_path / "target"),), expect=("No space left on device",), out=out)
     assert not (tmp_path / "target").exists(), list((tmp_path / "target").rglob("*"))
+
+
+def test_plan_onto_a_disk_that_fills_at_its_curve_keeps_the_searches_and_writes_no_half_set(env, tmp_path, monkeypatch):
+    """F10: the disk fills at the self-contained HTML (MBs), after plan.json (KBs) would have fit. One line; neither
+    plan.json nor the HTML (they are written together); no temp file; the finished search stays, whole, for a rerun."""
+    real = atomic._fill
+
+    def full_at_html(tmp, write):
+        real(tmp, write)
+        if tmp.name.startswith(".capacity_curve.html."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    target = tmp_path / "plan"
+    w = next(w for w in WRITERS if w.id == "plan")
+    with monkeypatch.context() as m:
+        m.setattr(atomic, "_fill", full_at_html)
+        r = _run(w, env, tmp_path / "out", target)
+    assert_one_line(r, names=(str(target),), expect=("No space left on device",))
+    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    assert len(files) == 1 and files[0].startswith("searches/") and files[0].endswith(".json"), files
+    json.loads((target / files[0]).read_text())  # whole, not cut short
+    again = _run(w, env, tmp_path / "out", target)  # space freed: the rerun reuses the search and writes the set
+    assert again.exit_code == 0, again.output
+    assert "1 search(es) reused" in again.output, again.output
+    assert (target / "plan.json").is_file() and (target / "capacity_curve.html").is_file()
+    assert not [p for p in target.rglob(".*") if p.is_file()]
 
 
 def test_every_writing_command_is_in_the_output_cases():
