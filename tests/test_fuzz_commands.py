@@ -822,6 +822,18 @@ def test_an_output_onto_a_full_disk_is_one_line_and_leaves_nothing(w, env, tmp_p
     assert not (tmp_path / "target").exists(), list((tmp_path / "target").rglob("*"))
 
 
+@pytest.mark.parametrize("w", [w for w in WRITERS if "{target}" in w.argv], ids=lambda w: w.id)
+def test_an_output_named_dash_is_refused_not_written_as_a_file_named_dash(w, env, tmp_path, monkeypatch):
+    """`-o -` reads as standard output; no writer streams its files, so each refuses it in one line (predict used to
+    create a folder named '-'), before any run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    argv = [a.replace("{target}", "-") if a == "{target}" else a for a in _args(list(w.argv), env, tmp_path / "out")]
+    r = runner.invoke(app, argv)
+    assert_one_line(r, names=("cannot write -",), expect=("not standard output",), out=tmp_path / "out")
+    assert not (tmp_path / "-").exists()
+
+
 def test_plan_onto_a_disk_that_fills_at_its_curve_keeps_the_searches_and_writes_no_half_set(env, tmp_path, monkeypatch):
     """F10: the disk fills at the self-contained HTML (MBs), after plan.json (KBs) would have fit. One line; neither
     plan.json nor the HTML (they are written together); no temp file; the finished search stays, whole, for a rerun."""
