@@ -172,3 +172,23 @@ def test_old_spellings_are_read_with_a_warning(small_trace, tmp_path):
     both.write_text('[strong]\nengine = "sglang"\nserving_engine = "vllm"\n', encoding="utf-8")
     with pytest.raises(ScenarioError, match="give strong.serving_engine or its old spelling strong.engine, not both"):
         Scenario.load(both)
+
+
+def test_scenario_show_resolves_every_name_as_predict_does(tmp_path):
+    """An alias is shown as the profile it loads (h200 -> h200_sxm); the printed file still loads back to the same scenario;
+    a name predict could not load fails in show, naming the file and key (tests/test_fuzz_commands.py: show-*)."""
+    f = tmp_path / "s.toml"
+    f.write_text('[strong]\nhardware = "h200"\n', encoding="utf-8")
+    r = runner.invoke(app, ["scenario", "show", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "#   strong.hardware = 'h200' -> h200_sxm: NVIDIA H200" in r.output
+    assert "#   weak.model = 'qwen3.5-4b' -> Qwen/Qwen3.5-4B" in r.output
+    assert "#   strong.serving_engine = 'vllm' -> vllm: vLLM" in r.output
+    back = tmp_path / "back.toml"
+    back.write_text(r.output, encoding="utf-8")
+    assert Scenario.load(back) == Scenario.load(f)
+    edge = runner.invoke(app, ["scenario", "show", "edge"])
+    assert edge.exit_code == 0 and "#   strong_api = 'qwen3.5-397b-a17b-api' -> " in edge.output
+    (tmp_path / "bad.toml").write_text('[strong]\nhardware = "h2000"\n', encoding="utf-8")
+    bad = runner.invoke(app, ["scenario", "show", str(tmp_path / "bad.toml")])
+    assert bad.exit_code == 2 and bad.output.count("error:") == 1 and "bad.toml: strong.hardware: " in bad.output

@@ -663,6 +663,17 @@ HOSTILE = [
         ("strong_api", "nope-model")),
     Bad("F15-scenario-engine", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[strong]\nserving_engine = "nope.toml"\n',
         "s.toml", ("strong.serving_engine", "no such file")),
+    Bad("F15-scenario-trace", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[workload]\ntrace = "nope.jsonl"\n',
+        "s.toml", ("s.toml: workload.trace", "no such trace file")),
+    # notes: `scenario show` resolves models, GPUs, engines and the workload as predict does (a bad name failed only there)
+    Bad("show-unknown-hardware", SCENARIO_SHOW, '[strong]\nhardware = "h2000"\n', "s.toml", ("strong.hardware", "unknown hardware", "h2000")),
+    Bad("show-unknown-model", SCENARIO_SHOW, '[weak]\nmodel = "qwen9"\n', "s.toml", ("weak.model", "unknown model", "qwen9")),
+    Bad("show-unknown-engine", SCENARIO_SHOW, '[weak]\nserving_engine = "nope"\n', "s.toml", ("weak.serving_engine", "nope")),
+    Bad("show-unknown-api", SCENARIO_SHOW, 'strong_api = "nope-model"\n', "s.toml", ("strong_api", "unknown API model")),
+    Bad("show-does-not-fit", SCENARIO_SHOW, '[strong]\ngpus = 1\n', "s.toml", ("strong", "does not fit", "strong.gpus")),
+    Bad("show-bad-tp", SCENARIO_SHOW, '[strong]\ngpus = 7\n', "s.toml", ("strong.gpus",)),
+    Bad("show-missing-trace", SCENARIO_SHOW, '[workload]\ntrace = "nope.jsonl"\n', "s.toml", ("workload.trace", "no such trace file")),
+    Bad("show-unknown-synthetic", SCENARIO_SHOW, '[workload]\nsynthetic = "nope"\n', "s.toml", ("workload.synthetic", "nope")),
     # F24: storage formats no engine runs
     Bad("F24-activation-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nactivation_dtype = "int4"\n', "s.toml",
         ("weak.activation_dtype", "weight formats")),

@@ -55,7 +55,11 @@ def load_workload(scenario: Scenario, show: bool = True):
         with progress_bar(size, f"reading {p.name}", show=show and size > 0) as advance:
             return scenario.load_workload(progress=advance)
     except ScenarioError as exc:
-        fail(f"{'--synthetic' if exc.where == 'workload.synthetic' else '--trace'}: {exc}")
+        where = exc.where if exc.where == "workload.synthetic" else "workload.trace"
+        origin = getattr(scenario, "_origin", None)  # (scenario file, the fields flags set): a file's value names its key
+        if origin is not None and where not in origin[1]:
+            fail(f"{origin[0]}: {where}: {exc}")
+        fail(f"{'--synthetic' if where == 'workload.synthetic' else '--trace'}: {exc}")
 
 
 #: (summary column, short header, legend): headers are words of at most 5 letters, so every column fits
