@@ -373,6 +373,8 @@ def _print_plan(res: PlanResult) -> None:
                 f"{_money(r['usd_per_task'], 4)}/task")
             say(f"    {req.slo.target} p{req.slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
                 f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
+            if isinstance(r.get("size_note"), str) and r["size_note"]:
+                say(f"    why this size: {r['size_note']}")
             for name in ("strong", "weak"):
                 if r[f"{name}_replicas"]:
                     nb = int(r[f"{name}_bound_replicas"])
