@@ -24,6 +24,7 @@ from rich.table import Table
 from specagent import __version__
 from specagent.cli.console import SafeConsole, error_line, fail, json_out, legend
 from specagent.cli.options import scenario_options
+from specagent.cli.panels import PanelCommand
 from specagent.cli.simulate import check_format, load_workload
 from specagent.common import atomic
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
@@ -504,7 +505,7 @@ def _rates(text: str) -> list[float]:
 study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is_help=True)
 
 
-@study_app.command("balance")
+@study_app.command("balance", cls=PanelCommand)
 @scenario_options(exclude=FLEET_EXCLUDES)
 def study_balance(
     scenario: Scenario,
@@ -568,7 +569,7 @@ BALANCE_COLUMNS = (
 
 from specagent.cli import sensitivity as _sensitivity  # noqa: E402
 
-study_app.command("sensitivity")(_sensitivity.sensitivity)
+study_app.command("sensitivity", cls=PanelCommand)(_sensitivity.sensitivity)
 
 app = typer.Typer(help="Fleet planning, sweeps and studies.", no_args_is_help=True)
 app.command("plan")(plan_command)

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, legend, json_out
 from specagent.cli.options import resolve, scenario_options
+from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
@@ -440,7 +441,7 @@ def simulate_cmd(
         console.print(f"wrote {out}")
 
 
-@predictor_app.command("validate")
+@predictor_app.command("validate", cls=PanelCommand)
 @scenario_options(exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
 def predictor_validate(
     scenario: Scenario,
