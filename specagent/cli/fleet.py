@@ -32,7 +32,8 @@ from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.fleet_build import gpus_sizing, parse_gpu_counts
 from specagent.simulator.parallel import default_workers
-from specagent.simulator import plan_store
+from specagent.simulator import FLEET_BACKEND, plan_store
+from specagent.simulator.plan_estimate import duration, estimate_plan
 from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity, search_keys
 from specagent.simulator.fleet_config import resolve_price
 from specagent.simulator.scenario import Scenario
@@ -184,6 +185,8 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
         + (f"; {len(finished)} already done in {store.folder}, {len(todo)} to run" if finished else "")
         + ("" if store is None else f"; each is kept in {store.folder} as it finishes (^C keeps them; rerun to resume)")
         + ("" if store is not None or len(keys) < 4 else "; no --out: an interrupted run keeps nothing"))
+    if todo:  # before a long curve starts: how long it will take, and why that long (simulator/plan_estimate.py)
+        say(estimate_plan(req, todo, trajs, req.workers, FLEET_BACKEND.compiled).text())
     running = list(todo)
     saved = [0]
 
@@ -213,8 +216,10 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
 
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done, description=describe() if running else "done")
-            if not err.is_terminal:
-                say(f"search {done}/{total} done after {time.monotonic() - t0:,.0f} s")
+            if not err.is_terminal:  # a log, not a bar: the ETA in words, from the pace of the searches run so far
+                elapsed, new = time.monotonic() - t0, done - len(finished)
+                left = f"; about {duration(elapsed / new * (total - done))} left at the pace so far" if 0 < new and done < total else ""
+                say(f"search {done}/{total} done after {elapsed:,.0f} s{left}")
 
         try:
             res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result)
