@@ -37,7 +37,7 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic", "provenance"},
     {"fleet_build", "predictor", "bounds", "steady_state", "uncertainty"},
-    {"planner", "study", "sweep", "calibration", "replay", "sensitivity"},
+    {"planner", "plan_estimate", "study", "sweep", "calibration", "replay", "sensitivity"},
 ]
 
 
