@@ -43,7 +43,8 @@ class PlanEstimate:
     basis: str
 
     def text(self) -> str:
-        return f"estimated wall time {duration(self.low_s)} to {duration(self.high_s)} ({self.basis})"
+        lo, hi = duration(self.low_s), duration(self.high_s)
+        return f"estimated wall time {'about ' + lo if lo == hi else lo + ' to ' + hi} ({self.basis})"
 
 
 def duration(s: float) -> str:

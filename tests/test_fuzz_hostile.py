@@ -212,6 +212,22 @@ def _write_profile(path: Path, **changes) -> None:
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
 
 
+def test_plan_out_with_home_unset_prints_no_traceback(tmp_path, small):
+    """F14: with HOME unset, the PNG/SVG export's browser driver printed two tracebacks (exit 0). Needs a Chromium."""
+    from specagent.reports.static import find_browser
+
+    if find_browser() is None:
+        pytest.skip("no Chrome/Chromium: the PNG/SVG export (and its driver) is not run")
+    env = {k: v for k, v in os.environ.items() if k != "HOME"}  # _cli() merges os.environ back in: run it here
+    code = "import sys; from specagent.cli import main; sys.argv = ['specagent', *sys.argv[1:]]; main()"
+    r = subprocess.run([sys.executable, "-c", code, "plan", "--rate", "0.5/s", "--tasks", "6", "--trace", str(small), "--strategy",
+                        "strongonly", "--gpu", "h20", "--workers", "1", "--out", str(tmp_path / "O")], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout and "JSONError" not in r.stderr, r.stderr
+    assert {"plan.json", "capacity_curve.html", "capacity_curve.png"} <= {p.name for p in (tmp_path / "O").iterdir()}  # the driver ran
+
+
 def test_an_alias_that_shadows_a_shipped_id_is_refused(tmp_path):
     _write_profile(tmp_path / "zz.toml", id="zz", name="ZZ", aliases=["h200"])
     with pytest.raises(HardwareProfileError, match=r"zz\.toml: alias 'h200' is also the alias of hardware profile 'h200_sxm'"):
