@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Sequence
 
-from specagent.simulator.steady_state import size_window
+from specagent.simulator.capacity.steady_state import size_window
 
 #: Candidate fleets a search measures, low and high (planner.py: from the bound up, doubling, then bisecting to 1%).
 CANDIDATES = (1, 8)

@@ -19,7 +19,7 @@ from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 from specagent.costmodel.deployment import Deployment
 from specagent.simulator.scenario import DEFAULT_TITLE, SHIPPED, DoesNotFit, Scenario, ScenarioError
-from specagent.simulator.setting import Setting
+from specagent.simulator.protocol.setting import Setting
 
 app = typer.Typer(help="Scenarios: everything a run depends on (models, deployments, workload, strategies, acceptance, "
                        "caching, verifier prompt, weight reads, seed, engine) in one TOML file.", no_args_is_help=True)
