@@ -6,7 +6,7 @@ HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
 STAMP_RUN := $(VENV)/.installed-run-$(HASH)
 STAMP_TEST := $(VENV)/.installed-test-$(HASH)
 # the compiled fleet engine (setup.py) is rebuilt when its sources change
-NATIVE_SRC := setup.py simulator/native.py simulator/fleet.py simulator/fleet_config.py simulator/itercost.py
+NATIVE_SRC := setup.py simulator/fleet/native.py simulator/fleet/sim.py simulator/fleet/config.py simulator/fleet/itercost.py
 # the tests that run both engines: compiled (the install's) and pure Python (SPECAGENT_PURE_PYTHON=1)
 ENGINE_TESTS := tests/test_native_engine.py tests/test_fleet_golden.py tests/test_fleet_engine.py tests/test_fleet_core.py \
 	tests/test_fleet_cli.py tests/test_costmodel_roofline.py
@@ -53,4 +53,4 @@ bench: $(STAMP_TEST)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info out simulator/*.so simulator/_native_build.json
+	rm -rf $(VENV) build *.egg-info out simulator/*.so simulator/_native_build.json simulator/fleet/*.so simulator/fleet/_native_build.json

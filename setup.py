@@ -1,11 +1,11 @@
 """Build hook: compile the fleet engine's hot modules with mypyc, when the machine can.
 
 Metadata lives in pyproject.toml; this file only adds the native build.
-`specagent.simulator.fleet`, `.fleet_config` and `.itercost` (native.NATIVE_MODULES) are plain, typed Python;
+`specagent.simulator.fleet.sim`, `.config` and `.itercost` (native.NATIVE_MODULES) are plain, typed Python;
 mypyc (a build requirement) compiles the very same source to C extensions that run the
 fleet simulation 1.7-2.5x faster with bit-identical results (tests/test_native_engine.py).
 The build records each compiled module's source hash beside it, and
-`specagent.simulator.native` imports the sources instead when an extension is missing,
+`specagent.simulator.fleet.native` imports the sources instead when an extension is missing,
 stale (the source was edited after the build) or disabled (SPECAGENT_PURE_PYTHON=1).
 Without a C compiler the build warns and installs pure Python; with
 SPECAGENT_PURE_PYTHON=1 at build time it does not try. A type error in those modules
@@ -26,13 +26,13 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-PACKAGE = "specagent.simulator"
+PACKAGE = "specagent.simulator.fleet"
 # the module names, manifest file and switch, from the module that reads them at import (stdlib only)
-_spec = importlib.util.spec_from_file_location("_specagent_native", ROOT / "simulator" / "native.py")
+_spec = importlib.util.spec_from_file_location("_specagent_native", ROOT / "simulator" / "fleet" / "native.py")
 native = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # registered first, as dataclasses need
 _spec.loader.exec_module(native)
 NATIVE_MODULES = native.NATIVE_MODULES  # compiled together: fleet calls fleet_config's and itercost's classes natively
-GROUP = f"{PACKAGE}._native"  # mypyc's shared library: specagent.simulator._native__mypyc
+GROUP = f"{PACKAGE}._native"  # mypyc's shared library: specagent.simulator.fleet._native__mypyc
 # Strict IEEE double arithmetic, as CPython does it: no fused multiply-add (the default on aarch64)
 COMPILE_ARGS = ["-ffp-contract=off"] if os.name == "posix" else []
 

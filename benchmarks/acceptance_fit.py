@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_fit import fit_acceptance, read_logs
-from specagent.simulator.verdict_records import simulate_verdict_log
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.fit import fit_acceptance, read_logs
+from specagent.simulator.acceptance.verdict_records import simulate_verdict_log
 from specagent.traces.verdict_log import write_verdict_log
 
 

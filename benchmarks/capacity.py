@@ -65,9 +65,9 @@ def plan(rate: str, strategies: str, gpus: str) -> dict:
 
 def requests_child(n: int) -> None:
     """Replay n synthetic requests (one process per size, for its own peak RSS); prints a JSON line."""
-    from specagent.simulator.bounds import pool_capacity, pool_work
-    from specagent.simulator.fleet_build import build_fleet, fitting_deployment, request_tasks
-    from specagent.simulator.fleet_config import STRONG_POOL, engine_scheduler
+    from specagent.simulator.capacity.bounds import pool_capacity, pool_work
+    from specagent.simulator.capacity.fleet_build import build_fleet, fitting_deployment, request_tasks
+    from specagent.simulator.fleet.config import STRONG_POOL, engine_scheduler
     from specagent.simulator.scenario import Scenario
     from specagent.traces.requests import synthetic_requests
 

@@ -37,15 +37,15 @@ import time
 
 import numpy as np
 
-from specagent.simulator import ENGINE
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.native import PURE_ENV
-from specagent.simulator.fleet import FleetSim, compile_steps
-from specagent.simulator.fleet_build import sample_tasks
-from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.fleet import FLEET_BACKEND as ENGINE
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.fleet.native import PURE_ENV
+from specagent.simulator.fleet.sim import FleetSim, compile_steps
+from specagent.simulator.capacity.fleet_build import sample_tasks
+from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
 from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import default_setting
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.strategies.catalog import make_strategy
 from specagent.simulator.sweep import SweepConfig, run_sweep
 from specagent.traces import default_workload_path, load_trajectories
 

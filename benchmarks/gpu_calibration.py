@@ -259,9 +259,9 @@ def predict_live_seconds(trajs, hw_weak, hw_strong, plan: Plan) -> float:
     from specagent.kernels import calibrate as cal
     from specagent.kernels.configs import LIVE_ACCEPT, LIVE_VERDICT_TOKENS, strong_spec, weak_spec
     from specagent.kernels.live import PHASES, scale_trajectory
-    from specagent.simulator.acceptance import AcceptanceModel
+    from specagent.simulator.acceptance.model import AcceptanceModel
     from specagent.simulator.run import simulate
-    from specagent.simulator.setting import Setting
+    from specagent.simulator.protocol.setting import Setting
 
     setting = Setting(weak=cal.deployment_for(weak_spec(plan.scale), hw_weak, plan.live_dtype),
                       strong=cal.deployment_for(strong_spec(plan.scale), hw_strong, plan.live_dtype))

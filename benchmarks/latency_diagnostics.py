@@ -39,7 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specagent.costmodel.latency_fit import predict, serving_params, targets_from_rows, validate
+from specagent.costmodel.latency_fit import serving_params
+from specagent.costmodel.latency_targets import predict, targets_from_rows
+from specagent.costmodel.latency_validation import validate
 from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, load_serving
 

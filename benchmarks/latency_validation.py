@@ -17,7 +17,9 @@ import json
 import sys
 import time
 
-from specagent.costmodel.latency_fit import TARGETS, serving_params, skipped_by_reason, targets_from_rows, validate
+from specagent.costmodel.latency_fit import serving_params
+from specagent.costmodel.latency_targets import skipped_by_reason, targets_from_rows
+from specagent.costmodel.latency_validation import TARGETS, validate
 from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, file_sha256, load_serving
 from specagent.simulator.scenario import default_setting

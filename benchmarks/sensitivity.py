@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from specagent.simulator.run import plan_strategy, predict  # noqa: E402
 from specagent.simulator.scenario import Scenario  # noqa: E402
 from specagent.simulator.sensitivity import sensitivity_study  # noqa: E402
-from specagent.simulator.strategies import make_strategy  # noqa: E402
+from specagent.simulator.strategies.catalog import make_strategy  # noqa: E402
 from specagent.simulator.uncertainty import plan_replicas, prepared, ratio_intervals  # noqa: E402
 
 

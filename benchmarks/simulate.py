@@ -12,14 +12,14 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from specagent.simulator.acceptance import AcceptanceModel  # noqa: E402
-from specagent.simulator.des import run_des  # noqa: E402
-from specagent.simulator.pricing import Pricer  # noqa: E402
-from specagent.simulator.results import per_trajectory  # noqa: E402
-from specagent.simulator.workload import unit_table_from_arrays  # noqa: E402
+from specagent.simulator.acceptance.model import AcceptanceModel  # noqa: E402
+from specagent.simulator.pricing.des import run_des  # noqa: E402
+from specagent.simulator.pricing.analytic import Pricer  # noqa: E402
+from specagent.simulator.pricing.results import per_trajectory  # noqa: E402
+from specagent.simulator.protocol.workload import unit_table_from_arrays  # noqa: E402
 from specagent.simulator.run import plan_strategy  # noqa: E402
 from specagent.simulator.scenario import default_setting  # noqa: E402
-from specagent.simulator.strategies import make_strategy  # noqa: E402
+from specagent.simulator.strategies.catalog import make_strategy  # noqa: E402
 
 
 def workload(n: int):

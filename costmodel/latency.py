@@ -25,7 +25,7 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
   ``moe_pad_tokens`` rows beyond its tokens (block padding and the tiles a few rows leave
   idle), i.e. efficiency e × τ/(τ + pad) at τ tokens per touched expert, where
   e = min(``moe_mfu``, ``moe_tflops`` / peak): a fraction of the compute dtype's peak up
-  to a throughput ceiling (fitted to published kernel times, `latency_fit.fit_moe_kernels`);
+  to a throughput ceiling (fitted to published kernel times, `moe_kernel_fit.fit_moe_kernels`);
 * attention-kernel efficiency apart from GEMM efficiency (``attention_mfu``);
 * the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
   kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.

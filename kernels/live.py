@@ -12,7 +12,7 @@ refused by the service until reviewed; the Strong model runs the verification pr
 on its cached context and decodes verdict and repair tokens; caches roll back on
 rejection.
 
-The decisions come from `specagent.simulator.protocol`, the same sequence the planner
+The decisions come from `specagent.simulator.protocol.decisions`, the same sequence the planner
 prices (K, `on_write` review, cached verifier prompt, prefix caching); this module only
 carries them out, and each model's cache length is exactly the simulator's "seen" count,
 asserted at every call. When a verdict's replacement call is used, both append it to the
@@ -45,11 +45,11 @@ import torch
 from specagent.kernels.airline_env import AirlineEnv, ToolError, UnreviewedWrite
 from specagent.kernels.microbench import CLOCKS
 from specagent.kernels.modules import Model
-from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.phases import PHASE_NAMES
-from specagent.simulator.protocol import Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol
-from specagent.simulator.verdict_records import verdict_record
-from specagent.simulator.workload import UserTurn, episode_from_trajectory, step_groups
+from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
+from specagent.simulator.protocol.phases import PHASE_NAMES
+from specagent.simulator.protocol.decisions import Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol
+from specagent.simulator.acceptance.verdict_records import verdict_record
+from specagent.simulator.protocol.workload import UserTurn, episode_from_trajectory, step_groups
 from specagent.traces.verdict_log import VerdictRecord
 from specagent.traces.schema import Actor, DraftedBy, SpecLabel, Step, StepKind, Trajectory, Verdict
 
@@ -636,7 +636,7 @@ def compare(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_sp
     profile both models' passes pay (default `ideal`: the calibrated profiles' own overhead)."""
     from specagent.kernels.calibrate import deployment_for
     from specagent.simulator.run import simulate
-    from specagent.simulator.setting import Setting
+    from specagent.simulator.protocol.setting import Setting
 
     if runs and isinstance(runs[0], LiveResult):
         runs = [runs]  # type: ignore[list-item]

@@ -33,7 +33,7 @@ from specagent.kernels import microbench as mb
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, LIVE_VERDICT_TOKENS, strong_spec, weak_spec
 from specagent.kernels.live import PHASES, Comparison, LiveConfig, LiveResult, check_tools, compare, run_trajectory, scale_trajectory
 from specagent.kernels.modules import Model
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.traces.schema import StepKind, Trajectory
 
 #: README targets of the published comparison (measured by benchmarks/calibration.py, never asserted in tests).

@@ -1,13 +1,17 @@
 """Protocol, fleet and sweep simulators.
 
-Runs before any submodule loads, to pick the fleet engine: compiled, or from source (native.py).
+Subpackages follow the layers (tests/test_import_layers.py): protocol and acceptance, then the
+pricing engines and the fleet, the strategies, capacity; the entry points (scenario, run,
+planner, study, sweeps, calibration, replay) sit here at the top.
 """
 
-from pathlib import Path
+from typing import Any
 
-from specagent.simulator.native import select_engine
 
-#: The fleet backend: the compiled fleet modules, or their sources (not the pricing engine, Scenario.pricing_engine,
-#: nor a serving engine, hardware/serving_engine.py).
-FLEET_BACKEND = select_engine(__name__, Path(__file__).resolve().parent)
-ENGINE = FLEET_BACKEND  # the old name, kept for one release
+def __getattr__(name: str) -> Any:
+    """FLEET_BACKEND (and its old name ENGINE, kept for one release) moved to specagent.simulator.fleet.sim."""
+    if name in ("FLEET_BACKEND", "ENGINE"):
+        from specagent.simulator.fleet import FLEET_BACKEND
+
+        return FLEET_BACKEND
+    raise AttributeError(f"module 'specagent.simulator' has no attribute '{name}'")

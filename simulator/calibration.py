@@ -28,14 +28,14 @@ import pandas as pd
 from specagent.common.errors import InputError
 from specagent.costmodel.balance import balance_point
 from specagent.measurements.protocol_figures import RATIO_TOTALS, ProtocolFigure
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.predictor import decode_bytes_per_token
-from specagent.simulator.pricing import Pricer
-from specagent.simulator.results import per_trajectory
+from specagent.simulator.pricing.analytic import Pricer
+from specagent.simulator.pricing.results import per_trajectory
 from specagent.simulator.run import plan_strategy, simulate, to_episodes
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.setting import API_VERIFY_SENDS, Setting
-from specagent.simulator.strategies import STRATEGY_NAMES, make_strategy
+from specagent.simulator.protocol.setting import API_VERIFY_SENDS, Setting
+from specagent.simulator.strategies.catalog import STRATEGY_NAMES, make_strategy
 
 #: Quality metrics: the simulator models no quality, so these figures are recorded but never scored.
 QUALITY_METRICS = ("success_delta_points", "pass_at_1", "gap_closed", "success_percent")

@@ -20,7 +20,7 @@ from specagent.costmodel.phases import decode
 from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.simulator.run import simulate, to_episodes
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.setting import Setting
+from specagent.simulator.protocol.setting import Setting
 from specagent.traces.schema import Trajectory
 
 

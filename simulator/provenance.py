@@ -24,7 +24,7 @@ from specagent.costmodel.model_spec import ModelSpecError, parse_config
 from specagent.hardware.profile import HardwareProfileError, parse_profile
 from specagent.hardware.serving_engine import EngineCatalog, EngineProfileError, parse_engine
 from specagent.simulator.scenario import SPEC_NAMES, Scenario
-from specagent.simulator.setting import ApiModel, Setting, load_api_models
+from specagent.simulator.protocol.setting import ApiModel, Setting, load_api_models
 
 SCHEMA = "specagent.inputs/1"
 ROLES = ("weak", "strong")

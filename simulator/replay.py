@@ -24,8 +24,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.fleet_build import build_fleet, request_tasks
-from specagent.simulator.fleet_config import Scheduler
+from specagent.simulator.capacity.fleet_build import build_fleet, request_tasks
+from specagent.simulator.fleet.config import Scheduler
 from specagent.traces.requests import RequestTrace
 
 #: Per-request result columns (what the Parquet output holds), each with its unit.

@@ -13,16 +13,16 @@ import pandas as pd
 
 from specagent.common.alloc import paused_gc
 from specagent.common.errors import InputError
-from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.des import run_des
-from specagent.simulator.lockstep import plan_specagent
-from specagent.simulator.plan import CallPlan, PlanBuilder
-from specagent.simulator.pricing import Pricer
-from specagent.simulator.results import per_trajectory, phase_split, summarize
+from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
+from specagent.simulator.pricing.des import run_des
+from specagent.simulator.strategies.lockstep import plan_specagent
+from specagent.simulator.protocol.plan import CallPlan, PlanBuilder
+from specagent.simulator.pricing.analytic import Pricer
+from specagent.simulator.pricing.results import per_trajectory, phase_split, summarize
 from specagent.simulator.scenario import ENGINES, Scenario
-from specagent.simulator.setting import Setting
-from specagent.simulator.strategies import STRATEGY_NAMES, ServingPolicy, Strategy, make_strategy
-from specagent.simulator.workload import Episode, UnitTable, episode_from_trajectory, unit_positions
+from specagent.simulator.protocol.setting import Setting
+from specagent.simulator.strategies.catalog import STRATEGY_NAMES, ServingPolicy, Strategy, make_strategy
+from specagent.simulator.protocol.workload import Episode, UnitTable, episode_from_trajectory, unit_positions
 from specagent.traces.schema import Trajectory
 
 DEFAULT_STRATEGIES = STRATEGY_NAMES
@@ -46,7 +46,7 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy
     Setting or a Scenario.
 
     A strategy whose `lockstep` holds (SpecAgent itself, not a subclass) on reference
-    trajectories is planned in lockstep over all trajectories at once (simulator/lockstep.py);
+    trajectories is planned in lockstep over all trajectories at once (simulator/strategies/lockstep.py);
     everything else, audited runs and recorded protocol logs go through the per-episode
     planner (`Strategy.run`). Both read the same per-unit draws, so they agree row for row.
     """

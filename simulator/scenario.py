@@ -44,12 +44,12 @@ from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_ranges import Uncertainty
-from specagent.simulator.environment import Environment
-from specagent.simulator.setting import API_VERIFY_SENDS, VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
-from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
-from specagent.simulator.workload import UnitTable, synthetic_unit_table
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.ranges import Uncertainty
+from specagent.simulator.protocol.environment import Environment
+from specagent.simulator.protocol.setting import API_VERIFY_SENDS, VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
+from specagent.simulator.strategies.catalog import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
+from specagent.simulator.protocol.workload import UnitTable, synthetic_unit_table
 from specagent.traces import load_profile, load_trajectories
 from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEPS
 from specagent.traces.synth import MAX_TRAJECTORIES

@@ -42,17 +42,17 @@ from specagent.common.errors import InputError
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import WEIGHT_MODES, estimate
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_ranges import AcceptanceDistribution, model_over, value_of
-from specagent.simulator.phases import DECODE_PHASES, STRONG_PHASES
-from specagent.simulator.plan import CallPlan
-from specagent.simulator.pricing import EventCosts, Pricer
-from specagent.simulator.results import per_trajectory
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.ranges import AcceptanceDistribution, model_over, value_of
+from specagent.simulator.protocol.phases import DECODE_PHASES, STRONG_PHASES
+from specagent.simulator.protocol.plan import CallPlan
+from specagent.simulator.pricing.analytic import EventCosts, Pricer
+from specagent.simulator.pricing.results import per_trajectory
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.setting import VERIFIER_PROMPTS, Setting
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.protocol.setting import VERIFIER_PROMPTS, Setting
+from specagent.simulator.strategies.catalog import make_strategy
 from specagent.simulator.uncertainty import plan_replicas, prepared
-from specagent.simulator.workload import UnitTable
+from specagent.simulator.protocol.workload import UnitTable
 
 #: The ratios a tornado bar shows: (column, label).
 METRICS = (("wall_time_s_rel", "wall"), ("model_wall_time_s_rel", "model time"), ("total_bytes_read_rel", "memory"),

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from specagent.costmodel.balance import balance_point
-from specagent.simulator.fleet_build import Workload, build_fleet, episodes_of, plan_tasks, sized_deployment
-from specagent.simulator.fleet_config import Arrivals, Scheduler
-from specagent.simulator.phases import STRONG_PHASES
+from specagent.simulator.capacity.fleet_build import Workload, build_fleet, episodes_of, plan_tasks, sized_deployment
+from specagent.simulator.fleet.config import Arrivals, Scheduler
+from specagent.simulator.protocol.phases import STRONG_PHASES
 from specagent.simulator.scenario import Scenario
 
 STUDY_COLUMNS = (

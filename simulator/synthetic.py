@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specagent.common import atomic
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.environment import Environment
-from specagent.simulator.workload import synthetic_unit_tables
-from specagent.simulator.pricing import Pricer
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.environment import Environment
+from specagent.simulator.protocol.workload import synthetic_unit_tables
+from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.run import simulate
-from specagent.simulator.setting import Setting
+from specagent.simulator.protocol.setting import Setting
 
 #: Per-trajectory columns `simulate` totals (the CLI's table and --json).
 TOTAL_COLUMNS = ("weak_flops", "strong_flops", "weak_bytes_read", "strong_bytes_read", "weak_prefill_tokens",

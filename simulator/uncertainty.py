@@ -22,19 +22,19 @@ import numpy as np
 import pandas as pd
 
 from specagent.measurements.published_ranges import PublishedRange, load_published_ranges
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_ranges import AcceptanceDistribution
-from specagent.simulator.lockstep import plan_specagent_replicas
-from specagent.simulator.plan import CallPlan
-from specagent.simulator.pricing import Pricer
-from specagent.simulator.results import HEADLINE, per_trajectory
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.ranges import AcceptanceDistribution
+from specagent.simulator.strategies.lockstep import plan_specagent_replicas
+from specagent.simulator.protocol.plan import CallPlan
+from specagent.simulator.pricing.analytic import Pricer
+from specagent.simulator.pricing.results import HEADLINE, per_trajectory
 from specagent.common.alloc import paused_gc
-from specagent.simulator.acceptance import unit_uniforms
-from specagent.simulator.plan import PlanBuilder
+from specagent.simulator.acceptance.model import unit_uniforms
+from specagent.simulator.protocol.plan import PlanBuilder
 from specagent.simulator.run import Comparison, Workload, to_episodes
-from specagent.simulator.setting import Setting
-from specagent.simulator.strategies import Strategy, make_strategy
-from specagent.simulator.workload import UnitTable, unit_positions
+from specagent.simulator.protocol.setting import Setting
+from specagent.simulator.strategies.catalog import Strategy, make_strategy
+from specagent.simulator.protocol.workload import UnitTable, unit_positions
 
 BASELINE = "strongonly"
 #: Ratios an interval is given for: the summary's `<col>_rel`, plus the Strong model's share of the strategy's own memory traffic.

@@ -12,16 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli.app import app
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_fit import (
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.fit import (
     FitData, Segment, _binomial, _ratio, acceptance_toml, add_verdict_records, fit_acceptance, nb_mean,
 )
-from specagent.simulator.phases import STRONG_DECODE, STRONG_VERDICT
+from specagent.simulator.protocol.phases import STRONG_DECODE, STRONG_VERDICT
 from specagent.simulator.run import plan_strategy
 from specagent.simulator.scenario import Scenario, default_setting, load_acceptance
-from specagent.simulator.strategies import SpecAgent
-from specagent.simulator.verdict_records import protocol_verdict_records, simulate_verdict_log
-from specagent.simulator.workload import episode_from_trajectory
+from specagent.simulator.strategies.catalog import SpecAgent
+from specagent.simulator.acceptance.verdict_records import protocol_verdict_records, simulate_verdict_log
+from specagent.simulator.protocol.workload import episode_from_trajectory
 from specagent.traces import default_workload_path, load_trajectories
 from specagent.traces.io import save_trajectories
 from specagent.traces.verdict_log import write_verdict_log
@@ -169,7 +169,7 @@ def test_the_cli_fits_a_log_and_writes_the_table(tmp_path):
 
 def test_a_protocol_log_is_read_for_verdicts(tmp_path):
     """A protocol log (labelled committed steps) gives the verdicts: acceptance and p_valid_replacement."""
-    from specagent.simulator.acceptance_fit import add_protocol_log  # noqa: F401  (the path under test)
+    from specagent.simulator.acceptance.fit import add_protocol_log  # noqa: F401  (the path under test)
 
     eps_traj = load_trajectories(default_workload_path())[:2]
     p = tmp_path / "plain.jsonl"
@@ -214,7 +214,7 @@ def test_the_fit_is_deterministic_on_the_shipped_sample(tmp_path):
 
 
 def test_the_shipped_sample_is_what_its_recipe_rebuilds():
-    from specagent.simulator.verdict_records import SAMPLE_NAME, shipped_sample_records
+    from specagent.simulator.acceptance.verdict_records import SAMPLE_NAME, shipped_sample_records
     from specagent.traces.io import data_path
 
     text = "".join(r.to_json() + "\n" for r in shipped_sample_records())

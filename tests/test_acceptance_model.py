@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specagent.common.errors import InputError
-from specagent.simulator.acceptance import DEFAULT_ACCEPT, DEFAULT_EXACT, KINDS, AcceptanceModel
+from specagent.simulator.acceptance.model import DEFAULT_ACCEPT, DEFAULT_EXACT, KINDS, AcceptanceModel
 from specagent.simulator.scenario import Scenario, ScenarioError
 
 

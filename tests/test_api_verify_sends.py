@@ -7,12 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.phases import STRONG_VERIFY
-from specagent.simulator.pricing import Pricer
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.phases import STRONG_VERIFY
+from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.strategies.catalog import make_strategy
 
 
 @pytest.fixture(scope="module")

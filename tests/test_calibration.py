@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from specagent.cli import app
 from specagent.measurements import default_path
 from specagent.measurements.protocol_figures import load_protocol_figures
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.calibration import (
     PARAMETERS, TIED, calibrate, candidate_acceptance, evaluate_point, evaluate_scenarios, figure_status, latin_hypercube,
 )

@@ -20,14 +20,15 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.serving_engine import EngineProfileError, load_engine, parse_engine
 from specagent.hardware.profile import load_hardware
-from specagent.simulator.bounds import pool_capacity, pool_work
-from specagent.simulator.fleet_build import (
+from specagent.simulator.capacity.bounds import pool_capacity, pool_work
+from specagent.simulator.capacity.fleet_build import (
     GPU_COUNTS, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, sized_deployment,
 )
-from specagent.simulator.fleet_config import STRONG_POOL, Pool, Scheduler, engine_scheduler
-from specagent.simulator.planner import SLO, PlanRequest, parse_rates, plan_capacity
+from specagent.simulator.fleet.config import STRONG_POOL, Pool, Scheduler, engine_scheduler
+from specagent.simulator.planner import SLO, PlanRequest, plan_capacity
+from specagent.simulator.rates_prices import parse_rates
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.steady_state import (
+from specagent.simulator.capacity.steady_state import (
     Metric, choose_slice, measure_steady, mser5, percentile_ci, uncontended,
 )
 from specagent.traces import default_workload_path, load_trajectories
@@ -408,7 +409,7 @@ def test_fleet_commands_size_replicas_as_the_scenario_says_unless_asked_to_searc
     assert sized_deployment(SC.strong, "h200", 32768, (2, 8)).gpus == 8  # only the counts asked for
     with pytest.raises(ValueError, match=r"does not fit a 32,768-token sequence.*--search-gpus 1,2,4,8"):
         sized_deployment(replace(SC.strong, gpus=2), "h200", 32768)
-    from specagent.simulator.fleet_build import parse_gpu_counts
+    from specagent.simulator.capacity.fleet_build import parse_gpu_counts
     assert parse_gpu_counts("8,1, 2") == (1, 2, 8) and parse_gpu_counts([4]) == (4,)
     for bad in ("", "0", "two", "1.5", "1,,x"):
         with pytest.raises(ValueError, match="GPU count"):

@@ -273,7 +273,7 @@ def test_hardware_profiles_reject_decode_mfu_with_the_reason():
 
 # ------------------------------------------------------------------------- the fleet's iteration cost follows every term
 def test_iteration_cost_equals_estimate_with_every_engine_term():
-    from specagent.simulator.itercost import IterationCost
+    from specagent.simulator.fleet.itercost import IterationCost
 
     full = _engine(attention_mfu=0.3, bandwidth_half_mb=3.0, moe_pad_tokens=24.0, per_sequence_us=20.0, gemm_mfu=0.5, moe_mfu=0.35)
     deps = [Deployment(Q397, H20, gpus=8, weight_dtype="fp8", engine=full),

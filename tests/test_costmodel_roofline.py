@@ -510,7 +510,7 @@ def test_decode_curve_parsed_with_source_and_absent_from_shipped_profiles():
 
 def test_decode_run_and_iteration_cost_exact_with_a_decode_curve():
     """DecodeRun (batch 1) stays a closed form; the fleet's IterationCost follows the decode curve exactly."""
-    from specagent.simulator.itercost import IterationCost
+    from specagent.simulator.fleet.itercost import IterationCost
 
     hw = _profile(_curved(((1.0, 0.1), (4.0, 0.01), (64.0, 0.03))), bf16=2.0)  # slow compute: decode crosses over
     dep = Deployment(Q35_4B, hw)

@@ -82,7 +82,7 @@ def test_recipe_a_gpu_profile(stage):
 
 def test_recipe_b_a_strategy(stage):
     """One registry entry, then `make scenarios` (scenario show > default.toml): the registry checks and predict follow."""
-    strategies = stage / "specagent" / "simulator" / "strategies.py"
+    strategies = stage / "specagent" / "simulator" / "strategies" / "catalog.py"
     _edit(strategies, '''    StrategyEntry("specagent_every_chunk",''', '''    StrategyEntry("specagent_k1_always", "K = 1, every step reviewed",
                   lambda k, r: SpecAgent(k=1, review="every_chunk", name="specagent_k1_always")),
     StrategyEntry("specagent_every_chunk",''')
@@ -91,7 +91,7 @@ def test_recipe_b_a_strategy(stage):
     out = _pytest(stage, "test_scenario.py", "test_simulator_lockstep.py", "-k", "shipped_default or registry or subclass")
     assert "failed" not in out and "passed" in out
     code = """
-        from specagent.simulator.strategies import strategy_entry
+        from specagent.simulator.strategies.catalog import strategy_entry
         e = strategy_entry("specagent_k1_always")
         print(e.takes_k, e.lockstep)
     """
@@ -146,7 +146,7 @@ source = "a test of the latency-term recipe (tests/test_extending.py)"
         from specagent.costmodel.passes import Passes
         from specagent.costmodel.roofline import estimate
         from specagent.hardware.profile import load_hardware
-        from specagent.simulator.itercost import IterationCost
+        from specagent.simulator.fleet.itercost import IterationCost
         dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h20"))
         cost = estimate(dep, Passes.from_batches([[(1, 100), (1, 200)]]))
         one = IterationCost(dep).one(2.0, 2.0, 2.0, 101.0 + 201.0, 302.0, 2.0, 2.0)[0]

@@ -28,7 +28,7 @@ from specagent.costmodel.phases import DecodeRun, decode
 from specagent.costmodel.roofline import estimate
 from specagent.hardware.profile import load_hardware
 from specagent.hardware.serving_engine import load_engine, load_engine_file
-from specagent.simulator.itercost import IterationCost
+from specagent.simulator.fleet.itercost import IterationCost
 
 MODEL = "Qwen/Qwen3.5-35B-A3B"  # MoE + Gated DeltaNet + full attention: every layer kind and every collective
 

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli.fleet import app
-from specagent.simulator.planner import SLO, _search, parse_prices, parse_rate
+from specagent.simulator.planner import SLO, _search
+from specagent.simulator.rates_prices import parse_prices, parse_rate
 
 runner = CliRunner()
 

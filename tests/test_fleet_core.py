@@ -13,17 +13,17 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.fleet import FleetSim, compile_steps
-from specagent.simulator.fleet_build import fleet_from_setting, simulate_fleet
-from specagent.simulator.fleet_config import Arrivals, Fleet, FleetError, Pool, Scheduler
-from specagent.simulator.itercost import IterationCost, max_affine_sum, max_affine_sum3
-from specagent.simulator.phases import PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL
-from specagent.simulator.plan import PlanBuilder
-from specagent.simulator.pricing import Pricer
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.fleet.sim import FleetSim, compile_steps
+from specagent.simulator.capacity.fleet_build import fleet_from_setting, simulate_fleet
+from specagent.simulator.fleet.config import Arrivals, Fleet, FleetError, Pool, Scheduler
+from specagent.simulator.fleet.itercost import IterationCost, max_affine_sum, max_affine_sum3
+from specagent.simulator.protocol.phases import PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL
+from specagent.simulator.protocol.plan import PlanBuilder
+from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.run import plan_strategy, simulate, to_episodes
 from specagent.simulator.scenario import Scenario, default_setting, edge_setting
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.strategies.catalog import make_strategy
 from specagent.traces import default_workload_path, load_trajectories
 
 NO_CHUNK = Scheduler(max_num_seqs=128, max_batched_tokens=None)
@@ -253,7 +253,7 @@ def test_tasks_and_tokens_are_conserved(setting, episodes, n_tasks, seed, weak_n
 
 
 def _sampled(episodes, n, seed):
-    from specagent.simulator.fleet_build import sample_tasks
+    from specagent.simulator.capacity.fleet_build import sample_tasks
     return [episodes[i] for i in sample_tasks(len(episodes), n, seed)]
 
 

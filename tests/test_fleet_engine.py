@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from specagent.hardware.serving_engine import load_engine
-from specagent.simulator import fleet as fleet_mod
-from specagent.simulator.fleet import FleetSim
-from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
-from specagent.simulator.itercost import IterationCost
+from specagent.simulator.fleet import sim as fleet_mod
+from specagent.simulator.fleet.sim import FleetSim
+from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.fleet.itercost import IterationCost
 from specagent.simulator.scenario import default_setting
 
 from test_fleet_golden import synthetic_plan

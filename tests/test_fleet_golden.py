@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specagent.simulator.fleet import FleetSim
-from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
-from specagent.simulator.phases import (
+from specagent.simulator.fleet.sim import FleetSim
+from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.protocol.phases import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
-from specagent.simulator.plan import PlanBuilder
+from specagent.simulator.protocol.plan import PlanBuilder
 from specagent.simulator.scenario import default_setting, edge_setting
 
 

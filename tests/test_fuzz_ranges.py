@@ -14,8 +14,8 @@ from specagent.cli import app
 from specagent.common.errors import InputError
 from specagent.measurements.protocol_figures import PROTOCOL_COLUMNS as COLUMNS
 from specagent.measurements.published_ranges import load_published_ranges
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_ranges import AcceptanceDistribution
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.ranges import AcceptanceDistribution
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.sensitivity import load_scenario_ranges
 

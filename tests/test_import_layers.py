@@ -28,24 +28,31 @@ LAYERS = ["specagent.common", "specagent.hardware", "specagent.measurements", "s
           "specagent.kernels", "specagent.endpoints", "specagent.reports", "specagent.cli"]
 #: The package root re-exports the public API lazily; only the command line may import it.
 ROOT_RANK = LAYERS.index("specagent.cli")
-#: The simulator's own layers (a module may import its own layer or one below).
+#: The simulator's own layers, by module under specagent.simulator (a module may import its own layer or one below).
+#: The subpackages follow them: protocol/ and acceptance/ (data and decisions), pricing/ and fleet/ (the engines),
+#: strategies/, capacity/; the entry points sit at the top of the package. A subpackage's __init__ is listed as itself.
 SIMULATOR = [
-    {"native", "phases", "plan", "acceptance", "parallel", "plan_store"},
-    {"workload", "protocol", "setting", "verdict_records", "acceptance_fit", "acceptance_ranges", "environment"},
-    {"itercost", "fleet_config", "fleet", "fleet_results", "fleet_trace", "des", "pricing", "results"},  # engines
-    {"strategies", "lockstep"},
+    {"protocol", "acceptance", "pricing", "strategies", "capacity", "fleet", "fleet.native",
+     "protocol.phases", "protocol.plan", "acceptance.model", "parallel", "plan_store", "rates_prices"},
+    {"protocol.workload", "protocol.decisions", "protocol.setting", "protocol.environment",
+     "acceptance.verdict_records", "acceptance.fit", "acceptance.ranges"},
+    {"fleet.itercost", "fleet.config", "fleet.sim", "fleet.results", "fleet.trace",
+     "pricing.des", "pricing.analytic", "pricing.results"},  # engines
+    {"strategies.catalog", "strategies.lockstep"},
     {"scenario"},
     {"run", "synthetic", "provenance"},
-    {"fleet_build", "predictor", "bounds", "steady_state", "uncertainty"},
-    {"planner", "study", "sweep", "calibration", "replay", "sensitivity"},
+    {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty"},
+    {"planner", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
 ]
 
 
 def modules() -> dict[str, Path]:
     out = {"specagent": ROOT / "specagent" / "__init__.py"}
     for pkg, folder in FOLDERS.items():
-        for f in sorted((ROOT / folder).glob("*.py")):
-            out[pkg if f.name == "__init__.py" else f"{pkg}.{f.stem}"] = f
+        for f in sorted((ROOT / folder).rglob("*.py")):  # subpackages too (simulator/fleet/, ...)
+            parts = f.relative_to(ROOT / folder).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            out[".".join((pkg, *parts))] = f
     return out
 
 
@@ -56,7 +63,7 @@ def rank(module: str) -> tuple[int, int]:
     for i, pkg in reversed(list(enumerate(LAYERS))):
         if module == pkg or module.startswith(pkg + "."):
             if pkg == "specagent.simulator" and module != pkg:
-                sub = module.split(".")[2]
+                sub = module.removeprefix(pkg + ".")
                 return i, next(j for j, group in enumerate(SIMULATOR) if sub in group)
             return i, 0
     raise KeyError(module)
@@ -64,7 +71,8 @@ def rank(module: str) -> tuple[int, int]:
 
 def imports(module: str, source: str, known: set[str]) -> list[tuple[str, int]]:
     """(imported specagent module, line) for every import statement, at any depth."""
-    package = module if module in FOLDERS or module == "specagent" else module.rsplit(".", 1)[0]
+    is_package = module in FOLDERS or module == "specagent" or modules().get(module, Path()).name == "__init__.py"
+    package = module if is_package else module.rsplit(".", 1)[0]
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -111,7 +119,9 @@ def test_no_import_points_up():
 
 @pytest.mark.parametrize("importer, source", [
     ("specagent.costmodel.roofline", "def f():\n    from specagent.simulator.run import simulate\n"),  # inside a function
-    ("specagent.simulator.fleet", "from specagent.simulator import run\n"),  # engine -> entry points
+    ("specagent.simulator.fleet.sim", "from specagent.simulator import run\n"),  # engine -> entry points
+    ("specagent.simulator.fleet.sim", "from specagent.simulator.strategies.catalog import SpecAgent\n"),  # fleet -> strategies
+    ("specagent.simulator.protocol.plan", "from specagent.simulator.capacity import bounds\n"),  # `from subpackage import module`
     ("specagent.traces.io", "from specagent import atomic\n"),  # the package root, from the core
     ("specagent.simulator.scenario", "from ..reports import html\n"),  # relative
 ])

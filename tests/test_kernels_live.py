@@ -13,7 +13,7 @@ from specagent.kernels.airline_env import KINDS, AirlineEnv, ToolError, Unreview
 from specagent.kernels.configs import strong_spec, weak_spec
 from specagent.kernels.live import LiveConfig, compare, run_trajectory, scale_trajectory, synthetic_airline_trajectory, units_of
 from specagent.kernels.modules import Model
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance.model import AcceptanceModel
 
 torch.set_num_threads(1)  # robust on a shared 2-core machine (OpenMP spin-waits under contention)
 
@@ -129,7 +129,7 @@ def test_simulator_prices_the_same_tokens(mixed_run, models):
     by = {r["phase"]: r for r in comp.rows}
     assert by["weak_decode"]["measured_tokens"] > 0 and by["strong_verify"]["measured_tokens"] > 0
     from specagent.kernels.live import PHASES
-    from specagent.simulator.phases import PHASE_NAMES
+    from specagent.simulator.protocol.phases import PHASE_NAMES
 
     assert PHASES == PHASE_NAMES  # the live phases are the simulator's, name for name
     # tool time in the log is the measured one, so the simulator's tool phase matches it exactly when every tool
@@ -167,7 +167,7 @@ def test_scale_trajectory_scales_tokens():
 def test_live_run_makes_the_simulators_decisions(mixed_run):
     """Same trace, K and seed: the live run rejects, repairs and replaces exactly where `simulate` does."""
     from specagent.simulator.run import simulate
-    from specagent.simulator.strategies import SpecAgent
+    from specagent.simulator.strategies.catalog import SpecAgent
 
     acc = AcceptanceModel.constant(0.5, verdict_tokens=6)
     sim = simulate([_traj(i) for i in range(2)], SpecAgent(k=3), acceptance=acc, seed=5)
@@ -182,7 +182,7 @@ def test_live_run_makes_the_simulators_decisions(mixed_run):
 
 def test_units_cover_every_step_once_with_the_simulators_fields():
     """Live units are the simulator's units plus step indices: every step belongs to exactly one unit."""
-    from specagent.simulator.workload import episode_from_trajectory
+    from specagent.simulator.protocol.workload import episode_from_trajectory
     from specagent.traces import default_workload_path, load_trajectories
 
     for t in [_traj(0), *load_trajectories(default_workload_path())[:20]]:
@@ -390,7 +390,7 @@ def test_live_takes_k_seed_and_acceptance_from_a_scenario(tmp_path):
 def test_live_writes_a_verdict_log_that_acceptance_fit_reads(models, tmp_path):
     """A live run with the default acceptance model (thinking, tied reasoning) writes one verdict record per review;
     its tokens are the ones the real Strong model decoded, and `acceptance fit` reads it and the protocol log."""
-    from specagent.simulator.acceptance_fit import read_logs, fit_acceptance
+    from specagent.simulator.acceptance.fit import read_logs, fit_acceptance
     from specagent.traces.io import save_trajectories
     from specagent.traces.verdict_log import read_verdict_log, write_verdict_log
 

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from specagent.costmodel import latency_fit as lf
+from specagent.costmodel import latency_targets as lt
+from specagent.costmodel import latency_validation as lv
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.costmodel.passes import Passes
@@ -82,7 +84,7 @@ def test_rows_the_model_cannot_describe_are_skipped_with_the_reason(tmp_path: Pa
         dict(concurrency=4, tpot_ms=5),  # no lengths
         dict(gpu="tpu-v9", concurrency=1, input_tokens=10, output_tokens=10, tpot_ms=5),
     ]))
-    targets, skipped = lf.targets_from_rows(rows)
+    targets, skipped = lt.targets_from_rows(rows)
     assert not targets
     reasons = [s.reason for s in skipped]
     assert "model not describable" in reasons[0] and "mxfp6" in reasons[1] and "'acme-serve'" in reasons[2]
@@ -95,17 +97,17 @@ def test_sglang_random_dataset_without_range_ratio_means_half_the_nominal_length
         dict(concurrency=1, input_tokens=8192, output_tokens=1024, tpot_ms=5,
              notes="sglang.bench_serving --dataset-name random --random-range-ratio 1"),
     ]))
-    assert lf.mean_lengths(rows[0]) == (4096.5, 512.0)
-    assert lf.mean_lengths(rows[1]) == (8192, 1024)
+    assert lt.mean_lengths(rows[0]) == (4096.5, 512.0)
+    assert lt.mean_lengths(rows[1]) == (8192, 1024)
 
 
 def test_static_batch_end_to_end_is_one_prefill_and_the_decode_steps(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [dict(batch=4, input_tokens=128, output_tokens=64, e2e_latency_ms=1000)]))
-    (t,), _ = lf.targets_from_rows(rows)
+    (t,), _ = lt.targets_from_rows(rows)
     assert t.metric == "e2e" and t.batch == 4
     dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=load_engine("vllm"))
     want = estimate(dep, Passes.uniform(128, 0, 4)).time_s[0] + estimate(dep, Passes.uniform(1, 128 + np.arange(1, 64.0), 4)).time_s.sum()
-    assert lf.predict([t])[0] == pytest.approx(want, rel=1e-12)
+    assert lt.predict([t])[0] == pytest.approx(want, rel=1e-12)
 
 
 def test_a_static_batch_total_throughput_is_its_end_to_end_time(tmp_path: Path):
@@ -113,13 +115,13 @@ def test_a_static_batch_total_throughput_is_its_end_to_end_time(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [dict(batch=2, input_tokens=6144, output_tokens=2048, total_throughput_tok_s=512.0),
                                         dict(batch=2, input_tokens=6144, output_tokens=2048, total_throughput_tok_s=512.0,
                                              e2e_latency_ms=30000)]))
-    (t, both), _ = lf.targets_from_rows(rows)
+    (t, both), _ = lt.targets_from_rows(rows)
     assert (t.metric, t.batch, t.measured) == ("e2e", 2, pytest.approx(2 * (6144 + 2048) / 512.0))
     assert both.measured == pytest.approx(30.0)  # a stated end-to-end latency is used as it is
     dep = Deployment(load_model_spec("Qwen/Qwen3-8B"), load_hardware("h100_sxm"), engine=load_engine("vllm"))
     want = (estimate(dep, Passes.uniform(6144, 0, 2)).time_s[0]
             + estimate(dep, Passes.uniform(1, 6144 + np.arange(1, 2048.0), 2)).time_s.sum())
-    assert lf.predict([t])[0] == pytest.approx(want, rel=1e-9)  # step by step; the fit's midpoint rule is exact on a linear bound
+    assert lt.predict([t])[0] == pytest.approx(want, rel=1e-9)  # step by step; the fit's midpoint rule is exact on a linear bound
 
 
 def test_slices_score_the_h20_batch_32_to_256_and_concurrency_1_figures_apart_with_each_sources_bias(tmp_path: Path):
@@ -129,7 +131,7 @@ def test_slices_score_the_h20_batch_32_to_256_and_concurrency_1_figures_apart_wi
         dict(concurrency=32, input_tokens=100, output_tokens=10, tpot_ms=20),
         dict(concurrency=8, input_tokens=100, output_tokens=10, tpot_ms=10),
     ])
-    v = lf.Validation(targets, [], np.array([0.015, 0.030, 0.016, 0.010]), held_out=False)
+    v = lv.Validation(targets, [], np.array([0.015, 0.030, 0.016, 0.010]), held_out=False)
     s = v.slices()
     assert list(s) == ["h20", "batch 32-256", "concurrency 1"]
     assert s["h20"]["figures"] == 2 and s["h20"]["mape"] == pytest.approx(0.5)
@@ -151,7 +153,7 @@ def test_queued_rows_are_skipped_with_the_reason_and_nim_runs_tensorrt_llm(tmp_p
         dict(concurrency=100, input_tokens=1000, output_tokens=100, tpot_ms=30, ttft_ms=9000, notes="x; [queued] mean TTFT >10x"),
         dict(engine="nim", concurrency=1, input_tokens=1000, output_tokens=100, tpot_ms=9),
     ]))
-    targets, skipped = lf.targets_from_rows(rows)
+    targets, skipped = lt.targets_from_rows(rows)
     assert [s.row.row_id for s in skipped] == ["r0"] and skipped[0].reason.startswith("[queued]: ")
     assert "running batch" in skipped[0].reason
     assert [t.dep.engine.id for t in targets] == ["tensorrt-llm"]
@@ -159,11 +161,11 @@ def test_queued_rows_are_skipped_with_the_reason_and_nim_runs_tensorrt_llm(tmp_p
 
 def test_closed_loop_at_concurrency_one_is_a_decode_step_and_a_prefill(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [dict(concurrency=1, input_tokens=1000, output_tokens=200, tpot_ms=10, ttft_ms=50)]))
-    targets, _ = lf.targets_from_rows(rows)
+    targets, _ = lt.targets_from_rows(rows)
     dep = targets[0].dep
     d = estimate(dep, Passes.uniform(1, 1000 + 100, 1)).time_s[0]
     p = estimate(dep, Passes.uniform(1000, 0, 1)).time_s[0]
-    got = lf.predict(targets)
+    got = lt.predict(targets)
     # nothing else runs: TPOT is one decode step, TTFT the request overhead plus the prefill, nothing to wait for
     assert got[0] == d  # exactly: no quadratic to solve when no other request's prefill can stall the decode
     assert got[1] == pytest.approx(float(dep.engine.request_us.value) * 1e-6 + p, rel=1e-12)
@@ -172,8 +174,8 @@ def test_closed_loop_at_concurrency_one_is_a_decode_step_and_a_prefill(tmp_path:
 def test_closed_loop_tpot_and_ttft_satisfy_their_defining_equations(tmp_path: Path):
     """At concurrency 8 the prediction is the fixed point of the closed loop, checked equation by equation."""
     rows = load_serving(_csv(tmp_path, [dict(concurrency=8, input_tokens=1000, output_tokens=200, tpot_ms=10, ttft_ms=50)]))
-    targets, _ = lf.targets_from_rows(rows)
-    tpot, ttft = lf.predict(targets)
+    targets, _ = lt.targets_from_rows(rows)
+    tpot, ttft = lt.predict(targets)
     dep = targets[0].dep
     d = estimate(dep, Passes.uniform(1, 1000 + 100, 8)).time_s[0]
     p = estimate(dep, Passes.uniform(1000, 0, 1)).time_s[0]
@@ -189,8 +191,8 @@ def test_closed_loop_tpot_and_ttft_satisfy_their_defining_equations(tmp_path: Pa
     assert d < tpot < d + p and req + p < ttft < req + 2 * p + d
     # an output throughput row of the same run is B x O over the lifetime
     rows = load_serving(_csv(tmp_path, [dict(concurrency=8, input_tokens=1000, output_tokens=200, output_throughput_tok_s=500)]))
-    (thr,), _ = lf.targets_from_rows(rows)
-    assert lf.predict([thr])[0] == pytest.approx(8 * 200 / life, rel=1e-6)
+    (thr,), _ = lt.targets_from_rows(rows)
+    assert lt.predict([thr])[0] == pytest.approx(8 * 200 / life, rel=1e-6)
 
 
 # ------------------------------------------------------------------------- the fit can fail
@@ -202,13 +204,13 @@ def _synthetic(tmp_path: Path, scale_source: str | None = None, factor: float = 
             for s, (m, i) in enumerate((("Qwen/Qwen3-8B", 512), ("Qwen/Qwen3-14B", 2048)))
             for c in (1, 4, 16)]
     rows = load_serving(_csv(tmp_path, spec, "synthetic.csv"))
-    targets, _ = lf.targets_from_rows(rows)
+    targets, _ = lt.targets_from_rows(rows)
     engine_for = lf.fitted_engine_for(lf.FitResult(params, np.array(truth), 0, [], 0.0, True, ""))
-    pred = lf.predict(targets, engine_for)
+    pred = lt.predict(targets, engine_for)
     out = []
     for t, v in zip(targets, pred):
         f = factor if t.row.source == scale_source else 1.0
-        out.append(lf.Target(t.row, t.metric, float(v) * f, t.dep, t.concurrency, t.batch, t.input_tokens, t.output_tokens, t.key))
+        out.append(lt.Target(t.row, t.metric, float(v) * f, t.dep, t.concurrency, t.batch, t.input_tokens, t.output_tokens, t.key))
     return out, params, truth
 
 
@@ -219,7 +221,7 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     assert (res.rows, res.sources, res.success, res.params) == (6, ["src0", "src1"], True, params)
     assert res.message.startswith("2 terms on 6 figures: ") and 0.0 <= res.cost < 1e-3
     said: list[str] = []
-    good = lf.validate(targets, [lf.Skipped(targets[0].row, "x")], params=params, progress=said.append, prior_scale=100.0)
+    good = lv.validate(targets, [lt.Skipped(targets[0].row, "x")], params=params, progress=said.append, prior_scale=100.0)
     assert said == ["fit on all 6 figures", "hold out src0 (3 figures)", "hold out src1 (3 figures)"]
     assert good.held_out is True and good.full_fit is not None and good.full_fit.rows == 6
     assert good.full_fit.params == params and all(r.params == params for r in good.per_source.values())
@@ -229,26 +231,26 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     assert good.targets_met()["tpot_c<=16"]["met"] is True
     # one source measured twice as slow as the model says: its held-out rows are caught ~50% off
     bad_targets, _, _ = _synthetic(tmp_path, scale_source="src1", factor=2.0)
-    bad = lf.validate(bad_targets, held_out=True, params=params, prior_scale=100.0)
+    bad = lv.validate(bad_targets, held_out=True, params=params, prior_scale=100.0)
     off = [abs(e) for t, e in zip(bad.targets, bad.errors) if t.row.source == "src1"]
     assert min(off) > 0.3
     assert bad.targets_met()["tpot_c<=16"]["met"] is False
     with pytest.raises(ValueError, match=r"^nothing to fit: no targets"):
         lf.fit([], params)
     # one source: nothing is left to hold it out against, so its rows keep the full fit's prediction
-    alone = lf.validate(targets[:3], params=params, max_nfev=5, prior_scale=100.0)
+    alone = lv.validate(targets[:3], params=params, max_nfev=5, prior_scale=100.0)
     assert list(alone.per_source) == ["src0"] and alone.per_source["src0"] is alone.full_fit
 
 
 def test_a_ttft_under_load_is_validated_but_not_fitted(tmp_path: Path):
     targets, params, truth = _synthetic(tmp_path)
     t = targets[1]  # src0 at concurrency 4
-    loaded = lf.Target(t.row, "ttft", 10.0, t.dep, t.concurrency, t.batch, t.input_tokens, t.output_tokens, t.key)  # 10 s: way off
-    alone = lf.Target(t.row, "ttft", 10.0, t.dep, 1.0, 1, t.input_tokens, t.output_tokens, t.key)
+    loaded = lt.Target(t.row, "ttft", 10.0, t.dep, t.concurrency, t.batch, t.input_tokens, t.output_tokens, t.key)  # 10 s: way off
+    alone = lt.Target(t.row, "ttft", 10.0, t.dep, 1.0, 1, t.input_tokens, t.output_tokens, t.key)
     assert t.batch == 4 and not lf.fitted_on(loaded) and lf.fitted_on(alone) and lf.fitted_on(t)
     res = lf.fit(targets + [loaded], params, max_nfev=60, prior_scale=100.0)
     assert res.rows == 6 and res.values == pytest.approx(truth, rel=0.02)  # the loaded TTFT moved nothing
-    v = lf.validate(targets + [loaded], held_out=False)
+    v = lv.validate(targets + [loaded], held_out=False)
     assert len(v.rows()) == 7 and v.rows()[-1]["metric"] == "ttft"  # ... and is still scored
     assert lf.fit(targets + [alone], params, max_nfev=60, prior_scale=100.0).rows == 7  # a concurrency-1 TTFT is fitted
     with pytest.raises(ValueError, match="validated, not fitted"):
@@ -275,10 +277,10 @@ def test_shipped_all_reduce_alpha_is_the_fit_on_collectives_csv():
 
 # ------------------------------------------------------------------------- rows -> targets, field by field
 def _targets(tmp_path: Path, rows: list[dict], engines=None):
-    return lf.targets_from_rows(load_serving(_csv(tmp_path, rows)), engines)
+    return lt.targets_from_rows(load_serving(_csv(tmp_path, rows)), engines)
 
 
-def _fields(t: lf.Target) -> tuple:
+def _fields(t: lt.Target) -> tuple:
     return (t.row.row_id, t.metric, t.measured, t.concurrency, t.batch, t.input_tokens, t.output_tokens)
 
 
@@ -358,9 +360,9 @@ def test_every_skip_reason_in_full(tmp_path: Path):
 
 def test_skipped_by_reason_groups_rows_most_first(tmp_path: Path):
     rows = load_serving(_csv(tmp_path, [dict(tpot_ms=1)] * 5))
-    skipped = [lf.Skipped(r, why) for r, why in zip(rows, ["c", "b", "c", "a", "b"])]
-    assert lf.skipped_by_reason(skipped) == [("b", ["r1", "r4"]), ("c", ["r0", "r2"]), ("a", ["r3"])]  # ties by reason
-    assert lf.skipped_by_reason([]) == []
+    skipped = [lt.Skipped(r, why) for r, why in zip(rows, ["c", "b", "c", "a", "b"])]
+    assert lt.skipped_by_reason(skipped) == [("b", ["r1", "r4"]), ("c", ["r0", "r2"]), ("a", ["r3"])]  # ties by reason
+    assert lt.skipped_by_reason([]) == []
 
 
 # ------------------------------------------------------------------------- validation tables
@@ -372,7 +374,7 @@ def test_validation_rows_mape_and_targets_by_hand(tmp_path: Path):
         dict(batch=4, input_tokens=100, output_tokens=10, e2e_latency_ms=1000),
     ])
     assert [t.model_class for t in targets] == ["dense", "dense", "MoE", "hybrid dense", "dense"]
-    v = lf.Validation(targets, [], np.array([0.011, 0.040, 0.013, 500.0, 0.9]), held_out=False)
+    v = lv.Validation(targets, [], np.array([0.011, 0.040, 0.013, 500.0, 0.9]), held_out=False)
     assert v.errors == pytest.approx([0.1, -0.2, -0.35, 0.25, -0.1])
     rows = v.rows()
     assert rows[0] == dict(row_id="r0", source="test/source", model="Qwen/Qwen3-8B", model_class="dense", gpu="h100_sxm", gpus=1,
@@ -393,17 +395,17 @@ def test_validation_rows_mape_and_targets_by_hand(tmp_path: Path):
                    "tpot_c>16": {"target": 0.30, "mape": pytest.approx(0.35), "rows": 1, "met": False},
                    "ttft": {"target": 0.30, "mape": pytest.approx(0.2), "rows": 1, "met": True}}
     # a class with no rows has no MAPE and is neither met nor missed
-    only = lf.Validation(targets[:1], [], np.array([0.011]), held_out=False)
+    only = lv.Validation(targets[:1], [], np.array([0.011]), held_out=False)
     assert only.targets_met()["ttft"] == {"target": 0.30, "mape": None, "rows": 0, "met": None}
 
 
 def test_validate_without_holding_out_is_the_shipped_profiles_prediction(tmp_path: Path):
     targets, skipped = _targets(tmp_path, [dict(concurrency=2, input_tokens=100, output_tokens=10, tpot_ms=10, ttft_ms=50),
                                            dict(tpot_ms=1)])
-    v = lf.validate(targets, skipped, held_out=False)
+    v = lv.validate(targets, skipped, held_out=False)
     assert v.held_out is False and v.full_fit is None and v.per_source == {}
     assert v.targets == targets and v.skipped == skipped and len(skipped) == 1
-    assert v.predicted.tolist() == lf.predict(targets).tolist()
+    assert v.predicted.tolist() == lt.predict(targets).tolist()
 
 
 # ------------------------------------------------------------------------- parameters and what a fit writes
@@ -555,17 +557,17 @@ def test_a_single_output_token_has_no_decode_steps(tmp_path: Path):
     """O = 1: a static batch is one prefill; a closed loop's lifetime is its TTFT, and nothing else decodes when it arrives."""
     static, _ = _targets(tmp_path, [dict(batch=4, input_tokens=100, output_tokens=1, e2e_latency_ms=50)])
     dep = static[0].dep
-    assert lf.predict(static)[0] == pytest.approx(estimate(dep, Passes.uniform(100, 0, 4)).time_s[0], rel=1e-12)
+    assert lt.predict(static)[0] == pytest.approx(estimate(dep, Passes.uniform(100, 0, 4)).time_s[0], rel=1e-12)
     for conc in (1, 3):
         loop, _ = _targets(tmp_path, [dict(concurrency=conc, input_tokens=100, output_tokens=1, output_throughput_tok_s=60)])
         p = estimate(dep, Passes.uniform(100, 0, 1)).time_s[0]
-        assert lf.predict(loop)[0] == pytest.approx(conc / (float(dep.engine.request_us.value) * 1e-6 + p), rel=1e-12)
+        assert lt.predict(loop)[0] == pytest.approx(conc / (float(dep.engine.request_us.value) * 1e-6 + p), rel=1e-12)
 
 
 def test_closed_loop_with_two_output_tokens_still_stalls_decode_behind_prefills(tmp_path: Path):
     rows = [dict(concurrency=8, input_tokens=1000, output_tokens=2, tpot_ms=10, ttft_ms=50)]
     (t, f), _ = _targets(tmp_path, rows)
-    tpot, ttft = lf.predict([t, f])
+    tpot, ttft = lt.predict([t, f])
     d = estimate(t.dep, Passes.uniform(1, 1000 + 1, 8)).time_s[0]
     p = estimate(t.dep, Passes.uniform(1000, 0, 1)).time_s[0]
     rho = 7 / (ttft + tpot) * p
@@ -593,15 +595,15 @@ def test_a_median_inter_token_latency_is_one_decode_iteration(tmp_path: Path):
     (median_t,), _ = _targets(tmp_path, [base | dict(statistic="median")])
     dep = median_t.dep
     d = estimate(dep, Passes.uniform(1, 4000 + 100.0, 32)).time_s[0]
-    assert lf.predict([median_t])[0] == pytest.approx(d, rel=1e-12)
-    assert lf.predict([mean_t])[0] > 1.05 * d  # 31 other requests' 4,000-token prefills stall the mean
+    assert lt.predict([median_t])[0] == pytest.approx(d, rel=1e-12)
+    assert lt.predict([mean_t])[0] > 1.05 * d  # 31 other requests' 4,000-token prefills stall the mean
 
 
 def test_source_offsets_split_the_error_into_one_factor_per_source_and_the_rest(tmp_path: Path):
     row = dict(concurrency=1, input_tokens=100, output_tokens=10)
     targets, _ = _targets(tmp_path, [dict(row, source="a", tpot_ms=10)] * 3 + [dict(row, source="b", tpot_ms=10), dict(row, source="b", ttft_ms=50)])
     # source a: 1.2, 1.2, 1.5 x measured (median 1.2); source b: 0.8 x; b's TTFT 2 x
-    v = lf.Validation(targets, [], np.array([0.012, 0.012, 0.015, 0.008, 0.100]), held_out=False)
+    v = lv.Validation(targets, [], np.array([0.012, 0.012, 0.015, 0.008, 0.100]), held_out=False)
     off = v.source_offsets()
     assert list(off) == ["tpot_c<=16", "ttft"]
     tpot = off["tpot_c<=16"]
@@ -615,11 +617,11 @@ def test_source_offsets_split_the_error_into_one_factor_per_source_and_the_rest(
 
 def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_percent(tmp_path: Path):
     """Past `DECODE_SAMPLES` steps the decode sum is a midpoint rule; it must match the step-by-step sum closely."""
-    assert lf.decode_contexts(100.0, 3) == (pytest.approx([101.0, 102.0, 103.0]), 1.0)
-    ctx, w = lf.decode_contexts(0.0, 2048)
-    assert len(ctx) == lf.DECODE_SAMPLES and w * len(ctx) == 2048 and ctx[0] == pytest.approx(16.5) and ctx[-1] == pytest.approx(2032.5)
+    assert lt.decode_contexts(100.0, 3) == (pytest.approx([101.0, 102.0, 103.0]), 1.0)
+    ctx, w = lt.decode_contexts(0.0, 2048)
+    assert len(ctx) == lt.DECODE_SAMPLES and w * len(ctx) == 2048 and ctx[0] == pytest.approx(16.5) and ctx[-1] == pytest.approx(2032.5)
     for model, gpu, b, i in (("Qwen/Qwen3-8B", "h20", 1, 1), ("Qwen/Qwen3-30B-A3B", "h100_sxm", 64, 6144)):
         dep = Deployment(load_model_spec(model), load_hardware(gpu), engine=load_engine("vllm"))
         exact = estimate(dep, Passes.uniform(1, i + np.arange(1, 2048.0), b)).time_s.sum()
-        ctx, w = lf.decode_contexts(float(i), 2047)
+        ctx, w = lt.decode_contexts(float(i), 2047)
         assert w * estimate(dep, Passes.uniform(1, ctx, b)).time_s.sum() == pytest.approx(exact, rel=1e-4)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from specagent.costmodel import latency_fit as lf
+from specagent.costmodel import moe_kernel_fit as mk
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.latency import latency_terms, moe_efficiency
 from specagent.costmodel.model_spec import load_model_spec
@@ -27,25 +28,25 @@ def _csv(tmp_path: Path, rows: list[dict]) -> Path:
 
 def test_a_kernel_priced_by_hand(tmp_path: Path):
     """8 experts of 3 x 4096 x 4096 bf16 weights, top-2, 4096 tokens on one H100: every expert is touched."""
-    (t,), skipped = lf.kernel_targets(load_moe_kernels(_csv(tmp_path, [{}])))
+    (t,), skipped = mk.kernel_targets(load_moe_kernels(_csv(tmp_path, [{}])))
     assert skipped == [] and t.touched == pytest.approx(8.0, abs=1e-9) and t.measured == pytest.approx(1e-3)
     params = 3 * 4096 * 4096  # 50,331,648 weights per expert
     # efficiency min(0.5, 300 / 989.4) = 0.30321; rows 4096 x 2 routed + 16 x 8 padded = 8320
     compute = 2 * params * 8320 / (989.4e12 * (300 / 989.4))
     memory = (8 * params * 2 + 4096 * 2 * (2 * 4096 + 3 * 4096) * 2) / (3.35e12 * 0.8)
     assert compute == pytest.approx(2.7917e-3, rel=1e-4) and memory == pytest.approx(4.2569e-4, rel=1e-4)
-    assert lf.kernel_time(t, 0.5, 300.0, 16.0, 0.8) == pytest.approx(max(compute, memory), rel=1e-12)
+    assert mk.kernel_time(t, 0.5, 300.0, 16.0, 0.8) == pytest.approx(max(compute, memory), rel=1e-12)
     # below the ceiling the fraction of peak rules; at 4 tokens the weight reads do
-    assert lf.kernel_time(t, 0.2, 300.0, 16.0, 0.8) == pytest.approx(2 * params * 8320 / (989.4e12 * 0.2), rel=1e-12)
-    (small,), _ = lf.kernel_targets(load_moe_kernels(_csv(tmp_path, [{"tokens": 64, "shard_intermediate": 14336}])))
-    assert lf.kernel_time(small, 0.5, 300.0, 16.0, 0.8) == pytest.approx(
+    assert mk.kernel_time(t, 0.2, 300.0, 16.0, 0.8) == pytest.approx(2 * params * 8320 / (989.4e12 * 0.2), rel=1e-12)
+    (small,), _ = mk.kernel_targets(load_moe_kernels(_csv(tmp_path, [{"tokens": 64, "shard_intermediate": 14336}])))
+    assert mk.kernel_time(small, 0.5, 300.0, 16.0, 0.8) == pytest.approx(
         (8 * 3 * 4096 * 14336 * 2 + 64 * 2 * (2 * 4096 + 3 * 14336) * 2) / (3.35e12 * 0.8), rel=1e-6)
 
 
 def test_rows_left_out_with_their_reason(tmp_path: Path):
     rows = [{"config": "tuned"}, {"config": "pr-default"}, {"engine": "flaggems"}, {"hidden": ""}, {"top_k": ""},
             {"gpu": "tpu_v9"}, {"dtype": "int4_w4a16"}, {"tokens": 1, "shard_intermediate": 128}, {}]
-    targets, skipped = lf.kernel_targets(load_moe_kernels(_csv(tmp_path, rows)))
+    targets, skipped = mk.kernel_targets(load_moe_kernels(_csv(tmp_path, rows)))
     assert [t.row.row_id for t in targets] == ["k8"]
     assert [(r.row_id, why) for r, why in skipped] == [
         ("k0", "config 'tuned': the publication's proposed change, not what the engine ran before it"),
@@ -77,31 +78,31 @@ def _synthetic(tmp_path: Path, truth: tuple[float, float, float, float], scale: 
             for n in (1536, 2048):
                 rows.append(dict(gpu=gpu, dtype=dtype, tokens=m, num_experts=64, top_k=4, hidden=2048, shard_intermediate=n,
                                  source=src, kernel_us=1.0))
-    targets, _ = lf.kernel_targets(load_moe_kernels(_csv(tmp_path, rows)))
+    targets, _ = mk.kernel_targets(load_moe_kernels(_csv(tmp_path, rows)))
     for r, t in zip(rows, targets):
-        r["kernel_us"] = lf.kernel_time(t, *truth) * 1e6 * (scale or {}).get(r["source"], 1.0)
+        r["kernel_us"] = mk.kernel_time(t, *truth) * 1e6 * (scale or {}).get(r["source"], 1.0)
     return rows
 
 
 def test_the_kernel_fit_recovers_known_terms_and_a_factor_of_two_is_caught(tmp_path: Path):
     truth = (0.6, 250.0, 40.0, 0.75)  # the fraction binds on the H20 (296 TFLOP/s FP8 peak), the ceiling on the H100
-    fit = lf.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, _synthetic(tmp_path, truth))))
-    got = [fit.values[n] for n, *_ in lf.KERNEL_TERMS]
+    fit = mk.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, _synthetic(tmp_path, truth))))
+    got = [fit.values[n] for n, *_ in mk.KERNEL_TERMS]
     assert got[:2] + got[3:] == pytest.approx(truth[:2] + truth[3:], rel=0.03)
     assert got[2] == pytest.approx(truth[2], rel=0.10)  # the pad moves only small-token times; the prior's pull biases it a little
     assert fit.sources == ["src0", "src1"] and len(fit.targets) == 32 and fit.held_out_mape < 0.2
     assert fit.describe().startswith("fused-MoE kernel fit on measurements/moe_kernels.csv (32 kernel times, 2 sources; held-out MAPE ")
     # (each GPU pins one of fraction and ceiling, so a held-out source leans on the prior for the other: not 0 here)
     # one publication's kernels twice as slow: the fit cannot price them from the other one
-    bad = lf.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, _synthetic(tmp_path, truth, {"src1": 2.0}))))
+    bad = mk.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, _synthetic(tmp_path, truth, {"src1": 2.0}))))
     off = [abs(p / t.measured - 1) for t, p in zip(bad.targets, bad.held_out) if t.row.source == "src1"]
     assert min(off) > 0.3 and bad.held_out_mape > 0.2
     with pytest.raises(ValueError, match="no usable fused-MoE kernel rows"):
-        lf.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, [{"config": "tuned"}])))
+        mk.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, [{"config": "tuned"}])))
 
 
 def test_the_kernel_fit_gives_the_serving_fit_its_moe_priors(tmp_path: Path):
-    fit = lf.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, _synthetic(tmp_path, (0.6, 250.0, 40.0, 0.75)))))
+    fit = mk.fit_moe_kernels(load_moe_kernels(_csv(tmp_path, _synthetic(tmp_path, (0.6, 250.0, 40.0, 0.75)))))
     plain = {p.name: p for p in lf.default_params()}
     moe = {p.name: p for p in lf.default_params(moe=fit)}
     assert set(moe) - set(plain) == {"moe_tflops", "moe_pad_tokens"} and "moe_tflops" not in plain
@@ -136,7 +137,7 @@ def test_moe_tflops_must_be_a_positive_throughput():
 
 def test_shipped_kernel_rows_fit_with_a_stated_held_out_error():
     """The shipped CSV: usable rows from several publications, and the held-out error the README quotes is what they give."""
-    fit = lf.fit_moe_kernels(load_moe_kernels())
+    fit = mk.fit_moe_kernels(load_moe_kernels())
     assert len(fit.sources) >= 5 and len(fit.targets) >= 60
-    assert all(lo <= fit.values[n] <= hi for n, _, lo, hi, _ in lf.KERNEL_TERMS)
+    assert all(lo <= fit.values[n] <= hi for n, _, lo, hi, _ in mk.KERNEL_TERMS)
     assert 0.05 < fit.held_out_mape < 0.35

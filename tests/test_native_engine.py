@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 import specagent.simulator as simulator_pkg
-from specagent.simulator import fleet as fleet_mod
-from specagent.simulator.native import MANIFEST, NATIVE_MODULES, PURE_ENV, engine_status, source_sha256
+import specagent.simulator.fleet as fleet_pkg
+from specagent.simulator.fleet import sim as fleet_mod
+from specagent.simulator.fleet.native import MANIFEST, NATIVE_MODULES, PURE_ENV, engine_status, source_sha256
 
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
@@ -32,11 +33,12 @@ def _fake_package(root: Path, name: str, with_extensions: bool, manifest: dict |
     pkg.mkdir()
     (pkg / "__init__.py").write_text(textwrap.dedent(f"""
         from pathlib import Path
-        from specagent.simulator.native import select_engine
+        from specagent.simulator.fleet.native import select_engine
         ENGINE = select_engine("{name}", Path(__file__).resolve().parent)
     """))
     (pkg / "itercost.py").write_text("SOURCE = 'itercost.py'\n")
-    (pkg / "fleet.py").write_text(f"from {name}.itercost import SOURCE as ITERCOST\nSOURCE = 'fleet.py'\n")
+    (pkg / "config.py").write_text("SOURCE = 'config.py'\n")
+    (pkg / "sim.py").write_text(f"from {name}.itercost import SOURCE as ITERCOST\nSOURCE = 'sim.py'\n")
     if with_extensions:
         for m in NATIVE_MODULES:
             (pkg / f"{m}{SUFFIX}").write_bytes(b"not a shared object: importing this would fail")
@@ -48,7 +50,7 @@ def _fake_package(root: Path, name: str, with_extensions: bool, manifest: dict |
 def test_engine_status_says_why_the_pure_engine_runs(tmp_path):
     pkg = _fake_package(tmp_path, "pkg_status", with_extensions=False, manifest=None)
     s = engine_status(pkg, env={})
-    assert not s.compiled and not s.stale and "no extension for itercost, fleet" in s.reason
+    assert not s.compiled and not s.stale and "no extension for itercost, config, sim" in s.reason
     for m in NATIVE_MODULES:
         (pkg / f"{m}{SUFFIX}").write_bytes(b"")
     s = engine_status(pkg, env={})
@@ -62,9 +64,9 @@ def test_engine_status_says_why_the_pure_engine_runs(tmp_path):
     assert engine_status(pkg, env={PURE_ENV: "0"}).compiled
     s = engine_status(pkg, env={PURE_ENV: "1"})
     assert not s.compiled and not s.stale and PURE_ENV in s.reason
-    (pkg / "fleet.py").write_text("SOURCE = 'edited after the build'\n")
+    (pkg / "sim.py").write_text("SOURCE = 'edited after the build'\n")
     s = engine_status(pkg, env={})
-    assert not s.compiled and s.stale and "fleet built from another fleet.py" in s.reason and "itercost" not in s.reason
+    assert not s.compiled and s.stale and "sim built from another sim.py" in s.reason and "itercost" not in s.reason
 
 
 @pytest.mark.parametrize("case", ["stale", "disabled"])
@@ -86,10 +88,10 @@ def test_sources_load_instead_of_extensions_that_cannot_run(tmp_path, monkeypatc
             pkg = importlib.import_module(name)
     else:
         pkg = importlib.import_module(name)
-    fleet = importlib.import_module(f"{name}.fleet")
+    fleet = importlib.import_module(f"{name}.sim")
     assert not pkg.ENGINE.compiled
-    assert fleet.SOURCE == "fleet.py" and fleet.ITERCOST == "itercost.py"
-    assert fleet.__file__.endswith("fleet.py")
+    assert fleet.SOURCE == "sim.py" and fleet.ITERCOST == "itercost.py"
+    assert fleet.__file__.endswith("sim.py")
     for mod in [m for m in sys.modules if m.split(".")[0] == name]:
         del sys.modules[mod]
 
@@ -101,12 +103,13 @@ def _has_c_compiler() -> bool:
 
 def test_the_install_runs_the_compiled_engine_where_it_can():
     """A silent fallback to pure Python would halve the fleet's speed unnoticed: the install must compile."""
+    assert simulator_pkg.FLEET_BACKEND is simulator_pkg.ENGINE is fleet_pkg.FLEET_BACKEND  # the old spots, for one release
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        assert not simulator_pkg.ENGINE.compiled and fleet_mod.__file__.endswith("fleet.py")
+        assert not fleet_pkg.FLEET_BACKEND.compiled and fleet_mod.__file__.endswith("sim.py")
         return
     if not _has_c_compiler():
         pytest.skip("no C compiler on this machine: the pure-Python engine is the expected one")
-    assert simulator_pkg.ENGINE.compiled, simulator_pkg.ENGINE.reason
+    assert fleet_pkg.FLEET_BACKEND.compiled, fleet_pkg.FLEET_BACKEND.reason
     assert fleet_mod.__file__.endswith(SUFFIX)
 
 
@@ -115,8 +118,8 @@ DIGEST = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import specagent.simulator as pkg
     from test_fleet_golden import synthetic_plan
-    from specagent.simulator.fleet import FleetSim
-    from specagent.simulator.fleet_config import Arrivals, Fleet, Pool, Scheduler
+    from specagent.simulator.fleet.sim import FleetSim
+    from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
     from specagent.simulator.scenario import default_setting
     s = default_setting()
     h = hashlib.sha256()
@@ -132,8 +135,8 @@ DIGEST = textwrap.dedent("""
 
 
 def test_compiled_and_pure_engines_give_identical_results():
-    if not simulator_pkg.ENGINE.compiled:
-        pytest.skip(f"only the pure-Python engine is here ({simulator_pkg.ENGINE.reason})")
+    if not fleet_pkg.FLEET_BACKEND.compiled:
+        pytest.skip(f"only the pure-Python engine is here ({fleet_pkg.FLEET_BACKEND.reason})")
     script = DIGEST.format(tests=str(Path(__file__).parent))
     out = {}
     for pure in ("0", "1"):
@@ -154,5 +157,5 @@ def test_version_says_which_engine_runs():
 
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0, res.output
-    assert res.output.strip() == f"specagent {__version__} (fleet engine: {simulator_pkg.ENGINE.describe()})"
-    assert ("compiled (mypyc)" in res.output) == simulator_pkg.ENGINE.compiled
+    assert res.output.strip() == f"specagent {__version__} (fleet engine: {fleet_pkg.FLEET_BACKEND.describe()})"
+    assert ("compiled (mypyc)" in res.output) == fleet_pkg.FLEET_BACKEND.compiled

@@ -63,7 +63,7 @@ def test_scheduler_limits_and_load_move_the_latencies(strong, tmp_path):
     slow = replay(RequestTrace(tr.prompt_tokens, tr.output_tokens, tr.arrival_s / 4, "4x faster"), strong).stats()
     assert slow["p99_e2e_s"] > base["p99_e2e_s"] and slow["mean_ttft_ms"] > base["mean_ttft_ms"]
     from specagent.cli.replay import _scheduler
-    from specagent.simulator.fleet_config import engine_scheduler
+    from specagent.simulator.fleet.config import engine_scheduler
     one = replay(tr, strong, scheduler=_scheduler(strong, 4, None)).stats()
     assert engine_scheduler(strong).max_num_seqs > 4 and one["p99_e2e_s"] > 2 * base["p99_e2e_s"]
 

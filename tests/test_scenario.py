@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.model_spec import load_model_spec
 from specagent.hardware.profile import load_hardware
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.scenario import (
     DEFAULT_TITLE, RESOLVER_DEFAULTS, SPEC_NAMES, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, Workload, default_setting, edge_setting, shipped_path,
 )
-from specagent.simulator.setting import Setting
-from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW, STRATEGY_NAMES
+from specagent.simulator.protocol.setting import Setting
+from specagent.simulator.strategies.catalog import DEFAULT_K, DEFAULT_REVIEW, STRATEGY_NAMES
 
 
 def test_default_is_spec_section_2():

@@ -9,16 +9,16 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli import app
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.environment import Environment
-from specagent.simulator.phases import WEAK_PHASES
-from specagent.simulator.pricing import Pricer
-from specagent.simulator.results import per_trajectory
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.environment import Environment
+from specagent.simulator.protocol.phases import WEAK_PHASES
+from specagent.simulator.pricing.analytic import Pricer
+from specagent.simulator.pricing.results import per_trajectory
 from specagent.simulator.run import plan_strategy, predict, simulate, to_episodes
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.sensitivity import BatchedStrongPricer, assumption_curve, break_even, load_scenario_ranges, tornado
-from specagent.simulator.strategies import make_strategy
-from specagent.simulator.workload import UnitTable
+from specagent.simulator.strategies.catalog import make_strategy
+from specagent.simulator.protocol.workload import UnitTable
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 runner = CliRunner()

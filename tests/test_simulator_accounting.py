@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.phases import (
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.phases import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
-from specagent.simulator.workload import Action, Episode, UserTurn, episode_from_trajectory, episodes_from_arrays
+from specagent.simulator.protocol.workload import Action, Episode, UserTurn, episode_from_trajectory, episodes_from_arrays
 from specagent.simulator.predictor import validate_predictor
-from specagent.simulator.pricing import Pricer
+from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.run import compare, plan_strategy, simulate
 from specagent.simulator.scenario import default_setting
-from specagent.simulator.setting import ApiModel, Setting
-from specagent.simulator.strategies import SpecAgent, make_strategy
+from specagent.simulator.protocol.setting import ApiModel, Setting
+from specagent.simulator.strategies.catalog import SpecAgent, make_strategy
 from specagent.traces import default_workload_path, load_trajectories, step_arrays
 from specagent.traces.schema import Actor, SpecLabel, Step, StepKind, Trajectory
 

@@ -9,16 +9,16 @@ from hypothesis import strategies as st
 
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.des import run_des
-from specagent.simulator.phases import (
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.pricing.des import run_des
+from specagent.simulator.protocol.phases import (
     PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, WEAK_DECODE, WEAK_PREFILL,
 )
-from specagent.simulator.workload import Action, Episode, UserTurn, episode_from_trajectory
-from specagent.simulator.pricing import Pricer, wall_time
+from specagent.simulator.protocol.workload import Action, Episode, UserTurn, episode_from_trajectory
+from specagent.simulator.pricing.analytic import Pricer, wall_time
 from specagent.simulator.run import plan_strategy, simulate
 from specagent.simulator.scenario import default_setting
-from specagent.simulator.strategies import STRATEGY_NAMES, make_strategy
+from specagent.simulator.strategies.catalog import STRATEGY_NAMES, make_strategy
 
 SETTING = default_setting()
 KINDS = ("read", "write", "generic", "think", "reply")
@@ -53,7 +53,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 @given(ep=episodes(), p=st.floats(0, 1), k=st.integers(1, 6), seed=st.integers(0, 10**6),
        review=st.sampled_from(["on_write", "hold_replies", "every_chunk"]), verifier=st.sampled_from(["semantic", "exact"]))
 def test_no_held_action_executes_before_review(ep, p, k, seed, review, verifier):
-    from specagent.simulator.strategies import SpecAgent
+    from specagent.simulator.strategies.catalog import SpecAgent
 
     acc = AcceptanceModel.constant(p)
     _, audit = _audit(ep, SpecAgent(k=k, review=review, verifier=verifier), acc, seed)
@@ -205,9 +205,9 @@ def test_deterministic_same_seed_same_bytes(tmp_path):
 
 def test_phase_names_cover_every_phase():
     """Each phase code lands in its own named column, priced on its own model: trajectory i holds one event of phase i."""
-    from specagent.simulator.phases import TOOL, USER
-    from specagent.simulator.plan import PlanBuilder
-    from specagent.simulator.results import per_trajectory
+    from specagent.simulator.protocol.phases import TOOL, USER
+    from specagent.simulator.protocol.plan import PlanBuilder
+    from specagent.simulator.pricing.results import per_trajectory
 
     names = {WEAK_PREFILL: "weak_prefill", WEAK_DECODE: "weak_decode", STRONG_PREFILL: "strong_prefill",
              STRONG_VERIFY: "strong_verify", STRONG_DECODE: "strong_decode", STRONG_VERDICT: "strong_verdict",

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.plan import STAT_NAMES
-from specagent.simulator.workload import (
+from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
+from specagent.simulator.protocol.plan import STAT_NAMES
+from specagent.simulator.protocol.workload import (
     Action, Episode, UnitTable, UserTurn, episodes_from_arrays, unit_table_from_arrays,
 )
 from specagent.simulator.run import plan_strategy
 from specagent.simulator.scenario import default_setting
-from specagent.simulator.strategies import REGISTRY, STRONG, SingleModel, SpecAgent, StrategyEntry, make_strategy
-from specagent.simulator.workload import episode_from_trajectory
+from specagent.simulator.strategies.catalog import REGISTRY, STRONG, SingleModel, SpecAgent, StrategyEntry, make_strategy
+from specagent.simulator.protocol.workload import episode_from_trajectory
 from specagent.traces import default_workload_path, load_trajectories
 
 SETTING = default_setting()

@@ -20,7 +20,8 @@ import tomli_w
 from typer.testing import CliRunner
 
 from specagent.cli import app
-from specagent.simulator.sweep import FolderLock, SweepConfig, SweepFolderError, config_record, run_sweep
+from specagent.common.folder_lock import FolderBusyError, FolderLock
+from specagent.simulator.sweep import SweepConfig, SweepFolderError, config_record, run_sweep
 
 runner = CliRunner()
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process table from /proc")
@@ -144,7 +145,7 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path):
     out.mkdir()
     with FolderLock(out):
         assert (out / FolderLock.NAME).read_text() == f"{os.getpid()}\n"
-        with pytest.raises(SweepFolderError, match=rf"{out}: another sweep \(pid {os.getpid()}\) is running in this folder"):
+        with pytest.raises(FolderBusyError, match=rf"{out}: another sweep \(pid {os.getpid()}\) is running in this folder"):
             run_sweep(cfg, out)
         r = runner.invoke(app, ["sweep", str(_toml(tmp_path, QUICK)), "--out", str(out)])
         assert r.exit_code == 2 and r.output.count("error:") == 1 and f"another sweep (pid {os.getpid()})" in r.output

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli import app
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.workload import synthetic_unit_table, synthetic_unit_tables
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.workload import synthetic_unit_table, synthetic_unit_tables
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import default_setting
 from specagent.simulator.synthetic import simulate_synthetic, totals_of

@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from specagent.common.errors import InputError
 from specagent.measurements.published_ranges import load_published_ranges
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.acceptance_ranges import AcceptanceDistribution, ParameterRange, RangesError, Uncertainty, value_of
-from specagent.simulator.lockstep import plan_specagent, plan_specagent_replicas
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.ranges import AcceptanceDistribution, ParameterRange, RangesError, Uncertainty, value_of
+from specagent.simulator.strategies.lockstep import plan_specagent, plan_specagent_replicas
 from specagent.simulator.run import predict, to_episodes
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.strategies import make_strategy
+from specagent.simulator.strategies.catalog import make_strategy
 from specagent.simulator.uncertainty import plan_replicas, published_for, ratio_intervals
-from specagent.simulator.workload import UnitTable
+from specagent.simulator.protocol.workload import UnitTable
 from specagent.traces import default_workload_path, load_trajectories
 
 STRATS = ("strongonly", "specagent", "router")
@@ -239,7 +239,7 @@ def test_predict_on_a_fitted_acceptance_draws_from_its_intervals(tmp_path):
     from typer.testing import CliRunner
 
     from specagent.cli import app
-    from specagent.simulator.verdict_records import simulate_verdict_log
+    from specagent.simulator.acceptance.verdict_records import simulate_verdict_log
     from specagent.traces import save_trajectories
     from specagent.traces.verdict_log import write_verdict_log
 

@@ -23,7 +23,7 @@ from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.calibration import PARAMETERS, Calibration, calibrate as run_calibration, candidate_acceptance
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.setting import API_VERIFY_SENDS
+from specagent.simulator.protocol.setting import API_VERIFY_SENDS
 
 console = SafeConsole()
 O = typer.Option  # noqa: E741  (short alias for the many options below)

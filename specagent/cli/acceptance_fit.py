@@ -1,6 +1,6 @@
 """`specagent acceptance fit LOG... -o acceptance.toml`: the acceptance and verdict model fitted to logs.
 
-Thin: reading and fitting are `simulator/acceptance_fit.py`; this prints the estimates with their
+Thin: reading and fitting are `simulator/acceptance/fit.py`; this prints the estimates with their
 95% intervals, the likelihood-ratio tests and the goodness of fit, and writes the `[acceptance]`
 table (atomically) that `--acceptance FILE` and scenarios take (docs/acceptance-fit.md).
 """
@@ -18,7 +18,7 @@ from rich.table import Table
 from specagent.cli.console import SafeConsole, fail, legend
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.simulator.acceptance_fit import FitResult, acceptance_toml, fit_acceptance, read_logs
+from specagent.simulator.acceptance.fit import FitResult, acceptance_toml, fit_acceptance, read_logs
 from specagent.traces.errors import TraceFormatError
 
 

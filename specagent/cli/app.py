@@ -28,7 +28,7 @@ from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
 from specagent.costmodel.latency import FIXED_TERMS
 from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
 from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
-from specagent.simulator import FLEET_BACKEND
+from specagent.simulator.fleet import FLEET_BACKEND
 from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 

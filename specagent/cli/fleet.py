@@ -29,14 +29,15 @@ from specagent.common import atomic
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.simulator.fleet_build import gpus_sizing, parse_gpu_counts
+from specagent.simulator.capacity.fleet_build import gpus_sizing, parse_gpu_counts
 from specagent.simulator.parallel import default_workers
 from specagent.simulator import plan_store
-from specagent.simulator.planner import SLO, PlanRequest, PlanResult, parse_prices, parse_rates, plan_capacity, search_keys
-from specagent.simulator.fleet_config import resolve_price
+from specagent.simulator.planner import SLO, PlanRequest, PlanResult, plan_capacity, search_keys
+from specagent.simulator.rates_prices import parse_prices, parse_rates
+from specagent.simulator.fleet.config import resolve_price
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.steady_state import SLICE_TASKS
-from specagent.simulator.strategies import STRATEGY_NAMES
+from specagent.simulator.capacity.steady_state import SLICE_TASKS
+from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.study import balance_study
 from specagent.simulator.sweep import BACKENDS, SweepCellError, SweepConfig, SweepConfigError, load_sweep, run_sweep
 from specagent.traces.requests import load_requests
@@ -317,7 +318,7 @@ def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dic
                         "search_gpus": list(req.search_gpus) if req.search_gpus else None, "gpus_sizing": gpus_sizing(req.search_gpus)},
             "best": _records(res.best), "candidates": _records(res.table), "evaluations": _records(res.evaluations),
             "price_sources": res.price_sources, "notes": res.notes,
-            "method": "steady-state windows (simulator/steady_state.py); search from the analytic bound (simulator/bounds.py, planner.py)"}
+            "method": "steady-state windows (simulator/capacity/steady_state.py); search from the analytic bound (simulator/capacity/bounds.py, planner.py)"}
 
 
 def _write_plan(out: Path, text: str, res: PlanResult, quiet: bool) -> None:
@@ -465,7 +466,7 @@ def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
     """The summary rows: a steady-state cell's latencies are its measurement window's, a burst cell's its tasks'.
 
     Why: a steady cell's burst percentiles take every simulated task, the ones still running at the
-    horizon included (NaN), so they are not its answer; the window's are (simulator/steady_state.py)."""
+    horizon included (NaN), so they are not its answer; the window's are (simulator/capacity/steady_state.py)."""
     out = df[["strategy", "k", "acceptance", "rate", "fleet", "hardware"]].copy()
     for q in ("p50", "p95"):
         burst = df[f"latency_{q}_s"] if f"latency_{q}_s" in df else pd.Series(math.nan, index=df.index)

@@ -22,7 +22,7 @@ from specagent.common import atomic
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.strategies import DEFAULT_K, DEFAULT_REVIEW
+from specagent.simulator.strategies.catalog import DEFAULT_K, DEFAULT_REVIEW
 from specagent.traces.schema import MAX_STEPS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",

@@ -32,7 +32,7 @@ def _params(kernels: Optional[Path]):
 
 
 def _load(data: Optional[Path]):
-    from specagent.costmodel.latency_fit import targets_from_rows
+    from specagent.costmodel.latency_targets import targets_from_rows
     from specagent.measurements import MeasurementError, default_path, load_serving
 
     path = data or default_path("serving_latency.csv")
@@ -62,7 +62,8 @@ def validate_cmd(
     (leave-one-source-out), so the MAPE is a held-out error. Targets (issue 12): TPOT at
     concurrency <= 16 within 20%, above that and TTFT within 30%.
     """
-    from specagent.costmodel.latency_fit import TARGETS, skipped_by_reason, validate
+    from specagent.costmodel.latency_targets import skipped_by_reason
+    from specagent.costmodel.latency_validation import TARGETS, validate
 
     for target in (rows_out, figure):
         if target is not None:

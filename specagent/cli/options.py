@@ -26,7 +26,7 @@ from specagent.common.errors import DeprecatedSpelling, InputError
 from specagent.simulator.scenario import (
     DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, load_acceptance,
 )
-from specagent.simulator.setting import Setting
+from specagent.simulator.protocol.setting import Setting
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from specagent.cli.progress import progress_bar
 from specagent.cli.simulate import check_format
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.simulator.fleet_config import Scheduler, engine_scheduler
-from specagent.simulator.planner import parse_prices
+from specagent.simulator.fleet.config import Scheduler, engine_scheduler
+from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.replay import ReplayResult, replay
 from specagent.simulator.scenario import Scenario
 from specagent.traces.requests import load_requests

@@ -26,14 +26,14 @@ from specagent.common.paths import check_input_file
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.reports.html import write_report
-from specagent.simulator.planner import parse_prices
+from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
 from specagent.simulator.run import predict as run_predict
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.strategies import STRATEGY_NAMES
+from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
 from specagent.simulator.uncertainty import ratio_intervals
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
@@ -155,7 +155,7 @@ def _phase_table(phase: pd.DataFrame, baseline_total: float, title: str, unit: s
 
 
 def _reasoning(acc: dict) -> str:
-    """The verdict model's reasoning terms in words (the rule: simulator/acceptance.py)."""
+    """The verdict model's reasoning terms in words (the rule: simulator/acceptance/model.py)."""
     if not acc.get("thinking", False):
         return "off (verdicts and repairs decode their answer only)"
     tied = "the workload's recorded reasoning of the step decided"

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from specagent.simulator.fleet_config import resolve_price
+from specagent.simulator.fleet.config import resolve_price
 
 #: (column, short header for an 80-column terminal, meaning with its unit): the per-task figures.
 COLUMNS = (

@@ -24,9 +24,9 @@ from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 
 from specagent.simulator.provenance import InputsError, changed_inputs, setting_from_inputs
-from specagent.simulator.results import phase_split, summarize
+from specagent.simulator.pricing.results import phase_split, summarize
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.setting import Setting
+from specagent.simulator.protocol.setting import Setting
 
 #: Columns each optional table must have (extra columns are kept and shown).
 BALANCE_COLUMNS = ("hardware", "strong_mean_decode_batch", "time_saving", "memory_saving")

@@ -8,7 +8,7 @@ call the same functions.
 Common input: a *summary* frame, one row per strategy (and per workload when several
 benchmarks are compared), with columns ``strategy``, ``label``, ``workload`` and the
 simulator's totals and ``*_rel`` ratios to Strong-only (see
-``specagent.simulator.results.summarize``).
+``specagent.simulator.pricing.results.summarize``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 BASELINE = "strongonly"
 TEMPLATE = "plotly_white"
 
-#: Phase groups (specagent.simulator.results.PHASE_GROUPS) in stacking order, with display names.
+#: Phase groups (specagent.simulator.pricing.results.PHASE_GROUPS) in stacking order, with display names.
 PHASE_LABELS = {
     "weak_prefill": "Weak prefill",
     "weak_drafting": "Weak drafting (decode)",
@@ -38,7 +38,7 @@ PHASE_COLORS = {
     "weak_prefill": "#9ecae1", "weak_drafting": "#3182bd", "strong_prefill": "#fdae6b",
     "strong_verification": "#e6550d", "strong_repair_verdict": "#a63603", "tool": "#74c476", "user": "#bdbdbd",
 }
-#: Model phases (specagent.simulator.phases.PHASE_NAMES) shown on the roofline.
+#: Model phases (specagent.simulator.protocol.phases.PHASE_NAMES) shown on the roofline.
 MODEL_PHASES = {
     "weak_prefill": ("weak", "Weak prefill"),
     "weak_decode": ("weak", "Weak decode (drafting)"),

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from specagent.simulator.phases import PHASE_NAMES, STRONG_PHASES, WEAK_PHASES
-from specagent.simulator.plan import CallPlan
+from specagent.simulator.protocol.phases import PHASE_NAMES, STRONG_PHASES, WEAK_PHASES
+from specagent.simulator.protocol.plan import CallPlan
 
 
 def run_des(plan: CallPlan, event_time: np.ndarray, weak_slots: int | None = None, strong_slots: int | None = None,

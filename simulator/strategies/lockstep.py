@@ -16,13 +16,13 @@ from typing import Sequence
 
 import numpy as np
 
-from specagent.simulator.acceptance import AcceptanceModel, unit_uniforms
-from specagent.simulator.phases import (
+from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
+from specagent.simulator.protocol.phases import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
-from specagent.simulator.plan import STAT_NAMES, CallPlan
-from specagent.simulator.strategies import ServingPolicy, SpecAgent
-from specagent.simulator.workload import UNIT_KINDS, UnitTable
+from specagent.simulator.protocol.plan import STAT_NAMES, CallPlan
+from specagent.simulator.strategies.catalog import ServingPolicy, SpecAgent
+from specagent.simulator.protocol.workload import UNIT_KINDS, UnitTable
 
 _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 _REPLY = UNIT_KINDS.index("reply")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Sequence
 
-from specagent.simulator.acceptance import AcceptanceModel
+from specagent.simulator.acceptance.model import AcceptanceModel
 
 
 def weak_tokens(n: int, ratio: float) -> int:

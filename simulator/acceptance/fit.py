@@ -3,7 +3,7 @@
 Why: every saving the tool predicts rests on the acceptance model; this turns evidence
 (`docs/verdict-log.md` records, or the protocol logs `specagent live` writes) into its
 parameters, each with a 95% interval, and says whether the data support position decay and
-correlation at all. The likelihood is the model's own (simulator/acceptance.py):
+correlation at all. The likelihood is the model's own (simulator/acceptance/model.py):
 
 * a verification judges drafted steps in order and stops at the first rejection; step i
   is accepted with p = accept[kind] * position_decay**i, times (1 - correlation) for the
@@ -38,8 +38,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from specagent.simulator.acceptance import KINDS, AcceptanceModel
-from specagent.simulator.workload import episode_from_trajectory, step_groups
+from specagent.simulator.acceptance.model import KINDS, AcceptanceModel
+from specagent.simulator.protocol.workload import episode_from_trajectory, step_groups
 from specagent.traces.errors import TraceFormatError
 from specagent.traces.io import load_trajectories
 from specagent.traces.schema import Trajectory
@@ -476,7 +476,7 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
     source = (f"fitted by `specagent acceptance fit` (maximum likelihood) from {'; '.join(data.logs)}; "
               f"parameters not in the logs keep their defaults: {', '.join(sorted(not_fitted)) or 'none'}")
     meta = {
-        "method": "maximum likelihood (simulator/acceptance_fit.py)",
+        "method": "maximum likelihood (simulator/acceptance/fit.py)",
         "interval_method": "95%: profile likelihood (acceptance, decay, correlation, p_valid_replacement, exact); Fisher "
                            "information (NB2 token means, log scale; exact Poisson when not over-dispersed); quasi-Poisson "
                            "Fisher information (weak_token_ratio)",

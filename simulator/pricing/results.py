@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.phases import (
+from specagent.simulator.protocol.phases import (
     DECODE_PHASES, PHASE_GROUPS, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, TOOL, USER, WEAK_PHASES,
 )
-from specagent.simulator.plan import STAT_NAMES, CallPlan
-from specagent.simulator.pricing import EventCosts, wall_time
+from specagent.simulator.protocol.plan import STAT_NAMES, CallPlan
+from specagent.simulator.pricing.analytic import EventCosts, wall_time
 
 METRICS = ("time_s", "flops", "bytes_read", "bytes_written", "tokens")
 #: Headline per-trajectory figures compared across strategies.

@@ -13,13 +13,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from specagent.simulator.acceptance import AcceptanceModel
-from specagent.simulator.phases import CALL_PHASES, STRONG, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK
-from specagent.simulator.plan import PlanBuilder
-from specagent.simulator.protocol import (
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.phases import CALL_PHASES, STRONG, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK
+from specagent.simulator.protocol.plan import PlanBuilder
+from specagent.simulator.protocol.decisions import (
     Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol, weak_tokens,
 )
-from specagent.simulator.workload import Action, Episode, UserTurn
+from specagent.simulator.protocol.workload import Action, Episode, UserTurn
 
 _CALL_STAT = ("weak_calls", "strong_calls")
 REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
@@ -380,7 +380,7 @@ class StrategyEntry:
 
     @property
     def lockstep(self) -> bool:
-        """Planned by the vectorised lockstep planner (simulator/lockstep.py) unless audited: the strategy's own `lockstep`."""
+        """Planned by the vectorised lockstep planner (simulator/strategies/lockstep.py) unless audited: the strategy's own `lockstep`."""
         return bool(self.make(DEFAULT_K, DEFAULT_REVIEW).lockstep)
 
 

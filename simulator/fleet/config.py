@@ -14,8 +14,8 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.hardware.profile import HardwareProfile
-from specagent.simulator.phases import MODEL_NAMES, STRONG, WEAK
-from specagent.simulator.setting import ApiModel
+from specagent.simulator.protocol.phases import MODEL_NAMES, STRONG, WEAK
+from specagent.simulator.protocol.setting import ApiModel
 
 ROUTERS = ("session_affinity", "least_outstanding", "round_robin", "central_queue")
 ARRIVAL_KINDS = ("poisson", "bursty", "trace")

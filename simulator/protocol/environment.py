@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from specagent.common.errors import InputError
-from specagent.simulator.workload import Episode, UnitTable, UserTurn
+from specagent.simulator.protocol.workload import Episode, UnitTable, UserTurn
 from specagent.traces.schema import MAX_STEP_LATENCY_S, Actor, Trajectory
 
 #: Largest latency scale accepted: a guard against a typo, not a measured limit.

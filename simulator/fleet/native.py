@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-NATIVE_MODULES = ("itercost", "fleet_config", "fleet")
+NATIVE_MODULES = ("itercost", "config", "sim")
 MANIFEST = "_native_build.json"
 PURE_ENV = "SPECAGENT_PURE_PYTHON"
 REBUILD = "rebuild with `make setup` (or `pip install -e .`)"

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from specagent.common.errors import InputError
-from specagent.simulator.acceptance import MAX_WEAK_TOKEN_RATIO, AcceptanceModel
+from specagent.simulator.acceptance.model import MAX_WEAK_TOKEN_RATIO, AcceptanceModel
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 SHAPES = ("uniform", "normal")

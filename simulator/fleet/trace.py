@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from specagent.common import atomic
-from specagent.simulator.fleet_results import FleetResult
+from specagent.simulator.fleet.results import FleetResult
 
 
 def write_chrome_trace(path: str | Path, result: FleetResult, max_tasks: int = 200) -> Path:

@@ -17,19 +17,19 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment, tp_problem
-from specagent.simulator.fleet import FleetSim, compile_steps
-from specagent.simulator.fleet_config import (
+from specagent.simulator.fleet.sim import FleetSim, compile_steps
+from specagent.simulator.fleet.config import (
     STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Fleet, Pool, Scheduler, resolve_price,
 )
-from specagent.simulator.fleet_results import FleetResult
-from specagent.simulator.fleet_trace import write_chrome_trace
-from specagent.simulator.phases import STRONG_DECODE, STRONG_PHASES, STRONG_PREFILL, WEAK_PHASES
-from specagent.simulator.plan import CallPlan
+from specagent.simulator.fleet.results import FleetResult
+from specagent.simulator.fleet.trace import write_chrome_trace
+from specagent.simulator.protocol.phases import STRONG_DECODE, STRONG_PHASES, STRONG_PREFILL, WEAK_PHASES
+from specagent.simulator.protocol.plan import CallPlan
 from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import DeploymentSpec, Scenario
-from specagent.simulator.setting import ApiModel, Setting
-from specagent.simulator.strategies import Strategy, make_strategy
-from specagent.simulator.workload import Episode, UnitTable
+from specagent.simulator.protocol.setting import ApiModel, Setting
+from specagent.simulator.strategies.catalog import Strategy, make_strategy
+from specagent.simulator.protocol.workload import Episode, UnitTable
 from specagent.traces.requests import RequestTrace
 from specagent.traces.schema import Trajectory
 

@@ -139,7 +139,7 @@ def episode_from_trajectory(t: Trajectory, default_tool_s: float = 0.0, default_
             if v == "rejected":
                 raise ValueError(
                     f"{t.source}: step {s.index} is labelled 'rejected'; a protocol log lists committed steps only, "
-                    "with the repaired step labelled 'repair' (see simulator/workload.py)"
+                    "with the repaired step labelled 'repair' (see simulator/protocol/workload.py)"
                 )
             if verdict != "repair":
                 verdict = v

@@ -18,9 +18,9 @@ from typing import Sequence
 
 import numpy as np
 
-from specagent.simulator.acceptance import KINDS, AcceptanceModel, unit_uniforms
-from specagent.simulator.protocol import Accept, Reject, Review, specagent_protocol, weak_tokens
-from specagent.simulator.workload import Episode
+from specagent.simulator.acceptance.model import KINDS, AcceptanceModel, unit_uniforms
+from specagent.simulator.protocol.decisions import Accept, Reject, Review, specagent_protocol, weak_tokens
+from specagent.simulator.protocol.workload import Episode
 from specagent.traces.verdict_log import VerdictRecord, make_record
 
 
@@ -149,7 +149,7 @@ def shipped_sample_records() -> list[VerdictRecord]:
     """The verdict log of SpecAgent (K=4, on_write, seed 0, the default acceptance model) on the shipped τ²-Bench
     airline trace: the shipped sample, rebuilt (a test checks the file equals it)."""
     from specagent.traces import default_workload_path, load_trajectories
-    from specagent.simulator.workload import episode_from_trajectory
+    from specagent.simulator.protocol.workload import episode_from_trajectory
 
     eps = [episode_from_trajectory(t) for t in load_trajectories(default_workload_path())]
     return protocol_verdict_records(eps, 4, AcceptanceModel(), seed=0, source=SAMPLE_SOURCE)

@@ -66,9 +66,9 @@ from typing import Callable
 import numpy as np
 from scipy import stats as sps
 
-from specagent.simulator.fleet_build import TaskPlan
-from specagent.simulator.fleet_config import Arrivals, Fleet
-from specagent.simulator.fleet_results import FleetResult
+from specagent.simulator.capacity.fleet_build import TaskPlan
+from specagent.simulator.fleet.config import Arrivals, Fleet
+from specagent.simulator.fleet.results import FleetResult
 
 #: Batches of the measurement span (batch quantiles).
 BATCHES = 10

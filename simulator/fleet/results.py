@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.fleet_config import STRONG_POOL, WEAK_POOL, Fleet
+from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, Fleet
 
 
 @dataclass

@@ -55,12 +55,12 @@ import pandas as pd
 
 from specagent.common.alloc import paused_gc
 from specagent.costmodel.passes import GDN_CHUNK
-from specagent.simulator.fleet_config import POOL_NAMES, STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Fleet, FleetError, Scheduler
-from specagent.simulator.fleet_results import FleetResult, summarize_fleet
-from specagent.simulator.itercost import DecodeSegment, IterationCost
-from specagent.simulator.phases import DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES
-from specagent.simulator.plan import CallPlan
-from specagent.simulator.setting import ApiModel
+from specagent.simulator.fleet.config import POOL_NAMES, STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Fleet, FleetError, Scheduler
+from specagent.simulator.fleet.results import FleetResult, summarize_fleet
+from specagent.simulator.fleet.itercost import DecodeSegment, IterationCost
+from specagent.simulator.protocol.phases import DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES
+from specagent.simulator.protocol.plan import CallPlan
+from specagent.simulator.protocol.setting import ApiModel
 
 _SCAN_REPLICAS = 512  # session-affinity pools up to this size find the least-loaded replica by a scan
 

@@ -32,10 +32,10 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import GDN_CHUNK
-from specagent.simulator.fleet import flatten_steps
-from specagent.simulator.fleet_build import TaskPlan
-from specagent.simulator.fleet_config import Scheduler
-from specagent.simulator.itercost import IterationCost
+from specagent.simulator.fleet.sim import flatten_steps
+from specagent.simulator.capacity.fleet_build import TaskPlan
+from specagent.simulator.fleet.config import Scheduler
+from specagent.simulator.fleet.itercost import IterationCost
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
-from specagent.simulator.phases import (
+from specagent.simulator.protocol.phases import (
     DECODE_PHASES, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, STRONG_VERIFY, WAIT_PHASES, WEAK_PHASES,
 )
-from specagent.simulator.plan import CallPlan
-from specagent.simulator.setting import ApiModel, Setting
+from specagent.simulator.protocol.plan import CallPlan
+from specagent.simulator.protocol.setting import ApiModel, Setting
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,147 @@
+"""Leave-one-source-out validation of the fitted engine terms, scored against the held-out MAPE targets."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from specagent.costmodel.latency_targets import Skipped, Target, predict
+from specagent.costmodel.latency_fit import FitResult, Param, fit, fitted_engine_for, serving_params
+
+#: Held-out MAPE targets (issue 12): TPOT at concurrency <= 16, TPOT above that, TTFT.
+TARGETS = {"tpot_c<=16": 0.20, "tpot_c>16": 0.30, "ttft": 0.30}
+#: Figures scored apart as well as in the whole (issue 28): the paper's GPU, whose per-token times size every default plan,
+#: running batches of 32-256, where held-out rows on other GPUs measured per-token time stepping up from batch 16, and
+#: one request at a time, whose TTFT is the engine's per-request overhead and one prefill (the TTFT class that is fitted).
+SLICES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "h20": lambda r: r["gpu"] == "h20",
+    "batch 32-256": lambda r: 32 <= r["batch"] <= 256,
+    "concurrency 1": lambda r: r["concurrency"] <= 1,
+}
+
+
+
+# ------------------------------------------------------------------------- validation
+@dataclass
+class Validation:
+    targets: list[Target]
+    skipped: list[Skipped]
+    predicted: np.ndarray  # held out (leave-one-source-out) where `held_out`, else in-sample
+    held_out: bool
+    full_fit: FitResult | None = None
+    per_source: dict[str, FitResult] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> np.ndarray:
+        return self.predicted / np.array([t.measured for t in self.targets]) - 1.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for t, p, e in zip(self.targets, self.predicted, self.errors):
+            unit = "tok/s" if t.metric == "throughput" else "ms"
+            scale = 1.0 if t.metric == "throughput" else 1e3
+            out.append(dict(row_id=t.row.row_id, source=t.row.source, model=t.row.model, model_class=t.model_class, gpu=t.row.gpu,
+                            gpus=t.row.gpus, engine=t.row.engine, metric=t.metric, concurrency=t.concurrency, batch=t.batch,
+                            input_tokens=t.input_tokens, output_tokens=t.output_tokens, unit=unit,
+                            measured=t.measured * scale, predicted=float(p) * scale, error=float(e), load_class=t.load_class))
+        return out
+
+    def mape(self, by: str) -> dict[str, dict[str, float]]:
+        """MAPE and row count grouped by a row key (gpu, engine, model_class, metric, load_class)."""
+        groups: dict[str, list[float]] = defaultdict(list)
+        for r in self.rows():
+            groups[str(r[by])].append(abs(r["error"]))
+        return {k: {"mape": float(np.mean(v)), "rows": len(v)} for k, v in sorted(groups.items())}
+
+    def source_offsets(self) -> dict[str, dict[str, Any]]:
+        """How much of each class's error is one constant factor per source, and how much is shape.
+
+        Per target class and source: the source's bias (median of predicted / measured) and its
+        MAPE before and after dividing its predictions by that bias. The class's MAPE after every
+        source's own bias is removed is what a model exact up to one factor per publication
+        (its engine version, flags, client, machine) would score: the part of the held-out
+        error that is a disagreement *between* sources no held-out fit can see, as opposed to
+        errors in how time varies *within* one source (concurrency, lengths, model, GPU).
+        A factor fitted on the scored rows themselves is not a prediction; this is a diagnosis.
+        """
+        groups: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+        for r in self.rows():
+            groups[r["load_class"]][r["source"]].append((r["predicted"], r["measured"]))
+        out: dict[str, dict[str, Any]] = {}
+        for cls in sorted(groups):
+            before: list[float] = []
+            after: list[float] = []
+            sources: dict[str, dict[str, float]] = {}
+            for src in sorted(groups[cls]):
+                ratio = np.array([p / m for p, m in groups[cls][src]])
+                bias = float(np.median(ratio))
+                b, a = np.abs(ratio - 1.0), np.abs(ratio / bias - 1.0)
+                before.extend(b)
+                after.extend(a)
+                sources[src] = {"figures": len(ratio), "bias": bias, "mape": float(b.mean()), "mape_after_offset": float(a.mean())}
+            out[cls] = {"figures": len(before), "mape": float(np.mean(before)), "mape_after_offset": float(np.mean(after)),
+                        "sources": sources}
+        return out
+
+    def slices(self) -> dict[str, dict[str, Any]]:
+        """The `SLICES` scored apart: per slice, MAPE per target class (with the target where it has one) and per source.
+
+        A slice's source table is each source's bias (median predicted / measured) and MAPE inside the slice, so a missed
+        target says which publications disagree and by how much.
+        """
+        rows = self.rows()
+        out: dict[str, dict[str, Any]] = {}
+        for name, keep in SLICES.items():
+            sel = [r for r in rows if keep(r)]
+            classes: dict[str, list[float]] = defaultdict(list)
+            by_source: dict[str, list[float]] = defaultdict(list)
+            for r in sel:
+                classes[r["load_class"]].append(abs(r["error"]))
+                by_source[r["source"]].append(r["predicted"] / r["measured"])
+            out[name] = {
+                "figures": len(sel),
+                "mape": float(np.mean([abs(r["error"]) for r in sel])) if sel else None,
+                "classes": {k: {"mape": float(np.mean(v)), "rows": len(v), "target": TARGETS.get(k),
+                                "met": (float(np.mean(v)) <= TARGETS[k]) if k in TARGETS else None} for k, v in sorted(classes.items())},
+                "sources": {k: {"figures": len(v), "bias": float(np.median(v)), "mape": float(np.mean(np.abs(np.array(v) - 1.0)))}
+                            for k, v in sorted(by_source.items())},
+            }
+        return out
+
+    def targets_met(self) -> dict[str, dict[str, Any]]:
+        m = self.mape("load_class")
+        return {k: {"target": v, "mape": m.get(k, {}).get("mape"), "rows": m.get(k, {}).get("rows", 0),
+                    "met": (m[k]["mape"] <= v) if k in m else None} for k, v in TARGETS.items()}
+
+
+def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_out: bool = True,
+             params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None, **fit_options: Any) -> Validation:
+    """Leave-one-source-out predictions (or, with held_out=False, the engine profiles as shipped).
+
+    Each held-out fit starts from the priors, as the full fit does: starting it from the
+    full fit's values would carry the held-out source into its own prediction wherever
+    the other sources leave a coefficient unconstrained (the optimiser stays near its
+    start along a flat direction), which is not leave-one-source-out.
+    """
+    targets = list(targets)
+    if not held_out:
+        return Validation(targets, list(skipped), predict(targets), False)
+    params = list(params or serving_params()[0])
+    tick = progress or (lambda _m: None)
+    tick(f"fit on all {len(targets)} figures")
+    full = fit(targets, params, **fit_options)
+    pred = np.empty(len(targets))
+    per: dict[str, FitResult] = {}
+    sources = sorted({t.row.source for t in targets})
+    for s in sources:
+        train = [t for t in targets if t.row.source != s]
+        test_idx = [k for k, t in enumerate(targets) if t.row.source == s]
+        tick(f"hold out {s} ({len(test_idx)} figures)")
+        r = fit(train, params, **fit_options) if train else full  # from the priors: the full fit saw this source
+        per[s] = r
+        test = [targets[k] for k in test_idx]
+        pred[test_idx] = predict(test, fitted_engine_for(r))
+    return Validation(targets, list(skipped), pred, True, full, per)

@@ -1,0 +1,1 @@
+"""Capacity: fleets built from a Scenario, analytic pool bounds, steady-state measurement."""

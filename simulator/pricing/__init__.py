@@ -1,0 +1,1 @@
+"""The pricing engines at batch 1: analytic (roofline per event) and simpy (contending resources), and their accounting."""

@@ -1,0 +1,69 @@
+"""Rates and prices as a person writes them (`2/s`, `0.5/s..1000/s`, `h20=2.1`), parsed once at the boundary."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import numpy as np
+
+_UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
+_RATE = r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*"
+
+
+def parse_rate(text: str) -> float:
+    """'2/s', '120/min', '7200/h' or a bare number of tasks per second."""
+    m = re.fullmatch(_RATE, str(text))
+    if not m:
+        raise ValueError(f"rate '{text}': expected tasks per time, e.g. 2/s, 120/min or 7200/h")
+    try:
+        v = float(m.group(1)) / _UNITS[m.group(2)]
+    except ValueError:
+        raise ValueError(f"rate '{text}': '{m.group(1)}' is not a number") from None
+    if not v > 0 or not math.isfinite(v):
+        raise ValueError(f"rate '{text}' must be > 0")
+    return v
+
+
+def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
+    """One rate, a comma-separated list ('2/s,50/s'), or a range 'LO..HI' of `points` log-spaced rates ('0.5/s..1000/s')."""
+    text = str(text)
+    if ".." in text:
+        lo_s, hi_s = text.split("..", 1)
+        lo, hi = parse_rate(lo_s), parse_rate(hi_s)
+        if not hi > lo:
+            raise ValueError(f"rate range '{text}': the upper end must exceed the lower")
+        if points < 2:
+            raise ValueError(f"rate range '{text}' needs at least 2 points, got {points}")
+        return tuple(float(x) for x in np.geomspace(lo, hi, points))
+    rates = tuple(parse_rate(t) for t in text.split(",") if t.strip())
+    if not rates:
+        raise ValueError(f"rate '{text}': give at least one rate")
+    if len(set(rates)) != len(rates):
+        raise ValueError(f"rate '{text}': a rate is given twice")
+    return tuple(sorted(rates))
+
+
+def parse_prices(items: Sequence[str]) -> dict[str, float]:
+    """['h20=2.1', 'h200=3.5,b200=6'] -> {'h20': 2.1, 'h200': 3.5, 'b200': 6.0}: each item one or a comma list."""
+    out: dict[str, float] = {}
+    for item in items:
+        if not item.strip():
+            raise ValueError("price '': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
+    for it in (part.strip() for item in items for part in item.split(",")):
+        if not it:
+            continue
+        if "=" not in it:
+            raise ValueError(f"price '{it}': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
+        k, v = it.split("=", 1)
+        key = k.strip().lower()
+        if not key:
+            raise ValueError(f"price '{it}': no GPU type before '='")
+        try:
+            out[key] = float(v)
+        except ValueError as exc:
+            raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
+        if not 0 <= out[key] < math.inf:
+            raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
+    return out
