@@ -17,7 +17,7 @@ issue-12 target. Three questions are separated here, the first on the held-out p
    with every padded row a full sequence (its KV read included, which the engines do not do: a padded row attends to
    one token) over the step at the batch itself, with the shipped engine profile.
 3. **The per-request overhead each source implies.** A TTFT at concurrency 1 is priced as the engine's `request_us` plus
-   one prefill of the prompt (`costmodel.latency_fit`); measured TTFT minus that prefill is the overhead the source
+   one prefill of the prompt (`costmodel.latency_targets`); measured TTFT minus that prefill is the overhead the source
    implies. One engine term can fit every source only if these agree; their spread (per source: median, and the range
    over its figures) is the part of the class's error no per-engine constant removes.
 
