@@ -203,6 +203,19 @@ def test_safe_console_prints_a_wide_table_whole():
     assert text.count("0.918") == 7 and "strongonly" in text and "its lines wrap" in text
 
 
+def test_a_table_caption_is_printed_flush_left():
+    """A caption is prose (what the columns mean): rich centres it by default, which reads as ragged lines."""
+    from rich.table import Table
+
+    t = Table(caption="s/task = seconds per task, tool and user waits included; model s = seconds the models take")
+    t.add_column("strategy")
+    t.add_row("a very long strategy name that makes the table wide")
+    c = SafeConsole(width=60, record=True, file=open(os.devnull, "w"))
+    c.print(t)
+    lines = [ln for ln in c.export_text().splitlines() if ln.strip()]
+    assert lines[-2].startswith("s/task = seconds") and lines[-1].startswith("included; model s")
+
+
 # ---------------------------------------------------------------- F6 aliases that take over another profile
 def _write_profile(path: Path, **changes) -> None:
     import tomli_w
