@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from specagent.cli import app
 from specagent.cli.options import deployment_flag, scenario_flags
 from specagent.reports.data import deployments, load_results
-from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
+from specagent.simulator.scenario import DEFAULT_TITLE, DeploymentSpec, Scenario, ScenarioError
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 runner = CliRunner()
@@ -134,8 +134,10 @@ def test_scenario_show_prints_a_file_that_loads_back(tmp_path):
         r = runner.invoke(app, ["scenario", "show", *args])
         assert r.exit_code == 0, r.output
         p = tmp_path / "x.toml"
-        p.write_text(r.output)
+        p.write_text(r.stdout)
         assert Scenario.load(p) == expect
+        assert "# Resolved" not in r.stdout and "# Resolved" in r.stderr  # `show > file` saves no machine paths
+    assert runner.invoke(app, ["scenario", "show"]).stdout == Scenario().to_toml(DEFAULT_TITLE)  # what `make scenarios` writes
     assert json.loads(runner.invoke(app, ["scenario", "show", "--json"]).output) == Scenario().to_dict()
 
 
@@ -181,14 +183,14 @@ def test_scenario_show_resolves_every_name_as_predict_does(tmp_path):
     f.write_text('[strong]\nhardware = "h200"\n', encoding="utf-8")
     r = runner.invoke(app, ["scenario", "show", str(f)])
     assert r.exit_code == 0, r.output
-    assert "#   strong.hardware = 'h200' -> h200_sxm: NVIDIA H200" in r.output
-    assert "#   weak.model = 'qwen3.5-4b' -> Qwen/Qwen3.5-4B" in r.output
-    assert "#   strong.serving_engine = 'vllm' -> vllm: vLLM" in r.output
+    assert "#   strong.hardware = 'h200' -> h200_sxm: NVIDIA H200" in r.stderr
+    assert "#   weak.model = 'qwen3.5-4b' -> Qwen/Qwen3.5-4B" in r.stderr
+    assert "#   strong.serving_engine = 'vllm' -> vllm: vLLM" in r.stderr
     back = tmp_path / "back.toml"
-    back.write_text(r.output, encoding="utf-8")
+    back.write_text(r.output, encoding="utf-8")  # stdout and stderr together (a terminal's copy) loads back too
     assert Scenario.load(back) == Scenario.load(f)
     edge = runner.invoke(app, ["scenario", "show", "edge"])
-    assert edge.exit_code == 0 and "#   strong_api = 'qwen3.5-397b-a17b-api' -> " in edge.output
+    assert edge.exit_code == 0 and "#   strong_api = 'qwen3.5-397b-a17b-api' -> " in edge.stderr
     (tmp_path / "bad.toml").write_text('[strong]\nhardware = "h2000"\n', encoding="utf-8")
     bad = runner.invoke(app, ["scenario", "show", str(tmp_path / "bad.toml")])
     assert bad.exit_code == 2 and bad.output.count("error:") == 1 and "bad.toml: strong.hardware: " in bad.output

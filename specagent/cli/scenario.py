@@ -32,7 +32,7 @@ def show(name: Optional[str] = typer.Argument(None, help=f"A scenario TOML file 
     """Print a scenario with every field filled in: save it, edit it, pass it with --scenario.
 
     Its models, GPUs and engines are resolved the way `predict` resolves them (an unknown name is
-    an error naming the file and key); the TOML says what each name resolved to."""
+    an error naming the file and key); what each name resolved to follows on stderr, as TOML comments."""
     where = name or "the built-in default"
     try:
         sc = Scenario.load(name) if name else Scenario()
@@ -42,7 +42,10 @@ def show(name: Optional[str] = typer.Argument(None, help=f"A scenario TOML file 
     if as_json:
         typer.echo(json_out(sc.to_dict(), indent=2))
     else:
-        typer.echo(sc.to_toml(f"scenario: {name}" if name else DEFAULT_TITLE) + resolved_comment(sc, setting), nl=False)
+        # the file on stdout (`scenario show > my.toml` saves exactly the scenario, as `make scenarios` does); what each
+        # name resolved to, with this machine's paths, on stderr
+        typer.echo(sc.to_toml(f"scenario: {name}" if name else DEFAULT_TITLE), nl=False)
+        typer.echo(resolved_comment(sc, setting), nl=False, err=True)
 
 
 def _resolve(sc: Scenario, where: str) -> Setting:
