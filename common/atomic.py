@@ -97,6 +97,19 @@ def _target(p: Path) -> Path:
     return Path(os.path.realpath(p)) if p.is_symlink() else p
 
 
+def refuse_dash(path: str | os.PathLike) -> None:
+    """`-` (or a path under it) is refused, not written as a file or folder named `-`.
+
+    Why: `-o -` reads as "standard output" in most tools; silently creating `./-` (as `predict -o -` did)
+    leaves the user looking at stdout for a result that went to a hidden-looking folder. No writer here
+    streams its files (Parquet, several files per folder), so the answer is a clear refusal."""
+    p = Path(path)
+    if p.parts[:1] == ("-",):
+        raise OutputError(f"cannot write {p}: '-' is not standard output here, and a file or folder named '-' is refused "
+                          "as a likely mistake; give a path (to print results, use the command's --json or --format json "
+                          "where it has one)", str(p))
+
+
 def write_together(writes: Mapping[str | os.PathLike, Writer]) -> list[Path]:
     """Write several files that belong together: each to a temp file first, then all renamed.
 
@@ -105,6 +118,8 @@ def write_together(writes: Mapping[str | os.PathLike, Writer]) -> list[Path]:
     (/dev/null, /dev/stdout) is written into directly: replacing it would replace the device.
     """
     items = [(Path(p), w) for p, w in writes.items()]
+    for p, _ in items:
+        refuse_dash(p)
     created: list[Path] = []
     temps: list[tuple[Path, Path]] = []  # (temp, the file it replaces)
     current = items[0][0] if items else Path()
@@ -142,6 +157,7 @@ def check_writable(path: str | os.PathLike) -> None:
     Creates and removes a temp file beside `path`; leaves no folder behind.
     """
     p = Path(path)
+    refuse_dash(p)
     if p.is_dir():
         raise OutputError(f"cannot write {p}: it is a folder (expected a file name)", str(p))
     if is_special(p):

@@ -14,10 +14,12 @@ from specagent.costmodel.latency_fit import FitResult, Param, fit, fitted_engine
 #: Held-out MAPE targets (issue 12): TPOT at concurrency <= 16, TPOT above that, TTFT.
 TARGETS = {"tpot_c<=16": 0.20, "tpot_c>16": 0.30, "ttft": 0.30}
 #: Figures scored apart as well as in the whole (issue 28): the paper's GPU, whose per-token times size every default plan,
-#: and running batches of 32-256, where held-out rows on other GPUs measured per-token time stepping up from batch 16.
+#: running batches of 32-256, where held-out rows on other GPUs measured per-token time stepping up from batch 16, and
+#: one request at a time, whose TTFT is the engine's per-request overhead and one prefill (the TTFT class that is fitted).
 SLICES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "h20": lambda r: r["gpu"] == "h20",
     "batch 32-256": lambda r: 32 <= r["batch"] <= 256,
+    "concurrency 1": lambda r: r["concurrency"] <= 1,
 }
 
 

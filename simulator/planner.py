@@ -65,6 +65,12 @@ PLANNED_TASKS = 2000
 PILOT_TASKS = 1000
 #: Strong pools of two-pool fleets run at most at this share of their analytic capacity (module docstring, step 3).
 STRONG_HEADROOM = 0.95
+#: A pool this many times its throughput bound, at under LOW_UTILISATION busy, gets a note saying what set its size
+#: (issue #26: 3,480 replicas at 0.4% utilisation, sized by one 10^7-token request, were printed without a word).
+OVERSIZE_FACTOR = 4.0
+LOW_UTILISATION = 0.25
+#: A pool past this many replicas gets the note whatever its utilisation: a fleet this big is worth a second look.
+LARGE_POOL = 1000
 
 
 @dataclass(frozen=True)
@@ -383,6 +389,10 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
             "tasks_censored": sr.tasks_censored, "warmup_s": sr.warmup_s, "measure_s": sr.window.measure_s,
             "horizon_s": sr.window.horizon_s, "throughput_per_s": sr.throughput_per_s,
         })
+        why = size_note(rate, req.slo, req.max_replicas, max_ctx,
+                        [(name, row[f"{name}_replicas"], lower.get(p, 0), s[f"{name}_utilisation"], s[f"{name}_mean_decode_batch"],
+                          deps[p], limits[p].max_num_seqs) for p, name in ((WEAK_POOL, "weak"), (STRONG_POOL, "strong")) if uses[p]])
+        row["size_note"] = why  # printed with the fleet (and in plan.json): what set a pool's size, when it is far above the rate's
         if unpriced:
             row["note"] = (f"{strategy} on {wg}/{sg}: no $/GPU-hour for {', '.join(sorted(set(unpriced)))} "
                            f"(pass --price GPU=USD); ranked by GPU count only")
@@ -390,9 +400,37 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         row["note"] = (f"{strategy} on {wg}/{sg}: {req.slo} cannot be met at any fleet size: with no contention at all "
                        f"(every task alone on its replicas) the {req.slo.target} p{req.slo.percentile:g} is {floor_s:,.1f} s")
     else:
-        row["note"] = (f"{strategy} on {wg}/{sg} at {rate:g}/s: no fleet up to {req.max_replicas} replicas per pool "
-                       f"meets {req.slo}")
+        row["note"] = (f"{strategy} on {wg}/{sg} at {rate:g}/s: no fleet up to {req.max_replicas:,} replicas per pool "
+                       f"meets {req.slo} (the search stops there: --max-replicas; or relax --slo)")
     return {"row": row, "evaluations": log, "prices": sources}
+
+
+def size_note(rate: float, slo: SLO, max_replicas: int, max_context: int, pools: Sequence[tuple]) -> str:
+    """Why a pool is far larger than the rate needs, in words ('' when no pool is): what bound its size.
+
+    `pools`: (name, replicas, throughput-bound replicas, utilisation, mean decode batch, deployment, max_num_seqs).
+    A pool at or under its throughput bound was sized by the rate; one above it by the SLO, and when it is mostly idle
+    the reason is what a replica can hold at once: KV memory for the longest task, or the engine's sequence limit."""
+    out = []
+    for name, n, bound, util, batch, dep, max_seqs in pools:
+        n, bound = int(n), int(bound)
+        over = n > OVERSIZE_FACTOR * max(bound, 1) and util < LOW_UTILISATION
+        if not (over or n > LARGE_POOL):
+            continue
+        what = f"{n:,} {name.capitalize()} replicas ({n * dep.gpus:,} GPUs)"
+        if n <= bound:
+            out.append(f"{what}: sized by the rate ({rate:,.4g} tasks/s needs {bound:,} replicas at the analytic throughput "
+                       f"bound); the search stops at --max-replicas {max_replicas:,}")
+            continue
+        held = dep.max_sequences(max_context)
+        holds = (f"KV memory holds {held:,} sequence(s) of the longest task ({max_context:,} tokens) per replica"
+                 + (f", under the engine's {max_seqs:,}-sequence limit: memory, not compute, bounds each replica"
+                    if held < max_seqs else f"; the engine runs at most {max_seqs:,} sequences per replica"))
+        out.append(f"{what} are {n / max(bound, 1):,.1f}x the {bound:,} the rate needs at the throughput bound, at "
+                   f"{util:.1%} utilisation (mean decode batch {batch:,.1f}): {slo} set this size, not the rate. {holds}. "
+                   f"Long tasks hold replicas while others queue; relax --slo or shorten the longest tasks (the search stops "
+                   f"at --max-replicas {max_replicas:,})")
+    return "; ".join(out)
 
 
 SearchKey = tuple  # (strategy, weak GPU, strong GPU, rate): one search of plan_capacity

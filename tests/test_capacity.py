@@ -429,3 +429,44 @@ def test_a_plan_records_the_replicas_it_ran_and_prices_them_with_the_fleet_formu
         fleet = build_fleet(None, dep, 0, int(row["strong_replicas"]), weight_mode=sc.weight_mode)
         assert row["gpus"] == fleet.gpus == row["strong_replicas"] * row["strong_gpus_per_replica"]
         assert row["usd_per_hour"] == fleet.usd_per_hour
+
+
+def _dep(model: str = "llama-3.1-8b", gpus: int = 1) -> Deployment:
+    return Deployment(load_model_spec(model), load_hardware("h20"), gpus=gpus, weight_dtype="bf16")
+
+
+def test_a_pool_far_above_its_throughput_bound_says_what_set_its_size():
+    """Issue #26: 3,480 replicas at 0.4% utilisation were printed without a word. The note names the SLO (not the rate),
+    the multiple of the bound, the utilisation, how many of the longest task a replica holds, and the flags to change."""
+    from specagent.simulator.planner import size_note
+
+    dep = _dep()
+    held = dep.max_sequences(120_000)
+    note = size_note(1.0, SLO.parse("p95-task=300s"), 100_000, 120_000,
+                     [("strong", 3480, 14, 0.004, 1.2, dep, 256)])
+    assert "3,480 Strong replicas (3,480 GPUs)" in note and "248.6x the 14" in note, note
+    assert "0.4% utilisation" in note and "p95-task=300s set this size, not the rate" in note, note
+    assert f"KV memory holds {held:,} sequence(s) of the longest task (120,000 tokens)" in note and held < 256, note
+    assert "memory, not compute" in note and "--slo" in note and "--max-replicas 100,000" in note, note
+    # at the bound, busy, and small: nothing to explain; past LARGE_POOL at the bound: sized by the rate, said so
+    assert size_note(1.0, SLO.parse("p95-task=300s"), 100_000, 4096, [("strong", 14, 14, 0.9, 30.0, dep, 256)]) == ""
+    assert size_note(1.0, SLO.parse("p95-task=300s"), 100_000, 4096, [("strong", 50, 14, 0.9, 30.0, dep, 256)]) == ""
+    big = size_note(500.0, SLO.parse("p95-task=300s"), 100_000, 4096, [("weak", 1500, 1500, 0.9, 30.0, dep, 256)])
+    assert big.startswith("1,500 Weak replicas") and "sized by the rate" in big, big
+
+
+def test_plan_prints_why_a_pool_is_large(monkeypatch, tmp_path):
+    """The note reaches the plan's block for that fleet (here forced by a threshold of 0 replicas on a small plan)."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+    from specagent.simulator import planner
+    from specagent.traces import save_trajectories
+
+    small = tmp_path / "small.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:2], small)
+    monkeypatch.setattr(planner, "LARGE_POOL", 0)
+    r = CliRunner().invoke(app, ["plan", "--rate", "0.5/s", "--tasks", "6", "--trace", str(small), "--strategy", "strongonly",
+                                 "--gpu", "h20", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"why this size: \d+ Strong replicas \(\d+ GPUs\)", r.output), r.output

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from specagent.cli import app
 from specagent.cli.options import deployment_flag, scenario_flags
 from specagent.reports.data import deployments, load_results
-from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
+from specagent.simulator.scenario import DEFAULT_TITLE, DeploymentSpec, Scenario, ScenarioError
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 runner = CliRunner()
@@ -134,8 +134,10 @@ def test_scenario_show_prints_a_file_that_loads_back(tmp_path):
         r = runner.invoke(app, ["scenario", "show", *args])
         assert r.exit_code == 0, r.output
         p = tmp_path / "x.toml"
-        p.write_text(r.output)
+        p.write_text(r.stdout)
         assert Scenario.load(p) == expect
+        assert "# Resolved" not in r.stdout and "# Resolved" in r.stderr  # `show > file` saves no machine paths
+    assert runner.invoke(app, ["scenario", "show"]).stdout == Scenario().to_toml(DEFAULT_TITLE)  # what `make scenarios` writes
     assert json.loads(runner.invoke(app, ["scenario", "show", "--json"]).output) == Scenario().to_dict()
 
 
@@ -172,3 +174,23 @@ def test_old_spellings_are_read_with_a_warning(small_trace, tmp_path):
     both.write_text('[strong]\nengine = "sglang"\nserving_engine = "vllm"\n', encoding="utf-8")
     with pytest.raises(ScenarioError, match="give strong.serving_engine or its old spelling strong.engine, not both"):
         Scenario.load(both)
+
+
+def test_scenario_show_resolves_every_name_as_predict_does(tmp_path):
+    """An alias is shown as the profile it loads (h200 -> h200_sxm); the printed file still loads back to the same scenario;
+    a name predict could not load fails in show, naming the file and key (tests/test_fuzz_commands.py: show-*)."""
+    f = tmp_path / "s.toml"
+    f.write_text('[strong]\nhardware = "h200"\n', encoding="utf-8")
+    r = runner.invoke(app, ["scenario", "show", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "#   strong.hardware = 'h200' -> h200_sxm: NVIDIA H200" in r.stderr
+    assert "#   weak.model = 'qwen3.5-4b' -> Qwen/Qwen3.5-4B" in r.stderr
+    assert "#   strong.serving_engine = 'vllm' -> vllm: vLLM" in r.stderr
+    back = tmp_path / "back.toml"
+    back.write_text(r.output, encoding="utf-8")  # stdout and stderr together (a terminal's copy) loads back too
+    assert Scenario.load(back) == Scenario.load(f)
+    edge = runner.invoke(app, ["scenario", "show", "edge"])
+    assert edge.exit_code == 0 and "#   strong_api = 'qwen3.5-397b-a17b-api' -> " in edge.stderr
+    (tmp_path / "bad.toml").write_text('[strong]\nhardware = "h2000"\n', encoding="utf-8")
+    bad = runner.invoke(app, ["scenario", "show", str(tmp_path / "bad.toml")])
+    assert bad.exit_code == 2 and bad.output.count("error:") == 1 and "bad.toml: strong.hardware: " in bad.output

@@ -663,6 +663,17 @@ HOSTILE = [
         ("strong_api", "nope-model")),
     Bad("F15-scenario-engine", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[strong]\nserving_engine = "nope.toml"\n',
         "s.toml", ("strong.serving_engine", "no such file")),
+    Bad("F15-scenario-trace", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[workload]\ntrace = "nope.jsonl"\n',
+        "s.toml", ("s.toml: workload.trace", "no such trace file")),
+    # notes: `scenario show` resolves models, GPUs, engines and the workload as predict does (a bad name failed only there)
+    Bad("show-unknown-hardware", SCENARIO_SHOW, '[strong]\nhardware = "h2000"\n', "s.toml", ("strong.hardware", "unknown hardware", "h2000")),
+    Bad("show-unknown-model", SCENARIO_SHOW, '[weak]\nmodel = "qwen9"\n', "s.toml", ("weak.model", "unknown model", "qwen9")),
+    Bad("show-unknown-engine", SCENARIO_SHOW, '[weak]\nserving_engine = "nope"\n', "s.toml", ("weak.serving_engine", "nope")),
+    Bad("show-unknown-api", SCENARIO_SHOW, 'strong_api = "nope-model"\n', "s.toml", ("strong_api", "unknown API model")),
+    Bad("show-does-not-fit", SCENARIO_SHOW, '[strong]\ngpus = 1\n', "s.toml", ("strong", "does not fit", "strong.gpus")),
+    Bad("show-bad-tp", SCENARIO_SHOW, '[strong]\ngpus = 7\n', "s.toml", ("strong.gpus",)),
+    Bad("show-missing-trace", SCENARIO_SHOW, '[workload]\ntrace = "nope.jsonl"\n', "s.toml", ("workload.trace", "no such trace file")),
+    Bad("show-unknown-synthetic", SCENARIO_SHOW, '[workload]\nsynthetic = "nope"\n', "s.toml", ("workload.synthetic", "nope")),
     # F24: storage formats no engine runs
     Bad("F24-activation-int4", ("predict", "--scenario", "{file}", "-o", "{out}/p"), '[weak]\nactivation_dtype = "int4"\n', "s.toml",
         ("weak.activation_dtype", "weight formats")),
@@ -750,9 +761,9 @@ WRITERS = [
            folder=True, full_disk=False),
     Writer("calibrate", ("calibrate", "-o", "{target}", "--scale", "tiny"), full_disk=False),
     Writer("live", ("live", "--synthetic", "--scale", "tiny", "-o", "{target}"), folder=True, full_disk=False),
-    # F10: plan --out writes plan.json with its figures; the full-disk file set (written together) is issue #27's
+    # F10: plan --out writes each finished search, then plan.json with its curve's HTML together (a full disk leaves none)
     Writer("plan", ("plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20",
-                    "--out", "{target}"), folder=True, full_disk=False),
+                    "--out", "{target}"), folder=True),
     Writer("acceptance-fit", ("acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{target}")),
     Writer("study-sensitivity", ("study", "sensitivity", "--trace", "{small}", "-o", "{target}"), folder=True),
 ]
@@ -820,6 +831,44 @@ def test_an_output_onto_a_full_disk_is_one_line_and_leaves_nothing(w, env, tmp_p
     r = _run(w, env, out, target)
     assert_one_line(r, names=(str(tmp_path / "target"),), expect=("No space left on device",), out=out)
     assert not (tmp_path / "target").exists(), list((tmp_path / "target").rglob("*"))
+
+
+@pytest.mark.parametrize("w", [w for w in WRITERS if "{target}" in w.argv], ids=lambda w: w.id)
+def test_an_output_named_dash_is_refused_not_written_as_a_file_named_dash(w, env, tmp_path, monkeypatch):
+    """`-o -` reads as standard output; no writer streams its files, so each refuses it in one line (predict used to
+    create a folder named '-'), before any run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    argv = [a.replace("{target}", "-") if a == "{target}" else a for a in _args(list(w.argv), env, tmp_path / "out")]
+    r = runner.invoke(app, argv)
+    assert_one_line(r, names=("cannot write -",), expect=("not standard output",), out=tmp_path / "out")
+    assert not (tmp_path / "-").exists()
+
+
+def test_plan_onto_a_disk_that_fills_at_its_curve_keeps_the_searches_and_writes_no_half_set(env, tmp_path, monkeypatch):
+    """F10: the disk fills at the self-contained HTML (MBs), after plan.json (KBs) would have fit. One line; neither
+    plan.json nor the HTML (they are written together); no temp file; the finished search stays, whole, for a rerun."""
+    real = atomic._fill
+
+    def full_at_html(tmp, write):
+        real(tmp, write)
+        if tmp.name.startswith(".capacity_curve.html."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    target = tmp_path / "plan"
+    w = next(w for w in WRITERS if w.id == "plan")
+    with monkeypatch.context() as m:
+        m.setattr(atomic, "_fill", full_at_html)
+        r = _run(w, env, tmp_path / "out", target)
+    assert_one_line(r, names=(str(target),), expect=("No space left on device",))
+    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    assert len(files) == 1 and files[0].startswith("searches/") and files[0].endswith(".json"), files
+    json.loads((target / files[0]).read_text())  # whole, not cut short
+    again = _run(w, env, tmp_path / "out", target)  # space freed: the rerun reuses the search and writes the set
+    assert again.exit_code == 0, again.output
+    assert "1 search(es) reused" in again.output, again.output
+    assert (target / "plan.json").is_file() and (target / "capacity_curve.html").is_file()
+    assert not [p for p in target.rglob(".*") if p.is_file()]
 
 
 def test_every_writing_command_is_in_the_output_cases():

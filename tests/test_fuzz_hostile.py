@@ -203,6 +203,19 @@ def test_safe_console_prints_a_wide_table_whole():
     assert text.count("0.918") == 7 and "strongonly" in text and "its lines wrap" in text
 
 
+def test_a_table_caption_is_printed_flush_left():
+    """A caption is prose (what the columns mean): rich centres it by default, which reads as ragged lines."""
+    from rich.table import Table
+
+    t = Table(caption="s/task = seconds per task, tool and user waits included; model s = seconds the models take")
+    t.add_column("strategy")
+    t.add_row("a very long strategy name that makes the table wide")
+    c = SafeConsole(width=60, record=True, file=open(os.devnull, "w"))
+    c.print(t)
+    lines = [ln for ln in c.export_text().splitlines() if ln.strip()]
+    assert lines[-2].startswith("s/task = seconds") and lines[-1].startswith("included; model s")
+
+
 # ---------------------------------------------------------------- F6 aliases that take over another profile
 def _write_profile(path: Path, **changes) -> None:
     import tomli_w
@@ -210,6 +223,22 @@ def _write_profile(path: Path, **changes) -> None:
     data = json.loads(json.dumps(H20))
     data.update(changes)
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
+
+
+def test_plan_out_with_home_unset_prints_no_traceback(tmp_path, small):
+    """F14: with HOME unset, the PNG/SVG export's browser driver printed two tracebacks (exit 0). Needs a Chromium."""
+    from specagent.reports.static import find_browser
+
+    if find_browser() is None:
+        pytest.skip("no Chrome/Chromium: the PNG/SVG export (and its driver) is not run")
+    env = {k: v for k, v in os.environ.items() if k != "HOME"}  # _cli() merges os.environ back in: run it here
+    code = "import sys; from specagent.cli import main; sys.argv = ['specagent', *sys.argv[1:]]; main()"
+    r = subprocess.run([sys.executable, "-c", code, "plan", "--rate", "0.5/s", "--tasks", "6", "--trace", str(small), "--strategy",
+                        "strongonly", "--gpu", "h20", "--workers", "1", "--out", str(tmp_path / "O")], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout and "JSONError" not in r.stderr, r.stderr
+    assert {"plan.json", "capacity_curve.html", "capacity_curve.png"} <= {p.name for p in (tmp_path / "O").iterdir()}  # the driver ran
 
 
 def test_an_alias_that_shadows_a_shipped_id_is_refused(tmp_path):

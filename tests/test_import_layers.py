@@ -42,7 +42,7 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic", "provenance"},
     {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty"},
-    {"planner", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
+    {"planner", "plan_estimate", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
 ]
 
 

@@ -173,7 +173,9 @@ def test_calibrate_writes_a_loadable_sourced_profile(tmp_path):
         ref = estimate(cal.deployment_for(spec, loaded, "fp32"), Passes.uniform(r.new_tokens, r.context, r.batch))
         assert r.predicted_s == pytest.approx(float(ref.time_s[0]), rel=1e-12)
         assert r.bound == ("compute" if bool(ref.compute_bound[0]) else "memory")
-        assert 0.25 < r.measured_s / r.predicted_s < 4.0  # seconds, not ms or us: a unit slip is 1000x
+        # seconds, not ms or us: a unit slip is 1000x; wall time on a shared CPU strays several-fold (6-8x seen under
+        # load), and the prediction itself is checked exactly above
+        assert 0.05 < r.measured_s / r.predicted_s < 20.0
         assert r.error == pytest.approx((r.predicted_s - r.measured_s) / r.measured_s, rel=1e-12)
     with pytest.raises(ValueError, match="used to fit"):
         cal.validate(spec, loaded, "fp32", points=cal.ANCHOR_POINTS[:1], cfg=FAST)

@@ -124,7 +124,7 @@ def test_a_static_batch_total_throughput_is_its_end_to_end_time(tmp_path: Path):
     assert lt.predict([t])[0] == pytest.approx(want, rel=1e-9)  # step by step; the fit's midpoint rule is exact on a linear bound
 
 
-def test_slices_score_the_h20_and_batch_32_to_256_figures_apart_with_each_sources_bias(tmp_path: Path):
+def test_slices_score_the_h20_batch_32_to_256_and_concurrency_1_figures_apart_with_each_sources_bias(tmp_path: Path):
     targets, _ = _targets(tmp_path, [
         dict(gpu="h20", concurrency=1, input_tokens=100, output_tokens=10, tpot_ms=10),
         dict(gpu="h20", concurrency=64, input_tokens=100, output_tokens=10, tpot_ms=20, source="other/source"),
@@ -133,7 +133,7 @@ def test_slices_score_the_h20_and_batch_32_to_256_figures_apart_with_each_source
     ])
     v = lv.Validation(targets, [], np.array([0.015, 0.030, 0.016, 0.010]), held_out=False)
     s = v.slices()
-    assert list(s) == ["h20", "batch 32-256"]
+    assert list(s) == ["h20", "batch 32-256", "concurrency 1"]
     assert s["h20"]["figures"] == 2 and s["h20"]["mape"] == pytest.approx(0.5)
     assert s["h20"]["classes"] == {"tpot_c<=16": {"mape": pytest.approx(0.5), "rows": 1, "target": 0.2, "met": False},
                                    "tpot_c>16": {"mape": pytest.approx(0.5), "rows": 1, "target": 0.3, "met": False}}
@@ -143,6 +143,9 @@ def test_slices_score_the_h20_and_batch_32_to_256_figures_apart_with_each_source
     assert b["figures"] == 2 and b["mape"] == pytest.approx((0.5 + 0.2) / 2)
     assert b["classes"]["tpot_c>16"] == {"mape": pytest.approx(0.35), "rows": 2, "target": 0.3, "met": False}
     assert b["sources"]["test/source"]["bias"] == pytest.approx(0.8)
+    one = s["concurrency 1"]  # one request at a time: only the first row
+    assert one["figures"] == 1 and one["classes"] == {"tpot_c<=16": {"mape": pytest.approx(0.5), "rows": 1, "target": 0.2,
+                                                                     "met": False}}
 
 
 def test_queued_rows_are_skipped_with_the_reason_and_nim_runs_tensorrt_llm(tmp_path: Path):

@@ -20,6 +20,7 @@ from specagent.cli import scenario as scenario_cli
 from specagent.cli import simulate as simulate_cli
 from specagent.cli import traces as traces_cli
 from specagent.cli.console import SafeConsole, OneLineErrors, fail, json_out
+from specagent.cli.panels import PanelCommand
 from specagent.cli.options import deployment_flag, deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
@@ -389,12 +390,12 @@ def roofline_balance(
 # ---------------------------------------------------------------- the other command groups
 app.add_typer(traces_cli.app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
 app.add_typer(scenario_cli.app, name="scenario")
-app.command("predict")(simulate_cli.predict)
-app.command("simulate")(simulate_cli.simulate_cmd)
+app.command("predict", cls=PanelCommand)(simulate_cli.predict)
+app.command("simulate", cls=PanelCommand)(simulate_cli.simulate_cmd)
 app.add_typer(simulate_cli.predictor_app, name="predictor")
-app.command("plan")(fleet_cli.plan_command)
-app.command("replay")(replay_cli.replay_command)
-app.command("sweep")(fleet_cli.sweep_command)
+app.command("plan", cls=PanelCommand)(fleet_cli.plan_command)
+app.command("replay", cls=PanelCommand)(replay_cli.replay_command)
+app.command("sweep", cls=PanelCommand)(fleet_cli.sweep_command)
 app.add_typer(fleet_cli.study_app, name="study")
 app.command("report", help=report_cli.HELP)(report_cli.report)
 app.command("calibrate")(kernels_cli.calibrate_cmd)

@@ -90,6 +90,8 @@ class SafeConsole(Console):
         from rich.table import Table
 
         for obj in objects:
+            if isinstance(obj, Table) and obj.caption and obj.caption_justify == "center":
+                obj.caption_justify = "left"  # a caption here is prose (what the columns mean): centred lines read as ragged
             if isinstance(obj, Table) and "width" not in kw:
                 m = Measurement.get(self, self.options.update(max_width=100_000), obj)
                 # a table that can wrap needs its narrowest layout; one with unwrappable columns (figures) needs every

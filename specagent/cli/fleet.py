@@ -24,6 +24,7 @@ from rich.table import Table
 from specagent import __version__
 from specagent.cli.console import SafeConsole, error_line, fail, json_out, legend
 from specagent.cli.options import scenario_options
+from specagent.cli.panels import PanelCommand
 from specagent.cli.simulate import check_format, load_workload
 from specagent.common import atomic
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
@@ -31,7 +32,8 @@ from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.capacity.fleet_build import gpus_sizing, parse_gpu_counts
 from specagent.simulator.parallel import default_workers
-from specagent.simulator import plan_store
+from specagent.simulator import FLEET_BACKEND, plan_store
+from specagent.simulator.plan_estimate import duration, estimate_plan
 from specagent.simulator.planner import SLO, PlanRequest, PlanResult, plan_capacity, search_keys
 from specagent.simulator.provenance import record_fleet_inputs
 from specagent.simulator.rates_prices import parse_prices, parse_rates
@@ -185,6 +187,8 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
         + (f"; {len(finished)} already done in {store.folder}, {len(todo)} to run" if finished else "")
         + ("" if store is None else f"; each is kept in {store.folder} as it finishes (^C keeps them; rerun to resume)")
         + ("" if store is not None or len(keys) < 4 else "; no --out: an interrupted run keeps nothing"))
+    if todo:  # before a long curve starts: how long it will take, and why that long (simulator/plan_estimate.py)
+        say(estimate_plan(req, todo, trajs, req.workers, FLEET_BACKEND.compiled).text())
     running = list(todo)
     saved = [0]
 
@@ -214,8 +218,10 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
 
         def tick(done: int, total: int) -> None:
             bar.update(task, completed=done, description=describe() if running else "done")
-            if not err.is_terminal:
-                say(f"search {done}/{total} done after {time.monotonic() - t0:,.0f} s")
+            if not err.is_terminal:  # a log, not a bar: the ETA in words, from the pace of the searches run so far
+                elapsed, new = time.monotonic() - t0, done - len(finished)
+                left = f"; about {duration(elapsed / new * (total - done))} left at the pace so far" if 0 < new and done < total else ""
+                say(f"search {done}/{total} done after {elapsed:,.0f} s{left}")
 
         try:
             res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result)
@@ -377,6 +383,8 @@ def _print_plan(res: PlanResult) -> None:
                 f"{_money(r['usd_per_task'], 4)}/task")
             say(f"    {req.slo.target} p{req.slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
                 f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
+            if isinstance(r.get("size_note"), str) and r["size_note"]:
+                say(f"    why this size: {r['size_note']}")
             for name in ("strong", "weak"):
                 if r[f"{name}_replicas"]:
                     nb = int(r[f"{name}_bound_replicas"])
@@ -506,7 +514,7 @@ def _rates(text: str) -> list[float]:
 study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is_help=True)
 
 
-@study_app.command("balance")
+@study_app.command("balance", cls=PanelCommand)
 @scenario_options(exclude=FLEET_EXCLUDES)
 def study_balance(
     scenario: Scenario,
@@ -570,7 +578,7 @@ BALANCE_COLUMNS = (
 
 from specagent.cli import sensitivity as _sensitivity  # noqa: E402
 
-study_app.command("sensitivity")(_sensitivity.sensitivity)
+study_app.command("sensitivity", cls=PanelCommand)(_sensitivity.sensitivity)
 
 app = typer.Typer(help="Fleet planning, sweeps and studies.", no_args_is_help=True)
 app.command("plan")(plan_command)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 import typer
 
 from specagent.cli.console import fail
+from specagent.cli.panels import SCENARIO, panel_of_path
 from specagent.common.errors import DeprecatedSpelling, InputError
 from specagent.simulator.scenario import (
     DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, load_acceptance,
@@ -44,7 +45,7 @@ class Flag:
     def option(self) -> Any:
         decls = (f"{self.names[0]}/--no-{self.names[0][2:]}",) if self.type is bool else self.names
         return typer.Option(None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False,
-                            hidden=self.deprecated)
+                            hidden=self.deprecated, rich_help_panel=panel_of_path(self.path))
 
 
 def _shown(v: Any) -> str:
@@ -116,21 +117,21 @@ def _hints(cls: type) -> dict[str, Any]:
 
 # The flags every scenario command has besides the generated ones.
 _SCENARIO_FILE = inspect.Parameter("scenario_file", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
-    None, "--scenario", help=f"Scenario TOML file (or a shipped one: {', '.join(SHIPPED)}); the flags below override it. "
+    None, "--scenario", rich_help_panel=SCENARIO, help=f"Scenario TOML file (or a shipped one: {', '.join(SHIPPED)}); the flags below override it. "
                              "`specagent scenario show` prints the built-in default."))
 _EDGE = inspect.Parameter("edge", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
-    False, "--edge", help="Start from the shipped edge–cloud scenario: Weak on one RTX 5090, Strong behind an API."))
+    False, "--edge", rich_help_panel=SCENARIO, help="Start from the shipped edge–cloud scenario: Weak on one RTX 5090, Strong behind an API."))
 _ACCEPT = inspect.Parameter("accept", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[float], default=typer.Option(
-    None, "--accept", help="One acceptance probability for every step kind, no position decay or correlation "
+    None, "--accept", rich_help_panel=panel_of_path("acceptance"), help="One acceptance probability for every step kind, no position decay or correlation "
                            "(default: the per-kind calibrated table shown in the output)."))
 
 _ACCEPTANCE_FILE = inspect.Parameter("acceptance_file", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
-    None, "--acceptance", help="An [acceptance] table (TOML, e.g. written by `specagent acceptance fit`) replacing the "
+    None, "--acceptance", rich_help_panel=panel_of_path("acceptance"), help="An [acceptance] table (TOML, e.g. written by `specagent acceptance fit`) replacing the "
                                "scenario's acceptance model; --accept and the acceptance flags apply on top."))
 
 
 _HARDWARE = inspect.Parameter("hardware", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str], default=typer.Option(
-    None, "--hardware", help="GPU type for both pools (a hardware profile id or alias, e.g. h200); --weak-hardware and "
+    None, "--hardware", rich_help_panel=SCENARIO, help="GPU type for both pools (a hardware profile id or alias, e.g. h200); --weak-hardware and "
                              "--strong-hardware override it per pool."))
 
 

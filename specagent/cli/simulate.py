@@ -18,6 +18,7 @@ from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, legend, json_out
 from specagent.cli.options import resolve, scenario_options
+from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
@@ -55,7 +56,11 @@ def load_workload(scenario: Scenario, show: bool = True):
         with progress_bar(size, f"reading {p.name}", show=show and size > 0) as advance:
             return scenario.load_workload(progress=advance)
     except ScenarioError as exc:
-        fail(f"{'--synthetic' if exc.where == 'workload.synthetic' else '--trace'}: {exc}")
+        where = exc.where if exc.where == "workload.synthetic" else "workload.trace"
+        origin = getattr(scenario, "_origin", None)  # (scenario file, the fields flags set): a file's value names its key
+        if origin is not None and where not in origin[1]:
+            fail(f"{origin[0]}: {where}: {exc}")
+        fail(f"{'--synthetic' if where == 'workload.synthetic' else '--trace'}: {exc}")
 
 
 #: (summary column, short header, legend): headers are words of at most 5 letters, so every column fits
@@ -436,7 +441,7 @@ def simulate_cmd(
         console.print(f"wrote {out}")
 
 
-@predictor_app.command("validate")
+@predictor_app.command("validate", cls=PanelCommand)
 @scenario_options(exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
 def predictor_validate(
     scenario: Scenario,
