@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specagent.costmodel.latency import latency_terms
 from specagent.costmodel.latency_fit import serving_params
 from specagent.costmodel.latency_targets import predict, targets_from_rows
 from specagent.costmodel.latency_validation import validate
@@ -109,8 +110,8 @@ def implied_overheads() -> dict[str, dict]:
     pred = predict(ttft1)  # shipped profiles: request_us + one prefill
     groups: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
     for t, p in zip(ttft1, pred):
-        request_s = float(t.dep.engine.for_hardware(t.dep.hardware.id).request_us.value) * 1e-6
-        groups[t.row.source].append((t.measured - (p - request_s), request_s, t.dep.engine.id))
+        request_s = latency_terms(t.dep).request_s
+        groups[t.row.source].append((t.measured - (p - request_s), request_s, t.dep.serving_engine.id))
     out = {}
     for src, v in sorted(groups.items()):
         implied = np.array([x[0] for x in v]) * 1e3

@@ -73,7 +73,7 @@ def _names(role: str, spec, dep: Deployment) -> list[str]:
         return f" ({Path(p).as_posix()})" if p else ""
     return [f"#   {role}.model = {spec.model!r} -> {dep.model.name}{path(dep.model.source)}",
             f"#   {role}.hardware = {spec.hardware!r} -> {dep.hardware.id}: {dep.hardware.name}{path(dep.hardware.path)}",
-            f"#   {role}.serving_engine = {spec.serving_engine!r} -> {dep.engine.id}: {dep.engine.name}{path(dep.engine.path)}"]
+            f"#   {role}.serving_engine = {spec.serving_engine!r} -> {dep.serving_engine.id}: {dep.serving_engine.name}{path(dep.serving_engine.path)}"]
 
 
 def resolved_comment(sc: Scenario, setting: Setting) -> str:
