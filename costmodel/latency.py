@@ -51,6 +51,7 @@ breaks the rule must extend that probe.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -192,6 +193,21 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
         request_s=float(eng.request_us.value) * us,
     )
+
+
+_Tokens = TypeVar("_Tokens", float, np.ndarray)
+
+
+def request_overhead_s(terms: LatencyTerms, new_tokens: _Tokens) -> _Tokens:
+    """The serving engine's per-request overhead a call pays, once, before its first token (seconds).
+
+    The one rule every consumer follows: a call that prefills (new tokens > 0) is a request to
+    the engine (API server, tokenisation, admission) and pays `request_s`; a decode that
+    continues a call already admitted pays nothing. The fleet delays each call's admission by
+    it, the batch-1 pricer (`predict`) adds it to each prefill event, the fit to each TTFT.
+    `new_tokens`: a scalar or an array (one value per call).
+    """
+    return terms.request_s * (new_tokens > 0)
 
 
 # --- the factors that may depend only on (token total, pure-decode flag) ---------------------

@@ -50,7 +50,7 @@ import numpy as np
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.dtypes import canonical_dtype, dtype_bytes
-from specagent.costmodel.latency import latency_terms
+from specagent.costmodel.latency import latency_terms, request_overhead_s
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
@@ -363,9 +363,9 @@ def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], Engine
     for plan in _plan(targets):
         dep = plan.dep if engine_for is None else dataclasses.replace(plan.dep, serving_engine=engine_for(plan.dep))
         time = estimate(dep, plan.passes, coef=coefficients(dep)).time_s
-        request_s = latency_terms(dep).request_s  # the fleet's first tokens read the same term
+        terms = latency_terms(dep)
         for t, sl in zip(plan.targets, plan.slices):
             q = {name: w * float(time[a:z].sum()) for name, (a, z, w) in sl.items()}
-            q["request"] = request_s
+            q["request"] = request_overhead_s(terms, t.input_tokens)  # each request prefills: the fleet's and predict's rule
             out[index[id(t)]] = _metric(t, q)
     return out

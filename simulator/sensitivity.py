@@ -123,7 +123,7 @@ class BatchedStrongPricer(Pricer):
             flops[dec] = step.total_flops * m / self.batch
             rd[dec] = step.total_bytes_read * m / self.batch
             wr[dec] = step.total_bytes_written * m / self.batch
-            costs = EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=costs.usd)
+            costs = EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=costs.usd, request_s=costs.request_s)
         return costs
 
 

@@ -142,7 +142,7 @@ def test_single_replica_fifo_matches_pollaczek_khinchine(setting):
     plan = b.build()
     # service time of each type from the batch-1 pricer (an independent code path from the fleet's)
     costs = Pricer(setting).price(plan)
-    svc = np.bincount(plan.traj, weights=costs.time_s, minlength=n)
+    svc = np.bincount(plan.traj, weights=costs.time_s - costs.request_s, minlength=n)  # the replica's part: no overhead
     s_type = np.array([svc[np.flatnonzero(kinds == k)[0]] for k in range(len(types))])
     es, es2 = float(probs @ s_type), float(probs @ s_type**2)
     lam = 0.6 / es
@@ -156,22 +156,18 @@ def test_single_replica_fifo_matches_pollaczek_khinchine(setting):
 
 
 # --- no contention: fleet equals the per-trajectory accounting ------------------------------
-def _request_overhead(plan, setting) -> np.ndarray:
-    """Per event: the serving engine's per-request overhead the fleet adds before each prefilling call on a deployment
-    (LatencyTerms.request_s; the analytic engine leaves it out, an API's TTFT already holds its own)."""
-    out = np.zeros(len(plan))
-    prefill = np.isin(plan.phase, PREFILL_PHASES) & (plan.tokens > 0)
+def _accounting_with_overhead(plan, setting, ref) -> np.ndarray:
+    """The batch-1 accounting's wall time per task: it holds each prefilling call's per-request overhead itself
+    (latency.request_overhead_s, the fleet's rule), which is what the no-contention fleet must reproduce."""
+    costs = Pricer(setting).price(plan)
+    np.testing.assert_allclose(wall_time(plan, costs.time_s), ref["wall_time_s"], rtol=1e-12)  # the same accounting
+    want = np.zeros(len(plan))
+    prefill = np.isin(plan.phase, PREFILL_PHASES)
     for dep, phases in ((setting.weak, WEAK_PHASES), (setting.strong, STRONG_PHASES)):
         if not isinstance(dep, ApiModel):
-            out[prefill & np.isin(plan.phase, phases)] = latency_terms(dep).request_s
-    return out
-
-
-def _accounting_with_overhead(plan, setting, ref) -> np.ndarray:
-    """The batch-1 accounting's wall time per task, with the per-request overheads added event by event."""
-    priced = Pricer(setting).price(plan).time_s
-    np.testing.assert_allclose(wall_time(plan, priced), ref["wall_time_s"], rtol=1e-12)  # the same accounting
-    return wall_time(plan, priced + _request_overhead(plan, setting))
+            want[prefill & np.isin(plan.phase, phases)] = latency_terms(dep).request_s
+    np.testing.assert_array_equal(costs.request_s, want)  # once per served prefill, nothing for an API or a decode
+    return wall_time(plan, costs.time_s)
 
 
 def _queue_is_only_the_overhead(res, setting) -> None:

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from specagent.common.alloc import paused_gc
+from specagent.costmodel.latency import LatencyTerms, request_overhead_s
 from specagent.costmodel.passes import GDN_CHUNK
 from specagent.simulator.fleet.config import POOL_NAMES, STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Fleet, FleetError, Scheduler
 from specagent.simulator.fleet.results import FleetResult, summarize_fleet
@@ -495,8 +496,9 @@ class FleetSim:
         self._least: list[list | None] = [None, None]
         self._central: list[deque | None] = [None, None]  # per pool: the FIFO of calls waiting for any replica (central_queue)
         self._limits: list[Scheduler | None] = [None, None]
-        #: per pool: the serving engine's per-request overhead (LatencyTerms.request_s), before a prefilling call joins
-        self._request_s: list[float] = [0.0, 0.0]
+        #: per pool: the deployment's fixed-cost terms, whose per-request overhead delays each prefilling call before it
+        #: joins its pool (latency.request_overhead_s); None for an API pool (its TTFT holds its own)
+        self._terms: list[LatencyTerms | None] = [None, None]
         for i in (WEAK_POOL, STRONG_POOL):
             pool = fleet.pool(i)
             if pool is None or pool.is_api:
@@ -504,7 +506,7 @@ class FleetSim:
                 continue
             cost = IterationCost(pool.deployment, fleet.weight_mode)  # type: ignore[arg-type]
             self.costs.append(cost)
-            self._request_s[i] = cost.terms.request_s
+            self._terms[i] = cost.terms
             self._limits[i] = limits = pool.limits
             if pool.replicas is not None:
                 if pool.router == "least_outstanding" or (pool.router == "session_affinity" and pool.replicas > _SCAN_REPLICAS):
@@ -591,7 +593,9 @@ class FleetSim:
             d = (api.ttft_s if new > 0 else 0.0) + m / api.output_tokens_per_s
             self._at(now + d, self._api_done, r)
             return
-        delay = self._request_s[pool_i] if new > 0 else 0.0
+        terms = self._terms[pool_i]
+        assert terms is not None  # every served (non-API) pool has its terms
+        delay: float = request_overhead_s(terms, new)
         if delay > 0.0:  # the engine's per-request overhead (API server, tokenisation, ...) before the call joins a queue
             self._at(now + delay, self._enqueue, r)
         else:

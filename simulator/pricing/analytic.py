@@ -1,5 +1,9 @@
 """Price every event of a call plan at batch 1: roofline for deployments, price list for APIs.
 
+A served model's prefill event is one request to its serving engine: it pays the engine's
+per-request overhead once (`latency.request_overhead_s`, the rule the fleet and the latency
+fit follow), so a lone call here takes what the fleet's concurrency-1 call takes.
+
 Both engines use these per-event figures, which is why they agree step for step on
 uncontended resources; the fleet engine instead prices batched replica iterations.
 """
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.latency import LatencyTerms, latency_terms, request_overhead_s
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
@@ -28,6 +33,7 @@ class EventCosts:
     bytes_read: np.ndarray
     bytes_written: np.ndarray
     usd: np.ndarray  # API charges (0 for self-hosted models)
+    request_s: np.ndarray  # the part of time_s that is the serving engine's per-request overhead (no pass: no GPU work)
 
 
 def _member(phases: tuple[int, ...]) -> np.ndarray:
@@ -43,12 +49,19 @@ class Pricer:
     def __init__(self, setting: Setting):
         self.setting = setting
         self._runs: dict[int, DecodeRun] = {}
+        self._terms: dict[int, LatencyTerms] = {}
 
     def _decode_run(self, dep: Deployment) -> DecodeRun:
         key = id(dep)
         if key not in self._runs:
             self._runs[key] = DecodeRun(dep, self.setting.weight_mode)
         return self._runs[key]
+
+    def _latency_terms(self, dep: Deployment) -> LatencyTerms:
+        key = id(dep)
+        if key not in self._terms:
+            self._terms[key] = latency_terms(dep)
+        return self._terms[key]
 
     def price(self, plan: CallPlan) -> EventCosts:
         n = len(plan)
@@ -57,6 +70,7 @@ class Pricer:
         rd = np.zeros(n)
         wr = np.zeros(n)
         usd = np.zeros(n)
+        request = np.zeros(n)
         phase = plan.phase
         is_prefill = _member(PREFILL_PHASES)[phase]
         is_decode = _member(DECODE_PHASES)[phase]
@@ -69,7 +83,8 @@ class Pricer:
                 continue
             if pre.size:
                 cost = estimate(model, Passes.uniform(plan.tokens[pre], plan.context[pre]), self.setting.weight_mode)
-                time_s[pre] = cost.time_s
+                request[pre] = request_overhead_s(self._latency_terms(model), plan.tokens[pre])
+                time_s[pre] = cost.time_s + request[pre]
                 flops[pre] = cost.total_flops
                 rd[pre] = cost.total_bytes_read
                 wr[pre] = cost.total_bytes_written
@@ -81,7 +96,7 @@ class Pricer:
                 wr[dec] = sum(v for k, v in tot.items() if k.startswith("write_"))
         waits = _member(WAIT_PHASES)[phase]
         time_s[waits] = plan.wait_s[waits]
-        return EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=usd)
+        return EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=usd, request_s=request)
 
     @staticmethod
     def _price_api(api: ApiModel, plan: CallPlan, pre: np.ndarray, dec: np.ndarray, time_s: np.ndarray, usd: np.ndarray,
