@@ -9,9 +9,11 @@ in one lockstep run (one replica per end); environment ends replan both strategi
 
 **Break-even map.** Semantic acceptance (one probability for every step kind; the
 scenario's decay and correlation kept) against the Weak/Strong time per token. A Weak
-model `s` times slower per token makes every Weak event `s` times longer; SpecAgent's
-events run one after another, so its wall time is S + s·W + E (Strong time, Weak time,
-waits), and the ratio to Strong-only is 1 where s* = (Strong-only wall − S − E) / W. The
+model `s` times slower per token makes every Weak pass `s` times longer; SpecAgent's
+events run one after another, so its wall time is S + s·W + E (S: Strong time and every
+call's per-request overhead, engine CPU work that a slower Weak model does not stretch; W:
+the Weak model's busy time; E: waits), and the ratio to Strong-only is 1 where
+s* = (Strong-only wall − S − E) / W. The
 axis is s times this run's own Weak/Strong decode time per token (`r0`), so the scenario's
 deployments sit at r0.
 
@@ -62,7 +64,7 @@ SPECAGENT_PARAMETERS = ("accept.", "position_decay", "correlation", "weak_token_
                         "accept_verdict_tokens", "p_valid_replacement", "verify_reasoning_tokens", "repair_reasoning_tokens")
 _SUMS = ("wall_time_s", "model_wall_time_s", "total_bytes_read", "total_flops", "api_usd", "weak_model_time_s",
          "strong_model_time_s", "time_s_weak_decode", "tokens_weak_decode", "time_s_strong_decode", "tokens_strong_decode",
-         "time_s_tool", "time_s_user")
+         "time_s_tool", "time_s_user", "weak_request_s", "strong_request_s")
 
 
 # ------------------------------------------------------------------------------------------------ ranges
@@ -285,7 +287,8 @@ def break_even(scenario: Scenario, trajectories, setting: Setting | None = None,
         raise InputError("the break-even map needs Weak and Strong decode tokens in the workload")
     r0 = float((own["time_s_weak_decode"] / own["tokens_weak_decode"]) / (so["time_s_strong_decode"] / so["tokens_strong_decode"]))
     weak = sa["weak_model_time_s"].to_numpy()
-    strong = sa["strong_model_time_s"].to_numpy()
+    # what a slower Weak model does not stretch: the Strong model's time and every call's per-request overhead
+    strong = (sa["strong_model_time_s"] + sa["strong_request_s"] + sa["weak_request_s"]).to_numpy()
     waits = (sa["wall_time_s"] - sa["model_wall_time_s"]).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         s_wall = np.where(weak > 0, (float(so["wall_time_s"]) - strong - waits) / weak, np.inf)
