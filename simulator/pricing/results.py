@@ -29,11 +29,11 @@ def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:
     n_ph = len(PHASE_NAMES)
     key = plan.traj * n_ph + plan.phase
     cols: dict[str, np.ndarray] = {}
+    # the serving engine's per-request overhead is in a call's time (time_s_<phase>, the wall clock) and apart in
+    # request_s_<phase>, but no pass runs for it: a model's busy time (<model>_model_time_s, what GPU-seconds bill)
+    # leaves it out, as the fleet's replicas do
     values = {"time_s": costs.time_s, "flops": costs.flops, "bytes_read": costs.bytes_read,
-              "bytes_written": costs.bytes_written, "tokens": plan.tokens}
-    # the serving engine's per-request overhead is in a call's time (time_s_<phase>, the wall clock) but no pass
-    # runs for it: a model's busy time (<model>_model_time_s, what GPU-seconds bill) leaves it out, as the fleet's does
-    request = np.bincount(key, weights=costs.request_s, minlength=nt * n_ph).reshape(nt, n_ph)
+              "bytes_written": costs.bytes_written, "tokens": plan.tokens, "request_s": costs.request_s}
     busy = np.bincount(key, weights=costs.time_s - costs.request_s, minlength=nt * n_ph).reshape(nt, n_ph)
     tables = {}
     for metric, v in values.items():
@@ -46,7 +46,7 @@ def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:
         cols[f"{model}_prefill_tokens"] = tables["tokens"][:, [p for p in phases if p in PREFILL_PHASES]].sum(axis=1)
         cols[f"{model}_decode_tokens"] = tables["tokens"][:, [p for p in phases if p in DECODE_PHASES]].sum(axis=1)
         cols[f"{model}_model_time_s"] = busy[:, list(phases)].sum(axis=1)
-        cols[f"{model}_request_s"] = request[:, list(phases)].sum(axis=1)
+        cols[f"{model}_request_s"] = tables["request_s"][:, list(phases)].sum(axis=1)
     for metric in ("flops", "bytes_read", "bytes_written"):
         cols[f"total_{metric}"] = cols[f"weak_{metric}"] + cols[f"strong_{metric}"]
     cols["wall_time_s"] = wall_time(plan, costs.time_s)

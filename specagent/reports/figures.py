@@ -357,7 +357,8 @@ def phase_operating_points(summary: pd.DataFrame, gpus: Mapping[str, int], compu
     """Each model phase's aggregate operating point: FLOP per HBM byte and achieved FLOP/s per GPU.
 
     ``summary`` has per-strategy totals ``flops_<phase>``, ``bytes_read_<phase>``,
-    ``bytes_written_<phase>`` and ``time_s_<phase>`` (the simulator's summary); ``gpus``
+    ``bytes_written_<phase>`` and ``time_s_<phase>`` (the simulator's summary; less ``request_s_<phase>``, the
+    serving engine's per-request overhead, where present); ``gpus``
     maps 'weak'/'strong' to GPUs per replica. Phases with no FLOPs (e.g. an API model) are
     left out.
     """
@@ -371,6 +372,7 @@ def phase_operating_points(summary: pd.DataFrame, gpus: Mapping[str, int], compu
             if any(c not in df.columns for c in cols) or model not in gpus:
                 continue
             flops, br, bw, t = (float(r[c]) for c in cols)
+            t -= float(r.get(f"request_s_{phase}", 0.0))  # the GPU's time: the per-request overhead runs no pass
             if flops <= 0 or t <= 0 or br + bw <= 0:
                 continue
             rows.append({"strategy": r["strategy"], "label": r["label"], "workload": r["workload"], "model": model,
