@@ -120,6 +120,9 @@ def test_phase_operating_points_hand_calculation():
     assert r["intensity"] == pytest.approx(8e15 / 4e13)
     assert r["flops_per_s_per_gpu"] == pytest.approx(8e15 / 10.0 / 8)
     assert r["compute_dtype"] == "fp8"
+    # the serving engine's per-request overhead is inside a call's time but runs no pass: the GPU's rate leaves it out
+    busy = F.phase_operating_points(s.assign(request_s_strong_verify=[2.0]), {"weak": 1, "strong": 8}).iloc[0]
+    assert busy["flops_per_s_per_gpu"] == pytest.approx(8e15 / 8.0 / 8)
 
 
 def test_simulated_phases_lie_under_the_derated_roofline():
