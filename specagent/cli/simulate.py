@@ -190,8 +190,10 @@ def _assumption_table(assumptions: dict) -> Table:
         t.add_row("intervals", assumptions["intervals"])
     if "environment" in assumptions:
         t.add_row("environment (user, tool waits)", assumptions["environment"])
-    for name in ("workload", "trajectories", "seed", "engine", "quality"):
-        t.add_row(name, str(assumptions[name]))
+    # the stored key `engine` is the pricing engine (analytic | simpy), not the serving engine shown per pool above
+    for name, label in (("workload", "workload"), ("trajectories", "trajectories"), ("seed", "seed"),
+                        ("engine", "pricing engine"), ("quality", "quality")):
+        t.add_row(label, str(assumptions[name]))
     sa = assumptions["strategies"].get("specagent")
     if sa:
         t.add_row("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
