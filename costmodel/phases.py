@@ -66,7 +66,7 @@ class DecodeRun:
             self._b[name] = float(arr[1] - arr[0])
         self._fixed_s = float(base.comm_s[0] + base.overhead_s[0] - base.fixed[LAUNCH_TERM][0])  # every fixed cost but launches
         self._busy_s = float(base.comm_s[0] + base.gpu_fixed_s[0])  # the GPU-side part: collectives, per-layer time
-        lt = coef.terms
+        lt = self.terms = coef.terms  # the deployment's fixed-cost terms (the per-request overhead among them)
         self._launch_s = lt.launch_s * float(eager_launch(lt, np.ones(1), np.ones(1, dtype=bool))[0])
 
     @staticmethod

@@ -159,21 +159,21 @@ class AcceptanceModel:
         """The hidden reasoning a workload records for a step: decoded tokens less the visible message."""
         return np.maximum(np.subtract(out_tokens, ctx_tokens), 0)
 
-    def verify_reasoning(self, out_tokens, ctx_tokens):
-        """Reasoning tokens a verification decodes when its verdict decides this step (see the module docstring)."""
+    def _reasoning(self, fixed, out_tokens, ctx_tokens):
+        """No reasoning when not thinking; a fixed count where one is set; else what the workload recorded for the step."""
         if not self.thinking:
             return np.zeros_like(np.asarray(out_tokens))
-        if self.verify_reasoning_tokens is not None:
-            return np.full_like(np.asarray(out_tokens), self.verify_reasoning_tokens)
+        if fixed is not None:
+            return np.full_like(np.asarray(out_tokens), fixed)
         return self.recorded_reasoning(out_tokens, ctx_tokens)
+
+    def verify_reasoning(self, out_tokens, ctx_tokens):
+        """Reasoning tokens a verification decodes when its verdict decides this step (see the module docstring)."""
+        return self._reasoning(self.verify_reasoning_tokens, out_tokens, ctx_tokens)
 
     def repair_reasoning(self, out_tokens, ctx_tokens):
         """Reasoning tokens of the repair turn that rewrites this step."""
-        if not self.thinking:
-            return np.zeros_like(np.asarray(out_tokens))
-        if self.repair_reasoning_tokens is not None:
-            return np.full_like(np.asarray(out_tokens), self.repair_reasoning_tokens)
-        return self.recorded_reasoning(out_tokens, ctx_tokens)
+        return self._reasoning(self.repair_reasoning_tokens, out_tokens, ctx_tokens)
 
     def repair_decode(self, out_tokens, ctx_tokens):
         """Tokens a repair turn decodes: the step's visible message plus the repair's reasoning."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
-from specagent.costmodel.latency import LatencyTerms, latency_terms, request_overhead_s
+from specagent.costmodel.latency import request_overhead_s
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.phases import DecodeRun
 from specagent.costmodel.roofline import estimate
@@ -49,19 +49,12 @@ class Pricer:
     def __init__(self, setting: Setting):
         self.setting = setting
         self._runs: dict[int, DecodeRun] = {}
-        self._terms: dict[int, LatencyTerms] = {}
 
     def _decode_run(self, dep: Deployment) -> DecodeRun:
         key = id(dep)
         if key not in self._runs:
             self._runs[key] = DecodeRun(dep, self.setting.weight_mode)
         return self._runs[key]
-
-    def _latency_terms(self, dep: Deployment) -> LatencyTerms:
-        key = id(dep)
-        if key not in self._terms:
-            self._terms[key] = latency_terms(dep)
-        return self._terms[key]
 
     def price(self, plan: CallPlan) -> EventCosts:
         n = len(plan)
@@ -83,7 +76,7 @@ class Pricer:
                 continue
             if pre.size:
                 cost = estimate(model, Passes.uniform(plan.tokens[pre], plan.context[pre]), self.setting.weight_mode)
-                request[pre] = request_overhead_s(self._latency_terms(model), plan.tokens[pre])
+                request[pre] = request_overhead_s(self._decode_run(model).terms, plan.tokens[pre])
                 time_s[pre] = cost.time_s + request[pre]
                 flops[pre] = cost.total_flops
                 rd[pre] = cost.total_bytes_read
