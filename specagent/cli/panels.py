@@ -12,10 +12,12 @@ own panel.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 from typer.core import TyperCommand
+
+if TYPE_CHECKING:  # annotations only: typer >= 0.29 bundles its own click and no longer installs the package
+    import click
 
 #: Scenario field (the first part of a flag's path) -> its --help panel; any other field: SCENARIO.
 SCENARIO = "Scenario"
