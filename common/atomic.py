@@ -10,6 +10,8 @@ created, and for `write_together` none of the files of the set.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import errno
 import json
 import os
@@ -18,9 +20,16 @@ import stat
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import pandas as pd
 
 from specagent.common.errors import OutputError
+
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 Writer = Callable[[Path], None]
 

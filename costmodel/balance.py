@@ -17,14 +17,19 @@ batch is the same comparison at datasheet rates: FLOPs ÷ peak against bytes ÷ 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import estimate
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
 
 
 @dataclass(frozen=True)

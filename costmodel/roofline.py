@@ -29,15 +29,18 @@ the engine states them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.dtypes import dtype_bytes
 from specagent.costmodel.latency import CPU_TERMS, FIXED_TERMS, GPU_TERMS, LatencyTerms, eager_launch, exposed_launch, latency_terms
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import GDN_CHUNK, Passes
+
+if TYPE_CHECKING:  # pandas only for to_frame: the CLI's foundation commands import this module
+    import pandas as pd
 
 WEIGHT_MODES = ("union", "active")
 
@@ -221,7 +224,7 @@ class PassCost:
     def __len__(self) -> int:
         return len(self.compute_s)
 
-    def to_frame(self) -> pd.DataFrame:
+    def to_frame(self) -> "pd.DataFrame":
         cols: dict[str, np.ndarray] = {}
         cols.update({f"flops_{k}": v for k, v in self.flops.items()})
         cols.update({f"read_{k}": v for k, v in self.bytes_read.items()})
@@ -236,6 +239,8 @@ class PassCost:
         cols.update({f"fixed_{k}_s": v for k, v in self.fixed.items()})
         if self.collective_latency_s is not None:
             cols["collective_latency_s"] = self.collective_latency_s
+        import pandas as pd
+
         return pd.DataFrame(cols)
 
 

@@ -4,27 +4,46 @@ Knows nothing of hardware: it says who did what, with how many tokens and how
 long each wait took; the simulator prices it.
 """
 
-from .columns import ACTOR_CODES, KIND_CODES, from_frame, step_arrays, to_frame
-from .errors import NoTrajectoriesError, Repair, SkippedRecord, TraceFormatError
-from .io import default_workload_path, load_trajectories, save_trajectories
-from .schema import (
-    SCHEMA_VERSION,
-    Actor,
-    DraftedBy,
-    Outcome,
-    SpecLabel,
-    Step,
-    StepKind,
-    TokenSource,
-    Trajectory,
-    Verdict,
-)
-from .fit import fit_profile
-from .openai_chat import import_openai
-from .profile import WorkloadProfile, list_profiles, load_profile, save_profile
-from .stats import trace_stats
-from .synth import synthesize, synthesize_frame
-from .tau2 import import_tau2
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: each public name -> its module, imported on first use (the CLI's root and --help import no pandas)
+_HOME = {
+    "ACTOR_CODES": "columns",
+    "KIND_CODES": "columns",
+    "from_frame": "columns",
+    "step_arrays": "columns",
+    "to_frame": "columns",
+    "NoTrajectoriesError": "errors",
+    "Repair": "errors",
+    "SkippedRecord": "errors",
+    "TraceFormatError": "errors",
+    "default_workload_path": "io",
+    "load_trajectories": "io",
+    "save_trajectories": "io",
+    "SCHEMA_VERSION": "schema",
+    "Actor": "schema",
+    "DraftedBy": "schema",
+    "Outcome": "schema",
+    "SpecLabel": "schema",
+    "Step": "schema",
+    "StepKind": "schema",
+    "TokenSource": "schema",
+    "Trajectory": "schema",
+    "Verdict": "schema",
+    "fit_profile": "fit",
+    "import_openai": "openai_chat",
+    "WorkloadProfile": "profile",
+    "list_profiles": "profile",
+    "load_profile": "profile",
+    "save_profile": "profile",
+    "trace_stats": "stats",
+    "synthesize": "synth",
+    "synthesize_frame": "synth",
+    "import_tau2": "tau2",
+}
 
 __all__ = [
     "SCHEMA_VERSION", "Actor", "DraftedBy", "Outcome", "SpecLabel", "Step", "StepKind", "TokenSource",
@@ -33,3 +52,15 @@ __all__ = [
     "import_tau2", "import_openai", "fit_profile", "WorkloadProfile", "list_profiles", "load_profile",
     "save_profile", "trace_stats", "synthesize", "synthesize_frame",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])

@@ -13,11 +13,12 @@ or NaN.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from pydantic import ValidationError
 
 from .errors import TraceFormatError, from_validation_error, report_skipped
@@ -30,6 +31,14 @@ from .schema import (
     TokenSource,
     Trajectory,
 )
+
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 #: Integer codes for the vectorized path (stable: part of the schema version).
 KIND_CODES: dict[str, int] = {

@@ -12,18 +12,24 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from specagent.common.atomic import atomic_write, write_text
+from specagent.common.lazy_import import lazy_module
 
 from .columns import FRAME_DTYPES, from_frame, to_frame
 from . import files
 from .errors import SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_skipped
 from .schema import Trajectory
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd, pa, pq = lazy_module("pandas"), lazy_module("pyarrow"), lazy_module("pyarrow.parquet")
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")

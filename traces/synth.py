@@ -26,18 +26,28 @@ the limit (the profile's bounds allow it; tighten them).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from .columns import FRAME_DTYPES, KIND_CODES, from_frame
 from .errors import TraceFormatError
 from .profile import EVENT_KINDS, TOOL_EVENT_KINDS, WorkloadProfile
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, MAX_STEPS, SCHEMA_VERSION, Trajectory
+
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+    pa = lazy_module("pyarrow")
+
 
 GENERATOR_VERSION = 2
 #: Most trajectories in one generation block (and the block size of every shipped profile).

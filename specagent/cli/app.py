@@ -4,23 +4,15 @@ mounting of every other command group; thin wrappers over the Python API, tables
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+from typer.core import TyperCommand
 from rich.table import Table
 
 from specagent import __version__
-from specagent.cli import acceptance as acceptance_cli
-from specagent.cli import fleet as fleet_cli
-from specagent.cli import kernels as kernels_cli
-from specagent.cli import latency as latency_cli
-from specagent.cli import replay as replay_cli
-from specagent.cli import report as report_cli
-from specagent.cli import scenario as scenario_cli
-from specagent.cli import simulate as simulate_cli
-from specagent.cli import traces as traces_cli
 from specagent.cli.console import SafeConsole, OneLineErrors, fail, json_out
-from specagent.cli.panels import PanelCommand
+from specagent.cli.lazy import LazyCommand, LazyCommands
 from specagent.cli.options import deployment_flag, deployment_options, does_not_fit
 from specagent.costmodel.balance import balance_point
 from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
@@ -65,7 +57,40 @@ Start with `specagent predict` (the bottom line per task) and `specagent plan
 --rate 2/s` (a fleet); shell completion: `specagent --install-completion`.
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=True, cls=OneLineErrors)
+class Root(OneLineErrors):
+    """The root group: its own commands built now, the others (LAZY_COMMANDS) imported when first asked for."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.commands = LazyCommands(self.commands, LAZY_COMMANDS)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names, in typer's order (typer's own reads every command)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list from each entry's one-line help: listing imports nothing."""
+        commands = self.commands
+        assert isinstance(commands, LazyCommands)
+        rows = []
+        for name in self.list_commands(ctx):
+            lazy = commands.entry(name)
+            if lazy is not None:
+                rows.append((name, _shorten(lazy.short_help, formatter.width - 6 - max(len(n) for n in commands))))
+                continue
+            cmd = commands[name]
+            if not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(formatter.width - 6 - max(len(n) for n in commands))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """click's rule for a command's short help (first sentence, cut at a word with '...'), from the command class itself."""
+    return TyperCommand(name="_", help=text).get_short_help_str(limit)
+
+
+app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=True, cls=Root)
 hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
 models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
 roofline_app = typer.Typer(
@@ -388,20 +413,39 @@ def roofline_balance(
 
 
 # ---------------------------------------------------------------- the other command groups
-app.add_typer(traces_cli.app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
-app.add_typer(scenario_cli.app, name="scenario")
-app.command("predict", cls=PanelCommand)(simulate_cli.predict)
-app.command("simulate", cls=PanelCommand)(simulate_cli.simulate_cmd)
-app.add_typer(simulate_cli.predictor_app, name="predictor")
-app.command("plan", cls=PanelCommand)(fleet_cli.plan_command)
-app.command("replay", cls=PanelCommand)(replay_cli.replay_command)
-app.command("sweep", cls=PanelCommand)(fleet_cli.sweep_command)
-app.add_typer(fleet_cli.study_app, name="study")
-app.command("report", help=report_cli.HELP)(report_cli.report)
-app.command("calibrate")(kernels_cli.calibrate_cmd)
-app.command("live")(kernels_cli.live_cmd)
-app.add_typer(latency_cli.app, name="latency")
-app.add_typer(acceptance_cli.app, name="acceptance")
+#: every other command, imported when first asked for (specagent/cli/lazy.py); one-line helps checked by tests/test_cli_lazy.py
+LAZY_COMMANDS = (
+    LazyCommand("predict", "specagent.cli.simulate", "predict", panels=True,
+                short_help="Predict what every strategy costs per task, and relative to Strong-only, on the built-in default scenario."),
+    LazyCommand("simulate", "specagent.cli.simulate", "simulate_cmd", panels=True,
+                short_help="Run one strategy on a trace with every parameter as a flag; print per-model totals."),
+    LazyCommand("plan", "specagent.cli.fleet", "plan_command", panels=True,
+                short_help="Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy."),
+    LazyCommand("replay", "specagent.cli.replay", "replay_command", panels=True,
+                short_help="Serve a request trace at its own timestamps on the scenario's Strong deployment; TTFT, TPOT and E2E like vllm bench serve."),
+    LazyCommand("sweep", "specagent.cli.fleet", "sweep_command", panels=True,
+                short_help="Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably."),
+    LazyCommand("report", "specagent.cli.report", "report", help_attr="HELP",
+                short_help="Write one self-contained HTML report (plotly.js embedded, works offline) from results files."),
+    LazyCommand("calibrate", "specagent.cli.kernels", "calibrate_cmd",
+                short_help="Microbenchmark this device, fit the roofline's efficiencies, write a hardware profile."),
+    LazyCommand("live", "specagent.cli.kernels", "live_cmd",
+                short_help="Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator."),
+    LazyCommand("traces", "specagent.cli.traces", "app", group=True,
+                group_help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.",
+                short_help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads."),
+    LazyCommand("scenario", "specagent.cli.scenario", "app", group=True,
+                short_help="Scenarios: everything a run depends on (models, deployments, workload, strategies, acceptance, caching, "
+                           "verifier prompt, weight reads, seed, engine) in one TOML file."),
+    LazyCommand("predictor", "specagent.cli.simulate", "predictor_app", group=True,
+                short_help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic."),
+    LazyCommand("study", "specagent.cli.fleet", "study_app", group=True, short_help="Studies built on the fleet simulator."),
+    LazyCommand("latency", "specagent.cli.latency", "app", group=True,
+                short_help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv)."),
+    LazyCommand("acceptance", "specagent.cli.acceptance", "app", group=True,
+                short_help="The acceptance and verdict model from evidence: fit it to verdict logs, measure it on real endpoints, "
+                           "calibrate it to the published protocol figures (docs/verdict-log.md)."),
+)
 
 
 def main() -> None:

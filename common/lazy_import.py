@@ -1,0 +1,27 @@
+"""A heavy library bound at import, loaded on first use.
+
+The CLI's root, `--help` and a usage error must answer at once, yet modules on their import path use
+pandas, pyarrow or scipy inside functions only. `lazy_module("pandas")` stands for the module (type
+checkers see `import pandas as pd` under TYPE_CHECKING) and imports it at the first attribute read;
+after that it holds the module's names itself, so later reads cost what a module attribute costs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+
+class _Deferred(ModuleType):
+    def __getattr__(self, attr: str) -> Any:  # only for names not copied yet, i.e. before the first use
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)  # introspection (copy, pickle, doctest) must not load the module
+        module = importlib.import_module(self.__name__)
+        self.__dict__.update(module.__dict__)
+        return getattr(module, attr)
+
+
+def lazy_module(name: str) -> ModuleType:
+    """A stand-in for `import name` that imports it when first used."""
+    return _Deferred(name)

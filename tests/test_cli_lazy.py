@@ -1,0 +1,51 @@
+"""The root lists every command without importing its module; each listed help is the command's own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import typer.main
+
+from specagent.cli.app import LAZY_COMMANDS, _shorten, app
+
+
+@pytest.mark.parametrize("entry", LAZY_COMMANDS, ids=lambda e: e.name)
+def test_listed_help_is_the_commands_own(entry):
+    cmd = entry.load()
+    assert cmd.name == entry.name
+    assert _shorten(entry.short_help, 10**6) == cmd.get_short_help_str(10**6)
+
+
+def test_the_root_listing_is_what_loading_every_command_would_print():
+    root = typer.main.get_command(app)
+    ctx = root.context_class(root, info_name="specagent")
+    listed = ctx.make_formatter()
+    root.format_commands(ctx, listed)  # from the entries: nothing imported
+    order = list(root.commands)
+    for name in order:
+        root.commands[name]  # load each one
+    loaded = ctx.make_formatter()
+    super(type(root), root).format_commands(ctx, loaded)  # click's own listing of the loaded commands
+    assert listed.getvalue() == loaded.getvalue()
+    assert "predict" in listed.getvalue() and list(root.commands) == order  # loading moves nothing
+
+
+def test_help_and_a_usage_error_import_no_command_module_nor_heavy_library():
+    modules = sorted({e.module for e in LAZY_COMMANDS})
+    heavy = ["pandas", "scipy", "plotly", "pyarrow", "torch", "ray", "httpx"]
+    code = (
+        "import sys\n"
+        "from specagent.cli import app\n"
+        "import typer.main\n"
+        "root = typer.main.get_command(app)\n"
+        "for argv in (['--help'], ['no-such-command']):\n"
+        "    try:\n"
+        "        root.main(argv, prog_name='specagent', standalone_mode=True)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(sorted(m for m in {modules + heavy!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
