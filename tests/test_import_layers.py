@@ -13,6 +13,7 @@ table does not place fails the test, so a new module gets a layer when it is add
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,12 @@ SIMULATOR = [
 
 
 def modules() -> dict[str, Path]:
+    return dict(_modules())
+
+
+@functools.cache
+def _modules() -> dict[str, Path]:
+    """The tree is scanned once per run (it was once per module: 23 s of the suite)."""
     out = {"specagent": ROOT / "specagent" / "__init__.py"}
     for pkg, folder in FOLDERS.items():
         for f in sorted((ROOT / folder).rglob("*.py")):  # subpackages too (simulator/fleet/, ...)
@@ -71,10 +78,10 @@ def rank(module: str) -> tuple[int, int]:
 
 def imports(module: str, source: str, known: set[str]) -> list[tuple[str, int]]:
     """(imported specagent module, line) for every import statement, at any depth."""
-    is_package = module in FOLDERS or module == "specagent" or modules().get(module, Path()).name == "__init__.py"
+    is_package = module in FOLDERS or module == "specagent" or _modules().get(module, Path()).name == "__init__.py"
     package = module if is_package else module.rsplit(".", 1)[0]
     out = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parsed(source)):
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "specagent"]
         elif isinstance(node, ast.ImportFrom):
@@ -88,6 +95,11 @@ def imports(module: str, source: str, known: set[str]) -> list[tuple[str, int]]:
             for a in node.names:  # `from pkg import submodule` imports the submodule
                 out.append((f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, node.lineno))
     return out
+
+
+@functools.cache
+def _parsed(source: str) -> ast.Module:
+    return ast.parse(source)
 
 
 def upward(mods: dict[str, str]) -> list[str]:
