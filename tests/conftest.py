@@ -20,6 +20,36 @@ from hypothesis import settings as hypothesis_settings
 
 NOBODY = 65534
 
+#: Files whose every test is slow, and why: `make check` (`-m "not slow"`) leaves them out, `make test` runs them.
+#: A slow test in another file carries `@pytest.mark.slow` itself (docs/development.md).
+SLOW_FILES = {
+    "test_kernels_modules.py": "torch", "test_kernels_reference.py": "torch and transformers",
+    "test_kernels_calibrate.py": "torch microbenchmarks", "test_kernels_live.py": "torch models run live",
+    "test_engine_terms.py": "torch microbenchmarks", "test_gpu_calibration.py": "the GPU script on torch's CPU build",
+    "test_reports_browser.py": "headless Chromium", "test_reports_notebooks.py": "executes the notebooks",
+    "test_fuzz_commands.py": "fuzz suite", "test_fuzz_inputs.py": "fuzz suite", "test_fuzz_hostile.py": "fuzz suite",
+    "test_fuzz_ranges.py": "fuzz suite",
+    "test_capacity.py": "long fleet runs (and Ray)", "test_fleet_sweep.py": "fleet sweeps (and Ray)",
+    "test_sweep_robust.py": "sweeps in subprocesses", "test_plan_resume.py": "plans in subprocesses",
+    "test_runtime_install.py": "a fresh virtual environment from the package index",
+    "test_extending.py": "the recipes in a staged copy of the package",
+    "test_cli_without_torch.py": "predict in a subprocess",
+}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under `-m "not slow"` a slow file is not even imported (importing torch alone costs seconds)."""
+    if collection_path.name in SLOW_FILES and "not slow" in (config.getoption("markexpr", "") or ""):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        why = SLOW_FILES.get(item.path.name)
+        if why is not None:
+            item.add_marker(pytest.mark.slow(reason=why))
+
 #: Every run tests the same examples (each test's draws are seeded from its own hash), so a CI run is reproducible
 #: and a failure found once is found again; SPECAGENT_HYPOTHESIS=explore draws fresh examples on each run.
 hypothesis_settings.register_profile("deterministic", derandomize=True)

@@ -41,3 +41,10 @@ def test_every_test_file_is_named():
     text = (ROOT / "tests" / "README.md").read_text()
     missing = [t for t in _tracked("tests/test_*.py") if Path(t).name not in text]
     assert not missing, f"tests/README.md does not name: {missing}"
+
+
+def test_every_slow_file_exists():
+    from conftest import SLOW_FILES
+
+    missing = [name for name in SLOW_FILES if not (ROOT / "tests" / name).exists()]
+    assert not missing, f"tests/conftest.py SLOW_FILES names files that do not exist: {missing}"
