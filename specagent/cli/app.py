@@ -11,6 +11,7 @@ from rich.table import Table
 
 from specagent import __version__
 from specagent.cli import acceptance as acceptance_cli
+from specagent.cli import explain as explain_cli
 from specagent.cli import fleet as fleet_cli
 from specagent.cli import kernels as kernels_cli
 from specagent.cli import latency as latency_cli
@@ -391,6 +392,7 @@ def roofline_balance(
 app.add_typer(traces_cli.app, name="traces", help="Agent trajectories: import τ²-Bench / OpenAI-chat logs, stats, fit and synthesise workloads.")
 app.add_typer(scenario_cli.app, name="scenario")
 app.command("predict", cls=PanelCommand)(simulate_cli.predict)
+app.command("explain", cls=PanelCommand)(explain_cli.explain)
 app.command("simulate", cls=PanelCommand)(simulate_cli.simulate_cmd)
 app.add_typer(simulate_cli.predictor_app, name="predictor")
 app.command("plan", cls=PanelCommand)(fleet_cli.plan_command)
