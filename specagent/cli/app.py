@@ -331,7 +331,7 @@ def roofline(
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
     lt = coefficients(dep).terms
-    eng = dep.serving_engine.for_hardware(hw.id)
+    eng = dep.serving_engine.for_hardware(hw)
     out = dict(
         deployment=dep.describe(), serving_engine=dep.serving_engine.describe(), phase=phase, batch=batch, context=context,
         new_tokens_per_sequence=new, weight_mode=weight_mode,
@@ -417,6 +417,8 @@ def roofline_balance(
 LAZY_COMMANDS = (
     LazyCommand("predict", "specagent.cli.simulate", "predict", panels=True,
                 short_help="Predict what every strategy costs per task, and relative to Strong-only, on the built-in default scenario."),
+    LazyCommand("explain", "specagent.cli.explain", "explain", panels=True,
+                short_help="Why SpecAgent's ratios to Strong-only (wall, model time, memory, FLOPs, $) are what they are."),
     LazyCommand("simulate", "specagent.cli.simulate", "simulate_cmd", panels=True,
                 short_help="Run one strategy on a trace with every parameter as a flag; print per-model totals."),
     LazyCommand("plan", "specagent.cli.fleet", "plan_command", panels=True,
