@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from specagent.common.redact import clean
 from specagent.endpoints.cache import request_key
 from specagent.endpoints.client import ChatClient, Endpoint, Reply, ResponseFormatUnsupported, TransientFailure
 from specagent.endpoints.recorded import RecordedTask
@@ -145,7 +146,8 @@ class ShadowRun:
                 for i, f in enumerate(futures):
                     out[i] = f.result()
                     advance(1)
-            except BaseException:
+            except BaseException:  # ^C (or a failure no retry fixes): stop the calls in flight too, not just the queued ones
+                self.client.cancel()
                 for f in futures:
                     f.cancel()
                 raise
@@ -202,7 +204,11 @@ class ShadowRun:
             rec["cached_prompt_tokens"] = min(u.cached_tokens, u.prompt_tokens)
         rec["latency_s"] = {"draft": round(draft_s, 6), "verify": round(verify_s, 6), "repair": round(repair_s, 6)}
         rec["source"] = SOURCE
-        make_record(**{k: v for k, v in rec.items() if k != "schema"})  # the shared reader's invariants, checked as written
+        try:
+            make_record(**{k: v for k, v in rec.items() if k != "schema"})  # the shared reader's invariants, checked as written
+        except ValueError as exc:  # answers that parse but make no valid record: the position is skipped, said why
+            res.skip = Skip(task.task, pos, "record", "unparseable", clean(exc))
+            return res
         res.record = rec
         return res
 
