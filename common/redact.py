@@ -62,12 +62,17 @@ def env_secrets(names: Iterable[str] = (), environ: Mapping[str, str] | None = N
     return tuple(sorted(out, key=len, reverse=True))
 
 
+def redact_values(text: str, secrets: Iterable[str]) -> str:
+    """`text` with the given secret values masked, and nothing else changed (for data such as a model's answer)."""
+    for sec in sorted({f for s in secrets if s for f in (s, s.strip())}, key=len, reverse=True):
+        if len(sec) >= MIN_SECRET_LEN and sec in text:
+            text = text.replace(sec, mask(sec))
+    return text
+
+
 def redact(text: object, secrets: Iterable[str] | None = None) -> str:
     """`text` with every secret (the given ones, or `env_secrets()`), auth header, bearer token and URL credential masked."""
-    s = str(text)
-    for sec in env_secrets() if secrets is None else sorted(set(secrets), key=len, reverse=True):
-        if sec and sec in s:
-            s = s.replace(sec, mask(sec))
+    s = redact_values(str(text), env_secrets() if secrets is None else secrets)
     s = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{MASK}", s)
     s = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", s)
     s = _USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", s)

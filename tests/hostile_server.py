@@ -5,7 +5,7 @@ every 0.3 s, a gzip bomb, error bodies echoing the Authorization header, escape 
 and httpx do with bytes on a wire; only a real server sends them. ``mode(role, body)`` picks the
 misbehaviour of each request ('weak', 'verify' or 'repair'), None answers honestly.
 
-Modes: drip_body, drip_headers, hang, echo_auth_401, echo_auth_500, ansi_401, tool_calls_int, tool_calls_true,
+Modes: drip_body, drip_headers, hang, echo_auth_200, echo_auth_401, echo_auth_500, ansi_401, tool_calls_int, tool_calls_true,
 deep_json, usage_huge, gzip_bomb.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from chat_server import VERIFY_MARK, ChatServer, body_key
 
-MODES = ("drip_body", "drip_headers", "hang", "echo_auth_401", "echo_auth_500", "ansi_401", "tool_calls_int",
+MODES = ("drip_body", "drip_headers", "hang", "echo_auth_200", "echo_auth_401", "echo_auth_500", "ansi_401", "tool_calls_int",
          "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb")
 
 
@@ -97,6 +97,10 @@ class HostileServer(ChatServer):
         if mode == "deep_json":
             return self._raw(h, 200, b"[" * 100_000, {})
         reply = self._reply(body_key(body), body)
+        if mode == "echo_auth_200":  # an honest answer whose text quotes the key (a debugging proxy, a leaky model)
+            reply["choices"][0]["message"]["content"] = f"you sent Authorization: {auth}"
+            reply["choices"][0]["message"].pop("tool_calls", None)
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
         if mode in ("tool_calls_int", "tool_calls_true"):
             reply["choices"][0]["message"]["tool_calls"] = 5 if mode == "tool_calls_int" else True
             return self._raw(h, 200, json.dumps(reply).encode(), {})

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from specagent.common.errors import InputError
-from specagent.common.redact import clean, env_secrets, header_value_problem, redact_url
+from specagent.common.redact import clean, env_secrets, header_value_problem, redact_url, redact_values
 from specagent.endpoints.cache import ResponseCache, request_key
 from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
@@ -332,6 +332,7 @@ class ChatClient:
             except (KeyError, TypeError, ValueError, RecursionError):
                 pass  # an entry this version cannot read (or one edited by hand): ask again
         raw, latency = self._ask(ep, body, key)
+        raw = _masked(raw, ep.secrets)  # a server that echoes the key in its answer: the key is not stored nor shown
         reply = parse_reply(raw, latency, False)  # _ask checked it parses
         self.cache.put(key, {"request": {"url": redact_url(ep.chat_url), "body": body}, "response": raw, "latency_s": latency})
         self._count(answered=1)
@@ -392,6 +393,19 @@ def _short(x: object, n: int = 160, secrets: tuple[str, ...] = ()) -> str:
     """Server or library text as one safe line: keys masked (before any cut), control characters escaped, at most n chars."""
     s = " ".join(clean(x, (*secrets, *env_secrets())).split())
     return s if len(s) <= n else s[:n - 1] + "…"
+
+
+def _masked(obj: Any, secrets: tuple[str, ...]) -> Any:
+    """`obj` with every string in it stripped of the given secrets (by value only: an answer's text is data)."""
+    if not secrets:
+        return obj
+    if isinstance(obj, str):
+        return redact_values(obj, secrets)
+    if isinstance(obj, dict):
+        return {k: _masked(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_masked(v, secrets) for v in obj]
+    return obj
 
 
 def _check_json(obj: Any, flag: str, depth: int = 0) -> None:

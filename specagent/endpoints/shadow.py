@@ -67,7 +67,8 @@ class Skip:
     detail: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "position": self.position, "stage": self.stage, "reason": self.reason, "detail": self.detail}
+        return {"task": self.task, "position": self.position, "stage": self.stage, "reason": self.reason,
+                "detail": clean(self.detail)}  # the one place a skip's text reaches a file
 
 
 @dataclass
