@@ -24,7 +24,6 @@ from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
-from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.reports.html import write_report
 from specagent.simulator.rates_prices import parse_prices
@@ -281,11 +280,6 @@ def predict(
         prices = parse_prices(price)
     except ValueError as exc:
         fail(f"--price: {exc}")
-    for key in prices:
-        try:
-            load_hardware(key)
-        except HardwareProfileError:
-            fail(f"--price {key}=...: '{key}' is not a GPU type (see `specagent hardware list`)")
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
