@@ -276,6 +276,11 @@ def predict(
     results, and summary.json carries the whole scenario (`--scenario` reads it back).
     """
     fmt = check_format(fmt, as_json)
+    if brief and phases:  # --brief drops the phase tables: asking for both would lose one without a word
+        fail("--brief and --phases: not both (--brief prints the bottom line only; --phases adds the phase tables)")
+    if quiet and fmt != "table":
+        fail(f"--quiet and --format {fmt}: not both (--quiet prints nothing, so the {fmt.upper()} asked for would be lost; "
+             "the files are written either way)")
     try:
         prices = parse_prices(price)
     except ValueError as exc:
