@@ -176,6 +176,23 @@ def test_a_malformed_answer_is_a_counted_skip_not_a_traceback(tmp_path, role, mo
     assert all("not a chat completion" in sk["detail"] and "endpoint http://127.0.0.1" in sk["detail"] for sk in skips), skips
 
 
+@pytest.mark.parametrize("role,mode", [("weak", "tool_calls_int"), ("weak", "deep_json"), ("verify", "deep_json"),
+                                       ("weak", "usage_huge"), ("repair", "usage_huge"), ("weak", "gzip_bomb")])
+def test_live_on_a_malformed_answer_ends_in_one_line_or_a_counted_skip(tmp_path, role, mode):
+    with HostileServer(on(role, mode), bomb_mb=70) as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--trajectories", "2"), {"OPENAI_API_KEY": SECRET})
+    assert code in (0, 2) and "Traceback" not in out, out
+    assert code == 0 or "no live task finished" in out and "not a chat completion" in out, out
+
+
+def test_a_key_given_in_an_extra_body_is_not_cached_in_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATEWAY_API_KEY", SECRET)
+    with ChatServer() as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o", "--weak-extra-body", json.dumps({"user": SECRET})),
+                        {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and not leaks(SECRET, out, folder=tmp_path), leaks(SECRET, out, folder=tmp_path)
+
+
 def test_a_decompression_bomb_is_refused_at_the_cap_with_bounded_memory(tmp_path):
     with HostileServer(on("weak", "gzip_bomb"), bomb_mb=64) as s:
         s.bomb()  # built before memory is traced (the server shares this process)

@@ -334,7 +334,8 @@ class ChatClient:
         raw, latency = self._ask(ep, body, key)
         raw = _masked(raw, ep.secrets)  # a server that echoes the key in its answer: the key is not stored nor shown
         reply = parse_reply(raw, latency, False)  # _ask checked it parses
-        self.cache.put(key, {"request": {"url": redact_url(ep.chat_url), "body": body}, "response": raw, "latency_s": latency})
+        self.cache.put(key, {"request": {"url": redact_url(ep.chat_url), "body": _masked(body, (*ep.secrets, *env_secrets()))},
+                             "response": raw, "latency_s": latency})
         self._count(answered=1)
         return reply
 
