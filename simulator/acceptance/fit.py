@@ -157,7 +157,7 @@ def read_logs(paths: Iterable[str | Path]) -> FitData:
     the same one given twice (the same log twice, a copy, an overlapping export) is refused, naming both
     places, since counting it twice would narrow every interval with evidence that is not there."""
     data = FitData()
-    seen: dict[str, str] = {}
+    seen: dict[bytes, str] = {}
     for p in paths:
         p = Path(p)
         if _is_verdict_log(p):
@@ -171,14 +171,13 @@ def read_logs(paths: Iterable[str | Path]) -> FitData:
     return data
 
 
-def _check_new(seen: dict[str, str], identities: Iterable[str], name: str, unit: str, what: str) -> None:
+def _check_new(seen: dict[bytes, str], identities: Iterable[str], name: str, unit: str, what: str) -> None:
     for i, text in enumerate(identities, 1):
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        here = f"{name}: {unit} {i}"
+        key = hashlib.sha256(text.encode("utf-8")).digest()[:16]  # 128 bits: no two verifications collide by chance
         if key in seen:
             raise TraceFormatError(name, f"{unit} {i}", "<record>", f"a {what} not already read",
                                    found=f"the same {what} as {seen[key]} (a log given twice, or a copy: it would count twice)")
-        seen[key] = here
+        seen[key] = f"{name}: {unit} {i}"
 
 
 def _is_verdict_log(p: Path) -> bool:

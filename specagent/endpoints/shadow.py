@@ -142,7 +142,7 @@ class ShadowRun:
     def run(self, positions: list[tuple[RecordedTask, int]], advance: Callable[[int], None] = lambda k: None) -> list[PositionResult]:
         out: list[PositionResult | None] = [None] * len(positions)
         with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as pool:
-            futures = [pool.submit(self.position, t, p) for t, p in positions]
+            futures = [pool.submit(self._guarded, t, p) for t, p in positions]
             try:
                 for i, f in enumerate(futures):
                     out[i] = f.result()
@@ -153,6 +153,17 @@ class ShadowRun:
                     f.cancel()
                 raise
         return [r for r in out if r is not None]
+
+    def _guarded(self, task: RecordedTask, p: int) -> PositionResult:
+        """`position`, with answers of shapes no reader foresaw counted as an unparseable skip (said with the error's
+        type), never a traceback that ends a 10,000-position run and loses the others' outputs."""
+        try:
+            return self.position(task, p)
+        except (TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+            res = PositionResult()
+            res.skip = Skip(task.task, task.step_of[p], "answer", "unparseable",
+                            f"an answer of an unexpected shape ({type(exc).__name__}: {exc})")
+            return res
 
     # -- one position --------------------------------------------------------------------------------------------
     def position(self, task: RecordedTask, p: int) -> PositionResult:
