@@ -31,7 +31,8 @@ MASK = "***"
 
 _HEADER = re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api-key|apikey)(['\"]?\s*[:=]\s*['\"]?)"
                      r"((?:bearer|basic|token)\s+)?[^\s'\",;}]+")
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{6,}")
+#: a token after Bearer/Basic holds a digit or a symbol, so prose ("bearer tokens", "Basic arithmetic") is left alone
+_BEARER = re.compile(r"\b([Bb]earer|BEARER|Basic)\s+(?=[A-Za-z]*[0-9._~+/=\-])[A-Za-z0-9._~+/=\-]{6,}")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]+@")
 _QUERY = re.compile(r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|auth|secret|password|passwd|sig|signature)=)"
                     r"[^&\s#'\"]+")
