@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ class HostileServer(ChatServer):
         super().__init__(**kw)
         self.mode, self.drip_s, self.bomb_mb = mode, drip_s, bomb_mb
         self.auth_seen: list[str] = []
+        self.first_request_at: float | None = None  # time.monotonic() of the first request: a run's clock starts there
         self._bomb: bytes | None = None
 
     def bomb(self) -> bytes:
@@ -66,6 +68,8 @@ class HostileServer(ChatServer):
         with self.lock:
             self.received += 1
             self.auth_seen.append(auth)
+            if self.first_request_at is None:
+                self.first_request_at = time.monotonic()
         mode = self.mode(role_of(body), body)
         if mode is None:
             self._send(h, 200, self._reply(body_key(body), body))
