@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -59,3 +60,23 @@ def check_input_file(path: str | os.PathLike, error: type[Exception], what: str,
     if problem is not None:
         raise error(f"{path}: cannot read {what}: {'it is ' if problem.startswith('a') else ''}{problem}")
     return Path(path)
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file (through links, `..` and case-folding file systems), existing or not."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_not_an_input(output: str | os.PathLike | None, inputs: Iterable[str | os.PathLike], flag: str,
+                       error: type[Exception]) -> None:
+    """Refuse an output path that is one of the inputs: writing it would replace the evidence it was computed from
+    (`acceptance fit -o LOG LOG` replaced a measured verdict log with the fitted table)."""
+    if output is None:
+        return
+    for p in inputs:
+        if same_file(output, p):
+            raise error(f"{flag} {output}: it is one of the inputs ({p}); writing it would replace what was read. "
+                        f"Name another file")

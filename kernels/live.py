@@ -363,9 +363,11 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         clock.resume()
 
     def label(u: Unit, by: DraftedBy, verdict: Verdict | None, vt: int = 0, rt: int = 0, segment: int = 0) -> None:
+        # a repair stands in the rejected step's place here, so the rejected kind is the unit's own (said, for the fit)
+        rejected = StepKind(u.kind) if verdict == Verdict.REPAIR else None
         for j, si in enumerate(u.steps):
             labels[si] = SpecLabel(drafted_by=by, verdict=verdict, verdict_tokens=vt if j == 0 else 0,
-                                   repair_tokens=rt if j == 0 else 0, segment=segment)
+                                   repair_tokens=rt if j == 0 else 0, segment=segment, rejected_kind=rejected)
 
     def call(lane: Lane, out: int, ctx_out: int, total: int, pre_phase: str, dec_phase: str, snap: bool = False) -> None:
         """The simulator's `_State.call`: prefill the unseen part of `total`, decode `out`, keep total + min(out, ctx)."""

@@ -47,7 +47,7 @@ import pandas as pd
 
 from specagent.simulator.capacity.bounds import PoolCapacity, pool_capacity, pool_work
 from specagent.simulator.capacity.fleet_build import (
-    TaskPlan, Workload, build_fleet, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
+    TaskPlan, Workload, build_fleet, check_requests_fit, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
 )
 from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
 from specagent.simulator.parallel import BACKENDS, run_jobs
@@ -496,15 +496,8 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
 
 def _check_requests(trace: RequestTrace, sc: Scenario, gpus: Sequence[str], search_gpus: Sequence[int] | None) -> None:
     """The longest request must fit the Strong model's window and some replica on every GPU: say which line it is."""
-    total = trace.prompt_tokens + trace.output_tokens
-    i = int(np.argmax(total))
-    n = int(total[i])
     for g in gpus:
-        try:
-            sized_deployment(sc.strong, g, n, search_gpus)
-        except ValueError as exc:
-            raise ValueError(f"{trace.source or 'request trace'}: line {i + 2}: its request of {n:,} tokens (prompt + output) "
-                             f"cannot be served: {exc}") from None
+        check_requests_fit(trace, lambda n, g=g: sized_deployment(sc.strong, g, n, search_gpus))
 
 
 def _best(table: pd.DataFrame) -> pd.DataFrame:

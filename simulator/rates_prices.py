@@ -8,6 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
+from specagent.hardware.profile import HardwareProfileError, load_hardware
+
 _UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
 _RATE = r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*"
 
@@ -46,11 +48,15 @@ def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
 
 
 def parse_prices(items: Sequence[str]) -> dict[str, float]:
-    """['h20=2.1', 'h200=3.5,b200=6'] -> {'h20': 2.1, 'h200': 3.5, 'b200': 6.0}: each item one or a comma list."""
+    """['h20=2.1', 'h200=3.5,b200=6'] -> {'h20': 2.1, 'h200': 3.5, 'b200': 6.0}: each item one or a comma list.
+
+    Every key must name a GPU profile (by id, alias or file, as `--gpu` does), and no GPU twice
+    (``h200=3,h200_sxm=4`` names one GPU by two names): a typo or a second price would otherwise be ignored."""
     out: dict[str, float] = {}
     for item in items:
         if not item.strip():
             raise ValueError("price '': expected GPU=USD_PER_GPU_HOUR (or a comma list of them), e.g. h20=1.04,h200=3.5")
+    given: dict[str, str] = {}  # profile id -> the item that priced it
     for it in (part.strip() for item in items for part in item.split(",")):
         if not it:
             continue
@@ -66,4 +72,12 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
             raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
         if not 0 <= out[key] < math.inf:
             raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
+        try:
+            prof = load_hardware(key)
+        except HardwareProfileError:
+            raise ValueError(f"price '{it}': '{key}' is not a GPU type (see `specagent hardware list`)") from None
+        if prof.id in given:
+            raise ValueError(f"price '{it}': {prof.id} is already priced by '{given[prof.id]}' (a GPU given twice, "
+                             "perhaps by an alias); give each GPU one price")
+        given[prof.id] = it
     return out

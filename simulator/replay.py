@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from specagent.simulator.capacity.fleet_build import build_fleet, request_tasks
+from specagent.simulator.capacity.fleet_build import build_fleet, check_requests_fit, request_tasks
 from specagent.simulator.fleet.config import Scheduler
 from specagent.traces.requests import RequestTrace
 
@@ -101,6 +101,7 @@ def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler 
     n = len(trace)
     size = n if chunk == 0 or chunk >= n else chunk
     overlap = min(overlap, size) if size < n else 0
+    check_requests_fit(trace, lambda tokens: strong.check_fit(1, tokens))  # what plan and sweep refuse, replay refuses
     fleet = build_fleet(None, strong, 0, replicas, weight_mode=weight_mode, scheduler=scheduler, prices=prices)
     pool = fleet.strong
     price = pool.usd_per_gpu_hour if pool is not None and pool.usd_per_gpu_hour is not None else math.nan

@@ -25,7 +25,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.folder_lock import FolderLock
 from specagent.simulator.capacity.fleet_build import (
-    build_fleet, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
+    build_fleet, check_requests_fit, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
 )
 from specagent.simulator.fleet.config import Arrivals
 from specagent.simulator.parallel import BACKENDS, run_jobs
@@ -77,6 +77,9 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     n = int(fixed["tasks"])
     # a request trace is served as it is (replayed cyclically past its end: TaskPlan.serve); agent tasks are planned
     # once per cell: steady cells draw at least 1,000 so the window's tasks are not a handful repeated
+    if fixed.get("requests"):  # the check plan and replay make, on this cell's Strong deployment
+        check_requests_fit(_requests(fixed["requests"], fixed.get("inputs", {}).get("requests")),
+                           lambda tokens: sized_deployment(sc.strong, strong_gpu, tokens, search))
     tasks = request_tasks(_requests(fixed["requests"], fixed.get("inputs", {}).get("requests"))) if fixed.get("requests") else \
         plan_tasks(sc.environment.apply(_episodes(fixed["workload"], fixed.get("inputs", {}).get("workload"))), cell["strategy"], sc,
                    max(n, 1000) if steady else n)

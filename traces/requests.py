@@ -86,8 +86,28 @@ def _counts(frame: pd.DataFrame, col: str, field: str, path: str) -> np.ndarray:
     return num.to_numpy(dtype=np.int64)
 
 
+def _check_header(path: str) -> None:
+    """Refuse a column name given twice (pandas would read the first and rename the second `NAME.1`, silently)."""
+    head = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+    seen: dict[str, int] = {}
+    for i, name in enumerate(head):
+        key = str(name).strip().lower().removeprefix("\ufeff")
+        if key in seen:
+            raise TraceFormatError(path, "header", str(name).strip(), "each column once",
+                                   found=f"it is both column {seen[key] + 1} and column {i + 1}")
+        seen[key] = i
+
+
+#: How a non-finite number is spelled in a CSV: a number, not a date-time (pandas reads 'nan' as a missing value).
+_NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
 def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
     raw = frame[col]
+    spelled = raw.astype(str).str.strip().str.lower().isin(_NON_FINITE)
+    if spelled.any():
+        i = int(np.flatnonzero(spelled.to_numpy())[0])
+        raise TraceFormatError(path, f"line {i + 2}", "arrival_s", "a finite number of seconds", got=raw.iloc[i])
     num = pd.to_numeric(raw, errors="coerce")
     if num.isna().any():  # timestamps such as the Azure traces' "2023-11-16 18:15:46.68": seconds from the first one
         if num.notna().any():  # one column, two kinds: no single clock to subtract
@@ -132,6 +152,7 @@ def load_requests(path: str | os.PathLike) -> RequestTrace:
         raise TraceFormatError(p, "file", "contents", "a CSV file with a header row", found=str(exc).splitlines()[0]) from None
     if frame.empty:
         raise TraceFormatError(p, "file", "rows", "at least one request after the header")
+    _check_header(p)
     prompt = _counts(frame, _column(frame, "prompt_tokens", p, True), "prompt_tokens", p)  # type: ignore[arg-type]
     output = _counts(frame, _column(frame, "output_tokens", p, True), "output_tokens", p)  # type: ignore[arg-type]
     acol = _column(frame, "arrival_s", p, False)

@@ -120,7 +120,10 @@ class SpecLabel(BaseModel):
     ``segment`` numbers the drafted segment (one verification prefill) the step
     belonged to; ``verdict_tokens``/``repair_tokens`` are the Strong model's
     decoded tokens attributed to this step (non-zero on the first rejected step
-    and on the repair step).
+    and on the repair step). ``rejected_kind``, on a ``repair`` step, is the kind of
+    the drafted step the verifier rejected: the committed repair may be of another
+    kind (a rejected write repaired by a read), and the acceptance fit must credit
+    the rejection to the draft (absent: the repair stands in the draft's place).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -130,6 +133,7 @@ class SpecLabel(BaseModel):
     verdict_tokens: TokenCount = 0
     repair_tokens: TokenCount = 0
     segment: StepNumber = 0
+    rejected_kind: StepKind | None = None
 
 
 class Step(BaseModel):

@@ -29,6 +29,7 @@ cells pooled to an expected count of at least 5).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -130,7 +131,9 @@ def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> N
             lab = next((s.label for s in g.agent if s.label is not None), None)
             if lab is None or lab.verdict is None:
                 continue  # user turns, unreviewed chunks
-            segs.setdefault(lab.segment, []).append((KINDS.index(u.kind), lab.verdict.value, u.repair_tokens))
+            # a repair's own kind may differ from the draft it replaced: the rejection belongs to the draft's kind
+            kind = lab.rejected_kind.value if lab.verdict.value == "repair" and lab.rejected_kind is not None else u.kind
+            segs.setdefault(lab.segment, []).append((KINDS.index(kind), lab.verdict.value, u.repair_tokens))
         after = False
         for s in sorted(segs):
             steps = segs[s]
@@ -148,15 +151,33 @@ def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> N
 
 
 def read_logs(paths: Iterable[str | Path]) -> FitData:
-    """Every log, by content: a verdict log when its first record names the schema, else a protocol log."""
+    """Every log, by content: a verdict log when its first record names the schema, else a protocol log.
+
+    Each verification has an identity, the hash of its whole record (a protocol log's: of its trajectory):
+    the same one given twice (the same log twice, a copy, an overlapping export) is refused, naming both
+    places, since counting it twice would narrow every interval with evidence that is not there."""
     data = FitData()
+    seen: dict[bytes, str] = {}
     for p in paths:
         p = Path(p)
         if _is_verdict_log(p):
-            add_verdict_records(data, read_verdict_log(p), str(p))
+            records = read_verdict_log(p)
+            _check_new(seen, (r.to_json() for r in records), str(p), "record", "verification")
+            add_verdict_records(data, records, str(p))
         else:
-            add_protocol_log(data, load_trajectories(p), str(p))
+            trajs = load_trajectories(p)
+            _check_new(seen, (t.model_dump_json() for t in trajs), str(p), "trajectory", "protocol run")
+            add_protocol_log(data, trajs, str(p))
     return data
+
+
+def _check_new(seen: dict[bytes, str], identities: Iterable[str], name: str, unit: str, what: str) -> None:
+    for i, text in enumerate(identities, 1):
+        key = hashlib.sha256(text.encode("utf-8")).digest()[:16]  # 128 bits: no two verifications collide by chance
+        if key in seen:
+            raise TraceFormatError(name, f"{unit} {i}", "<record>", f"a {what} not already read",
+                                   found=f"the same {what} as {seen[key]} (a log given twice, or a copy: it would count twice)")
+        seen[key] = f"{name}: {unit} {i}"
 
 
 def _is_verdict_log(p: Path) -> bool:

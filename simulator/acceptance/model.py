@@ -128,6 +128,9 @@ class AcceptanceModel:
                                  f"(the largest context window), got {v}", name)
         if not isinstance(self.thinking, bool):
             raise InputError(f"acceptance.thinking must be true or false, got {self.thinking!r}", "thinking")
+        if not isinstance(self.source, str):
+            raise InputError(f"acceptance.source must be a string saying where the figures come from, got {self.source!r}",
+                             "source")
         for name in ("verify_reasoning_tokens", "repair_reasoning_tokens"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):

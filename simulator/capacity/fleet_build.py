@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -98,6 +98,22 @@ def sized_deployment(spec: DeploymentSpec, gpu: str | None, context: int,  # typ
                          f"(--weak-gpus / --strong-gpus, or the scenario's gpus) or ask for a search (--search-gpus 1,2,4,8; "
                          f"in a sweep, [sweep] search_gpus)")
     return dep
+
+
+def check_requests_fit(trace: RequestTrace, fits: Callable[[int], object]) -> None:
+    """One over-window check for every command that serves a request trace (plan, replay, sweep): the longest request
+    (prompt + output) must pass `fits(tokens)` (a deployment's window and memory check, raising ValueError); the error
+    names the file and the line, so the same CSV is refused in the same words by each."""
+    if not len(trace):
+        return
+    total = np.asarray(trace.prompt_tokens, dtype=np.int64) + np.asarray(trace.output_tokens, dtype=np.int64)
+    i = int(np.argmax(total))
+    n = int(total[i])
+    try:
+        fits(n)
+    except ValueError as exc:
+        raise ValueError(f"{trace.source or 'request trace'}: line {i + 2}: its request of {n:,} tokens (prompt + output) "
+                         f"cannot be served: {exc}") from None
 
 
 def gpus_sizing(search_gpus: Sequence[int] | None) -> str:

@@ -18,6 +18,7 @@ from rich.table import Table
 from specagent.cli.console import SafeConsole, fail
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
+from specagent.common.paths import check_not_an_input
 from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
@@ -107,8 +108,13 @@ def calibrate(
         fail(f"--seed: expected a whole number in [0, 2^32), got {seed}")
     if api_mode is not None and api_mode not in API_VERIFY_SENDS:
         fail(f"--api-verify-sends: expected one of {', '.join(API_VERIFY_SENDS)}, got {api_mode!r}")
-    for target in (out / "summary.json", acceptance_out, edge_acceptance_out):
+    inputs = [p for p in (figures, h20_scenario, edge_scenario) if p is not None]
+    for target, flag in ((out / "summary.json", "-o"), (acceptance_out, "--acceptance-out"), (edge_acceptance_out, "--edge-acceptance-out")):
         if target is not None:
+            try:
+                check_not_an_input(target, inputs, flag, InputError)
+            except InputError as exc:
+                fail(str(exc))
             atomic.check_writable(target)
     try:
         figs = load_protocol_figures(figures)

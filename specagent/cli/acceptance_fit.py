@@ -18,6 +18,7 @@ from rich.table import Table
 from specagent.cli.console import SafeConsole, fail, legend
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import check_not_an_input
 from specagent.simulator.acceptance.fit import FitResult, acceptance_toml, fit_acceptance, read_logs
 from specagent.traces.errors import TraceFormatError
 
@@ -28,15 +29,23 @@ def fit(
     as_json: bool = typer.Option(False, "--json", help="Print the fitted model and every estimate as JSON."),
 ) -> None:
     """Fit the acceptance and verdict model to logs by maximum likelihood, with 95% intervals and tests."""
+    names = ", ".join(map(str, logs))
     try:
+        check_not_an_input(output, logs, "-o", InputError)
         data = read_logs(logs)
-        result = fit_acceptance(data)
     except (TraceFormatError, InputError) as exc:
         fail(str(exc))
     except FileNotFoundError as exc:
         fail(str(exc).strip("'\""))
     except ValueError as exc:
-        fail(f"{', '.join(map(str, logs))}: {exc}")
+        fail(f"{names}: {exc}")
+    try:
+        result = fit_acceptance(data)
+    except InputError as exc:  # the model's own guard on a fitted value: the logs are the cause, not a setting
+        fail(f"{names}: the fitted {exc.where or 'model'} is outside the model's range, so nothing was written ({exc}); "
+             "check the logs' token counts")
+    except ValueError as exc:
+        fail(f"{names}: {exc}")
     if output is not None:
         atomic.write_text(output, acceptance_toml(result))
     if as_json:

@@ -16,12 +16,13 @@ import typer
 
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail
+from specagent.cli.console import SafeConsole, error_line, fail
 from specagent.cli.progress import progress_bar
 from specagent.common.atomic import check_writable
 from specagent.common.errors import InputError
 from specagent.endpoints.cache import ResponseCache
 from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, RetryPolicy
+from specagent.endpoints.transport import Cancelled
 from specagent.endpoints.measure import estimate, run_measure, select_positions
 from specagent.endpoints.recorded import load_tools, read_recorded, unique_stems
 from specagent.endpoints.shadow import RESPONSE_FORMATS, MeasureConfig, ShadowRun
@@ -52,8 +53,15 @@ def _price(flag: str, value: Optional[str]) -> tuple[float, float] | None:
 def extra_body(flag: str, value: Optional[str]) -> dict:
     if value is None:
         return {}
+    def no_constant(name: str) -> None:
+        raise InputError(f"{flag}: {name} is not JSON (JSON has no NaN or infinity)")
+
     try:
-        obj = json.loads(value)
+        obj = json.loads(value, parse_constant=no_constant)
+    except RecursionError:
+        raise InputError(f"{flag}: nested too deep to be a request's fields") from None
+    except InputError:
+        raise
     except ValueError as exc:
         raise InputError(f"{flag}: expected a JSON object, got {value!r} ({exc})") from None
     if not isinstance(obj, dict):
@@ -74,7 +82,7 @@ def measure(
     strong_api_key_env: str = typer.Option("OPENAI_API_KEY", "--strong-api-key-env", help="Env var holding the Strong API key."),
     tools: Optional[Path] = typer.Option(None, "--tools", help="OpenAI tools JSON for the trace's tools (default: inferred from the recorded calls)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, max=256, help="Most requests in flight at once."),
-    timeout: float = typer.Option(300.0, "--timeout", min=0.001, max=MAX_TIMEOUT_S, help="Seconds to wait for one answer before retrying."),
+    timeout: float = typer.Option(300.0, "--timeout", min=0.001, max=MAX_TIMEOUT_S, help="Seconds one whole answer may take (connect to last byte) before it is retried."),
     retries: int = typer.Option(6, "--retries", min=1, max=20, help="Attempts per request on 429/5xx/timeouts/broken answers."),
     backoff: float = typer.Option(0.5, "--backoff", min=0.0, max=60.0, help="Base of the exponential backoff between attempts (s)."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0, help="Sampling temperature of every call."),
@@ -129,6 +137,8 @@ def measure(
         est = estimate(positions, k, ShadowRun(client, weak, strong, tool_map, tags, cfg), *prices)
         for line in est.lines():
             err.print(line, highlight=False)
+        err.print(f"each call gives up after at most {client.worst_case_s():,.0f} s ({retries} attempts of at most "
+                  f"--timeout {timeout:g} s each, connect to last byte, and the waits between them)", highlight=False)
         if not yes:
             if not sys.stdin.isatty():
                 fail("not starting: stdin is not a terminal to confirm on; pass --yes to start without asking")
@@ -139,8 +149,11 @@ def measure(
                 summary, paths = run_measure(client, weak, strong, tasks_by_file, tool_map, tags, cfg, positions, out, stems, advance)
         except EndpointError as exc:
             fail(f"{exc} (answers so far are cached in {out / 'cache'}; rerun to resume)")
-        except KeyboardInterrupt:
-            fail(f"interrupted (answers so far are cached in {out / 'cache'}; rerun the same command to resume)")
+        except (KeyboardInterrupt, Cancelled):
+            client.cancel()
+            error_line(f"interrupted: every call in flight stopped; the {len(client.cache)} answers so far are cached in "
+                       f"{out / 'cache'}; rerun the same command to resume")
+            raise typer.Exit(130) from None
         stats = client.stats.as_dict()
     if json_out:
         typer.echo(json.dumps({"summary": summary, "client": stats, "outputs": [str(p) for p in paths]}, indent=2, sort_keys=True))

@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from specagent.common.errors import InputError
 from specagent.common.guard import check_output
+from specagent.common.redact import clean
 
 try:  # typer >= 0.2x bundles its own click
     from typer._click import exceptions as click_errors
@@ -118,7 +119,8 @@ def legend(pairs) -> str:
 def error_line(msg: object) -> None:
     # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
     ensure_encodable_output()
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(msg))}", highlight=False)
+    # clean: no key (common/redact.py) and no control sequence from a server's text reaches the terminal
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(clean(msg))}", highlight=False)
 
 
 def json_out(obj: Any, **kw: Any) -> str:

@@ -287,11 +287,6 @@ def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price
 def _check_priced(gpus: tuple[str, ...], prices: dict[str, float]) -> None:
     """Up front, before any search: every --price names a GPU type, and every --gpu has a $/GPU-hour (a plan that ranks
     fleets by GPU count alone would compare unpriced and priced pools as if the unpriced ones were free)."""
-    for key in prices:
-        try:
-            load_hardware(key)
-        except HardwareProfileError:
-            fail(f"--price {key}=...: '{key}' is not a GPU type (see `specagent hardware list`)")
     for g in gpus:
         hw = load_hardware(g)
         if resolve_price(hw, prices)[0] is None:

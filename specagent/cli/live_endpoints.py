@@ -14,13 +14,14 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.acceptance_measure import extra_body
-from specagent.cli.console import fail
+from specagent.cli.console import error_line, fail
 from specagent.cli.options import resolve
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.endpoints.cache import ResponseCache
 from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, TransientFailure
 from specagent.endpoints.live import LiveError, LiveRun, compare_phases
+from specagent.endpoints.transport import Cancelled
 from specagent.kernels.airline_env import AirlineEnv
 from specagent.simulator.scenario import Scenario
 from specagent.traces.io import dumps_jsonl
@@ -50,6 +51,10 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
                     advance(1)
         except (EndpointError, LiveError) as exc:
             fail(f"{exc} (answers so far are cached in {out / 'cache'}; rerun to resume)")
+        except (KeyboardInterrupt, Cancelled):
+            client.cancel()
+            error_line(f"interrupted: the answers so far are cached in {out / 'cache'}; rerun the same command to resume")
+            raise typer.Exit(130) from None
         stats = client.stats.as_dict()
     if not results:
         fail(f"no live task finished: {skipped[0]['detail']}" if skipped else "no live task ran")
@@ -59,7 +64,7 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
         for key, v in r.counts.items():
             counts[key] = counts.get(key, 0) + v
     report = {"comparison": comparison, "counts": counts, "skipped": skipped, "client": stats, "k": k, "seed": seed, "tasks": tasks,
-              "weak": {"url": weak.url, "model": weak.model}, "strong": {"url": strong.url, "model": strong.model}}
+              "weak": {"url": weak.shown_url, "model": weak.model}, "strong": {"url": strong.shown_url, "model": strong.model}}
     verdicts = "".join(json.dumps(v, separators=(", ", ": ")) + "\n" for r in results for v in r.verdicts)
     atomic.write_together({out / "protocol_log.jsonl": atomic.text_writer(dumps_jsonl([r.protocol_log for r in results])),
                            out / "verdicts.jsonl": atomic.text_writer(verdicts),

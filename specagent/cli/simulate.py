@@ -24,7 +24,6 @@ from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
-from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.reports.html import write_report
 from specagent.simulator.rates_prices import parse_prices
@@ -283,15 +282,15 @@ def predict(
     results, and summary.json carries the whole scenario (`--scenario` reads it back).
     """
     fmt = check_format(fmt, as_json)
+    if brief and phases:  # --brief drops the phase tables: asking for both would lose one without a word
+        fail("--brief and --phases: not both (--brief prints the bottom line only; --phases adds the phase tables)")
+    if quiet and fmt != "table":
+        fail(f"--quiet and --format {fmt}: not both (--quiet prints nothing, so the {fmt.upper()} asked for would be lost; "
+             "the files are written either way)")
     try:
         prices = parse_prices(price)
     except ValueError as exc:
         fail(f"--price: {exc}")
-    for key in prices:
-        try:
-            load_hardware(key)
-        except HardwareProfileError:
-            fail(f"--price {key}=...: '{key}' is not a GPU type (see `specagent hardware list`)")
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it

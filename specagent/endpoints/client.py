@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -39,7 +40,10 @@ from typing import Any
 import httpx
 
 from specagent.common.errors import InputError
+from specagent.common.redact import clean, env_secrets, header_value_problem, redact_url, redact_values
 from specagent.endpoints.cache import ResponseCache, request_key
+from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport
+from specagent.traces.schema import MAX_CONTEXT_TOKENS
 from specagent.traces.tokens import estimate_text_tokens
 
 #: Request fields the measurement itself sets; extra body fields may not replace them.
@@ -85,6 +89,31 @@ class Endpoint:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env or ""):
             raise InputError(f"--{self.role}-api-key-env: expected an environment variable name, got {self.api_key_env!r}",
                              f"{self.role}_api_key_env")
+        _check_json(self.extra_body, f"--{self.role}-extra-body")
+        self.check_key()
+
+    def check_key(self) -> None:
+        """Refuse, before any call, a key that cannot be a header value (a key is not a transient state); never quote it."""
+        key = os.environ.get(self.api_key_env)
+        problem = header_value_problem(key) if key else None
+        if problem:
+            raise InputError(f"${self.api_key_env} (the {self.role} endpoint's API key): not a valid HTTP header value: "
+                             f"{problem}; the value is not shown", f"{self.role}_api_key_env")
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be shown: the key this endpoint sends (the redaction rule adds every key-like variable)."""
+        key = os.environ.get(self.api_key_env)
+        return (key,) if key else ()
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as messages, logs and reports show it: user-info and key-like query parameters masked."""
+        return redact_url(self.url)
+
+    @property
+    def where(self) -> str:
+        return f"{self.role} endpoint {self.shown_url}"
 
     @property
     def chat_url(self) -> str:
@@ -175,8 +204,11 @@ def parse_reply(raw: Any, latency_s: float, from_cache: bool) -> Reply:
     m = _THINK.match(content)
     if m and reasoning is None:  # no reasoning parser on the server: the thinking is inline
         reasoning, content = m.group(1), content[m.end():]
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise ValueError(f"choices[0].message.tool_calls is a JSON {type(raw_calls).__name__}, not a list")
     calls = []
-    for c in msg.get("tool_calls") or []:
+    for c in raw_calls:
         fn = c.get("function") if isinstance(c, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise ValueError("a tool call without a function name")
@@ -199,6 +231,9 @@ def _int(x: Any) -> int | None:
 def _usage(u: Any, reasoning: str | None) -> Usage:
     if not isinstance(u, dict) or _int(u.get("prompt_tokens")) is None or _int(u.get("completion_tokens")) is None:
         raise ValueError("usage.prompt_tokens / usage.completion_tokens missing (the measurement needs both)")
+    for name in ("prompt_tokens", "completion_tokens"):
+        if u[name] > MAX_CONTEXT_TOKENS:  # a broken answer (retried, then skipped), not a record the log refuses later
+            raise ValueError(f"usage.{name} = {u[name]:.3g} is past any context ({MAX_CONTEXT_TOKENS:,} tokens)")
     completion = u["completion_tokens"]
     details = u.get("completion_tokens_details") or {}
     reported = _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
@@ -229,20 +264,43 @@ class ClientStats:
 
 
 class ChatClient:
-    """Thread-safe: call `chat` from as many threads as you like; at most `concurrency` requests are in flight."""
+    """Thread-safe: call `chat` from as many threads as you like; at most `concurrency` requests are in flight.
+
+    `cancel()` (on ^C) ends every in-flight call within `transport.SLICE_S` and every wait between retries at once:
+    each raises `Cancelled`; whatever was answered before is in the cache."""
 
     def __init__(self, cache: ResponseCache, *, concurrency: int = 4, timeout_s: float = 300.0, seed: int = 0,
-                 retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep):
+                 retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] | None = None,
+                 max_body_bytes: int | None = None):
         if concurrency < 1:
             raise InputError(f"--concurrency: expected >= 1, got {concurrency}", "concurrency")
         if not timeout_s > 0:
             raise InputError(f"--timeout: expected seconds > 0, got {timeout_s}", "timeout")
-        self.cache, self.seed, self.retry, self.sleep = cache, seed, retry, sleep
+        self.cache, self.seed, self.retry, self.timeout_s = cache, seed, retry, timeout_s
         self._gate = threading.BoundedSemaphore(concurrency)
         self._lock = threading.Lock()
         self.stats = ClientStats()
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), limits=httpx.Limits(max_connections=concurrency),
-                                  follow_redirects=False)
+        kw = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
+        self._http = Transport(timeout_s, concurrency, **kw)
+        self.sleep = sleep if sleep is not None else self._wait
+
+    def _wait(self, seconds: float) -> None:
+        if self._http.cancel_event.wait(seconds):
+            raise Cancelled()
+
+    def cancel(self) -> None:
+        """Stop every call in flight and every retry wait (^C): each raises `Cancelled`."""
+        self._http.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._http.cancel_event.is_set()
+
+    def worst_case_s(self) -> float:
+        """The longest one call can take through every retry: attempts x --timeout plus the longest waits between them."""
+        waits = sum(max(min(self.retry.cap_s, self.retry.base_s * 2 ** a), MAX_RETRY_AFTER_S)
+                    for a in range(self.retry.attempts - 1))
+        return self.retry.attempts * self.timeout_s + waits
 
     def close(self) -> None:
         self._http.close()
@@ -265,74 +323,116 @@ class ChatClient:
         hit = self.cache.get(key)
         if hit is not None:
             try:
-                reply = parse_reply(hit["response"], float(hit["latency_s"]), True)
+                latency = float(hit["latency_s"])
+                if not (math.isfinite(latency) and latency >= 0):
+                    raise ValueError("latency_s is not a finite number of seconds")
+                reply = parse_reply(hit["response"], latency, True)
                 self._count(cached=1)
                 return reply
-            except (KeyError, TypeError, ValueError):
-                pass  # an entry this version cannot read: ask again
+            except (KeyError, TypeError, ValueError, RecursionError):
+                pass  # an entry this version cannot read (or one edited by hand): ask again
         raw, latency = self._ask(ep, body, key)
+        raw = _masked(raw, ep.secrets)  # a server that echoes the key in its answer: the key is not stored nor shown
         reply = parse_reply(raw, latency, False)  # _ask checked it parses
-        self.cache.put(key, {"request": {"url": ep.chat_url, "body": body}, "response": raw, "latency_s": latency})
+        self.cache.put(key, {"request": {"url": redact_url(ep.chat_url), "body": _masked(body, (*ep.secrets, *env_secrets()))},
+                             "response": raw, "latency_s": latency})
         self._count(answered=1)
         return reply
 
     def _ask(self, ep: Endpoint, body: dict[str, Any], key: str) -> tuple[Any, float]:
         last = ""
+        secrets = ep.secrets
         for attempt in range(self.retry.attempts):
+            if self.cancelled:
+                raise Cancelled()
             after: float | None = None
             with self._gate:
                 self._count(sent=1)
                 t0 = time.perf_counter()
                 try:
-                    r = self._http.post(ep.chat_url, json=body, headers=ep.headers())
+                    status, headers, data = self._http.post(ep.chat_url, body, ep.headers())
                     latency = time.perf_counter() - t0
-                    text = r.text
+                    text = data.decode("utf-8", errors="replace")
+                except DeadlineExceeded as exc:
+                    reason, last = "timeout", str(exc)
+                except BodyTooLarge as exc:
+                    reason, last = "bad_body", f"the answer is not a chat completion ({exc})"
                 except httpx.TimeoutException:
-                    reason, last = "timeout", f"no answer within {self._http.timeout.read} s"
+                    reason, last = "timeout", f"no whole answer within {self.timeout_s:g} s"
                 except httpx.ConnectError as exc:
-                    reason, last = "connect", f"cannot connect ({_short(exc)})"
+                    reason, last = "connect", f"cannot connect ({_short(exc, secrets=secrets)})"
                 except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                    reason, last = "broken_body", f"the connection broke mid-answer ({_short(exc)})"
+                    reason, last = "broken_body", f"the connection broke mid-answer ({_short(exc, secrets=secrets)})"
                 except httpx.HTTPError as exc:
-                    reason, last = "http", _short(exc)
+                    reason, last = "http", _short(exc, secrets=secrets)
                 else:
-                    if r.status_code == 200:
+                    if status == 200:
                         try:
                             raw = json.loads(text)
                             parse_reply(raw, latency, False)
                             return raw, latency
-                        except ValueError as exc:
-                            reason, last = "bad_body", f"the answer is not a chat completion ({_short(exc)})"
-                    elif r.status_code == 429 or r.status_code >= 500:
-                        reason, last = f"http_{r.status_code}", f"HTTP {r.status_code} {_short(text)}"
-                        after = retry_after_s(r.headers.get("retry-after"))
+                        except (ValueError, TypeError, RecursionError) as exc:
+                            why = "nested too deep" if isinstance(exc, RecursionError) else exc
+                            reason, last = "bad_body", f"the answer is not a chat completion ({_short(why, secrets=secrets)})"
+                    elif status == 429 or status >= 500:
+                        reason, last = f"http_{status}", f"HTTP {status} {_short(text, secrets=secrets)}"
+                        after = retry_after_s(headers.get("retry-after"))
                     else:
                         self._count(failed=1)
-                        raise _refused(ep, r.status_code, text)
+                        raise _refused(ep, status, text)
             with self._lock:
                 self.stats.retries[reason] += 1
             if attempt + 1 < self.retry.attempts:
                 self.sleep(self.retry.delay(self.seed, key, attempt, after))
         self._count(failed=1)
         if reason == "connect":
-            raise EndpointError(f"--{ep.role}-url {ep.url}: {last} after {self.retry.attempts} attempts", f"{ep.role}_url")
-        raise TransientFailure(f"{ep.role} endpoint {ep.url}: {last} (after {self.retry.attempts} attempts)")
+            raise EndpointError(f"--{ep.role}-url {ep.shown_url}: {last} after {self.retry.attempts} attempts", f"{ep.role}_url")
+        raise TransientFailure(f"{ep.where}: {last} (after {self.retry.attempts} attempts)")
 
 
-def _short(x: object, n: int = 160) -> str:
-    s = " ".join(str(x).split())
+def _short(x: object, n: int = 160, secrets: tuple[str, ...] = ()) -> str:
+    """Server or library text as one safe line: keys masked (before any cut), control characters escaped, at most n chars."""
+    s = " ".join(clean(x, (*secrets, *env_secrets())).split())
     return s if len(s) <= n else s[:n - 1] + "…"
+
+
+def _masked(obj: Any, secrets: tuple[str, ...]) -> Any:
+    """`obj` with every string in it stripped of the given secrets (by value only: an answer's text is data)."""
+    if not secrets:
+        return obj
+    if isinstance(obj, str):
+        return redact_values(obj, secrets)
+    if isinstance(obj, dict):
+        return {k: _masked(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_masked(v, secrets) for v in obj]
+    return obj
+
+
+def _check_json(obj: Any, flag: str, depth: int = 0) -> None:
+    """Refuse what no JSON body can carry (NaN, infinities) and nesting no server reads, naming the flag."""
+    if depth > 64:
+        raise InputError(f"{flag}: nested more than 64 levels deep")
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise InputError(f"{flag}: {obj!r} is not JSON (JSON has no NaN or infinity)")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_json(v, flag, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _check_json(v, flag, depth + 1)
 
 
 def _refused(ep: Endpoint, status: int, text: str) -> EndpointError:
     try:
         detail = json.loads(text).get("error", text)
         detail = detail.get("message", detail) if isinstance(detail, dict) else detail
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         detail = text
-    where = f"{ep.role} endpoint {ep.url} (model {ep.model!r})"
+    where = f"{ep.where} (model {ep.model!r})"
+    short = _short(detail, secrets=ep.secrets)
     if status in (400, 422) and re.search(r"response_format|json_schema|guided", str(detail), re.I):
-        return ResponseFormatUnsupported(f"{where}: HTTP {status}: {_short(detail)}", f"{ep.role}_url")
+        return ResponseFormatUnsupported(f"{where}: HTTP {status}: {short}", f"{ep.role}_url")
     hint = {401: f" (is ${ep.api_key_env} set to a valid key?)", 403: f" (is ${ep.api_key_env} allowed to use this model?)",
             404: " (is the URL the server's /v1 and the model name one it serves?)"}.get(status, "")
-    return EndpointError(f"{where}: HTTP {status}: {_short(detail)}{hint}", f"{ep.role}_url")
+    return EndpointError(f"{where}: HTTP {status}: {short}{hint}", f"{ep.role}_url")

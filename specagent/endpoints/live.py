@@ -258,7 +258,8 @@ class LiveRun:
                 self._execute(env, c, reviewed=True)
                 seconds["tool"] += c.tool_s
             log.append(("unit", fixed, SpecLabel(drafted_by=DraftedBy.STRONG, verdict=Verdict.REPAIR, verdict_tokens=vt,
-                                                 repair_tokens=rt, segment=seg_no)))
+                                                 repair_tokens=rt, segment=seg_no,
+                                                 rejected_kind=StepKind(rec["drafted"][a]["kind"]))))
             context += self._messages([fixed])
             rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": round(repair_s, 6)}
             rec["thinking"] = rec["thinking"] or bool(rec["repair_reasoning_tokens"])

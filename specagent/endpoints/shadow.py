@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from specagent.common.redact import clean
 from specagent.endpoints.cache import request_key
 from specagent.endpoints.client import ChatClient, Endpoint, Reply, ResponseFormatUnsupported, TransientFailure
 from specagent.endpoints.recorded import RecordedTask
@@ -66,7 +67,8 @@ class Skip:
     detail: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "position": self.position, "stage": self.stage, "reason": self.reason, "detail": self.detail}
+        return {"task": self.task, "position": self.position, "stage": self.stage, "reason": self.reason,
+                "detail": clean(self.detail)}  # the one place a skip's text reaches a file
 
 
 @dataclass
@@ -140,16 +142,28 @@ class ShadowRun:
     def run(self, positions: list[tuple[RecordedTask, int]], advance: Callable[[int], None] = lambda k: None) -> list[PositionResult]:
         out: list[PositionResult | None] = [None] * len(positions)
         with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as pool:
-            futures = [pool.submit(self.position, t, p) for t, p in positions]
+            futures = [pool.submit(self._guarded, t, p) for t, p in positions]
             try:
                 for i, f in enumerate(futures):
                     out[i] = f.result()
                     advance(1)
-            except BaseException:
+            except BaseException:  # ^C (or a failure no retry fixes): stop the calls in flight too, not just the queued ones
+                self.client.cancel()
                 for f in futures:
                     f.cancel()
                 raise
         return [r for r in out if r is not None]
+
+    def _guarded(self, task: RecordedTask, p: int) -> PositionResult:
+        """`position`, with answers of shapes no reader foresaw counted as an unparseable skip (said with the error's
+        type), never a traceback that ends a 10,000-position run and loses the others' outputs."""
+        try:
+            return self.position(task, p)
+        except (TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+            res = PositionResult()
+            res.skip = Skip(task.task, task.step_of[p], "answer", "unparseable",
+                            f"an answer of an unexpected shape ({type(exc).__name__}: {exc})")
+            return res
 
     # -- one position --------------------------------------------------------------------------------------------
     def position(self, task: RecordedTask, p: int) -> PositionResult:
@@ -202,7 +216,11 @@ class ShadowRun:
             rec["cached_prompt_tokens"] = min(u.cached_tokens, u.prompt_tokens)
         rec["latency_s"] = {"draft": round(draft_s, 6), "verify": round(verify_s, 6), "repair": round(repair_s, 6)}
         rec["source"] = SOURCE
-        make_record(**{k: v for k, v in rec.items() if k != "schema"})  # the shared reader's invariants, checked as written
+        try:
+            make_record(**{k: v for k, v in rec.items() if k != "schema"})  # the shared reader's invariants, checked as written
+        except ValueError as exc:  # answers that parse but make no valid record: the position is skipped, said why
+            res.skip = Skip(task.task, pos, "record", "unparseable", clean(exc))
+            return res
         res.record = rec
         return res
 

@@ -61,6 +61,8 @@ def parse_verdict(text: str, n: int) -> Verdict:
         obj = json.loads(s)
     except ValueError as exc:
         raise ValueError(f"the answer is not JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise ValueError("the answer is JSON nested too deep to be a verdict") from None
     if not isinstance(obj, dict):
         raise ValueError(f"the answer is a JSON {type(obj).__name__}, not an object")
     missing = [k for k in ("accepted_prefix", "reason", "replacement") if k not in obj]

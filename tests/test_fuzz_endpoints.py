@@ -1,0 +1,321 @@
+"""Hostile servers and keys against every command that takes an endpoint (findings 2026-12-03, F3-01 to F3-08, F3-14,
+F3-15, F3-19): no secret in any byte written or printed, no hang past the deadline, no traceback.
+
+Every case plants a known secret in ``OPENAI_API_KEY`` and searches stdout, stderr and every file under the
+case's folder for it (raw, stripped, and as JSON or repr would escape it).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chat_server import ChatServer  # noqa: E402
+from hostile_server import HostileServer, on  # noqa: E402
+
+from specagent.cli.app import app  # noqa: E402
+from specagent.common.errors import InputError  # noqa: E402
+from specagent.common.redact import clean, mask, printable, redact, redact_url  # noqa: E402
+from specagent.endpoints.cache import ResponseCache, request_key  # noqa: E402
+from specagent.endpoints.client import ChatClient, Endpoint, RetryPolicy, TransientFailure  # noqa: E402
+from specagent.endpoints.transport import Cancelled  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "traces" / "data" / "tau2_airline_sample.json"
+SPECAGENT = str(Path(sys.executable).with_name("specagent"))
+SECRET = "sk-planted-5f1c9e0b7a2d4c8e9f3a6b1d0e7c2a4b"
+FAST = RetryPolicy(attempts=2, base_s=0.01, cap_s=0.02)
+BODY = {"messages": [{"role": "user", "content": "hello, my id is ivan_rossi_8555"}], "temperature": 0.0}
+
+
+def forms(secret: str) -> set[str]:
+    s = secret.strip()
+    return {s, json.dumps(s)[1:-1], repr(s)[1:-1], s[4:-4]}  # the middle too: no half of a key either
+
+
+def leaks(secret: str, *texts: str, folder: Path | None = None) -> list[str]:
+    """Where any form of `secret` occurs: in the texts, or in any file under `folder`."""
+    found = [f"output {i}" for i, t in enumerate(texts) for f in forms(secret) if f and f in (t or "")]
+    if folder is not None:
+        for p in folder.rglob("*"):
+            if p.is_file():
+                data = p.read_bytes()
+                found += [str(p) for f in forms(secret) if f.encode() in data]
+    return found
+
+
+def measure_args(url: str, out: Path, *extra: str) -> list[str]:
+    return ["acceptance", "measure", str(FIXTURE), "--weak-url", url, "--weak-model", "weak-test", "--strong-url", url,
+            "--strong-model", "strong-test", "-o", str(out), "--yes", "--limit", "2", "--retries", "2", "--backoff", "0.01",
+            "--timeout", "5", *extra]
+
+
+def live_args(url: str, out: Path, *extra: str) -> list[str]:
+    return ["live", "--weak-url", url, "--weak-model", "weak-test", "--strong-url", url, "--strong-model", "strong-test",
+            "-o", str(out), "--trajectories", "1", "--timeout", "5", *extra]
+
+
+def cli(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    r = CliRunner().invoke(app, args, env=env)
+    return r.exit_code, r.output + (str(r.exception) if r.exception and not isinstance(r.exception, SystemExit) else "")
+
+
+# -- the redaction rule ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    f"Illegal header value b'Bearer {SECRET}\\r\\n'", f"Authorization: Bearer {SECRET}", f"api-key: {SECRET}",
+    f'{{"Authorization": "Bearer {SECRET}"}}', f"http://me:{SECRET}@host/v1", f"http://host/v1?api_key={SECRET}&x=1",
+    f"https://host/v1?x=1&token={SECRET}", f"key {SECRET} echoed",
+])
+def test_the_rule_masks_a_key_wherever_it_stands(text):
+    out = redact(text, [SECRET])
+    assert not leaks(SECRET, out), out
+
+
+@pytest.mark.parametrize("text", [
+    "Authorization: Bearer unknown-key-123456789", "api-key: unknown-key-123456789", "http://me:unknown-key-123456789@h/v1",
+    "http://h/v1?token=unknown-key-123456789", "the key sk-unknownkey123456789 was refused",
+])
+def test_the_rule_masks_a_key_it_was_not_told_by_where_it_stands(text):
+    assert "unknown-key-123456789" not in redact(text, []) and "sk-unknownkey123456789" not in redact(text, [])
+
+
+def test_the_rule_masks_a_key_from_any_key_like_variable(monkeypatch):
+    monkeypatch.setenv("MY_GATEWAY_TOKEN", "zz-9f8e7d6c5b4a")
+    assert "zz-9f8e7d6c5b4a" not in redact("the gateway said zz-9f8e7d6c5b4a")
+    assert mask(SECRET) == "sk-…4b"
+
+
+def test_urls_and_control_characters():
+    assert redact_url("http://u:p@h:1/v1?api_key=abc&model=x") == "http://***@h:1/v1?api_key=***&model=x"
+    assert printable("\x1b]0;owned\x07\x1b[31m") == "\\x1b]0;owned\\x07\\x1b[31m"
+    assert clean("a\tb\nc") == "a\tb\nc"
+
+
+# -- keys that cannot be a header value: refused before the first call (F3-01, F3-08) ---------------------------------
+
+@pytest.mark.parametrize("key", [SECRET + "\r\n", SECRET + "\n", "\u2018" + SECRET + "\u2019", SECRET + "\x07", " " + SECRET])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_key_that_cannot_be_a_header_is_refused_before_any_call_naming_the_variable(tmp_path, key, command):
+    with ChatServer() as s:
+        args = (measure_args if command == "measure" else live_args)(s.url, tmp_path / "o")
+        code, out = cli(args, {"OPENAI_API_KEY": key})
+        assert s.received == 0
+    assert code == 2 and "$OPENAI_API_KEY" in out and "not a valid HTTP header value" in out, out
+    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert not leaks(key, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("flag,value,said", [
+    ("--weak-extra-body", '{"top_p": NaN}', "NaN is not JSON"), ("--strong-extra-body", '{"x": Infinity}', "Infinity is not JSON"),
+    ("--weak-extra-body", "[" * 100_000, "nested too deep"),
+])
+def test_an_extra_body_no_json_can_carry_is_one_line(tmp_path, flag, value, said):
+    with ChatServer() as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o", flag, value), {"OPENAI_API_KEY": SECRET})
+        assert s.received == 0
+    assert code == 2 and flag in out and said in out and "Traceback" not in out, out
+
+
+# -- servers that echo the key (F3-04), escape sequences (F3-14) --------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["echo_auth_200", "echo_auth_401", "echo_auth_500"])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_server_that_echoes_the_key_never_gets_it_printed_or_written(tmp_path, mode, command):
+    with HostileServer(on("weak", mode)) as s:
+        args = (measure_args if command == "measure" else live_args)(s.url, tmp_path / "o")
+        code, out = cli(args, {"OPENAI_API_KEY": SECRET})
+        assert s.auth_seen and all(a == f"Bearer {SECRET}" for a in s.auth_seen)  # the key did reach the server
+    assert "Traceback" not in out and not leaks(SECRET, out, folder=tmp_path), (out, leaks(SECRET, out, folder=tmp_path))
+    assert mode == "echo_auth_200" or "Authorization: Bearer ***" in out or (tmp_path / "o" / "skips.jsonl").exists()
+
+
+def test_the_help_of_every_endpoint_command_holds_no_key():
+    for args in (["acceptance", "measure", "--help"], ["live", "--help"]):
+        code, out = cli(args, {"OPENAI_API_KEY": SECRET})
+        assert code == 0 and not leaks(SECRET, out)
+
+
+def test_a_url_with_credentials_is_masked_in_every_output(tmp_path):
+    with ChatServer() as s:
+        url = s.url.replace("http://", f"http://me:{SECRET}@") + f"?api_key={SECRET}"
+        for command in (measure_args, live_args):
+            cli(command(url, tmp_path / command.__name__), {"OPENAI_API_KEY": SECRET})
+    assert not leaks(SECRET, folder=tmp_path)
+
+
+def test_escape_sequences_in_a_servers_error_are_escaped(tmp_path):
+    with HostileServer(on("weak", "ansi_401")) as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    assert code == 2 and "\x1b" not in out and "\x07" not in out and "\\x1b]0;owned" in out, repr(out)
+
+
+# -- malformed bodies are broken answers: retried, then a counted skip (F3-06, F3-07, F3-19) ----------------------------
+
+@pytest.mark.parametrize("role,mode", [("weak", "tool_calls_int"), ("weak", "tool_calls_true"), ("weak", "deep_json"),
+                                       ("verify", "deep_json"), ("weak", "usage_huge"), ("verify", "usage_huge")])
+def test_a_malformed_answer_is_a_counted_skip_not_a_traceback(tmp_path, role, mode):
+    out = tmp_path / "o"
+    with HostileServer(on(role, mode)) as s:
+        code, text = cli(measure_args(s.url, out, "--json"), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and "Traceback" not in text, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["skipped"] == 2 and summary["records"] == 0, summary
+    skips = [json.loads(line) for line in (out / "skips.jsonl").read_text().splitlines()]
+    assert all("not a chat completion" in sk["detail"] and "endpoint http://127.0.0.1" in sk["detail"] for sk in skips), skips
+
+
+@pytest.mark.parametrize("role,mode", [("weak", "tool_calls_int"), ("weak", "deep_json"), ("verify", "deep_json"),
+                                       ("weak", "usage_huge"), ("repair", "usage_huge"), ("weak", "gzip_bomb")])
+def test_live_on_a_malformed_answer_ends_in_one_line_or_a_counted_skip(tmp_path, role, mode):
+    with HostileServer(on(role, mode), bomb_mb=70) as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--trajectories", "2"), {"OPENAI_API_KEY": SECRET})
+    assert code in (0, 2) and "Traceback" not in out, out
+    assert code == 0 or "no live task finished" in out and "not a chat completion" in out, out
+
+
+def test_a_key_given_in_an_extra_body_is_not_cached_in_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("GATEWAY_API_KEY", SECRET)
+    with ChatServer() as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o", "--weak-extra-body", json.dumps({"user": SECRET})),
+                        {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and not leaks(SECRET, out, folder=tmp_path), leaks(SECRET, out, folder=tmp_path)
+
+
+def test_a_decompression_bomb_is_refused_at_the_cap_with_bounded_memory(tmp_path):
+    with HostileServer(on("weak", "gzip_bomb"), bomb_mb=64) as s:
+        s.bomb()  # built before memory is traced (the server shares this process)
+        ep = Endpoint("weak", s.url, "weak-test")
+        with ChatClient(ResponseCache(None), retry=FAST, timeout_s=30, max_body_bytes=4 << 20) as c:
+            tracemalloc.start()
+            with pytest.raises(TransientFailure, match="larger than 4,194,304 bytes once inflated"):
+                c.chat(ep, BODY)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+    assert peak < 24 << 20, peak  # the cap plus one inflated slice, never the 64 MB the body inflates to
+
+
+def test_a_plain_answer_under_the_cap_reads(tmp_path):
+    with ChatServer() as s, ChatClient(ResponseCache(None), retry=FAST, timeout_s=30) as c:
+        assert c.chat(Endpoint("weak", s.url, "weak-test"), BODY).tool_calls
+
+
+def test_a_gzip_answer_reads():
+    from specagent.endpoints.transport import _inflate
+
+    data = gzip.compress(b'{"a": 1}')
+    assert _inflate(iter([data[:5], data[5:]]), "gzip", 100) == b'{"a": 1}'
+
+
+# -- a tampered cache entry is asked again (F3-15) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit", [{"latency_s": "NaN"}, {"latency_s": -1}, {"response": [[[]]]}, {"latency_s": "inf"}])
+def test_a_tampered_cache_entry_is_asked_again(tmp_path, edit):
+    with ChatServer() as s, ChatClient(ResponseCache(tmp_path / "c"), retry=FAST, timeout_s=30) as c:
+        ep = Endpoint("weak", s.url, "weak-test")
+        c.chat(ep, BODY)
+        key = request_key(ep.chat_url, {"model": ep.model, **BODY})
+        path = ResponseCache(tmp_path / "c")._path(key)
+        path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+        n = s.received
+        reply = c.chat(ep, BODY)
+        assert s.received == n + 1 and not reply.from_cache
+
+
+def test_a_truncated_cache_entry_is_asked_again(tmp_path):
+    with ChatServer() as s, ChatClient(ResponseCache(tmp_path / "c"), retry=FAST, timeout_s=30) as c:
+        ep = Endpoint("weak", s.url, "weak-test")
+        c.chat(ep, BODY)
+        path = next((tmp_path / "c").glob("*/*.json"))
+        path.write_bytes(path.read_bytes()[:40])
+        n = s.received
+        c.chat(ep, BODY)
+        assert s.received == n + 1
+
+
+# -- deadlines and ^C (F3-02, F3-03) ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["drip_body", "drip_headers"])
+def test_a_dripping_server_is_a_deadline_not_a_hang(mode):
+    with HostileServer(on("weak", mode), drip_s=0.05) as s, \
+            ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=1), timeout_s=0.5) as c:
+        with pytest.raises(TransientFailure, match=r"no whole answer within 0.5 s"):
+            c.chat(Endpoint("weak", s.url, "weak-test"), BODY)
+
+
+def test_a_cancel_stops_a_call_in_flight():
+    import threading
+
+    with HostileServer(on("weak", "hang")) as s, ChatClient(ResponseCache(None), retry=FAST, timeout_s=60) as c:
+        errors: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                c.chat(Endpoint("weak", s.url, "weak-test"), BODY)
+            except BaseException as exc:  # noqa: BLE001 - what the thread ended with is the assertion
+                errors.append(exc)
+
+        t = threading.Thread(target=call)
+        t.start()
+        while not s.received:
+            t.join(0.01)
+        c.cancel()
+        t.join(30)  # an event, not a stopwatch: the thread ends because of the cancel, long before 60 s
+        assert not t.is_alive() and isinstance(errors[0], Cancelled)
+
+
+def test_the_worst_case_of_one_call_is_stated(tmp_path):
+    with ChatServer() as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {})
+    assert code == 0 and "each call gives up after at most" in out and "connect to last byte" in out
+
+
+@pytest.mark.slow
+def test_measure_against_a_dripping_server_ends_in_a_located_error(tmp_path):
+    """The issue's 'done when': `--timeout 2` against a dripping server ends in at most 10 s (2 attempts of 2 s: about 4 s),
+    counted from the first request (the interpreter's start-up on a loaded machine is not the client's to bound)."""
+    with HostileServer(on("weak", "drip_body")) as s:
+        r = subprocess.run([SPECAGENT, *measure_args(s.url, tmp_path / "o", "--limit", "1")[:-2], "--timeout", "2"],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": SECRET})
+        took = time.monotonic() - s.first_request_at
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    skips = (tmp_path / "o" / "skips.jsonl").read_text()
+    assert "no whole answer within 2 s" in skips and "weak endpoint" in skips
+    assert took < 10, took
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_call_exits_130_within_two_seconds_and_keeps_the_answers(tmp_path):
+    out = tmp_path / "o"
+    with HostileServer(lambda role, body: "hang" if role == "verify" else None) as s:
+        proc = subprocess.Popen([SPECAGENT, *measure_args(s.url, out, "--timeout", "60")], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "OPENAI_API_KEY": SECRET})
+        deadline = time.monotonic() + 60
+        while s.statuses["hang"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    # 2 s promised (a call in flight stops within a 0.25 s slice: test_a_cancel_stops_a_call_in_flight); the margin is for
+    # the interpreter's exit on a loaded shared machine
+    assert took < 6.0, took
+    assert len(ResponseCache(out / "cache")) >= 1  # the Weak drafts answered before ^C are kept
+    assert not leaks(SECRET, err, folder=tmp_path)
+
+
+def test_endpoint_refuses_nan_in_the_extra_body_built_in_code():
+    with pytest.raises(InputError, match="not JSON"):
+        Endpoint("weak", "http://h/v1", "m", extra_body={"top_p": float("nan")})

@@ -1,0 +1,136 @@
+"""Hostile inputs to `acceptance fit` and `calibrate` (findings 2026-12-03, F3-09, F3-10, F3-16 and record identity):
+the rejection is credited to the rejected draft's kind in every log format, no input is overwritten, no
+verification counts twice, and a fitted value past the model's guard names the logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chat_server import VERIFY_MARK, ChatServer  # noqa: E402
+
+from specagent.cli.app import app  # noqa: E402
+from specagent.simulator.acceptance.model import AcceptanceModel  # noqa: E402
+from specagent.simulator.acceptance.verdict_records import simulate_verdict_log  # noqa: E402
+from specagent.traces.io import load_trajectories  # noqa: E402
+from specagent.traces.verdict_log import write_verdict_log  # noqa: E402
+
+
+def fit(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(app, ["acceptance", "fit", *args])
+    return r.exit_code, r.output
+
+
+class RejectsTheLastStep(ChatServer):
+    """The verifier keeps every step but the last (the held write a segment ends at) and offers no replacement, so a
+    Strong repair turn runs, and it calls get_user_details: a read repairs a rejected write, the kinds known."""
+
+    def _verdict(self, key: str, body: dict) -> tuple[str, str]:
+        text = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user" and VERIFY_MARK in (m.get("content") or ""))
+        n = int(re.search(r"The drafted steps \((\d+) in all\)", text).group(1))
+        return json.dumps({"accepted_prefix": n - 1, "reason": "the last step is premature", "replacement": None}), "checked"
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory) -> Path:
+    """One `live` run on the scripted endpoints: the Weak model drafts writes the Strong model rejects and repairs by reads."""
+    out = tmp_path_factory.mktemp("live") / "out"
+    args = ["live", "--weak-url", "URL", "--weak-model", "weak-test", "--strong-url", "URL", "--strong-model", "strong-test",
+            "-o", str(out), "--trajectories", "6", "--json", "--timeout", "20"]
+    with RejectsTheLastStep() as s:
+        r = CliRunner().invoke(app, [s.url if a == "URL" else a for a in args])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_a_live_protocol_log_credits_each_rejection_to_the_rejected_drafts_kind(live_run):
+    recs = [json.loads(line) for line in (live_run / "verdicts.jsonl").read_text().splitlines()]
+    rejected = [r["drafted"][r["accepted_prefix"]]["kind"] for r in recs if r["accepted_prefix"] < len(r["drafted"])]
+    # the known kinds: the label of every repair says which kind of draft it replaced, as the verdict log does
+    labels = [s.label for t in load_trajectories(live_run / "protocol_log.jsonl") for s in t.steps
+              if s.label is not None and s.label.verdict is not None and s.label.verdict.value == "repair" and s.label.repair_tokens + s.label.verdict_tokens > 0]
+    assert sorted(lab.rejected_kind.value for lab in labels) == sorted(rejected) and rejected
+    repaired_by = {s.kind.value for t in load_trajectories(live_run / "protocol_log.jsonl") for s in t.steps
+                   if s.label is not None and s.label.verdict is not None and s.label.verdict.value == "repair"}
+    assert repaired_by - set(rejected)  # some repair is of another kind than its draft: the case the fit got wrong
+    by_log = {}
+    for name in ("verdicts.jsonl", "protocol_log.jsonl"):
+        code, out = fit(str(live_run / name), "--json")
+        assert code == 0, out
+        by_log[name] = {p["name"]: (p["estimate"], p["n"]) for p in json.loads(out)["estimates"] if p["name"].startswith("accept.")}
+    assert by_log["verdicts.jsonl"] == by_log["protocol_log.jsonl"] and by_log["verdicts.jsonl"]
+
+
+def test_a_protocol_log_without_rejected_kinds_still_reads_as_before(live_run, tmp_path):
+    """Logs written before the label said the rejected kind: the repair stands in the draft's place (the old reading)."""
+    old = tmp_path / "old.jsonl"
+    lines = []
+    for line in (live_run / "protocol_log.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        for s in t["steps"]:
+            if s.get("label"):
+                s["label"].pop("rejected_kind", None)
+        lines.append(json.dumps(t))
+    old.write_text("\n".join(lines) + "\n")
+    code, out = fit(str(old), "--json")
+    assert code == 0, out
+
+
+@pytest.fixture
+def log(tmp_path) -> Path:
+    return write_verdict_log(simulate_verdict_log(AcceptanceModel(), 20, seed=3), tmp_path / "v.jsonl")
+
+
+@pytest.mark.parametrize("how", ["same", "symlink", "dotdot"])
+def test_fit_never_writes_over_one_of_its_logs(log, tmp_path, how):
+    before = log.read_bytes()
+    target = {"same": log, "symlink": tmp_path / "link.jsonl", "dotdot": tmp_path / "sub" / ".." / "v.jsonl"}[how]
+    if how == "symlink":
+        os.symlink(log, target)
+    (tmp_path / "sub").mkdir(exist_ok=True)
+    code, out = fit("-o", str(target), str(log))
+    assert code == 2 and "one of the inputs" in out and "Traceback" not in out, out
+    assert log.read_bytes() == before
+
+
+def test_calibrate_never_writes_over_its_figures(tmp_path):
+    figures = tmp_path / "f.csv"
+    shutil.copy(Path(__file__).resolve().parent.parent / "measurements" / "protocol_figures.csv", figures)
+    before = figures.read_bytes()
+    r = CliRunner().invoke(app, ["acceptance", "calibrate", "--figures", str(figures), "--acceptance-out", str(figures), "-n", "1"])
+    assert r.exit_code == 2 and "--acceptance-out" in r.output and "one of the inputs" in r.output, r.output
+    assert figures.read_bytes() == before
+
+
+@pytest.mark.parametrize("how", ["twice", "copy", "overlap"])
+def test_the_same_verification_given_twice_is_refused_naming_both(log, tmp_path, how):
+    other = tmp_path / "copy.jsonl"
+    lines = log.read_text().splitlines()
+    other.write_text("\n".join(lines if how == "copy" else lines[-5:]) + "\n")
+    args = [str(log), str(log)] if how == "twice" else [str(log), str(other)]
+    code, out = fit(*args)
+    assert code == 2 and "not already read" in out and f"{log}: record" in out, out
+
+
+def test_a_fitted_value_past_the_models_guard_names_the_logs(tmp_path):
+    recs = simulate_verdict_log(AcceptanceModel(), 10, seed=1)
+    bad = tmp_path / "ratio.jsonl"
+    lines = []
+    for r in recs:
+        d = json.loads(r.to_json())
+        for s in d["drafted"]:
+            if s.get("reference_tokens"):
+                s["reference_tokens"] = 1
+                s["tokens"] = 100_000
+        lines.append(json.dumps(d))
+    bad.write_text("\n".join(lines) + "\n")
+    code, out = fit(str(bad))
+    assert code == 2 and str(bad) in out and "the fitted weak_token_ratio" in out, out
