@@ -11,6 +11,7 @@ from rich.table import Table
 
 from specagent import __version__
 from specagent.cli import acceptance as acceptance_cli
+from specagent.cli import bench as bench_cli
 from specagent.cli import fleet as fleet_cli
 from specagent.cli import kernels as kernels_cli
 from specagent.cli import latency as latency_cli
@@ -401,6 +402,7 @@ app.command("report", help=report_cli.HELP)(report_cli.report)
 app.command("calibrate")(kernels_cli.calibrate_cmd)
 app.command("live")(kernels_cli.live_cmd)
 app.add_typer(latency_cli.app, name="latency")
+app.add_typer(bench_cli.app, name="bench")
 app.add_typer(acceptance_cli.app, name="acceptance")
 
 
