@@ -133,3 +133,46 @@ def _submit_then_interrupt(submit, after: int):
             raise KeyboardInterrupt
         return f
     return wrapped
+
+
+@pytest.fixture(scope="module")
+def mine(tmp_path_factory) -> Path:
+    """A serving-latency CSV written by `bench serve` at concurrency 1, 2 and 4 (scripted server)."""
+    out = tmp_path_factory.mktemp("bench") / "mine.csv"
+    with ChatServer(chunk_delay_s=0.003) as s:
+        r = CliRunner().invoke(app, args(s.url, "--ignore-eos", "--max-concurrency", "1,2,4", "--csv", str(out), "--gpu", "h100_sxm",
+                                         "--model-spec", "Qwen/Qwen3.5-4B", "--engine", "vllm"))
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_fit_engine_id_writes_a_profile_serving_engine_takes(mine: Path, tmp_path: Path):
+    import hashlib
+    import tomllib
+
+    from specagent.hardware.serving_engine import load_engine
+
+    prof = tmp_path / "my-vllm.toml"
+    r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "my-vllm", "-o", str(prof)])
+    assert r.exit_code == 0, r.output
+    eng = load_engine(str(prof))
+    assert eng.id == "my-vllm"
+    sha = hashlib.sha256(mine.read_bytes()).hexdigest()
+    data = tomllib.loads(prof.read_text())
+    assert f"{mine} (sha256 {sha}" in data["per_pass"]["iteration_us"]["source"]
+    assert data["provenance"]["fit"]["dataset_sha256"] == sha and data["provenance"]["base_profile"] == "vllm"
+    r = CliRunner().invoke(app, ["predict", "--weak-serving-engine", str(prof), "--json"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "x", "--base-engine", "nope", "-o",
+                                 str(tmp_path / "x.toml")])
+    assert r.exit_code == 2 and "--base-engine nope" in r.output
+
+
+def test_validate_leaves_one_concurrency_out(mine: Path):
+    r = CliRunner().invoke(app, ["latency", "validate", "--data", str(mine), "--hold-out", "concurrency", "--engine-id", "my-vllm",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output[r.output.index("{"):])
+    assert out["predictions"] == "held out (leave one concurrency out)"
+    assert {w["source"] for w in out["worst"]} == {"concurrency 1", "concurrency 2", "concurrency 4"}
+    assert out["targets"]["tpot_c<=16"]["rows"] == 3
