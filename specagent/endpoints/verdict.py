@@ -60,7 +60,7 @@ def parse_verdict(text: str, n: int) -> Verdict:
     try:
         obj = json.loads(s)
     except ValueError as exc:
-        raise ValueError(f"the answer is not JSON ({exc.msg} at char {exc.pos})") from None
+        raise ValueError(f"the answer is not JSON ({exc.msg}: char {exc.pos})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"the answer is a JSON {type(obj).__name__}, not an object")
     missing = [k for k in ("accepted_prefix", "reason", "replacement") if k not in obj]
