@@ -127,7 +127,7 @@ def measure(
         fail(f"{', '.join(map(str, traces))}: no agent turn to verify (no assistant message after a user or tool message)")
     err = SafeConsole(stderr=True)
     for line in policy_warnings(tasks_by_file):
-        err.print(f"warning: {line}", highlight=False, markup=False)
+        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
 
     def tell(line: str) -> None:  # retries and a wrong model name, while the run goes on (not only in the final table)
         err.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -23,7 +23,7 @@ from specagent.common import atomic
 from specagent.common.errors import read_text
 from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, csv_rows, dataset_requests,
                                        format_summary, notes, random_requests, run_level, server_facts)
-from specagent.endpoints.client import Endpoint, EndpointError
+from specagent.endpoints.client import Endpoint, EndpointError, same_model
 from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_serving
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
@@ -128,7 +128,7 @@ def serve(
                         note="" if (engine and engine_version) else
                         f"engine {'given' if engine else 'from /v1/models owned_by ' + repr(told.get('owned_by'))}, version "
                         f"{'given' if engine_version else ('from the server' if 'version' in told else 'not reported')}")
-    if told.get("models") and model not in told["models"].split(","):
+    if told.get("models") and not any(same_model(model, name) for name in told["models"].split(",")):
         err.print(f"warning: --model {model!r} is not among the models the server lists ({told['models']})",
                   highlight=False, markup=False)
     runs: list[BenchRun] = []
@@ -150,7 +150,7 @@ def serve(
             for n in notes(runs[-1]):
                 err.print(f"note: {n}", highlight=False, markup=False)
         served = runs[-1].summary()["served_models"]
-        if served and model not in served:
+        if served and not all(same_model(model, name) for name in served):
             err.print(f"warning: asked for model {model!r}; the server answered as {', '.join(served)}", highlight=False, markup=False)
         if interrupted:
             break
