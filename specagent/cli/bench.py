@@ -76,6 +76,33 @@ def _write_csv(path: Path, rows: list[dict], append: bool) -> int:
     return len(load_serving(path))
 
 
+def _check_row_facts(model_spec: Optional[str], gpu: str, weight_dtype: str, engine: Optional[str],
+                     engine_version: Optional[str]) -> None:
+    """The CSV row's facts are checked before any request: a typo found after a long run would cost the run."""
+    from specagent.costmodel.dtypes import canonical_dtype, dtype_bytes
+    from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+    from specagent.hardware.profile import HardwareProfileError, load_hardware
+
+    if model_spec is not None:
+        try:
+            load_model_spec(model_spec)
+        except ModelSpecError as exc:
+            fail(f"--model-spec {model_spec!r}: {exc}")
+    if gpu != "unknown":
+        try:
+            load_hardware(gpu)
+        except HardwareProfileError as exc:
+            fail(f"--gpu {gpu!r}: {exc} (or 'unknown': the fit then skips the rows)")
+    if weight_dtype:
+        try:
+            dtype_bytes(canonical_dtype(weight_dtype))
+        except ValueError as exc:
+            fail(f"--weight-dtype: {exc}")
+    for flag, v in (("--engine", engine), ("--engine-version", engine_version)):
+        if v is not None and not v.strip():
+            fail(f"{flag}: expected a name, got an empty one (leave it out to read it from the server)")
+
+
 @app.command("serve")
 def serve(
     base_url: str = typer.Option(..., "--base-url", help="The server's OpenAI base URL, e.g. http://localhost:8000/v1."),
@@ -112,8 +139,19 @@ def serve(
     per level (mean figures, measured lengths), the file `latency fit --data` and `latency validate
     --data` read. ^C stops the run and keeps what finished.
     """
+    for flag, value in (("--timeout", timeout), ("--temperature", temperature), ("--burstiness", burstiness),
+                        ("--range-ratio", range_ratio)):
+        if not math.isfinite(value):
+            fail(f"{flag}: expected a finite number, got {value}")
     rate = _rate(request_rate)
     levels = _levels(max_concurrency)
+    _check_row_facts(model_spec, gpu, weight_dtype, engine, engine_version)
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        fail(f"--api-key-env: expected an environment variable name, got {api_key_env!r}")
+    if not model.strip():
+        fail(f"--model: expected the model name the server serves, got {model!r}")
     ep = Endpoint("base", base_url, model, api_key_env, extra_body("--extra-body", extra))
     for target in (csv_out, requests_out):
         if target is not None:
