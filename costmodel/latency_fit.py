@@ -257,13 +257,17 @@ def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, A
     return out
 
 
-def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = FIT_ENGINES) -> dict[str, dict[str, Any]]:
+def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = FIT_ENGINES,
+                  profiles: dict[str, EngineProfile] | None = None) -> dict[str, dict[str, Any]]:
     """Per engine id ("*": every engine), the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones.
 
     A per-kernel layer time is written as each layer kind's time, value × the kernels the profile of each of `engines`
-    counts for that kind, so a profile holds times per layer as everything else reads them.
+    counts for that kind (from `profiles` where given, else the shipped profile), so a profile holds times per layer as
+    everything else reads them. A user's own data (prov["dataset_path"]) is named by its path and its full sha256.
     """
-    src = (f"fit: specagent latency fit on measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}, {prov['figures_fitted']} "
+    data = (f"{prov['dataset_path']} (sha256 {prov['dataset_sha256']}" if "dataset_path" in prov
+            else f"measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}")
+    src = (f"fit: specagent latency fit on {data}, {prov['figures_fitted']} "
            f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
            f"error, every term on TPOT, concurrency-1 TTFT, e2e and throughput together; prior {{prior}} ({{psrc}})")
     out: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -278,7 +282,7 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
         if p.field == PER_KERNEL_LAYER_US:
             per_kernel = float(f"{v:.4g}")
             for e in (p.engines or engines):
-                counts = load_engine(e).layer_kernels
+                counts = (profiles[e] if profiles and e in profiles else load_engine(e)).layer_kernels
                 put(e, p.gpus, toml_location("layer_us.*")[0],
                     {k: {"value": float(f"{per_kernel * float(counts[k].value):.4g}"), "source": f"{per_kernel:g} us per kernel x "
                          f"{int(counts[k].value)} kernels per layer (kernels_per_layer.{k}); {psrc}"} for k in LAYER_KINDS})
@@ -288,3 +292,24 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
         for e in (p.engines or ("*",)):
             put(e, p.gpus, section, {k: item for k in keys})
     return dict(out)
+
+
+def own_engine(base: EngineProfile, engine_id: str) -> EngineProfile:
+    """`base` renamed `engine_id`: the profile a user's own measurements are priced and fitted with."""
+    return dataclasses.replace(base, id=engine_id.lower(), aliases=())
+
+
+def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, prov: dict[str, Any]) -> dict[str, Any]:
+    """The TOML table of a whole serving-engine profile `engine_id`: `base`'s file with the fitted fields written over it.
+
+    Every fitted term's source names the data file and its sha256; the others keep `base`'s sources.
+    """
+    import tomllib
+
+    eng = own_engine(base, engine_id)
+    tables = fitted_tables(result, prov, engines=(eng.id,), profiles={eng.id: eng})
+    data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
+    data = merge_tables(merge_tables(data, tables.get("*", {})), tables.get(eng.id, {}))
+    data.update(id=eng.id, name=f"{base.name}, fitted to {Path(prov['dataset_path']).name}", aliases=[])
+    data["provenance"] = {**data.get("provenance", {}), "base_profile": base.id, "fit": prov}
+    return data

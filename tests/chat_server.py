@@ -53,8 +53,12 @@ def _tokens(text: str) -> int:
 class ChatServer:
     def __init__(self, *, faults: Callable[[str, int, dict], str | None] = no_faults, json_schema: bool = True,
                  malformed: Callable[[str, dict], bool] = lambda key, body: False, max_requests: int = 5000,
-                 lifetime_s: float = 120.0, timeout_sleep_s: float = 1.0, api_key: str | None = None):
+                 lifetime_s: float = 120.0, timeout_sleep_s: float = 1.0, api_key: str | None = None,
+                 usage: bool = True, served_model: str | None = None, chunk_delay_s: float = 0.001):
         self.faults, self.json_schema, self.malformed = faults, json_schema, malformed
+        #: usage=False: a server that reports no usage (some proxies); served_model: the name every answer gives (a server
+        #: that answers with whatever it loaded, as llama.cpp does); chunk_delay_s: the gap between streamed chunks
+        self.usage, self.served_model, self.chunk_delay_s = usage, served_model, chunk_delay_s
         self.max_requests, self.timeout_sleep_s, self.api_key = max_requests, timeout_sleep_s, api_key
         self.lock = threading.Lock()
         self.attempts: Counter = Counter()  # per body key: requests received
@@ -73,6 +77,13 @@ class ChatServer:
 
             def do_POST(self) -> None:
                 server._handle(self)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/v1/models"):
+                    names = [server.served_model] if server.served_model else ["weak-test", "strong-test"]
+                    return server._send(self, 200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "scripted"}
+                                                                               for n in names]})
+                return server._send(self, 404, {"error": {"message": "not found"}})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -149,6 +160,11 @@ class ChatServer:
             h.close_connection = True
             return
         reply = self._reply(key, body)
+        if body.get("stream"):
+            self._stream(h, reply, bool((body.get("stream_options") or {}).get("include_usage")))
+            with self.lock:
+                self.answered[key] += 1
+            return
         if fault == "truncate":
             self.statuses["truncate"] += 1
             return self._send(h, 200, reply, truncate=True)
@@ -156,12 +172,40 @@ class ChatServer:
         with self.lock:
             self.answered[key] += 1
 
+    def _stream(self, h: BaseHTTPRequestHandler, reply: dict, include_usage: bool) -> None:
+        """Server-sent events as vLLM streams them: one chunk per word of the content, then the usage chunk, then [DONE]."""
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True
+        choice = reply["choices"][0]
+        words = re.findall(r"\S+\s*", choice["message"].get("content") or "")
+        base = {"id": reply["id"], "object": "chat.completion.chunk", "model": reply["model"]}
+        for i, w in enumerate(words):
+            last = i == len(words) - 1
+            ev = {**base, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": choice["finish_reason"] if last else None}]}
+            h.wfile.write(f"data: {json.dumps(ev)}\n\n".encode())
+            h.wfile.flush()
+            time.sleep(self.chunk_delay_s)
+        if include_usage and "usage" in reply:
+            h.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': reply['usage']})}\n\n".encode())
+        h.wfile.write(b"data: [DONE]\n\n")
+        h.wfile.flush()
+
     def _reply(self, key: str, body: dict) -> dict:
         msgs = body["messages"]
         prompt = _tokens(json.dumps(msgs))
         reasoning = None
         content: str | None = None
         calls: list[dict] = []
+        cap = body.get("max_tokens")
+        if msgs and (msgs[-1].get("content") or "").startswith("Continue this text"):  # bench serve's prompts
+            n = cap or 16
+            n = n if body.get("ignore_eos") else min(n, 12)
+            content = " ".join("word" for _ in range(n))
+            usage = {"prompt_tokens": len(msgs[-1]["content"].split()), "completion_tokens": n, "total_tokens": 0}
+            return self._finish(key, body, {"role": "assistant", "content": content}, "length" if cap and n >= cap else "stop", usage)
         if body["model"] == "strong-test" and any(m["role"] == "user" and VERIFY_MARK in (m.get("content") or "") for m in msgs):
             content, reasoning = self._verdict(key, body)
         elif body["model"] == "strong-test":
@@ -177,11 +221,21 @@ class ChatServer:
         if calls:
             msg["tool_calls"] = [{"id": f"call_{key[:6]}_{i}", "type": "function",
                                   "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in enumerate(calls)]
-        return {"id": f"chatcmpl-{key[:12]}", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": visible + r_tokens, "total_tokens": prompt + visible + r_tokens,
-                          "completion_tokens_details": {"reasoning_tokens": r_tokens},
-                          "prompt_tokens_details": {"cached_tokens": prompt // 2}}}
+        finish = "tool_calls" if calls else "stop"
+        if cap is not None and visible + r_tokens > cap and content:  # cut at max_tokens, as a real server does
+            content = content[: max(0, cap - r_tokens) * 4]
+            msg["content"], visible, finish = content, _tokens(content), "length"
+        return self._finish(key, body, msg, finish,
+                            {"prompt_tokens": prompt, "completion_tokens": visible + r_tokens, "total_tokens": prompt + visible + r_tokens,
+                             "completion_tokens_details": {"reasoning_tokens": r_tokens},
+                             "prompt_tokens_details": {"cached_tokens": prompt // 2}})
+
+    def _finish(self, key: str, body: dict, msg: dict, finish: str, usage: dict) -> dict:
+        out = {"id": f"chatcmpl-{key[:12]}", "object": "chat.completion", "model": self.served_model or body["model"],
+               "choices": [{"index": 0, "message": msg, "finish_reason": finish}]}
+        if self.usage:
+            out["usage"] = usage
+        return out
 
     def _weak(self, msgs: list[dict]) -> tuple[str | None, list[tuple[str, dict]]]:
         last = msgs[-1]

@@ -85,3 +85,31 @@ def unwritable():
     finally:
         ro.chmod(0o755)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def real_server():
+    """A real OpenAI-compatible server (tools/real_server.py: `transformers serve` with SmolLM2-135M) on a loopback port,
+    for the session; skipped with the reason where it cannot be installed or started (no network, a missing package).
+
+    Bounded: the first-time download and conversion (about 2 min on 2 cores) and the start each have a timeout, so the
+    fixture never hangs. SPECAGENT_REAL_SERVER=off skips it on purpose.
+    """
+    if os.environ.get("SPECAGENT_REAL_SERVER", "").lower() in ("off", "0", "no"):
+        pytest.skip("real server: SPECAGENT_REAL_SERVER=off")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    try:
+        import real_server as rs
+    finally:
+        sys.path.pop(0)
+    try:
+        rs.prepare(timeout_s=900.0)
+        server = rs.RealServer(start_timeout_s=300.0).start()
+    except rs.Unavailable as exc:
+        pytest.skip(f"real server unavailable: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -407,7 +407,7 @@ def test_a_live_task_whose_calls_keep_failing_is_a_counted_skip(tmp_path):
                 "-o", str(tmp_path / "live"), "--trajectories", "3", "--json", "--timeout", "20"]
         r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
-    report = json.loads(r.output)
+    report = json.loads(r.stdout)  # stderr told the retries as they happened
     # a task that reaches a review fails there (every Strong call does): left out of the logs, counted, with why
     assert report["skipped"] and all("HTTP 500" in sk["detail"] and sk["reason"] == "transient" for sk in report["skipped"])
     from specagent.traces.io import load_trajectories

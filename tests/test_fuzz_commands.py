@@ -146,6 +146,8 @@ BASE: dict[str, list[str]] = {
     "acceptance measure": ["acceptance", "measure", str(DATA / "traces/data/tau2_airline_sample.json"), "--weak-url", "{chat}",
                            "--weak-model", "weak-test", "--strong-url", "{chat}", "--strong-model", "strong-test", "--limit", "2",
                            "--backoff", "0", "-o", "{out}/m", "--yes", "--json"],
+    "bench serve": ["bench", "serve", "--base-url", "{chat}", "--model", "weak-test", "--num-prompts", "2", "--input-len", "8",
+                    "--output-len", "4", "--warmup", "0", "--csv", "{out}/b.csv", "--json"],
     "acceptance fit": ["acceptance", "fit", str(DATA / "traces/data/verdict_log_simulated.jsonl"), "-o", "{out}/a.toml", "--json"],
     "acceptance calibrate": ["acceptance", "calibrate", "-n", "1", "-o", "{out}/cal"],
 }
@@ -243,7 +245,11 @@ FREE_TEXT = {"--title", "--name", "--domain", "--address"}
 #: Values a flag accepts, with the reason.
 ACCEPTED = {("latency validate", "--worst", "99999999999999999999"): "lists every row",
             ("acceptance measure", "--weak-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)",
-            ("acceptance measure", "--strong-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)"}
+            ("acceptance measure", "--strong-api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)",
+            ("bench serve", "--api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)",
+            ("bench serve", "--engine", "nope"): "the engine's name as the user gives it (the CSV's engine column)",
+            ("bench serve", "--engine-version", "nope"): "the engine's version as the user gives it",
+            ("bench serve", "--weight-dtype", ""): "the default: the engine's (bf16), as an empty weight_dtype cell says"}
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,9 @@ def measure(
     retries: int = typer.Option(6, "--retries", min=1, max=20, help="Attempts per request on 429/5xx/timeouts/broken answers."),
     backoff: float = typer.Option(0.5, "--backoff", min=0.0, max=60.0, help="Base of the exponential backoff between attempts (s)."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0, help="Sampling temperature of every call."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="max_tokens of every call (default: the server's)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="max_tokens of every call (default: the server's), unless one of the two below is given."),
+    weak_max_tokens: Optional[int] = typer.Option(None, "--weak-max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="max_tokens of the Weak drafts (stops a rambling model; a draft cut there is skipped as draft:truncated)."),
+    strong_max_tokens: Optional[int] = typer.Option(None, "--strong-max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="max_tokens of the Strong verdicts and repairs (a verdict cut there is skipped as verify:truncated, not retried)."),
     response_format: str = typer.Option("auto", "--response-format",
                                         help="How the verdict's JSON is asked for: auto (json_schema, falling back to the "
                                              "prompt's words if the server refuses it), json_schema, prompt."),
@@ -127,13 +129,19 @@ def measure(
     stems = dict(zip(tasks_by_file, unique_stems([Path(f) for f in tasks_by_file])))
     check_writable(out / "summary.json")
     cfg = MeasureConfig(k=k, seed=seed, temperature=temperature, max_tokens=max_tokens, response_format=response_format,
-                        concurrency=concurrency)
+                        concurrency=concurrency, weak_max_tokens=weak_max_tokens, strong_max_tokens=strong_max_tokens)
     positions = select_positions([t for ts in tasks_by_file.values() for t in ts], limit, seed)
     if not positions:
         fail(f"{', '.join(map(str, traces))}: no agent turn to verify (no assistant message after a user or tool message)")
     err = SafeConsole(stderr=True)
+    for line in policy_warnings(tasks_by_file):
+        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+
+    def tell(line: str) -> None:  # retries and a wrong model name, while the run goes on (not only in the final table)
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+
     with ChatClient(ResponseCache(out / "cache"), concurrency=concurrency, timeout_s=timeout, seed=seed,
-                    retry=RetryPolicy(attempts=retries, base_s=backoff)) as client:
+                    retry=RetryPolicy(attempts=retries, base_s=backoff), on_event=tell) as client:
         est = estimate(positions, k, ShadowRun(client, weak, strong, tool_map, tags, cfg), *prices)
         for line in est.lines():
             err.print(line, highlight=False)
@@ -145,10 +153,10 @@ def measure(
             if not typer.confirm("start?", default=False, err=True):
                 fail("not started (answered no)")
         try:
-            with progress_bar(len(positions), "verifying", show=not json_out) as advance:
+            with progress_bar(len(positions), "verifying", show=not json_out, status=lambda: request_status(client), plain=True) as advance:
                 summary, paths = run_measure(client, weak, strong, tasks_by_file, tool_map, tags, cfg, positions, out, stems, advance)
         except EndpointError as exc:
-            fail(f"{exc} (answers so far are cached in {out / 'cache'}; rerun to resume)")
+            fail(f"{exc}{resume_hint(out / 'cache')}")
         except (KeyboardInterrupt, Cancelled):
             client.cancel()
             error_line(f"interrupted: every call in flight stopped; the {len(client.cache)} answers so far are cached in "
@@ -157,8 +165,41 @@ def measure(
         stats = client.stats.as_dict()
     if json_out:
         typer.echo(json.dumps({"summary": summary, "client": stats, "outputs": [str(p) for p in paths]}, indent=2, sort_keys=True))
-        return
-    _table(summary, stats, paths)
+    else:
+        _table(summary, stats, paths)
+    if summary["records"] == 0:  # nothing to fit: a run that measured nothing must not look like one that did
+        err.print(f"error: 0 verdicts from {summary['positions']} positions"
+                  + (f" ({', '.join(f'{k} {v}' for k, v in summary['skipped_by_reason'].items())}; why: {out / 'skips.jsonl'})"
+                     if summary["skipped"] else ""), highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(code=3)
+
+
+#: What the τ²-Bench fixture shipped for the tests holds instead of the airline policy (traces/data/tau2_airline_sample.json).
+POLICY_PLACEHOLDERS = ("(trimmed for the fixture)",)
+
+
+def policy_warnings(tasks_by_file: dict) -> list[str]:
+    """A line per file whose system prompt carries no policy: real models then judge 'policy-compliant' steps with none."""
+    out = []
+    for f, tasks in tasks_by_file.items():
+        bad = [t for t in tasks if t.system.startswith("<instructions>") and (
+            any(p in t.system for p in POLICY_PLACEHOLDERS) or "<policy>\n\n</policy>" in t.system)]
+        if bad:
+            out.append(f"{f}: {len(bad)} of {len(tasks)} tasks have no domain policy in the file (empty or a placeholder): "
+                       "the models will see the agent instruction without it; measure a full τ²-Bench results file")
+    return out
+
+
+def request_status(client: ChatClient) -> str:
+    """Requests answered and retried so far: what moves while a position waits on a slow server."""
+    s = client.stats
+    retried = sum(s.retries.values())
+    return f"{s.answered} answered, {s.cached} from cache" + (f", {retried} retried" if retried else "")
+
+
+def resume_hint(cache: Path, what: str = "rerun to resume") -> str:
+    """The hint after an error, only where there is a cache to resume from."""
+    return f" (answers so far are cached in {cache}; {what})" if cache.is_dir() and any(cache.iterdir()) else ""
 
 
 def _table(s: dict, stats: dict, paths: list[Path]) -> None:
@@ -179,11 +220,29 @@ def _table(s: dict, stats: dict, paths: list[Path]) -> None:
     for role, u in s["usage"].items():
         rows.append((f"{role} calls · prompt / completion / reasoning tok", f"{u['calls']} · {u['prompt_tokens']:,} / "
                      f"{u['completion_tokens']:,} / {u['reasoning_tokens']:,}"))
+    truncated = {role: u["truncated_calls"] for role, u in s["usage"].items() if u.get("truncated_calls")}
+    if truncated:
+        rows.append(("answers cut at max_tokens", ", ".join(f"{role} {n}" for role, n in truncated.items())))
     rows.append(("requests sent / answers from cache", f"{stats['requests_sent']} / {stats['answers_from_cache']}"))
     if stats["retries"]:
         rows.append(("retries", ", ".join(f"{k} {v}" for k, v in stats["retries"].items())))
     for r in rows:
         t.add_row(*r)
     c.print(t)
+    for line in unreported(s):
+        c.print(f"note: {line}", highlight=False, markup=False, soft_wrap=True)
     for p in paths:
         c.print(f"wrote {p}", highlight=False)
+
+
+def unreported(s: dict) -> list[str]:
+    """What the server did not report, said rather than silently taken as zero (issue 36, item 5)."""
+    out = []
+    for role, u in s["usage"].items():
+        if u["calls"] and u.get("cached_tokens_reported_calls", 0) < u["calls"]:
+            out.append(f"{role}: {u['calls'] - u['cached_tokens_reported_calls']} of {u['calls']} answers reported no cached "
+                       "prompt tokens (usage.prompt_tokens_details.cached_tokens): prefix-cache reuse is unknown there, not 0")
+        if u["calls"] and u["reasoning_estimated_calls"]:
+            out.append(f"{role}: reasoning tokens of {u['reasoning_estimated_calls']} of {u['calls']} answers are estimated from "
+                       "their reasoning text (the server reported no completion_tokens_details.reasoning_tokens)")
+    return out

@@ -444,6 +444,8 @@ LAZY_COMMANDS = (
     LazyCommand("study", "specagent.cli.fleet", "study_app", group=True, short_help="Studies built on the fleet simulator."),
     LazyCommand("latency", "specagent.cli.latency", "app", group=True,
                 short_help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv)."),
+    LazyCommand("bench", "specagent.cli.bench", "app", group=True,
+                short_help="Load generators against your own servers (their figures feed `latency fit --data`)."),
     LazyCommand("acceptance", "specagent.cli.acceptance", "app", group=True,
                 short_help="The acceptance and verdict model from evidence: fit it to verdict logs, measure it on real endpoints, "
                            "calibrate it to the published protocol figures (docs/verdict-log.md)."),

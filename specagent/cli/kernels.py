@@ -23,7 +23,7 @@ from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import DEFAULT_K, DEFAULT_REVIEW
-from specagent.traces.schema import MAX_STEPS
+from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEPS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -269,6 +269,8 @@ def live_cmd(
                                             "one answer before retrying [default: 300]."),
     weak_extra_body: Optional[str] = typer.Option(None, "--weak-extra-body", help="With --weak-url: JSON object added to every Weak request."),
     strong_extra_body: Optional[str] = typer.Option(None, "--strong-extra-body", help="With --weak-url: JSON object added to every Strong request."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="With --weak-url: max_tokens of every call (default: the server's; llama.cpp's decodes until its context is full)."),
+    strong_max_tokens: Optional[int] = typer.Option(None, "--strong-max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="With --weak-url: max_tokens of the Strong verdicts and repairs (default: --max-tokens)."),
 ) -> None:
     """Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator.
 
@@ -307,7 +309,8 @@ def live_cmd(
     seed = 0 if seed is None else seed
     served_only = {"--strong-url": strong_url, "--weak-model": weak_model, "--strong-model": strong_model,
                    "--weak-api-key-env": weak_api_key_env, "--strong-api-key-env": strong_api_key_env, "--timeout": timeout,
-                   "--weak-extra-body": weak_extra_body, "--strong-extra-body": strong_extra_body}
+                   "--weak-extra-body": weak_extra_body, "--strong-extra-body": strong_extra_body, "--max-tokens": max_tokens,
+                   "--strong-max-tokens": strong_max_tokens}
     if weak_url is None:
         given = [flag for flag, v in served_only.items() if v is not None]
         if given:
@@ -322,7 +325,7 @@ def live_cmd(
         return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env or "OPENAI_API_KEY",
                                  strong_api_key_env or "OPENAI_API_KEY", sc if scenario is not None else Scenario(), k, seed,
                                  trajectories, out, 300.0 if timeout is None else timeout, as_json, console,
-                                 weak_extra_body, strong_extra_body)
+                                 weak_extra_body, strong_extra_body, max_tokens, strong_max_tokens)
     accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
     if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:

@@ -31,7 +31,39 @@ def _params(kernels: Optional[Path]):
         fail(str(exc))
 
 
-def _load(data: Optional[Path]):
+ENGINE_ID = typer.Option(None, "--engine-id", help="Your own engine's id: price (and fit) every row with --base-engine renamed "
+                         "to this, so a profile fitted to your server's CSV (from `bench serve`) is its own engine.")
+BASE_ENGINE = typer.Option(None, "--base-engine", help="The shipped profile --engine-id starts from (default: the engine the rows name).")
+
+
+def _own(rows, engine_id: Optional[str], base_engine: Optional[str]):
+    """{engine named in the rows: the base profile renamed engine_id}, or {} without --engine-id."""
+    if engine_id is None:
+        if base_engine is not None:
+            fail("--base-engine: only with --engine-id (the id of the profile fitted to your data)")
+        return {}, None
+    import re
+
+    from specagent.costmodel.latency_fit import own_engine
+    from specagent.hardware.serving_engine import EngineProfileError, load_engine
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", engine_id):
+        fail(f"--engine-id: expected a name of letters, digits, '-', '_' or '.', got {engine_id!r}")
+    named = sorted({r.engine for r in rows})
+    name = base_engine or (named[0] if len(named) == 1 else None)
+    if name is None:
+        fail(f"--base-engine: the rows name several engines ({', '.join(named)}); say which shipped profile --engine-id starts from")
+    try:
+        base = load_engine(name)
+    except EngineProfileError as exc:
+        fail(f"--base-engine {name}: {exc}" + ("" if base_engine else " (the rows' engine; pass --base-engine vllm, sglang, ...)"))
+    eng = own_engine(base, engine_id)
+    return {e: eng for e in named}, base
+
+
+def _load(data: Optional[Path], engine_id: Optional[str] = None, base_engine: Optional[str] = None, by_concurrency: bool = False):
+    import dataclasses
+
     from specagent.costmodel.latency_targets import targets_from_rows
     from specagent.measurements import MeasurementError, default_path, load_serving
 
@@ -40,7 +72,11 @@ def _load(data: Optional[Path]):
         rows = load_serving(path)
     except MeasurementError as exc:
         fail(str(exc))
-    targets, skipped = targets_from_rows(rows)
+    engines, _ = _own(rows, engine_id, base_engine)
+    if by_concurrency:  # each load level its own group: leave-one-source-out becomes leave-one-concurrency-out
+        rows = [dataclasses.replace(r, source=f"concurrency {r.concurrency:g}" if r.concurrency is not None else
+                                    f"batch {r.batch:g}" if r.batch is not None else f"rate {r.request_rate}") for r in rows]
+    targets, skipped = targets_from_rows(rows, engines)
     if not targets:
         fail(f"{path}: no row the cost model can describe ({len(skipped)} skipped)")
     return path, rows, targets, skipped
@@ -54,6 +90,10 @@ def validate_cmd(
     worst: int = typer.Option(10, "--worst", min=0, help="How many of the worst rows to list."),
     rows_out: Optional[Path] = typer.Option(None, "--rows", help="Also write every row's prediction as CSV here."),
     figure: Optional[Path] = typer.Option(None, "--figure", help="Also write the predicted-vs-measured figure (HTML, log-log, one colour per GPU)."),
+    hold_out: str = typer.Option("source", "--hold-out", help="What each held-out fit leaves out: 'source' (one publication) "
+                                 "or 'concurrency' (one load level: for one server's own CSV from `bench serve`)."),
+    engine_id: Optional[str] = ENGINE_ID,
+    base_engine: Optional[str] = BASE_ENGINE,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Predicted vs measured for every describable row; MAPE per GPU, engine, model class and target class.
@@ -68,12 +108,18 @@ def validate_cmd(
     for target in (rows_out, figure):
         if target is not None:
             atomic.check_writable(target)
-    path, rows, targets, skipped = _load(data)
+    if hold_out not in ("source", "concurrency"):
+        fail(f"--hold-out: expected source or concurrency, got {hold_out!r}")
+    path, rows, targets, skipped = _load(data, engine_id, base_engine, by_concurrency=hold_out == "concurrency")
     params, kfit = _params(kernels)
+    if engine_id is not None:
+        from specagent.costmodel.latency_fit import default_params
+
+        params = default_params(engines=(engine_id.lower(),), moe=kfit)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
     val = validate(targets, skipped, held_out=holdout, params=params, progress=tick)
     table = val.rows()
-    kind = "held out (leave one source out)" if holdout else "in sample (shipped engine profiles)"
+    kind = f"held out (leave one {hold_out} out)" if holdout else "in sample (shipped engine profiles)"
     out = {
         "dataset": str(path), "rows": len(rows), "figures": len(targets), "skipped": [dict(row_id=s.row.row_id, reason=s.reason) for s in skipped],
         "predictions": kind, "targets": val.targets_met(),
@@ -190,7 +236,10 @@ def _short(label: str) -> str:
 def fit_cmd(
     data: Optional[Path] = DATA,
     kernels: Optional[Path] = KERNELS,
-    output: Path = typer.Option(Path("latency_fit.toml"), "-o", "--output", help="TOML file of fitted coefficients (written atomically)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="TOML file of fitted coefficients (written atomically; default "
+                                          "latency_fit.toml), or with --engine-id the whole engine profile (default ENGINE_ID.toml)."),
+    engine_id: Optional[str] = ENGINE_ID,
+    base_engine: Optional[str] = BASE_ENGINE,
     profiles: Optional[Path] = typer.Option(None, "--write-profiles", help="Also write each fitted engine's whole profile (shipped "
                                             "profile + fitted tables) into this folder, ready to replace hardware/engines/<engine>.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print the fitted coefficients as JSON."),
@@ -205,13 +254,23 @@ def fit_cmd(
 
     from specagent.costmodel.latency_fit import fit, fitted_tables, provenance
 
+    output = output or Path(f"{engine_id}.toml" if engine_id else "latency_fit.toml")
     atomic.check_writable(output)
     if profiles is not None:
+        if engine_id is not None:
+            fail("--write-profiles: not with --engine-id (which writes one whole profile to -o)")
         atomic.check_writable(profiles / "vllm.toml")
-    path, rows, targets, skipped = _load(data)
+    path, rows, targets, skipped = _load(data, engine_id, base_engine)
     params, kfit = _params(kernels)
+    if engine_id is not None:
+        from specagent.costmodel.latency_fit import default_params
+
+        params = default_params(engines=(engine_id.lower(),), moe=kfit)
     res = fit(targets, params)
     prov = provenance(path, len(rows), len(rows) - len(skipped), res.rows, res.sources)
+    if engine_id is not None:
+        _write_own(path, rows, engine_id, base_engine, res, prov, output, as_json)
+        return
     from specagent.measurements import default_path, file_sha256
 
     kernels_path = Path(kernels or default_path("moe_kernels.csv"))
@@ -249,6 +308,37 @@ def fit_cmd(
         t.add_row(p.name, f"{v:.4g}", f"{p.prior:g}")
     console.print(t)
     console.print(f"MoE priors: {kfit.describe()}", highlight=False, markup=False, soft_wrap=True)
+    if not res.success:
+        err.print(f"[yellow]warning:[/] the optimiser stopped without converging: {res.message}", highlight=False)
+
+
+def _write_own(path: Path, rows, engine_id: str, base_engine: Optional[str], res, prov: dict, output: Path, as_json: bool) -> None:
+    """`latency fit --engine-id`: one whole serving-engine profile, validated before it is written."""
+    import tomli_w
+
+    from specagent.costmodel.latency_fit import own_engine_profile
+    from specagent.hardware.serving_engine import parse_engine
+
+    _, base = _own(rows, engine_id, base_engine)
+    prov = {**prov, "dataset_path": str(path)}
+    data = own_engine_profile(base, engine_id, res, prov)
+    parse_engine(data, str(output))
+    atomic.atomic_write(output, atomic.text_writer(f"# Serving-engine profile {engine_id.lower()}: {base.id}'s profile with the terms "
+                                                   f"`specagent latency fit --engine-id` fitted to {path}.\n" + tomli_w.dumps(data)))
+    values = {p.name: float(v) for p, v in zip(res.params, res.values)}
+    if as_json:
+        print(json_out({"output": str(output), "engine_id": engine_id.lower(), "base_engine": base.id, "provenance": prov,
+                        "values": values, "converged": res.success}, indent=2))
+        return
+    t = Table(title=f"{engine_id.lower()}: {base.id}'s profile fitted on {res.rows} figures from {prov['rows_used']} of "
+                    f"{prov['rows']} rows of {path} → {output}")
+    t.add_column("coefficient")
+    t.add_column("value", justify="right")
+    t.add_column("prior", justify="right")
+    for p, v in zip(res.params, res.values):
+        t.add_row(p.name, f"{v:.4g}", f"{p.prior:g}")
+    console.print(t)
+    console.print(f"use it with --serving-engine {output} (or --strong-serving-engine / --weak-serving-engine)", highlight=False)
     if not res.success:
         err.print(f"[yellow]warning:[/] the optimiser stopped without converging: {res.message}", highlight=False)
 

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.acceptance_measure import extra_body
+from specagent.cli.acceptance_measure import extra_body, request_status, resume_hint
 from specagent.cli.console import error_line, fail
 from specagent.cli.options import resolve
 from specagent.cli.progress import progress_bar
@@ -30,7 +30,8 @@ from specagent.traces.io import dumps_jsonl
 def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | None, strong_model: str | None,
                       weak_api_key_env: str, strong_api_key_env: str, scenario: Scenario, k: int, seed: int, tasks: int,
                       out: Path, concurrency_timeout: float, as_json: bool, console: Console,
-                      weak_extra: str | None = None, strong_extra: str | None = None) -> None:
+                      weak_extra: str | None = None, strong_extra: str | None = None, max_tokens: int | None = None,
+                      strong_max_tokens: int | None = None) -> None:
     if not (strong_url and weak_model and strong_model):
         fail("--weak-url: a live run on endpoints needs --weak-url, --weak-model, --strong-url and --strong-model")
     weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env, extra_body("--weak-extra-body", weak_extra))
@@ -38,10 +39,15 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
     setting = resolve(scenario)
     atomic.check_writable(out / "comparison.json")
     results, skipped = [], []
-    with ChatClient(ResponseCache(out / "cache"), concurrency=1, timeout_s=concurrency_timeout, seed=seed) as client:
-        run = LiveRun(client, weak, strong, k=k, seed=seed)
+    err = Console(stderr=True)
+
+    def tell(line: str) -> None:  # retries and a wrong model name, while the run goes on
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    with ChatClient(ResponseCache(out / "cache"), concurrency=1, timeout_s=concurrency_timeout, seed=seed, on_event=tell) as client:
+        run = LiveRun(client, weak, strong, k=k, seed=seed, max_tokens=max_tokens, strong_max_tokens=strong_max_tokens)
         try:
-            with progress_bar(tasks, "live tasks", show=not as_json) as advance:
+            with progress_bar(tasks, "live tasks", show=not as_json, status=lambda: request_status(client), plain=True) as advance:
                 for i in range(tasks):
                     with AirlineEnv(seed=seed + i) as env:
                         try:
@@ -50,7 +56,7 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
                             skipped.append({"task": f"live-{i}", "reason": "transient", "detail": str(exc)})
                     advance(1)
         except (EndpointError, LiveError) as exc:
-            fail(f"{exc} (answers so far are cached in {out / 'cache'}; rerun to resume)")
+            fail(f"{exc}{resume_hint(out / 'cache')}")
         except (KeyboardInterrupt, Cancelled):
             client.cancel()
             error_line(f"interrupted: the answers so far are cached in {out / 'cache'}; rerun the same command to resume")
@@ -64,7 +70,9 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
         for key, v in r.counts.items():
             counts[key] = counts.get(key, 0) + v
     report = {"comparison": comparison, "counts": counts, "skipped": skipped, "client": stats, "k": k, "seed": seed, "tasks": tasks,
-              "weak": {"url": weak.shown_url, "model": weak.model}, "strong": {"url": strong.shown_url, "model": strong.model}}
+              "weak": {"url": weak.shown_url, "model": weak.model, "served_models": client.stats.served_models("weak"), "max_tokens": run.caps["weak"]},
+              "strong": {"url": strong.shown_url, "model": strong.model, "served_models": client.stats.served_models("strong"),
+                         "max_tokens": run.caps["strong"]}}
     verdicts = "".join(json.dumps(v, separators=(", ", ": ")) + "\n" for r in results for v in r.verdicts)
     atomic.write_together({out / "protocol_log.jsonl": atomic.text_writer(dumps_jsonl([r.protocol_log for r in results])),
                            out / "verdicts.jsonl": atomic.text_writer(verdicts),
@@ -84,4 +92,10 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
     console.print(", ".join(f"{key} {v}" for key, v in sorted(counts.items())), highlight=False)
     for sk in skipped:
         console.print(f"skipped {sk['task']}: {sk['detail']}", highlight=False)
+    if counts.get("reviews", 0) == 0:
+        console.print("note: 0 reviews: the Weak model made no tool call to hold (every answer was a reply), so the Strong "
+                      "model verified nothing and verdicts.jsonl is empty", highlight=False)
+    if counts.get("truncated_weak_answers"):
+        console.print(f"note: {counts['truncated_weak_answers']} Weak answers stopped at max_tokens (finish_reason length)",
+                      highlight=False)
     console.print(f"wrote {out / 'protocol_log.jsonl'}, {out / 'verdicts.jsonl'} and {out / 'comparison.json'}", highlight=False)

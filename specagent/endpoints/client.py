@@ -65,6 +65,18 @@ class ResponseFormatUnsupported(EndpointError):
     """The server rejected ``response_format`` (JSON-schema output): the caller may ask in words instead."""
 
 
+class NoUsage(EndpointError):
+    """The server answers without ``usage``: the measurement needs the token counts, and asking again cannot add them."""
+
+
+def same_model(asked: str, served: str | None) -> bool:
+    """Whether a response's ``model`` names the model asked for: equal, or with a revision suffix (``NAME@main``, as
+    `transformers serve` answers). A server that gives no name is taken at its word."""
+    if not served:
+        return True
+    return served == asked or served.split("@")[0] == asked.split("@")[0]
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One served model: its base URL (``http://host:8000/v1``), the model name it serves, the env var of its key."""
@@ -257,10 +269,15 @@ class ClientStats:
     answered: int = 0
     retries: Counter = field(default_factory=Counter)
     failed: int = 0
+    #: per endpoint role: the model names its answers gave (a server may answer as another model than the one asked)
+    served: dict[str, set] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests_sent": self.sent, "answers_received": self.answered, "answers_from_cache": self.cached,
                 "retries": dict(sorted(self.retries.items())), "requests_failed": self.failed}
+
+    def served_models(self, role: str) -> list[str]:
+        return sorted(self.served.get(role, ()))
 
 
 class ChatClient:
@@ -271,12 +288,15 @@ class ChatClient:
 
     def __init__(self, cache: ResponseCache, *, concurrency: int = 4, timeout_s: float = 300.0, seed: int = 0,
                  retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] | None = None,
-                 max_body_bytes: int | None = None):
+                 max_body_bytes: int | None = None, on_event: Callable[[str], None] | None = None):
         if concurrency < 1:
             raise InputError(f"--concurrency: expected >= 1, got {concurrency}", "concurrency")
         if not timeout_s > 0:
             raise InputError(f"--timeout: expected seconds > 0, got {timeout_s}", "timeout")
         self.cache, self.seed, self.retry, self.timeout_s = cache, seed, retry, timeout_s
+        #: told, as one line each, what a person watching a run should know while it goes on: each retry and its reason,
+        #: and the first answer of an endpoint that names another model than the one asked
+        self.on_event = on_event or (lambda _line: None)
         self._gate = threading.BoundedSemaphore(concurrency)
         self._lock = threading.Lock()
         self.stats = ClientStats()
@@ -328,6 +348,7 @@ class ChatClient:
                     raise ValueError("latency_s is not a finite number of seconds")
                 reply = parse_reply(hit["response"], latency, True)
                 self._count(cached=1)
+                self._served(ep, hit["response"])
                 return reply
             except (KeyError, TypeError, ValueError, RecursionError):
                 pass  # an entry this version cannot read (or one edited by hand): ask again
@@ -337,7 +358,20 @@ class ChatClient:
         self.cache.put(key, {"request": {"url": redact_url(ep.chat_url), "body": _masked(body, (*ep.secrets, *env_secrets()))},
                              "response": raw, "latency_s": latency})
         self._count(answered=1)
+        self._served(ep, raw)
         return reply
+
+    def _served(self, ep: Endpoint, raw: Any) -> None:
+        name = raw.get("model") if isinstance(raw, dict) and isinstance(raw.get("model"), str) else None
+        if name is None:
+            return
+        with self._lock:
+            seen = self.stats.served.setdefault(ep.role, set())
+            first = name not in seen
+            seen.add(name)
+        if first and not same_model(ep.model, name):
+            self.on_event(f"warning: {ep.role} endpoint {ep.shown_url}: asked for model {ep.model!r}, the server answered as {name!r} "
+                          f"(a server that serves whatever it loaded ignores the name; check --{ep.role}-url / --{ep.role}-model)")
 
     def _ask(self, ep: Endpoint, body: dict[str, Any], key: str) -> tuple[Any, float]:
         last = ""
@@ -367,11 +401,18 @@ class ChatClient:
                     reason, last = "http", _short(exc, secrets=secrets)
                 else:
                     if status == 200:
+                        raw = None
                         try:
                             raw = json.loads(text)
                             parse_reply(raw, latency, False)
                             return raw, latency
                         except (ValueError, TypeError, RecursionError) as exc:
+                            if isinstance(exc, ValueError) and isinstance(raw, dict) and raw.get("choices") and str(exc).startswith("usage."):
+                                self._count(failed=1)
+                                raise NoUsage(f"{ep.role} endpoint {ep.shown_url} (model {ep.model!r}): the server reports no usage; "
+                                              "the measurement needs usage.prompt_tokens and usage.completion_tokens (asking "
+                                              "again cannot add them: serve with usage reporting on, or without the proxy "
+                                              "that strips it)", f"{ep.role}_url") from None
                             why = "nested too deep" if isinstance(exc, RecursionError) else exc
                             reason, last = "bad_body", f"the answer is not a chat completion ({_short(why, secrets=secrets)})"
                     elif status == 429 or status >= 500:
@@ -383,7 +424,9 @@ class ChatClient:
             with self._lock:
                 self.stats.retries[reason] += 1
             if attempt + 1 < self.retry.attempts:
-                self.sleep(self.retry.delay(self.seed, key, attempt, after))
+                wait = self.retry.delay(self.seed, key, attempt, after)
+                self.on_event(f"{ep.role}: {last} — attempt {attempt + 2}/{self.retry.attempts} in {wait:.1f} s")
+                self.sleep(wait)
         self._count(failed=1)
         if reason == "connect":
             raise EndpointError(f"--{ep.role}-url {ep.shown_url}: {last} after {self.retry.attempts} attempts", f"{ep.role}_url")

@@ -99,16 +99,20 @@ class TaskResult:
 
 class LiveRun:
     def __init__(self, client: ChatClient, weak: Endpoint, strong: Endpoint, k: int, seed: int = 0, max_turns: int = 6,
-                 temperature: float = 0.0, max_answers: int = MAX_AGENT_ANSWERS):
+                 temperature: float = 0.0, max_answers: int = MAX_AGENT_ANSWERS, max_tokens: int | None = None,
+                 strong_max_tokens: int | None = None):
         self.client, self.weak, self.strong, self.k, self.seed = client, weak, strong, k, seed
+        #: max_tokens per role (None: the server's default, which on llama.cpp decodes until the context is full)
+        self.caps = {"weak": max_tokens, "strong": strong_max_tokens if strong_max_tokens is not None else max_tokens}
         self.max_answers = max_answers
         self.max_turns, self.temperature = max_turns, temperature
         self.tools = airline_tools()
         self.prompt = verifier_prompt()
         self.json_schema = True
 
-    def _body(self, messages: list[dict], **extra: Any) -> dict:
-        return {"messages": messages, "tools": self.tools, "temperature": self.temperature, "seed": self.seed, **extra}
+    def _body(self, messages: list[dict], role: str = "weak", **extra: Any) -> dict:
+        cap = {"max_tokens": self.caps[role]} if self.caps[role] is not None else {}
+        return {"messages": messages, "tools": self.tools, "temperature": self.temperature, "seed": self.seed, **cap, **extra}
 
     @staticmethod
     def _messages(units: list[_Unit]) -> list[dict]:
@@ -153,7 +157,7 @@ class LiveRun:
         seconds = {p: 0.0 for p in PHASE_MAP}
         verdicts: list[dict] = []
         counts = {"reviews": 0, "accepted": 0, "rejections": 0, "replacements": 0, "repairs": 0, "held_blocked": 0,
-                  "unparseable_verdicts": 0, "answer_limit": 0}
+                  "unparseable_verdicts": 0, "answer_limit": 0, "truncated_weak_answers": 0}
         script = list(USER_SCRIPT)
         replies = 0
         seg_no = 0
@@ -167,6 +171,8 @@ class LiveRun:
             while len(seg) < self.k:
                 r = self.client.chat(self.weak, self._body(context + self._messages(seg)))
                 answers += 1
+                if r.finish_reason == "length":
+                    counts["truncated_weak_answers"] += 1
                 seconds["weak_draft"] += r.latency_s
                 u = self._unit(r, DraftedBy.WEAK, f"w{seg_no}_{len(seg)}")
                 seg.append(u)
@@ -247,7 +253,7 @@ class LiveRun:
                 rt = 0
             else:
                 counts["repairs"] += 1
-                rr = self.client.chat(self.strong, self._body(context))
+                rr = self.client.chat(self.strong, self._body(context, "strong"))
                 answers += 1
                 repair_s = rr.latency_s
                 seconds["strong_repair"] += repair_s
@@ -311,13 +317,15 @@ class LiveRun:
             if self.json_schema:
                 extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}}
             try:
-                r = self.client.chat(self.strong, self._body(msgs, **extra))
+                r = self.client.chat(self.strong, self._body(msgs, "strong", **extra))
             except ResponseFormatUnsupported:
                 self.json_schema = False
                 extra.pop("response_format")
-                r = self.client.chat(self.strong, self._body(msgs, **extra))
+                r = self.client.chat(self.strong, self._body(msgs, "strong", **extra))
             seconds += r.latency_s
             last = r
+            if r.finish_reason == "length":  # cut at max_tokens: asking again under the same cap cuts it again
+                return None, r, seconds
             try:
                 return parse_verdict(r.content, len(steps)), r, seconds
             except ValueError as exc:

@@ -22,6 +22,7 @@ from specagent.endpoints.cache import request_key
 from specagent.endpoints.client import ChatClient, Endpoint
 from specagent.endpoints.recorded import RecordedTask
 from specagent.endpoints.shadow import MeasureConfig, PositionResult, ShadowRun
+from specagent.traces.tokens import estimate_text_tokens
 
 #: Drafted tokens assumed per Weak call and verdict tokens per Strong call when the trace records none (estimate only).
 FALLBACK_OUTPUT_TOKENS = 64
@@ -46,43 +47,52 @@ class Estimate:
     strong_prompt_tokens: int
     output_tokens: int
     usd: float | None
+    #: one Weak draft and one verdict per position: what a run whose drafts end at their first step sends
+    weak_prompt_tokens_least: int = 0
+    strong_prompt_tokens_least: int = 0
 
     def lines(self) -> list[str]:
         out = [f"{self.positions} positions ({self.positions_cached} already started in the cache)",
                f"at most {self.weak_calls_max:,} Weak calls and {self.strong_calls_max:,} Strong calls "
                "(K drafts; one verdict, one retry and one repair per position)",
-               f"about {self.weak_prompt_tokens:,} Weak and {self.strong_prompt_tokens:,} Strong prompt tokens at most, "
-               f"~{self.output_tokens:,} output tokens (from the recorded context sizes and steps)"]
+               f"{self.weak_prompt_tokens_least:,}–{self.weak_prompt_tokens:,} Weak and {self.strong_prompt_tokens_least:,}–"
+               f"{self.strong_prompt_tokens:,} Strong prompt tokens (one draft and one verdict per position – every call above; "
+               f"counted from the prompts to be sent), ~{self.output_tokens:,} output tokens (from the recorded steps)"]
         out.append(f"estimated cost at most ${self.usd:,.2f}" if self.usd is not None else
                    "cost: no prices given (--weak-usd-per-mtok / --strong-usd-per-mtok IN,OUT)")
         return out
 
 
-def _context_tokens(t: RecordedTask, p: int) -> int:
-    u = t.raw[p].get("usage") or {}
-    if isinstance(u.get("prompt_tokens"), int):
-        return u["prompt_tokens"]
-    return t.trajectory.system_prompt_tokens + sum(s.new_context_tokens for s in t.trajectory.steps[:t.step_of[p]] if s.in_agent_context)
+def _context_tokens(body: dict[str, Any]) -> int:
+    """The prompt a request will send, in estimated tokens: its messages and its tools as the server's template sees them.
+
+    Counted from what is sent, not from the recorded run's usage: a recording made with a longer policy or another
+    model's tokenizer put the estimate 5-12x above the measured prompts (docs/endpoints.md).
+    """
+    return estimate_text_tokens(json.dumps(body.get("messages", []), ensure_ascii=False)) + \
+        estimate_text_tokens(json.dumps(body.get("tools", []), ensure_ascii=False))
 
 
 def estimate(positions: list[tuple[RecordedTask, int]], k: int, run: ShadowRun,
              weak_price: tuple[float, float] | None, strong_price: tuple[float, float] | None) -> Estimate:
     cached = 0
-    wp = sp = out = 0
+    wp = sp = out = wp1 = sp1 = 0
     for t, p in positions:
-        ctx = _context_tokens(t, p)
+        body = run._body([{"role": "system", "content": t.system}, *t.prefix(p)], run._tools(t))
+        ctx = _context_tokens(body)
         steps = [s for s in t.trajectory.steps[t.step_of[p]:] if s.actor.value == "agent"][:k]
         step_out = sum(s.output_tokens for s in steps) or FALLBACK_OUTPUT_TOKENS * k
         wp += k * ctx + (k * (k - 1) // 2) * max(1, step_out // max(1, len(steps)))
         sp += 3 * (ctx + step_out + 600)  # verdict, its retry, the repair; ~600 tokens of verification prompt
+        wp1 += ctx
+        sp1 += ctx + step_out // max(1, len(steps)) + 600
         out += step_out + 3 * FALLBACK_OUTPUT_TOKENS
-        body = run._body([{"role": "system", "content": t.system}, *t.prefix(p)], run._tools(t))
         if run.client.cache.get(request_key(run.weak.chat_url, {"model": run.weak.model, **body, **run.weak.extra_body})) is not None:
             cached += 1
     usd = None
     if weak_price is not None and strong_price is not None:
         usd = (wp * weak_price[0] + sp * strong_price[0] + out * max(weak_price[1], strong_price[1])) / 1e6
-    return Estimate(len(positions), cached, k * len(positions), 3 * len(positions), wp, sp, out, usd)
+    return Estimate(len(positions), cached, k * len(positions), 3 * len(positions), wp, sp, out, usd, wp1, sp1)
 
 
 def summarize(positions: list[tuple[RecordedTask, int]], results: list[PositionResult], response_format: str) -> dict[str, Any]:
@@ -101,8 +111,11 @@ def summarize(positions: list[tuple[RecordedTask, int]], results: list[PositionR
     for res in results:
         for role, rep in res.usage:
             u = usage.setdefault(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0,
-                                        "reasoning_estimated_calls": 0, "latency_s": 0.0})
+                                        "reasoning_estimated_calls": 0, "truncated_calls": 0, "cached_tokens_reported_calls": 0,
+                                        "latency_s": 0.0})
             u["calls"] += 1
+            u["truncated_calls"] += rep.finish_reason == "length"
+            u["cached_tokens_reported_calls"] += rep.usage.cached_tokens is not None
             u["prompt_tokens"] += rep.usage.prompt_tokens
             u["completion_tokens"] += rep.usage.completion_tokens
             u["reasoning_tokens"] += rep.usage.reasoning_tokens
@@ -157,5 +170,8 @@ def run_measure(client: ChatClient, weak: Endpoint, strong: Endpoint, tasks_by_f
     run = ShadowRun(client, weak, strong, tools, tags, cfg)
     results = run.run(positions, advance)
     summary = summarize(positions, results, run.format.used())
-    paths = write_outputs(out, stems, positions, results, summary, {"client": client.stats.as_dict()})
+    info = {"client": client.stats.as_dict(),
+            "endpoints": {ep.role: {"url": ep.shown_url, "model": ep.model, "served_models": client.stats.served_models(ep.role),
+                                    "max_tokens": cfg.cap(ep.role)} for ep in (weak, strong)}}
+    paths = write_outputs(out, stems, positions, results, summary, info)
     return summary, paths

@@ -53,9 +53,17 @@ class MeasureConfig:
     k: int
     seed: int = 0
     temperature: float = 0.0
-    max_tokens: int | None = None
+    max_tokens: int | None = None  # every call's, unless the role's own cap below is set
     response_format: str = "auto"  # auto: json_schema, falling back to the prompt's words when the server refuses it
     concurrency: int = 4
+    #: a cap that stops a rambling Weak model must not cut the Strong verdict: each role has its own
+    weak_max_tokens: int | None = None
+    strong_max_tokens: int | None = None
+
+    def cap(self, role: str) -> int | None:
+        """max_tokens sent to `role` ('weak' or 'strong'), None: the server's default."""
+        own = self.weak_max_tokens if role == "weak" else self.strong_max_tokens
+        return own if own is not None else self.max_tokens
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class Skip:
     task: str
     position: int
     stage: str  # draft | verify | repair
-    reason: str  # unparseable | transient
+    reason: str  # unparseable | transient | truncated (the answer stopped at max_tokens: finish_reason length)
     detail: str
 
     def as_dict(self) -> dict[str, Any]:
@@ -130,12 +138,13 @@ class ShadowRun:
         return list(task.tools) if task.tools else self.tools[task.domain]
 
     # -- requests ------------------------------------------------------------------------------------------------
-    def _body(self, messages: list[dict], tools: list[dict] | None, **extra: Any) -> dict[str, Any]:
+    def _body(self, messages: list[dict], tools: list[dict] | None, role: str = "weak", **extra: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": messages, "temperature": self.cfg.temperature, "seed": self.cfg.seed}
         if tools:
             body["tools"] = tools
-        if self.cfg.max_tokens is not None:
-            body["max_tokens"] = self.cfg.max_tokens
+        cap = self.cfg.cap(role)
+        if cap is not None:
+            body["max_tokens"] = cap
         body.update(extra)
         return body
 
@@ -174,10 +183,16 @@ class ShadowRun:
         except TransientFailure as exc:
             res.skip = Skip(task.task, pos, "draft", "transient", str(exc))
             return res
+        except _Truncated as exc:
+            res.skip = Skip(task.task, pos, "draft", "truncated", str(exc))
+            return res
         try:
             verdict, vreply, verify_s = self._verify(task, p, steps, res)
         except TransientFailure as exc:
             res.skip = Skip(task.task, pos, "verify", "transient", str(exc))
+            return res
+        except _Truncated as exc:
+            res.skip = Skip(task.task, pos, "verify", "truncated", str(exc))
             return res
         except _Unparseable as exc:
             res.skip = Skip(task.task, pos, "verify", "unparseable", str(exc))
@@ -189,11 +204,14 @@ class ShadowRun:
         repair_s = 0.0
         if a < n and not valid:
             try:
-                r = self.client.chat(self.strong, self._body(self._context(task, p, steps[:a]), self._tools(task)))
+                r = self.client.chat(self.strong, self._body(self._context(task, p, steps[:a]), self._tools(task), "strong"))
             except TransientFailure as exc:
                 res.skip = Skip(task.task, pos, "repair", "transient", str(exc))
                 return res
             res.usage.append(("strong_repair", r))
+            if r.finish_reason == "length":
+                res.skip = Skip(task.task, pos, "repair", "truncated", self._cut("repair", "strong"))
+                return res
             repair_tokens, repair_reasoning, repair_s = r.usage.visible_tokens, r.usage.reasoning_tokens, r.latency_s
         drafted = []
         for s in steps:
@@ -271,6 +289,8 @@ class ShadowRun:
             r = self.client.chat(self.weak, self._body(msgs, self._tools(task)))
             res.usage.append(("weak_draft", r))
             seconds += r.latency_s
+            if r.finish_reason == "length":  # a cut answer is not the step the model meant: no draft to verify
+                raise _Truncated(self._cut("draft", "weak"))
             if not r.tool_calls:
                 steps.append(_Step("reply", None, r.usage.completion_tokens, None, r.content, None,
                                    f"reply to the user: {r.content}", group))
@@ -343,13 +363,15 @@ class ShadowRun:
                 extra["response_format"] = {"type": "json_schema",
                                             "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}}
             try:
-                r = self.client.chat(self.strong, self._body(msgs, tools, **extra))
+                r = self.client.chat(self.strong, self._body(msgs, tools, "strong", **extra))
             except ResponseFormatUnsupported as exc:
                 self.format.refused(exc)
                 extra.pop("response_format")
-                r = self.client.chat(self.strong, self._body(msgs, tools, **extra))
+                r = self.client.chat(self.strong, self._body(msgs, tools, "strong", **extra))
             res.usage.append(("strong_verify", r))
             seconds += r.latency_s
+            if r.finish_reason == "length":  # asking again under the same cap cuts it again
+                raise _Truncated(self._cut("verdict", "strong"))
             try:
                 return parse_verdict(r.content, len(steps)), r, seconds
             except ValueError as exc:
@@ -360,8 +382,18 @@ class ShadowRun:
         raise _Unparseable(f"verdict unreadable after one retry: {error}")
 
 
+    def _cut(self, what: str, role: str) -> str:
+        cap = self.cfg.cap(role)
+        where = f"max_tokens={cap}" if cap is not None else "the server's max_tokens"
+        return f"the {what} was cut at {where} (finish_reason length); raise --{role}-max-tokens"
+
+
 class _Unparseable(Exception):
     pass
+
+
+class _Truncated(Exception):
+    """An answer that stopped at max_tokens: not the step or verdict the model meant (the message says which cap)."""
 
 
 def _as_messages(calls: list[dict], results: list[str], content: str | None) -> list[dict]:

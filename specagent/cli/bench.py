@@ -1,0 +1,212 @@
+"""`specagent bench serve`: measure your own OpenAI-compatible server; its figures go into `latency fit --data`.
+
+Thin: flags → `specagent.endpoints.bench` (docs/calibration.md, "Calibrating on your own server").
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import httpx
+import typer
+
+from specagent.cli.acceptance_measure import MAX_TIMEOUT_S, extra_body
+from specagent.cli.console import SafeConsole, fail, json_out
+from specagent.cli.progress import progress_bar
+from specagent.common import atomic
+from specagent.common.errors import read_text
+from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, csv_rows, dataset_requests,
+                                       format_summary, notes, random_requests, run_level, server_facts)
+from specagent.endpoints.client import Endpoint, EndpointError, same_model
+from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_serving
+from specagent.traces.schema import MAX_CONTEXT_TOKENS
+
+app = typer.Typer(help="Load generators against your own servers (their figures feed `latency fit --data`).", no_args_is_help=True)
+err = SafeConsole(stderr=True)
+
+
+def _levels(text: Optional[str]) -> list[Optional[int]]:
+    if text is None:
+        return [None]
+    out: list[Optional[int]] = []
+    for part in text.split(","):
+        try:
+            v = int(part)
+        except ValueError:
+            fail(f"--max-concurrency: expected N or a list N,M,... of whole numbers, got {text!r}")
+        if not 1 <= v <= MAX_CONCURRENCY:
+            fail(f"--max-concurrency: expected 1..{MAX_CONCURRENCY}, got {v}")
+        out.append(v)
+    return out
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        fail(f"--request-rate: expected requests per second or inf, got {text!r}")
+    if math.isnan(v) or v <= 0:
+        fail(f"--request-rate: expected > 0 (or inf: all at once), got {text!r}")
+    return v
+
+
+def _write_csv(path: Path, rows: list[dict], append: bool) -> int:
+    """Write (or append to) a serving_latency.csv; returns the rows now in it. An existing file must be one."""
+    old = ""
+    if append and path.exists():
+        try:
+            load_serving(path)
+        except MeasurementError as exc:
+            fail(f"--csv {path}: not a serving-latency CSV to append to ({exc})")
+        old = read_text(path, ValueError, "serving-latency CSV")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=SERVING_COLUMNS, lineterminator="\n")
+    if not old:
+        w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    text = (old if old.endswith("\n") or not old else old + "\n") + buf.getvalue()
+    atomic.atomic_write(path, atomic.text_writer(text))
+    return len(load_serving(path))
+
+
+def _check_row_facts(model_spec: Optional[str], gpu: str, weight_dtype: str, engine: Optional[str],
+                     engine_version: Optional[str]) -> None:
+    """The CSV row's facts are checked before any request: a typo found after a long run would cost the run."""
+    from specagent.costmodel.dtypes import canonical_dtype, dtype_bytes
+    from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
+    from specagent.hardware.profile import HardwareProfileError, load_hardware
+
+    if model_spec is not None:
+        try:
+            load_model_spec(model_spec)
+        except ModelSpecError as exc:
+            fail(f"--model-spec {model_spec!r}: {exc}")
+    if gpu != "unknown":
+        try:
+            load_hardware(gpu)
+        except HardwareProfileError as exc:
+            fail(f"--gpu {gpu!r}: {exc} (or 'unknown': the fit then skips the rows)")
+    if weight_dtype:
+        try:
+            dtype_bytes(canonical_dtype(weight_dtype))
+        except ValueError as exc:
+            fail(f"--weight-dtype: {exc}")
+    for flag, v in (("--engine", engine), ("--engine-version", engine_version)):
+        if v is not None and not v.strip():
+            fail(f"{flag}: expected a name, got an empty one (leave it out to read it from the server)")
+
+
+@app.command("serve")
+def serve(
+    base_url: str = typer.Option(..., "--base-url", help="The server's OpenAI base URL, e.g. http://localhost:8000/v1."),
+    model: str = typer.Option(..., "--model", help="The model name the server serves."),
+    num_prompts: int = typer.Option(100, "--num-prompts", min=1, max=1_000_000, help="Requests per load level."),
+    input_len: int = typer.Option(1024, "--input-len", min=1, max=MAX_CONTEXT_TOKENS, help="Prompt tokens of a random request (about one per word)."),
+    output_len: int = typer.Option(128, "--output-len", min=1, max=MAX_CONTEXT_TOKENS, help="max_tokens of a random request."),
+    range_ratio: float = typer.Option(0.0, "--range-ratio", min=0.0, max=0.99, help="Random lengths uniform in len × [1-r, 1+r]."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="A request trace: CSV with input_tokens,output_tokens per line (instead of random lengths)."),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Send ignore_eos=true (vLLM, SGLang) so every answer runs to max_tokens."),
+    request_rate: str = typer.Option("inf", "--request-rate", help="Requests per second, gamma-distributed gaps (inf: all at once)."),
+    burstiness: float = typer.Option(1.0, "--burstiness", min=0.01, max=100.0, help="Gamma shape of the gaps: 1 = Poisson, < 1 burstier."),
+    max_concurrency: Optional[str] = typer.Option(None, "--max-concurrency", help="Most requests in flight; a list 1,4,16 runs one level after another."),
+    warmup: int = typer.Option(1, "--warmup", min=0, max=1000, help="Requests sent first, one by one, and not measured."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, max=2.0, help="Sampling temperature."),
+    timeout: float = typer.Option(600.0, "--timeout", min=0.001, max=MAX_TIMEOUT_S, help="Seconds to wait for one streamed answer."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds the prompts and the arrival times."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env var holding the API key (unset: no key sent)."),
+    extra: Optional[str] = typer.Option(None, "--extra-body", help="JSON object added to every request body."),
+    model_spec: Optional[str] = typer.Option(None, "--model-spec", help="The architecture for the CSV's model column: HF id or config.json (default: --model)."),
+    gpu: str = typer.Option("unknown", "--gpu", help="Hardware profile id or .toml of the server's GPU (the CSV's gpu column; `latency fit` needs a profile)."),
+    gpus: int = typer.Option(1, "--gpus", min=1, max=4096, help="GPUs serving one replica."),
+    tp: Optional[int] = typer.Option(None, "--tp", min=1, max=4096, help="Tensor-parallel size (default: --gpus)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="vllm, sglang, ... (default: what /v1/models says owns the model)."),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version", help="(default: what the server's /version says)."),
+    weight_dtype: str = typer.Option("", "--weight-dtype", help="bf16, fp8, ... (the CSV's weight_dtype; empty = bf16)."),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write the load levels as serving_latency.csv rows here (appended if it exists)."),
+    requests_out: Optional[Path] = typer.Option(None, "--requests-out", help="Also write every request's timings as JSONL here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
+) -> None:
+    """Stream requests to a chat-completions server and measure TTFT, TPOT, ITL and E2E per request.
+
+    Prints each load level in `vllm bench serve`'s layout; --csv writes one serving_latency.csv row
+    per level (mean figures, measured lengths), the file `latency fit --data` and `latency validate
+    --data` read. ^C stops the run and keeps what finished.
+    """
+    for flag, value in (("--timeout", timeout), ("--temperature", temperature), ("--burstiness", burstiness),
+                        ("--range-ratio", range_ratio)):
+        if not math.isfinite(value):
+            fail(f"{flag}: expected a finite number, got {value}")
+    rate = _rate(request_rate)
+    levels = _levels(max_concurrency)
+    _check_row_facts(model_spec, gpu, weight_dtype, engine, engine_version)
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", api_key_env):
+        fail(f"--api-key-env: expected an environment variable name, got {api_key_env!r}")
+    if not model.strip():
+        fail(f"--model: expected the model name the server serves, got {model!r}")
+    ep = Endpoint("base", base_url, model, api_key_env, extra_body("--extra-body", extra))
+    for target in (csv_out, requests_out):
+        if target is not None:
+            atomic.check_writable(target)
+    reqs = (dataset_requests(dataset, num_prompts, seed) if dataset is not None
+            else random_requests(num_prompts, input_len, output_len, seed, range_ratio))
+    with httpx.Client(timeout=httpx.Timeout(min(timeout, 10.0))) as http:
+        told = server_facts(http, ep)
+    eng = engine or (told["owned_by"] if told.get("owned_by") in ("vllm", "sglang", "tensorrt-llm") else "unknown")
+    facts = ServerFacts(base_url=base_url, model=model_spec or model, served_model=model, gpu=gpu, gpus=gpus, tp=tp, engine=eng,
+                        engine_version=engine_version or told.get("version", ""), weight_dtype=weight_dtype,
+                        note="" if (engine and engine_version) else
+                        f"engine {'given' if engine else 'from /v1/models owned_by ' + repr(told.get('owned_by'))}, version "
+                        f"{'given' if engine_version else ('from the server' if 'version' in told else 'not reported')}")
+    if told.get("models") and not any(same_model(model, name) for name in told["models"].split(",")):
+        err.print(f"warning: --model {model!r} is not among the models the server lists ({told['models']})",
+                  highlight=False, markup=False)
+    runs: list[BenchRun] = []
+    interrupted = False
+    when = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    for level in levels:
+        try:
+            with progress_bar(len(reqs), f"c={level or '∞'}", show=not as_json) as advance:
+                runs.append(run_level(ep, reqs, max_concurrency=level, request_rate=rate, burstiness=burstiness, seed=seed,
+                                      timeout_s=timeout, ignore_eos=ignore_eos, temperature=temperature, warmup=warmup,
+                                      progress=advance))
+        except Interrupted as exc:
+            runs.append(exc.run)
+            interrupted = True
+        except EndpointError as exc:
+            fail(str(exc))
+        if not as_json:
+            print(format_summary(runs[-1]))
+            for n in notes(runs[-1]):
+                err.print(f"note: {n}", highlight=False, markup=False)
+        served = runs[-1].summary()["served_models"]
+        if served and not all(same_model(model, name) for name in served):
+            err.print(f"warning: asked for model {model!r}; the server answered as {', '.join(served)}", highlight=False, markup=False)
+        if interrupted:
+            break
+    rows = [r for run in runs for r in csv_rows(run, facts, seed, ignore_eos, when)]
+    written = []
+    if csv_out is not None and rows:
+        total = _write_csv(csv_out, rows, append=True)
+        written.append(f"{csv_out} ({len(rows)} rows added, {total} in all)")
+    if requests_out is not None:
+        lines = "".join(json.dumps({"max_concurrency": run.max_concurrency, **r.record()}) + "\n" for run in runs for r in run.results)
+        atomic.atomic_write(requests_out, atomic.text_writer(lines))
+        written.append(str(requests_out))
+    if as_json:
+        print(json_out({"levels": [run.summary() for run in runs], "rows": rows, "server": told}, indent=2))
+    for w in written:
+        err.print(f"wrote {w}", highlight=False, markup=False)
+    if not any(run.ok for run in runs):
+        err.print("error: no request completed", highlight=False, markup=False)
+        raise typer.Exit(code=3)
+    if interrupted:
+        raise typer.Exit(code=130)

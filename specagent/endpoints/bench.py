@@ -1,0 +1,473 @@
+"""`specagent bench serve`: a streaming load generator over an OpenAI-compatible chat-completions endpoint.
+
+Why it is here: the time model is fitted to other people's servers; a user's own server is a better
+source, and this writes its figures in `measurements/`'s serving-latency schema, which
+`specagent latency fit --data` takes. The figures follow `vllm bench serve`'s definitions
+(vllm-project/vllm `vllm/benchmarks/serve.py`): TTFT = first streamed content chunk − request
+sent; ITL = the gaps between later chunks; TPOT = (E2E − TTFT) / (output tokens − 1), per request,
+then averaged; E2E = last chunk − request sent. Output tokens are the server's
+``usage.completion_tokens`` (asked with ``stream_options.include_usage``) or, where a server
+reports none, the number of content chunks — which the summary then says.
+
+Requests arrive open loop (``request_rate``: Poisson, or gamma with a burstiness factor, from a
+seeded generator) and/or are capped at ``max_concurrency`` in flight (closed loop when the rate is
+infinite). Nothing is retried: a failed request is a measured failure, counted with its reason. A
+request the server refuses for a reason retrying cannot fix (401, 404, 400) stops the run with
+the client's one-line error; the API key is only ever sent as a header (`Endpoint.headers`).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+import random
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from specagent.common.errors import InputError, read_text
+from specagent.endpoints.client import Endpoint, EndpointError, _refused, _short
+
+#: Words of one token each in the common BPE vocabularies (GPT-2, Llama, Qwen: a space + a short English word),
+#: so a random prompt of N words is close to N tokens; the server's usage.prompt_tokens is what gets recorded.
+_WORDS = ("the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "was", "with", "as", "at", "by", "be", "this",
+          "from", "or", "an", "are", "not", "but", "had", "have", "one", "all", "were", "we", "when", "there", "can", "more",
+          "if", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them", "only", "time", "new", "some",
+          "could", "these", "two", "may", "first", "then", "do", "any", "like", "my", "now", "over", "such", "our", "man")
+#: The instruction before the filler: a model told to continue writes until max_tokens more often than one asked a question.
+_LEAD = "Continue this text for as long as you can:"
+MAX_CONCURRENCY = 1024
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    index: int
+    prompt: str
+    input_len: int  # the length asked for (the server's count of the prompt is recorded when it answers)
+    output_len: int
+
+
+@dataclass
+class RequestResult:
+    index: int
+    input_len: int
+    output_len: int
+    ok: bool = False
+    error: str = ""
+    prompt_tokens: int | None = None
+    output_tokens: int = 0
+    usage_reported: bool = False
+    finish_reason: str | None = None
+    start_s: float = 0.0  # since the benchmark's start
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    chunks: int = 0
+    model: str | None = None  # the model the server says answered
+
+    @property
+    def tpot_s(self) -> float | None:
+        if not self.ok or self.ttft_s is None or self.e2e_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def record(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tpot_s"] = self.tpot_s
+        return d
+
+
+# ------------------------------------------------------------------------- workload
+def random_requests(n: int, input_len: int, output_len: int, seed: int, range_ratio: float = 0.0) -> list[BenchRequest]:
+    """`n` prompts of about `input_len` tokens asking for `output_len`; with range_ratio r, lengths uniform in [len(1-r), len(1+r)]."""
+    if not 0.0 <= range_ratio < 1.0:
+        raise InputError(f"--range-ratio: expected 0 <= r < 1, got {range_ratio}", "range_ratio")
+    rng = random.Random(f"bench:{seed}")
+    out = []
+    for i in range(n):
+        il = max(1, round(input_len * rng.uniform(1 - range_ratio, 1 + range_ratio)))
+        ol = max(1, round(output_len * rng.uniform(1 - range_ratio, 1 + range_ratio)))
+        out.append(BenchRequest(i, _prompt(rng, il), il, ol))
+    return out
+
+
+def _prompt(rng: random.Random, tokens: int) -> str:
+    lead = len(_LEAD.split())
+    return " ".join([_LEAD, *(rng.choice(_WORDS) for _ in range(max(0, tokens - lead)))])
+
+
+def dataset_requests(path: Path, n: int | None, seed: int) -> list[BenchRequest]:
+    """Requests from a CSV of `input_tokens,output_tokens` per line (a request trace); the first `n` (default: all)."""
+    text = read_text(path, InputError, "request trace")
+    reader = csv.DictReader(io.StringIO(text))
+    cols = set(reader.fieldnames or ())
+    if not {"input_tokens", "output_tokens"} <= cols:
+        raise InputError(f"{path}: line 1: expected columns input_tokens,output_tokens (one request per line), got "
+                         f"{', '.join(sorted(cols)) or 'none'}", "dataset")
+    rng = random.Random(f"bench:{seed}")
+    out: list[BenchRequest] = []
+    for line, row in enumerate(reader, start=2):
+        vals = []
+        for c in ("input_tokens", "output_tokens"):
+            try:
+                v = float(row[c])
+            except (TypeError, ValueError):
+                raise InputError(f"{path}: line {line}: {c} {row[c]!r} is not a number", "dataset") from None
+            if not (math.isfinite(v) and v >= 1 and v == int(v)):
+                raise InputError(f"{path}: line {line}: {c} must be a whole number >= 1, got {row[c]!r}", "dataset")
+            vals.append(int(v))
+        out.append(BenchRequest(len(out), _prompt(rng, vals[0]), vals[0], vals[1]))
+        if n is not None and len(out) >= n:
+            break
+    if not out:
+        raise InputError(f"{path}: no request (expected one input_tokens,output_tokens line per request)", "dataset")
+    return out
+
+
+def arrival_times(n: int, request_rate: float, burstiness: float, seed: int) -> list[float]:
+    """Seconds after the start at which each request is sent: all at 0 for an infinite rate, else gamma gaps.
+
+    Gamma with shape `burstiness` and mean 1/rate, as `vllm bench serve` draws them: burstiness 1 is Poisson,
+    below 1 burstier, above 1 more even.
+    """
+    if math.isinf(request_rate):
+        return [0.0] * n
+    if not (request_rate > 0 and burstiness > 0):
+        raise InputError(f"--request-rate and --burstiness must be > 0, got {request_rate}, {burstiness}", "request_rate")
+    gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (request_rate * burstiness), size=n)
+    gaps[0] = 0.0
+    return [float(x) for x in np.cumsum(gaps)]
+
+
+# ------------------------------------------------------------------------- one streamed request
+def _sse_events(lines: Any) -> Any:
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            yield json.loads(data)
+        except ValueError:
+            raise ValueError(f"a streamed event is not JSON: {_short(data, 80)}") from None
+
+
+def stream_one(http: httpx.Client, ep: Endpoint, req: BenchRequest, *, ignore_eos: bool, temperature: float,
+               t_start: float, clock: Callable[[], float] = time.perf_counter) -> RequestResult:
+    """Send `req` streamed and time every content chunk; a failure is returned in the result, a refusal raised."""
+    body: dict[str, Any] = {"model": ep.model, "messages": [{"role": "user", "content": req.prompt}], "stream": True,
+                            "stream_options": {"include_usage": True}, "max_tokens": req.output_len,
+                            "temperature": temperature, **ep.extra_body}
+    if ignore_eos:
+        body["ignore_eos"] = True
+    res = RequestResult(req.index, req.input_len, req.output_len)
+    t0 = clock()
+    res.start_s = t0 - t_start
+    last = None
+    try:
+        with http.stream("POST", ep.chat_url, json=body, headers=ep.headers()) as r:
+            if r.status_code != 200:
+                text = r.read().decode("utf-8", "replace")
+                if r.status_code == 429 or r.status_code >= 500:
+                    res.error = f"HTTP {r.status_code} {_short(text)}"
+                    return res
+                raise _refused(ep, r.status_code, text)
+            for ev in _sse_events(r.iter_lines()):
+                now = clock()
+                if isinstance(ev.get("model"), str):
+                    res.model = ev["model"]
+                if isinstance(ev.get("usage"), dict):
+                    u = ev["usage"]
+                    if isinstance(u.get("completion_tokens"), int):
+                        res.output_tokens, res.usage_reported = u["completion_tokens"], True
+                    if isinstance(u.get("prompt_tokens"), int):
+                        res.prompt_tokens = u["prompt_tokens"]
+                for ch in ev.get("choices") or []:
+                    delta = ch.get("delta") or {}
+                    if ch.get("finish_reason"):
+                        res.finish_reason = ch["finish_reason"]
+                    if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
+                        res.chunks += 1
+                        if last is None:
+                            res.ttft_s = now - t0
+                        else:
+                            res.itl_s.append(now - last)
+                        last = now
+    except EndpointError:
+        raise
+    except httpx.TimeoutException:
+        res.error = f"no answer within {http.timeout.read} s"
+        return res
+    except httpx.ConnectError as exc:
+        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({_short(exc)})", "base_url") from None
+    except (httpx.HTTPError, ValueError) as exc:
+        res.error = f"the stream broke ({_short(exc)})"
+        return res
+    if last is None:
+        res.error = "the stream held no content"
+        return res
+    res.e2e_s = last - t0
+    if not res.usage_reported:
+        res.output_tokens = res.chunks
+    res.ok = True
+    return res
+
+
+# ------------------------------------------------------------------------- a run
+@dataclass
+class BenchRun:
+    """One load level: its settings, every request's result, and whether ^C ended it early."""
+
+    max_concurrency: int | None
+    request_rate: float
+    results: list[RequestResult]
+    duration_s: float
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> list[RequestResult]:
+        return [r for r in self.results if r.ok]
+
+    def failures(self) -> Counter:
+        return Counter(r.error.split(" (")[0] for r in self.results if not r.ok)
+
+    def summary(self) -> dict[str, Any]:
+        ok = self.ok
+        out_tok = sum(r.output_tokens for r in ok)
+        in_tok = sum(r.prompt_tokens if r.prompt_tokens is not None else r.input_len for r in ok)
+        dur = self.duration_s if self.duration_s > 0 else math.nan
+        s: dict[str, Any] = {
+            "completed": len(ok), "failed": len(self.results) - len(ok), "failures": dict(self.failures()),
+            "max_concurrency": self.max_concurrency, "request_rate": None if math.isinf(self.request_rate) else self.request_rate,
+            "duration_s": self.duration_s, "total_input_tokens": in_tok, "total_output_tokens": out_tok,
+            "request_throughput": len(ok) / dur, "output_throughput": out_tok / dur, "total_token_throughput": (in_tok + out_tok) / dur,
+            "usage_reported": sum(r.usage_reported for r in ok), "prompt_tokens_reported": sum(r.prompt_tokens is not None for r in ok),
+            "truncated": sum(r.finish_reason == "length" for r in ok), "interrupted": self.interrupted,
+            "served_models": sorted({r.model for r in ok if r.model}),
+            "mean_input_tokens": in_tok / len(ok) if ok else None, "mean_output_tokens": out_tok / len(ok) if ok else None,
+        }
+        figures = {"ttft": [r.ttft_s for r in ok if r.ttft_s is not None], "tpot": [t for r in ok if (t := r.tpot_s) is not None],
+                   "itl": [g for r in ok for g in r.itl_s], "e2el": [r.e2e_s for r in ok if r.e2e_s is not None]}
+        for name, xs in figures.items():
+            ms = [1000.0 * x for x in xs]
+            s[name] = ({"mean": statistics.fmean(ms), "median": float(np.median(ms)), "std": float(np.std(ms)),
+                        "p99": float(np.percentile(ms, 99)), "n": len(ms)} if ms else None)
+        return s
+
+
+class Interrupted(Exception):
+    """^C during a run: what was measured is in `run`."""
+
+    def __init__(self, run: BenchRun):
+        super().__init__("interrupted")
+        self.run = run
+
+
+def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency: int | None, request_rate: float,
+              burstiness: float, seed: int, timeout_s: float, ignore_eos: bool, temperature: float, warmup: int = 1,
+              progress: Callable[[int], None] = lambda k: None) -> BenchRun:
+    """Send `requests` at their arrival times, at most `max_concurrency` in flight; ^C → `Interrupted` with what finished."""
+    if max_concurrency is not None and not 1 <= max_concurrency <= MAX_CONCURRENCY:
+        raise InputError(f"--max-concurrency: expected 1..{MAX_CONCURRENCY}, got {max_concurrency}", "max_concurrency")
+    workers = min(max_concurrency or len(requests), len(requests), MAX_CONCURRENCY) or 1
+    arrivals = arrival_times(len(requests), request_rate, burstiness, seed)
+    stop = threading.Event()
+    results: list[RequestResult] = []
+    lock = threading.Lock()
+    http = httpx.Client(timeout=httpx.Timeout(timeout_s), limits=httpx.Limits(max_connections=workers), follow_redirects=False)
+    try:
+        for w in requests[:warmup]:  # not measured: loads the model, fills the caches the first request would pay for
+            stream_one(http, ep, w, ignore_eos=ignore_eos, temperature=temperature, t_start=time.perf_counter())
+        t_start = time.perf_counter()
+
+        def task(req: BenchRequest, at: float) -> None:
+            if stop.wait(max(0.0, t_start + at - time.perf_counter())):
+                return
+            r = stream_one(http, ep, req, ignore_eos=ignore_eos, temperature=temperature, t_start=t_start)
+            if stop.is_set():
+                return  # cut by ^C: not a measurement
+            with lock:
+                results.append(r)
+            progress(1)
+
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bench")
+        try:
+            futures = [pool.submit(task, q, a) for q, a in zip(requests, arrivals)]
+            for f in futures:
+                while True:
+                    try:
+                        f.result(timeout=0.2)  # short waits keep the main thread responsive to ^C
+                        break
+                    except TimeoutError:
+                        continue
+        except KeyboardInterrupt:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            with lock:
+                done = sorted(results, key=lambda r: r.index)
+            raise Interrupted(BenchRun(max_concurrency, request_rate, done, time.perf_counter() - t_start, True)) from None
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return BenchRun(max_concurrency, request_rate, sorted(results, key=lambda r: r.index), time.perf_counter() - t_start)
+    finally:
+        http.close()
+
+
+# ------------------------------------------------------------------------- output
+def format_summary(run: BenchRun, title: str = " Serving Benchmark Result ") -> str:
+    """The summary in `vllm bench serve`'s layout (vllm/benchmarks/serve.py: 40-column labels, 2 decimals)."""
+    s = run.summary()
+    lines = [f"{title:=^50}"]
+
+    def row(label: str, value: Any, fmt: str = "") -> None:
+        lines.append(f"{label:<40} {value:<10{fmt}}" if value is not None else f"{label:<40} -")
+
+    row("Successful requests:", s["completed"])
+    if s["failed"]:
+        row("Failed requests:", s["failed"])
+    if s["max_concurrency"] is not None:
+        row("Maximum request concurrency:", s["max_concurrency"])
+    if s["request_rate"] is not None:
+        row("Request rate configured (RPS):", s["request_rate"], ".2f")
+    row("Benchmark duration (s):", s["duration_s"], ".2f")
+    row("Total input tokens:", s["total_input_tokens"])
+    row("Total generated tokens:", s["total_output_tokens"])
+    row("Request throughput (req/s):", s["request_throughput"], ".2f")
+    row("Output token throughput (tok/s):", s["output_throughput"], ".2f")
+    row("Total Token throughput (tok/s):", s["total_token_throughput"], ".2f")
+    for key, head, name in (("ttft", "Time to First Token", "TTFT"), ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
+                            ("itl", "Inter-token Latency", "ITL"), ("e2el", "End-to-end Latency", "E2EL")):
+        lines.append(f"{head:-^50}")
+        f = s[key]
+        for stat, label in (("mean", "Mean"), ("median", "Median"), ("p99", "P99")):
+            row(f"{label} {name} (ms):", None if f is None else f[stat], ".2f")
+    lines.append("=" * 50)
+    return "\n".join(lines)
+
+
+def notes(run: BenchRun) -> list[str]:
+    """What the figures rest on that a reader must know: estimated token counts, cut answers, a different model, failures."""
+    s = run.summary()
+    out = []
+    n = s["completed"]
+    if n and s["usage_reported"] < n:
+        out.append(f"{n - s['usage_reported']} of {n} answers carried no usage: their output tokens are the number of "
+                   "streamed content chunks (a chunk can hold several tokens), so TPOT there is per chunk")
+    if n and s["prompt_tokens_reported"] < n:
+        out.append(f"{n - s['prompt_tokens_reported']} of {n} answers did not report prompt_tokens: their input length is "
+                   "the one asked for (about one token per word of the random prompt)")
+    if s["truncated"]:
+        out.append(f"{s['truncated']} of {n} answers stopped at max_tokens (finish_reason length), as a fixed output length asks")
+    if n and s["truncated"] < n:
+        out.append(f"{n - s['truncated']} of {n} answers ended before their max_tokens (the model stopped); pass --ignore-eos "
+                   "where the server supports it (vLLM, SGLang) for fixed output lengths")
+    for f, c in sorted(s["failures"].items()):
+        out.append(f"{c} request(s) failed: {f}")
+    if s["interrupted"]:
+        out.append("interrupted: the figures are those of the requests that finished before ^C")
+    return out
+
+
+ROW_ID_SAFE = str.maketrans({c: "-" for c in " /:.,=@"})
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the CSV's row says about the server: given by flags or read from the server, and which."""
+
+    base_url: str
+    model: str  # the architecture's HF id (or config.json) for the model column
+    served_model: str
+    gpu: str
+    gpus: int
+    tp: int | None
+    engine: str
+    engine_version: str
+    weight_dtype: str = ""
+    note: str = ""
+
+
+def csv_rows(run: BenchRun, facts: ServerFacts, seed: int, ignore_eos: bool, when: _dt.datetime) -> list[dict[str, Any]]:
+    """One serving_latency.csv row (statistic mean) for a load level: `latency fit --data` takes it.
+
+    Each load level is its own `source`, so `latency validate --data` (leave one source out) holds out one
+    concurrency at a time.
+    """
+    s = run.summary()
+    if not s["completed"]:
+        return []
+    level = f"c{run.max_concurrency}" if run.max_concurrency is not None else "cinf"
+    if s["request_rate"] is not None:
+        level += f"-r{s['request_rate']:g}"
+    il, ol = s["mean_input_tokens"], s["mean_output_tokens"]
+    stamp = when.strftime("%Y%m%dT%H%M%S")
+    rid = f"bench-{facts.served_model}-{level}-i{il:.0f}-o{ol:.0f}-{stamp}".translate(ROW_ID_SAFE)
+    extra = [f"specagent bench serve --base-url {facts.base_url} --model {facts.served_model}, seed {seed}",
+             f"{s['completed']} requests ({s['failed']} failed)", "ignore_eos" if ignore_eos else "model may stop before max_tokens",
+             f"{s['truncated']} answers at max_tokens"]
+    if s["usage_reported"] < s["completed"]:
+        extra.append(f"{s['completed'] - s['usage_reported']} answers without usage: output tokens counted as streamed chunks")
+    if facts.note:
+        extra.append(facts.note)
+    if run.interrupted:
+        extra.append("interrupted by ^C")
+
+    def f(key: str) -> str:
+        return "" if s[key] is None else f"{s[key]['mean']:.4g}"
+
+    return [{
+        "row_id": rid, "model": facts.model, "gpu": facts.gpu, "gpus": facts.gpus, "tp": facts.tp or "", "ep": "", "dp": "",
+        "engine": facts.engine, "engine_version": facts.engine_version, "weight_dtype": facts.weight_dtype, "kv_dtype": "",
+        "cuda_graphs": "", "concurrency": run.max_concurrency if run.max_concurrency is not None else "", "batch": "",
+        "input_tokens": f"{il:.6g}", "output_tokens": f"{ol:.6g}", "tpot_ms": f("tpot"), "itl_ms": f("itl"),
+        "ttft_ms": f("ttft"), "e2e_latency_ms": f("e2el"), "output_throughput_tok_s": f"{s['output_throughput']:.6g}",
+        "total_throughput_tok_s": f"{s['total_token_throughput']:.6g}",
+        "request_rate": "" if s["request_rate"] is None else f"{s['request_rate']:g}", "statistic": "mean",
+        "source_kind": "bench-serve", "source": f"specagent bench serve {facts.base_url} {level} {stamp}",
+        "source_url": facts.base_url, "source_locator": f"{level}, {s['completed']} requests, {when.isoformat(timespec='seconds')}",
+        "retrieved": when.date().isoformat(), "notes": "; ".join(extra),
+    }]
+
+
+def server_facts(http: httpx.Client, ep: Endpoint) -> dict[str, str]:
+    """What the server says about itself, where it says it: /v1/models' owned_by, and /version (vLLM) or
+    /get_server_info (SGLang); {} for what it does not answer. Never raises: a benchmark does not need it."""
+    out: dict[str, str] = {}
+    base = ep.url.rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    try:
+        r = http.get(f"{base}/models", headers=ep.headers())
+        if r.status_code == 200:
+            data = r.json().get("data") or []
+            ids = [m.get("id") for m in data if isinstance(m, dict)]
+            out["models"] = ",".join(str(i) for i in ids if i)
+            mine = next((m for m in data if isinstance(m, dict) and m.get("id") == ep.model), data[0] if data else {})
+            if isinstance(mine.get("owned_by"), str):
+                out["owned_by"] = mine["owned_by"]
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    for path in ("/version", "/get_server_info"):
+        try:
+            r = http.get(root + path, headers=ep.headers())
+            if r.status_code == 200 and isinstance(r.json().get("version"), str):
+                out["version"] = r.json()["version"]
+                break
+        except (httpx.HTTPError, ValueError, AttributeError):
+            continue
+    return out
