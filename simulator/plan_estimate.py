@@ -83,10 +83,17 @@ def mean_steps(workload: Any) -> float:
     return sum(counts) / max(1, len(counts))
 
 
-def estimate_plan(req: Any, keys: Sequence[tuple], workload: Any, workers: int, compiled: bool) -> PlanEstimate:
-    """The range of tasks and wall time the searches `keys` (those still to run) take on `workers`; see the module docstring."""
+def estimate_plan(req: Any, keys: Sequence[tuple], workload: Any, workers: int, compiled: bool,
+                  probe: tuple[float, float] | None = None) -> PlanEstimate:
+    """The range of tasks and wall time the searches `keys` (those still to run) take on `workers`; see the module docstring.
+
+    `probe`: (seconds per task, seconds taken) measured on this machine now (`planner.probe_speed`); it replaces the
+    engine speed recorded in data/plan_speed.toml, which holds only for the quiet machine it was measured on."""
     steps_s, requests_s, source = engine_speed(compiled)
-    if req.requests is not None:
+    if probe is not None:
+        per_task_s, unit = probe[0], f"{1.0 / max(probe[0], 1e-12):,.0f} tasks/s measured by a {probe[1]:,.1f} s probe now"
+        source = "this machine, now"
+    elif req.requests is not None:
         per_task_s, unit = 1.0 / requests_s, f"{requests_s:,.0f} requests/s"
     else:
         steps = mean_steps(workload)
