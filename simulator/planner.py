@@ -199,7 +199,7 @@ class PlanResult:
 
 def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: float = 0.0,
             value: Callable[[int], float] | None = None, target: float = math.nan,
-            plateau: Callable[[float], bool] | None = None) -> int | None:
+            plateau: Callable[[float, int], bool] | None = None) -> int | None:
     """The smallest n in [start, cap] with evaluate(n) True, assuming start - 1 fails and evaluate is monotone in n.
 
     Up from `start` in steps that double (the first max(1, start // 10)) until a success,
@@ -207,7 +207,7 @@ def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: fl
     falls with n, and its `target` (success: value <= target), the bracket shrinks by the
     Illinois variant of regula falsi (interpolate the metric linearly; when the same end
     moves twice running, halve the other end's weight), falling back to bisection where
-    a metric is not finite; without it, by bisection. None if `cap` fails, or as soon as `plateau(value(n))` says
+    a metric is not finite; without it, by bisection. None if `cap` fails, or as soon as `plateau(value(n), n)` says
     added replicas stopped lowering the metric of the failing counts (`Plateau`).
     """
     if start > cap:
@@ -216,7 +216,7 @@ def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: fl
     step = max(1, n // 10)
     while not evaluate(n):
         last_fail = n
-        if n >= cap or (plateau is not None and value is not None and plateau(value(n))):
+        if n >= cap or (plateau is not None and value is not None and plateau(value(n), n)):
             return None
         n = min(cap, n + step)
         step *= 2
@@ -245,29 +245,36 @@ def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: fl
     return hi
 
 
-#: Two growth steps in a row that each lower the failing metric by less than this share are a plateau: the search stops
-#: there (issue #34: one search doubled to 100,000 replicas for 142 s against an SLO just under what tasks take alone).
+#: Two growth steps in a row that each lower the failing metric by less than this share are a plateau, and so is one
+#: step that adds PLATEAU_GROWTH x the replicas for less: the search stops there (issue #34: one search doubled to
+#: 100,000 replicas for 142 s against an SLO just under what tasks take alone).
 PLATEAU_SHARE = 0.01
+PLATEAU_GROWTH = 1.5
 
 
 class Plateau:
     """Says when added replicas stopped lowering a failing candidate's metric: it is within PLATEAU_SHARE of the
     uncontended bound (`floor_s`: tasks alone on their replicas, which no fleet beats), or two growth steps in a row
-    each lowered it by less than PLATEAU_SHARE. An unstable candidate (inf) restarts the count: more replicas help it."""
+    each lowered it by less than PLATEAU_SHARE, or one step that grew the pool PLATEAU_GROWTH-fold did. An unstable
+    candidate (inf) restarts the count: more replicas help it."""
 
     def __init__(self, floor_s: float) -> None:
         self.floor_s = floor_s
         self.history: list[float] = []
+        self.counts: list[int] = []
         self.hit = False  # it said stop at least once
 
-    def __call__(self, value: float) -> bool:
+    def __call__(self, value: float, n: int = 0) -> bool:
         if not math.isfinite(value):
             self.history.clear()
+            self.counts.clear()
             return False
         self.history.append(value)
-        h = self.history
-        self.hit = value <= self.floor_s * (1.0 + PLATEAU_SHARE) or (
-            len(h) >= 3 and all(h[i] - h[i + 1] < PLATEAU_SHARE * h[i] for i in (-3, -2)))
+        self.counts.append(n)
+        h, c = self.history, self.counts
+        small = [h[i] - h[i + 1] < PLATEAU_SHARE * h[i] for i in range(len(h) - 1)]
+        self.hit = (value <= self.floor_s * (1.0 + PLATEAU_SHARE) or (len(small) >= 2 and small[-1] and small[-2])
+                    or (bool(small) and small[-1] and c[-2] > 0 and c[-1] >= PLATEAU_GROWTH * c[-2]))
         return self.hit
 
 

@@ -576,10 +576,12 @@ study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is
 
 
 @study_app.command("balance", cls=PanelCommand)
-@scenario_options(exclude=FLEET_EXCLUDES)
+@scenario_options(exclude=POOL_EXCLUDES)
 def study_balance(
     scenario: Scenario,
-    gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types for the Strong replica."),
+    gpu: Optional[str] = typer.Option(None, help="Comma-separated GPU types for the Strong replica, one study each [default: "
+                                                 "h20,h200]; --strong-hardware instead studies that one (the Weak pool is "
+                                                 "on --weak-hardware)."),
     rates: str = typer.Option("0.05,0.2,0.8,3.2,12.8", help="Comma-separated arrival rates (tasks/s): the load knob."),
     tasks: int = typer.Option(150, help="Minimum tasks per rate (each rate runs at least rate x 60 s of arrivals)."),
     search_gpus: Optional[str] = typer.Option(None, "--search-gpus", help=SEARCH_GPUS_HELP),
@@ -592,7 +594,16 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
-    gpus = list(_gpu_list(gpu))
+    if "strong.hardware" in flags_given(scenario):
+        if gpu is not None:
+            fail("--gpu: lists Strong GPU types to study, while --strong-hardware fixes one: give one or the other")
+        try:
+            load_hardware(scenario.strong.hardware)
+        except HardwareProfileError as exc:
+            fail(f"--strong-hardware: {exc}")
+        gpus = [scenario.strong.hardware]
+    else:
+        gpus = list(_gpu_list(gpu if gpu is not None else "h20,h200"))
     rate_list = _rates(rates)
     counts = _search_gpus(search_gpus)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
@@ -612,7 +623,8 @@ def study_balance(
     if as_json:
         print(df.to_json(orient="records"))
         return
-    t = Table(title="Balance-point study: SpecAgent vs Strong-only on one Strong replica", show_edge=False, pad_edge=False)
+    t = Table(title=f"Balance-point study: SpecAgent vs Strong-only on one Strong replica (Weak: {scenario.weak.model} on "
+                    f"{scenario.weak.hardware}, uncontended)", show_edge=False, pad_edge=False)
     rows = df.to_dict("records")
     cells = [[_fmt(r[c], 2) if isinstance(r[c], float) else str(r[c]) for c, _, _ in BALANCE_COLUMNS] for r in rows]
     for i, (_, head, _) in enumerate(BALANCE_COLUMNS):  # no identifier or figure is ever cut: each column at its widest cell
@@ -626,7 +638,7 @@ def study_balance(
 
 #: The study's table at 80 columns: short headers, spelled out in the caption (the Parquet/CSV/JSON keep the long names).
 BALANCE_COLUMNS = (
-    ("hardware", "GPU", ""),
+    ("hardware", "Strong\nGPU", ""),
     ("rate", "rate/s", "arrival rate, tasks per second"),
     ("strongonly_decode_batch", "SO\nbatch", "Strong-only's mean Strong decode batch"),
     ("specagent_decode_batch", "SA\nbatch", "SpecAgent's mean Strong decode batch"),
