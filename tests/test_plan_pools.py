@@ -198,3 +198,25 @@ def test_sizing_on_the_cis_upper_end_never_gives_a_smaller_fleet(small):
     assert point["slo_met_at"] == ("ci" if point["slo_ci_high_s"] <= 25.0 else "point estimate only")
     with pytest.raises(ValueError, match="--size-on"):
         PlanRequest(**base, size_on="ci")
+
+
+# ------------------------------------------------------------------------------------------------ sweep
+def test_sweep_per_pool_hardware_replaces_the_grids_gpus_with_one_pairing(tmp_path, monkeypatch):
+    from specagent.cli import fleet
+    from specagent.simulator.sweep import SweepConfig
+
+    p = tmp_path / "s.toml"
+    p.write_text('[sweep]\ntasks = 12\nseed = 3\nsteady = false\n\n[grid]\nstrategy = ["specagent"]\nrate = [0.5]\n'
+                 'fleet = ["small"]\nhardware = ["h20", "h200"]\n\n[fleet.small]\nweak_replicas = 1\nstrong_replicas = 1\n')
+    assert [c["hardware"] for c in SweepConfig.from_toml(p, None, "l40s+h100").cells()] == ["l40s+h100"]
+    seen = {}
+
+    def fake(c, out_dir, **kw):
+        seen["hardware"] = c.grid["hardware"]
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(fleet, "run_sweep", fake)
+    r = RUN.invoke(app, ["sweep", str(p), "--weak-hardware", "l40s", "--strong-hardware", "h100"])
+    assert r.exit_code == 2 and "stop here" in r.output and seen == {"hardware": ["l40s+h100"]}, r.output
+    r = RUN.invoke(app, ["sweep", str(p), "--strong-hardware", "h2000"])
+    assert r.exit_code == 2 and "--strong-hardware" in r.output and "Traceback" not in r.output, r.output

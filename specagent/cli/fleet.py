@@ -54,6 +54,8 @@ FLEET_EXCLUDES = ("strategies", "pricing_engine", "strong_api", "weak.hardware",
 #: does: given, they fix one pairing (one search) instead of searching --gpu.
 POOL_EXCLUDES = ("strategies", "pricing_engine", "strong_api")
 PER_POOL = ("weak.hardware", "strong.hardware")
+POOL_HARDWARE_HELP = ("{role}: GPU profile (id, alias or .toml path) for every cell, replacing [grid].hardware with one "
+                      "pairing (the other pool: {other}, or {default}).")
 SEARCH_GPUS_HELP = ("GPUs per replica to search, e.g. 1,2,4,8: each pool gets the fewest that hold the longest context "
                     "(default: the scenario's --weak-gpus / --strong-gpus, as given).")
 
@@ -501,6 +503,10 @@ def sweep_command(
     force: bool = typer.Option(False, "--force", help="Run into a folder holding another config's cells: delete those cells "
                                                       "(the ones this config shares are kept)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's counts as JSON (no progress bar)."),
+    weak_hardware: Optional[str] = typer.Option(None, deployment_flag("weak", "hardware"), help=POOL_HARDWARE_HELP.format(
+        role="Weak", other="--strong-hardware", default=Scenario().weak.hardware)),
+    strong_hardware: Optional[str] = typer.Option(None, deployment_flag("strong", "hardware"), help=POOL_HARDWARE_HELP.format(
+        role="Strong", other="--weak-hardware", default=Scenario().strong.hardware)),
 ) -> None:
     """Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably.
 
@@ -513,8 +519,18 @@ def sweep_command(
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
     _check_backend(backend, address)
     out_dir = out or config.with_name(config.stem + "_results")
+    hardware = None
+    if weak_hardware is not None or strong_hardware is not None:  # one pairing for every cell, as [grid].hardware = ["W+S"]
+        sc = Scenario()
+        w, s_ = weak_hardware or sc.weak.hardware, strong_hardware or sc.strong.hardware
+        for flag, g in ((deployment_flag("weak", "hardware"), w), (deployment_flag("strong", "hardware"), s_)):
+            try:
+                load_hardware(g)
+            except HardwareProfileError as exc:
+                fail(f"{flag}: {exc}")
+        hardware = w if w == s_ else f"{w}+{s_}"
     try:
-        cfg = SweepConfig.from_toml(config, scenario)
+        cfg = SweepConfig.from_toml(config, scenario, hardware)
         rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json, force=force)
     except SweepCellError as exc:
         fail(f"{config}: {exc}")
