@@ -624,13 +624,15 @@ def search_keys(req: PlanRequest) -> list[SearchKey]:
 def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Callable[[int, int], None] | None = None, *,
                   finished: Mapping[SearchKey, dict] | None = None,
                   on_result: Callable[[SearchKey, dict], None] | None = None,
-                  heartbeat: Callable[[Heartbeat], None] | None = None) -> PlanResult:
+                  heartbeat: Callable[[Heartbeat], None] | None = None, isolate: bool = False) -> PlanResult:
     """Run the stated search for every strategy, GPU pairing and rate; see the module docstring.
 
     `finished` holds searches already done (a resumed run: their results are used, not rerun); `on_result(key, result)`
     is called as each new search finishes, in completion order, so a caller can keep it before the next one ends
     (a search's result is a plain dict of JSON-able values: stored and read back, it gives the same plan).
     `heartbeat` goes to every search (`search_job`); with worker processes it must pickle (`FileHeartbeat` does).
+    `isolate` runs the searches in worker processes even one at a time (`parallel.run_jobs`), so a caller's thread that
+    reads the heartbeats runs beside them.
     """
     sc = req.scenario
     if sc.strong_api is not None:
@@ -656,7 +658,7 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
         if progress is not None:
             progress(count[0], len(keys))
 
-    new = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done) if jobs else []
+    new = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done, isolate=isolate) if jobs else []
     results = {**finished, **dict(zip(todo, new))}
     outs = [results[k] for k in keys]
     price_sources: dict[str, str] = {}

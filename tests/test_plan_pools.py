@@ -220,3 +220,15 @@ def test_sweep_per_pool_hardware_replaces_the_grids_gpus_with_one_pairing(tmp_pa
     assert r.exit_code == 2 and "stop here" in r.output and seen == {"hardware": ["l40s+h100"]}, r.output
     r = RUN.invoke(app, ["sweep", str(p), "--strong-hardware", "h2000"])
     assert r.exit_code == 2 and "--strong-hardware" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_plan_prints_live_lines_inside_a_search(small, monkeypatch):
+    """The searches run in a worker process (the compiled engine holds the GIL), so the printer's thread keeps its
+    clock: here every 0.1 s, on a plan of a few seconds."""
+    from specagent.cli import plan_progress
+
+    monkeypatch.setattr(plan_progress, "HEARTBEAT_S", 0.1)
+    r = _plan(small, "--strategy", "specagent", "--hardware", "h20", "--tasks", "200")
+    assert r.exit_code == 0, r.output
+    assert re.search(r"specagent Weak h20 / Strong h20 at 0.5/s: (uncontended pilot|(Strong|Weak) replicas: candidate)",
+                     r.output), r.output

@@ -268,7 +268,7 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
             else:  # a live line inside each search, at least every HEARTBEAT_S seconds (specagent/cli/plan_progress.py)
                 with HeartbeatPrinter(say, f"{req.slo.target} p{req.slo.percentile:g}", estimate) as beats:
                     res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result,
-                                        heartbeat=beats.sink if req.backend == "local" else None)
+                                        heartbeat=beats.sink if req.backend == "local" else None, isolate=True)
         except KeyboardInterrupt:
             bar.stop()
             kept = len(finished) + saved[0]

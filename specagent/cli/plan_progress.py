@@ -39,8 +39,9 @@ def beat_line(b: Heartbeat, metric: str, now: float) -> str:
 class HeartbeatPrinter:
     """Prints the running searches' beats every HEARTBEAT_S seconds (a context manager: a daemon thread)."""
 
-    def __init__(self, say: Callable[[str], None], metric: str, estimate: PlanEstimate | None, every: float = HEARTBEAT_S):
-        self._say, self._metric, self._estimate, self._every = say, metric, estimate, every
+    def __init__(self, say: Callable[[str], None], metric: str, estimate: PlanEstimate | None, every: float | None = None):
+        self._say, self._metric, self._estimate = say, metric, estimate
+        self._every = HEARTBEAT_S if every is None else every
         self._dir = tempfile.TemporaryDirectory(prefix="specagent-plan-")
         self.sink = FileHeartbeat(self._dir.name)
         self._stop = threading.Event()
