@@ -2,14 +2,16 @@
 
 Why: a 6-point curve on two GPU types ran past 10 minutes behind a bare counter and was
 killed (issue #27). The model counts what a search simulates with the planner's own window
-sizes: an uncontended pilot of PILOT_TASKS tasks, then 1 to 8 candidate fleets (the search
-starts at the analytic bound, then doubles and bisects to 1%), each over the steady-state
+sizes: an uncontended pilot of PILOT_TASKS tasks, then 1 to 16 candidate fleets (the search
+starts at the analytic bound, then doubles and bisects to 1%; a two-pool search repeats its Weak search when it
+refines the Strong count), each over the steady-state
 window `size_window` gives at that rate, capped at two slices. A window grows with the
 reference latency (the tasks' uncontended percentile), which is only known once a search
 has run its pilot: the low end takes the shortest window the planner uses (a reference
 near zero: the minimum task count and the SLO's tail), the high end the SLO itself (a
 search whose reference exceeds the SLO is infeasible). Tasks times steps per task over the
-fleet engine's measured speed (data/plan_speed.toml) is the time; searches share the
+fleet engine's speed is the time: measured by a short probe on this machine as it is now (`planner.probe_speed`; a
+figure recorded on a quiet machine, data/plan_speed.toml, only without one); searches share the
 workers. The answer is a range, printed with its basis; tests/test_plan_estimate.py checks
 the task counts against what plans really simulate. Once searches finish, the progress
 line's ETA (their measured pace) takes over.
@@ -25,7 +27,9 @@ from typing import Any, Sequence
 from specagent.simulator.capacity.steady_state import size_window
 
 #: Candidate fleets a search measures, low and high (planner.py: from the bound up, doubling, then bisecting to 1%).
-CANDIDATES = (1, 8)
+#: 16, not 8: a two-pool search that refines its Strong count runs its Weak search again (issue #34's SpecAgent plan
+#: at 5 tasks/s simulated 183,000 tasks, over the 145,000 that 8 candidates gave).
+CANDIDATES = (1, 16)
 #: The reference latency as a share of the SLO, low and high (see the module docstring; 0 is the shortest window).
 REF_SHARE = (0.0, 1.0)
 #: The uncontended pilot each search runs first (planner.PILOT_TASKS; kept equal by tests/test_plan_estimate.py).
