@@ -640,7 +640,8 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
     workload: Sequence | RequestTrace
     if req.requests is not None:
         workload = req.requests
-        _check_requests(workload, sc, sorted(set(req.gpus)), req.search_gpus)
+        # the Strong pools' GPUs only: a request trace is served by the Strong deployment
+        _check_requests(workload, sc, sorted({k[2] for k in search_keys(req)}), req.search_gpus)
     else:
         if trajectories is None:
             raise ValueError("plan_capacity needs trajectories (or a request trace in the request)")

@@ -232,3 +232,15 @@ def test_plan_prints_live_lines_inside_a_search(small, monkeypatch):
     assert r.exit_code == 0, r.output
     assert re.search(r"specagent Weak h20 / Strong h20 at 0.5/s: (uncontended pilot|(Strong|Weak) replicas: candidate)",
                      r.output), r.output
+
+
+def test_a_request_trace_plan_on_one_strong_gpu_is_one_search(tmp_path):
+    from specagent.traces.requests import save_requests, synthetic_requests
+
+    csv = tmp_path / "r.csv"
+    save_requests(csv, synthetic_requests(300, rate=2.0, prompt_mean=1000.0, output_mean=100.0, seed=1))
+    r = RUN.invoke(app, ["plan", "--requests", str(csv), "--rate", "1/s", "--slo", "p95-task=30s", "--strong-model", "qwen3.5-4b",
+                         "--strong-dtype", "bf16", "--strong-gpus", "1", "--strong-hardware", "h200", "--tasks", "100",
+                         "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    assert "1 search (1 strategy x 1 GPU pairing(s) x 1 rate(s))" in r.output and "Strong h200_sxm" in r.output, r.output
