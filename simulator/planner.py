@@ -563,6 +563,15 @@ def why_this_size(name: str, n: int, bound: int, log: Sequence[dict], slo: SLO, 
              and (e[theirs] == other or (other is None and e[theirs] in (None, 0)))]
     pool = f"{n:,} {name.capitalize()} replica{'s' if n != 1 else ''}"
     on = "its CI's upper end" if size_on == "ci-high" else "the point estimate"
+    fewer = [e for e in log if name == "strong" and e[mine] is not None and e[mine] < n and e[theirs]]
+    if fewer:  # the Strong count was raised because no Weak pool met the SLO with fewer (the search's refinement)
+        k = max(int(e[mine]) for e in fewer)
+        at_k = [e for e in fewer if e[mine] == k]
+        if not any(e["meets_slo"] for e in at_k):
+            vals = [e["value_s"] for e in at_k if math.isfinite(e["value_s"])]
+            best = f" (best {slo.target} p{slo.percentile:g} {min(vals):,.1f} s)" if vals else ""
+            return (f"{pool}: {slo} sets it (at {on}): with {k:,} no Weak pool tried (up to "
+                    f"{max(int(e[theirs]) for e in at_k):,} replicas) met it{best}; the throughput bound alone needs {bound:,}")
     if not fails:
         if n <= 1:
             return f"{pool}: the fewest a pool can have, and it meets {slo}"

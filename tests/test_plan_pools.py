@@ -178,6 +178,13 @@ def test_why_this_size_names_the_rate_or_the_slo_with_what_one_fewer_measured():
         "65 Weak replicas: p95-task=240s sets it (at its CI's upper end): 60 gave task p95 250.5 s")
     assert why_this_size("weak", 16, 16, [], slo, 8, "point").startswith("16 Weak replicas: the rate sets it: 15 would be")
     assert "the fewest a pool can have" in why_this_size("weak", 1, 1, [], slo, 8, "point")
+    refined = [{"weak_replicas": None, "strong_replicas": 3, "meets_slo": True, "value_s": 219.4, "verdict": ""},
+               {"weak_replicas": 84, "strong_replicas": 3, "meets_slo": False, "value_s": 253.2, "verdict": ""},
+               {"weak_replicas": 148, "strong_replicas": 3, "meets_slo": False, "value_s": 252.2, "verdict": ""},
+               {"weak_replicas": 65, "strong_replicas": 4, "meets_slo": True, "value_s": 240.0, "verdict": ""}]
+    assert why_this_size("strong", 4, 3, refined, slo, None, "point") == (
+        "4 Strong replicas: p95-task=240s sets it (at the point estimate): with 3 no Weak pool tried (up to 148 replicas) "
+        "met it (best task p95 252.2 s); the throughput bound alone needs 3")
 
 
 def test_plan_defines_utilisation_and_says_why_each_pool_has_its_size(small):
