@@ -105,3 +105,15 @@ def test_bad_bench_flags_fail_in_one_line(tmp_path, args, message):
     save_requests(csv, synthetic_requests(20, 3.0, seed=4))
     r = runner.invoke(app, ["replay", str(csv), *args])
     assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_burstgpt_csv_as_vllm_bench_serve_reads_it_loads_with_its_lengths(tmp_path):
+    """BurstGPT (`vllm bench serve --dataset-name burstgpt`) carries token counts, so its lengths can be read."""
+    from specagent.traces.requests import load_requests
+
+    p = tmp_path / "burstgpt.csv"
+    p.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                 "5,ChatGPT,472,18,490,Conversation log\n45,GPT-4,1087,250,1337,Conversation log\n", encoding="utf-8")
+    t = load_requests(p)
+    assert t.prompt_tokens.tolist() == [472, 1087] and t.output_tokens.tolist() == [18, 250]
+    assert t.arrival_s.tolist() == [0.0, 40.0]
