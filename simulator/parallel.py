@@ -28,12 +28,15 @@ def default_workers() -> int:
 
 
 def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], backend: str = "local", workers: int = 1,
-             address: str | None = None, on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+             address: str | None = None, on_done: Callable[[int, Any], None] | None = None,
+             isolate: bool = False) -> list[Any]:
     """fn(*job) for every job; `workers` > 1 runs them in processes (local) or Ray tasks (ray).
 
     `on_done(i, result)` is called as each job finishes (in completion order), so a caller can keep every finished
     result even when a later job fails or the run is interrupted (^C): the local pool then reports the jobs already
     finished and stops its workers at once rather than after the queued jobs.
+    `isolate` runs even one job on one worker in a process, so the caller's threads keep running beside it (the
+    compiled fleet engine holds the GIL for as long as it simulates: a thread in the same process would wait).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got '{backend}'")
@@ -48,11 +51,11 @@ def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], backend: str = "loca
 
     if backend == "ray":
         _run_ray(fn, jobs, workers, address, done)
-    elif workers == 1 or len(jobs) <= 1:
+    elif (workers == 1 or len(jobs) <= 1) and not isolate:
         for i, job in enumerate(jobs):
             done(i, fn(*job))
     else:
-        _run_pool(fn, jobs, min(workers, len(jobs)), done)
+        _run_pool(fn, jobs, max(1, min(workers, len(jobs))), done)
     return out
 
 

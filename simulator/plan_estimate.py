@@ -2,14 +2,16 @@
 
 Why: a 6-point curve on two GPU types ran past 10 minutes behind a bare counter and was
 killed (issue #27). The model counts what a search simulates with the planner's own window
-sizes: an uncontended pilot of PILOT_TASKS tasks, then 1 to 8 candidate fleets (the search
-starts at the analytic bound, then doubles and bisects to 1%), each over the steady-state
+sizes: an uncontended pilot of PILOT_TASKS tasks, then 1 to 16 candidate fleets (the search
+starts at the analytic bound, then doubles and bisects to 1%; a two-pool search repeats its Weak search when it
+refines the Strong count), each over the steady-state
 window `size_window` gives at that rate, capped at two slices. A window grows with the
 reference latency (the tasks' uncontended percentile), which is only known once a search
 has run its pilot: the low end takes the shortest window the planner uses (a reference
 near zero: the minimum task count and the SLO's tail), the high end the SLO itself (a
 search whose reference exceeds the SLO is infeasible). Tasks times steps per task over the
-fleet engine's measured speed (data/plan_speed.toml) is the time; searches share the
+fleet engine's speed is the time: measured by a short probe on this machine as it is now (`planner.probe_speed`; a
+figure recorded on a quiet machine, data/plan_speed.toml, only without one); searches share the
 workers. The answer is a range, printed with its basis; tests/test_plan_estimate.py checks
 the task counts against what plans really simulate. Once searches finish, the progress
 line's ETA (their measured pace) takes over.
@@ -25,7 +27,9 @@ from typing import Any, Sequence
 from specagent.simulator.capacity.steady_state import size_window
 
 #: Candidate fleets a search measures, low and high (planner.py: from the bound up, doubling, then bisecting to 1%).
-CANDIDATES = (1, 8)
+#: 16, not 8: a two-pool search that refines its Strong count runs its Weak search again (issue #34's SpecAgent plan
+#: at 5 tasks/s simulated 183,000 tasks, over the 145,000 that 8 candidates gave).
+CANDIDATES = (1, 16)
 #: The reference latency as a share of the SLO, low and high (see the module docstring; 0 is the shortest window).
 REF_SHARE = (0.0, 1.0)
 #: The uncontended pilot each search runs first (planner.PILOT_TASKS; kept equal by tests/test_plan_estimate.py).
@@ -83,10 +87,17 @@ def mean_steps(workload: Any) -> float:
     return sum(counts) / max(1, len(counts))
 
 
-def estimate_plan(req: Any, keys: Sequence[tuple], workload: Any, workers: int, compiled: bool) -> PlanEstimate:
-    """The range of tasks and wall time the searches `keys` (those still to run) take on `workers`; see the module docstring."""
+def estimate_plan(req: Any, keys: Sequence[tuple], workload: Any, workers: int, compiled: bool,
+                  probe: tuple[float, float] | None = None) -> PlanEstimate:
+    """The range of tasks and wall time the searches `keys` (those still to run) take on `workers`; see the module docstring.
+
+    `probe`: (seconds per task, seconds taken) measured on this machine now (`planner.probe_speed`); it replaces the
+    engine speed recorded in data/plan_speed.toml, which holds only for the quiet machine it was measured on."""
     steps_s, requests_s, source = engine_speed(compiled)
-    if req.requests is not None:
+    if probe is not None:
+        per_task_s, unit = probe[0], f"{1.0 / max(probe[0], 1e-12):,.0f} tasks/s measured by a {probe[1]:,.1f} s probe now"
+        source = "this machine, now"
+    elif req.requests is not None:
         per_task_s, unit = 1.0 / requests_s, f"{requests_s:,.0f} requests/s"
     else:
         steps = mean_steps(workload)

@@ -39,7 +39,8 @@ def fingerprint(req: Any, workload_digest: str, version: str) -> str:
     parts = {"slo": str(req.slo), "scenario": req.scenario.to_dict(), "prices": dict(sorted(req.prices.items())),
              "n_tasks": req.n_tasks, "router": req.router, "max_replicas": req.max_replicas, "max_refine": req.max_refine,
              "scheduler": repr(req.scheduler), "slice_tasks": req.slice_tasks, "slice_replicas": req.slice_replicas,
-             "precision": req.precision, "requests": req.requests is not None, "workload": workload_digest, "version": version}
+             "precision": req.precision, "requests": req.requests is not None, "workload": workload_digest, "version": version,
+             **({"size_on": req.size_on} if getattr(req, "size_on", "point") != "point" else {})}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -37,8 +37,10 @@ run on a local process pool or on Ray (`parallel.py`) with identical results.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -54,11 +56,13 @@ from specagent.simulator.parallel import BACKENDS, run_jobs
 from specagent.simulator.rates_prices import parse_rate  # noqa: F401  (re-exported: notebooks/03 imports it from here)
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.capacity.steady_state import (
-    GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window, uncontended,
+    GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window, uncontended, unit_arrivals,
 )
 from specagent.traces.requests import RequestTrace
 
 SLO_METRICS = ("task", "turn")
+#: What must be within the SLO for a candidate to meet it: the percentile's point estimate or its 95% CI's upper end.
+SIZE_ON = ("point", "ci-high")
 #: Tasks planned per strategy; longer windows replay them cyclically (fleet_build.TaskPlan.serve).
 PLANNED_TASKS = 2000
 #: Tasks of the uncontended pilot run that sets the reference latency and the best any fleet can do.
@@ -131,6 +135,10 @@ class PlanRequest:
     address: str | None = None
     requests: RequestTrace | None = None  # a plain serving workload (served by the scenario's Strong deployment)
     search_gpus: tuple[int, ...] | None = None  # None: the scenario's GPUs per replica; else the fewest of these that fit
+    #: (Weak GPU, Strong GPU) pairings to search, e.g. from --weak-hardware/--strong-hardware: one pairing, one search
+    #: (empty: every GPU of `gpus` for both pools, or with `mix_gpus` every ordered pair)
+    pairs: tuple[tuple[str, str], ...] = ()
+    size_on: str = "point"  # "point": the percentile's estimate meets the SLO; "ci-high": its 95% CI's upper end does
 
     def __post_init__(self) -> None:
         rates = tuple(self.rates) if self.rates else ((self.rate,) if self.rate is not None else ())
@@ -157,8 +165,13 @@ class PlanRequest:
             raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
         if not self.strategies and self.requests is None:
             raise ValueError("give at least one strategy")
+        if self.pairs:
+            object.__setattr__(self, "pairs", tuple((str(w), str(s)) for w, s in self.pairs))
+            object.__setattr__(self, "gpus", tuple(dict.fromkeys(g for pair in self.pairs for g in pair)))
         if not self.gpus:
             raise ValueError("give at least one GPU type")
+        if self.size_on not in SIZE_ON:
+            raise ValueError(f"--size-on must be one of {', '.join(SIZE_ON)}, got '{self.size_on}'")
 
     @property
     def seed(self) -> int:
@@ -185,7 +198,8 @@ class PlanResult:
 
 
 def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: float = 0.0,
-            value: Callable[[int], float] | None = None, target: float = math.nan) -> int | None:
+            value: Callable[[int], float] | None = None, target: float = math.nan,
+            plateau: Callable[[float, int], bool] | None = None) -> int | None:
     """The smallest n in [start, cap] with evaluate(n) True, assuming start - 1 fails and evaluate is monotone in n.
 
     Up from `start` in steps that double (the first max(1, start // 10)) until a success,
@@ -193,7 +207,8 @@ def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: fl
     falls with n, and its `target` (success: value <= target), the bracket shrinks by the
     Illinois variant of regula falsi (interpolate the metric linearly; when the same end
     moves twice running, halve the other end's weight), falling back to bisection where
-    a metric is not finite; without it, by bisection. None if `cap` fails.
+    a metric is not finite; without it, by bisection. None if `cap` fails, or as soon as `plateau(value(n), n)` says
+    added replicas stopped lowering the metric of the failing counts (`Plateau`).
     """
     if start > cap:
         return None
@@ -201,7 +216,7 @@ def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: fl
     step = max(1, n // 10)
     while not evaluate(n):
         last_fail = n
-        if n >= cap:
+        if n >= cap or (plateau is not None and value is not None and plateau(value(n), n)):
             return None
         n = min(cap, n + step)
         step *= 2
@@ -230,6 +245,88 @@ def _search(evaluate: Callable[[int], bool], start: int, cap: int, precision: fl
     return hi
 
 
+#: Two growth steps in a row that each lower the failing metric by less than this share are a plateau, and so is one
+#: step that adds PLATEAU_GROWTH x the replicas for less: the search stops there (issue #34: one search doubled to
+#: 100,000 replicas for 142 s against an SLO just under what tasks take alone).
+PLATEAU_SHARE = 0.01
+PLATEAU_GROWTH = 1.5
+
+
+class Plateau:
+    """Says when added replicas stopped lowering a failing candidate's metric: it is within PLATEAU_SHARE of the
+    uncontended bound (`floor_s`: tasks alone on their replicas, which no fleet beats), or two growth steps in a row
+    each lowered it by less than PLATEAU_SHARE, or one step that grew the pool PLATEAU_GROWTH-fold did. An unstable
+    candidate (inf) restarts the count: more replicas help it."""
+
+    def __init__(self, floor_s: float) -> None:
+        self.floor_s = floor_s
+        self.history: list[float] = []
+        self.counts: list[int] = []
+        self.hit = False  # it said stop at least once
+
+    def __call__(self, value: float, n: int = 0) -> bool:
+        if not math.isfinite(value):
+            self.history.clear()
+            self.counts.clear()
+            return False
+        self.history.append(value)
+        self.counts.append(n)
+        h, c = self.history, self.counts
+        small = [h[i] - h[i + 1] < PLATEAU_SHARE * h[i] for i in range(len(h) - 1)]
+        self.hit = (value <= self.floor_s * (1.0 + PLATEAU_SHARE) or (len(small) >= 2 and small[-1] and small[-2])
+                    or (bool(small) and small[-1] and c[-2] > 0 and c[-1] >= PLATEAU_GROWTH * c[-2]))
+        return self.hit
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Where one search stands, sent as it starts and around each candidate it measures, so a caller can print a live
+    line inside a search (issue #34: nothing was printed for up to 10 minutes between finished searches)."""
+
+    key: tuple  # (strategy, Weak GPU, Strong GPU, rate)
+    stage: str  # "pilot", "Strong replicas", "Weak replicas" or "done"
+    weak_replicas: int | None  # the candidate being measured (None: an unlimited pool)
+    strong_replicas: int | None
+    tried: int  # candidates measured so far
+    best_s: float  # the lowest stable metric measured so far (nan: none yet)
+    started: float  # time.time() when the search started
+    sent: float  # time.time() when this beat was sent
+
+
+class FileHeartbeat:
+    """A Heartbeat sink that pickles to worker processes: each search's latest beat is one small JSON file in `folder`
+    (written whole, then renamed), which the caller reads on its own clock."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def __call__(self, beat: Heartbeat) -> None:
+        import json
+        import os
+
+        name = os.path.join(self.folder, hashlib.sha256(repr(beat.key).encode()).hexdigest()[:16] + ".json")
+        tmp = f"{name}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({**dataclasses.asdict(beat), "key": list(beat.key)}, f)
+        os.replace(tmp, name)
+
+    def read(self) -> list[Heartbeat]:
+        """Every search's latest beat (a file being replaced is skipped this time)."""
+        import json
+        import os
+
+        out = []
+        for n in sorted(os.listdir(self.folder)):
+            if n.endswith(".json"):
+                try:
+                    with open(os.path.join(self.folder, n), encoding="utf-8") as f:
+                        d = json.load(f)
+                except (OSError, ValueError):
+                    continue
+                out.append(Heartbeat(**{**d, "key": tuple(d["key"])}))
+        return out
+
+
 # ------------------------------------------------------------------------------------------------------
 # One search job: (strategy, weak GPU, strong GPU, rate)
 # ------------------------------------------------------------------------------------------------------
@@ -239,8 +336,22 @@ def _plan(workload: Sequence | RequestTrace, strategy: str, sc: Scenario) -> Tas
     return plan_tasks(workload, strategy, sc, PLANNED_TASKS)
 
 
-def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: str, wg: str, sg: str, rate: float) -> dict:
-    """One capacity search; a dict with the row ('row'), every candidate measured ('evaluations') and 'prices'."""
+def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: str, wg: str, sg: str, rate: float,
+               heartbeat: Callable[[Heartbeat], None] | None = None) -> dict:
+    """One capacity search; a dict with the row ('row'), every candidate measured ('evaluations') and 'prices'.
+
+    `heartbeat` (optional) receives a Heartbeat as the search starts and around each candidate; it does not change the
+    result."""
+    started = time.time()
+    stage = ["pilot"]
+    best = [math.nan]
+
+    def beat(n_w: int | None = None, n_s: int | None = None) -> None:
+        if heartbeat is not None:
+            heartbeat(Heartbeat((strategy, wg, sg, rate), stage[0], n_w, n_s, len(log), best[0], started, time.time()))
+
+    log: list[dict] = []
+    beat()
     sc = req.scenario
     tasks = _plan(workload, strategy, sc)
     max_ctx = tasks.max_context
@@ -268,7 +379,6 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
     floor_s = float(np.percentile(alone.to_numpy(), req.slo.percentile)) if len(alone) else math.inf
     cache: dict[Counts, tuple[bool, SteadyResult | None, str]] = {}
     by_slice: dict[tuple, tuple[bool, SteadyResult | None, str]] = {}  # fleets that run as the same slice share a result
-    log: list[dict] = []
     window_args = dict(slo_s=req.slo.seconds, min_tasks=req.n_tasks, slice_tasks=req.slice_tasks, min_replicas=req.slice_replicas)
 
     def run(n_w: int | None, n_s: int | None) -> tuple[bool, SteadyResult | None, str]:
@@ -279,6 +389,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                 for p, name in ((WEAK_POOL, "Weak"), (STRONG_POOL, "Strong"))
                 if uses[p] and key[p] is not None and caps[p].utilisation(rate, key[p]) >= 1.0]  # type: ignore[arg-type]
         sl, win = plan_window(key, rate, req.slo.metric, ref, **window_args)  # type: ignore[arg-type]
+        beat(*key)
         same = (sl.counts, sl.fraction)
         what = f"{req.slo.target} p{req.slo.percentile:g}"
         out: tuple[bool, SteadyResult | None, str]
@@ -298,6 +409,9 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                                   f"running {win.tail_s:,.0f} s after arriving)")
             elif sr.value_s > req.slo.seconds:
                 out = (False, sr, f"misses the SLO: {what} {sr.value_s:,.1f} s (95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
+            elif req.size_on == "ci-high" and sr.ci_high_s > req.slo.seconds:
+                out = (False, sr, f"misses the SLO at its CI's upper end (--size-on ci-high): {what} {sr.value_s:,.1f} s "
+                                  f"(95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
             else:
                 out = (True, sr, f"meets the SLO: {what} {sr.value_s:,.1f} s (95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
             by_slice[same] = out
@@ -308,6 +422,9 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                     "value_s": out[1].value_s if out[1] else math.nan, "ci_low_s": out[1].ci_low_s if out[1] else math.nan,
                     "ci_high_s": out[1].ci_high_s if out[1] else math.nan, "slice": out[1].slice.describe() if out[1] else "",
                     "tasks_simulated": out[1].tasks_simulated if out[1] else 0})
+        if out[1] is not None and out[1].stable and math.isfinite(out[1].value_s) and not out[1].value_s >= best[0]:
+            best[0] = out[1].value_s
+        beat(*key)
         return out
 
     def _quick_miss(key: Counts, sl) -> tuple[bool, SteadyResult | None, str] | None:
@@ -329,33 +446,49 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         return None
 
     def metric(n_w: int | None, n_s: int | None) -> float:
-        """The measured metric of a candidate already run (inf when rejected as unstable)."""
+        """The measured metric of a candidate already run, as sized on (the estimate, or its CI's upper end with
+        --size-on ci-high; inf when rejected as unstable)."""
         _, sr, verdict = run(n_w, n_s)
-        return sr.value_s if sr is not None and sr.stable else math.inf
+        if sr is None or not sr.stable:
+            return math.inf
+        return sr.ci_high_s if req.size_on == "ci-high" else sr.value_s
 
     n_s: int | None = 0
     n_w: int | None = 0
     ok = floor_s <= req.slo.seconds
+    plateaus: list[Plateau] = []
+
+    def plateau() -> Plateau:
+        plateaus.append(Plateau(floor_s))
+        return plateaus[-1]
+
     if ok and uses[STRONG_POOL]:
         start = lower[STRONG_POOL]
         if uses[WEAK_POOL]:  # keep headroom for the Weak pool's queueing (module docstring, step 3)
             start = caps[STRONG_POOL].replicas_for(rate / STRONG_HEADROOM)
+        stage[0] = "Strong replicas"
         n_s = _search(lambda n: run(None if uses[WEAK_POOL] else 0, n)[0], start, req.max_replicas, req.precision,
-                      lambda n: metric(None if uses[WEAK_POOL] else 0, n), req.slo.seconds)
+                      lambda n: metric(None if uses[WEAK_POOL] else 0, n), req.slo.seconds, plateau())
         ok = n_s is not None
     if ok and uses[WEAK_POOL]:
         weak_cap = min(req.max_replicas, max(8 * lower[WEAK_POOL], 64))
+        stage[0] = "Weak replicas"
         for _ in range(req.max_refine + 1):
             n_w = _search(lambda n: run(n, n_s if uses[STRONG_POOL] else 0)[0], lower[WEAK_POOL], weak_cap, req.precision,
-                          lambda n: metric(n, n_s if uses[STRONG_POOL] else 0), req.slo.seconds)
+                          lambda n: metric(n, n_s if uses[STRONG_POOL] else 0), req.slo.seconds, plateau())
             if n_w is not None or not uses[STRONG_POOL] or n_s >= req.max_replicas:  # type: ignore[operator]
                 break
             n_s = min(req.max_replicas, n_s + max(1, math.ceil(0.05 * n_s)))  # type: ignore[operator]
         ok = n_w is not None
+    stopped_early = not ok and any(p.hit for p in plateaus)
+    stage[0] = "done"
+    beat()
     row = {"strategy": strategy, "label": tasks.strategy.label, "rate": rate, "weak_gpu": deps[WEAK_POOL].hardware.id,
            "strong_gpu": deps[STRONG_POOL].hardware.id, "feasible": ok, "evaluations": len(cache),
            "simulated": sum(1 for v in cache.values() if v[1] is not None), "reference_latency_s": ref,
-           "uncontended_slo_value_s": floor_s, "gpus_sizing": gpus_sizing(req.search_gpus)}
+           "uncontended_slo_value_s": floor_s, "gpus_sizing": gpus_sizing(req.search_gpus),
+           # the best any fleet can do: the lowest stable metric measured, or the uncontended bound when no candidate ran
+           "best_slo_value_s": best[0] if math.isfinite(best[0]) else floor_s, "stopped_early": bool(stopped_early)}
     for p, name in ((WEAK_POOL, "weak"), (STRONG_POOL, "strong")):
         row[f"{name}_gpus_per_replica"] = deps[p].gpus if uses[p] else 0
         row[f"{name}_max_num_seqs"] = limits[p].max_num_seqs if uses[p] else 0
@@ -393,16 +526,70 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                         [(name, row[f"{name}_replicas"], lower.get(p, 0), s[f"{name}_utilisation"], s[f"{name}_mean_decode_batch"],
                           deps[p], limits[p].max_num_seqs) for p, name in ((WEAK_POOL, "weak"), (STRONG_POOL, "strong")) if uses[p]])
         row["size_note"] = why  # printed with the fleet (and in plan.json): what set a pool's size, when it is far above the rate's
+        for p, name in ((WEAK_POOL, "weak"), (STRONG_POOL, "strong")):
+            # utilisation is busy time (a replica running any sequence is busy, at batch 1 too); the load share is the
+            # rate over the pool's throughput bound: both, so 'utilisation 1.00' at 15% of capacity cannot be misread
+            row[f"{name}_load_share"] = caps[p].utilisation(rate, row[f"{name}_replicas"]) if p in caps and row[f"{name}_replicas"] else math.nan
+            row[f"{name}_why"] = (why_this_size(name, row[f"{name}_replicas"], lower.get(p, 0), log, req.slo,
+                                                n_s if p == WEAK_POOL and uses[STRONG_POOL] else None, req.size_on)
+                                  if uses[p] else "")
+        # met with the whole 95% CI within the SLO, or only at the point estimate (the CI's upper end is over it)
+        row["slo_met_at"] = "ci" if sr.ci_high_s <= req.slo.seconds else "point estimate only"
         if unpriced:
-            row["note"] = (f"{strategy} on {wg}/{sg}: no $/GPU-hour for {', '.join(sorted(set(unpriced)))} "
+            row["note"] = (f"{strategy} on {pairing(wg, sg)}: no $/GPU-hour for {', '.join(sorted(set(unpriced)))} "
                            f"(pass --price GPU=USD); ranked by GPU count only")
     elif floor_s > req.slo.seconds:
-        row["note"] = (f"{strategy} on {wg}/{sg}: {req.slo} cannot be met at any fleet size: with no contention at all "
-                       f"(every task alone on its replicas) the {req.slo.target} p{req.slo.percentile:g} is {floor_s:,.1f} s")
+        row["note"] = (f"{strategy} on {pairing(wg, sg)}: {req.slo} cannot be met at any fleet size: with no contention at all "
+                       f"(every task alone on its replicas) the {req.slo.target} p{req.slo.percentile:g} is {floor_s:,.1f} s, "
+                       f"the best achievable")
+    elif stopped_early:
+        row["note"] = (f"{strategy} on {pairing(wg, sg)} at {rate:g}/s: {req.slo} is not met; added replicas stopped "
+                       f"lowering the {req.slo.target} p{req.slo.percentile:g} (best achievable {row['best_slo_value_s']:,.1f} s; "
+                       f"{floor_s:,.1f} s with no contention at all), so the search stopped there; relax --slo")
     else:
-        row["note"] = (f"{strategy} on {wg}/{sg} at {rate:g}/s: no fleet up to {req.max_replicas:,} replicas per pool "
-                       f"meets {req.slo} (the search stops there: --max-replicas; or relax --slo)")
+        row["note"] = (f"{strategy} on {pairing(wg, sg)} at {rate:g}/s: no fleet up to {req.max_replicas:,} replicas per pool "
+                       f"meets {req.slo} (best measured {req.slo.target} p{req.slo.percentile:g} "
+                       f"{row['best_slo_value_s']:,.1f} s; the search stops there: --max-replicas; or relax --slo)")
     return {"row": row, "evaluations": log, "prices": sources}
+
+
+def why_this_size(name: str, n: int, bound: int, log: Sequence[dict], slo: SLO, other: int | None, size_on: str) -> str:
+    """Why a pool has `n` replicas, in words: the rate (one fewer is over the throughput bound) or the SLO (the largest
+    smaller count measured missed it, with what it measured); `other`: the other pool's count in this pool's search
+    (None: the Strong pool, searched with an unlimited Weak pool)."""
+    n, bound = int(n), int(bound)
+    mine, theirs = f"{name}_replicas", "strong_replicas" if name == "weak" else "weak_replicas"
+    fails = [e for e in log if not e["meets_slo"] and e[mine] is not None and e[mine] < n
+             and (e[theirs] == other or (other is None and e[theirs] in (None, 0)))]
+    pool = f"{n:,} {name.capitalize()} replica{'s' if n != 1 else ''}"
+    on = "its CI's upper end" if size_on == "ci-high" else "the point estimate"
+    fewer = [e for e in log if name == "strong" and e[mine] is not None and e[mine] < n and e[theirs]]
+    if fewer:  # the Strong count was raised because no Weak pool met the SLO with fewer (the search's refinement)
+        k = max(int(e[mine]) for e in fewer)
+        at_k = [e for e in fewer if e[mine] == k]
+        if not any(e["meets_slo"] for e in at_k):
+            vals = [e["value_s"] for e in at_k if math.isfinite(e["value_s"])]
+            best = f" (best {slo.target} p{slo.percentile:g} {min(vals):,.1f} s)" if vals else ""
+            return (f"{pool}: {slo} sets it (at {on}): with {k:,} no Weak pool tried (up to "
+                    f"{max(int(e[theirs]) for e in at_k):,} replicas) met it{best}; the throughput bound alone needs {bound:,}")
+    if not fails:
+        if n <= 1:
+            return f"{pool}: the fewest a pool can have, and it meets {slo}"
+        if n <= bound:
+            return (f"{pool}: the rate sets it: {n - 1:,} would be at or over the pool's throughput bound "
+                    f"({bound:,} replicas needed)")
+        return f"{pool}: the smallest the search measured meeting {slo} at {on}"
+    f = max(fails, key=lambda e: e[mine])
+    k = int(f[mine])
+    got = (f"gave {slo.target} p{slo.percentile:g} {f['value_s']:,.1f} s" if math.isfinite(f["value_s"])
+           else f"was rejected ({f['verdict']})")
+    with_ = " with an unlimited Weak pool" if name == "strong" and f[theirs] is None else ""
+    return (f"{pool}: {slo} sets it (at {on}): {k:,}{with_} {got}; the throughput bound alone needs {bound:,}")
+
+
+def pairing(wg: str, sg: str) -> str:
+    """A GPU pairing as printed: which side is which, always (issue #34: 'l40s/h100' left the reader guessing)."""
+    return f"Weak {wg} / Strong {sg}"
 
 
 def size_note(rate: float, slo: SLO, max_replicas: int, max_context: int, pools: Sequence[tuple]) -> str:
@@ -438,18 +625,23 @@ SearchKey = tuple  # (strategy, weak GPU, strong GPU, rate): one search of plan_
 
 def search_keys(req: PlanRequest) -> list[SearchKey]:
     """Every search a plan runs, in the order it submits them: strategy, then rate, then GPU pairing."""
-    pairs = [(g, g) for g in req.gpus] if not req.mix_gpus else [(w, s) for w in req.gpus for s in req.gpus]
+    pairs = (list(req.pairs) if req.pairs else [(g, g) for g in req.gpus] if not req.mix_gpus
+             else [(w, s) for w in req.gpus for s in req.gpus])
     return [(strat, wg, sg, rate) for strat in req.strategy_names for rate in req.rates for wg, sg in pairs]
 
 
 def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Callable[[int, int], None] | None = None, *,
                   finished: Mapping[SearchKey, dict] | None = None,
-                  on_result: Callable[[SearchKey, dict], None] | None = None) -> PlanResult:
+                  on_result: Callable[[SearchKey, dict], None] | None = None,
+                  heartbeat: Callable[[Heartbeat], None] | None = None, isolate: bool = False) -> PlanResult:
     """Run the stated search for every strategy, GPU pairing and rate; see the module docstring.
 
     `finished` holds searches already done (a resumed run: their results are used, not rerun); `on_result(key, result)`
     is called as each new search finishes, in completion order, so a caller can keep it before the next one ends
     (a search's result is a plain dict of JSON-able values: stored and read back, it gives the same plan).
+    `heartbeat` goes to every search (`search_job`); with worker processes it must pickle (`FileHeartbeat` does).
+    `isolate` runs the searches in worker processes even one at a time (`parallel.run_jobs`), so a caller's thread that
+    reads the heartbeats runs beside them.
     """
     sc = req.scenario
     if sc.strong_api is not None:
@@ -457,7 +649,8 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
     workload: Sequence | RequestTrace
     if req.requests is not None:
         workload = req.requests
-        _check_requests(workload, sc, sorted(set(req.gpus)), req.search_gpus)
+        # the Strong pools' GPUs only: a request trace is served by the Strong deployment
+        _check_requests(workload, sc, sorted({k[2] for k in search_keys(req)}), req.search_gpus)
     else:
         if trajectories is None:
             raise ValueError("plan_capacity needs trajectories (or a request trace in the request)")
@@ -465,7 +658,7 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
     keys = search_keys(req)
     finished = dict(finished or {})
     todo = [k for k in keys if k not in finished]
-    jobs = [(workload, req, *k) for k in todo]
+    jobs = [(workload, req, *k, heartbeat) for k in todo]
     count = [len(keys) - len(todo)]
 
     def done(i: int, value: dict) -> None:
@@ -475,7 +668,7 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
         if progress is not None:
             progress(count[0], len(keys))
 
-    new = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done) if jobs else []
+    new = run_jobs(search_job, jobs, req.backend, req.workers, req.address, done, isolate=isolate) if jobs else []
     results = {**finished, **dict(zip(todo, new))}
     outs = [results[k] for k in keys]
     price_sources: dict[str, str] = {}
@@ -492,6 +685,39 @@ def plan_capacity(trajectories: Workload | None, req: PlanRequest, progress: Cal
     table = pd.DataFrame(rows)
     return PlanResult(table=table, best=_best(table), price_sources=price_sources, request=req, notes=notes,
                       evaluations=pd.DataFrame(evals))
+
+
+#: Tasks the speed probe serves (`probe_speed`): a second or two of simulation on the project's 2-core machine.
+PROBE_TASKS = 200
+
+
+def probe_speed(trajectories: Workload | None, req: PlanRequest) -> tuple[float, float]:
+    """(seconds per task, seconds the probe took) of this machine's fleet engine now, for the plan's time estimate.
+
+    Why: the estimate from a figure measured once on a quiet machine said '2 s to 82 s' for a plan that took over
+    15 minutes on a loaded one (issue #34). The probe serves the first search's first PROBE_TASKS tasks at its rate on
+    what a first candidate looks like (the Strong pool at its analytic bound, the Weak pool at its own), so it runs the
+    same engine, models and load as the searches, on this machine as it is now."""
+    t0 = time.perf_counter()
+    strategy, wg, sg, rate = search_keys(req)[0]
+    sc = req.scenario
+    workload: Sequence | RequestTrace = req.requests if req.requests is not None else list(episodes_of(trajectories))
+    if isinstance(workload, RequestTrace):
+        tasks = request_tasks(workload.head(PROBE_TASKS))
+    else:
+        tasks = plan_tasks(workload, strategy, sc, PROBE_TASKS)
+    uses = {WEAK_POOL: tasks.uses(WEAK_POOL), STRONG_POOL: tasks.uses(STRONG_POOL)}
+    deps = {WEAK_POOL: sized_deployment(sc.weak, wg, tasks.max_context, req.search_gpus),
+            STRONG_POOL: sized_deployment(sc.strong, sg, tasks.max_context, req.search_gpus)}
+    counts = {p: pool_capacity(deps[p], req.scheduler or engine_scheduler(deps[p]), pool_work(tasks, p),
+                               sc.weight_mode).replicas_for(rate) if uses[p] else 0 for p in deps}
+    fleet = build_fleet(deps[WEAK_POOL] if uses[WEAK_POOL] else None, deps[STRONG_POOL] if uses[STRONG_POOL] else None,
+                        counts[WEAK_POOL], counts[STRONG_POOL], weight_mode=sc.weight_mode, router=req.router,
+                        scheduler=req.scheduler, prices=req.prices)
+    t1 = time.perf_counter()
+    tasks.serve(fleet, unit_arrivals(sc.seed, tasks.n_tasks) / rate)
+    t2 = time.perf_counter()
+    return (t2 - t1) / max(1, tasks.n_tasks), t2 - t0
 
 
 def _check_requests(trace: RequestTrace, sc: Scenario, gpus: Sequence[str], search_gpus: Sequence[int] | None) -> None:

@@ -17,8 +17,9 @@ the whole trace at once (exact; memory grows with the trace).
 
 from __future__ import annotations
 
+import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -50,6 +51,10 @@ class ReplayResult:
     #: time as two neighbouring chunks computed it (0 for one chunk): how far the chunking is from one long run.
     boundary_gap: float = 0.0
     notes: list[str] = field(default_factory=list)
+    output_tokens_each: np.ndarray | None = None  # per request, to weight ITL by the gaps each request has
+    request_rate: float = math.inf  # --request-rate (inf: the trace's own timestamps, as vllm bench serve says 'inf')
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
 
     def stats(self) -> dict:
         """vllm bench serve's figures: throughput, and mean / median / p95 / p99 of TTFT, TPOT (ms) and E2E (s)."""
@@ -69,7 +74,31 @@ class ReplayResult:
                 out[f"{stat}_{name}"] = float(f(v)) if len(v) else math.nan
             for q in (95, 99):
                 out[f"p{q}_{name}"] = float(np.percentile(v, q)) if len(v) else math.nan
+        out.update(self.itl_stats())
+        # None: the trace's own timestamps (vllm bench serve prints 'inf'; JSON has no infinity)
+        out.update({"request_rate_configured": None if math.isinf(self.request_rate) else self.request_rate,
+                    "burstiness": self.burstiness,
+                    "max_concurrency": self.max_concurrency})
         return out
+
+    def itl_stats(self) -> dict:
+        """Inter-token latency (ms) as vllm bench serve reports it: over every gap between two output tokens, all
+        requests pooled. The engine records a request's first and last token, not each one, so every gap of a request
+        is its mean gap (its TPOT): the mean is exact; the median and p99 miss the spread within a request."""
+        if self.output_tokens_each is None:
+            return {"mean_itl_ms": math.nan, "median_itl_ms": math.nan, "p99_itl_ms": math.nan}
+        gaps = np.maximum(self.output_tokens_each.astype(np.int64) - 1, 0)
+        ok = np.isfinite(self.tpot_s) & (gaps > 0)
+        v, w = self.tpot_s[ok].astype(np.float64) * 1e3, gaps[ok]
+        if not len(v):
+            return {"mean_itl_ms": math.nan, "median_itl_ms": math.nan, "p99_itl_ms": math.nan}
+        order = np.argsort(v, kind="stable")
+        cum = np.cumsum(w[order])
+
+        def q(share: float) -> float:  # the gap at this share of all gaps (the lower one at a tie, as numpy's 'lower')
+            return float(v[order][min(len(v) - 1, int(np.searchsorted(cum, share * cum[-1], side="left")))])
+
+        return {"mean_itl_ms": float(np.average(v, weights=w)), "median_itl_ms": q(0.5), "p99_itl_ms": q(0.99)}
 
 
 def _per_request(calls: pd.DataFrame, sub: RequestTrace, base: int, t0: float) -> pd.DataFrame:
@@ -85,6 +114,77 @@ def _per_request(calls: pd.DataFrame, sub: RequestTrace, base: int, t0: float) -
                          "prompt_tokens": sub.prompt_tokens[idx], "output_tokens": out_tok, "ttft_s": ttft, "tpot_s": tpot,
                          "e2e_s": (c["t_done_s"] - c["t_submit_s"]).to_numpy(), "queue_s": c["queue_s"].to_numpy(),
                          "replica": c["replica"].to_numpy().astype(np.int32)})
+
+
+def resample_arrivals(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+    """n arrival times at `rate` requests/s, as vllm bench serve draws them: gaps from a gamma distribution of shape
+    `burstiness` and mean 1/rate (burstiness 1: a Poisson process; below 1 burstier, above 1 more regular), seeded;
+    the first request arrives at 0."""
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"--request-rate must be a finite rate > 0 requests/s, got {rate}")
+    if not (burstiness > 0 and math.isfinite(burstiness)):
+        raise ValueError(f"--burstiness must be > 0, got {burstiness}")
+    gaps = np.random.default_rng([int(seed), 4099, 3]).gamma(burstiness, 1.0 / (rate * burstiness), n)
+    out = np.cumsum(gaps)
+    return out - out[0] if n else out
+
+
+def concurrency_starts(arrival_s: np.ndarray, e2e_s: np.ndarray, limit: int) -> np.ndarray:
+    """When each request is sent with at most `limit` in flight (vllm bench serve --max-concurrency: a semaphore): at
+    its arrival, or when the earliest of the `limit` requests in flight finishes, whichever is later, in order."""
+    starts = np.empty(len(arrival_s))
+    flight: list[float] = []
+    for i, (a, d) in enumerate(zip(arrival_s.tolist(), e2e_s.tolist())):
+        while flight and flight[0] <= a:
+            heapq.heappop(flight)
+        s = a if len(flight) < limit else max(a, heapq.heappop(flight))
+        starts[i] = s
+        heapq.heappush(flight, s + (d if math.isfinite(d) else 0.0))
+    return starts
+
+
+#: Rounds of the fixed point that closes the loop under --max-concurrency (`replay_limited`), the step it takes towards
+#: each round's send times (undamped it oscillates: late sends, a light load, early sends, a heavy one), and the change
+#: in the mean and p99 end-to-end latency between two rounds under which it has settled.
+CONCURRENCY_ROUNDS = 30
+CONCURRENCY_DAMPING = 0.5
+CONCURRENCY_TOL = 1e-3
+
+
+def replay_limited(trace: RequestTrace, strong, replicas: int, scheduler: Scheduler | None, weight_mode: str,
+                   prices: dict[str, float] | None, max_concurrency: int, **kw) -> ReplayResult:
+    """`replay` with at most `max_concurrency` requests in flight: a request's send time depends on when earlier ones
+    finish, which depends on the send times, so it is solved as a fixed point: replay at the send times, recompute
+    them from the latencies (`concurrency_starts`), move half way there, until the mean and p99 end-to-end latency
+    change by under CONCURRENCY_TOL between rounds (single send times keep moving by an iteration or so: the engine
+    steps in iterations); at most CONCURRENCY_ROUNDS rounds, a note says if it stopped short. Latencies count from
+    the send time, as vllm's do."""
+    if max_concurrency < 1:
+        raise ValueError(f"--max-concurrency must be >= 1, got {max_concurrency}")
+    assert trace.arrival_s is not None
+    arrival = trace.arrival_s.astype(np.float64)
+    sink, progress = kw.pop("sink", None), kw.pop("progress", None)
+    starts = arrival
+    before, change = None, math.inf
+    for _ in range(CONCURRENCY_ROUNDS):
+        res = replay(replace(trace, arrival_s=starts), strong, replicas, scheduler, weight_mode, prices, **kw)
+        e2e = res.e2e_s.astype(np.float64)
+        now = np.array([np.nanmean(e2e), np.nanpercentile(e2e, 99)])
+        if before is not None:
+            change = float(np.max(np.abs(now - before) / np.maximum(before, 1e-12)))
+            if change <= CONCURRENCY_TOL:
+                break
+        before = now
+        new = concurrency_starts(arrival, e2e, max_concurrency)
+        starts = np.maximum.accumulate(starts + CONCURRENCY_DAMPING * (new - starts))  # in order, as sent
+    res = replay(replace(trace, arrival_s=starts), strong, replicas, scheduler, weight_mode, prices, sink=sink,
+                 progress=progress, **kw)
+    res.max_concurrency = max_concurrency
+    res.duration_s = float(np.max(starts + res.e2e_s)) - float(arrival[0]) if len(arrival) else 0.0
+    if change > CONCURRENCY_TOL:
+        res.notes.append(f"--max-concurrency: the latencies had not settled after {CONCURRENCY_ROUNDS} rounds (the last "
+                         f"round moved the mean or p99 end-to-end time by {100 * change:.2f}%); the figures are the last round's")
+    return res
 
 
 def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler | None = None, weight_mode: str = "union",
@@ -147,4 +247,4 @@ def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler 
                      "for the exact run")
     gpus = replicas * int(strong.gpus)
     return ReplayResult(n, duration, int(trace.prompt_tokens.sum()), int(trace.output_tokens.sum()), ttft, tpot, e2e,
-                        price * gpus, gpus, chunks, gap, notes)
+                        price * gpus, gpus, chunks, gap, notes, output_tokens_each=np.asarray(trace.output_tokens))

@@ -87,8 +87,9 @@ class SweepConfig:
     search_gpus: tuple[int, ...] | None = None
 
     @classmethod
-    def from_toml(cls, path: str | Path, scenario: str | Path | None = None) -> "SweepConfig":
-        """A sweep config file; `scenario` (a file or a shipped name) stands for its [sweep].scenario."""
+    def from_toml(cls, path: str | Path, scenario: str | Path | None = None, hardware: str | None = None) -> "SweepConfig":
+        """A sweep config file; `scenario` (a file or a shipped name) stands for its [sweep].scenario, `hardware` (a GPU
+        type or WEAK+STRONG: the command line's --weak-hardware/--strong-hardware) for its [grid].hardware."""
         p = check_input_file(path, SweepConfigError, "sweep config")
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8").removeprefix("\ufeff"))
@@ -103,6 +104,8 @@ class SweepConfig:
                 raise SweepConfigError(f"{p} names its own scenario; give --scenario or that, not both")
             name = str(scenario)
             data.setdefault("sweep", {})["scenario"] = name if name in SHIPPED else str(Path(name).resolve())
+        if hardware is not None and isinstance(data.get("grid"), dict):
+            data["grid"]["hardware"] = [hardware]
         return cls.from_dict(data, str(p))
 
     @classmethod

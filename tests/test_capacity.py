@@ -469,4 +469,4 @@ def test_plan_prints_why_a_pool_is_large(monkeypatch, tmp_path):
     r = CliRunner().invoke(app, ["plan", "--rate", "0.5/s", "--tasks", "6", "--trace", str(small), "--strategy", "strongonly",
                                  "--gpu", "h20", "--workers", "1"])
     assert r.exit_code == 0, r.output
-    assert re.search(r"why this size: \d+ Strong replicas \(\d+ GPUs\)", r.output), r.output
+    assert re.search(r"why so large: \d+ Strong replicas \(\d+ GPUs\)", r.output), r.output

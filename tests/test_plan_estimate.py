@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 
 from specagent.cli import app
 from specagent.simulator import planner
-from specagent.simulator.plan_estimate import PILOT_TASKS, duration, engine_speed
+from specagent.simulator.plan_estimate import PILOT_TASKS, duration, engine_speed, estimate_plan
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 runner = CliRunner()
 LINE = re.compile(r"estimated wall time (\d[\d,.]*) (s|min|h) to (\d[\d,.]*) (s|min|h) \(cost model: (\d+) search\(es\) on (\d+) "
-                  r"worker\(s\).*?, ([\d,]+)-([\d,]+) tasks in all, [\d.]+ steps per task at ([\d,]+) steps/s "
-                  r"\((compiled|pure-Python) engine, docs/benchmarks.md\)\)", re.S)
+                  r"worker\(s\).*?, ([\d,]+)-([\d,]+) tasks in all, ([\d,]+) tasks/s measured by a ([\d.]+) s probe now "
+                  r"\((compiled|pure-Python) engine, this machine, now\)\)", re.S)
 
 
 @pytest.mark.parametrize("n", [4, 118])  # short tasks: one candidate, the shortest window; the whole shipped workload
@@ -44,7 +44,18 @@ def test_the_estimate_is_printed_first_and_brackets_the_tasks_a_plan_simulates(t
     simulated = sum(e["tasks_simulated"] for e in doc["evaluations"]) + PILOT_TASKS * len(doc["candidates"])
     assert low_tasks <= simulated <= high_tasks, (low_tasks, simulated, high_tasks)
     assert high_tasks <= 20 * low_tasks  # a range that still says something: the order of magnitude
-    assert float(m.group(9).replace(",", "")) == engine_speed(m.group(10) == "compiled")[0]
+    assert int(m.group(9).replace(",", "")) > 0 and float(m.group(10)) > 0  # the probe's speed, measured now (issue #34)
+
+
+def test_without_a_probe_the_estimate_reads_the_recorded_engine_speed():
+    req = planner.PlanRequest(rate=1.0, strategies=("strongonly",), gpus=("h20",))
+    steps_s = engine_speed(True)[0]
+    est = estimate_plan(req, planner.search_keys(req), None, 1, True)
+    assert f"{steps_s:,.0f} steps/s" in est.basis and "docs/benchmarks.md" in est.basis
+    probed = estimate_plan(req, planner.search_keys(req), None, 1, True, probe=(2e-3, 0.4))
+    assert "500 tasks/s measured by a 0.4 s probe now" in probed.basis
+    # the same tasks either way; the time is tasks x seconds per task
+    assert probed.low_tasks == est.low_tasks and probed.high_s == pytest.approx(probed.high_tasks * 2e-3)
 
 
 def test_the_model_counts_the_planners_own_pilot():

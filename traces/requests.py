@@ -2,7 +2,8 @@
 
 Serving simulators take this shape (Vidur's trace replay reads `Time`, `PromptTokenCount`,
 `CompletionTokenCount`; its length traces `num_prefill_tokens`, `num_decode_tokens`; the
-Azure LLM inference traces `TIMESTAMP`, `ContextTokens`, `GeneratedTokens`), so specagent
+Azure LLM inference traces `TIMESTAMP`, `ContextTokens`, `GeneratedTokens`; BurstGPT, one of `vllm bench serve`'s
+datasets, `Timestamp`, `Request tokens`, `Response tokens`), so specagent
 reads them too, under any of those names, and its fleet serves each request as one call
 (a prefill of the prompt that yields the first output token, then one decode iteration per
 further token) on one model. The arrival column is optional: a length-only trace is served
@@ -28,8 +29,9 @@ from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS
 #: Accepted header names per field, first the canonical one (case-insensitive).
 COLUMNS = {
     "arrival_s": ("arrival_s", "arrived_at", "arrival_time", "time", "timestamp"),
-    "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "prompttokencount", "contexttokens", "input_tokens"),
-    "output_tokens": ("output_tokens", "num_decode_tokens", "completiontokencount", "generatedtokens"),
+    "prompt_tokens": ("prompt_tokens", "num_prefill_tokens", "prompttokencount", "contexttokens", "input_tokens",
+                      "request tokens"),
+    "output_tokens": ("output_tokens", "num_decode_tokens", "completiontokencount", "generatedtokens", "response tokens"),
 }
 
 

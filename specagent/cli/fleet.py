@@ -23,7 +23,7 @@ from rich.table import Table
 
 from specagent import __version__
 from specagent.cli.console import SafeConsole, error_line, fail, json_out, legend
-from specagent.cli.options import scenario_options
+from specagent.cli.options import deployment_flag, flags_given, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.simulate import check_format, load_workload
 from specagent.common import atomic
@@ -34,7 +34,8 @@ from specagent.simulator.capacity.fleet_build import gpus_sizing, parse_gpu_coun
 from specagent.simulator.parallel import default_workers
 from specagent.simulator import FLEET_BACKEND, plan_store
 from specagent.simulator.plan_estimate import duration, estimate_plan
-from specagent.simulator.planner import SLO, PlanRequest, PlanResult, plan_capacity, search_keys
+from specagent.cli.plan_progress import HeartbeatPrinter
+from specagent.simulator.planner import SIZE_ON, SLO, PlanRequest, PlanResult, pairing, plan_capacity, probe_speed, search_keys
 from specagent.simulator.provenance import record_fleet_inputs
 from specagent.simulator.rates_prices import parse_prices, parse_rates
 from specagent.simulator.fleet.config import resolve_price
@@ -49,6 +50,12 @@ console = SafeConsole()
 #: Scenario fields the fleet commands choose themselves (the GPU type: --gpu; the strategies) or do not use. GPUs per
 #: replica are the scenario's (--weak-gpus, --strong-gpus) unless --search-gpus asks for a search.
 FLEET_EXCLUDES = ("strategies", "pricing_engine", "strong_api", "weak.hardware", "strong.hardware")
+#: plan and study balance also take each pool's GPU type (--weak-hardware, --strong-hardware, --hardware) as predict
+#: does: given, they fix one pairing (one search) instead of searching --gpu.
+POOL_EXCLUDES = ("strategies", "pricing_engine", "strong_api")
+PER_POOL = ("weak.hardware", "strong.hardware")
+POOL_HARDWARE_HELP = ("{role}: GPU profile (id, alias or .toml path) for every cell, replacing [grid].hardware with one "
+                      "pairing (the other pool: {other}, or {default}).")
 SEARCH_GPUS_HELP = ("GPUs per replica to search, e.g. 1,2,4,8: each pool gets the fewest that hold the longest context "
                     "(default: the scenario's --weak-gpus / --strong-gpus, as given).")
 
@@ -68,7 +75,26 @@ def _fmt(v, nd: int = 2) -> str:
     return str(v)
 
 
-@scenario_options(exclude=FLEET_EXCLUDES)
+def _pairing_flags(scenario: Scenario, gpu: str | None, mix_gpus: bool) -> tuple[tuple[str, str], ...]:
+    """The one (Weak GPU, Strong GPU) pairing the per-pool flags give (the other pool keeps the scenario's), or () when
+    none was given and --gpu is searched; both kinds at once are refused, naming the flags."""
+    given = [p for p in PER_POOL if p in flags_given(scenario)]
+    if not given:
+        return ()
+    typed = " and ".join(deployment_flag(p.split(".")[0], "hardware") for p in given)
+    for other, used in (("--gpu", gpu is not None), ("--mix-gpus", mix_gpus)):
+        if used:
+            fail(f"{other}: searches GPU types, while {typed} fix{'es' if len(given) == 1 else ''} one pairing: give one or the other")
+    pair = (scenario.weak.hardware, scenario.strong.hardware)
+    for role, g in zip(("weak", "strong"), pair):
+        try:
+            load_hardware(g)
+        except HardwareProfileError as exc:
+            fail(f"{deployment_flag(role, 'hardware')}: {exc}")
+    return (pair,)
+
+
+@scenario_options(exclude=POOL_EXCLUDES)
 def plan_command(
     scenario: Scenario,
     rate: str = typer.Option(..., help="Arrival rate of tasks (Poisson): one (2/s, 120/min), a list (2/s,50/s,1000/s) or a range "
@@ -78,7 +104,9 @@ def plan_command(
                                               "turn between user messages). The shipped τ²-airline tasks take about 130 s at p95 "
                                               "with no contention at all; an SLO below what tasks take alone is reported as infeasible."),
     strategy: str = typer.Option("strongonly,specagent", help="Comma-separated strategies to size a fleet for."),
-    gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types to build replicas from (hardware profile ids or aliases)."),
+    gpu: Optional[str] = typer.Option(None, help="Comma-separated GPU types to search, each for both pools (hardware profile ids or "
+                                                  "aliases) [default: h20,h200]; --weak-hardware/--strong-hardware instead fix one "
+                                                  "pairing: one search."),
     price: List[str] = typer.Option([], help="$/GPU-hour per GPU type, one or a comma list: --price h20=1.85,h200=3.5 (overrides the profile's sourced price; "
                                                  "needed where a profile has none). `specagent hardware list` shows the defaults."),
     tasks: int = typer.Option(1000, help="At least this many tasks measured per candidate fleet (the window is longer when the rate and the "
@@ -101,6 +129,9 @@ def plan_command(
     fmt: str = typer.Option("table", "--format", help="table, json (what plan.json holds) or csv (the cheapest fleet per rate and "
                                                        "strategy, one row each)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (no progress; --out is still written)."),
+    size_on: str = typer.Option("point", "--size-on", help="What must be within the SLO: point (the percentile's estimate) or "
+                                                           "ci-high (the upper end of its 95% CI: a fleet that meets the SLO "
+                                                           "whatever the sampling error)."),
 ) -> None:
     """Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy.
 
@@ -114,7 +145,11 @@ def plan_command(
     """
     fmt = check_format(fmt, as_json)
     as_json = fmt == "json"
-    rates, slo_, strategies, gpus, prices = _plan_flags(rate, points, slo, strategy, gpu, price)
+    pairs = _pairing_flags(scenario, gpu, mix_gpus)
+    gpu_text = ",".join(dict.fromkeys(g for p in pairs for g in p)) if pairs else (gpu if gpu is not None else "h20,h200")
+    rates, slo_, strategies, gpus, prices = _plan_flags(rate, points, slo, strategy, gpu_text, price, "--weak-hardware/--strong-hardware" if pairs else "--gpu")
+    if size_on not in SIZE_ON:
+        fail(f"--size-on: expected one of {', '.join(SIZE_ON)}, got {size_on!r}")
     counts = _search_gpus(search_gpus)
     for name, value, lo, hi in (("--tasks", tasks, 1, MAX_PLAN_TASKS), ("--max-replicas", max_replicas, 1, MAX_PLAN_REPLICAS),
                                 ("--slice-tasks", slice_tasks, 0, MAX_PLAN_TASKS), ("--slice-replicas", slice_replicas, 1, MAX_PLAN_REPLICAS),
@@ -131,7 +166,7 @@ def plan_command(
         req = PlanRequest(rates=rates, slo=slo_, strategies=strategies, gpus=gpus, prices=prices, n_tasks=tasks,
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
-                          requests=trace, search_gpus=counts)
+                          requests=trace, search_gpus=counts, pairs=pairs, size_on=size_on)
         res = _run_plan(trajs, req, out, wl_path, quiet)
     except typer.Exit:
         raise  # ^C, already reported (click's Exit is a RuntimeError)
@@ -187,14 +222,18 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
         + (f"; {len(finished)} already done in {store.folder}, {len(todo)} to run" if finished else "")
         + ("" if store is None else f"; each is kept in {store.folder} as it finishes (^C keeps them; rerun to resume)")
         + ("" if store is not None or len(keys) < 4 else "; no --out: an interrupted run keeps nothing"))
-    if todo:  # before a long curve starts: how long it will take, and why that long (simulator/plan_estimate.py)
-        say(estimate_plan(req, todo, trajs, req.workers, FLEET_BACKEND.compiled).text())
+    estimate = None
+    if todo:  # before a long curve starts: how long it will take, and why that long (simulator/plan_estimate.py), from a
+        # short probe of this machine's speed now (a figure measured on a quiet machine misleads on a loaded one)
+        probe = None if quiet else probe_speed(trajs, req)
+        estimate = estimate_plan(req, todo, trajs, req.workers, FLEET_BACKEND.compiled, probe)
+        say(estimate.text())
     running = list(todo)
     saved = [0]
 
     def label(k) -> str:
         strat, wg, sg, rate = k
-        return f"{strat}/{Path(wg).stem if wg == sg else Path(wg).stem + '+' + Path(sg).stem}/{rate:,.4g} per s"
+        return f"{strat} {pairing(Path(wg).stem, Path(sg).stem)} at {rate:,.4g}/s"
 
     def on_result(k, value) -> None:
         # idempotent: a ^C landing inside this call makes the pool report the same finished search again
@@ -224,7 +263,12 @@ def _run_plan(trajs, req: PlanRequest, out: Optional[Path], wl_path, quiet: bool
                 say(f"search {done}/{total} done after {elapsed:,.0f} s{left}")
 
         try:
-            res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result)
+            if quiet:
+                res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result)
+            else:  # a live line inside each search, at least every HEARTBEAT_S seconds (specagent/cli/plan_progress.py)
+                with HeartbeatPrinter(say, f"{req.slo.target} p{req.slo.percentile:g}", estimate) as beats:
+                    res = plan_capacity(trajs, req, progress=tick, finished=finished, on_result=on_result,
+                                        heartbeat=beats.sink if req.backend == "local" else None, isolate=True)
         except KeyboardInterrupt:
             bar.stop()
             kept = len(finished) + saved[0]
@@ -257,7 +301,7 @@ def _gpu_list(gpu: str) -> tuple[str, ...]:
     return gpus
 
 
-def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price: list[str]):
+def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price: list[str], gpu_flag: str = "--gpu"):
     """plan's list and text flags, each checked with its own name in the error."""
     if not 2 <= points <= MAX_PLAN_POINTS:
         fail(f"--points: expected rates in a range in [2, {MAX_PLAN_POINTS}], got {points}")
@@ -280,17 +324,17 @@ def _plan_flags(rate: str, points: int, slo: str, strategy: str, gpu: str, price
         prices = parse_prices(price)
     except ValueError as exc:
         fail(f"--price: {exc}")
-    _check_priced(gpus, prices)
+    _check_priced(gpus, prices, gpu_flag)
     return rates, slo_, strategies, gpus, prices
 
 
-def _check_priced(gpus: tuple[str, ...], prices: dict[str, float]) -> None:
+def _check_priced(gpus: tuple[str, ...], prices: dict[str, float], gpu_flag: str = "--gpu") -> None:
     """Up front, before any search: every --price names a GPU type, and every --gpu has a $/GPU-hour (a plan that ranks
     fleets by GPU count alone would compare unpriced and priced pools as if the unpriced ones were free)."""
     for g in gpus:
         hw = load_hardware(g)
         if resolve_price(hw, prices)[0] is None:
-            fail(f"--gpu {g}: {hw.name} has no $/GPU-hour in its profile; pass --price {g}=USD_PER_GPU_HOUR "
+            fail(f"{gpu_flag} {g}: {hw.name} has no $/GPU-hour in its profile; pass --price {g}=USD_PER_GPU_HOUR "
                  f"(comma lists work: --price {g}=2.0,h200=3.5)")
 
 
@@ -356,6 +400,15 @@ def _pool_text(r: dict, name: str) -> str:
     return f"{n:,} {name.capitalize()} x {g} {r[f'{name}_gpu']}" if n else ""
 
 
+def _utilisation_text(r: dict, name: str) -> str:
+    """Both meanings of 'utilisation', each defined: the share of time a replica runs anything (at batch 1 too), and
+    the rate's share of the pool's throughput bound."""
+    share = r.get(f"{name}_load_share")
+    bound = (f", load {share:.0%} of its throughput bound (rate / (replicas x bound per replica))"
+             if isinstance(share, float) and not math.isnan(share) else "")
+    return f"busy {r[f'{name}_utilisation']:.0%} of the time (a replica running any sequence is busy){bound}"
+
+
 def _print_plan(res: PlanResult) -> None:
     """One block per rate and strategy, as wrapped lines: nothing a user types is ever cut, at any terminal width."""
     req = res.request
@@ -370,23 +423,32 @@ def _print_plan(res: PlanResult) -> None:
             rows = [r for r in best if r["strategy"] == strat and r["rate"] == rate]
             if not rows:
                 say(f"  {strat}: no fleet found (see the notes below)")
+                for c in (c for c in table if c["strategy"] == strat and c["rate"] == rate):
+                    say(f"    {pairing(c['weak_gpu'], c['strong_gpu'])}: best achievable {req.slo.target} "
+                        f"p{req.slo.percentile:g} {c['best_slo_value_s']:,.1f} s against {req.slo.seconds:g} s"
+                        + (" (added replicas stopped lowering it; the search stopped there)" if c.get("stopped_early") else ""))
                 continue
             r = rows[0]
             pools = " + ".join(p for p in (_pool_text(r, "weak"), _pool_text(r, "strong")) if p)
-            say(f"  {strat} ({r['label']})")
+            say(f"  {strat} ({r['label']}; {pairing(r['weak_gpu'], r['strong_gpu'])})")
             say(f"    fleet: {pools} = {int(r['gpus']):,} GPUs, {_money(r['usd_per_hour'])}/hour, "
                 f"{_money(r['usd_per_task'], 4)}/task")
             say(f"    {req.slo.target} p{req.slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
                 f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
-            if isinstance(r.get("size_note"), str) and r["size_note"]:
-                say(f"    why this size: {r['size_note']}")
+            if r.get("slo_met_at") == "point estimate only":
+                say(f"    SLO met at the point estimate only: the 95% CI reaches {r['slo_ci_high_s']:,.1f} s, over the "
+                    f"{req.slo.seconds:g} s bound (--size-on ci-high sizes on the CI's upper end)")
             for name in ("strong", "weak"):
                 if r[f"{name}_replicas"]:
                     nb = int(r[f"{name}_bound_replicas"])
                     say(f"    {name.capitalize()}: analytic bound {nb:,} replica{'s' if nb != 1 else ''} "
                         f"({r[f'{name}_bound']}); runs <= {int(r[f'{name}_max_num_seqs']):,} sequences and "
                         f"{int(r[f'{name}_max_batched_tokens']):,} tokens per iteration; mean decode batch "
-                        f"{r[f'{name}_mean_decode_batch']:,.1f}, utilisation {r[f'{name}_utilisation']:.2f}")
+                        f"{r[f'{name}_mean_decode_batch']:,.1f}; {_utilisation_text(r, name)}")
+                    if isinstance(r.get(f"{name}_why"), str) and r[f"{name}_why"]:
+                        say(f"    why this size: {r[f'{name}_why']}")
+            if isinstance(r.get("size_note"), str) and r["size_note"]:
+                say(f"    why so large: {r['size_note']}")
             say(f"    simulated: {r['slice']}, {int(r['tasks_simulated']):,} tasks over {r['horizon_s']:,.0f} s (warm-up "
                 f"{r['warmup_s']:,.0f} s detected, {int(r['tasks_measured']):,} tasks measured, {int(r['tasks_censored']):,} "
                 f"still running at the end); {int(r['evaluations'])} candidates tried")
@@ -396,8 +458,9 @@ def _print_plan(res: PlanResult) -> None:
             others = [c for c in table if c["strategy"] == strat and c["rate"] == rate and
                       (c["weak_gpu"], c["strong_gpu"]) != (r["weak_gpu"], r["strong_gpu"])]
             for c in others:
-                what = (f"{int(c['gpus']):,} GPUs, {_money(c['usd_per_hour'])}/hour" if c["feasible"] else "no fleet found")
-                say(f"    also tried {c['weak_gpu']}/{c['strong_gpu']}: {what}")
+                what = (f"{int(c['gpus']):,} GPUs, {_money(c['usd_per_hour'])}/hour" if c["feasible"] else
+                        f"no fleet found (best achievable {req.slo.target} p{req.slo.percentile:g} {c['best_slo_value_s']:,.1f} s)")
+                say(f"    also tried {pairing(c['weak_gpu'], c['strong_gpu'])}: {what}")
     if len(req.rates) > 1 and best:
         say()
         rows = curve_rows(res.best, f"p{req.slo.percentile:g}")
@@ -435,6 +498,10 @@ def sweep_command(
     force: bool = typer.Option(False, "--force", help="Run into a folder holding another config's cells: delete those cells "
                                                       "(the ones this config shares are kept)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's counts as JSON (no progress bar)."),
+    weak_hardware: Optional[str] = typer.Option(None, deployment_flag("weak", "hardware"), help=POOL_HARDWARE_HELP.format(
+        role="Weak", other="--strong-hardware", default=Scenario().weak.hardware)),
+    strong_hardware: Optional[str] = typer.Option(None, deployment_flag("strong", "hardware"), help=POOL_HARDWARE_HELP.format(
+        role="Strong", other="--weak-hardware", default=Scenario().strong.hardware)),
 ) -> None:
     """Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably.
 
@@ -447,8 +514,18 @@ def sweep_command(
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
     _check_backend(backend, address)
     out_dir = out or config.with_name(config.stem + "_results")
+    hardware = None
+    if weak_hardware is not None or strong_hardware is not None:  # one pairing for every cell, as [grid].hardware = ["W+S"]
+        sc = Scenario()
+        w, s_ = weak_hardware or sc.weak.hardware, strong_hardware or sc.strong.hardware
+        for flag, g in ((deployment_flag("weak", "hardware"), w), (deployment_flag("strong", "hardware"), s_)):
+            try:
+                load_hardware(g)
+            except HardwareProfileError as exc:
+                fail(f"{flag}: {exc}")
+        hardware = w if w == s_ else f"{w}+{s_}"
     try:
-        cfg = SweepConfig.from_toml(config, scenario)
+        cfg = SweepConfig.from_toml(config, scenario, hardware)
         rep = run_sweep(cfg, out_dir, backend=backend, workers=workers, address=address, progress=not as_json, force=force)
     except SweepCellError as exc:
         fail(f"{config}: {exc}")
@@ -510,10 +587,12 @@ study_app = typer.Typer(help="Studies built on the fleet simulator.", no_args_is
 
 
 @study_app.command("balance", cls=PanelCommand)
-@scenario_options(exclude=FLEET_EXCLUDES)
+@scenario_options(exclude=POOL_EXCLUDES)
 def study_balance(
     scenario: Scenario,
-    gpu: str = typer.Option("h20,h200", help="Comma-separated GPU types for the Strong replica."),
+    gpu: Optional[str] = typer.Option(None, help="Comma-separated GPU types for the Strong replica, one study each [default: "
+                                                 "h20,h200]; --strong-hardware instead studies that one (the Weak pool is "
+                                                 "on --weak-hardware)."),
     rates: str = typer.Option("0.05,0.2,0.8,3.2,12.8", help="Comma-separated arrival rates (tasks/s): the load knob."),
     tasks: int = typer.Option(150, help="Minimum tasks per rate (each rate runs at least rate x 60 s of arrivals)."),
     search_gpus: Optional[str] = typer.Option(None, "--search-gpus", help=SEARCH_GPUS_HELP),
@@ -526,7 +605,16 @@ def study_balance(
     moving Strong tokens from decode into one verification prefill saves time and traffic.
     Load rises with the rate; where the saving columns reach zero, SpecAgent stops paying.
     """
-    gpus = list(_gpu_list(gpu))
+    if "strong.hardware" in flags_given(scenario):
+        if gpu is not None:
+            fail("--gpu: lists Strong GPU types to study, while --strong-hardware fixes one: give one or the other")
+        try:
+            load_hardware(scenario.strong.hardware)
+        except HardwareProfileError as exc:
+            fail(f"--strong-hardware: {exc}")
+        gpus = [scenario.strong.hardware]
+    else:
+        gpus = list(_gpu_list(gpu if gpu is not None else "h20,h200"))
     rate_list = _rates(rates)
     counts = _search_gpus(search_gpus)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
@@ -546,7 +634,8 @@ def study_balance(
     if as_json:
         print(df.to_json(orient="records"))
         return
-    t = Table(title="Balance-point study: SpecAgent vs Strong-only on one Strong replica", show_edge=False, pad_edge=False)
+    t = Table(title=f"Balance-point study: SpecAgent vs Strong-only on one Strong replica (Weak: {scenario.weak.model} on "
+                    f"{scenario.weak.hardware}, uncontended)", show_edge=False, pad_edge=False)
     rows = df.to_dict("records")
     cells = [[_fmt(r[c], 2) if isinstance(r[c], float) else str(r[c]) for c, _, _ in BALANCE_COLUMNS] for r in rows]
     for i, (_, head, _) in enumerate(BALANCE_COLUMNS):  # no identifier or figure is ever cut: each column at its widest cell
@@ -560,7 +649,7 @@ def study_balance(
 
 #: The study's table at 80 columns: short headers, spelled out in the caption (the Parquet/CSV/JSON keep the long names).
 BALANCE_COLUMNS = (
-    ("hardware", "GPU", ""),
+    ("hardware", "Strong\nGPU", ""),
     ("rate", "rate/s", "arrival rate, tasks per second"),
     ("strongonly_decode_batch", "SO\nbatch", "Strong-only's mean Strong decode batch"),
     ("specagent_decode_batch", "SA\nbatch", "SpecAgent's mean Strong decode batch"),

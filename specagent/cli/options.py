@@ -208,7 +208,16 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
         fail(_located(exc, flags))
     if scenario_file is not None:  # where each value came from, for errors found when it is resolved (`resolve`)
         object.__setattr__(out, "_origin", (str(scenario_file), frozenset(values) | ({"acceptance"} if accept is not None else set())))
+    object.__setattr__(out, "_flags_given", frozenset(values))
     return out
+
+
+def flags_given(scenario: Scenario) -> frozenset[str]:
+    """The scenario fields (dotted paths) set by a flag on this command line (`--hardware` sets both pools').
+
+    Why: a command whose own option competes with a generated one (plan's `--gpu` with `--weak-hardware`) must tell a
+    value the user typed from the scenario's default; a scenario not built from flags has none."""
+    return getattr(scenario, "_flags_given", frozenset())
 
 
 def _located(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset[str]] | None = None) -> str:

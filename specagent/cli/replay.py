@@ -8,6 +8,7 @@ is built or priced.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -28,17 +29,21 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
 from specagent.simulator.rates_prices import parse_prices
-from specagent.simulator.replay import ReplayResult, replay
+from specagent.simulator.replay import ReplayResult, replay, replay_limited, resample_arrivals
 from specagent.simulator.scenario import Scenario
 from specagent.traces.requests import load_requests
 
 #: Scenario fields a plain-serving replay does not use: everything about the agent and the Weak model.
 REPLAY_EXCLUDES = ("weak", "strong_api", "workload", "strategies", "k", "review", "acceptance", "verifier_prompt",
-                   "verifier_system_tokens", "engine", "prefix_caching")
+                   "verifier_system_tokens", "engine", "prefix_caching",
+                   # user and tool waits, an API's verify sends, the pricing engine and the acceptance draws: agent things
+                   # a request trace has none of (issue #34: replay's help listed them)
+                   "environment", "api_verify_sends", "pricing_engine", "uncertainty")
 MAX_REPLICAS = 1_000_000
 MAX_SEQS = 1 << 20  # sequences per iteration (vLLM's default is 256-1024)
 MAX_TOKENS = 1 << 24  # tokens per iteration
 MAX_CHUNK = 100_000_000
+MAX_CONCURRENCY = 10_000_000
 
 
 def _scheduler(dep, max_seqs: Optional[int], max_tokens: Optional[int]) -> Scheduler:
@@ -65,6 +70,11 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
     line("Deployment:", label)
     line("Scheduler limits:", f"{scheduler.max_num_seqs:,} seqs, {scheduler.max_batched_tokens or 'unlimited'} tokens/iteration")
     line("Successful requests:", f"{s['requests']:,}")
+    rate = s["request_rate_configured"]
+    line("Request rate configured (RPS):", "inf (the trace's own timestamps)" if rate is None else
+         f"{rate:,.2f}" + ("" if s["burstiness"] == 1.0 else f" (gamma arrivals, burstiness {s['burstiness']:g})"))
+    if s["max_concurrency"] is not None:
+        line("Maximum request concurrency:", f"{s['max_concurrency']:,}")
     line("Replay duration (s):", f"{s['duration_s']:,.2f}")
     line("Total input tokens:", f"{s['input_tokens']:,}")
     line("Total generated tokens:", f"{s['output_tokens']:,}")
@@ -81,7 +91,12 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
         short = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "E2E"}[key]
         for stat, name in (("mean", "Mean"), ("median", "Median"), ("p95", "P95"), ("p99", "P99")):
             line(f"{name} {short} ({unit}):", f"{s[f'{stat}_{key}']:,.2f}")
+    c.print(f"{'Inter-token Latency':-^50}")
+    for stat, name in (("mean", "Mean"), ("median", "Median"), ("p99", "P99")):
+        line(f"{name} ITL (ms):", f"{s[f'{stat}_itl_ms']:,.2f}")
     c.print("=" * 50)
+    c.print("ITL: each request's gaps at its mean gap (the engine records first and last tokens): the mean is exact, the "
+            "median and P99 miss the spread within a request")
     if res.chunks > 1:
         c.print(f"served in {res.chunks} chunks; overlap agreement at the boundaries: within {100 * res.boundary_gap:.2f}% "
                 "(mean and p90 end-to-end)")
@@ -111,6 +126,14 @@ def replay_command(
     fmt: str = typer.Option("table", "--format", help="table (vllm bench serve's layout), json or csv (one row of figures)."),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second: new arrival times in the "
+                                                 "trace's order, Poisson (or gamma with --burstiness), seeded by --seed, as "
+                                                 "vllm bench serve draws them [default: the trace's own timestamps]."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Shape of the gamma gaps under --request-rate: 1 Poisson, below "
+                                                               "1 burstier, above 1 more regular (vllm bench serve's)."),
+    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="At most this many requests in flight: a "
+                                                  "request waits for a free slot and its latency counts from when it is sent "
+                                                  "(vllm bench serve's)."),
 ) -> None:
     """Serve a request trace at its own timestamps on the scenario's Strong deployment; TTFT, TPOT and E2E like vllm bench serve.
 
@@ -122,7 +145,7 @@ def replay_command(
     # guards against typos, not limits of the method
     for name, value, lo, hi in (("--replicas", replicas, 1, MAX_REPLICAS), ("--max-seqs", max_seqs, 1, MAX_SEQS),
                                 ("--max-tokens", max_tokens, 1, MAX_TOKENS), ("--chunk", chunk, 0, MAX_CHUNK),
-                                ("--overlap", overlap, 0, MAX_CHUNK)):
+                                ("--overlap", overlap, 0, MAX_CHUNK), ("--max-concurrency", max_concurrency, 1, MAX_CONCURRENCY)):
         if value is not None and not lo <= value <= hi:
             fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
     try:
@@ -135,6 +158,14 @@ def replay_command(
         requests = load_requests(trace)
     except (InputError, ValueError) as exc:  # TraceFormatError names the file, line and field
         fail(exc)
+    if request_rate is not None or burstiness != 1.0:
+        if request_rate is None:
+            fail("--burstiness: shapes the gaps of --request-rate; give --request-rate too")
+        try:
+            requests = dataclasses.replace(requests, arrival_s=resample_arrivals(len(requests), request_rate, burstiness,
+                                                                                 scenario.seed))
+        except ValueError as exc:
+            fail(str(exc))
     if requests.arrival_s is None:
         fail(f"{trace}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own timestamps; "
              "`specagent plan --requests` serves one at a rate instead")
@@ -157,8 +188,13 @@ def replay_command(
 
     try:
         with progress_bar(len(requests), f"replaying {len(requests):,} requests", show=fmt == "table" and not quiet) as advance:
-            res = replay(requests, strong, replicas, sched, setting.weight_mode, prices, chunk=chunk, overlap=overlap,
-                         sink=sink if out is not None else None, progress=advance)
+            kw = dict(chunk=chunk, overlap=overlap, sink=sink if out is not None else None, progress=advance)
+            if max_concurrency is not None:
+                res = replay_limited(requests, strong, replicas, sched, setting.weight_mode, prices, max_concurrency, **kw)
+            else:
+                res = replay(requests, strong, replicas, sched, setting.weight_mode, prices, **kw)
+            if request_rate is not None:
+                res.request_rate, res.burstiness = request_rate, burstiness
         if writer:
             writer[0].close()
             os.replace(tmp, out)  # type: ignore[arg-type]

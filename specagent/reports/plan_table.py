@@ -20,7 +20,7 @@ from specagent.hardware.profile import HardwareProfileError, load_hardware
 COLUMNS = (
     ("tasks/s", "arrival rate"),
     ("strategy", ""),
-    ("GPU", "GPU type of the Strong pool (and of the Weak pool when it differs)"),
+    ("GPU", "GPU type of the Strong pool (W ... / S ...: Weak and Strong, when they differ)"),
     ("fleet", "replicas x GPUs per replica, per pool"),
     ("GPUs", "GPUs in all"),
     ("$/hour", "the fleet's price per hour"),
@@ -78,7 +78,7 @@ def short_gpu(gpu: str) -> str:
 def _gpu(r: dict) -> str:
     wg, sg = short_gpu(str(r.get("weak_gpu", ""))), short_gpu(str(r.get("strong_gpu", "")))
     uses_weak = _num(r.get("weak_replicas")) > 0
-    return sg if (not uses_weak or wg == sg) else f"{wg} / {sg}"
+    return sg if (not uses_weak or wg == sg) else f"W {wg} / S {sg}"  # which side is which, always (issue #34)
 
 
 def curve_rows(best: pd.DataFrame, percentile: str = "p95") -> pd.DataFrame:
