@@ -51,9 +51,10 @@ from specagent.simulator.protocol.plan import CallPlan
 from specagent.simulator.pricing.analytic import EventCosts, Pricer
 from specagent.simulator.pricing.results import per_trajectory
 from specagent.simulator.scenario import Scenario
+from specagent.simulator.run import plan_strategy
 from specagent.simulator.protocol.setting import VERIFIER_PROMPTS, Setting
 from specagent.simulator.strategies.catalog import make_strategy
-from specagent.simulator.uncertainty import plan_replicas, prepared
+from specagent.simulator.uncertainty import prepared
 from specagent.simulator.protocol.workload import UnitTable
 
 #: The ratios a tornado bar shows: (column, label).
@@ -162,7 +163,7 @@ class _Runner:
     def plan(self, name: str, models: Sequence[AcceptanceModel], table: UnitTable | None = None,
              setting: Setting | None = None) -> CallPlan:
         strat = make_strategy(name, k=self.scenario.k, review=self.scenario.review)
-        return plan_replicas(table if table is not None else self.table, strat, setting or self.setting, list(models),
+        return plan_strategy(table if table is not None else self.table, strat, setting or self.setting, list(models),
                              self.scenario.seed)
 
     def pair(self, models: Sequence[AcceptanceModel], table: UnitTable | None = None, setting: Setting | None = None,

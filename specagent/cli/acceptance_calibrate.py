@@ -21,6 +21,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
+from specagent.simulator.acceptance.io import acceptance_table
 from specagent.simulator.calibration import PARAMETERS, Calibration, calibrate as run_calibration, candidate_acceptance
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS
@@ -55,8 +56,7 @@ def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: in
                      aside: list[str]) -> str:
     """A scenario file holding only [acceptance]: candidate `row`, its source saying where it comes from."""
     acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenario.acceptance)
-    d = {f: _rounded(getattr(acc, f)) for f in acc.__dataclass_fields__}
-    d = {k: v for k, v in d.items() if v is not None and v != {}}  # None = tied to the workload: left out
+    d = acceptance_table(acc, _rounded)  # None = tied to the workload: left out
     setting_of = {f.figure_id: f.setting for f in cal.figures}
     mine = [f for f in aside if which in ("all", "reachable") or setting_of[f] == which]
     d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, the central point of "

@@ -36,6 +36,7 @@ from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
+from specagent.simulator.applicability import warning as applicability_warning
 from specagent.simulator.uncertainty import ratio_intervals
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
@@ -218,14 +219,21 @@ def check_format(fmt: str, as_json: bool) -> str:
     return "json" if as_json else fmt
 
 
-def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
+def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list, iv: pd.DataFrame | None = None,
+                       includes: str = "") -> Table:
     t = Table(title=title, show_edge=False)
     _strategy_column(t, line.index)
     columns = list(BL.COLUMNS)
     if not any(p.role == "strong" for p in pool_list):  # a hosted Strong model: its API charges instead of its GPU-seconds
         columns[3] = ("api_usd_per_task", "API $", "API charges per task for the hosted Strong model")
-    cells = [[BL.fmt_cell(c, float(row[c])) if c != "api_usd_per_task" else BL.fmt_usd(float(row[c])) for c, _, _ in columns]
-             for _, row in line.iterrows()]
+    ranges = {} if iv is None else {(r.strategy, r.column): (r.low, r.high) for r in iv.itertuples()}
+
+    def cell(strat: str, c: str, v: float) -> str:
+        text = BL.fmt_cell(c, v) if c != "api_usd_per_task" else BL.fmt_usd(v)
+        r = ranges.get((strat, c))
+        return f"{text} {BL.fmt_range(c, *r)}".rstrip() if r else text
+
+    cells = [[cell(str(strat), c, float(row[c])) for c, _, _ in columns] for strat, row in line.iterrows()]
     for i, (_, head, _) in enumerate(columns):  # figures are never cut: each column at its widest cell
         t.add_column(head, justify="right", no_wrap=True, min_width=max([len(c[i]) for c in cells] + [len(head)]))
     for strat, c in zip(line.index, cells):
@@ -235,8 +243,13 @@ def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str,
                        f" ({'--price' if p.source.startswith('user') else 'profile'})" for p in pool_list)
     t.caption = (legend((head, meaning) for _, head, meaning in columns) + f". Pools: {priced}; "
                  "`specagent hardware show GPU` gives each price's source. Batch 1: dollars price busy GPU-seconds only "
-                 "(a floor); `specagent plan` sizes a shared fleet.")
+                 "(a floor); `specagent plan` sizes a shared fleet."
+                 + (f" [low–high]: the {iv_level(iv)} interval of the draws, including {includes}." if ranges else ""))
     return t
+
+
+def iv_level(iv: pd.DataFrame | None) -> str:
+    return str(iv.attrs.get("level_text", "")) if iv is not None else ""
 
 
 def _bottom_line(comp, setting, prices: dict) -> tuple[pd.DataFrame, list]:
@@ -244,11 +257,17 @@ def _bottom_line(comp, setting, prices: dict) -> tuple[pd.DataFrame, list]:
     return BL.bottom_line(comp.summary, pool_list), pool_list
 
 
-def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per strategy: the per-task figures, then the ratios to Strong-only."""
+def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame, iv: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per strategy: the per-task figures (with `<col>_low`/`<col>_high` where intervals were drawn), then the
+    ratios to Strong-only."""
     rel = [c for c, _, _ in REL_COLUMNS if c in summary]
     cols = [c for c, _, _ in BL.COLUMNS] + list(BL.EXTRA)
-    out = line[cols].join(summary[rel])
+    out = line[cols].copy()
+    if iv is not None:
+        for col in BL.INTERVAL_COLUMNS:
+            sub = iv[iv["column"] == col].set_index("strategy")
+            out[f"{col}_low"], out[f"{col}_high"] = sub["low"], sub["high"]
+    out = out.join(summary[rel])
     out.index.name = "strategy"
     return out
 
@@ -311,13 +330,26 @@ def predict(
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
         if scenario.uncertainty.draws:
-            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} acceptance draws × {len(scenario.strategies)} strategies")
+            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} draws of {scenario.uncertainty.sources} × "
+                                          f"{len(scenario.strategies)} strategies")
         intervals = ratio_intervals(comp, trajs, dist)
         comp.intervals = intervals_records(intervals, comp) if intervals is not None else None
         if intervals is not None:
-            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws over "
-                                             f"{len(intervals.ranges)} acceptance ranges: {intervals.source}")
+            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws of "
+                                             f"{intervals.includes()} ({len(intervals.ranges)} ranges): {intervals.source}")
+    not_here = applicability_warning(scenario)
+    comp.assumptions["acceptance_applies"] = not_here or "yes: this run's models, GPUs and workload are those it was calibrated on"
+    if not_here and not quiet:
+        err.print(not_here, highlight=False, markup=False, soft_wrap=True)
     line, pool_list = _bottom_line(comp, setting, prices)
+    bl_iv, verdict = None, None
+    if intervals is not None:
+        bl_draws = BL.bottom_line_draws(intervals.totals, comp.summary, pool_list)
+        bl_iv = BL.bottom_line_intervals(bl_draws, line, intervals.level)
+        bl_iv.attrs["level_text"] = f"{intervals.level:.0%}"
+        verdict = BL.verdict(bl_draws, intervals.level)
+        comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
+        comp.intervals["verdict"] = verdict  # type: ignore[index]
     comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
     summary_obj = {
         "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
@@ -342,10 +374,10 @@ def predict(
     if fmt == "json":
         print(json_out(summary_obj, indent=2, default=str))
     elif fmt == "csv":
-        sys.stdout.write(_csv_frame(line, comp.summary).to_csv())
+        sys.stdout.write(_csv_frame(line, comp.summary, bl_iv).to_csv())
     else:
         _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief,
-                       intervals=intervals)
+                       intervals=intervals, bl_iv=bl_iv, verdict=verdict)
         console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
     if written is not None:
         say = err.print if fmt != "table" else console.print
@@ -365,14 +397,17 @@ def _ratio_in_words(summary: pd.DataFrame) -> str:
 
 
 def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool,
-                   intervals=None) -> None:
+                   intervals=None, bl_iv: pd.DataFrame | None = None, verdict: str | None = None) -> None:
     """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
+    includes = intervals.includes() if intervals is not None else ""
     console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
-                                     "batch 1", pool_list))
+                                     "batch 1", pool_list, bl_iv, includes))
     for strat in ("specagent",):
-        head = BL.headline(line, strat)
+        head = BL.headline(line, strat, iv=bl_iv)
         if head:
             console.print(head, highlight=False)
+    if verdict:
+        console.print(f"{verdict} ({intervals.n_draws} draws of {includes})", highlight=False)
     env = environment_line(comp.summary)
     if env:
         console.print(env, highlight=False)
