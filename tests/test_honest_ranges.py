@@ -155,3 +155,40 @@ def test_bottom_line_intervals_and_the_verdict():
                  "established at this uncertainty")
     sure = fast.assign(wall_s_per_task=base["wall_s_per_task"] * 0.5)
     assert BL.verdict({"strongonly": base, "specagent": sure}, 0.9).endswith("faster in 100/100 draws")
+
+
+# ------------------------------------------------------------------------------------------ the sources together
+@pytest.fixture(scope="module")
+def small():
+    from specagent.simulator.run import predict
+    from specagent.traces import default_workload_path, load_trajectories
+
+    trajs = load_trajectories(default_workload_path())[:25]
+    sc = Scenario().replace(strategies=("strongonly", "specagent"), uncertainty=Uncertainty(draws=40))
+    return predict(sc, trajs, "first 25"), trajs
+
+
+def test_latency_error_widens_time_but_not_bytes_and_no_fit_can_shrink_it_away(small):
+    from specagent.simulator.uncertainty import ratio_intervals
+
+    comp, trajs = small
+    lat = ratio_intervals(comp, trajs, dist=AcceptanceDistribution.priors(comp.scenario.acceptance).narrowed(0.0))
+    assert lat.sources == ("acceptance", "latency") and "latency" in lat.includes()
+    p, lo, hi = lat.get("specagent", "wall_time_s_rel")
+    assert hi - lo > 0.02  # the latency model's error alone
+    p, blo, bhi = lat.get("specagent", "total_bytes_read_rel")
+    assert blo == bhi == pytest.approx(p)  # bytes do not depend on time
+    _, slo, shi = lat.get("strongonly", "wall_time_s_rel")
+    assert slo == shi == 1.0  # the same Strong factor in the baseline as in SpecAgent
+    only = ratio_intervals(replace_sources(comp, "latency"), trajs)
+    assert only.get("specagent", "wall_time_s_rel")[1:] == pytest.approx((lo, hi))  # a perfect fit leaves the latency error
+    both = ratio_intervals(comp, trajs)
+    b = both.get("specagent", "wall_time_s_rel")
+    assert b[2] - b[1] >= 0.9 * (hi - lo)
+    totals = both.totals["strongonly"]["wall_time_s"]
+    assert totals.std() > 0  # per-task figures get intervals from the same draws
+
+
+def replace_sources(comp, sources: str):
+    sc = comp.scenario.replace(uncertainty=dataclasses.replace(comp.scenario.uncertainty, sources=sources))
+    return dataclasses.replace(comp, scenario=sc)

@@ -37,7 +37,7 @@ def trajs():
 
 @pytest.fixture(scope="module")
 def comp(trajs):
-    sc = Scenario().replace(strategies=STRATS)
+    sc = Scenario().replace(strategies=STRATS, uncertainty=Uncertainty(sources="acceptance"))  # the acceptance mechanics alone
     return predict(sc, trajs, "first 30")
 
 

@@ -2,8 +2,8 @@
 simulator/data/latency_error.toml (the σ `predict`'s intervals draw from; simulator/latency_error.py).
 
 Why a script: the σ must come from `specagent latency validate`'s leave-one-source-out residuals,
-never be typed in. Prefill is the TTFT rows; decode is the TPOT rows at concurrency <= 16 (what a
-batch-1 prediction prices). σ = sqrt(mean(log(predicted / measured)^2)): a source's bias counts as
+never be typed in. Prefill is the TTFT rows, decode the TPOT rows, both at concurrency 1: what a
+batch-1 prediction prices (every call alone on its replica; `latency validate`'s "concurrency 1" slice). σ = sqrt(mean(log(predicted / measured)^2)): a source's bias counts as
 error, since the user's deployment may be biased the same way.
 
     python tools/latency_error.py            # refit (minutes: one fit per held-out source) and write both files
@@ -23,8 +23,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "measurements" / "latency_error_rows.csv"
 TOML = ROOT / "simulator" / "data" / "latency_error.toml"
-#: latency phase -> the `latency validate` load classes whose rows measure it
-CLASSES = {"prefill": ("ttft",), "decode": ("tpot_c<=16",)}
+#: latency phase -> the `latency validate` metric whose rows measure it; only rows at this concurrency (batch 1)
+METRICS = {"prefill": "ttft", "decode": "tpot"}
+CONCURRENCY = 1
 COLUMNS = ("row_id", "source", "model", "gpu", "engine", "metric", "load_class", "concurrency", "measured", "predicted", "unit")
 
 
@@ -42,12 +43,12 @@ def held_out_rows() -> pd.DataFrame:
 
 
 def sigmas(rows: pd.DataFrame) -> dict[str, tuple[float, int]]:
-    """Per phase: (lognormal σ, rows) of log(predicted / measured) over its load classes."""
+    """Per phase: (lognormal σ, rows) of log(predicted / measured) over its metric's rows at concurrency 1."""
     out = {}
-    for phase, classes in CLASSES.items():
-        r = rows[rows["load_class"].isin(classes) & (rows["measured"] > 0) & (rows["predicted"] > 0)]
+    for phase, metric in METRICS.items():
+        r = rows[(rows["metric"] == metric) & (rows["concurrency"] <= CONCURRENCY) & (rows["measured"] > 0) & (rows["predicted"] > 0)]
         if r.empty:
-            raise SystemExit(f"no held-out row of class {', '.join(classes)}: cannot size the {phase} error")
+            raise SystemExit(f"no held-out {metric} row at concurrency {CONCURRENCY}: cannot size the {phase} error")
         lr = np.log(r["predicted"].to_numpy(float) / r["measured"].to_numpy(float))
         out[phase] = (float(math.sqrt(np.mean(lr ** 2))), int(len(r)))
     return out
@@ -56,11 +57,11 @@ def sigmas(rows: pd.DataFrame) -> dict[str, tuple[float, int]]:
 def toml_text(sig: dict[str, tuple[float, int]]) -> str:
     lines = ["# Written by tools/latency_error.py from measurements/latency_error_rows.csv: do not edit by hand.",
              "# Lognormal σ of the latency model's error per phase: sqrt(mean(log(predicted / measured)^2)) over",
-             "# `specagent latency validate`'s leave-one-source-out rows (prefill: TTFT rows; decode: TPOT at concurrency <= 16).",
+             "# `specagent latency validate`'s leave-one-source-out rows at concurrency 1 (prefill: TTFT; decode: TPOT).",
              'source = "held-out residuals of `specagent latency validate` (leave one source out) on measurements/serving_latency.csv"',
              ""]
     for phase, (s, n) in sig.items():
-        lines += [f"[phase.{phase}]", f"sigma = {s:.4f}", f"rows = {n}", f'classes = [{", ".join(repr(c).replace(chr(39), chr(34)) for c in CLASSES[phase])}]', ""]
+        lines += [f"[phase.{phase}]", f"sigma = {s:.4f}", f"rows = {n}", f'metric = "{METRICS[phase]}"', f"concurrency = {CONCURRENCY}", ""]
     return "\n".join(lines)
 
 

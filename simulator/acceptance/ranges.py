@@ -58,7 +58,8 @@ class Uncertainty:
     ranges: str = field(default=AUTO, metadata={
         "flag": "acceptance-ranges",
         "help": "Where the acceptance parameters' uncertainty comes from: 'auto' (the 95% intervals `acceptance fit` stored "
-                "with the acceptance model where it has them, the documented priors for the rest), 'priors' "
+                "with the acceptance model where it has them, the documented priors for the rest; for the shipped calibrated "
+                "point, its calibrated set, simulator/data/calibrated_set_tau2.toml, where shipped), 'priors' "
                 "(simulator/data/acceptance_priors.toml), 'fitted' (the stored intervals only) or a ranges file (fitted "
                 "intervals or a calibrated set; docs/uncertainty.md)."})
 
@@ -96,8 +97,21 @@ class Uncertainty:
                     raise RangesError("uncertainty.ranges = 'fitted', but the acceptance model carries no fitted intervals "
                                       "(write one with `specagent acceptance fit`)", "ranges")
                 return fitted
-            return AcceptanceDistribution.priors(base).overlaid(fitted) if fitted.ranges else AcceptanceDistribution.priors(base)
+            if fitted.ranges:
+                return AcceptanceDistribution.priors(base).overlaid(fitted)
+            shipped = calibrated_set_for(base)
+            return AcceptanceDistribution.from_file(base, shipped) if shipped else AcceptanceDistribution.priors(base)
         return AcceptanceDistribution.from_file(base, self.ranges)
+
+
+def calibrated_set_for(base: AcceptanceModel) -> Path | None:
+    """The shipped calibrated set (`acceptance calibrate --points-out`) `base` is the documented point of, if it exists.
+
+    Only the shipped default point itself: a model with any field changed (a flag, a fit) is not a point of that set.
+    """
+    p = Path(str(resources.files("specagent.simulator") / "data" / "calibrated_set_tau2.toml"))
+    plain = replace(AcceptanceModel(), source="")
+    return p if p.is_file() and replace(base, source="") == plain else None
 
 
 @dataclass(frozen=True)
@@ -195,7 +209,7 @@ class AcceptanceDistribution:
                 if not isinstance(pt, dict):
                     raise RangesError(f"{p}: points[{i}] must be a table of acceptance fields", "points")
                 try:
-                    models.append(model_over(base, pt))
+                    models.append(model_over(base, {k: v for k, v in pt.items() if k != "candidate"}))  # a label
                 except InputError as exc:
                     raise RangesError(f"{p}: points[{i}]: {exc}", f"points.{exc.where}") from None
             return cls(base, (), tuple(models), source)
