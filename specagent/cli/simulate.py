@@ -7,12 +7,14 @@ Scenario, runs it, and stores it whole with its results.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import List, Mapping, Optional
 
 import pandas as pd
 import typer
+from rich import box
 from rich.progress import Progress
 from rich.table import Table
 
@@ -219,21 +221,14 @@ def check_format(fmt: str, as_json: bool) -> str:
     return "json" if as_json else fmt
 
 
-def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list, iv: pd.DataFrame | None = None,
-                       includes: str = "") -> Table:
+def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
     t = Table(title=title, show_edge=False)
     _strategy_column(t, line.index)
     columns = list(BL.COLUMNS)
     if not any(p.role == "strong" for p in pool_list):  # a hosted Strong model: its API charges instead of its GPU-seconds
         columns[3] = ("api_usd_per_task", "API $", "API charges per task for the hosted Strong model")
-    ranges = {} if iv is None else {(r.strategy, r.column): (r.low, r.high) for r in iv.itertuples()}
-
-    def cell(strat: str, c: str, v: float) -> str:
-        text = BL.fmt_cell(c, v) if c != "api_usd_per_task" else BL.fmt_usd(v)
-        r = ranges.get((strat, c))
-        return f"{text} {BL.fmt_range(c, *r)}".rstrip() if r else text
-
-    cells = [[cell(str(strat), c, float(row[c])) for c, _, _ in columns] for strat, row in line.iterrows()]
+    cells = [[BL.fmt_cell(c, float(row[c])) if c != "api_usd_per_task" else BL.fmt_usd(float(row[c])) for c, _, _ in columns]
+             for _, row in line.iterrows()]
     for i, (_, head, _) in enumerate(columns):  # figures are never cut: each column at its widest cell
         t.add_column(head, justify="right", no_wrap=True, min_width=max([len(c[i]) for c in cells] + [len(head)]))
     for strat, c in zip(line.index, cells):
@@ -243,13 +238,39 @@ def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str,
                        f" ({'--price' if p.source.startswith('user') else 'profile'})" for p in pool_list)
     t.caption = (legend((head, meaning) for _, head, meaning in columns) + f". Pools: {priced}; "
                  "`specagent hardware show GPU` gives each price's source. Batch 1: dollars price busy GPU-seconds only "
-                 "(a floor); `specagent plan` sizes a shared fleet."
-                 + (f" [low–high]: the {iv_level(iv)} interval of the draws, including {includes}." if ranges else ""))
+                 "(a floor); `specagent plan` sizes a shared fleet.")
     return t
 
 
-def iv_level(iv: pd.DataFrame | None) -> str:
-    return str(iv.attrs.get("level_text", "")) if iv is not None else ""
+#: The ranges table's columns: (bottom_line_intervals column, header).
+RANGE_COLUMNS = (("wall_s_per_task", "s/task"), ("model_s_per_task", "model s"), ("gpu_h_per_task", "mGPU·h"),
+                 ("usd_per_task", "¢/task"), ("time saving %", "s −%"), ("$ saving %", "$ −%"))
+#: How each ranges column scales its figure to fit 80 columns (milli-GPU-hours, cents).
+_RANGE_SCALE = {"gpu_h_per_task": 1e3, "usd_per_task": 100.0}
+
+
+def _range_cell(col: str, low: float, high: float) -> str:
+    k = _RANGE_SCALE.get(col, 1.0)
+    lo, hi = low * k, high * k
+    if col.endswith("%"):
+        return f"{round(lo) + 0:d}…{round(hi) + 0:d}"  # + 0: never "-0"
+    return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else (
+        f"{lo:.0f}–{hi:.0f}" if max(abs(lo), abs(hi)) >= 10 else f"{lo:.2g}–{hi:.2g}")
+
+
+def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Table:
+    """The bottom line's intervals, right under it: each per-task figure and each saving against Strong-only."""
+    t = Table(title=f"Bottom line ranges ({level:.0%} of {n} draws)", show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 0, 0, 1))
+    t.add_column("strategy", no_wrap=True)
+    lohi = {(r.strategy, r.column): (r.low, r.high) for r in iv.itertuples()}
+    for _, head in RANGE_COLUMNS:
+        t.add_column(head, justify="right", no_wrap=True)
+    for strat in dict.fromkeys(iv["strategy"]):
+        t.add_row(str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _ in RANGE_COLUMNS])
+    t.caption = (f"each figure's {level:.0%} interval over the draws, including {includes}; mGPU·h = GPU-hours / 1000, "
+                 "¢ = $ / 100; s −%, $ −%: the time and $ saving against Strong-only in the same draw (negative: slower, dearer)")
+    return t
 
 
 def _bottom_line(comp, setting, prices: dict) -> tuple[pd.DataFrame, list]:
@@ -346,7 +367,6 @@ def predict(
     if intervals is not None:
         bl_draws = BL.bottom_line_draws(intervals.totals, comp.summary, pool_list)
         bl_iv = BL.bottom_line_intervals(bl_draws, line, intervals.level)
-        bl_iv.attrs["level_text"] = f"{intervals.level:.0%}"
         verdict = BL.verdict(bl_draws, intervals.level)
         comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
         comp.intervals["verdict"] = verdict  # type: ignore[index]
@@ -401,7 +421,9 @@ def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, settin
     """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
     includes = intervals.includes() if intervals is not None else ""
     console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
-                                     "batch 1", pool_list, bl_iv, includes))
+                                     "batch 1", pool_list))
+    if bl_iv is not None:
+        console.print(_ranges_table(bl_iv, intervals.level, intervals.n_draws, includes))
     for strat in ("specagent",):
         head = BL.headline(line, strat, iv=bl_iv)
         if head:

@@ -178,11 +178,11 @@ def fmt_range(col: str, low: float, high: float) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return ""
     if col == "usd_per_task":
-        return f"[{fmt_usd(low)}–{fmt_usd(high)}]"
+        return f"[{fmt_usd(low)}–{high:.2g}]" if 0 < abs(high) < 1 else f"[{fmt_usd(low)}–{fmt_usd(high)}]"
     if col == "gpu_h_per_task":
-        return f"[{low:.3g}–{high:.3g}]"
+        return f"[{low:.2g}–{high:.2g}]"
     if col.endswith("%"):
-        return f"[{low:+.0f}–{high:+.0f}]"
+        return f"[{low:.0f} to {high:.0f}]"
     return f"[{low:,.0f}–{high:,.0f}]" if max(abs(low), abs(high)) >= 10 else f"[{low:.2g}–{high:.2g}]"
 
 
