@@ -56,7 +56,6 @@ def warning(scenario: Scenario) -> str | None:
     diff = differences(scenario)
     if not diff:
         return None
-    what = "; ".join(f"{label} {here} (calibrated on {was})" for label, was, here in diff)
-    return (f"warning: the acceptance model was calibrated for another setting — {what}. Its verdict rates are carried "
-            "over unmeasured, and the published figures of that setting are not compared; measure your own pair with "
-            "`specagent acceptance measure` (docs/endpoints.md).")
+    what = "; ".join(f"{label} {here}, not {was}" for label, was, here in diff)
+    return (f"warning: acceptance calibrated for another setting ({what}): its verdict rates are carried over unmeasured "
+            "and no published figure is compared; measure yours with `specagent acceptance measure`")

@@ -253,7 +253,7 @@ def _range_cell(col: str, low: float, high: float) -> str:
     k = _RANGE_SCALE.get(col, 1.0)
     lo, hi = low * k, high * k
     if col.endswith("%"):
-        return f"{round(lo) + 0:d}…{round(hi) + 0:d}"  # + 0: never "-0"
+        return f"{round(lo) + 0:d}..{round(hi) + 0:d}"  # + 0: never "-0"
     return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else (
         f"{lo:.0f}–{hi:.0f}" if max(abs(lo), abs(hi)) >= 10 else f"{lo:.2g}–{hi:.2g}")
 
@@ -268,8 +268,8 @@ def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Tabl
         t.add_column(head, justify="right", no_wrap=True)
     for strat in dict.fromkeys(iv["strategy"]):
         t.add_row(str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _ in RANGE_COLUMNS])
-    t.caption = (f"each figure's {level:.0%} interval over the draws, including {includes}; mGPU·h = GPU-hours / 1000, "
-                 "¢ = $ / 100; s −%, $ −%: the time and $ saving against Strong-only in the same draw (negative: slower, dearer)")
+    t.caption = (f"{level:.0%} intervals over draws of {includes}; mGPU·h = GPU-h/1000, ¢ = $/100; s −%, $ −% = "
+                 "saving vs Strong-only, same draw (negative: slower, dearer)")
     return t
 
 
@@ -360,8 +360,8 @@ def predict(
                                              f"{intervals.includes()} ({len(intervals.ranges)} ranges): {intervals.source}")
     not_here = applicability_warning(scenario)
     comp.assumptions["acceptance_applies"] = not_here or "yes: this run's models, GPUs and workload are those it was calibrated on"
-    if not_here and not quiet:
-        err.print(not_here, highlight=False, markup=False, soft_wrap=True)
+    if not_here and not quiet and fmt == "table":  # json/csv carry it in assumptions.acceptance_applies
+        console.print(not_here, highlight=False, markup=False)
     line, pool_list = _bottom_line(comp, setting, prices)
     bl_iv, verdict = None, None
     if intervals is not None:
@@ -429,7 +429,7 @@ def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, settin
         if head:
             console.print(head, highlight=False)
     if verdict:
-        console.print(f"{verdict} ({intervals.n_draws} draws of {includes})", highlight=False)
+        console.print(verdict, highlight=False)
     env = environment_line(comp.summary)
     if env:
         console.print(env, highlight=False)

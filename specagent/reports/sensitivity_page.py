@@ -30,17 +30,17 @@ def render_sensitivity_page(doc: Mapping[str, Any], title: str) -> str:
         parts += [f"<li>{_e(r['text'])}</li>" for r in kinds]
         parts.append("</ul>")
     for key, caption, make in (
-            ("tornado", "SpecAgent ÷ Strong-only at each end of each assumption's range, the others at the scenario's "
+            ("fig_tornado", "SpecAgent ÷ Strong-only at each end of each assumption's range, the others at the scenario's "
                         "values (ranges and rationales: docs/uncertainty.md).", tornado_figure),
-            ("break-even", "Break-even map: SpecAgent's wall time ÷ Strong-only's over semantic acceptance × Weak/Strong "
+            ("fig_break_even", "Break-even map: SpecAgent's wall time ÷ Strong-only's over semantic acceptance × Weak/Strong "
                            "time per token; the line is where it equals 1.", break_even_figure)):
         try:
             fig = make(doc)
         except FigureNotSupported as exc:
             parts.append(f'<p class="note">{_e(key)} not drawn: {_e(exc)}</p>')
             continue
-        parts.append(f'<h2 id="{key}">{_e(caption)}</h2>'
-                     + pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{key}"))
+        div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{key}")
+        parts.append(f'<figure id="{key}" data-figure="{key}">{div}<figcaption>{_e(caption)}</figcaption></figure>')
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
