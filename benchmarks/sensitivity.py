@@ -18,7 +18,7 @@ from specagent.simulator.run import plan_strategy, predict  # noqa: E402
 from specagent.simulator.scenario import Scenario  # noqa: E402
 from specagent.simulator.sensitivity import sensitivity_study  # noqa: E402
 from specagent.simulator.strategies.catalog import make_strategy  # noqa: E402
-from specagent.simulator.uncertainty import plan_replicas, prepared, ratio_intervals  # noqa: E402
+from specagent.simulator.uncertainty import prepared, ratio_intervals  # noqa: E402
 
 
 def main(draws: int = 100) -> None:
@@ -37,7 +37,7 @@ def main(draws: int = 100) -> None:
     models = sc.uncertainty.distribution(sc.acceptance).sample(draws, sc.seed)
     strat = make_strategy("specagent", k=sc.k, review=sc.review)
     t0 = time.perf_counter()
-    plan_replicas(table, strat, setting, models, sc.seed)
+    plan_strategy(table, strat, setting, models, sc.seed)
     t_tiled = time.perf_counter() - t0
     t0 = time.perf_counter()
     for m in models:

@@ -15,7 +15,7 @@ from specagent.common.alloc import paused_gc
 from specagent.common.errors import InputError
 from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
 from specagent.simulator.pricing.des import run_des
-from specagent.simulator.strategies.lockstep import plan_specagent
+from specagent.simulator.strategies.lockstep import plan_specagent_replicas
 from specagent.simulator.protocol.plan import CallPlan, PlanBuilder
 from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.pricing.results import per_trajectory, phase_split, summarize
@@ -38,23 +38,31 @@ def to_episodes(trajectories: Iterable[Trajectory | Episode] | UnitTable) -> Wor
     return [t if isinstance(t, Episode) else episode_from_trajectory(t) for t in trajectories]
 
 
-def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy, acceptance: AcceptanceModel,
-                  seed: int = Scenario.seed, audits: list | None = None, lockstep: bool = True) -> CallPlan:
+def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy,
+                  acceptance: AcceptanceModel | Sequence[AcceptanceModel], seed: int = Scenario.seed, audits: list | None = None,
+                  lockstep: bool = True) -> CallPlan:
     """The protocol's calls and waits for every episode; `audits` collects per-episode event logs.
 
     `setting` is the serving policy planning needs (prefix caching, verifier prompt): a
-    Setting or a Scenario.
+    Setting or a Scenario. Several acceptance models (the intervals' draws) plan the workload
+    once per model in one plan: replica r's trajectory t is r * n + t, and every replica reads
+    the point estimate's per-unit draws (common random numbers).
 
     A strategy whose `lockstep` holds (SpecAgent itself, not a subclass) on reference
     trajectories is planned in lockstep over all trajectories at once (simulator/strategies/lockstep.py);
     everything else, audited runs and recorded protocol logs go through the per-episode
     planner (`Strategy.run`). Both read the same per-unit draws, so they agree row for row.
     """
+    models = [acceptance] if isinstance(acceptance, AcceptanceModel) else list(acceptance)
+    if not models:
+        raise ValueError("plan_strategy needs at least one acceptance model")
+    if audits is not None and len(models) > 1:
+        raise ValueError("audits are collected for one acceptance model at a time")
     fast = lockstep and audits is None and strategy.lockstep
     if fast and not isinstance(episodes, UnitTable) and not any(e.labelled for e in episodes):
         episodes = UnitTable.from_episodes(episodes)
     if fast and isinstance(episodes, UnitTable):
-        return plan_specagent(episodes, strategy, acceptance, seed, setting)  # type: ignore[arg-type]
+        return plan_specagent_replicas(episodes, strategy, models, seed, setting)  # type: ignore[arg-type]
     first = 0
     if isinstance(episodes, UnitTable):
         first, episodes = episodes.first_traj, episodes.episodes()
@@ -64,12 +72,13 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy
     u0, u1, bounds = u[:, 0].tolist(), u[:, 1].tolist(), offsets.tolist()
     b = PlanBuilder()
     with paused_gc():  # plans allocate many small acyclic rows
-        for i, ep in enumerate(episodes):
-            audit = [] if audits is not None else None
-            lo, hi = bounds[i], bounds[i + 1]
-            strategy.plan_episode(ep, i, b, acceptance, (u0[lo:hi], u1[lo:hi]), setting, audit)
-            if audits is not None:
-                audits.append(audit)
+        for r, acc in enumerate(models):
+            for i, ep in enumerate(episodes):
+                audit = [] if audits is not None else None
+                lo, hi = bounds[i], bounds[i + 1]
+                strategy.plan_episode(ep, r * len(episodes) + i, b, acc, (u0[lo:hi], u1[lo:hi]), setting, audit)
+                if audits is not None:
+                    audits.append(audit)
     return b.build()
 
 

@@ -45,6 +45,7 @@ from specagent.costmodel.roofline import WEIGHT_MODES
 from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog, FittedTermsNotApplied
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.io import acceptance_table
 from specagent.simulator.acceptance.ranges import Uncertainty
 from specagent.simulator.protocol.environment import Environment
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS, VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
@@ -460,7 +461,7 @@ class Scenario:
                 acc = load_acceptance(ref if ref.is_absolute() else p.parent / ref)
             except ScenarioError as exc:
                 raise ScenarioError(f"{p}: acceptance: {exc}", exc.where) from None
-            data = {**data, "acceptance": {g.name: _plain(getattr(acc, g.name)) for g in fields(acc)}}
+            data = {**data, "acceptance": acceptance_table(acc)}
         return cls.from_dict(data, str(p))
 
     def to_toml(self, title: str = "") -> str:

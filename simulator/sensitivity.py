@@ -32,7 +32,7 @@ balance point). This is the fleet's effect in one number; `study balance` simula
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
@@ -44,16 +44,18 @@ from specagent.common.errors import InputError
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import WEIGHT_MODES, estimate
-from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.model import KINDS, AcceptanceModel
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution, model_over, value_of
 from specagent.simulator.protocol.phases import DECODE_PHASES, STRONG_PHASES
 from specagent.simulator.protocol.plan import CallPlan
 from specagent.simulator.pricing.analytic import EventCosts, Pricer
 from specagent.simulator.pricing.results import per_trajectory
+from specagent.simulator.fleet.config import resolve_price
 from specagent.simulator.scenario import Scenario
+from specagent.simulator.run import plan_strategy
 from specagent.simulator.protocol.setting import VERIFIER_PROMPTS, Setting
 from specagent.simulator.strategies.catalog import make_strategy
-from specagent.simulator.uncertainty import plan_replicas, prepared
+from specagent.simulator.uncertainty import prepared
 from specagent.simulator.protocol.workload import UnitTable
 
 #: The ratios a tornado bar shows: (column, label).
@@ -162,7 +164,7 @@ class _Runner:
     def plan(self, name: str, models: Sequence[AcceptanceModel], table: UnitTable | None = None,
              setting: Setting | None = None) -> CallPlan:
         strat = make_strategy(name, k=self.scenario.k, review=self.scenario.review)
-        return plan_replicas(table if table is not None else self.table, strat, setting or self.setting, list(models),
+        return plan_strategy(table if table is not None else self.table, strat, setting or self.setting, list(models),
                              self.scenario.seed)
 
     def pair(self, models: Sequence[AcceptanceModel], table: UnitTable | None = None, setting: Setting | None = None,
@@ -309,6 +311,78 @@ def break_even(scenario: Scenario, trajectories, setting: Setting | None = None,
     return BreakEven(pd.DataFrame(rows), line, r0, float(np.mean(list(acc.accept.values()))))
 
 
+# ------------------------------------------------------------------------------------------------ break-even per kind
+#: (ratio column, what it saves, in words) for the per-kind break-evens.
+KIND_METRICS = (("wall_time_s_rel", "time"), ("total_bytes_read_rel", "memory traffic"), ("usd_rel", "$"))
+
+
+def _usd(t: pd.DataFrame | pd.Series, setting: Setting):
+    """Dollars of busy GPU time at each pool's sourced $/GPU-hour plus API charges (GPU-seconds where a pool is unpriced)."""
+    total = t["api_usd"] * 1.0
+    for role, col in (("weak", "weak_model_time_s"), ("strong", "strong_model_time_s")):
+        dep = getattr(setting, role)
+        if not isinstance(dep, Deployment):
+            continue
+        price, _ = resolve_price(dep.hardware, None)
+        total = total + t[col] * dep.gpus * ((price if price is not None else 3600.0) / 3600.0)
+    return total
+
+
+def crossing(values: Sequence[float], ratio: Sequence[float]) -> tuple[str, float | None]:
+    """Where a ratio curve over acceptance crosses 1: ('always', None) below 1 everywhere, ('never', None) at or above 1
+    everywhere, ('below', x): saves only above acceptance x, ('above', x): saves only below x (linear between grid points)."""
+    v, r = np.asarray(values, float), np.asarray(ratio, float)
+    saves = r < 1
+    if saves.all():
+        return "always", None
+    if not saves.any():
+        return "never", None
+    i = int(np.flatnonzero(saves[1:] != saves[:-1])[-1 if saves[-1] else 0])
+    x = v[i] + (1 - r[i]) * (v[i + 1] - v[i]) / (r[i + 1] - r[i])
+    return ("below" if saves[-1] else "above"), float(x)
+
+
+def kind_break_evens(scenario: Scenario, trajectories, setting: Setting | None = None,
+                     grid: Sequence[float] = tuple(np.round(np.linspace(0.0, 1.0, 11), 4))) -> pd.DataFrame:
+    """Per step kind and KIND_METRICS: the semantic acceptance of that kind (the others at the scenario's values) at which
+    SpecAgent stops saving against Strong-only at the scenario's own Weak speed, with the sentence that says it."""
+    run = _runner(scenario, trajectories, setting)
+    acc = scenario.acceptance
+    kinds = (*KINDS, "every")  # "every": all kinds moved together
+    models = [replace(acc, accept={**acc.accept, **{j: float(a) for j in (KINDS if k == "every" else (k,))}})
+              for k in kinds for a in grid]
+    pricer = Pricer(run.setting)
+    so = _totals(run.plan("strongonly", [acc]), pricer, 1).iloc[0]
+    sa = _totals(run.plan("specagent", models), pricer, len(models)).reset_index(drop=True)
+    sa["usd_rel"] = _usd(sa, run.setting) / float(_usd(so, run.setting))
+    sa["wall_time_s_rel"] = sa["wall_time_s"] / float(so["wall_time_s"])
+    sa["total_bytes_read_rel"] = sa["total_bytes_read"] / float(so["total_bytes_read"]) if float(so["total_bytes_read"]) > 0 else np.nan
+    rows = []
+    n = len(grid)
+    for i, kind in enumerate(kinds):
+        part = sa.iloc[i * n:(i + 1) * n]
+        for col, what in KIND_METRICS:
+            r = part[col].to_numpy(float)
+            if not np.isfinite(r).all():
+                continue
+            how, x = crossing(grid, r)
+            own = float(np.mean(list(acc.accept.values()))) if kind == "every" else acc.accept[kind]
+            if how == "always":
+                text = (f"saves {what} at every {kind} acceptance in [0, 1] (ratio {r.max():.2f} at worst): the saving "
+                        + ("comes from the steps no verdict decides" if kind == "every" else
+                           f"comes from the steps that are not {kind} steps and from unreviewed steps"))
+            elif how == "never":
+                text = f"never saves {what} at any {kind} acceptance in [0, 1] (ratio {r.min():.2f} at best)"
+            elif how == "below":
+                text = (f"stops saving {what} when {kind} acceptance falls below {x:.2f} at this Weak speed "
+                        f"(the scenario's {kind} acceptance is {own:.2f})")
+            else:
+                text = f"saves {what} only while {kind} acceptance stays below {x:.2f} (the scenario's is {own:.2f})"
+            rows.append({"kind": kind, "metric": what, "how": how, "acceptance": x, "scenario_acceptance": own,
+                         "ratio_at_0": float(r[0]), "ratio_at_1": float(r[-1]), "text": f"SpecAgent {text}"})
+    return pd.DataFrame(rows)
+
+
 # ------------------------------------------------------------------------------------------------ the study
 @dataclass(frozen=True)
 class SensitivityStudy:
@@ -316,6 +390,8 @@ class SensitivityStudy:
     break_even: BreakEven
     scenario: Scenario
     workload: str
+    #: Per step kind, for time, memory and $: where SpecAgent stops saving (`kind_break_evens`).
+    kind_break_even: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self) -> dict:
         return {
@@ -323,6 +399,7 @@ class SensitivityStudy:
             "tornado": self.tornado.to_dict(orient="records"),
             "break_even": {"r0": self.break_even.r0, "base_acceptance": self.break_even.base_acceptance,
                            "line": _records(self.break_even.line), "grid": _records(self.break_even.grid)},
+            "kind_break_even": _records(self.kind_break_even),
         }
 
 
@@ -332,5 +409,6 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 def sensitivity_study(scenario: Scenario, trajectories, workload: str = "", setting: Setting | None = None) -> SensitivityStudy:
     setting = setting or scenario.setting()
-    return SensitivityStudy(tornado(scenario, trajectories, setting), break_even(scenario, trajectories, setting), scenario, workload)
+    return SensitivityStudy(tornado(scenario, trajectories, setting), break_even(scenario, trajectories, setting), scenario, workload,
+                            kind_break_evens(scenario, trajectories, setting))
 

@@ -1,46 +1,43 @@
-"""Every ratio with its interval: the acceptance parameters' uncertainty propagated by seeded Monte Carlo.
+"""Every ratio and per-task total with its interval: every named uncertainty source propagated by seeded Monte Carlo.
 
-The draws come from an `AcceptanceDistribution` (priors, fitted intervals or a calibrated
-set). Each draw replans the workload under that acceptance model; all draws of a lockstep
-strategy are planned in one lockstep run over the workload tiled once per draw
-(`lockstep.plan_specagent_replicas`), the others draw by draw, and every draw's plan is
-priced in one vectorised pass. Draws reuse the point estimate's per-unit uniforms (common
-random numbers), so the interval measures the parameters' effect alone, collapses onto
-the point estimate when the ranges do, and narrows when they narrow.
+Two sources (`scenario.uncertainty.sources`), each switchable:
 
-The Strong-only baseline does not read the acceptance model (a test checks it), so every
-draw is divided by the same baseline. Intervals are percentiles of the draws: (1 - level)/2
-and (1 + level)/2.
+- **acceptance**: draws from an `AcceptanceDistribution` (priors, fitted intervals or a
+  calibrated set); each draw replans the workload under that acceptance model, all draws of a
+  strategy in one plan (`run.plan_strategy` with a list of models);
+- **latency**: the latency model's held-out error (`simulator/latency_error.py`): per draw one
+  lognormal factor per (model, phase) scaling every event's time, the same factors in every
+  strategy (the Strong model that is slower than predicted is slower in Strong-only too).
+
+Draws reuse the point estimate's per-unit uniforms (common random numbers), so the interval
+measures the sources' effect alone, collapses onto the point estimate when the ranges do, and
+narrows when they narrow. Each draw divides by the same draw's Strong-only totals. Intervals
+are percentiles of the draws: (1 - level)/2 and (1 + level)/2.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from specagent.measurements.published_ranges import PublishedRange, load_published_ranges
-from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution
-from specagent.simulator.strategies.lockstep import plan_specagent_replicas
+from specagent.simulator.latency_error import LatencyError, phase_factors
 from specagent.simulator.protocol.plan import CallPlan
-from specagent.simulator.pricing.analytic import Pricer
+from specagent.simulator.pricing.analytic import EventCosts, Pricer
 from specagent.simulator.pricing.results import HEADLINE, per_trajectory
-from specagent.common.alloc import paused_gc
-from specagent.simulator.acceptance.model import unit_uniforms
-from specagent.simulator.protocol.plan import PlanBuilder
-from specagent.simulator.run import Comparison, Workload, to_episodes
-from specagent.simulator.protocol.setting import Setting
-from specagent.simulator.strategies.catalog import Strategy, make_strategy
-from specagent.simulator.protocol.workload import UnitTable, unit_positions
+from specagent.simulator.run import Comparison, Workload, plan_strategy, to_episodes
+from specagent.simulator.strategies.catalog import make_strategy
+from specagent.simulator.protocol.workload import UnitTable
 
 BASELINE = "strongonly"
 #: Ratios an interval is given for: the summary's `<col>_rel`, plus the Strong model's share of the strategy's own memory traffic.
 RATIO_METRICS = tuple(f"{c}_rel" for c in HEADLINE) + ("strong_bytes_share",)
-#: Columns summed per draw (what the ratios need).
-_TOTALS = tuple(HEADLINE)
+#: Columns summed per draw: what the ratios need, and what the per-task bottom line needs (`reports.bottom_line`).
+_TOTALS = tuple(HEADLINE) + ("env_wall_time_s", "weak_model_time_s", "strong_model_time_s")
 
 
 @dataclass(frozen=True)
@@ -52,8 +49,12 @@ class Intervals:
     n_draws: int
     level: float
     source: str
-    #: (parameter, range, source) of every range drawn from (AcceptanceDistribution.describe).
+    #: (parameter, range, source) of every range drawn from (AcceptanceDistribution.describe, LatencyError.describe).
     ranges: list = field(default_factory=list)
+    #: The sources the intervals include (`Uncertainty.sources`), in order.
+    sources: tuple[str, ...] = ("acceptance",)
+    #: Per strategy: one row per draw of the summed totals (`_TOTALS`), for per-task intervals.
+    totals: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def get(self, strategy: str, metric: str) -> tuple[float, float, float] | None:
         row = self.table[(self.table["strategy"] == strategy) & (self.table["metric"] == metric)]
@@ -62,56 +63,47 @@ class Intervals:
         r = row.iloc[0]
         return float(r["point"]), float(r["low"]), float(r["high"])
 
+    def quantiles(self, x: np.ndarray) -> tuple[float, float]:
+        lo, hi = np.quantile(np.asarray(x, dtype=float), [(1 - self.level) / 2, (1 + self.level) / 2])
+        return float(lo), float(hi)
 
-def concat_plans(plans: Sequence[CallPlan]) -> CallPlan:
-    """Plans of the same workload one after another: plan r's trajectory t becomes r * n + t."""
-    offs = np.cumsum([0] + [p.n_traj for p in plans])
-    goffs = np.cumsum([0] + [int(p.group.max(initial=0)) for p in plans])
-    return CallPlan(
-        traj=np.concatenate([p.traj + o for p, o in zip(plans, offs)]),
-        phase=np.concatenate([p.phase for p in plans]), tokens=np.concatenate([p.tokens for p in plans]),
-        context=np.concatenate([p.context for p in plans]), wait_s=np.concatenate([p.wait_s for p in plans]),
-        group=np.concatenate([p.group + g for p, g in zip(plans, goffs)]), lane=np.concatenate([p.lane for p in plans]),
-        stats=np.concatenate([p.stats for p in plans]), n_traj=int(offs[-1]),
-    )
+    def includes(self) -> str:
+        """What the intervals include, in words (printed beside every interval)."""
+        names = {"acceptance": "the acceptance parameters", "latency": "the latency model's held-out error"}
+        return " and ".join(names.get(s, s) for s in self.sources) or "nothing"
 
 
-def plan_replicas(episodes: Workload, strategy: Strategy, setting: Setting, models: Sequence[AcceptanceModel], seed: int) -> CallPlan:
-    """The workload planned under each acceptance model (replica r = models[r]), with the point estimate's draws."""
-    if strategy.lockstep and isinstance(episodes, UnitTable):
-        return plan_specagent_replicas(episodes, strategy, models, seed, setting)  # type: ignore[arg-type]
-    first = episodes.first_traj if isinstance(episodes, UnitTable) else 0
-    eps = episodes.episodes() if isinstance(episodes, UnitTable) else list(episodes)
-    offsets = np.concatenate([[0], np.cumsum([len(e.units) for e in eps], dtype=np.int64)])
-    traj_of, pos_of = unit_positions(offsets)
-    u = unit_uniforms(seed, traj_of + first, pos_of)
-    u0, u1, bounds = u[:, 0].tolist(), u[:, 1].tolist(), offsets.tolist()
-    b = PlanBuilder()
-    with paused_gc():  # one builder for every replica: `plan_strategy`'s per-episode loop, once per model
-        for r, m in enumerate(models):
-            for i, ep in enumerate(eps):
-                lo, hi = bounds[i], bounds[i + 1]
-                strategy.plan_episode(ep, r * len(eps) + i, b, m, (u0[lo:hi], u1[lo:hi]), setting)
-    return b.build()
+def scaled(plan: CallPlan, costs: EventCosts, factor: np.ndarray) -> EventCosts:
+    """Costs with every event's time (and its per-request part) times `factor` (one per event)."""
+    return replace(costs, time_s=costs.time_s * factor, request_s=costs.request_s * factor)
 
 
-def replica_totals(episodes: Workload, strategy: Strategy, setting: Setting, models: Sequence[AcceptanceModel], seed: int,
-                   pricer: Pricer | None = None) -> pd.DataFrame:
-    """One row per acceptance model: the headline totals of the strategy over the whole workload."""
-    plan = plan_replicas(episodes, strategy, setting, models, seed)
-    frame = per_trajectory(plan, (pricer or Pricer(setting)).price(plan))
-    n = plan.n_traj // len(models)
-    return frame[list(_TOTALS)].groupby(np.arange(plan.n_traj) // n).sum()
+def draw_totals(plan: CallPlan, costs: EventCosts, replicas: int, n: int, factors: np.ndarray | None) -> pd.DataFrame:
+    """n rows of summed totals: replica r of the plan (or the one plan, when `replicas` is 1) under draw r's latency factors."""
+    n_per = plan.n_traj // replicas
+    if replicas == n:
+        c = costs if factors is None else scaled(plan, costs, factors[plan.traj // n_per, plan.phase])
+        frame = per_trajectory(plan, c)
+        return frame[list(_TOTALS)].groupby(np.arange(plan.n_traj) // n_per).sum().reset_index(drop=True)
+    if replicas != 1:
+        raise ValueError(f"a plan of {replicas} replicas for {n} draws")
+    if factors is None:
+        row = per_trajectory(plan, costs)[list(_TOTALS)].sum()
+        return pd.DataFrame([row] * n).reset_index(drop=True)
+    rows = [per_trajectory(plan, scaled(plan, costs, factors[r, plan.phase]))[list(_TOTALS)].sum() for r in range(n)]
+    return pd.DataFrame(rows).reset_index(drop=True)
 
 
-def ratios(totals: pd.DataFrame, base: pd.Series) -> dict[str, np.ndarray]:
-    """Ratios to the baseline's totals (columns where the baseline is positive) and the Strong memory share."""
+def ratios(totals: pd.DataFrame, base: pd.DataFrame | pd.Series) -> dict[str, np.ndarray]:
+    """Ratios to the baseline's totals (per draw when `base` is a frame of draws) and the Strong memory share."""
     out = {}
-    for c in _TOTALS:
-        if float(base[c]) > 0:
-            out[f"{c}_rel"] = totals[c].to_numpy(dtype=float) / float(base[c])
+    for c in HEADLINE:
+        b = base[c].to_numpy(dtype=float) if isinstance(base, pd.DataFrame) else float(base[c])
+        if np.all(np.asarray(b) > 0):
+            out[f"{c}_rel"] = totals[c].to_numpy(dtype=float) / b
     tot = totals["total_bytes_read"].to_numpy(dtype=float)
-    if (tot > 0).all() and float(base["strong_bytes_read"]) > 0:  # a hosted Strong model's traffic is not visible
+    sb = base["strong_bytes_read"]
+    if (tot > 0).all() and float(np.max(sb)) > 0:  # a hosted Strong model's traffic is not visible
         out["strong_bytes_share"] = totals["strong_bytes_read"].to_numpy(dtype=float) / tot
     return out
 
@@ -125,11 +117,12 @@ def prepared(trajectories) -> Workload:
 
 
 def ratio_intervals(comp: Comparison, trajectories, dist: AcceptanceDistribution | None = None, draws: int | None = None,
-                    level: float | None = None) -> Intervals | None:
-    """Intervals for every ratio of every strategy of a `predict` comparison (None: no draws, or a protocol log).
+                    level: float | None = None, latency: LatencyError | None = None) -> Intervals | None:
+    """Intervals for every ratio of every strategy of a `predict` comparison (None: no draws, or no source applies).
 
-    The distribution, the number of draws and the level default to the comparison's scenario
-    (`scenario.uncertainty`); the seed is always the scenario's.
+    The distribution, the number of draws, the level and the sources default to the comparison's
+    scenario (`scenario.uncertainty`); the seed is always the scenario's. A recorded protocol log
+    carries its own verdicts: the acceptance source does not apply to it.
     """
     sc = comp.scenario
     if sc is None or comp.setting is None:
@@ -137,20 +130,26 @@ def ratio_intervals(comp: Comparison, trajectories, dist: AcceptanceDistribution
     n = sc.uncertainty.draws if draws is None else draws
     level = sc.uncertainty.level if level is None else level
     eps = prepared(trajectories)
-    if n == 0 or (not isinstance(eps, UnitTable) and any(e.labelled for e in eps)):
-        return None  # a protocol log's verdicts are recorded: no acceptance model to be unsure of
-    dist = dist or sc.uncertainty.distribution(sc.acceptance)
-    models = dist.sample(n, sc.seed)
+    sources = list(sc.uncertainty.source_set())
+    if not isinstance(eps, UnitTable) and any(e.labelled for e in eps) and "acceptance" in sources:
+        sources.remove("acceptance")  # a protocol log's verdicts are recorded: no acceptance model to be unsure of
+    if n == 0 or not sources:
+        return None
+    by_acceptance = "acceptance" in sources
+    dist = (dist or sc.uncertainty.distribution(sc.acceptance)) if by_acceptance else None
+    models = dist.sample(n, sc.seed) if dist is not None else [sc.acceptance]
+    lat = (latency or LatencyError.load()) if "latency" in sources else None
+    factors = phase_factors(lat.factors(n, sc.seed, hosted=(False, comp.setting.strong_is_api))) if lat is not None else None
     summary = comp.summary
-    base = summary.loc[BASELINE]
     pricer = Pricer(comp.setting)
-    per: dict[str, dict[str, np.ndarray]] = {}
+    totals: dict[str, pd.DataFrame] = {}
     for name in summary.index:
         strat = make_strategy(str(name), k=sc.k, review=sc.review)
-        if name == BASELINE:
-            per[name] = {m: np.full(n, v) for m, v in ratios(summary.loc[[name]].reset_index(drop=True), base).items()}
-            continue
-        per[name] = ratios(replica_totals(eps, strat, comp.setting, models, sc.seed, pricer), base)
+        mine = models if by_acceptance and name != BASELINE else [sc.acceptance]  # Strong-only never reads acceptance
+        plan = plan_strategy(eps, strat, comp.setting, mine, sc.seed)
+        totals[str(name)] = draw_totals(plan, pricer.price(plan), len(mine), n, factors)
+    base = totals[BASELINE]
+    per = {name: ratios(t, base) for name, t in totals.items()}
     rows, samples = [], {}
     q = [(1 - level) / 2, (1 + level) / 2]
     specagent = per.get("specagent")
@@ -168,7 +167,9 @@ def ratio_intervals(comp: Comparison, trajectories, dist: AcceptanceDistribution
                 rows.append((name, key, point / _point(summary.loc["specagent"], metric), float(lo), float(hi)))
                 samples[(name, key)] = rel
     table = pd.DataFrame(rows, columns=["strategy", "metric", "point", "low", "high"])
-    return Intervals(table, samples, n, level, dist.source, dist.describe())
+    described = (dist.describe() if dist is not None else []) + (lat.describe() if lat is not None else [])
+    source = "; ".join(([dist.source] if dist is not None else []) + ([f"latency error: {lat.source}"] if lat is not None else []))
+    return Intervals(table, samples, n, level, source, described, tuple(sources), totals)
 
 
 def _point(row: pd.Series, metric: str) -> float:

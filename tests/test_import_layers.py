@@ -34,14 +34,14 @@ ROOT_RANK = LAYERS.index("specagent.cli")
 #: strategies/, capacity/; the entry points sit at the top of the package. A subpackage's __init__ is listed as itself.
 SIMULATOR = [
     {"protocol", "acceptance", "pricing", "strategies", "capacity", "fleet", "fleet.native",
-     "protocol.phases", "protocol.plan", "acceptance.model", "parallel", "plan_store", "rates_prices"},
+     "protocol.phases", "protocol.plan", "acceptance.model", "acceptance.io", "parallel", "plan_store", "rates_prices"},
     {"protocol.workload", "protocol.decisions", "protocol.setting", "protocol.environment",
-     "acceptance.verdict_records", "acceptance.fit", "acceptance.ranges"},
+     "acceptance.verdict_records", "acceptance.fit", "acceptance.ranges", "latency_error"},
     {"fleet.itercost", "fleet.config", "fleet.sim", "fleet.results", "fleet.trace",
      "pricing.des", "pricing.analytic", "pricing.results"},  # engines
     {"strategies.catalog", "strategies.lockstep"},
     {"scenario"},
-    {"run", "synthetic", "provenance"},
+    {"run", "synthetic", "provenance", "applicability"},
     {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty", "explain"},
     {"planner", "plan_estimate", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
 ]

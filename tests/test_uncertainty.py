@@ -14,10 +14,10 @@ from specagent.measurements.published_ranges import load_published_ranges
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution, ParameterRange, RangesError, Uncertainty, value_of
 from specagent.simulator.strategies.lockstep import plan_specagent, plan_specagent_replicas
-from specagent.simulator.run import predict, to_episodes
+from specagent.simulator.run import plan_strategy, predict, to_episodes
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import make_strategy
-from specagent.simulator.uncertainty import plan_replicas, published_for, ratio_intervals
+from specagent.simulator.uncertainty import published_for, ratio_intervals
 from specagent.simulator.protocol.workload import UnitTable
 from specagent.traces import default_workload_path, load_trajectories
 
@@ -37,7 +37,7 @@ def trajs():
 
 @pytest.fixture(scope="module")
 def comp(trajs):
-    sc = Scenario().replace(strategies=STRATS)
+    sc = Scenario().replace(strategies=STRATS, uncertainty=Uncertainty(sources="acceptance"))  # the acceptance mechanics alone
     return predict(sc, trajs, "first 30")
 
 
@@ -141,13 +141,11 @@ def test_replicas_in_one_lockstep_run_equal_each_model_planned_alone(trajs):
 
 
 def test_per_episode_replicas_equal_plan_strategy(trajs):
-    from specagent.simulator.run import plan_strategy
-
     eps = to_episodes(trajs)
     setting = Scenario().setting()
     strat = make_strategy("collab", k=4, review="on_write")
     models = AcceptanceDistribution.priors(AcceptanceModel()).sample(3, 1)
-    big = plan_replicas(eps, strat, setting, models, 0)
+    big = plan_strategy(eps, strat, setting, models, 0)
     for r, m in enumerate(models):
         one = plan_strategy(eps, strat, setting, m, 0)
         sel = big.traj // len(eps) == r
@@ -159,7 +157,7 @@ def test_strong_only_does_not_read_the_acceptance_model(trajs):
     strat = make_strategy("strongonly", k=4, review="on_write")
     eps = to_episodes(trajs)
     models = [AcceptanceModel(), AcceptanceModel.constant(0.1, weak_token_ratio=3.0, verdict_tokens=500)]
-    plan = plan_replicas(eps, strat, setting, models, 0)
+    plan = plan_strategy(eps, strat, setting, models, 0)
     a, b = plan.traj < len(eps), plan.traj >= len(eps)
     assert np.array_equal(plan.tokens[a], plan.tokens[b]) and np.array_equal(plan.context[a], plan.context[b])
 

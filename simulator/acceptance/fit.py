@@ -40,6 +40,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from specagent.simulator.acceptance.model import KINDS, AcceptanceModel
+from specagent.simulator.acceptance.io import acceptance_table, acceptance_toml as model_toml
 from specagent.simulator.protocol.workload import episode_from_trajectory, step_groups
 from specagent.traces.errors import TraceFormatError
 from specagent.traces.io import load_trajectories
@@ -505,35 +506,17 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params},
         "tests": tests, "goodness_of_fit": goodness, "not_fitted": not_fitted, "diagnostics": diagnostics,
     }
-    model = dataclasses.replace(base, **fields, source=source, fit=meta)
+    model = dataclasses.replace(base, **fields, source=source, fit=meta, calibrated_on={})  # the user's own logs
     return FitResult(model, params, tests, goodness, not_fitted, diagnostics, data)
 
 
 def acceptance_toml(result: FitResult) -> str:
     """The `[acceptance]` table a scenario takes (`--acceptance FILE`, or `acceptance = "FILE"` in a scenario)."""
-    import tomli_w
-
-    m = result.model
-    keys = ["accept", "exact", "position_decay", "correlation", "weak_token_ratio", "verdict_tokens", "accept_verdict_tokens",
-            "p_valid_replacement", "thinking", "verify_reasoning_tokens", "repair_reasoning_tokens", "source", "fit"]
-    table = {k: _plain(getattr(m, k)) for k in keys if getattr(m, k) is not None}
     head = ("# The acceptance and verdict model fitted by `specagent acceptance fit`; pass it with\n"
             "# `--acceptance THIS.toml` (predict, simulate, plan, ...) or `acceptance = \"THIS.toml\"` in a scenario.\n")
-    return head + tomli_w.dumps({"acceptance": table})
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    return v
+    return model_toml(result.model, head)
 
 
 def to_json(result: FitResult) -> str:
-    return json.dumps({"acceptance": _plain(dataclasses.asdict(result.model)), "params": [p.row() for p in result.params]},
+    return json.dumps({"acceptance": acceptance_table(result.model), "params": [p.row() for p in result.params]},
                       indent=2)

@@ -53,6 +53,11 @@ DEFAULT_ACCEPT = {"read": 0.410, "write": 0.342, "generic": 0.365, "think": 0.43
 #: Default per-kind probability that a drafted step equals exactly what the Strong model would write (CALIBRATED_NOTE).
 DEFAULT_EXACT = {"read": 0.250, "write": 0.204, "generic": 0.227, "think": 0.182, "reply": 0.045}
 #: Default per-kind chance that the router strategy sends a step to the Strong model.
+#: The setting the default acceptance was calibrated on (simulator/applicability.py warns when a run differs).
+DEFAULT_CALIBRATED_ON = {"weak_model": "qwen3.5-4b", "strong_model": "qwen3.5-397b-a17b", "weak_hardware": "h20",
+                         "strong_hardware": "h20", "workload": "tau2_airline.jsonl"}
+#: The keys `calibrated_on` may hold.
+CALIBRATED_ON_KEYS = tuple(DEFAULT_CALIBRATED_ON)
 DEFAULT_ROUTE_STRONG = {"read": 0.2, "write": 1.0, "generic": 1.0, "think": 0.2, "reply": 0.5}
 
 
@@ -94,6 +99,9 @@ class AcceptanceModel:
         "help": "Reasoning tokens per repair turn when thinking (none: the workload's recorded reasoning of the "
                 "repaired step)."})
     source: str = field(default=CALIBRATED_NOTE, metadata={"cli": False, "help": "Where these figures come from."})
+    calibrated_on: dict = field(default_factory=lambda: dict(DEFAULT_CALIBRATED_ON), metadata={
+        "cli": False, "help": "The setting these figures were calibrated or fitted on (weak_model, strong_model, "
+                              "weak_hardware, strong_hardware, workload); empty: none recorded. A run elsewhere is warned."})
     fit: dict = field(default_factory=dict, metadata={
         "cli": False, "help": "How these figures were fitted (`specagent acceptance fit`): the logs, the method, 95% "
                               "intervals per parameter (`intervals`, dotted name -> [low, high]) and the tests."})
@@ -137,6 +145,10 @@ class AcceptanceModel:
                 raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
                                  f"or left out (tied to the workload's recorded reasoning), got {v!r}", name)
         _check_fit(self.fit)
+        on = self.calibrated_on
+        if not isinstance(on, dict) or any(k not in CALIBRATED_ON_KEYS or not isinstance(v, str) for k, v in on.items()):
+            raise InputError(f"acceptance.calibrated_on must be a table of {', '.join(CALIBRATED_ON_KEYS)} (text), got {on!r}",
+                             "calibrated_on")
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":
@@ -147,7 +159,8 @@ class AcceptanceModel:
     def with_constant(self, p: float) -> "AcceptanceModel":
         """This model with every kind accepted (and exactly matched) with probability p, no decay or correlation."""
         kinds = DEFAULT_ACCEPT.keys()
-        return replace(self, accept={k: p for k in kinds}, exact={k: p for k in kinds}, position_decay=1.0, correlation=0.0)
+        return replace(self, accept={k: p for k in kinds}, exact={k: p for k in kinds}, position_decay=1.0, correlation=0.0,
+                       calibrated_on={})  # the user's own figure: no calibration setting to warn about
 
     def p_accept(self, kind: str, position: int, after_rejection: bool, exact: bool = False) -> float:
         table = self.exact if exact else self.accept

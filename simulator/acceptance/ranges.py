@@ -37,6 +37,8 @@ SHAPES = ("uniform", "normal")
 PRIORS = "priors"
 AUTO = "auto"
 FITTED = "fitted"
+#: The uncertainty sources an interval can include (`Uncertainty.sources`).
+SOURCES = ("acceptance", "latency")
 #: Largest number of Monte Carlo draws: a guard against a typo (each draw plans the workload once more).
 MAX_DRAWS = 10_000
 
@@ -47,20 +49,31 @@ class RangesError(InputError):
 
 @dataclass(frozen=True)
 class Uncertainty:
-    """How `predict` propagates what is not known about acceptance into each ratio's interval."""
+    """How `predict` propagates what is not known (the acceptance parameters, the latency model's error) into its intervals."""
 
     draws: int = field(default=100, metadata={
-        "flag": "draws", "help": "Monte Carlo draws of the acceptance parameters behind each printed interval (0: no intervals)."})
+        "flag": "draws", "help": "Monte Carlo draws behind each printed interval (of every source in --uncertainty-sources; 0: no intervals)."})
     level: float = field(default=0.9, metadata={
         "flag": "interval-level", "help": "Coverage of the printed intervals (0.9: the 5th to the 95th percentile of the draws)."})
     ranges: str = field(default=AUTO, metadata={
         "flag": "acceptance-ranges",
         "help": "Where the acceptance parameters' uncertainty comes from: 'auto' (the 95% intervals `acceptance fit` stored "
-                "with the acceptance model where it has them, the documented priors for the rest), 'priors' "
+                "with the acceptance model where it has them, the documented priors for the rest; for the shipped calibrated "
+                "point, its calibrated set, simulator/data/calibrated_set_tau2.toml, where shipped), 'priors' "
                 "(simulator/data/acceptance_priors.toml), 'fitted' (the stored intervals only) or a ranges file (fitted "
                 "intervals or a calibrated set; docs/uncertainty.md)."})
 
+    sources: str = field(default="acceptance,latency", metadata={
+        "flag": "uncertainty-sources",
+        "help": "What the printed intervals include, a comma list: 'acceptance' (the acceptance parameters' ranges, "
+                "--acceptance-ranges), 'latency' (the latency model's held-out error per phase, "
+                "simulator/data/latency_error.toml); 'none': no intervals."})
+
     def __post_init__(self) -> None:
+        if not isinstance(self.sources, str) or any(s not in SOURCES for s in self.source_set()) or (
+                not self.source_set() and self.sources.strip() != "none"):
+            raise InputError(f"uncertainty.sources must be a comma list of {', '.join(SOURCES)} (or 'none'), "
+                             f"got {self.sources!r}", "sources")
         if not (isinstance(self.draws, numbers.Integral) and not isinstance(self.draws, bool) and 0 <= self.draws <= MAX_DRAWS):
             raise InputError(f"uncertainty.draws must be a whole number in [0, {MAX_DRAWS:,}], got {self.draws!r}", "draws")
         if not (_real(self.level) and 0.0 < self.level < 1.0):
@@ -68,6 +81,11 @@ class Uncertainty:
         if not (isinstance(self.ranges, str) and (self.ranges in (AUTO, PRIORS, FITTED) or self.ranges.endswith(".toml"))):
             raise InputError(f"uncertainty.ranges must be '{AUTO}', '{PRIORS}', '{FITTED}' or a ranges file (.toml), "
                              f"got {self.ranges!r}", "ranges")
+
+    def source_set(self) -> tuple[str, ...]:
+        """The sources named, in SOURCES order ('none': none)."""
+        given = {x.strip() for x in str(self.sources).split(",") if x.strip() and x.strip() != "none"}
+        return tuple(s for s in SOURCES if s in given) + tuple(sorted(given - set(SOURCES)))
 
     def distribution(self, base: AcceptanceModel) -> "AcceptanceDistribution":
         if self.ranges == PRIORS:
@@ -79,8 +97,21 @@ class Uncertainty:
                     raise RangesError("uncertainty.ranges = 'fitted', but the acceptance model carries no fitted intervals "
                                       "(write one with `specagent acceptance fit`)", "ranges")
                 return fitted
-            return AcceptanceDistribution.priors(base).overlaid(fitted) if fitted.ranges else AcceptanceDistribution.priors(base)
+            if fitted.ranges:
+                return AcceptanceDistribution.priors(base).overlaid(fitted)
+            shipped = calibrated_set_for(base)
+            return AcceptanceDistribution.from_file(base, shipped) if shipped else AcceptanceDistribution.priors(base)
         return AcceptanceDistribution.from_file(base, self.ranges)
+
+
+def calibrated_set_for(base: AcceptanceModel) -> Path | None:
+    """The shipped calibrated set (`acceptance calibrate --points-out`) `base` is the documented point of, if it exists.
+
+    Only the shipped default point itself: a model with any field changed (a flag, a fit) is not a point of that set.
+    """
+    p = Path(str(resources.files("specagent.simulator") / "data" / "calibrated_set_tau2.toml"))
+    plain = replace(AcceptanceModel(), source="")
+    return p if p.is_file() and replace(base, source="") == plain else None
 
 
 @dataclass(frozen=True)
@@ -117,7 +148,8 @@ class AcceptanceDistribution:
     # --- constructors --------------------------------------------------------------------------
     @classmethod
     def priors(cls, base: AcceptanceModel, path: str | Path | None = None) -> "AcceptanceDistribution":
-        """The documented prior ranges, placed around `base`'s own values (so they always contain it)."""
+        """The documented prior ranges, placed around `base`'s own values (so they always contain it), clipped to each
+        parameter's domain and drawn as written: asymmetric where the file or a domain bound makes them so."""
         p = Path(path) if path is not None else Path(str(resources.files("specagent.simulator") / "data" / "acceptance_priors.toml"))
         data = _read_toml(p)
         out = []
@@ -135,7 +167,7 @@ class AcceptanceDistribution:
     def fitted(cls, base: AcceptanceModel) -> "AcceptanceDistribution":
         """The 95% intervals `acceptance fit` stored in `base.fit["intervals"]`, each a normal around the fitted value.
 
-        A profile-likelihood interval may be asymmetric; the normal takes its width only. An interval
+        A profile-likelihood interval may be asymmetric; it is drawn as a two-piece normal (each side its own width). An interval
         that misses the stored value (rounding of a whole-token field) is widened to hold it.
         """
         intervals = (getattr(base, "fit", None) or {}).get("intervals", {})
@@ -177,7 +209,7 @@ class AcceptanceDistribution:
                 if not isinstance(pt, dict):
                     raise RangesError(f"{p}: points[{i}] must be a table of acceptance fields", "points")
                 try:
-                    models.append(model_over(base, pt))
+                    models.append(model_over(base, {k: v for k, v in pt.items() if k != "candidate"}))  # a label
                 except InputError as exc:
                     raise RangesError(f"{p}: points[{i}]: {exc}", f"points.{exc.where}") from None
             return cls(base, (), tuple(models), source)
@@ -211,8 +243,7 @@ class AcceptanceDistribution:
             if r.shape == "uniform":
                 x = rng.uniform(r.low, r.high, size=n)
             else:
-                mid = value_of(self.base, r.path)
-                x = np.clip(rng.normal(mid, (r.high - r.low) / (2 * 1.959963984540054), size=n), lo, hi)
+                x = _two_piece_normal(rng, value_of(self.base, r.path), r.low, r.high, lo, hi, n)
             cols[r.path] = x
         return [model_over(self.base, {p: float(v[i]) for p, v in cols.items()}, dotted=True) for i in range(n)]
 
@@ -303,15 +334,32 @@ def _prior_range(base: AcceptanceModel, path: str, entry: Mapping[str, Any], p: 
         raise RangesError(f"{p}: prior.{key}: give minus/plus (absolute) or factor_low/factor_high (relative)", key)
     if not entry.get("rationale"):
         raise RangesError(f"{p}: prior.{key}: every prior range needs its rationale", key)
+    # the documented range, clipped to the domain only: never re-centred on the value, so a prior that sits mostly on one
+    # side of the scenario's value (correlation 0 +0.3, a probability near 1) is drawn as documented, asymmetric
     lo, hi = max(lo_dom, lo), min(hi_dom, hi)
-    if v is not None and lo <= v <= hi:
-        # centred on the scenario's value (a domain bound shrinks both sides alike): the printed point is then the
-        # median of every prior, so an interval never leaves its own point out because a bound clipped one side
-        half = min(v - lo, hi - v)
-        lo, hi = v - half, v + half
-        if _int_field(path):
-            lo, hi = float(math.floor(lo)), float(math.ceil(hi))
+    if _int_field(path):
+        lo, hi = float(math.floor(lo)), float(math.ceil(hi))
     return ParameterRange(path, lo, hi, "uniform", str(entry["rationale"]))
+
+
+def _two_piece_normal(rng: np.random.Generator, mid: float, low: float, high: float, d_lo: float, d_hi: float,
+                      n: int) -> np.ndarray:
+    """n draws whose 95% interval is [low, high] on each side of `mid` (an asymmetric interval stays asymmetric),
+    truncated to the domain by redrawing (clipping would pile draws on a bound)."""
+    z95 = 1.959963984540054
+    s_lo, s_hi = (mid - low) / z95, (high - mid) / z95
+
+    def draw(m: int) -> np.ndarray:
+        z = rng.standard_normal(m)
+        return mid + np.where(z < 0, z * s_lo, z * s_hi)
+
+    x = draw(n)
+    for _ in range(50):
+        bad = (x < d_lo) | (x > d_hi)
+        if not bad.any():
+            break
+        x[bad] = draw(int(bad.sum()))
+    return np.clip(x, d_lo, d_hi)
 
 
 def _read_toml(p: Path) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from specagent.common.paths import check_not_an_input
 from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
-from specagent.simulator.calibration import PARAMETERS, Calibration, calibrate as run_calibration, candidate_acceptance
+from specagent.simulator.acceptance.io import acceptance_table
+from specagent.simulator.calibration import PARAMETERS, TIED, Calibration, calibrate as run_calibration, candidate_acceptance
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS
 
@@ -56,8 +57,7 @@ def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: in
                      aside: list[str]) -> str:
     """A scenario file holding only [acceptance]: candidate `row`, its source saying where it comes from."""
     acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenario.acceptance)
-    d = {f: _rounded(getattr(acc, f)) for f in acc.__dataclass_fields__}
-    d = {k: v for k, v in d.items() if v is not None and v != {}}  # None = tied to the workload: left out
+    d = acceptance_table(acc, _rounded)  # None = tied to the workload: left out
     setting_of = {f.figure_id: f.setting for f in cal.figures}
     mine = [f for f in aside if which in ("all", "reachable") or setting_of[f] == which]
     d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, the central point of "
@@ -66,6 +66,29 @@ def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: in
                    + (f" (met by no candidate, set aside: {', '.join(mine)})" if mine else "")
                    + "; docs/protocol-calibration.md")
     return tomli_w.dumps({"acceptance": d})
+
+
+#: Fields a point of a calibrated set leaves out: they describe the set, not one of its points.
+_NOT_A_POINT = ("source", "fit", "calibrated_on")
+
+
+def _points_toml(cal: Calibration, mode: str, ids: list[str], scenario: Scenario, samples: int, seed: int,
+                 aside: list[str]) -> str:
+    """A ranges file of [[points]]: every candidate meeting every τ²-Bench figure (reasoning tied to the workload where
+    any such candidate is accepted, as the point is chosen), each as the acceptance fields it sets."""
+    ok = cal.accepted(mode, ids)
+    tied = ok & (cal.candidates["verify_reasoning_tokens"] == TIED) & (cal.candidates["repair_reasoning_tokens"] == TIED)
+    rows = [int(i) for i in cal.candidates.index[tied if tied.any() else ok]]
+    points = []
+    for i in rows:
+        table = acceptance_table(candidate_acceptance(cal.candidates.loc[i].to_dict(), scenario.acceptance), _rounded)
+        points.append({"candidate": i} | {k: v for k, v in table.items() if k not in _NOT_A_POINT})
+    source = (f"specagent acceptance calibrate --samples {samples} --seed {seed} --points-out: the {len(rows)} candidates "
+              f"meeting every scored τ²-Bench figure of Wang et al., arXiv:2610.21463"
+              + (f" (met by no candidate, set aside: {', '.join(aside)})" if aside else "")
+              + ("; reasoning tied to the workload" if tied.any() else "") + "; each equally consistent with the figures")
+    head = "# Written by `specagent acceptance calibrate --points-out`: do not edit by hand.\n"
+    return head + tomli_w.dumps({"source": source, "points": points})
 
 
 def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
@@ -94,6 +117,8 @@ def calibrate(
     acceptance_out: Optional[Path] = O(None, "--acceptance-out", help="Also write the chosen point (of every figure's set, else of the "
                                        "τ²-Bench set) as a scenario file holding only [acceptance]."),
     edge_acceptance_out: Optional[Path] = O(None, "--edge-acceptance-out", help="Also write the MCP-Atlas (edge) set's point likewise."),
+    points_out: Optional[Path] = O(None, "--points-out", help="Also write the τ²-Bench (h20) set as a ranges file of [[points]] "
+                                   "(`--acceptance-ranges FILE`; shipped as simulator/data/calibrated_set_tau2.toml)."),
 ) -> None:
     """Search acceptance and verdict parameters that reproduce every published protocol range (SPEC §7).
 
@@ -109,7 +134,8 @@ def calibrate(
     if api_mode is not None and api_mode not in API_VERIFY_SENDS:
         fail(f"--api-verify-sends: expected one of {', '.join(API_VERIFY_SENDS)}, got {api_mode!r}")
     inputs = [p for p in (figures, h20_scenario, edge_scenario) if p is not None]
-    for target, flag in ((out / "summary.json", "-o"), (acceptance_out, "--acceptance-out"), (edge_acceptance_out, "--edge-acceptance-out")):
+    for target, flag in ((out / "summary.json", "-o"), (acceptance_out, "--acceptance-out"), (edge_acceptance_out, "--edge-acceptance-out"),
+                         (points_out, "--points-out")):
         if target is not None:
             try:
                 check_not_an_input(target, inputs, flag, InputError)
@@ -215,6 +241,11 @@ def calibrate(
                            f"(more --samples, or see the conflicts above)")
             continue
         writes[target] = atomic.text_writer(_acceptance_toml(cal, at, scenarios["h20"], samples, seed, which, aside))
+    if points_out is not None:
+        if counts.get("h20", 0) == 0:
+            missing.append(f"{points_out}: not written: no candidate meets every τ²-Bench figure (more --samples)")
+        else:
+            writes[points_out] = atomic.text_writer(_points_toml(cal, mode, sets["h20"], scenarios["h20"], samples, seed, aside))
     atomic.write_together(writes)
     console.print(f"wrote {', '.join(str(p) for p in writes)}")
     if missing:

@@ -1,4 +1,7 @@
-"""Tables of every ratio with its interval, and SPEC §7's published ranges beside them (`predict`).
+"""Tables of every ratio with its interval, and the publication's ranges beside them (`predict`).
+
+The published figures are Wang et al.'s (CITATION); they are compared only where this run's setting is the one the
+acceptance was calibrated on (`simulator.applicability`), and the figures that were calibration targets say "fitted".
 
 Self-contained so `predict`'s layout (owned elsewhere) needs one call: `ranges_tables(comp, intervals)`.
 The intervals come from `simulator.uncertainty.ratio_intervals`; this module only formats them.
@@ -10,8 +13,31 @@ import math
 
 from rich.table import Table
 
+from specagent.simulator.applicability import applies
 from specagent.simulator.run import Comparison
 from specagent.simulator.uncertainty import Intervals, published_for
+
+#: How every table cites the published protocol figures (never a file users do not have).
+CITATION = ("Wang et al., Trajectory-Level Speculation with Semantic Verification for Tool-Using Agents, "
+            "arXiv:2610.21463")
+SHORT_CITATION = "Wang et al., arXiv:2610.21463"
+
+
+def calibration_targets(comp: Comparison) -> set[str]:
+    """Figure ids the scenario's acceptance was calibrated to meet: every scored figure of its setting, when the
+    acceptance records a calibration setting (a fitted or user-given acceptance has none)."""
+    from specagent.measurements.protocol_figures import load_protocol_figures
+    from specagent.simulator.calibration import figure_status
+
+    sc = comp.scenario
+    if sc is None or not getattr(sc.acceptance, "calibrated_on", None):
+        return set()
+    return {f.figure_id for f in load_protocol_figures() if figure_status(f) == "scored"}
+
+
+def comparable(comp: Comparison) -> bool:
+    """The published figures apply to this run: its setting is the one the acceptance was calibrated on."""
+    return comp.scenario is None or applies(comp.scenario)
 
 #: (metric, short name, meaning) in print order; a metric the run lacks (Strong bytes behind an API) is skipped.
 SHOWN = (
@@ -34,23 +60,25 @@ def fmt_interval(point: float, low: float, high: float) -> str:
     return f"{point:.3f} [{low:.2f}–{high:.2f}]"
 
 
-def _verdict(pub, point: float, low: float, high: float) -> str:
+def _verdict(pub, point: float, low: float, high: float, fitted: bool = False) -> str:
     if pub.contains(point):
-        return "inside"
+        return "inside (fitted: a calibration target)" if fitted else "inside"
     if high < pub.low or low > pub.high:
         return "outside (interval too)"
     return "outside; interval overlaps"
 
 
 def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> list[Table]:
-    """SpecAgent's ratios with intervals and published ranges; the other strategies' intervals; SPEC §7 against this run."""
-    pub = published_for(comp)
+    """SpecAgent's ratios with intervals and published ranges; the other strategies' intervals; the published figures
+    against this run (only where the setting matches the calibration's)."""
+    pub = published_for(comp) if comparable(comp) else {}
+    targets = calibration_targets(comp)
     tables = []
     origin = iv.source.split(":", 1)[0]
-    what = f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of the acceptance parameters from {origin}"
+    what = f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of {iv.includes()} (acceptance from {origin})"
     if focus in comp.summary.index:
         t = Table(title=f"{focus}: every ratio with its range", show_edge=False)
-        for col in ("ratio", "predicted [interval]", "published (SPEC §7)"):
+        for col in ("ratio", "predicted [interval]", f"published ({SHORT_CITATION})" if pub else "published"):
             t.add_column(col, justify="left" if col == "ratio" else "right")
         for metric, head, _ in SHOWN:
             got = iv.get(focus, metric)
@@ -76,7 +104,7 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
         t.caption = f"{iv.level:.0%} intervals, same draws for every strategy"
         tables.append(t)
     if pub:
-        t = Table(title="published protocol figures (SPEC §7) against this run", show_edge=False)
+        t = Table(title=f"published protocol figures ({SHORT_CITATION}) against this run", show_edge=False)
         for col in ("figure", "published", "predicted [interval]", "verdict"):
             t.add_column(col, justify="left" if col in ("figure", "verdict") else "right", overflow="fold")
         for (strategy, metric), p in pub.items():
@@ -84,22 +112,27 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
             if got is None:
                 t.add_row(p.figure_id, p.text(), "not run", "-")
                 continue
-            t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got))
-        t.caption = ("figures: measurements/protocol_figures.csv (aggregates over models or benchmarks; '-vs-' figures "
-                     "are relative to SpecAgent); 'inside': the point estimate")
+            t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got, fitted=p.figure_id in targets))
+        t.caption = (f"figures: {CITATION}, transcribed in measurements/protocol_figures.csv (aggregates over models or "
+                     "benchmarks; '-vs-' figures are relative to SpecAgent). 'inside': the point estimate lies in the "
+                     "published range; 'fitted': the acceptance was calibrated to meet that figure, so it is a fit, "
+                     "not a validation")
         tables.append(t)
     return tables
 
 
 def intervals_records(iv: Intervals, comp: Comparison) -> dict:
     """What summary.json stores: every interval, and every published range with the matching prediction."""
-    pub = published_for(comp)
+    pub = published_for(comp) if comparable(comp) else {}
+    targets = calibration_targets(comp)
     return {
-        "draws": iv.n_draws, "level": iv.level, "source": iv.source,
+        "draws": iv.n_draws, "level": iv.level, "source": iv.source, "sources": list(iv.sources), "includes": iv.includes(),
         "ranges": [{"parameter": p, "range": r, "source": src} for p, r, src in iv.ranges],
         "intervals": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                       for r in iv.table.to_dict(orient="records")],
         "published": [{"figure_id": p.figure_id, "strategy": s, "metric": m, "figure": p.figure, "published": p.text(),
                        "low": None if math.isinf(p.low) else p.low, "high": None if math.isinf(p.high) else p.high,
-                       "source": p.source, "source_locator": p.source_locator} for (s, m), p in pub.items()],
+                       "source": CITATION, "source_locator": f"measurements/protocol_figures.csv, row {p.figure_id}", "fitted": p.figure_id in targets}
+                      for (s, m), p in pub.items()],
+        "published_compared": comparable(comp),
     }

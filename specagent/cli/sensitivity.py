@@ -19,7 +19,7 @@ from specagent.cli.options import resolve, scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.reports.html import write_report
+from specagent.reports.sensitivity_page import write_sensitivity_page
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.sensitivity import METRICS, sensitivity_study
 
@@ -54,7 +54,7 @@ def sensitivity(
         fail(exc)
     doc = study.to_dict()
     atomic.write_text(out / "sensitivity.json", atomic.json_text(doc))
-    write_report([], out / "sensitivity.html", {"sensitivity": doc}, title=f"specagent sensitivity study · {name}")
+    write_sensitivity_page(doc, out / "sensitivity.html", f"specagent sensitivity study · {name}")
     if as_json:
         print(json.dumps(doc, indent=2, default=str))
         return
@@ -84,4 +84,10 @@ def sensitivity(
     b.caption = (f"this scenario: Weak/Strong decode time per token {be.r0:.3f}, mean semantic acceptance {be.base_acceptance:.2f} "
                  "(decay and correlation kept); SpecAgent pays where the deployments' time ratio is below the line")
     console.print(b)
+    kb = study.kind_break_even
+    if not kb.empty:
+        console.print("Where SpecAgent stops paying, per step kind (that kind's semantic acceptance over [0, 1], the rest "
+                      "at the scenario's values, at this Weak speed):", highlight=False)
+        for text in kb["text"]:
+            console.print(f"  {text}", highlight=False, markup=False, soft_wrap=True)
     console.print(f"wrote {out / 'sensitivity.json'} and {out / 'sensitivity.html'} (`specagent report` takes the JSON too)")

@@ -7,12 +7,14 @@ Scenario, runs it, and stores it whole with its results.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import List, Mapping, Optional
 
 import pandas as pd
 import typer
+from rich import box
 from rich.progress import Progress
 from rich.table import Table
 
@@ -35,6 +37,7 @@ from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
+from specagent.simulator.applicability import warning as applicability_warning
 from specagent.simulator.uncertainty import ratio_intervals
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
@@ -244,16 +247,53 @@ def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str,
     return t
 
 
+#: The ranges table's columns: (bottom_line_intervals column, header).
+RANGE_COLUMNS = (("wall_s_per_task", "s/task"), ("model_s_per_task", "model s"), ("gpu_h_per_task", "mGPU·h"),
+                 ("usd_per_task", "¢/task"), ("time saving %", "s −%"), ("$ saving %", "$ −%"))
+#: How each ranges column scales its figure to fit 80 columns (milli-GPU-hours, cents).
+_RANGE_SCALE = {"gpu_h_per_task": 1e3, "usd_per_task": 100.0}
+
+
+def _range_cell(col: str, low: float, high: float) -> str:
+    k = _RANGE_SCALE.get(col, 1.0)
+    lo, hi = low * k, high * k
+    if col.endswith("%"):
+        return f"{round(lo) + 0:d}..{round(hi) + 0:d}"  # + 0: never "-0"
+    return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else (
+        f"{lo:.0f}–{hi:.0f}" if max(abs(lo), abs(hi)) >= 10 else f"{lo:.2g}–{hi:.2g}")
+
+
+def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Table:
+    """The bottom line's intervals, right under it: each per-task figure and each saving against Strong-only."""
+    t = Table(title=f"Bottom line ranges ({level:.0%} of {n} draws)", show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 0, 0, 1))
+    t.add_column("strategy", no_wrap=True)
+    lohi = {(r.strategy, r.column): (r.low, r.high) for r in iv.itertuples()}
+    for _, head in RANGE_COLUMNS:
+        t.add_column(head, justify="right", no_wrap=True)
+    for strat in dict.fromkeys(iv["strategy"]):
+        t.add_row(str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _ in RANGE_COLUMNS])
+    t.caption = (f"{level:.0%} intervals over draws of {includes}; mGPU·h = GPU-h/1000, ¢ = $/100; s −%, $ −% = "
+                 "saving vs Strong-only, same draw (negative: slower, dearer)")
+    return t
+
+
 def _bottom_line(comp, setting, prices: dict) -> tuple[pd.DataFrame, list]:
     pool_list = BL.pools(setting, prices)
     return BL.bottom_line(comp.summary, pool_list), pool_list
 
 
-def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per strategy: the per-task figures, then the ratios to Strong-only."""
+def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame, iv: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per strategy: the per-task figures (with `<col>_low`/`<col>_high` where intervals were drawn), then the
+    ratios to Strong-only."""
     rel = [c for c, _, _ in REL_COLUMNS if c in summary]
     cols = [c for c, _, _ in BL.COLUMNS] + list(BL.EXTRA)
-    out = line[cols].join(summary[rel])
+    out = line[cols].copy()
+    if iv is not None:
+        for col in BL.INTERVAL_COLUMNS:
+            sub = iv[iv["column"] == col].set_index("strategy")
+            out[f"{col}_low"], out[f"{col}_high"] = sub["low"], sub["high"]
+    out = out.join(summary[rel])
     out.index.name = "strategy"
     return out
 
@@ -316,13 +356,25 @@ def predict(
         comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
         prog.update(task, completed=1)
         if scenario.uncertainty.draws:
-            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} acceptance draws × {len(scenario.strategies)} strategies")
+            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} draws of {scenario.uncertainty.sources} × "
+                                          f"{len(scenario.strategies)} strategies")
         intervals = ratio_intervals(comp, trajs, dist)
         comp.intervals = intervals_records(intervals, comp) if intervals is not None else None
         if intervals is not None:
-            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws over "
-                                             f"{len(intervals.ranges)} acceptance ranges: {intervals.source}")
+            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws of "
+                                             f"{intervals.includes()} ({len(intervals.ranges)} ranges): {intervals.source}")
+    not_here = applicability_warning(scenario)
+    comp.assumptions["acceptance_applies"] = not_here or "yes: this run's models, GPUs and workload are those it was calibrated on"
+    if not_here and not quiet and fmt == "table":  # json/csv carry it in assumptions.acceptance_applies
+        console.print(not_here, highlight=False, markup=False)
     line, pool_list = _bottom_line(comp, setting, prices)
+    bl_iv, verdict = None, None
+    if intervals is not None:
+        bl_draws = BL.bottom_line_draws(intervals.totals, comp.summary, pool_list)
+        bl_iv = BL.bottom_line_intervals(bl_draws, line, intervals.level)
+        verdict = BL.verdict(bl_draws, intervals.level)
+        comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
+        comp.intervals["verdict"] = verdict  # type: ignore[index]
     comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
     summary_obj = {
         "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
@@ -347,10 +399,10 @@ def predict(
     if fmt == "json":
         print(json_out(summary_obj, indent=2, default=str))
     elif fmt == "csv":
-        sys.stdout.write(_csv_frame(line, comp.summary).to_csv())
+        sys.stdout.write(_csv_frame(line, comp.summary, bl_iv).to_csv())
     else:
         _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief,
-                       intervals=intervals)
+                       intervals=intervals, bl_iv=bl_iv, verdict=verdict)
         console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
     if written is not None:
         say = err.print if fmt != "table" else console.print
@@ -370,14 +422,19 @@ def _ratio_in_words(summary: pd.DataFrame) -> str:
 
 
 def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool,
-                   intervals=None) -> None:
+                   intervals=None, bl_iv: pd.DataFrame | None = None, verdict: str | None = None) -> None:
     """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
+    includes = intervals.includes() if intervals is not None else ""
     console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
                                      "batch 1", pool_list))
+    if bl_iv is not None:
+        console.print(_ranges_table(bl_iv, intervals.level, intervals.n_draws, includes))
     for strat in ("specagent",):
-        head = BL.headline(line, strat)
+        head = BL.headline(line, strat, iv=bl_iv)
         if head:
             console.print(head, highlight=False)
+    if verdict:
+        console.print(verdict, highlight=False)
     env = environment_line(comp.summary, scenario.environment.preset)
     if env:
         console.print(env, highlight=False)

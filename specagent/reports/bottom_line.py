@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from specagent.simulator.fleet.config import resolve_price
@@ -103,25 +104,116 @@ def bottom_line(summary: pd.DataFrame, pool_list: list[Pool]) -> pd.DataFrame:
     return out
 
 
+#: Per-task columns an interval is given for (`bottom_line_intervals`), and the savings against the baseline.
+INTERVAL_COLUMNS = ("wall_s_per_task", "model_s_per_task", "gpu_h_per_task", "usd_per_task")
+SAVINGS = (("wall_s_per_task", "time saving %"), ("usd_per_task", "$ saving %"), ("gpu_h_per_task", "GPU·h saving %"))
+
+
+def bottom_line_draws(totals: Mapping[str, pd.DataFrame], summary: pd.DataFrame, pool_list: list[Pool]) -> dict[str, pd.DataFrame]:
+    """Per strategy, the bottom line of every draw (`Intervals.totals`: one row of summed totals per draw)."""
+    out = {}
+    for name, t in totals.items():
+        frame = t.copy()
+        frame["trajectories"] = float(summary.loc[name, "trajectories"])
+        out[name] = bottom_line(frame, pool_list)
+    return out
+
+
+def bottom_line_intervals(draws: Mapping[str, pd.DataFrame], line: pd.DataFrame, level: float,
+                          baseline: str = "strongonly") -> pd.DataFrame:
+    """(strategy, column, point, low, high) for every INTERVAL_COLUMNS figure and every saving % against the baseline.
+
+    A saving is 100 (1 - strategy / baseline) of the same draw, so a draw where the baseline is slower too counts
+    once; the percentiles are (1 - level)/2 and (1 + level)/2, as for the ratios.
+    """
+    q = [(1 - level) / 2, (1 + level) / 2]
+    rows = []
+    base = draws.get(baseline)
+    for name, d in draws.items():
+        for col in INTERVAL_COLUMNS:
+            x = d[col].to_numpy(dtype=float)
+            lo, hi = np.quantile(x, q) if np.isfinite(x).all() else (math.nan, math.nan)
+            rows.append((name, col, float(line.loc[name, col]), float(lo), float(hi)))
+        if base is None or name == baseline:
+            continue
+        for col, label in SAVINGS:
+            b = base[col].to_numpy(dtype=float)
+            if not (np.isfinite(b).all() and (b > 0).all()):
+                continue
+            x = 100 * (1 - d[col].to_numpy(dtype=float) / b)
+            lo, hi = np.quantile(x, q)
+            rows.append((name, label, float(100 * (1 - line.loc[name, col] / line.loc[baseline, col])), float(lo), float(hi)))
+    return pd.DataFrame(rows, columns=["strategy", "column", "point", "low", "high"])
+
+
+def verdict(draws: Mapping[str, pd.DataFrame], level: float, strategy: str = "specagent", baseline: str = "strongonly") -> str | None:
+    """One line: in how many draws the strategy is cheaper and faster than the baseline, and whether each is established.
+
+    A saving is established at this uncertainty when at least (1 + level)/2 of the draws show it: the printed
+    interval of the ratio then lies wholly below 1.
+    """
+    if strategy not in draws or baseline not in draws:
+        return None
+    a, b = draws[strategy], draws[baseline]
+    n = len(a)
+    need = math.ceil((1 + level) / 2 * n - 1e-9)
+    parts, unsure = [], []
+    for col, word, noun in (("usd_per_task", "cheaper", "cost"), ("wall_s_per_task", "faster", "time")):
+        x, y = a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float)
+        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+            continue
+        k = int((x < y).sum())
+        parts.append(f"{word} in {k}/{n} draws")
+        if (n - need) < k < need:
+            unsure.append(f"the {noun} saving is not established at this uncertainty")
+        elif k <= n - need:
+            unsure.append(f"it is {'dearer' if noun == 'cost' else 'slower'} at this uncertainty")
+    if not parts:
+        return None
+    return f"{strategy} vs {baseline}: " + "; ".join(parts) + (f" — {'; '.join(unsure)}" if unsure else "")
+
+
+def fmt_range(col: str, low: float, high: float) -> str:
+    """`[49–77]` in the cell's own units (dollars with their sign), for a bottom-line cell."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return ""
+    if col == "usd_per_task":
+        return f"[{fmt_usd(low)}–{high:.2g}]" if 0 < abs(high) < 1 else f"[{fmt_usd(low)}–{fmt_usd(high)}]"
+    if col == "gpu_h_per_task":
+        return f"[{low:.2g}–{high:.2g}]"
+    if col.endswith("%"):
+        return f"[{low:.0f} to {high:.0f}]"
+    return f"[{low:,.0f}–{high:,.0f}]" if max(abs(low), abs(high)) >= 10 else f"[{low:.2g}–{high:.2g}]"
+
+
 def percent_of_baseline(value: float) -> str:
     """0.923 -> '92.3% of Strong-only'; how every ratio reads in words."""
     return f"{100 * value:.1f}% of Strong-only"
 
 
-def headline(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "strongonly") -> str | None:
-    """One sentence: the strategy against the baseline in s/task, GPU-h/task and $/task, with the change in percent."""
+def headline(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "strongonly",
+             iv: pd.DataFrame | None = None) -> str | None:
+    """One sentence: the strategy against the baseline in s/task, GPU-h/task and $/task, with the change in percent
+    (and its interval, the negated saving, where `iv` from `bottom_line_intervals` has one)."""
     if strategy not in line.index or baseline not in line.index:
         return None
     a, b = line.loc[strategy], line.loc[baseline]
+    saving = {} if iv is None else {r.column: (r.low, r.high) for r in iv.itertuples() if r.strategy == strategy}
+    label = {col: lab for col, lab in SAVINGS}
 
     def change(x: float, y: float) -> str:
-        return "" if not (y and math.isfinite(x) and math.isfinite(y)) else f" ({100 * (x / y - 1):+.1f}%)"
+        if not (y and math.isfinite(x) and math.isfinite(y)):
+            return ""
+        r = saving.get(label.get(col, ""))
+        rng = f" [{-r[1]:+.1f}% to {-r[0]:+.1f}%]" if r and math.isfinite(r[0]) else ""
+        return f" ({100 * (x / y - 1):+.1f}%{rng})"
 
-    parts = [f"{fmt_seconds(a['wall_s_per_task'])}/task vs {fmt_seconds(b['wall_s_per_task'])}"
-             f"{change(a['wall_s_per_task'], b['wall_s_per_task'])}",
-             f"{fmt_gpu_hours(a['gpu_h_per_task'])}/task vs {fmt_gpu_hours(b['gpu_h_per_task'])}"
-             f"{change(a['gpu_h_per_task'], b['gpu_h_per_task'])}",
-             f"{fmt_usd(a['usd_per_task'])}/task vs {fmt_usd(b['usd_per_task'])}{change(a['usd_per_task'], b['usd_per_task'])}"]
+    col = "wall_s_per_task"
+    parts = [f"{fmt_seconds(a[col])}/task vs {fmt_seconds(b[col])}{change(a[col], b[col])}"]
+    col = "gpu_h_per_task"
+    parts.append(f"{fmt_gpu_hours(a[col])}/task vs {fmt_gpu_hours(b[col])}{change(a[col], b[col])}")
+    col = "usd_per_task"
+    parts.append(f"{fmt_usd(a[col])}/task vs {fmt_usd(b[col])}{change(a[col], b[col])}")
     return f"{strategy} vs {baseline}: " + "; ".join(parts)
 
 

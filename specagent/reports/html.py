@@ -353,16 +353,23 @@ def _bottom_line_html(data: ReportData) -> list[str]:
     for r in data.runs:
         pool_list = BL.pools_of(weak, strong, r.assumptions.get("prices"))
         line = BL.bottom_line(r.summary, pool_list)
-        head = BL.headline(line)
+        iv = r.intervals or {}
+        ranges = pd.DataFrame(iv.get("bottom_line") or [], columns=["strategy", "column", "point", "low", "high"])
+        head = BL.headline(line, iv=ranges if not ranges.empty else None)
         if len(data.runs) > 1:
             out.append(f"<h3>{_e(r.workload)}</h3>")
         if head:
             out.append(f'<p class="headline"><b>{_e(head)}</b></p>')
+        if iv.get("verdict"):
+            out.append(f'<p class="headline">{_e(iv["verdict"])} ({int(iv.get("draws", 0))} draws of '
+                       f'{_e(iv.get("includes", "the acceptance parameters"))}).</p>')
+        lohi = {(x.strategy, x.column): (x.low, x.high) for x in ranges.itertuples()}
         cells = pd.DataFrame(index=line.index)
         for col, header in BOTTOM_LINE_COLUMNS:
             fmt = {"usd_per_task": BL.fmt_usd, "gpu_h_per_task": BL.fmt_gpu_hours}.get(col)
-            cells[header] = [fmt(float(v)) if fmt else (BL.fmt_seconds(float(v)) if col.endswith("s_per_task") and "gpu" not in col
-                             else f"{float(v):,.1f} GPU·s") for v in line[col]]
+            cells[header] = [(fmt(float(v)) if fmt else (BL.fmt_seconds(float(v)) if col.endswith("s_per_task") and "gpu" not in col
+                             else f"{float(v):,.1f} GPU·s")) + (f" {BL.fmt_range(col, *lohi[(s, col)])}" if (s, col) in lohi else "")
+                             for s, v in line[col].items()]
         out.append(table_html(cells, index_name="strategy"))
         priced = "; ".join(f"{p.role.capitalize()}: {p.gpus}× {p.gpu} at "
                            + ("no price" if p.usd_per_gpu_hour is None else f"${p.usd_per_gpu_hour:,.3g}/GPU-hour") + f" ({p.source})"
@@ -387,7 +394,7 @@ def _plan_html(plan: pd.DataFrame) -> list[str]:
 
 
 def intervals_html(iv: Mapping[str, Any]) -> str:
-    """Each ratio with its interval (point [low–high]) per strategy, and SPEC §7's published ranges against them."""
+    """Each ratio with its interval (point [low–high]) per strategy, and the publication's ranges against them."""
     rows = pd.DataFrame(iv.get("intervals") or [])
     need = {"strategy", "metric", "point", "low", "high"}
     if rows.empty or not need <= set(rows.columns):
@@ -398,8 +405,8 @@ def intervals_html(iv: Mapping[str, Any]) -> str:
     table = table.reindex(index=list(dict.fromkeys(rows["strategy"])), columns=[c for c in list(HEADLINE_COLUMNS) + ["strong_bytes_share"]
                                                                                if c in table.columns])
     headers = {**HEADLINE_COLUMNS, "strong_bytes_share": "Strong share of memory traffic"}
-    out = [f"<p>With {float(iv.get('level', 0)):.0%} intervals from {int(iv.get('draws', 0))} seeded draws of the acceptance "
-           f"parameters ({_e(iv.get('source', ''))}):</p>", table_html(table, index_name="strategy", headers=headers)]
+    out = [f"<p>With {float(iv.get('level', 0)):.0%} intervals from {int(iv.get('draws', 0))} seeded draws of "
+           f"{_e(iv.get('includes', 'the acceptance parameters'))} ({_e(iv.get('source', ''))}):</p>", table_html(table, index_name="strategy", headers=headers)]
     pub = iv.get("published") or []
     if pub:
         cells = {(r["strategy"], r["metric"]): r["cell"] for r in rows.to_dict("records")}
@@ -408,7 +415,9 @@ def intervals_html(iv: Mapping[str, Any]) -> str:
             cells.setdefault((r["strategy"], r["metric"]), f"{r['point']:.3f} [{r['low']:.2f}–{r['high']:.2f}]")
         t = pd.DataFrame([{"figure": p["figure"], "published": p["published"], "predicted [interval]": cells.get((p["strategy"], p["metric"]), "not run"),
                            "source": p.get("source", "")} for p in pub])
-        out.append("<p>Published protocol figures (SPEC §7) against this run:</p>" + table_html(t, index=False))
+        if "fitted" in pub[0]:
+            t.insert(3, "fitted", ["yes: a calibration target" if p.get("fitted") else "" for p in pub])
+        out.append("<p>Published protocol figures (Wang et al., arXiv:2610.21463) against this run:</p>" + table_html(t, index=False))
     return "".join(out)
 
 

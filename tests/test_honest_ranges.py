@@ -1,0 +1,194 @@
+"""Issue 33: every known uncertainty in the interval, on the bottom line, and said where it does not apply."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specagent.common.errors import InputError
+from specagent.reports import bottom_line as BL
+from specagent.simulator.acceptance.io import acceptance_table, acceptance_toml
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.acceptance.ranges import AcceptanceDistribution, ParameterRange, Uncertainty, _two_piece_normal
+from specagent.simulator.applicability import differences, warning
+from specagent.simulator.latency_error import PHASES, LatencyError, phase_factors
+from specagent.simulator.protocol.phases import PHASE_NAMES, STRONG_VERIFY, TOOL, WEAK_DECODE
+from specagent.simulator.scenario import Scenario, load_acceptance
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("latency_error_tool", ROOT / "tools" / "latency_error.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+# ------------------------------------------------------------------------------------------ latency error
+def test_the_shipped_latency_error_is_what_the_script_derives_from_the_shipped_rows():
+    tool = _tool()
+    rows = pd.read_csv(tool.ROWS)
+    assert {"row_id", "source", "measured", "predicted", "load_class"} <= set(rows.columns)
+    assert rows["source"].str.len().min() > 0  # every residual row names its publication
+    assert tool.TOML.read_text(encoding="utf-8") == tool.toml_text(tool.sigmas(rows))
+    err = LatencyError.load()
+    for p in PHASES:
+        assert 0.05 < err.sigma[p] < 1.5 and err.rows[p] >= 10
+
+
+def test_latency_factors_are_seeded_lognormal_and_a_hosted_model_gets_none():
+    err = LatencyError({"prefill": 0.4, "decode": 0.3}, {"prefill": 1, "decode": 1}, "test")
+    a, b = err.factors(4000, 7), err.factors(4000, 7)
+    assert np.array_equal(a, b) and not np.array_equal(a, err.factors(4000, 8))
+    assert np.std(np.log(a[:, :, 0])) == pytest.approx(0.4, rel=0.06)
+    assert np.std(np.log(a[:, :, 1])) == pytest.approx(0.3, rel=0.06)
+    assert abs(np.corrcoef(np.log(a[:, 0, 1]), np.log(a[:, 1, 1]))[0, 1]) < 0.06  # Weak and Strong independent
+    hosted = err.factors(10, 7, hosted=(False, True))
+    assert (hosted[:, 1, :] == 1).all()
+    ph = phase_factors(a)
+    assert ph.shape == (4000, len(PHASE_NAMES))
+    assert (ph[:, TOOL] == 1).all() and np.array_equal(ph[:, STRONG_VERIFY], a[:, 1, 0])
+    assert np.array_equal(ph[:, WEAK_DECODE], a[:, 0, 1])
+
+
+def test_a_bad_latency_error_file_is_one_located_line(tmp_path):
+    p = tmp_path / "e.toml"
+    p.write_text('[phase.prefill]\nsigma = -1\n[phase.decode]\nsigma = 0.2\n', encoding="utf-8")
+    with pytest.raises(InputError, match="sigma.prefill"):
+        LatencyError.load(p)
+
+
+def test_sources_are_named_and_checked():
+    assert Uncertainty().source_set() == ("acceptance", "latency")
+    assert Uncertainty(sources="latency").source_set() == ("latency",)
+    assert Uncertainty(sources="none").source_set() == ()
+    with pytest.raises(InputError, match="sources"):
+        Uncertainty(sources="acceptance,weather")
+
+
+# ------------------------------------------------------------------------------------------ priors as documented
+def test_priors_are_drawn_as_documented_never_recentred():
+    base = AcceptanceModel()
+    d = AcceptanceDistribution.priors(base)
+    by = {r.path: r for r in d.ranges}
+    data = tomllib.loads((ROOT / "simulator" / "data" / "acceptance_priors.toml").read_text(encoding="utf-8"))["prior"]
+    # correlation 0.037 ± 0.3: the domain clips the low side only, the high side stays as written
+    assert (by["correlation"].low, by["correlation"].high) == pytest.approx((0.0, base.correlation + data["correlation"]["plus"]))
+    v = base.p_valid_replacement
+    assert (by["p_valid_replacement"].low, by["p_valid_replacement"].high) == pytest.approx(
+        (v - data["p_valid_replacement"]["minus"], 1.0))
+    tok = by["verdict_tokens"]
+    assert (tok.low, tok.high) == (math.floor(base.verdict_tokens * data["verdict_tokens"]["factor_low"]),
+                                   math.ceil(base.verdict_tokens * data["verdict_tokens"]["factor_high"]))
+    draws = np.array([m.correlation for m in d.sample(400, 3)])
+    assert draws.max() > 0.25  # the documented width is drawn, not 0–0.074
+
+
+@settings(deadline=None, max_examples=40)
+@given(mid=st.floats(0.2, 0.8), lo=st.floats(0.01, 0.19), hi=st.floats(0.01, 0.19), seed=st.integers(0, 2**31))
+def test_fitted_intervals_keep_their_asymmetry(mid, lo, hi, seed):
+    x = _two_piece_normal(np.random.default_rng(seed), mid, mid - lo, mid + hi, 0.0, 1.0, 20_000)
+    assert ((x >= 0) & (x <= 1)).all()
+    below, above = np.quantile(x, [0.025, 0.975])
+    assert below == pytest.approx(mid - lo, abs=0.08 * lo + 1e-3)
+    assert above == pytest.approx(mid + hi, abs=0.08 * hi + 1e-3)
+    assert np.mean(x < mid) == pytest.approx(0.5, abs=0.02)  # the fitted value stays the median
+
+
+def test_a_fitted_range_is_drawn_through_the_distribution():
+    base = dataclasses.replace(AcceptanceModel(), correlation=0.3)
+    d = AcceptanceDistribution(base, (ParameterRange("correlation", 0.25, 0.5, "normal", "fit"),))
+    x = np.array([m.correlation for m in d.sample(300, 1)])
+    assert np.mean(x > 0.3) == pytest.approx(0.5, abs=0.1) and x.max() > 0.42 and x.min() > 0.2
+
+
+# ------------------------------------------------------------------------------------------ one writer
+def test_the_acceptance_writer_takes_every_field_even_one_added_later(tmp_path):
+    extended = dataclasses.make_dataclass("Extended", [("new_rate", float, dataclasses.field(default=0.25))],
+                                          bases=(AcceptanceModel,), frozen=True)
+    m = extended(new_rate=0.61, correlation=0.2)
+    table = tomllib.loads(acceptance_toml(m))["acceptance"]
+    assert table["new_rate"] == 0.61
+    assert extended(**table) == m
+    assert set(acceptance_table(AcceptanceModel())) == {f.name for f in dataclasses.fields(AcceptanceModel)
+                                                         if getattr(AcceptanceModel(), f.name) is not None}
+    p = tmp_path / "a.toml"
+    own = dataclasses.replace(AcceptanceModel(), calibrated_on={}, escalation_recall=0.31)
+    p.write_text(acceptance_toml(own), encoding="utf-8")
+    assert load_acceptance(p) == own  # an empty calibration setting stays empty (no false warning)
+
+
+# ------------------------------------------------------------------------------------------ applicability
+def test_the_default_applies_and_other_models_or_gpus_are_warned():
+    assert differences(Scenario()) == [] and warning(Scenario()) is None
+    assert warning(Scenario.load("edge")) is None
+    other = Scenario().override({"weak.model": "qwen3-4b", "strong.model": "qwen3-32b", "strong.hardware": "h100"})
+    w = warning(other)
+    assert w is not None and "qwen3-32b" in w and "h100, not h20" in w and "acceptance measure" in w
+    assert [d[0] for d in differences(other)] == ["Weak model", "Strong model", "Strong GPU"]
+    assert warning(other.replace(acceptance=other.acceptance.with_constant(0.8))) is None  # the user's own figure
+
+
+# ------------------------------------------------------------------------------------------ bottom line
+def test_bottom_line_intervals_and_the_verdict():
+    rng = np.random.default_rng(0)
+    base = pd.DataFrame({"wall_s_per_task": 60 + rng.normal(0, 1, 100), "model_s_per_task": 40.0, "gpu_h_per_task": 0.1,
+                         "usd_per_task": 0.2})
+    fast = base.assign(usd_per_task=0.05, wall_s_per_task=base["wall_s_per_task"] * rng.uniform(0.8, 1.1, 100))
+    line = pd.DataFrame([base.mean(), fast.mean()], index=["strongonly", "specagent"])
+    iv = BL.bottom_line_intervals({"strongonly": base, "specagent": fast}, line, 0.9)
+    saving = iv[(iv.strategy == "specagent") & (iv.column == "$ saving %")].iloc[0]
+    assert saving.low == pytest.approx(75) and saving.high == pytest.approx(75)
+    v = BL.verdict({"strongonly": base, "specagent": fast}, 0.9)
+    k = int((fast["wall_s_per_task"] < base["wall_s_per_task"]).sum())
+    assert v == (f"specagent vs strongonly: cheaper in 100/100 draws; faster in {k}/100 draws — the time saving is not "
+                 "established at this uncertainty")
+    sure = fast.assign(wall_s_per_task=base["wall_s_per_task"] * 0.5)
+    assert BL.verdict({"strongonly": base, "specagent": sure}, 0.9).endswith("faster in 100/100 draws")
+
+
+# ------------------------------------------------------------------------------------------ the sources together
+@pytest.fixture(scope="module")
+def small():
+    from specagent.simulator.run import predict
+    from specagent.traces import default_workload_path, load_trajectories
+
+    trajs = load_trajectories(default_workload_path())[:25]
+    sc = Scenario().replace(strategies=("strongonly", "specagent"), uncertainty=Uncertainty(draws=40))
+    return predict(sc, trajs, "first 25"), trajs
+
+
+def test_latency_error_widens_time_but_not_bytes_and_no_fit_can_shrink_it_away(small):
+    from specagent.simulator.uncertainty import ratio_intervals
+
+    comp, trajs = small
+    lat = ratio_intervals(comp, trajs, dist=AcceptanceDistribution.priors(comp.scenario.acceptance).narrowed(0.0))
+    assert lat.sources == ("acceptance", "latency") and "latency" in lat.includes()
+    p, lo, hi = lat.get("specagent", "wall_time_s_rel")
+    assert hi - lo > 0.02  # the latency model's error alone
+    p, blo, bhi = lat.get("specagent", "total_bytes_read_rel")
+    assert blo == bhi == pytest.approx(p)  # bytes do not depend on time
+    _, slo, shi = lat.get("strongonly", "wall_time_s_rel")
+    assert slo == shi == 1.0  # the same Strong factor in the baseline as in SpecAgent
+    only = ratio_intervals(replace_sources(comp, "latency"), trajs)
+    assert only.get("specagent", "wall_time_s_rel")[1:] == pytest.approx((lo, hi))  # a perfect fit leaves the latency error
+    both = ratio_intervals(comp, trajs)
+    b = both.get("specagent", "wall_time_s_rel")
+    assert b[2] - b[1] >= 0.9 * (hi - lo)
+    totals = both.totals["strongonly"]["wall_time_s"]
+    assert totals.std() > 0  # per-task figures get intervals from the same draws
+
+
+def replace_sources(comp, sources: str):
+    sc = comp.scenario.replace(uncertainty=dataclasses.replace(comp.scenario.uncertainty, sources=sources))
+    return dataclasses.replace(comp, scenario=sc)
