@@ -11,10 +11,9 @@ nearly every expert of a 512-expert model. The error is reported, not assumed sm
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from specagent.costmodel.phases import decode
 from specagent.costmodel.roofline import WEIGHT_MODES
@@ -22,6 +21,12 @@ from specagent.simulator.run import simulate, to_episodes
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.protocol.setting import Setting
 from specagent.traces.schema import Trajectory
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
 
 
 def decode_bytes_per_token(dep, context: float, weight_mode: str) -> float:

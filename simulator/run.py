@@ -6,10 +6,9 @@ Defaults are the Scenario's (`Scenario.k` is its default K, and so on): they are
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from specagent.common.alloc import paused_gc
 from specagent.common.errors import InputError
@@ -24,6 +23,13 @@ from specagent.simulator.protocol.setting import Setting
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES, ServingPolicy, Strategy, make_strategy
 from specagent.simulator.protocol.workload import Episode, UnitTable, episode_from_trajectory, unit_positions
 from specagent.traces.schema import Trajectory
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 DEFAULT_STRATEGIES = STRATEGY_NAMES
 

@@ -11,14 +11,13 @@ path sums them (tests/test_synthetic_scale.py checks both, byte for byte).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from specagent.common import atomic
 from specagent.simulator.acceptance.model import AcceptanceModel
@@ -27,6 +26,17 @@ from specagent.simulator.protocol.workload import synthetic_unit_tables
 from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.run import simulate
 from specagent.simulator.protocol.setting import Setting
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+    pa = lazy_module("pyarrow")
+    pq = lazy_module("pyarrow.parquet")
+
 
 #: Per-trajectory columns `simulate` totals (the CLI's table and --json).
 TOTAL_COLUMNS = ("weak_flops", "strong_flops", "weak_bytes_read", "strong_bytes_read", "weak_prefill_tokens",

@@ -18,10 +18,9 @@ are percentiles of the draws: (1 - level)/2 and (1 + level)/2.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 
 from specagent.measurements.published_ranges import PublishedRange, load_published_ranges
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution
@@ -32,6 +31,13 @@ from specagent.simulator.pricing.results import HEADLINE, per_trajectory
 from specagent.simulator.run import Comparison, Workload, plan_strategy, to_episodes
 from specagent.simulator.strategies.catalog import make_strategy
 from specagent.simulator.protocol.workload import UnitTable
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 BASELINE = "strongonly"
 #: Ratios an interval is given for: the summary's `<col>_rel`, plus the Strong model's share of the strategy's own memory traffic.

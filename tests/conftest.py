@@ -34,6 +34,23 @@ SLOW_FILES = {
     "test_runtime_install.py": "a fresh virtual environment from the package index",
     "test_extending.py": "the recipes in a staged copy of the package",
     "test_cli_without_torch.py": "predict in a subprocess",
+    "test_plan_estimate.py": "plans in subprocesses", "test_endpoints.py": "scripted servers, end to end",
+    "test_fleet_cli.py": "plans and sweeps through the CLI", "test_native_engine.py": "both fleet engines on the same runs",
+    "test_calibration.py": "acceptance calibrate's candidate sweeps",
+}
+#: Single slow tests (node id prefixes) in files that are otherwise fast.
+SLOW_TESTS = {
+    "test_docs_flags.py::test_shell_completion": "shell completion in subprocesses",
+    "test_provenance.py::test_a_report_of_an_old_run": "two predictions and two reports",
+    "test_reports_html.py::test_concurrent_reports": "reports written from several processes",
+    "test_traces_io.py::test_round_trip_jsonl_parquet_frame": "property test over whole traces",
+    "test_simulator_invariants.py::test_single_model_equals_roofline": "property test over whole traces",
+    "test_measurements_data.py::test_decode_is_never_faster": "every measurement row priced",
+    "test_acceptance_fit.py::test_known_parameters_are_recovered": "recovery over many simulated logs",
+    "test_acceptance_fit.py::test_a_factor_of_two": "recovery over many simulated logs",
+    "test_acceptance_fit.py::test_interval_constructions_cover": "coverage over many simulated logs",
+    "test_sensitivity.py::test_study_sensitivity_writes": "a whole sensitivity study and its report",
+    "test_reports_figures.py::test_roofline_saving_never_grows": "property test over the decode batch",
 }
 
 
@@ -46,7 +63,8 @@ def pytest_ignore_collect(collection_path, config):
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        why = SLOW_FILES.get(item.path.name)
+        node = item.nodeid.rsplit("/", 1)[-1]
+        why = SLOW_FILES.get(item.path.name) or next((w for prefix, w in SLOW_TESTS.items() if node.startswith(prefix)), None)
         if why is not None:
             item.add_marker(pytest.mark.slow(reason=why))
 

@@ -43,8 +43,13 @@ def test_every_test_file_is_named():
     assert not missing, f"tests/README.md does not name: {missing}"
 
 
-def test_every_slow_file_exists():
-    from conftest import SLOW_FILES
+def test_every_slow_file_and_test_exists():
+    from conftest import SLOW_FILES, SLOW_TESTS
 
     missing = [name for name in SLOW_FILES if not (ROOT / "tests" / name).exists()]
-    assert not missing, f"tests/conftest.py SLOW_FILES names files that do not exist: {missing}"
+    for prefix in SLOW_TESTS:
+        file, test = prefix.split("::")
+        path = ROOT / "tests" / file
+        if not path.exists() or f"def {test}" not in path.read_text(encoding="utf-8"):
+            missing.append(prefix)
+    assert not missing, f"tests/conftest.py names files or tests that do not exist: {missing}"

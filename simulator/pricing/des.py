@@ -9,11 +9,18 @@ with batched replica iterations.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import simpy
 
 from specagent.simulator.protocol.phases import PHASE_NAMES, STRONG_PHASES, WEAK_PHASES
 from specagent.simulator.protocol.plan import CallPlan
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import simpy
+else:  # loaded on first use: this module is on the CLI's start-up path
+    simpy = lazy_module("simpy")
 
 
 def run_des(plan: CallPlan, event_time: np.ndarray, weak_slots: int | None = None, strong_slots: int | None = None,

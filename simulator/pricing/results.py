@@ -6,14 +6,22 @@ everything downstream (Parquet files, HTML reports, notebooks).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from specagent.simulator.protocol.phases import (
     DECODE_PHASES, PHASE_GROUPS, PHASE_NAMES, PREFILL_PHASES, STRONG_PHASES, TOOL, USER, WEAK_PHASES,
 )
 from specagent.simulator.protocol.plan import STAT_NAMES, CallPlan
 from specagent.simulator.pricing.analytic import EventCosts, wall_time
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 METRICS = ("time_s", "flops", "bytes_read", "bytes_written", "tokens")
 #: Headline per-trajectory figures compared across strategies.

@@ -10,9 +10,8 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import TYPE_CHECKING, List, Mapping, Optional
 
-import pandas as pd
 import typer
 from rich import box
 from rich.progress import Progress
@@ -27,7 +26,6 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 from specagent.reports import bottom_line as BL
-from specagent.reports.html import write_report
 from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
@@ -41,6 +39,13 @@ from specagent.simulator.applicability import warning as applicability_warning
 from specagent.simulator.uncertainty import ratio_intervals
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -393,6 +398,9 @@ def predict(
     stored = {**summary_obj, "inputs": record_inputs(setting)}
     atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
                            out / "summary.json": atomic.text_writer(atomic.json_text(stored, f"predict's {out / 'summary.json'}"))})
+    if report:
+        from specagent.reports.html import write_report  # plotly: only when a report is asked for
+
     written = write_report(comp, report, images=True) if report else None
     if quiet:
         return

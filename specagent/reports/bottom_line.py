@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
-import pandas as pd
 
 from specagent.simulator.fleet.config import resolve_price
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 #: (column, short header for an 80-column terminal, meaning with its unit): the per-task figures.
 COLUMNS = (

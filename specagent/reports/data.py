@@ -15,10 +15,9 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
-import pandas as pd
 
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
@@ -27,6 +26,13 @@ from specagent.simulator.provenance import InputsError, changed_inputs, setting_
 from specagent.simulator.pricing.results import phase_split, summarize
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.protocol.setting import Setting
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 #: Columns each optional table must have (extra columns are kept and shown).
 BALANCE_COLUMNS = ("hardware", "strong_mean_decode_batch", "time_saving", "memory_saving")

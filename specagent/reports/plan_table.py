@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 
 from specagent.hardware.profile import HardwareProfileError, load_hardware
+from specagent.common.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: this module is on the CLI's start-up path
+    pd = lazy_module("pandas")
+
 
 #: (header with its unit, meaning): the columns of `curve_rows`.
 COLUMNS = (
