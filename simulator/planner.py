@@ -703,6 +703,7 @@ def probe_speed(trajectories: Workload | None, req: PlanRequest) -> tuple[float,
     sc = req.scenario
     workload: Sequence | RequestTrace = req.requests if req.requests is not None else list(episodes_of(trajectories))
     if isinstance(workload, RequestTrace):
+        _check_requests(workload, sc, sorted({k[2] for k in search_keys(req)}), req.search_gpus)  # its line, not the probe's
         tasks = request_tasks(workload.head(PROBE_TASKS))
     else:
         tasks = plan_tasks(workload, strategy, sc, PROBE_TASKS)

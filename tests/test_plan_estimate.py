@@ -43,7 +43,9 @@ def test_the_estimate_is_printed_first_and_brackets_the_tasks_a_plan_simulates(t
     doc = json.loads((out / "plan.json").read_text())
     simulated = sum(e["tasks_simulated"] for e in doc["evaluations"]) + PILOT_TASKS * len(doc["candidates"])
     assert low_tasks <= simulated <= high_tasks, (low_tasks, simulated, high_tasks)
-    assert high_tasks <= 20 * low_tasks  # a range that still says something: the order of magnitude
+    # a range that still says something: 1-16 candidates over the shortest to the longest window (16, not 8: issue #34's
+    # two-pool search, refining its Strong count, ran 183,000 tasks where 8 candidates allowed 145,000)
+    assert high_tasks <= 40 * low_tasks
     assert int(m.group(9).replace(",", "")) > 0 and float(m.group(10)) > 0  # the probe's speed, measured now (issue #34)
 
 
