@@ -319,3 +319,21 @@ def test_ctrl_c_during_a_call_exits_130_within_two_seconds_and_keeps_the_answers
 def test_endpoint_refuses_nan_in_the_extra_body_built_in_code():
     with pytest.raises(InputError, match="not JSON"):
         Endpoint("weak", "http://h/v1", "m", extra_body={"top_p": float("nan")})
+
+
+@pytest.mark.parametrize("text,said", [('[{"type": "function", "function": {"name": "f", "parameters": {"x": NaN}}}]', "NaN is not JSON"),
+                                       ("[" * 100_000, "nested too deep")])
+def test_a_hostile_tools_file_is_one_line(tmp_path, text, said):
+    tools = tmp_path / "tools.json"
+    tools.write_text(text)
+    with ChatServer() as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o", "--tools", str(tools)), {"OPENAI_API_KEY": SECRET})
+        assert s.received == 0
+    assert code == 2 and str(tools) in out and said in out and "Traceback" not in out, out
+
+
+def test_a_request_json_cannot_carry_is_one_line_never_sent(tmp_path):
+    with ChatServer() as s, ChatClient(ResponseCache(None), retry=FAST, timeout_s=30) as c:
+        with pytest.raises(InputError, match="the request cannot be sent as JSON"):
+            c.chat(Endpoint("weak", s.url, "weak-test"), {"messages": [{"role": "user", "content": "x"}], "top_p": float("nan")})
+        assert s.received == 0

@@ -134,3 +134,14 @@ def test_a_fitted_value_past_the_models_guard_names_the_logs(tmp_path):
     bad.write_text("\n".join(lines) + "\n")
     code, out = fit(str(bad))
     assert code == 2 and str(bad) in out and "the fitted weak_token_ratio" in out, out
+
+
+def test_the_streamed_read_keeps_what_the_records_give(tmp_path):
+    """F3-19 (fit-1e6): the fit reads a log one record at a time; what it keeps is what the whole list gave."""
+    from specagent.simulator.acceptance.fit import FitData, add_verdict_records, read_logs
+
+    recs = simulate_verdict_log(AcceptanceModel(), 30, seed=7)
+    whole = FitData()
+    add_verdict_records(whole, recs, str(tmp_path / "s.jsonl"))
+    streamed = read_logs([write_verdict_log(recs, tmp_path / "s.jsonl")])
+    assert streamed == whole and any(s.after_rejection for s in streamed.segments)

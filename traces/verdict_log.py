@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Iterable, Literal, Sequence
+from typing import Annotated, Iterable, Iterator, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -166,37 +166,47 @@ def read_verdict_log(path: str | os.PathLike) -> list[VerdictRecord]:
     overlap: a verification starts after the steps the previous one committed (its accepted
     prefix, plus the repaired step after a rejection). Records come back in file order.
     """
+    return [r for _, r in iter_verdict_log(path)]
+
+
+def iter_verdict_log(path: str | os.PathLike) -> Iterator[tuple[int, VerdictRecord]]:
+    """(line number, record) of every record, validated as `read_verdict_log` does, one at a time: a caller that keeps
+    only what it needs (the fit keeps counts) reads 10^6 records without holding 10^6 record objects. The order rule
+    needs every record of a task, so it is checked on a compact summary once the last record is out: consume it all."""
     p = files.check_input_path(path, VERDICT_FORMAT)
     text = files.read_text(p, VERDICT_FORMAT)
     files.require_content(text, str(p), VERDICT_FORMAT)
-    out: list[VerdictRecord] = []
-    lines: list[int] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
+    order: list[tuple[str, int, int, int]] = []  # (task, position, steps committed, line) per record
+    lineno, at = 0, 0
+    while at <= len(text):
+        nl = text.find("\n", at)
+        line = text[at:] if nl < 0 else text[at:nl]
+        at = len(text) + 1 if nl < 0 else nl + 1
+        lineno += 1
         if not line.strip():
             continue
-        out.append(parse_verdict_line(line, str(p), lineno))
-        lines.append(lineno)
-    _check_order(out, lines, str(p))
-    return out
+        r = parse_verdict_line(line, str(p), lineno)
+        order.append((r.task, r.position, r.accepted_prefix + (1 if r.rejected else 0), lineno))
+        yield lineno, r
+    _check_order(order, str(p))
 
 
 def read_verdict_logs(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, list[VerdictRecord]]]:
     return [(Path(x), read_verdict_log(x)) for x in paths]
 
 
-def _check_order(records: Sequence[VerdictRecord], lines: Sequence[int], file: str) -> None:
+def _check_order(order: Sequence[tuple[str, int, int, int]], file: str) -> None:
     by_task: dict[str, list[int]] = {}
-    for i, r in enumerate(records):
-        by_task.setdefault(r.task, []).append(i)
+    for i, o in enumerate(order):
+        by_task.setdefault(o[0], []).append(i)
     for task, idx in by_task.items():
-        idx = sorted(idx, key=lambda i: records[i].position)
+        idx = sorted(idx, key=lambda i: order[i][1])
         for a, b in zip(idx, idx[1:]):
-            ra, rb = records[a], records[b]
-            committed = ra.accepted_prefix + (1 if ra.rejected else 0)
-            if rb.position < ra.position + committed:
-                raise TraceFormatError(file, f"line {lines[b]}", "position",
-                                       f"at least {ra.position + committed} (task {task!r}: the verification on line "
-                                       f"{lines[a]} at position {ra.position} committed {committed} step(s))", rb.position)
+            (_, pa, committed, la), (_, pb, _, lb) = order[a], order[b]
+            if pb < pa + committed:
+                raise TraceFormatError(file, f"line {lb}", "position",
+                                       f"at least {pa + committed} (task {task!r}: the verification on line "
+                                       f"{la} at position {pa} committed {committed} step(s))", pb)
 
 
 def previous_rejected(records: Sequence[VerdictRecord]) -> list[bool]:
@@ -205,14 +215,19 @@ def previous_rejected(records: Sequence[VerdictRecord]) -> list[bool]:
     This is the acceptance model's `correlation` condition: its first drafted step is judged
     right after a rejection in the same trajectory.
     """
-    out = [False] * len(records)
+    return previous_rejected_of([(r.task, r.position, r.rejected) for r in records])
+
+
+def previous_rejected_of(summary: Sequence[tuple[str, int, bool]]) -> list[bool]:
+    """`previous_rejected` from (task, position, rejected) per record, for callers that keep no records."""
+    out = [False] * len(summary)
     by_task: dict[str, list[int]] = {}
-    for i, r in enumerate(records):
-        by_task.setdefault(r.task, []).append(i)
+    for i, r in enumerate(summary):
+        by_task.setdefault(r[0], []).append(i)
     for idx in by_task.values():
-        idx = sorted(idx, key=lambda i: records[i].position)
+        idx = sorted(idx, key=lambda i: summary[i][1])
         for a, b in zip(idx, idx[1:]):
-            out[b] = records[a].rejected
+            out[b] = summary[a][2]
     return out
 
 

@@ -45,7 +45,7 @@ from specagent.simulator.protocol.workload import episode_from_trajectory, step_
 from specagent.traces.errors import TraceFormatError
 from specagent.traces.io import load_trajectories
 from specagent.traces.schema import Trajectory
-from specagent.traces.verdict_log import SCHEMA, VerdictRecord, previous_rejected, read_verdict_log
+from specagent.traces.verdict_log import SCHEMA, VerdictRecord, iter_verdict_log, previous_rejected, previous_rejected_of
 
 CHI2_95 = float(stats.chi2.ppf(0.95, 1))  # 3.841
 _EPS = 1e-9
@@ -84,38 +84,56 @@ COUNT_PARAMS = ("verdict_tokens", "accept_verdict_tokens", "verify_reasoning_tok
 
 # ------------------------------------------------------------------------------------------------ reading
 def add_verdict_records(data: FitData, records: Sequence[VerdictRecord], name: str) -> None:
-    after = previous_rejected(records)
-    for r, aft in zip(records, after):
-        kinds = tuple(KINDS.index(s.kind) for s in r.drafted)
-        data.segments.append(Segment(kinds, aft, r.accepted_prefix, True))
-        data.thinking.append(r.thinking)
-        for s in r.drafted:
-            if s.exact_match is not None:
-                data.exact_kind.append(KINDS.index(s.kind))
-                data.exact_match.append(s.exact_match)
-            if s.reference_tokens is not None and s.reference_tokens > 0:
-                data.drafted_tokens.append(s.tokens)
-                data.reference_tokens.append(s.reference_tokens)
-        if r.thinking:
-            data.counts["verify_reasoning_tokens"].append(r.verify_reasoning_tokens)
-        if not r.rejected:
-            data.counts["accept_verdict_tokens"].append(r.verdict_tokens)
-            continue
-        bad = r.drafted[r.accepted_prefix]
-        if r.replacement_offered:
-            data.replacement_valid.append(bool(r.replacement_valid))
-            call = r.replacement_tokens if r.replacement_tokens is not None else (
-                bad.reference_tokens if bad.reference_tokens is not None else bad.tokens)
-        else:
-            data.replacement_valid.append(False)
-            call = 0
-        data.counts["verdict_tokens"].append(max(r.verdict_tokens - call, 0))
-        if r.repair_tokens is not None:
-            data.counts["repair_tokens"].append(r.repair_tokens)
-            if r.thinking and r.repair_reasoning_tokens is not None:
-                data.counts["repair_reasoning_tokens"].append(r.repair_reasoning_tokens)
+    for r, aft in zip(records, previous_rejected(records)):
+        _add_record(data, r, aft)
     data.records += len(records)
     data.logs.append(f"{name} ({len(records)} verdict records)")
+
+
+def add_verdict_log(data: FitData, path: Path, seen: dict[bytes, tuple[str, int]]) -> None:
+    """A verdict log read one record at a time, keeping what the likelihood needs (issue #35: 10^6 records were
+    held as objects, 3.5 KB each); the after-a-rejection flags are set once every record of a task is known."""
+    first = len(data.segments)
+    summary: list[tuple[str, int, bool]] = []
+    for i, (_, r) in enumerate(iter_verdict_log(path), 1):
+        _check_new(seen, r.to_json(), str(path), "record", i, "verification")
+        _add_record(data, r, False)
+        summary.append((r.task, r.position, r.rejected))
+    for j, aft in enumerate(previous_rejected_of(summary)):
+        data.segments[first + j].after_rejection = aft
+    data.records += len(summary)
+    data.logs.append(f"{path} ({len(summary)} verdict records)")
+
+
+def _add_record(data: FitData, r: VerdictRecord, aft: bool) -> None:
+    kinds = tuple(KINDS.index(s.kind) for s in r.drafted)
+    data.segments.append(Segment(kinds, aft, r.accepted_prefix, True))
+    data.thinking.append(r.thinking)
+    for s in r.drafted:
+        if s.exact_match is not None:
+            data.exact_kind.append(KINDS.index(s.kind))
+            data.exact_match.append(s.exact_match)
+        if s.reference_tokens is not None and s.reference_tokens > 0:
+            data.drafted_tokens.append(s.tokens)
+            data.reference_tokens.append(s.reference_tokens)
+    if r.thinking:
+        data.counts["verify_reasoning_tokens"].append(r.verify_reasoning_tokens)
+    if not r.rejected:
+        data.counts["accept_verdict_tokens"].append(r.verdict_tokens)
+        return
+    bad = r.drafted[r.accepted_prefix]
+    if r.replacement_offered:
+        data.replacement_valid.append(bool(r.replacement_valid))
+        call = r.replacement_tokens if r.replacement_tokens is not None else (
+            bad.reference_tokens if bad.reference_tokens is not None else bad.tokens)
+    else:
+        data.replacement_valid.append(False)
+        call = 0
+    data.counts["verdict_tokens"].append(max(r.verdict_tokens - call, 0))
+    if r.repair_tokens is not None:
+        data.counts["repair_tokens"].append(r.repair_tokens)
+        if r.thinking and r.repair_reasoning_tokens is not None:
+            data.counts["repair_reasoning_tokens"].append(r.repair_reasoning_tokens)
 
 
 def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> None:
@@ -158,27 +176,26 @@ def read_logs(paths: Iterable[str | Path]) -> FitData:
     the same one given twice (the same log twice, a copy, an overlapping export) is refused, naming both
     places, since counting it twice would narrow every interval with evidence that is not there."""
     data = FitData()
-    seen: dict[bytes, str] = {}
+    seen: dict[bytes, tuple[str, int]] = {}
     for p in paths:
         p = Path(p)
         if _is_verdict_log(p):
-            records = read_verdict_log(p)
-            _check_new(seen, (r.to_json() for r in records), str(p), "record", "verification")
-            add_verdict_records(data, records, str(p))
+            add_verdict_log(data, p, seen)
         else:
             trajs = load_trajectories(p)
-            _check_new(seen, (t.model_dump_json() for t in trajs), str(p), "trajectory", "protocol run")
+            for i, t in enumerate(trajs, 1):
+                _check_new(seen, t.model_dump_json(), str(p), "trajectory", i, "protocol run")
             add_protocol_log(data, trajs, str(p))
     return data
 
 
-def _check_new(seen: dict[bytes, str], identities: Iterable[str], name: str, unit: str, what: str) -> None:
-    for i, text in enumerate(identities, 1):
-        key = hashlib.sha256(text.encode("utf-8")).digest()[:16]  # 128 bits: no two verifications collide by chance
-        if key in seen:
-            raise TraceFormatError(name, f"{unit} {i}", "<record>", f"a {what} not already read",
-                                   found=f"the same {what} as {seen[key]} (a log given twice, or a copy: it would count twice)")
-        seen[key] = f"{name}: {unit} {i}"
+def _check_new(seen: dict[bytes, tuple[str, int]], text: str, name: str, unit: str, i: int, what: str) -> None:
+    key = hashlib.sha256(text.encode("utf-8")).digest()[:16]  # 128 bits: no two verifications collide by chance
+    if key in seen:
+        where = f"{seen[key][0]}: {unit} {seen[key][1]}"
+        raise TraceFormatError(name, f"{unit} {i}", "<record>", f"a {what} not already read",
+                               found=f"the same {what} as {where} (a log given twice, or a copy: it would count twice)")
+    seen[key] = (name, i)
 
 
 def _is_verdict_log(p: Path) -> bool:

@@ -376,6 +376,13 @@ class ChatClient:
     def _ask(self, ep: Endpoint, body: dict[str, Any], key: str) -> tuple[Any, float]:
         last = ""
         secrets = ep.secrets
+        try:  # encoded once, here: a NaN from a recorded trace or a tools file is the request's fault, not a retry's
+            payload = json.dumps(body, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        except (ValueError, RecursionError) as exc:
+            self._count(failed=1)
+            raise EndpointError(f"{ep.where}: the request cannot be sent as JSON ({_short(exc, secrets=secrets)}; a NaN or "
+                                "infinity, or nesting too deep, in the recorded trace, the tools or an extra body)",
+                                f"{ep.role}_url") from None
         for attempt in range(self.retry.attempts):
             if self.cancelled:
                 raise Cancelled()
@@ -384,7 +391,7 @@ class ChatClient:
                 self._count(sent=1)
                 t0 = time.perf_counter()
                 try:
-                    status, headers, data = self._http.post(ep.chat_url, body, ep.headers())
+                    status, headers, data = self._http.post(ep.chat_url, payload, ep.headers())
                     latency = time.perf_counter() - t0
                     text = data.decode("utf-8", errors="replace")
                 except DeadlineExceeded as exc:

@@ -94,8 +94,13 @@ def infer_tools(calls: list[dict]) -> list[dict]:
 def load_tools(path: str | os.PathLike) -> list[dict]:
     """An OpenAI ``tools`` list from a JSON file, each entry checked for a function name and parameters."""
     text = files.read_text(path, "an OpenAI tools list (JSON)")
+    def no_constant(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
     try:
-        tools = json.loads(text)
+        tools = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deep to be an OpenAI tools list", "tools") from None
     except ValueError as exc:
         raise InputError(f"{path}: not JSON ({exc}); expected an OpenAI tools list", "tools") from None
     if isinstance(tools, dict) and isinstance(tools.get("tools"), list):

@@ -128,11 +128,12 @@ class Transport:
     def close(self) -> None:
         self._http.close()
 
-    def post(self, url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        """(status, headers, decoded body) of one POST; raises httpx errors, `DeadlineExceeded`, `Cancelled`, `BodyTooLarge`."""
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, decoded body) of one POST of a JSON `body`; raises httpx errors, `DeadlineExceeded`, `Cancelled`, `BodyTooLarge`."""
         self._watch.start(self.timeout_s)
         try:
-            with self._http.stream("POST", url, json=body, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING}) as r:
+            with self._http.stream("POST", url, content=body, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING,
+                                                                         "Content-Type": "application/json"}) as r:
                 declared = r.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > self.max_body_bytes:
                     raise BodyTooLarge(f"the answer declares {int(declared):,} bytes (more than {self.max_body_bytes:,})")
