@@ -196,6 +196,12 @@ def main() -> None:
             print(prepare())
         else:
             prepare()
+            import signal
+
+            def _term(*_a: object) -> None:  # a SIGTERM stops the server too (it runs in its own session)
+                raise KeyboardInterrupt
+
+            signal.signal(signal.SIGTERM, _term)
             with RealServer(a.port, extra_args=("--continuous-batching",) if a.continuous_batching else ()) as s:
                 print(f"serving {s.model} at {s.url} (log {s.log}); ^C stops", flush=True)
                 while s.proc is not None and s.proc.poll() is None:
