@@ -176,3 +176,13 @@ def test_validate_leaves_one_concurrency_out(mine: Path):
     assert out["predictions"] == "held out (leave one concurrency out)"
     assert {w["source"] for w in out["worst"]} == {"concurrency 1", "concurrency 2", "concurrency 4"}
     assert out["targets"]["tpot_c<=16"]["rows"] == 3
+
+
+def test_a_run_cut_during_the_warmup_has_no_figures_and_no_nan():
+    run = bench.BenchRun(1, math.inf, [], 0.0, True)
+    s = run.summary()
+    assert s["completed"] == 0 and s["request_throughput"] is None and s["ttft"] is None
+    text = bench.format_summary(run)
+    assert "Request throughput (req/s):              -" in text and "nan" not in text
+    assert bench.csv_rows(run, bench.ServerFacts("u", "m", "m", "unknown", 1, None, "e", ""), 0, False,
+                          __import__("datetime").datetime(2026, 1, 1)) == []

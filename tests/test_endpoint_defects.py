@@ -134,3 +134,16 @@ def test_live_sends_max_tokens_per_role(tmp_path: Path):
     assert {b["max_tokens"] for b in sent if b["model"] == "strong-test"} == {700}
     report = json.loads((out / "comparison.json").read_text())
     assert report["weak"]["max_tokens"] == 300 and report["strong"]["served_models"] == ["strong-test"]
+
+
+def test_what_the_server_does_not_report_is_said():
+    from specagent.cli.acceptance_measure import unreported
+
+    s = {"usage": {"weak_draft": {"calls": 3, "cached_tokens_reported_calls": 1, "reasoning_estimated_calls": 0},
+                   "strong_verify": {"calls": 2, "cached_tokens_reported_calls": 2, "reasoning_estimated_calls": 2}}}
+    lines = unreported(s)
+    assert lines == [
+        "weak_draft: 2 of 3 answers reported no cached prompt tokens (usage.prompt_tokens_details.cached_tokens): prefix-cache "
+        "reuse is unknown there, not 0",
+        "strong_verify: reasoning tokens of 2 of 2 answers are estimated from their reasoning text (the server reported no "
+        "completion_tokens_details.reasoning_tokens)"]

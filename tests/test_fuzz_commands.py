@@ -249,6 +249,8 @@ ACCEPTED = {("latency validate", "--worst", "99999999999999999999"): "lists ever
             ("bench serve", "--api-key-env", "nope"): "any variable name: unset, no key is sent (local servers need none)",
             ("bench serve", "--engine", "nope"): "the engine's name as the user gives it (the CSV's engine column)",
             ("bench serve", "--engine-version", "nope"): "the engine's version as the user gives it",
+            ("latency validate", "--engine-id", "nope"): "any name: the id given to your own engine's profile",
+            ("latency fit", "--engine-id", "nope"): "any name: the id given to your own engine's profile",
             ("bench serve", "--weight-dtype", ""): "the default: the engine's (bf16), as an empty weight_dtype cell says"}
 
 

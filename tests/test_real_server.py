@@ -59,6 +59,7 @@ def test_acceptance_measure_on_the_real_server_counts_every_position(real_server
     run = json.loads((out / "run.json").read_text())
     assert run["endpoints"]["weak"]["served_models"] and run["endpoints"]["strong"]["max_tokens"] == 96
     assert "answered as" not in r.output  # transformers serve names the model NAME@main: the same model
+    assert "reported no cached prompt tokens" in r.output  # transformers serve reports none: said, not taken as 0
 
 
 def test_live_on_the_real_server_runs_one_trajectory(real_server, tmp_path: Path):

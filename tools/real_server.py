@@ -114,7 +114,9 @@ def free_port() -> int:
 class RealServer:
     """`transformers serve MODEL_DIR` on a loopback port, as a context manager; `url` is its OpenAI base URL."""
 
-    def __init__(self, port: int | None = None, start_timeout_s: float = 240.0, log: Path | None = None):
+    def __init__(self, port: int | None = None, start_timeout_s: float = 240.0, log: Path | None = None,
+                 extra_args: tuple[str, ...] = ()):
+        self.extra_args = tuple(extra_args)  # more `transformers serve` flags, e.g. --continuous-batching
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.model = str(MODEL_DIR)
@@ -131,7 +133,7 @@ class RealServer:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.log, "w")
         self.proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
-                                      "--dtype", "float32", self.model], stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                      "--dtype", "float32", *self.extra_args, self.model], stdout=fh, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
         fh.close()
         deadline = time.monotonic() + self.start_timeout_s
@@ -182,6 +184,7 @@ def main() -> None:
     sub.add_parser("prepare", help="Download and convert the model into .cache/real-server/.")
     sv = sub.add_parser("serve", help="Prepare, then serve on a loopback port until ^C.")
     sv.add_argument("--port", type=int, default=None)
+    sv.add_argument("--continuous-batching", action="store_true", help="Batch concurrent requests (transformers' paged attention).")
     cv = sub.add_parser("convert", help=argparse.SUPPRESS)
     cv.add_argument("gguf", type=Path)
     cv.add_argument("out", type=Path)
@@ -193,7 +196,13 @@ def main() -> None:
             print(prepare())
         else:
             prepare()
-            with RealServer(a.port) as s:
+            import signal
+
+            def _term(*_a: object) -> None:  # a SIGTERM stops the server too (it runs in its own session)
+                raise KeyboardInterrupt
+
+            signal.signal(signal.SIGTERM, _term)
+            with RealServer(a.port, extra_args=("--continuous-batching",) if a.continuous_batching else ()) as s:
                 print(f"serving {s.model} at {s.url} (log {s.log}); ^C stops", flush=True)
                 while s.proc is not None and s.proc.poll() is None:
                     time.sleep(1)

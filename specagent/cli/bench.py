@@ -174,7 +174,7 @@ def serve(
     when = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     for level in levels:
         try:
-            with progress_bar(len(reqs), f"c={level or '∞'}", show=not as_json) as advance:
+            with progress_bar(len(reqs), f"c={level or '∞'}", show=not as_json, plain=True) as advance:
                 runs.append(run_level(ep, reqs, max_concurrency=level, request_rate=rate, burstiness=burstiness, seed=seed,
                                       timeout_s=timeout, ignore_eos=ignore_eos, temperature=temperature, warmup=warmup,
                                       progress=advance))

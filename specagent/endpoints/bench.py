@@ -248,12 +248,13 @@ class BenchRun:
         ok = self.ok
         out_tok = sum(r.output_tokens for r in ok)
         in_tok = sum(r.prompt_tokens if r.prompt_tokens is not None else r.input_len for r in ok)
-        dur = self.duration_s if self.duration_s > 0 else math.nan
+        dur = self.duration_s if self.duration_s > 0 else None  # None: nothing was timed (^C during the warm-up)
         s: dict[str, Any] = {
             "completed": len(ok), "failed": len(self.results) - len(ok), "failures": dict(self.failures()),
             "max_concurrency": self.max_concurrency, "request_rate": None if math.isinf(self.request_rate) else self.request_rate,
             "duration_s": self.duration_s, "total_input_tokens": in_tok, "total_output_tokens": out_tok,
-            "request_throughput": len(ok) / dur, "output_throughput": out_tok / dur, "total_token_throughput": (in_tok + out_tok) / dur,
+            "request_throughput": len(ok) / dur if dur else None, "output_throughput": out_tok / dur if dur else None,
+            "total_token_throughput": (in_tok + out_tok) / dur if dur else None,
             "usage_reported": sum(r.usage_reported for r in ok), "prompt_tokens_reported": sum(r.prompt_tokens is not None for r in ok),
             "truncated": sum(r.finish_reason == "length" for r in ok), "interrupted": self.interrupted,
             "served_models": sorted({r.model for r in ok if r.model}),
@@ -289,8 +290,11 @@ def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency
     lock = threading.Lock()
     http = httpx.Client(timeout=httpx.Timeout(timeout_s), limits=httpx.Limits(max_connections=workers), follow_redirects=False)
     try:
-        for w in requests[:warmup]:  # not measured: loads the model, fills the caches the first request would pay for
-            stream_one(http, ep, w, ignore_eos=ignore_eos, temperature=temperature, t_start=time.perf_counter())
+        try:
+            for w in requests[:warmup]:  # not measured: loads the model, fills the caches the first request would pay for
+                stream_one(http, ep, w, ignore_eos=ignore_eos, temperature=temperature, t_start=time.perf_counter())
+        except KeyboardInterrupt:
+            raise Interrupted(BenchRun(max_concurrency, request_rate, [], 0.0, True)) from None
         t_start = time.perf_counter()
 
         def task(req: BenchRequest, at: float) -> None:
