@@ -417,6 +417,8 @@ def roofline_balance(
 LAZY_COMMANDS = (
     LazyCommand("predict", "specagent.cli.simulate", "predict", panels=True,
                 short_help="Predict what every strategy costs per task, and relative to Strong-only, on the built-in default scenario."),
+    LazyCommand("explain", "specagent.cli.explain", "explain", panels=True,
+                short_help="Why SpecAgent's ratios to Strong-only (wall, model time, memory, FLOPs, $) are what they are."),
     LazyCommand("simulate", "specagent.cli.simulate", "simulate_cmd", panels=True,
                 short_help="Run one strategy on a trace with every parameter as a flag; print per-model totals."),
     LazyCommand("plan", "specagent.cli.fleet", "plan_command", panels=True,
