@@ -1,0 +1,119 @@
+"""`specagent explain`: its factors add back to predict's printed ratios, and where the saving cannot come from."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from specagent.cli.app import app
+from specagent.reports import bottom_line as BL
+from specagent.simulator import explain as X
+from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.run import compare, predict
+from specagent.simulator.scenario import Scenario, default_setting
+from test_simulator_invariants import episodes
+
+SETTING = default_setting()
+POOLS = BL.pools(SETTING)
+#: A slice of the shipped workload: the accounting is the same per trajectory, the test faster.
+N_TRAJ = 24
+
+
+@pytest.fixture(scope="module")
+def run():
+    sc = Scenario().replace(strategies=("strongonly", "specagent"))
+    trajs, _, name = sc.load_workload()
+    trajs = trajs[:N_TRAJ]
+    comp = predict(sc, trajs, name, setting=SETTING)
+    return comp, trajs
+
+
+def test_factors_add_back_to_predicts_ratios(run):
+    comp, _ = run
+    decs = X.decompose(comp.summary, POOLS)
+    spec = comp.summary.loc["specagent"]
+    line = BL.bottom_line(comp.summary, POOLS)
+    printed = {k: float(spec[col]) for k, (_, col) in X.RESOURCES.items() if col in spec}
+    printed["usd"] = float(line.loc["specagent", "usd_per_task"] / line.loc["strongonly", "usd_per_task"])
+    assert set(decs) == set(printed)
+    for key, dec in decs.items():
+        assert dec.ratio == pytest.approx(printed[key], rel=1e-9, abs=1e-12), key
+        assert dec.total() == pytest.approx(printed[key], rel=1e-9, abs=1e-12), key
+        assert 1 + math.fsum(t.delta for t in dec.terms) == pytest.approx(printed[key], rel=1e-9, abs=1e-12), key
+        for t in dec.terms:
+            if t.factors:
+                assert math.prod(f.value for f in t.factors) == pytest.approx(t.specagent, rel=1e-9, abs=1e-12), (key, t.phase)
+
+
+def test_the_default_waits_are_a_floor(run):
+    comp, _ = run
+    wall = X.decompose(comp.summary, POOLS)["wall"]
+    waits = sum(t.strongonly for t in wall.terms if t.phase in ("tool", "user"))
+    base = comp.summary.loc["strongonly"]
+    assert waits == pytest.approx(float(base["env_wall_time_s"]) / float(base["wall_time_s"]), rel=1e-9)
+    assert wall.ratio > waits  # SpecAgent keeps every wait and adds model time above it
+
+
+def test_counterfactuals_change_one_thing(run):
+    comp, trajs = run
+    result = X.explain(comp, trajs, POOLS)
+    assert set(result.counterfactuals) == set(X.COUNTERFACTUALS)
+    given_ = {k: d.ratio for k, d in result.decompositions.items()}
+    none = result.counterfactuals["environment none"]
+    assert none["wall"] == pytest.approx(given_["model"], rel=1e-9)  # no waits: wall is model time
+    assert none["memory"] == pytest.approx(given_["memory"], rel=1e-12)  # waits move no bytes
+    assert result.counterfactuals["verifier fresh"]["flops"] > given_["flops"]  # a fresh prompt re-reads the history
+    assert result.counterfactuals["zero acceptance"]["memory"] > given_["memory"]
+
+
+FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FEW
+@given(eps=st.lists(episodes(), min_size=1, max_size=3), k=st.integers(1, 6), seed=st.integers(0, 10**6),
+       ratio=st.floats(0.05, 3.0), thinking=st.booleans())
+def test_nothing_accepted_nothing_replaced_every_chunk_reviewed_costs_at_least_strongonly(eps, k, seed, ratio, thinking):
+    """With zero acceptance, no valid replacement and review of every chunk, the Strong model writes every step
+    itself after reading the Weak model's draft: SpecAgent can only cost more, on every resource."""
+    zero = {kind: 0.0 for kind in AcceptanceModel().accept}
+    acc = AcceptanceModel(accept=zero, exact=dict(zero), p_valid_replacement=0.0, weak_token_ratio=ratio, thinking=thinking)
+    comp = compare(eps, ("strongonly", "specagent"), SETTING, acc, seed, k=k, review="every_chunk")
+    base = comp.summary.loc["strongonly"]
+    assume(float(base["model_wall_time_s"]) > 0 and float(base["total_bytes_read"]) > 0)
+    for key, dec in X.decompose(comp.summary, POOLS).items():
+        assert dec.ratio >= 1 - 1e-9, (key, dec.ratio)
+
+
+def test_explain_cli_prints_the_tables_and_json(tmp_path):
+    r = CliRunner().invoke(app, ["explain", "--no-counterfactuals", "--json", "--trace", _slice(tmp_path)])
+    assert r.exit_code == 0, r.output
+    import json
+
+    data = json.loads(r.stdout)
+    assert set(data["decompositions"]) >= {"wall", "model", "memory", "flops"}
+    fig = tmp_path / "w.html"
+    r = CliRunner().invoke(app, ["explain", "--trace", _slice(tmp_path), "--figure", str(fig)])
+    assert r.exit_code == 0, r.output
+    assert "zero acceptance" in r.stdout and "Tool and user waits are" in r.stdout
+    assert "waterfall" in fig.read_text(encoding="utf-8")
+
+
+def test_explain_cli_bad_price_is_one_line():
+    r = CliRunner().invoke(app, ["explain", "--price", "nosuchgpu=1"])
+    assert r.exit_code == 2
+    assert "Traceback" not in r.output and "--price" in r.output
+
+
+def _slice(tmp_path) -> str:
+    """The shipped trace's first trajectories as a JSONL file (explain's CLI on all 118 is slower)."""
+    from specagent.traces import default_workload_path
+
+    out = tmp_path / "slice.jsonl"
+    if not out.exists():
+        lines = default_workload_path().read_text(encoding="utf-8").splitlines()[:8]
+        out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(out)
