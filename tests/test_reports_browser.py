@@ -60,7 +60,7 @@ def test_every_figure_renders_in_chromium(report, tmp_path):
     shot = tmp_path / "report.png"
     res = check_report(report, screenshot=shot)
     assert res.problems == []
-    assert [f["key"] for f in res.figures] == ["fig1", "fig2", "fig_time", "fig3", "fig4", "fig5", "fig6", "fig7"]
+    assert [f["key"] for f in res.figures] == ["fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig6", "fig7"]
     assert all(f["traces"] > 0 and f["svg"] > 0 and f["drawn"] > 0 for f in res.figures)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
     keep = os.environ.get("SPECAGENT_ARTIFACTS")

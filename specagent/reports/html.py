@@ -108,6 +108,10 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
         attempt("fig_time", "Wall time split into model time (Weak and Strong passes on the critical path) and the tool "
                             "and user waits recorded in the workload, relative to Strong-only's wall time: what a strategy "
                             "can change and what it cannot.", lambda: F.agent_time_figure(summary))
+        attempt("fig_explain", "Why SpecAgent's wall time is what it is (`specagent explain`): from Strong-only's 1, each "
+                               "bar is one phase's share of Strong-only's wall time in SpecAgent minus its share in "
+                               "Strong-only; the grey band is Strong-only's tool and user waits, which no strategy changes. "
+                               "The bars add up to the printed wall ratio.", lambda: _explain_figure(data))
         for i, r in enumerate(data.runs):
             key = "fig3" if len(data.runs) == 1 else f"fig3_{i + 1}"
             attempt(key, "FLOPs, HBM bytes read and time by phase, stacked, as a fraction of Strong-only's total. "
@@ -203,6 +207,19 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
     else:
         out.append(FigureEntry("fig8", "", None, "no latency validation rows supplied (`specagent latency validate --rows FILE`)"))
     return out, notes
+
+
+def _explain_figure(data: ReportData) -> go.Figure:
+    """The wall-time waterfall of the first run (simulator/explain.py); needs SpecAgent and Strong-only in it."""
+    from specagent.reports.explain_figure import waterfall_figure
+    from specagent.simulator.explain import decompose
+
+    s = data.runs[0].summary
+    if not {"specagent", "strongonly"} <= set(s.index) or "time_s_weak_decode" not in s:
+        raise F.FigureNotSupported("the results have no SpecAgent and Strong-only rows with per-phase totals")
+    weak, strong, _ = deployments(data)
+    pools = BL.pools_of(weak, strong, data.runs[0].assumptions.get("prices")) if weak is not None else []
+    return waterfall_figure(decompose(s, pools)["wall"])
 
 
 # ------------------------------------------------------------------------------ HTML pieces
