@@ -239,6 +239,7 @@ COUNTERFACTUALS = {
                                         "costs a Strong repair turn)",
     "thinking off": "the Strong model does not reason before verdicts and repairs",
     "environment none": "tool and user waits removed (environment preset 'none': model time only)",
+    "environment recorded": "the trace's recorded tool and user waits (environment preset 'recorded')",
     "verifier fresh": "each review re-reads the verifier's prompt and the whole history (--verifier-prompt fresh)",
 }
 
@@ -261,17 +262,24 @@ def counterfactual(name: str, scenario: Any, setting: Any) -> tuple[Any, Any]:
         return scenario.replace(acceptance=replace(acc, accept=zero_of(acc), exact=zero_of(acc), p_valid_replacement=0.0)), setting
     if name == "thinking off":
         return scenario.replace(acceptance=replace(acc, thinking=False)), setting
-    if name == "environment none":
-        return scenario.replace(environment=Environment(user_latency_scale=0.0, tool_latency_scale=0.0)), setting
+    if name.startswith("environment "):
+        return scenario.replace(environment=Environment(preset=name.split(" ", 1)[1])), setting
     if name == "verifier fresh":
         return scenario.replace(verifier_prompt="fresh"), replace(setting, verifier_prompt="fresh")
     raise ValueError(f"unknown counterfactual {name!r}; expected one of {', '.join(COUNTERFACTUALS)}")
 
 
-def explain(comp: Any, trajectories: Any, pools: Sequence[Any], counterfactuals: Sequence[str] = tuple(COUNTERFACTUALS),
-            progress: Callable[[str], None] | None = None) -> Explanation:
+def default_counterfactuals(scenario: Any) -> tuple[str, ...]:
+    """Every counterfactual but the environment preset the scenario already prices."""
+    return tuple(n for n in COUNTERFACTUALS if n != f"environment {scenario.environment.preset}")
+
+
+def explain(comp: Any, trajectories: Any, pools: Sequence[Any], counterfactuals: Sequence[str] | None = None,
+            progress: Callable[[str], None] | None = None, recorded: Any = None) -> Explanation:
     """The decomposition of a predict run (`comp`, a run.Comparison with its scenario and setting), and its five
-    ratios rerun under each counterfactual on the same trajectories (Strong-only and SpecAgent only)."""
+    ratios rerun under each counterfactual (default: `default_counterfactuals`) on the same trajectories (Strong-only
+    and SpecAgent only). An environment preset is applied to `recorded`, the workload with the trace's own waits
+    (default: `trajectories`, right when the scenario's environment is the recorded one)."""
     from specagent.simulator.run import compare
 
     summary = comp.summary
@@ -279,11 +287,12 @@ def explain(comp: Any, trajectories: Any, pools: Sequence[Any], counterfactuals:
     sc, setting = comp.scenario, comp.setting
     if sc is None or setting is None:
         return out
-    for name in counterfactuals:
+    for name in default_counterfactuals(sc) if counterfactuals is None else counterfactuals:
         if progress is not None:
             progress(name)
         csc, cset = counterfactual(name, sc, setting)
-        trajs = csc.environment.apply(trajectories) if name == "environment none" else trajectories
+        trajs = csc.environment.apply(trajectories if recorded is None else recorded) if name.startswith("environment ") \
+            else trajectories
         c = compare(trajs, (BASE, SPEC), cset, csc.acceptance, csc.seed, csc.pricing_engine, csc.k, csc.review)
         out.counterfactuals[name] = ratios(c.summary, pools)
     return out

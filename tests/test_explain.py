@@ -61,7 +61,7 @@ def test_the_default_waits_are_a_floor(run):
 def test_counterfactuals_change_one_thing(run):
     comp, trajs = run
     result = X.explain(comp, trajs, POOLS)
-    assert set(result.counterfactuals) == set(X.COUNTERFACTUALS)
+    assert set(result.counterfactuals) == set(X.COUNTERFACTUALS) - {"environment recorded"}  # the one it runs under
     given_ = {k: d.ratio for k, d in result.decompositions.items()}
     none = result.counterfactuals["environment none"]
     assert none["wall"] == pytest.approx(given_["model"], rel=1e-9)  # no waits: wall is model time
@@ -117,3 +117,31 @@ def _slice(tmp_path) -> str:
         lines = default_workload_path().read_text(encoding="utf-8").splitlines()[:8]
         out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(out)
+
+
+def test_environment_preset_none_is_model_time_only(run):
+    from specagent.common.errors import InputError
+    from specagent.simulator.protocol.environment import Environment
+
+    comp, trajs = run
+    none = predict(Scenario().replace(strategies=("strongonly", "specagent")), Environment(preset="none").apply(trajs), "x",
+                   setting=SETTING).summary
+    assert float(none["env_wall_time_s"].abs().max()) == 0.0
+    assert none.loc["specagent", "wall_time_s_rel"] == pytest.approx(comp.summary.loc["specagent", "model_wall_time_s_rel"],
+                                                                     rel=1e-9)
+    with pytest.raises(InputError, match="preset") as exc:
+        Environment(preset="api")
+    assert exc.value.where == "preset"
+
+
+def test_explain_cli_under_preset_none_shows_the_recorded_ratio(tmp_path):
+    r = CliRunner().invoke(app, ["explain", "--trace", _slice(tmp_path), "--environment", "none", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    data = json.loads(r.stdout)
+    assert "environment recorded" in data["counterfactuals"] and "environment none" not in data["counterfactuals"]
+    rec, none = data["counterfactuals"]["environment recorded"]["wall"], data["decompositions"]["wall"]["ratio"]
+    assert (rec - 1) * (none - 1) > 0 and abs(rec - 1) < abs(none - 1)  # waits, the same for both, pull the ratio to 1
+    bad = CliRunner().invoke(app, ["explain", "--environment", "api"])
+    assert bad.exit_code == 2 and "--environment" in bad.output and "Traceback" not in bad.output

@@ -1,8 +1,11 @@
 """The agent's environment as a what-if: user and tool latencies scaled or replaced.
 
 Recorded waits are the environment the trace was recorded in (τ²-Bench's user simulator
-is itself an LLM, and its waits are ~55% of Strong-only's wall time on the default
-workload). A user with their own environment states it here; every strategy and every
+is itself an LLM served by an API, and its waits are 48.9% of Strong-only's wall time on the
+default workload). A `preset` says which environment a run prices: `recorded` (the default:
+the waits the trace measured, the only sourced figure for them) or `none` (no waits at all:
+model time only, what a strategy can change; the evaluation does not say whether its wall
+time counts the user simulator, docs/explain.md). A user with their own environment states it here; every strategy and every
 engine then sees the same waits, because they are changed once, on the workload, before
 any strategy plans it. Replacement comes first, then the scale: `user_latency_s = 2` with
 `user_latency_scale = 0.5` waits 1 s per user turn.
@@ -21,6 +24,9 @@ from specagent.common.errors import InputError
 from specagent.simulator.protocol.workload import Episode, UnitTable, UserTurn
 from specagent.traces.schema import MAX_STEP_LATENCY_S, Actor, Trajectory
 
+#: Which environment a run prices: the trace's recorded waits, or none (model time only).
+ENVIRONMENT_PRESETS = ("recorded", "none")
+
 #: Largest latency scale accepted: a guard against a typo, not a measured limit.
 MAX_LATENCY_SCALE = 1000.0
 
@@ -29,6 +35,10 @@ MAX_LATENCY_SCALE = 1000.0
 class Environment:
     """How long the user and the tools take, relative to (or instead of) what the trace recorded."""
 
+    preset: str = field(default="recorded", metadata={
+        "flag": "environment", "choices": ENVIRONMENT_PRESETS,
+        "help": "Which environment: 'recorded' = the trace's measured user and tool waits (then scaled or replaced "
+                "below); 'none' = no waits at all (model time only; the scales and replacements are then unused)."})
     user_latency_scale: float = field(default=1.0, metadata={
         "help": "Multiply every user turn's wait (0 removes user time; after any replacement)."})
     tool_latency_scale: float = field(default=1.0, metadata={
@@ -39,6 +49,9 @@ class Environment:
         "help": "Replace every tool result's latency by this many seconds (default: the recorded latencies)."})
 
     def __post_init__(self) -> None:
+        if self.preset not in ENVIRONMENT_PRESETS:
+            raise InputError(f"environment.preset must be one of {', '.join(ENVIRONMENT_PRESETS)}, got {self.preset!r}",
+                             "preset")
         for name in ("user_latency_scale", "tool_latency_scale"):
             v = getattr(self, name)
             if not (_real(v) and 0.0 <= v <= MAX_LATENCY_SCALE):
@@ -58,15 +71,21 @@ class Environment:
         def one(what: str, fixed: float | None, scale: float) -> str:
             base = f"{fixed:g} s each" if fixed is not None else "as recorded"
             return f"{what} {base}" + (f" ×{scale:g}" if scale != 1.0 else "")
+        if self.preset == "none":
+            return "preset none: no user or tool waits (model time only)"
         return (one("user waits", self.user_latency_s, self.user_latency_scale) + "; "
                 + one("tool latency", self.tool_latency_s, self.tool_latency_scale))
 
     # --- applying -----------------------------------------------------------------------------
     def user_wait(self, recorded: np.ndarray) -> np.ndarray:
+        if self.preset == "none":
+            return np.zeros_like(recorded)
         base = np.full_like(recorded, self.user_latency_s) if self.user_latency_s is not None else recorded
         return base * self.user_latency_scale
 
     def tool_wait(self, recorded: np.ndarray) -> np.ndarray:
+        if self.preset == "none":
+            return np.zeros_like(recorded)
         base = np.full_like(recorded, self.tool_latency_s) if self.tool_latency_s is not None else recorded
         return base * self.tool_latency_scale
 

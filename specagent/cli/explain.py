@@ -23,6 +23,7 @@ from specagent.common.errors import InputError
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.simulator import explain as X
+from specagent.simulator.protocol.environment import Environment
 from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.run import predict as run_predict
 
@@ -94,9 +95,10 @@ def where_saving_comes_from(result: X.Explanation, review: str) -> list[str]:
                        "part of the saving; acceptance moves only the rest."
                        + (f" With no valid replacement either: wall {bare['wall']:.3f}, memory {bare['memory']:.3f}."
                           if bare else ""))
-    none = result.counterfactuals.get("environment none")
-    if none:
-        out.append(f"Without the environment (model time only) wall would be {none['wall']:.3f}; as given it is {wall:.3f}.")
+    for preset, other in (("none", "without the environment (model time only)"), ("recorded", "with the trace's recorded waits")):
+        r = result.counterfactuals.get(f"environment {preset}")
+        if r:
+            out.append(f"Environment preset '{preset}': {other} wall would be {r['wall']:.3f}; as given it is {wall:.3f}.")
     return out
 
 
@@ -135,14 +137,15 @@ def explain(
     if figure is not None:
         atomic.check_writable(figure)
     scenario = scenario.replace(strategies=("strongonly", "specagent"))
-    trajs, _path, name = load_workload(scenario, show=not as_json)
+    raw, _path, name = load_workload(scenario.replace(environment=Environment()), show=not as_json)
+    trajs = scenario.environment.apply(raw)
     setting = resolve(scenario)
     try:
         comp = run_predict(scenario, trajs, name, setting=setting)
         pools = BL.pools(setting, prices)
         with err.status("explaining") as status:
-            result = X.explain(comp, trajs, pools, () if no_counterfactuals else tuple(X.COUNTERFACTUALS),
-                               progress=lambda n: status.update(f"rerunning: {n}"))
+            result = X.explain(comp, trajs, pools, () if no_counterfactuals else None,
+                               progress=lambda n: status.update(f"rerunning: {n}"), recorded=raw)
     except (InputError, ValueError) as exc:
         fail(exc)
     if figure is not None:

@@ -113,8 +113,9 @@ def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[st
     return t
 
 
-def environment_line(summary: pd.DataFrame) -> str | None:
-    """What the strategies cannot change: Strong-only's tool and user waits per task, as a share of its time per task."""
+def environment_line(summary: pd.DataFrame, preset: str = "recorded") -> str | None:
+    """What the strategies cannot change: Strong-only's tool and user waits per task, as a share of its time per task;
+    then SpecAgent's wall and model-only ratios side by side (the environment preset decides how far apart they are)."""
     if "strongonly" not in summary.index or "env_wall_time_s" not in summary:
         return None
     base = summary.loc["strongonly"]
@@ -122,8 +123,13 @@ def environment_line(summary: pd.DataFrame) -> str | None:
     wall, env = float(base["wall_time_s"]) / n, float(base["env_wall_time_s"]) / n
     if wall <= 0:
         return None
-    return (f"Agent time vs environment time: tool and user waits are {BL.fmt_seconds(env)} of Strong-only's "
-            f"{BL.fmt_seconds(wall)} per task ({env / wall:.1%}); no strategy changes them. Column 'model' compares model time alone.")
+    line = (f"Agent time vs environment time (environment preset '{preset}'): tool and user waits are {BL.fmt_seconds(env)} "
+            f"of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.1%}); no strategy changes them.")
+    if "specagent" in summary.index and "model_wall_time_s_rel" in summary:
+        spec = summary.loc["specagent"]
+        line += (f" SpecAgent: wall {float(spec['wall_time_s_rel']):.3f}, model time alone {float(spec['model_wall_time_s_rel']):.3f}"
+                 " of Strong-only (`specagent explain` takes them apart).")
+    return line + " Column 'model' compares model time alone."
 
 
 def _human(v: float, unit: str) -> str:
@@ -373,7 +379,7 @@ def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, settin
         head = BL.headline(line, strat)
         if head:
             console.print(head, highlight=False)
-    env = environment_line(comp.summary)
+    env = environment_line(comp.summary, scenario.environment.preset)
     if env:
         console.print(env, highlight=False)
     if brief:
