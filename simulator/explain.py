@@ -47,7 +47,7 @@ RESOURCES = {
 #: Per phase: its name in the tables, and the Strong-only phase it is measured against.
 PHASE_LABEL = {
     "weak_prefill": "Weak prefill", "weak_decode": "Weak drafting (decode)", "strong_prefill": "Strong prefill",
-    "strong_verify": "Strong verification (drafted tokens read in prefill)", "strong_decode": "Strong repair decode",
+    "strong_verify": "Strong verification (drafted tokens read in prefill)", "strong_decode": "Strong decode (SpecAgent: repairs only)",
     "strong_verdict": "Strong verdict decode (incl. reasoning)", "tool": "tool waits", "user": "user waits",
 }
 REFERENCE = {

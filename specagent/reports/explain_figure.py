@@ -31,13 +31,15 @@ def waterfall_figure(dec: Decomposition, title: str = "") -> go.Figure:
         x.append(t.label)
         y.append(t.delta)
         measure.append("relative")
-        text.append(f"{t.delta:+.3f}")
+        # a phase with its factors says why: tokens per reference token, cost per token against the reference
+        text.append(f"{t.delta:+.3f}" + (f"<br>{t.factors[1].value:.3g}× tokens<br>{t.factors[2].value:.3g}× cost/token"
+                                         if len(t.factors) == 3 else ""))
     x.append("SpecAgent")
     y.append(dec.ratio)
     measure.append("total")
     text.append(f"{dec.ratio:.3f}")
     fig = go.Figure(go.Waterfall(
-        x=x, y=y, measure=measure, text=text, textposition="outside", orientation="v",
+        x=x, y=y, measure=measure, text=text, textposition="outside", orientation="v", cliponaxis=False,
         increasing={"marker": {"color": "#d6604d"}}, decreasing={"marker": {"color": "#4393c3"}},
         totals={"marker": {"color": "#636363"}}, connector={"line": {"color": "#bbb", "dash": "dot"}},
         hovertemplate="%{x}<br>%{text}<extra></extra>"))
@@ -45,11 +47,11 @@ def waterfall_figure(dec: Decomposition, title: str = "") -> go.Figure:
     if floor > 0:  # the floor: Strong-only's waits, as a band under the bars
         fig.add_hrect(y0=0, y1=floor, fillcolor="#bdbdbd", opacity=0.3, line_width=0,
                       annotation_text=f"tool and user waits: {floor:.3f} (no strategy changes them)",
-                      annotation_position="top left")
+                      annotation_position="bottom right")
     top = max([1.0, dec.ratio] + [1.0 + sum(t.delta for t in moved[:i + 1]) for i in range(len(moved))])
     fig.update_layout(title=title or f"Why SpecAgent's {dec.resource} ratio is {dec.ratio:.3f}<br><sup>{dec.meaning}; "
                       "each bar: a phase's share in SpecAgent minus its share in Strong-only</sup>",
-                      yaxis_title="÷ Strong-only's total", yaxis_range=[0, top * 1.15], showlegend=False,
+                      yaxis_title="÷ Strong-only's total", yaxis_range=[0, top * 1.3], showlegend=False,
                       height=520, margin=dict(t=110, b=170, l=70, r=30), template="plotly_white")
     fig.update_xaxes(tickangle=-30)
     return fig
