@@ -161,7 +161,7 @@ def collective_counts(dep: Deployment) -> tuple[int, int]:
 
 
 def latency_terms(dep: Deployment) -> LatencyTerms:
-    eng = dep.serving_engine.for_hardware(dep.hardware.id)
+    eng = dep.serving_engine.for_hardware(dep.hardware)
     hw = dep.hardware
     counts = layer_counts(dep)
     us = 1e-6

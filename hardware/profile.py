@@ -53,6 +53,10 @@ class HardwareProfile:
     pass_overhead_us: Sourced
     price_usd_per_gpu_hour: Sourced | None = None
     aliases: tuple[str, ...] = ()
+    #: The GPU id whose per-GPU serving-engine terms (an engine file's ``[hardware.<id>]`` tables) this profile takes
+    #: ("" = its own id, then its aliases): a copy of a shipped profile under another id keeps the copied GPU's fitted
+    #: terms by naming it here (`serving_engine.EngineProfile.for_hardware`).
+    terms_key: str = ""
     #: Optional calibrated compute efficiency as a function of tokens per pass:
     #: ((tokens, efficiency), ...) interpolated in log(tokens). Written by `specagent calibrate`.
     compute_efficiency_curve: tuple[tuple[float, float], ...] = ()
@@ -96,7 +100,7 @@ class HardwareProfile:
 
 
 #: Every key a profile may hold, by section ("" = top level), so a typo is refused, not ignored.
-_TOP_KEYS = {"schema_version", "id", "name", "vendor", "aliases", "peak_tflops", "memory", "interconnect", "efficiency",
+_TOP_KEYS = {"schema_version", "id", "name", "vendor", "aliases", "terms_key", "peak_tflops", "memory", "interconnect", "efficiency",
              "price", "provenance"}
 _SECTION_KEYS = {
     "memory": {"capacity_gb", "bandwidth_tb_s", "kind"},
@@ -196,6 +200,9 @@ def _check_keys(data: dict[str, Any], path: str) -> None:
         raise HardwareProfileError(f"{path}: field 'aliases' must be a list of names, got {aliases!r}")
     if "provenance" in data and not isinstance(data["provenance"], dict):
         raise HardwareProfileError(f"{path}: [provenance] must be a table")
+    if "terms_key" in data and not (isinstance(data["terms_key"], str) and data["terms_key"].strip()):
+        raise HardwareProfileError(f"{path}: field 'terms_key' must be a GPU id (the one whose fitted serving-engine terms "
+                                   f"this profile takes), got {data['terms_key']!r}")
 
 
 def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfile:
@@ -229,6 +236,7 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>") -> HardwareProfi
         pass_overhead_us=_sourced(data, "efficiency", "pass_overhead_us", path),  # type: ignore[arg-type]
         price_usd_per_gpu_hour=_sourced(data, "price", "usd_per_gpu_hour", path, required=False),
         aliases=tuple(str(a).lower() for a in data.get("aliases", [])),
+        terms_key=str(data.get("terms_key", "")).strip().lower(),
         compute_efficiency_curve=_curve(data, "compute_curve", path),
         decode_efficiency_curve=_curve(data, "decode_curve", path, need_source=True),
         path=path,
@@ -261,12 +269,16 @@ def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:
     dirs = [Path(d) for d in (extra_dirs or [])]
     env = os.environ.get(ENV_VAR, "")
     dirs += [Path(d) for d in env.split(os.pathsep) if d]
-    dirs.append(Path(str(resources.files("specagent.hardware") / "profiles")))
+    dirs.append(shipped_profile_dir())
     return dirs
 
 
 def _normalise(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def shipped_profile_dir() -> Path:
+    return Path(str(resources.files("specagent.hardware") / "profiles"))
 
 
 def list_profiles(extra_dirs: Iterable[str | Path] | None = None) -> list[HardwareProfile]:

@@ -45,6 +45,17 @@ class EngineProfileError(ValueError):
     """An engine profile file is missing, malformed, or names an unknown engine."""
 
 
+class FittedTermsNotApplied(UserWarning):
+    """A GPU profile none of an engine's per-GPU fitted terms are keyed to, though the engine has some: the
+    engine-wide terms price it. The message names the profile file and how to key it (`terms_key`)."""
+
+
+def _fingerprint(hw: HardwareProfile) -> tuple:
+    """The datasheet figures that make two profiles the same GPU, whatever their ids."""
+    return (float(hw.memory_capacity_gb.value), float(hw.memory_bandwidth_tb_s.value), float(hw.interconnect_gb_s.value),
+            tuple(sorted((k, float(v.value)) for k, v in hw.peak_tflops.items())))
+
+
 # name -> (section, key, kind, required). Kinds: us (>= 0 float), count (int >= 0),
 # batch (int >= 1), bool, fraction (0, 1.5], tokens (>= 0 float), mb (>= 0 float), tflops (> 0 float).
 _SCALARS: dict[str, tuple[str, str, str, bool]] = {
@@ -147,9 +158,37 @@ class EngineProfile:
     path: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
 
-    def for_hardware(self, hardware_id: str) -> "EngineProfile":
-        """This engine on one GPU: its ``[hardware.<id>]`` values replace the engine-wide ones."""
-        hid = hardware_id.lower()
+    def terms_key(self, hw: HardwareProfile) -> tuple[str, str]:
+        """(key, warning) of GPU `hw`: the ``[hardware.<key>]`` table that prices it — its `terms_key`, else its id,
+        else an alias, else the shipped GPU with the same datasheet figures (a copy under another id) — or its own id
+        when none applies; the warning ("" = none) says so when the engine has fitted terms for other GPUs and `hw`
+        is not a shipped profile (a FittedTermsNotApplied the scenario emits once per deployment)."""
+        for k in (hw.terms_key, hw.id, *hw.aliases):
+            if k and k in self.overrides:
+                return k, ""
+        have = ", ".join(sorted(self.overrides)) or "none"
+        if hw.terms_key:
+            return hw.id, (f"{hw.path or hw.id}: terms_key '{hw.terms_key}' names no per-GPU table of engine '{self.id}' "
+                           f"({self.path or 'shipped'}; it has {have}): its engine-wide terms price this GPU")
+        if not self.overrides:
+            return hw.id, ""
+        from specagent.hardware.profile import load_profile_file, shipped_profile_dir
+
+        mine = _fingerprint(hw)
+        for gid in sorted(self.overrides):
+            f = shipped_profile_dir() / f"{gid}.toml"
+            if f.is_file() and _fingerprint(load_profile_file(f)) == mine:
+                return gid, ""
+        if hw.path and Path(hw.path).parent != shipped_profile_dir():
+            return hw.id, (f"{hw.path}: engine '{self.id}' has fitted per-GPU terms for {have} but none for '{hw.id}' (no "
+                           "terms_key, id, alias or identical datasheet figures match): its engine-wide terms price this "
+                           "GPU; add terms_key = \"<id>\" to the profile to take that GPU's fitted terms")
+        return hw.id, ""
+
+    def for_hardware(self, hardware: "str | HardwareProfile") -> "EngineProfile":
+        """This engine on one GPU: its ``[hardware.<key>]`` values replace the engine-wide ones. Given a profile, the
+        key is `terms_key(profile)`; given an id, that id."""
+        hid = self.terms_key(hardware)[0] if isinstance(hardware, HardwareProfile) else hardware.lower()
         if self.resolved_for == hid:
             return self
         if self.resolved_for:

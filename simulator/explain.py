@@ -223,7 +223,9 @@ def sources(assumptions: Mapping[str, Any]) -> dict[str, str]:
         "tokens": "the workload's recorded steps, the acceptance model's Weak token ratio "
                   f"({acc.get('weak_token_ratio', '?') if isinstance(acc, Mapping) else '?'}) and the protocol's plan",
         "acceptance and reasoning": str(acc.get("source", "")) if isinstance(acc, Mapping) else str(acc),
-        "verifier prompt": f"{assumptions.get('setting', {}).get('verifier_prompt', '?') if isinstance(assumptions.get('setting'), Mapping) else '?'}",
+        "verifier prompt": f"{assumptions.get('setting', {}).get('verifier_prompt', '?') if isinstance(assumptions.get('setting'), Mapping) else '?'}"
+                           " ('cached': a review prefills only the drafted segment, the history from the prefix cache; "
+                           "'fresh' re-reads it: --verifier-prompt, docs/explain.md)",
     }
 
 

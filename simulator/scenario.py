@@ -42,7 +42,7 @@ from specagent.costmodel.deployment import MAX_GPUS, MIN_MEMORY_UTILIZATION, PAR
 from specagent.costmodel.dtypes import DTYPE_BYTES
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.roofline import WEIGHT_MODES
-from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog
+from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, EngineCatalog, FittedTermsNotApplied
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.acceptance.ranges import Uncertainty
@@ -518,6 +518,9 @@ def _build(spec: Any, role: str, hardware_dirs: Iterable[str | Path], fit_contex
         dep = spec.build(hardware_dirs, engines)
     except ScenarioError as exc:
         raise ScenarioError(f"{role} deployment: {exc}", f"{role}.{exc.where}" if exc.where else role) from None
+    _, unkeyed = dep.serving_engine.terms_key(dep.hardware)
+    if unkeyed:  # once per deployment built (the pricing code resolves the terms silently, many times)
+        warnings.warn(f"{role} deployment: {unkeyed}", FittedTermsNotApplied, stacklevel=3)
     if fit_context is not None:
         try:
             dep.check_fit(1, fit_context)

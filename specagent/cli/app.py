@@ -331,7 +331,7 @@ def roofline(
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
     lt = coefficients(dep).terms
-    eng = dep.serving_engine.for_hardware(hw.id)
+    eng = dep.serving_engine.for_hardware(hw)
     out = dict(
         deployment=dep.describe(), serving_engine=dep.serving_engine.describe(), phase=phase, batch=batch, context=context,
         new_tokens_per_sequence=new, weight_mode=weight_mode,

@@ -231,7 +231,7 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
     try:
         eng = load_engine(name)
         if gpu is not None:
-            eng = eng.for_hardware(load_hardware(gpu).id)
+            eng = eng.for_hardware(load_hardware(gpu))
     except EngineProfileError as exc:
         fail(str(exc))
     except HardwareProfileError as exc:
