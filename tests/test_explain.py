@@ -15,7 +15,7 @@ from specagent.simulator import explain as X
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.run import compare, predict
 from specagent.simulator.scenario import Scenario, default_setting
-from test_simulator_invariants import episodes
+from tests.test_simulator_invariants import episodes
 
 SETTING = default_setting()
 POOLS = BL.pools(SETTING)

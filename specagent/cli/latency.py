@@ -63,7 +63,7 @@ def validate_cmd(
     concurrency <= 16 within 20%, above that and TTFT within 30%.
     """
     from specagent.costmodel.latency_targets import skipped_by_reason
-    from specagent.costmodel.latency_validation import TARGETS, validate
+    from specagent.costmodel.latency_validation import PAIR_TOLERANCE, TARGETS, validate
 
     for target in (rows_out, figure):
         if target is not None:
@@ -81,6 +81,7 @@ def validate_cmd(
         "worst": sorted(table, key=lambda r: -abs(r["error"]))[:worst],
         "source_offsets": val.source_offsets(),
         "slices": val.slices(),
+        "model_pairs": val.model_pairs(),
         "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
         "moe_kernels": kfit.summary(),
     }
@@ -119,6 +120,7 @@ def validate_cmd(
             sl.add_row("", src.split(":")[0], str(sv["figures"]), f"{sv['mape']:.1%}", "", f"{sv['bias']:.2f}x",
                        end_section=k == len(v["sources"]) - 1)
     console.print(sl)
+    _print_pairs(out["model_pairs"], kind, PAIR_TOLERANCE)
     for key, title in (("gpu", "GPU"), ("engine", "engine"), ("model_class", "model class")):
         s = Table(title=f"MAPE by {title}")
         s.add_column(title)
@@ -150,6 +152,38 @@ def validate_cmd(
         console.print(f"excluded {len(skipped)} of {len(rows)} rows, by rule:", highlight=False)
         for reason, ids in skipped_by_reason(skipped):
             console.print(f"  {len(ids)} × {reason}: {', '.join(ids)}", highlight=False, markup=False, soft_wrap=True)
+
+
+#: The pair the default scenario prices (Weak / Strong): its rows are listed one by one under the summary.
+DEFAULT_PAIR = ("Qwen3.5-4B", "Qwen3.5-397B-A17B")
+
+
+def _print_pairs(pairs: list[dict], kind: str, tol: float) -> None:
+    """Same-source model pairs: within tolerance per (GPU, engine, concurrency), then the default pair's rows."""
+    from collections import defaultdict
+
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for p in pairs:
+        groups[(p["gpu"], p["engine"], p["concurrency"])].append(p)
+    t = Table(title=f"Same-source model pairs ({kind}): faster / slower model's per-token time (TPOT), predicted vs "
+                    f"measured; within {tol:.0%}: {sum(p['within'] for p in pairs)} of {len(pairs)} pairs")
+    for c in ("GPU", "engine", "C", "pairs", "within", "worst pair", "worst error"):
+        t.add_column(c, justify="left" if c in ("GPU", "engine", "worst pair") else "right", overflow="fold")
+    for (gpu, engine, conc), ps in groups.items():
+        w = max(ps, key=lambda p: abs(p["error"]))
+        t.add_row(gpu, engine, f"{conc:g}", str(len(ps)), str(sum(p["within"] for p in ps)),
+                  f"{_short(w['faster'])} / {_short(w['slower'])}", f"{w['error']:+.0%}")
+    console.print(t)
+    mine = [p for p in pairs if DEFAULT_PAIR[0] in p["faster"].split(" ")[0] and p["slower"].split(" ")[0].endswith(DEFAULT_PAIR[1])]
+    for p in mine:
+        console.print(f"  {DEFAULT_PAIR[0]} / {DEFAULT_PAIR[1]} on {p['gpu']} ({p['engine']}, C={p['concurrency']:g}, "
+                      f"{_short(p['faster'])} / {_short(p['slower'])}): measured {p['measured_ratio']:.3f}, predicted "
+                      f"{p['predicted_ratio']:.3f} ({p['error']:+.0%}, {'within' if p['within'] else 'OUTSIDE'} {tol:.0%})",
+                      highlight=False, soft_wrap=True)
+
+
+def _short(label: str) -> str:
+    return label.split("/", 1)[-1] if label.startswith(("Qwen/", "meta-llama/")) else label
 
 
 @app.command("fit")

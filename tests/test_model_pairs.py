@@ -1,0 +1,40 @@
+"""`latency validate`'s same-source model pairs: the per-token time ratio of two models, predicted against measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from specagent.costmodel.latency_targets import targets_from_rows
+from specagent.costmodel.latency_validation import PAIR_TOLERANCE, validate
+from specagent.measurements import default_path, load_serving
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    targets, skipped = targets_from_rows(load_serving(default_path("serving_latency.csv")))
+    val = validate(targets, skipped, held_out=False)
+    return val, val.model_pairs()
+
+
+def test_pairs_share_source_gpu_engine_lengths_and_load(pairs):
+    val, ps = pairs
+    assert ps, "the shipped measurements hold same-source model pairs"
+    by_label = {}
+    for t, p in zip(val.targets, val.predicted):
+        if t.metric == "tpot":
+            by_label.setdefault((t.row.source, t.row.gpu, t.concurrency, t.input_tokens, t.output_tokens,
+                                 f"{t.row.model} ({t.row.gpus}x {t.row.weight_dtype})"), []).append((t.measured, float(p)))
+    for p in ps:
+        assert p["faster"].split(" ")[0] != p["slower"].split(" ")[0]
+        assert 0 < p["measured_ratio"] <= 1  # faster over slower, as measured
+        key = (p["source"], p["gpu"], p["concurrency"], p["input_tokens"], p["output_tokens"])
+        (mf, pf), = by_label[(*key, p["faster"])]
+        (ms, ps_), = by_label[(*key, p["slower"])]
+        assert p["measured_ratio"] == pytest.approx(mf / ms, rel=1e-12)
+        assert p["predicted_ratio"] == pytest.approx(pf / ps_, rel=1e-12)
+        assert p["within"] == (abs(p["predicted_ratio"] / p["measured_ratio"] - 1) <= PAIR_TOLERANCE)
+
+
+def test_the_default_models_are_among_the_pairs(pairs):
+    _, ps = pairs
+    assert any(p["faster"].startswith("Qwen/Qwen3.5-4B ") and "397B" in p["slower"] for p in ps)
