@@ -117,26 +117,37 @@ class Validation:
 
     def model_pairs(self) -> list[dict[str, Any]]:
         """Every same-source pair of models measured under the same conditions (GPU, engine and version, lengths,
-        concurrency and batch): the predicted ratio of their per-token times (TPOT) against the measured one.
+        concurrency and batch): the predicted ratio of their per-token times against the measured one. A per-token
+        time is a TPOT, or for one sequence alone its end-to-end time per output token or its throughput inverted.
 
         Each ratio is faster / slower as measured, so it reads like the Weak/Strong time per token `explain` shows;
         `within` is |predicted / measured − 1| ≤ PAIR_TOLERANCE. Both models of a pair share a source, so with
         held-out predictions both come from the fit that never saw it.
         """
-        groups: dict[tuple, list[tuple[Target, float]]] = defaultdict(list)
+        groups: dict[tuple, list[tuple[Target, float, float]]] = defaultdict(list)
         for t, p in zip(self.targets, self.predicted):
+            # per-token time: TPOT; or, for one sequence alone, its end-to-end time per output token (the Qwen3 Speed
+            # Benchmark's H20 rows: the ratio of two models' times at the same lengths) or its throughput inverted
+            alone = t.batch == 1 and t.concurrency <= 1 and t.output_tokens > 0
             if t.metric == "tpot":
-                r = t.row
-                groups[(r.source, r.gpu, r.engine, r.engine_version, t.input_tokens, t.output_tokens, t.concurrency,
-                        t.batch)].append((t, float(p)))
+                measured, predicted = t.measured, float(p)
+            elif t.metric == "e2e" and alone:
+                measured, predicted = t.measured / t.output_tokens, float(p) / t.output_tokens
+            elif t.metric == "throughput" and alone:
+                measured, predicted = 1.0 / t.measured, 1.0 / float(p)
+            else:
+                continue
+            r = t.row
+            groups[(r.source, r.gpu, r.engine, r.engine_version, t.input_tokens, t.output_tokens, t.concurrency,
+                    t.batch)].append((t, measured, predicted))
         out = []
         for key, members in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-            for i, (a, pa) in enumerate(members):
-                for b, pb in members[i + 1:]:
+            for i, (a, ma, pa) in enumerate(members):
+                for b, mb, pb in members[i + 1:]:
                     if a.row.model == b.row.model:
                         continue
-                    (fast, pf), (slow, ps) = sorted(((a, pa), (b, pb)), key=lambda x: x[0].measured)
-                    measured, predicted = fast.measured / slow.measured, pf / ps
+                    (fast, mf, pf), (slow, ms, ps) = sorted(((a, ma, pa), (b, mb, pb)), key=lambda x: x[1])
+                    measured, predicted = mf / ms, pf / ps
                     err = predicted / measured - 1.0
                     out.append(dict(source=key[0], gpu=key[1], engine=f"{key[2]} {key[3]}".strip(), concurrency=key[6],
                                     input_tokens=key[4], output_tokens=key[5],

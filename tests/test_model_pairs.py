@@ -21,9 +21,13 @@ def test_pairs_share_source_gpu_engine_lengths_and_load(pairs):
     assert ps, "the shipped measurements hold same-source model pairs"
     by_label = {}
     for t, p in zip(val.targets, val.predicted):
-        if t.metric == "tpot":
+        alone = t.batch == 1 and t.concurrency <= 1 and t.output_tokens > 0
+        per_token = {"tpot": (t.measured, float(p)),
+                     "e2e": (t.measured / t.output_tokens, float(p) / t.output_tokens) if alone else None,
+                     "throughput": (1 / t.measured, 1 / float(p)) if alone else None}.get(t.metric)
+        if per_token:
             by_label.setdefault((t.row.source, t.row.gpu, t.concurrency, t.input_tokens, t.output_tokens,
-                                 f"{t.row.model} ({t.row.gpus}x {t.row.weight_dtype})"), []).append((t.measured, float(p)))
+                                 f"{t.row.model} ({t.row.gpus}x {t.row.weight_dtype})"), []).append(per_token)
     for p in ps:
         assert p["faster"].split(" ")[0] != p["slower"].split(" ")[0]
         assert 0 < p["measured_ratio"] <= 1  # faster over slower, as measured
@@ -35,6 +39,7 @@ def test_pairs_share_source_gpu_engine_lengths_and_load(pairs):
         assert p["within"] == (abs(p["predicted_ratio"] / p["measured_ratio"] - 1) <= PAIR_TOLERANCE)
 
 
-def test_the_default_models_are_among_the_pairs(pairs):
+def test_the_default_models_and_the_h20_rows_are_among_the_pairs(pairs):
     _, ps = pairs
     assert any(p["faster"].startswith("Qwen/Qwen3.5-4B ") and "397B" in p["slower"] for p in ps)
+    assert any(p["gpu"] == "h20" for p in ps)  # the Qwen3 Speed Benchmark's batch-1 end-to-end times
