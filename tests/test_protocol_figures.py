@@ -17,11 +17,11 @@ SHIPPED = Path(__file__).resolve().parents[1] / "measurements" / "protocol_figur
 
 def test_shipped_figures_load_and_cover_every_spec_row():
     figs = load_protocol_figures()
-    assert len(figs) == 24
+    assert len(figs) == 26
     assert len({f.figure_id for f in figs}) == len(figs)
-    # every row of SPEC §7's table (9 rows) is represented, each figure with its source and a sane range
+    # every row of SPEC §7's table (11 rows) is represented, each figure with its source and a sane range
     rows = {f.source_locator.split("(")[0].strip() for f in figs}
-    assert rows == {f"§7 row {i}" for i in range(1, 10)}
+    assert rows == {f"§7 row {i}" for i in range(1, 12)}
     for f in figs:
         assert f.low <= f.high and math.isfinite(f.low) and f.source and f.unit and f.metric in PROTOCOL_METRICS
     by_id = {f.figure_id: f for f in figs}
@@ -34,6 +34,8 @@ def test_shipped_figures_load_and_cover_every_spec_row():
     assert by_id["predictor_error"].high == 0.01 and by_id["retail_exact_pass1"].low == 82.5
     assert math.isinf(by_id["review_replies_calls"].high) and by_id["review_replies_calls"].low == 3
     assert by_id["mcp_strong_decode"].setting == "edge" and by_id["tau2_memory_ratio"].setting == "h20"
+    assert (by_id["tau2_wall_ratio"].low, by_id["tau2_wall_ratio"].high) == (0.41, 0.54)
+    assert (by_id["tau2_flops_ratio"].low, by_id["tau2_flops_ratio"].high) == (1.30, 1.87)
 
 
 def test_contains_and_miss():
