@@ -42,7 +42,7 @@ SIMULATOR = [
     {"strategies.catalog", "strategies.lockstep"},
     {"scenario"},
     {"run", "synthetic", "provenance"},
-    {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty"},
+    {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty", "explain"},
     {"planner", "plan_estimate", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
 ]
 
