@@ -140,10 +140,13 @@ MODEL_PHASES_NAMES = tuple(PHASE_NAMES[p] for p in (*WEAK_PHASES, *STRONG_PHASES
 
 
 def _decompose(resource: str, spec: pd.Series, base: pd.Series, value: Callable[[pd.Series, str], float],
-               total_of: Callable[[pd.Series], float], phases: Sequence[str], rest: str | None) -> Decomposition:
+               total_of: Callable[[pd.Series], float], phases: Sequence[str], rest: str | None) -> Decomposition | None:
     """The phases' terms over Strong-only's total; `rest` names the term holding what the phases leave (parallel
-    lanes' overlap in wall time, API charges in dollars), so the terms always add to the ratio."""
+    lanes' overlap in wall time, API charges in dollars), so the terms always add to the ratio. None when Strong-only
+    has none of the resource (a hosted Strong model reads no bytes the run can see): there is no ratio to explain."""
     total, spec_total = total_of(base), total_of(spec)
+    if not (math.isfinite(total) and total > 0):
+        return None
     terms = [_term(p, spec, base, value, total) for p in phases]
     if rest is not None:
         terms.append(Term("rest", rest, (spec_total - math.fsum(value(spec, p) for p in phases)) / total,
@@ -183,7 +186,7 @@ def decompose(summary: pd.DataFrame, pools: Sequence[Any]) -> dict[str, Decompos
     def usd_total(row: pd.Series) -> float:
         return math.fsum(dollars[row.name].values()) + float(row.get("api_usd", 0.0))
 
-    out = {
+    out: dict[str, Decomposition | None] = {
         "wall": _decompose("wall", spec, base, metric("time_s"), lambda r: float(r["wall_time_s"]),
                            MODEL_PHASES_NAMES + WAIT_PHASES_NAMES, "overlap of parallel lanes"),
         "model": _decompose("model", spec, base, metric("time_s"), lambda r: float(r["model_wall_time_s"]),
@@ -192,9 +195,8 @@ def decompose(summary: pd.DataFrame, pools: Sequence[Any]) -> dict[str, Decompos
                              MODEL_PHASES_NAMES, None),
         "flops": _decompose("flops", spec, base, metric("flops"), lambda r: float(r["total_flops"]), MODEL_PHASES_NAMES, None),
     }
-    if usd_total(base) > 0 and math.isfinite(usd_total(base)):
-        out["usd"] = _decompose("usd", spec, base, usd, usd_total, MODEL_PHASES_NAMES, "API charges")
-    return out
+    out["usd"] = _decompose("usd", spec, base, usd, usd_total, MODEL_PHASES_NAMES, "API charges")
+    return {k: d for k, d in out.items() if d is not None}
 
 
 def protocol_facts(summary: pd.DataFrame) -> dict[str, float]:

@@ -145,3 +145,16 @@ def test_explain_cli_under_preset_none_shows_the_recorded_ratio(tmp_path):
     assert (rec - 1) * (none - 1) > 0 and abs(rec - 1) < abs(none - 1)  # waits, the same for both, pull the ratio to 1
     bad = CliRunner().invoke(app, ["explain", "--environment", "api"])
     assert bad.exit_code == 2 and "--environment" in bad.output and "Traceback" not in bad.output
+
+
+def test_explain_edge_leaves_out_what_a_hosted_strong_model_hides(tmp_path):
+    """A hosted Strong model reads no bytes the run can see: memory has no ratio to explain; $ is API charges."""
+    r = CliRunner().invoke(app, ["explain", "--edge", "--trace", _slice(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    data = json.loads(r.stdout)
+    assert "memory" not in data["decompositions"] and "wall" in data["decompositions"]
+    usd = data["decompositions"]["usd"]
+    assert sum(t["specagent"] for t in usd["terms"]) == pytest.approx(usd["ratio"], rel=1e-9)
+    assert any(t["phase"] == "rest" and t["strongonly"] > 0 for t in usd["terms"])  # the API charges

@@ -130,6 +130,7 @@ BASE: dict[str, list[str]] = {
     "traces profiles": ["traces", "profiles", "--json"],
     "scenario show": ["scenario", "show", "--json"],
     "predict": ["predict", "--trace", "{small}", "--strategies", "strongonly,specagent", "-o", "{out}/pred", "--json"],
+    "explain": ["explain", "--trace", "{small}", "--no-counterfactuals", "--json"],
     "simulate": ["simulate", "specagent", "--trace", "{small}", "-o", "{out}/r.parquet", "--json"],
     "predictor validate": ["predictor", "validate", "--trace", "{small}", "--synthetic", "0", "--strategies", "specagent", "--json"],
     "plan": ["plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20", "--json"],
@@ -484,6 +485,9 @@ BAD = [
     Bad("scenario-missing", ("scenario", "show", "{out}/nope.toml"), None, "", ("no such scenario file",)),
     Bad("predict-scenario-bad", ("predict", "--scenario", "{file}", "-o", "{out}/p"), "[strong]\ngpus = 0", "s.toml",
         ("strong.gpus",)),
+    Bad("explain-scenario-bad", ("explain", "--scenario", "{file}"), "[strong]\ngpus = 0", "s.toml", ("strong.gpus",)),
+    Bad("explain-environment-bad", ("explain", "--scenario", "{file}"), '[environment]\npreset = "api"', "s.toml",
+        ("environment.preset",)),
     # acceptance fit: verdict logs and protocol logs; --acceptance FILE and `acceptance = "FILE"` in a scenario
     Bad("fit-non-utf8", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), GARBAGE, "v.jsonl", ("UTF-8",)),
     Bad("fit-directory", ("acceptance", "fit", "{file}", "-o", "{out}/a.toml"), DIR, "v.jsonl", ("a directory",)),
@@ -751,6 +755,7 @@ PREDICT = ("predict", "--trace", "{small}", "--strategies", "strongonly,specagen
 WRITERS = [
     Writer("predict", (*PREDICT, "-o", "{target}"), folder=True),
     Writer("predict-report", (*PREDICT, "-o", "{out}/p", "--report", "{target}"), full_disk=False),
+    Writer("explain-figure", ("explain", "--trace", "{small}", "--no-counterfactuals", "--figure", "{target}")),
     Writer("simulate", ("simulate", "specagent", "--trace", "{small}", "-o", "{target}")),
     Writer("simulate-synthetic", ("simulate", "specagent", "--synthetic", "tau2_airline", "--trajectories", "20", "-o", "{target}")),
     Writer("import-tau2", ("traces", "import", "tau2", str(DATA / "traces/data/tau2_airline_sample.json"), "-o", "{target}.jsonl")),

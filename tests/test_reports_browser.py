@@ -48,7 +48,7 @@ def report(tmp_path_factory):
                 workload="tau2-airline (6)", success_rates={"strongonly": 0.6, "specagent": 0.58})
     d = tmp_path_factory.mktemp("report")
     res = write_report(c, d / "report.html", extra={"balance": BALANCE, "calibration": CALIBRATION, "plan": PLAN})
-    assert len(res.included) == 8
+    assert len(res.included) == 9
     return d / "report.html"
 
 

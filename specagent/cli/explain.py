@@ -26,6 +26,7 @@ from specagent.simulator import explain as X
 from specagent.simulator.protocol.environment import Environment
 from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.run import predict as run_predict
+from specagent.simulator.scenario import Scenario
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -85,6 +86,8 @@ def where_saving_comes_from(result: X.Explanation, review: str) -> list[str]:
     if zero:
         parts = []
         for k in ("wall", "memory"):
+            if k not in result.decompositions:
+                continue
             r, z = result.decompositions[k].ratio, zero.get(k, math.nan)
             if r < 1 and math.isfinite(z):
                 kept = (1 - z) / (1 - r)
@@ -114,7 +117,7 @@ def to_json(result: X.Explanation) -> dict:
 
 @scenario_options(exclude=("strategies",))
 def explain(
-    scenario,
+    scenario: Scenario,
     price: List[str] = O([], "--price", help="$/GPU-hour per GPU type, as predict's --price (default: each profile's sourced price)."),
     figure: Optional[Path] = O(None, "--figure", help="Also write the wall-time waterfall as a self-contained HTML file here."),
     no_counterfactuals: bool = O(False, "--no-counterfactuals", help="Skip the reruns with one thing changed (faster)."),

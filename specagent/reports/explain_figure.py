@@ -51,7 +51,7 @@ def waterfall_figure(dec: Decomposition, title: str = "") -> go.Figure:
     top = max([1.0, dec.ratio] + [1.0 + sum(t.delta for t in moved[:i + 1]) for i in range(len(moved))])
     fig.update_layout(title=title or f"Why SpecAgent's {dec.resource} ratio is {dec.ratio:.3f}<br><sup>{dec.meaning}; "
                       "each bar: a phase's share in SpecAgent minus its share in Strong-only</sup>",
-                      yaxis_title="÷ Strong-only's total", yaxis_range=[0, top * 1.3], showlegend=False,
+                      xaxis_title="phase (from Strong-only to SpecAgent)", yaxis_title="÷ Strong-only's total", yaxis_range=[0, top * 1.3], showlegend=False,
                       height=520, margin=dict(t=110, b=170, l=70, r=30), template="plotly_white")
     fig.update_xaxes(tickangle=-30)
     return fig

@@ -209,6 +209,28 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
     return out, notes
 
 
+def _explain_html(data: ReportData) -> list[str]:
+    """`specagent explain`'s table: per phase, how much it moves each of SpecAgent's ratios from Strong-only's 1."""
+    from specagent.simulator.explain import decompose
+
+    if not data.runs:
+        return []
+    s = data.runs[0].summary
+    if not {"specagent", "strongonly"} <= set(s.index) or "time_s_weak_decode" not in s:
+        return []
+    weak, strong, _ = deployments(data)
+    decs = decompose(s, BL.pools_of(weak, strong, data.runs[0].assumptions.get("prices")) if weak is not None else [])
+    labels = {t.phase: t.label for d in decs.values() for t in d.terms}
+    table = pd.DataFrame({k: {labels[t.phase]: t.delta for t in d.terms} for k, d in decs.items()})
+    cells = table[(table.abs() > 5e-4).any(axis=1)].map(lambda v: f"{v:+.3f}")
+    cells.loc["SpecAgent ÷ Strong-only"] = [f"{d.ratio:.3f}" for d in decs.values()]
+    return ['<h2 id="explain">Why these ratios</h2>',
+            "<p>Each phase's share of Strong-only's total in SpecAgent minus its share in Strong-only: the rows add up "
+            "from 1 to the ratio in the last row (<code>specagent explain</code> prints the factors behind each row and "
+            "reruns the ratios with one thing changed; docs/explain.md).</p>",
+            table_html(cells, index_name="phase")]
+
+
 def _explain_figure(data: ReportData) -> go.Figure:
     """The wall-time waterfall of the first run (simulator/explain.py); needs SpecAgent and Strong-only in it."""
     from specagent.reports.explain_figure import waterfall_figure
@@ -433,6 +455,9 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
     parts.extend(_bottom_line_html(data))
     nav = ['<a href="#bottom-line">Bottom line</a>', '<a href="#setting">Setting</a>', '<a href="#summary">Summary</a>', '<a href="#figures">Figures</a>',
            '<a href="#phases">Phase tables</a>', '<a href="#assumptions">Assumptions</a>']
+    why = _explain_html(data)
+    if why:
+        nav.insert(3, '<a href="#explain">Why</a>')
     parts.append(f"<nav>{''.join(nav)}</nav>")
 
     parts.append('<h2 id="setting">Setting</h2>')
@@ -463,6 +488,7 @@ def render_html(data: ReportData, entries: Sequence[FigureEntry], image_note: st
             parts.append("<details><summary>Totals (absolute, summed over trajectories)</summary>"
                          + table_html(_subset(s, ABSOLUTE_COLUMNS), headers=ABSOLUTE_COLUMNS) + "</details>")
 
+    parts.extend(why)
     parts.append('<h2 id="figures">Figures</h2>')
     if image_note:
         parts.append(f"<p><em>{_e(image_note)}</em></p>")
