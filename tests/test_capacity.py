@@ -279,12 +279,13 @@ def test_the_analytic_bound_is_optimistic_by_little(episodes, strongonly):
 
 
 # --------------------------------------------------------------------------------------------- slices
-def test_a_slice_matches_the_full_fleet_at_64_replicas(strongonly):
-    """64 Strong replicas at 22 tasks/s against a slice of 8 at 8/64 of the rate: percentiles within their intervals."""
+def test_a_slice_matches_the_full_fleet_at_32_replicas(strongonly):
+    """32 Strong replicas at 11 tasks/s against a slice of 4 at 4/32 of the rate: percentiles within their intervals.
+    (The property needs a fleet several slices wide, not a large one: 32 keeps it at half the time of 64.)"""
     tasks, dep, build, ref = strongonly
-    full = measure_steady(tasks, build, (0, 64), 22.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=None)
-    part = measure_steady(tasks, build, (0, 64), 22.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=5000)
-    assert full.slice.is_full and part.slice.counts == (0, 8) and part.slice.fraction == 8 / 64
+    full = measure_steady(tasks, build, (0, 32), 11.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=None)
+    part = measure_steady(tasks, build, (0, 32), 11.0, Metric(95, "task"), ref, min_tasks=1000, slice_tasks=2500)
+    assert full.slice.is_full and part.slice.counts == (0, 4) and part.slice.fraction == 4 / 32
     assert part.tasks_simulated < full.tasks_simulated / 5
     assert full.stable and part.stable
     half_full, half_part = (full.ci_high_s - full.ci_low_s) / 2, (part.ci_high_s - part.ci_low_s) / 2
@@ -300,10 +301,11 @@ def test_plans_grow_with_the_rate_and_one_strong_replica_fewer_misses(episodes, 
     """The capacity curve is monotone in rate; at the moderate rate the answered fleet, simulated whole, meets the SLO
     and one Strong replica fewer does not (or is unstable)."""
     slo = SLO.parse("p95-task=300s")
-    req = PlanRequest(rates=(0.5, 2.0, 8.0), slo=slo, strategies=("strongonly",), gpus=("h200",), search_gpus=GPU_COUNTS)
+    top_rate = 4.0  # monotonicity needs three rates, not a large fleet: 4/s keeps the whole-fleet checks below cheap
+    req = PlanRequest(rates=(0.5, 2.0, top_rate), slo=slo, strategies=("strongonly",), gpus=("h200",), search_gpus=GPU_COUNTS)
     res = plan_capacity(episodes, req)
     best = res.best.sort_values("rate")
-    assert best["rate"].tolist() == [0.5, 2.0, 8.0]
+    assert best["rate"].tolist() == [0.5, 2.0, top_rate]
     gpus, usd = best["gpus"].to_numpy(), best["usd_per_hour"].to_numpy()
     assert (np.diff(gpus) > 0).all() and (np.diff(usd) > 0).all()
     for r in best.to_dict("records"):
@@ -312,12 +314,12 @@ def test_plans_grow_with_the_rate_and_one_strong_replica_fewer_misses(episodes, 
         assert r["usd_per_task"] == pytest.approx(r["usd_per_hour"] / 3600 / r["throughput_per_s"], rel=1e-9)
         assert r["throughput_per_s"] == pytest.approx(r["rate"], rel=0.1)  # paid for while it idles: $/h / tasks per hour
     top = best.iloc[-1]
-    assert top["slice"] == "full fleet"  # planned on the whole fleet (slices: test_a_slice_matches_the_full_fleet_at_64_...)
+    assert top["slice"] == "full fleet"  # planned on the whole fleet (slices: test_a_slice_matches_the_full_fleet_at_32_...)
     tasks, dep, build, ref = strongonly
     n = int(top["strong_replicas"])
-    whole = measure_steady(tasks, build, (0, n), 8.0, slo.metric, ref, slo_s=300, min_tasks=1000, slice_tasks=None)
+    whole = measure_steady(tasks, build, (0, n), top_rate, slo.metric, ref, slo_s=300, min_tasks=1000, slice_tasks=None)
     assert whole.stable and whole.value_s <= 300
-    fewer = measure_steady(tasks, build, (0, n - 1), 8.0, slo.metric, ref, slo_s=300, min_tasks=1000, slice_tasks=None)
+    fewer = measure_steady(tasks, build, (0, n - 1), top_rate, slo.metric, ref, slo_s=300, min_tasks=1000, slice_tasks=None)
     assert not fewer.stable or fewer.value_s > 300
 
 
