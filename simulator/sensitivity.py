@@ -367,17 +367,17 @@ def kind_break_evens(scenario: Scenario, trajectories, setting: Setting | None =
                 continue
             how, x = crossing(grid, r)
             own = float(np.mean(list(acc.accept.values()))) if kind == "every" else acc.accept[kind]
+            name = "the acceptance of every kind (moved together)" if kind == "every" else f"{kind} acceptance"
             if how == "always":
-                text = (f"saves {what} at every {kind} acceptance in [0, 1] (ratio {r.max():.2f} at worst): the saving "
-                        + ("comes from the steps no verdict decides" if kind == "every" else
-                           f"comes from the steps that are not {kind} steps and from unreviewed steps"))
+                text = (f"saves {what} at every {name} in [0, 1] (ratio {r.max():.2f} at worst): "
+                        + ("the saving comes from what no verdict decides" if kind == "every" else
+                           f"it does not hinge on {kind} steps being accepted"))
             elif how == "never":
-                text = f"never saves {what} at any {kind} acceptance in [0, 1] (ratio {r.min():.2f} at best)"
+                text = f"never saves {what} at any {name} in [0, 1] (ratio {r.min():.2f} at best)"
             elif how == "below":
-                text = (f"stops saving {what} when {kind} acceptance falls below {x:.2f} at this Weak speed "
-                        f"(the scenario's {kind} acceptance is {own:.2f})")
+                text = f"stops saving {what} when {name} falls below {x:.2f} at this Weak speed (the scenario's: {own:.2f})"
             else:
-                text = f"saves {what} only while {kind} acceptance stays below {x:.2f} (the scenario's is {own:.2f})"
+                text = f"saves {what} only while {name} stays below {x:.2f} (the scenario's: {own:.2f})"
             rows.append({"kind": kind, "metric": what, "how": how, "acceptance": x, "scenario_acceptance": own,
                          "ratio_at_0": float(r[0]), "ratio_at_1": float(r[-1]), "text": f"SpecAgent {text}"})
     return pd.DataFrame(rows)

@@ -192,3 +192,24 @@ def test_latency_error_widens_time_but_not_bytes_and_no_fit_can_shrink_it_away(s
 def replace_sources(comp, sources: str):
     sc = comp.scenario.replace(uncertainty=dataclasses.replace(comp.scenario.uncertainty, sources=sources))
     return dataclasses.replace(comp, scenario=sc)
+
+
+# ------------------------------------------------------------------------------------------ break-evens in words
+def test_crossing_finds_where_a_ratio_crosses_one():
+    from specagent.simulator.sensitivity import crossing
+
+    assert crossing([0, 0.5, 1], [1.2, 0.9, 0.8]) == ("below", pytest.approx(1 / 3))  # saves above 1/3
+    assert crossing([0, 0.5, 1], [0.8, 0.9, 1.2]) == ("above", pytest.approx(2 / 3))
+    assert crossing([0, 1], [0.5, 0.6]) == ("always", None) and crossing([0, 1], [1.5, 1.6]) == ("never", None)
+
+
+def test_kind_break_evens_cover_time_memory_and_dollars_per_kind(small):
+    from specagent.simulator.acceptance.model import KINDS
+    from specagent.simulator.sensitivity import kind_break_evens
+
+    comp, trajs = small
+    kb = kind_break_evens(comp.scenario, trajs, comp.setting, grid=(0.0, 0.5, 1.0))
+    assert set(kb["kind"]) == {*KINDS, "every"} and set(kb["metric"]) == {"time", "memory traffic", "$"}
+    for r in kb.itertuples():
+        assert r.text.startswith("SpecAgent ") and (r.how in ("always", "never")) == (r.acceptance is None or math.isnan(r.acceptance))
+        assert (r.how == "always") == (max(r.ratio_at_0, r.ratio_at_1) < 1) or r.how in ("below", "above")
