@@ -213,3 +213,17 @@ def test_kind_break_evens_cover_time_memory_and_dollars_per_kind(small):
     for r in kb.itertuples():
         assert r.text.startswith("SpecAgent ") and (r.how in ("always", "never")) == (r.acceptance is None or math.isnan(r.acceptance))
         assert (r.how == "always") == (max(r.ratio_at_0, r.ratio_at_1) < 1) or r.how in ("below", "above")
+
+
+# ------------------------------------------------------------------------------------------ docs that cannot go stale
+def test_the_docs_quote_the_shipped_latency_sigma_and_prior_ranges():
+    doc = (ROOT / "docs" / "uncertainty.md").read_text(encoding="utf-8")
+    err = LatencyError.load()
+    assert f"σ prefill {err.sigma['prefill']:.3f}, decode {err.sigma['decode']:.3f}" in doc
+    pri = tomllib.loads((ROOT / "simulator" / "data" / "acceptance_priors.toml").read_text(encoding="utf-8"))["prior"]
+    flat = " ".join(doc.split())
+    assert f"acceptance per kind ±{pri['accept.*']['plus']:g}" in flat
+    assert f"rejection verdict tokens ×{pri['verdict_tokens']['factor_low']:g}–×{pri['verdict_tokens']['factor_high']:g}" in flat
+    assert f"tokens ×{pri['accept_verdict_tokens']['factor_low']:g}–×{pri['accept_verdict_tokens']['factor_high']:g}" in flat
+    assert f"correlation ±{pri['correlation']['plus']:g}" in flat
+    assert f"p(valid replacement) ±{pri['p_valid_replacement']['plus']:g}" in flat
