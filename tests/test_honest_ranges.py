@@ -227,3 +227,16 @@ def test_the_docs_quote_the_shipped_latency_sigma_and_prior_ranges():
     assert f"tokens ×{pri['accept_verdict_tokens']['factor_low']:g}–×{pri['accept_verdict_tokens']['factor_high']:g}" in flat
     assert f"correlation ±{pri['correlation']['plus']:g}" in flat
     assert f"p(valid replacement) ±{pri['p_valid_replacement']['plus']:g}" in flat
+
+
+def test_figure_2_carries_the_intervals_as_error_bars():
+    from specagent.reports.figures import operating_points_figure
+
+    summary = pd.DataFrame({"strategy": ["strongonly", "specagent"], "label": ["Strong-only", "SpecAgent"], "workload": ["w", "w"],
+                            "total_bytes_read_rel": [1.0, 0.55], "wall_time_s_rel": [1.0, 0.93]}).set_index("strategy")
+    iv = {"level": 0.9, "includes": "the latency model's held-out error",
+          "intervals": [{"strategy": "specagent", "metric": "wall_time_s_rel", "point": 0.93, "low": 0.75, "high": 1.19}]}
+    fig = operating_points_figure(summary, iv)
+    sa = next(t for t in fig.data if t.text == ("specagent",))
+    assert tuple(sa.error_y.array) == pytest.approx((0.26,)) and tuple(sa.error_y.arrayminus) == pytest.approx((0.18,))
+    assert "held-out error" in fig.layout.title.text
