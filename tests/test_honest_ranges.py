@@ -240,3 +240,32 @@ def test_figure_2_carries_the_intervals_as_error_bars():
     sa = next(t for t in fig.data if t.text == ("specagent",))
     assert tuple(sa.error_y.array) == pytest.approx((0.26,)) and tuple(sa.error_y.arrayminus) == pytest.approx((0.18,))
     assert "held-out error" in fig.layout.title.text
+
+
+# ------------------------------------------------------------------------------------------ the command
+def test_predict_json_carries_bottom_line_intervals_and_other_models_are_warned(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from specagent.cli.app import app
+    from specagent.traces import default_workload_path, load_trajectories, save_trajectories
+
+    trace = tmp_path / "t.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:8], trace)
+    runner = CliRunner()
+    base = ["predict", "--trace", str(trace), "--strategies", "specagent", "--draws", "12"]
+    r = runner.invoke(app, base + ["-o", str(tmp_path / "a"), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    rows = {(x["strategy"], x["column"]): x for x in doc["intervals"]["bottom_line"]}
+    for col in ("wall_s_per_task", "gpu_h_per_task", "usd_per_task"):
+        x = rows[("specagent", col)]
+        assert x["low"] <= x["point"] <= x["high"] and x["low"] < x["high"]
+    assert doc["intervals"]["sources"] == ["acceptance", "latency"] and "draws" in doc["intervals"]["verdict"]
+    r = runner.invoke(app, base + ["-o", str(tmp_path / "b"), "--weak-model", "qwen3-4b", "--strong-model", "qwen3-32b",
+                                   "--strong-hardware", "h100", "--strong-gpus", "4", "--strong-dtype", "bf16"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "warning: acceptance calibrated for another setting" in r.output and "acceptance measure" in r.output
+    assert "outside" not in r.output and "published protocol figures" not in r.output
