@@ -269,3 +269,16 @@ def test_predict_json_carries_bottom_line_intervals_and_other_models_are_warned(
     assert r.exit_code == 0, r.output
     assert "warning: acceptance calibrated for another setting" in r.output and "acceptance measure" in r.output
     assert "outside" not in r.output and "published protocol figures" not in r.output
+
+
+def test_auto_draws_the_shipped_calibrated_set_for_the_shipped_point_only():
+    from specagent.simulator.acceptance.ranges import calibrated_set_for
+
+    base = AcceptanceModel()
+    d = Uncertainty().distribution(base)
+    assert calibrated_set_for(base) is not None and len(d.points) >= 2
+    # the default is one of the set (candidate 401, rounded to 3 digits in the scenario, 4 in the set)
+    assert any(abs(m.position_decay - base.position_decay) < 1e-3 and abs(m.accept["read"] - base.accept["read"]) < 1e-3
+               and m.verdict_tokens == base.verdict_tokens for m in d.points)
+    changed = dataclasses.replace(base, correlation=0.2)  # a flag changed: not a point of that set
+    assert calibrated_set_for(changed) is None and not Uncertainty().distribution(changed).points
