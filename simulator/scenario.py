@@ -291,7 +291,7 @@ class Scenario:
     environment: Environment = field(default_factory=Environment, metadata={
         "help": "The environment as a what-if: user and tool latencies scaled or replaced (default: as recorded)"})
     uncertainty: Uncertainty = field(default_factory=Uncertainty, metadata={
-        "help": "How what is not known about acceptance becomes each printed ratio's interval (seeded Monte Carlo)"})
+        "help": "How what is not known (acceptance, the latency model's error) becomes each printed interval (seeded Monte Carlo)"})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
     pricing_engine: str = field(default=PRICING_ENGINES[0], metadata={
         "choices": PRICING_ENGINES, "deprecated_flags": ("--engine",),

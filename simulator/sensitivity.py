@@ -45,7 +45,7 @@ from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import WEIGHT_MODES, estimate
 from specagent.simulator.acceptance.model import KINDS, AcceptanceModel
-from specagent.simulator.acceptance.ranges import AcceptanceDistribution, model_over, value_of
+from specagent.simulator.acceptance.ranges import AcceptanceDistribution, ParameterRange, model_over, value_of
 from specagent.simulator.protocol.phases import DECODE_PHASES, STRONG_PHASES
 from specagent.simulator.protocol.plan import CallPlan
 from specagent.simulator.pricing.analytic import EventCosts, Pricer
@@ -190,12 +190,23 @@ TORNADO_COLUMNS = ("assumption", "group", "low_value", "high_value", "metric", "
                    "swing", "rationale")
 
 
+def set_spans(dist: AcceptanceDistribution) -> AcceptanceDistribution:
+    """A calibrated set read as ranges: every prior parameter's span over the set's points, the base value included."""
+    out = []
+    for r in AcceptanceDistribution.priors(dist.base).ranges:
+        vals = [value_of(m, r.path) for m in dist.points] + [value_of(dist.base, r.path)]
+        out.append(ParameterRange(r.path, min(vals), max(vals), "uniform", f"span over {dist.source}"))
+    return replace(dist, ranges=tuple(out), points=())
+
+
 def tornado(scenario: Scenario, trajectories, setting: Setting | None = None, dist: AcceptanceDistribution | None = None,
             ranges: ScenarioRanges | None = None) -> pd.DataFrame:
     """One row per (assumption, metric): the ratio at the assumption's low and high end; sorted by wall-time swing."""
     run = _runner(scenario, trajectories, setting)
     base_acc = scenario.acceptance
     dist = dist or scenario.uncertainty.distribution(base_acc)
+    if dist.points and not dist.ranges:  # a calibrated set: each parameter's span over its points (and the scenario's value)
+        dist = set_spans(dist)
     ranges = ranges or load_scenario_ranges()
     base = run.pair([base_acc]).iloc[0]
     rows: list[dict] = []
@@ -367,17 +378,17 @@ def kind_break_evens(scenario: Scenario, trajectories, setting: Setting | None =
                 continue
             how, x = crossing(grid, r)
             own = float(np.mean(list(acc.accept.values()))) if kind == "every" else acc.accept[kind]
+            name = "the acceptance of every kind (moved together)" if kind == "every" else f"{kind} acceptance"
             if how == "always":
-                text = (f"saves {what} at every {kind} acceptance in [0, 1] (ratio {r.max():.2f} at worst): the saving "
-                        + ("comes from the steps no verdict decides" if kind == "every" else
-                           f"comes from the steps that are not {kind} steps and from unreviewed steps"))
+                text = (f"saves {what} at every {name} in [0, 1] (ratio {r.max():.2f} at worst): "
+                        + ("the saving comes from what no verdict decides" if kind == "every" else
+                           f"it does not hinge on {kind} steps being accepted"))
             elif how == "never":
-                text = f"never saves {what} at any {kind} acceptance in [0, 1] (ratio {r.min():.2f} at best)"
+                text = f"never saves {what} at any {name} in [0, 1] (ratio {r.min():.2f} at best)"
             elif how == "below":
-                text = (f"stops saving {what} when {kind} acceptance falls below {x:.2f} at this Weak speed "
-                        f"(the scenario's {kind} acceptance is {own:.2f})")
+                text = f"stops saving {what} when {name} falls below {x:.2f} at this Weak speed (the scenario's: {own:.2f})"
             else:
-                text = f"saves {what} only while {kind} acceptance stays below {x:.2f} (the scenario's is {own:.2f})"
+                text = f"saves {what} only while {name} stays below {x:.2f} (the scenario's: {own:.2f})"
             rows.append({"kind": kind, "metric": what, "how": how, "acceptance": x, "scenario_acceptance": own,
                          "ratio_at_0": float(r[0]), "ratio_at_1": float(r[-1]), "text": f"SpecAgent {text}"})
     return pd.DataFrame(rows)

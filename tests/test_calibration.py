@@ -231,3 +231,20 @@ def test_shipped_defaults_are_points_that_meet_their_figures():
     assert missed == ["tau2_wall_ratio", "tau2_flops_ratio", "retail_exact_flops"]
     assert "calibrated" in Scenario().acceptance.source and "calibrated" in Scenario.load("edge").acceptance.source
     assert Scenario().acceptance.verify_reasoning_tokens is None and Scenario().acceptance.thinking
+
+
+def test_cli_writes_the_calibrated_set_as_points_a_ranges_file_reads(tmp_path):
+    import tomllib
+
+    from specagent.simulator.acceptance.ranges import AcceptanceDistribution
+
+    src = _h20_figures_file(tmp_path, loose=True)
+    pts = tmp_path / "set.toml"
+    r = runner.invoke(app, ["acceptance", "calibrate", "--figures", str(src), "-n", "2", "-o", str(tmp_path / "cal"),
+                            "--points-out", str(pts)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    data = tomllib.loads(pts.read_text(encoding="utf-8"))
+    assert 1 <= len(data["points"]) <= 2 and "--points-out" in data["source"]
+    assert all("source" not in p and "calibrated_on" not in p and isinstance(p["candidate"], int) for p in data["points"])
+    dist = AcceptanceDistribution.from_file(AcceptanceModel(), pts)
+    assert len(dist.points) == len(data["points"]) and all(m in dist.points for m in dist.sample(20, 1))

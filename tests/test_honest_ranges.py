@@ -192,3 +192,93 @@ def test_latency_error_widens_time_but_not_bytes_and_no_fit_can_shrink_it_away(s
 def replace_sources(comp, sources: str):
     sc = comp.scenario.replace(uncertainty=dataclasses.replace(comp.scenario.uncertainty, sources=sources))
     return dataclasses.replace(comp, scenario=sc)
+
+
+# ------------------------------------------------------------------------------------------ break-evens in words
+def test_crossing_finds_where_a_ratio_crosses_one():
+    from specagent.simulator.sensitivity import crossing
+
+    assert crossing([0, 0.5, 1], [1.2, 0.9, 0.8]) == ("below", pytest.approx(1 / 3))  # saves above 1/3
+    assert crossing([0, 0.5, 1], [0.8, 0.9, 1.2]) == ("above", pytest.approx(2 / 3))
+    assert crossing([0, 1], [0.5, 0.6]) == ("always", None) and crossing([0, 1], [1.5, 1.6]) == ("never", None)
+
+
+def test_kind_break_evens_cover_time_memory_and_dollars_per_kind(small):
+    from specagent.simulator.acceptance.model import KINDS
+    from specagent.simulator.sensitivity import kind_break_evens
+
+    comp, trajs = small
+    kb = kind_break_evens(comp.scenario, trajs, comp.setting, grid=(0.0, 0.5, 1.0))
+    assert set(kb["kind"]) == {*KINDS, "every"} and set(kb["metric"]) == {"time", "memory traffic", "$"}
+    for r in kb.itertuples():
+        assert r.text.startswith("SpecAgent ") and (r.how in ("always", "never")) == (r.acceptance is None or math.isnan(r.acceptance))
+        assert (r.how == "always") == (max(r.ratio_at_0, r.ratio_at_1) < 1) or r.how in ("below", "above")
+
+
+# ------------------------------------------------------------------------------------------ docs that cannot go stale
+def test_the_docs_quote_the_shipped_latency_sigma_and_prior_ranges():
+    doc = (ROOT / "docs" / "uncertainty.md").read_text(encoding="utf-8")
+    err = LatencyError.load()
+    assert f"σ prefill {err.sigma['prefill']:.3f}, decode {err.sigma['decode']:.3f}" in doc
+    pri = tomllib.loads((ROOT / "simulator" / "data" / "acceptance_priors.toml").read_text(encoding="utf-8"))["prior"]
+    flat = " ".join(doc.split())
+    assert f"acceptance per kind ±{pri['accept.*']['plus']:g}" in flat
+    assert f"rejection verdict tokens ×{pri['verdict_tokens']['factor_low']:g}–×{pri['verdict_tokens']['factor_high']:g}" in flat
+    assert f"tokens ×{pri['accept_verdict_tokens']['factor_low']:g}–×{pri['accept_verdict_tokens']['factor_high']:g}" in flat
+    assert f"correlation ±{pri['correlation']['plus']:g}" in flat
+    assert f"p(valid replacement) ±{pri['p_valid_replacement']['plus']:g}" in flat
+
+
+def test_figure_2_carries_the_intervals_as_error_bars():
+    from specagent.reports.figures import operating_points_figure
+
+    summary = pd.DataFrame({"strategy": ["strongonly", "specagent"], "label": ["Strong-only", "SpecAgent"], "workload": ["w", "w"],
+                            "total_bytes_read_rel": [1.0, 0.55], "wall_time_s_rel": [1.0, 0.93]}).set_index("strategy")
+    iv = {"level": 0.9, "includes": "the latency model's held-out error",
+          "intervals": [{"strategy": "specagent", "metric": "wall_time_s_rel", "point": 0.93, "low": 0.75, "high": 1.19}]}
+    fig = operating_points_figure(summary, iv)
+    sa = next(t for t in fig.data if t.text == ("specagent",))
+    assert tuple(sa.error_y.array) == pytest.approx((0.26,)) and tuple(sa.error_y.arrayminus) == pytest.approx((0.18,))
+    assert "held-out error" in fig.layout.title.text
+
+
+# ------------------------------------------------------------------------------------------ the command
+def test_predict_json_carries_bottom_line_intervals_and_other_models_are_warned(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from specagent.cli.app import app
+    from specagent.traces import default_workload_path, load_trajectories, save_trajectories
+
+    trace = tmp_path / "t.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:8], trace)
+    runner = CliRunner()
+    base = ["predict", "--trace", str(trace), "--strategies", "specagent", "--draws", "12"]
+    r = runner.invoke(app, base + ["-o", str(tmp_path / "a"), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    rows = {(x["strategy"], x["column"]): x for x in doc["intervals"]["bottom_line"]}
+    for col in ("wall_s_per_task", "gpu_h_per_task", "usd_per_task"):
+        x = rows[("specagent", col)]
+        assert x["low"] <= x["point"] <= x["high"] and x["low"] < x["high"]
+    assert doc["intervals"]["sources"] == ["acceptance", "latency"] and "draws" in doc["intervals"]["verdict"]
+    r = runner.invoke(app, base + ["-o", str(tmp_path / "b"), "--weak-model", "qwen3-4b", "--strong-model", "qwen3-32b",
+                                   "--strong-hardware", "h100", "--strong-gpus", "4", "--strong-dtype", "bf16"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "warning: acceptance calibrated for another setting" in r.output and "acceptance measure" in r.output
+    assert "outside" not in r.output and "published protocol figures" not in r.output
+
+
+def test_auto_draws_the_shipped_calibrated_set_for_the_shipped_point_only():
+    from specagent.simulator.acceptance.ranges import calibrated_set_for
+
+    base = AcceptanceModel()
+    d = Uncertainty().distribution(base)
+    assert calibrated_set_for(base) is not None and len(d.points) >= 2
+    # the default is one of the set (candidate 401, rounded to 3 digits in the scenario, 4 in the set)
+    assert any(abs(m.position_decay - base.position_decay) < 1e-3 and abs(m.accept["read"] - base.accept["read"]) < 1e-3
+               and m.verdict_tokens == base.verdict_tokens for m in d.points)
+    changed = dataclasses.replace(base, correlation=0.2)  # a flag changed: not a point of that set
+    assert calibrated_set_for(changed) is None and not Uncertainty().distribution(changed).points

@@ -158,12 +158,23 @@ def memory_reads_figure(summary: pd.DataFrame) -> go.Figure:
 
 
 # ----------------------------------------------------------------------------- figure 2
-def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
+def _error_bars(intervals: Mapping | None, strategy: str, metric: str, point: float) -> dict | None:
+    """Plotly error bars (asymmetric) for one point from summary.json's `intervals` rows, or None."""
+    for r in (intervals or {}).get("intervals") or []:
+        if r.get("strategy") == strategy and r.get("metric") == metric:
+            lo, hi = float(r["low"]), float(r["high"])
+            return dict(type="data", symmetric=False, array=[max(hi - point, 0.0)], arrayminus=[max(point - lo, 0.0)],
+                        thickness=1.2, width=4)
+    return None
+
+
+def operating_points_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -> go.Figure:
     """Figure 2: each strategy's memory traffic and wall time (x) against measured success (y).
 
     Columns: strategy, label, workload, total_bytes_read_rel, wall_time_s_rel and, when
     quality was measured, measured_success (0..1). Without measured success, quality is not
-    invented: the figure plots memory traffic against wall time instead and says so.
+    invented: the figure plots memory traffic against wall time instead and says so. With
+    `intervals` (summary.json's), each point carries its intervals as error bars.
     """
     df = _summary_frame(summary)
     _need(df, ["total_bytes_read_rel", "wall_time_s_rel"], "Figure 2 (operating points)")
@@ -196,14 +207,23 @@ def operating_points_figure(summary: pd.DataFrame) -> go.Figure:
         name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
         # each point labelled with its strategy (nine colours alone are slow to match to a legend)
         fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers+text", name=name,
+                        error_x=_error_bars(intervals, r["strategy"], "total_bytes_read_rel", float(r["total_bytes_read_rel"])),
+                        error_y=_error_bars(intervals, r["strategy"], "wall_time_s_rel", float(r["wall_time_s_rel"])),
                         text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10, color=colors[r["strategy"]]),
                         marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
                         hovertemplate=f"{name}<br>memory %{{x:.3f}}×<br>wall time %{{y:.3f}}×<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(xaxis_title="Memory traffic (HBM reads) ÷ Strong-only", yaxis_title="Wall time ÷ Strong-only")
+    bars = (f"; bars: {float(intervals.get('level', 0)):.0%} intervals over {_e_text(intervals.get('includes', 'the acceptance parameters'))}"
+            if intervals and intervals.get("intervals") else "")
     return _finish(fig, "2 · Operating points relative to Strong-only (lower left is better)"
-                   "<br><sup>quality not shown: no measured success rates were supplied, and none are invented</sup>", height=560, top=150)
+                   f"<br><sup>quality not shown: no measured success rates were supplied, and none are invented{bars}</sup>",
+                   height=560, top=150)
+
+
+def _e_text(x: object) -> str:
+    return str(x).replace("<", "&lt;").replace(">", "&gt;")
 
 
 # ----------------------------------------------------------------------------- agent vs environment time

@@ -103,8 +103,8 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
         attempt("fig1", "Memory reads of the Strong model, and of both models together, relative to Strong-only. "
                         "SpecAgent moves Strong tokens from decode (weights re-read per token) into one verification "
                         "prefill per drafted segment.", lambda: F.memory_reads_figure(summary))
-        attempt("fig2", "Each strategy's operating point relative to Strong-only. Quality comes only from measured "
-                        "success rates supplied with the results.", lambda: F.operating_points_figure(summary))
+        attempt("fig2", "Each strategy's operating point relative to Strong-only, with its intervals as error bars where "
+                        "they were drawn. Quality comes only from measured success rates supplied with the results.", lambda: F.operating_points_figure(summary, data.runs[0].intervals if len(data.runs) == 1 else None))
         attempt("fig_time", "Wall time split into model time (Weak and Strong passes on the critical path) and the tool "
                             "and user waits recorded in the workload, relative to Strong-only's wall time: what a strategy "
                             "can change and what it cannot.", lambda: F.agent_time_figure(summary))
