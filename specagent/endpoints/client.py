@@ -414,7 +414,8 @@ class ChatClient:
                             parse_reply(raw, latency, False)
                             return raw, latency
                         except (ValueError, TypeError, RecursionError) as exc:
-                            if isinstance(exc, ValueError) and isinstance(raw, dict) and raw.get("choices") and str(exc).startswith("usage."):
+                            if (isinstance(exc, ValueError) and isinstance(raw, dict) and raw.get("choices") and raw.get("usage") is None
+                                    and str(exc).startswith("usage.")):  # usage absent (not malformed): asking again cannot help
                                 self._count(failed=1)
                                 raise NoUsage(f"{ep.role} endpoint {ep.shown_url} (model {ep.model!r}): the server reports no usage; "
                                               "the measurement needs usage.prompt_tokens and usage.completion_tokens (asking "
