@@ -13,9 +13,13 @@ from types import ModuleType
 from typing import Any
 
 
+#: a module's own dunder names, which a caller may read as it would the real module's
+_MODULE_DUNDERS = frozenset({"__version__", "__all__", "__file__", "__path__"})
+
+
 class _Deferred(ModuleType):
     def __getattr__(self, attr: str) -> Any:  # only for names not copied yet, i.e. before the first use
-        if attr.startswith("__") and attr.endswith("__"):
+        if attr.startswith("__") and attr.endswith("__") and attr not in _MODULE_DUNDERS:
             raise AttributeError(attr)  # introspection (copy, pickle, doctest) must not load the module
         module = importlib.import_module(self.__name__)
         self.__dict__.update(module.__dict__)

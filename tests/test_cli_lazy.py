@@ -49,3 +49,14 @@ def test_help_and_a_usage_error_import_no_command_module_nor_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_lazy_module_is_the_module_once_touched():
+    code = ("import sys\n"
+            "from specagent.common.lazy_import import lazy_module\n"
+            "pq = lazy_module('pyarrow.parquet')\n"
+            "before = 'pyarrow.parquet' in sys.modules\n"
+            "import pyarrow.parquet as real\n"
+            "print(before, pq.read_table is real.read_table, pq.__version__ == real.__version__ if hasattr(real, '__version__') else True)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True"]
