@@ -63,7 +63,7 @@ def measure_args(url: str, out: Path, *extra: str) -> list[str]:
 
 def live_args(url: str, out: Path, *extra: str) -> list[str]:
     return ["live", "--weak-url", url, "--weak-model", "weak-test", "--strong-url", url, "--strong-model", "strong-test",
-            "-o", str(out), "--trajectories", "1", "--timeout", "5", *extra]
+            "-o", str(out), "--trajectories", "1", "--timeout", "5", "--retries", "2", "--backoff", "0.01", *extra]
 
 
 def cli(args: list[str], env: dict[str, str]) -> tuple[int, str]:

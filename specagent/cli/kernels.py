@@ -271,6 +271,8 @@ def live_cmd(
     strong_extra_body: Optional[str] = typer.Option(None, "--strong-extra-body", help="With --weak-url: JSON object added to every Strong request."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="With --weak-url: max_tokens of every call (default: the server's; llama.cpp's decodes until its context is full)."),
     strong_max_tokens: Optional[int] = typer.Option(None, "--strong-max-tokens", min=1, max=MAX_CONTEXT_TOKENS, help="With --weak-url: max_tokens of the Strong verdicts and repairs (default: --max-tokens)."),
+    retries: Optional[int] = typer.Option(None, "--retries", min=1, max=20, help="With --weak-url: attempts per request on 429/5xx/timeouts/broken answers [default: 6], as acceptance measure."),
+    backoff: Optional[float] = typer.Option(None, "--backoff", min=0.0, max=60.0, help="With --weak-url: base of the exponential backoff between attempts, seconds [default: 0.5]."),
 ) -> None:
     """Run SpecAgent with real torch models and a real SQLite airline service; compare with the simulator.
 
@@ -310,22 +312,25 @@ def live_cmd(
     served_only = {"--strong-url": strong_url, "--weak-model": weak_model, "--strong-model": strong_model,
                    "--weak-api-key-env": weak_api_key_env, "--strong-api-key-env": strong_api_key_env, "--timeout": timeout,
                    "--weak-extra-body": weak_extra_body, "--strong-extra-body": strong_extra_body, "--max-tokens": max_tokens,
-                   "--strong-max-tokens": strong_max_tokens}
+                   "--strong-max-tokens": strong_max_tokens, "--retries": retries, "--backoff": backoff}
     if weak_url is None:
         given = [flag for flag, v in served_only.items() if v is not None]
         if given:
             fail(f"{given[0]}: only for a live run on served models, with --weak-url (docs/endpoints.md)")
     else:
         from specagent.cli.live_endpoints import live_on_endpoints
+        from specagent.endpoints.client import RetryPolicy
 
-        if timeout is not None and not math.isfinite(timeout):
-            fail(f"--timeout: expected a finite number of seconds, got {timeout}")
+        for flag, value in (("--timeout", timeout), ("--backoff", backoff)):
+            if value is not None and not math.isfinite(value):
+                fail(f"{flag}: expected a finite number of seconds, got {value}")
         if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
             fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
         return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env or "OPENAI_API_KEY",
                                  strong_api_key_env or "OPENAI_API_KEY", sc if scenario is not None else Scenario(), k, seed,
                                  trajectories, out, 300.0 if timeout is None else timeout, as_json, console,
-                                 weak_extra_body, strong_extra_body, max_tokens, strong_max_tokens)
+                                 weak_extra_body, strong_extra_body, max_tokens, strong_max_tokens,
+                                 retry=RetryPolicy(**{k: v for k, v in (("attempts", retries), ("base_s", backoff)) if v is not None}))
     accept = LIVE_ACCEPT if accept is None else accept
     _check_flags(device, dtype, threads, repeats, clock, ("auto", *CLOCKS))
     if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:

@@ -19,7 +19,7 @@ from specagent.cli.options import resolve
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.endpoints.cache import ResponseCache
-from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, TransientFailure
+from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, RetryPolicy, TransientFailure
 from specagent.endpoints.live import LiveError, LiveRun, compare_phases
 from specagent.endpoints.transport import Cancelled
 from specagent.kernels.airline_env import AirlineEnv
@@ -31,7 +31,7 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
                       weak_api_key_env: str, strong_api_key_env: str, scenario: Scenario, k: int, seed: int, tasks: int,
                       out: Path, concurrency_timeout: float, as_json: bool, console: Console,
                       weak_extra: str | None = None, strong_extra: str | None = None, max_tokens: int | None = None,
-                      strong_max_tokens: int | None = None) -> None:
+                      strong_max_tokens: int | None = None, retry: RetryPolicy = RetryPolicy()) -> None:
     if not (strong_url and weak_model and strong_model):
         fail("--weak-url: a live run on endpoints needs --weak-url, --weak-model, --strong-url and --strong-model")
     weak = Endpoint("weak", weak_url, weak_model, weak_api_key_env, extra_body("--weak-extra-body", weak_extra))
@@ -44,7 +44,8 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
     def tell(line: str) -> None:  # retries and a wrong model name, while the run goes on
         err.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    with ChatClient(ResponseCache(out / "cache"), concurrency=1, timeout_s=concurrency_timeout, seed=seed, on_event=tell) as client:
+    with ChatClient(ResponseCache(out / "cache"), concurrency=1, timeout_s=concurrency_timeout, seed=seed, retry=retry,
+                    on_event=tell) as client:
         run = LiveRun(client, weak, strong, k=k, seed=seed, max_tokens=max_tokens, strong_max_tokens=strong_max_tokens)
         try:
             with progress_bar(tasks, "live tasks", show=not as_json, status=lambda: request_status(client), plain=True) as advance:
