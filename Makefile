@@ -48,8 +48,7 @@ test: $(STAMP_TEST) lint
 	SPECAGENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(ENGINE_TESTS)
 
 # while working: lint and the fast tier (<= 90 s on 2 cores; docs/benchmarks.md)
-check: $(STAMP_TEST)
-	$(BIN)/ruff check .
+check: $(STAMP_TEST) lint
 	$(BIN)/python -m pytest $(CHECK_ARGS)
 
 # remake the locks from pyproject.toml's ranges (Python 3.11, Linux x86_64), in a venv of their own

@@ -72,14 +72,15 @@ class Root(OneLineErrors):
         commands = self.commands
         assert isinstance(commands, LazyCommands)
         rows = []
+        limit = formatter.width - 6 - max(len(n) for n in commands)  # click's width rule
         for name in self.list_commands(ctx):
             lazy = commands.entry(name)
             if lazy is not None:
-                rows.append((name, _shorten(lazy.short_help, formatter.width - 6 - max(len(n) for n in commands))))
+                rows.append((name, _shorten(lazy.short_help, limit)))
                 continue
             cmd = commands[name]
             if not cmd.hidden:
-                rows.append((name, cmd.get_short_help_str(formatter.width - 6 - max(len(n) for n in commands))))
+                rows.append((name, cmd.get_short_help_str(limit)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
