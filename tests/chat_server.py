@@ -76,7 +76,10 @@ class ChatServer:
                 pass
 
             def do_POST(self) -> None:
-                server._handle(self)
+                try:
+                    server._handle(self)
+                except OSError:  # the client hung up mid-request (a cancelled call): nothing to answer, nothing to print
+                    self.close_connection = True
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/v1/models"):
