@@ -9,6 +9,7 @@ after that it holds the module's names itself, so later reads cost what a module
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -29,3 +30,17 @@ class _Deferred(ModuleType):
 def lazy_module(name: str) -> ModuleType:
     """A stand-in for `import name` that imports it when first used."""
     return _Deferred(name)
+
+
+def lazy_exports(package: str, home: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A package's `__getattr__` (PEP 562): each public name in `home` imports its submodule on first use and is
+    then kept in the package's `namespace`, so the package itself imports nothing heavy."""
+
+    def __getattr__(name: str) -> Any:
+        if name in home:
+            value = getattr(importlib.import_module(f"{package}.{home[name]}"), name)
+            namespace[name] = value
+            return value
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

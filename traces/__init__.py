@@ -6,8 +6,7 @@ long each wait took; the simulator prices it.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from specagent.common.lazy_import import lazy_exports
 
 #: each public name -> its module, imported on first use (the CLI's root and --help import no pandas)
 _HOME = {
@@ -54,12 +53,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _HOME, globals())
 
 
 def __dir__() -> list[str]:
