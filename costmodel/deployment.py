@@ -97,7 +97,7 @@ class Deployment:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
-    state_dtype: str = "fp32"  # Gated DeltaNet recurrent state is kept in float32 (SPEC §3)
+    state_dtype: str = "fp32"  # Gated DeltaNet recurrent state is kept in float32 (config.json mamba_ssm_dtype)
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     #: The serving engine whose fixed costs (costmodel.latency) every pass pays; `ideal` is the bare roofline.
     serving_engine: EngineProfile = field(default_factory=default_engine)

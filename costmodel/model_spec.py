@@ -2,8 +2,8 @@
 
 Only the fields that shape cost are kept: layer kinds (full attention vs Gated DeltaNet
 linear attention), projection widths, FFN/MoE widths, vocabulary and tying. Parameter
-counts are re-derived from these fields (never read from a model card) so that SPEC §3's
-published figures test the derivation.
+counts are re-derived from these fields (never read from a model card) so that the
+published parameter counts (model cards) test the derivation.
 """
 
 from __future__ import annotations

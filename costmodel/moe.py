@@ -10,7 +10,7 @@ def moe_union_experts(tokens, num_experts: int, top_k: int) -> np.ndarray:
 
     Each token picks top_k of num_experts without replacement, so a given expert is missed
     by one token with probability 1 - k/E and by T independent tokens with (1 - k/E)^T.
-    At T = 1 this is exactly k; as T grows it tends to E (SPEC §3).
+    At T = 1 this is exactly k; as T grows it tends to E.
     """
     t = np.asarray(tokens, dtype=np.float64)
     if num_experts <= 0 or not 0 < top_k <= num_experts:

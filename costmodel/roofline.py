@@ -8,7 +8,7 @@ bandwidth-bound and a verification prefill compute-bound, the mechanism SpecAgen
 Simplifications (stated so they can be checked): KV of the attended context is read once
 per sequence per pass (an ideal flash-attention; tile re-reads hit L2); every GEMM reads
 its input activations and writes its outputs once; communication is not overlapped with
-compute; experts are routed uniformly (SPEC §3); chunked Gated DeltaNet prefill reads the
+compute; experts are routed uniformly (an assumption: no routing statistics are published); chunked Gated DeltaNet prefill reads the
 float32 state once, writes it once, and materialises one state per 64-token chunk in the
 activation dtype (as flash-linear-attention's chunk kernels do).
 

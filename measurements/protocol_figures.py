@@ -1,4 +1,4 @@
-"""The published protocol figures (SPEC §7) as data: one row per figure, each a [low, high] range.
+"""The published protocol figures (Wang et al., arXiv:2610.21463) as data: one row per figure, each a [low, high] range.
 
 They are the only public measurements of the protocol itself, so they are what
 `specagent acceptance calibrate` holds the acceptance and verdict model to. This module
@@ -18,7 +18,7 @@ PROTOCOL_COLUMNS = (
     "row_id", "benchmark", "setting", "strategy", "metric", "low", "high", "unit", "relative_to", "source",
     "source_locator", "retrieved", "notes",
 )
-#: Settings a figure is measured in: `h20` = the default scenario (SPEC §2), `edge` = the edge–cloud scenario.
+#: Settings a figure is measured in: `h20` = the default scenario (the publication's H20 setting), `edge` = the edge–cloud scenario.
 PROTOCOL_SETTINGS = ("h20", "edge")
 #: What a row may measure. Ratios and shares are dimensionless; the quality metrics are recorded
 #: for completeness, but the simulator models no quality, so calibration reports them as not modelled.

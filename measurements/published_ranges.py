@@ -1,4 +1,4 @@
-"""SPEC §7's published protocol figures as ranges to print beside the simulator's ratios.
+"""The published protocol figures (Wang et al., arXiv:2610.21463) as ranges to print beside the simulator's ratios.
 
 A view of `protocol_figures.csv` (the one home of those figures, which `acceptance calibrate`
 also reads): the rows the simulator's summary can be held to, each named by the summary column

@@ -1,4 +1,4 @@
-"""Calibrate the acceptance and verdict model to the published protocol figures (SPEC §7).
+"""Calibrate the acceptance and verdict model to the published protocol figures (Wang et al., arXiv:2610.21463).
 
 Forward model = this tool's own simulator: each candidate parameter set is planned and
 priced on the scenario its figure was measured in (τ²-Bench → the default scenario on the
@@ -194,7 +194,7 @@ def _run(ctx: _Context, acc: AcceptanceModel) -> dict[str, dict[str, pd.DataFram
 
 
 def _predictor_error(frame: pd.DataFrame, setting: Setting) -> float:
-    """|predicted − accounted| Strong share of memory reads over the whole workload (SPEC §1's verdict-token predictor)."""
+    """|predicted − accounted| Strong share of memory reads over the whole workload (the verdict-token predictor of Wang et al., arXiv:2610.21463)."""
     ctx = frame["committed_context_tokens"].mean() / 2.0
     b_s = decode_bytes_per_token(setting.strong, ctx, setting.weight_mode)
     b_w = decode_bytes_per_token(setting.weak, ctx, setting.weight_mode)

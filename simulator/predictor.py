@@ -1,6 +1,6 @@
 """The verdict-token cost predictor, checked against the full accounting.
 
-Claim under test (SPEC §1): because Strong decode dominates the Strong model's memory
+Claim under test (Wang et al., arXiv:2610.21463): because Strong decode dominates the Strong model's memory
 traffic, counting the Strong model's verdict and repair tokens predicts the Strong share
 of total memory traffic. The prediction uses only decoded token counts and each model's
 per-token decode bytes (batch 1, at the run's mean decode context); the full accounting

@@ -131,7 +131,7 @@ class Comparison:
     #: The setting the strategies ran in, and the scenario it came from (None when called without one).
     setting: Setting | None = None
     scenario: Scenario | None = None
-    #: Every ratio's interval and SPEC §7's ranges beside them (`simulator.uncertainty`), as stored in summary.json; None if not computed.
+    #: Every ratio's interval and the publication's ranges beside them (`simulator.uncertainty`), as stored in summary.json; None if not computed.
     intervals: dict | None = None
 
 

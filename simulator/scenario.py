@@ -11,7 +11,7 @@ engine here; SpecAgent's K and review policy in `strategies`, the acceptance mod
 `acceptance`, the serving policy (prefix caching, verifier prompt, weight reads) in
 `setting.Setting`, and every other deployment option in `costmodel.Deployment`; this
 module reads them from there. `scenarios/default.toml` is this default written out
-(a test keeps them equal), `scenarios/edge.toml` the edge–cloud setting of SPEC §2.
+(a test keeps them equal), `scenarios/edge.toml` the edge–cloud setting of Wang et al., arXiv:2610.21463.
 
 A deployment entry (`DeploymentSpec`) has exactly the fields of `costmodel.Deployment`,
 generated from it: the model and the hardware by name, every other field as is. A new
@@ -63,7 +63,7 @@ PRICING_ENGINES = ("analytic", "simpy")
 ENGINES = PRICING_ENGINES  # the old name, kept for one release
 SHIPPED = ("default", "edge")
 #: The title of scenarios/default.toml, which is `Scenario().to_toml(DEFAULT_TITLE)` (a test keeps them equal).
-DEFAULT_TITLE = "scenario: the built-in default, SPEC §2's evaluated setting"
+DEFAULT_TITLE = "scenario: the built-in default, the evaluated setting of Wang et al., arXiv:2610.21463"
 #: A deployment must hold one sequence of this many tokens next to its weights to be accepted.
 FIT_CONTEXT = 32768
 
@@ -502,12 +502,12 @@ def shipped_path(name: str) -> Path:
 
 
 def default_setting(**overrides: Any) -> Setting:
-    """SPEC §2's evaluated setting, resolved: Qwen3.5-4B Weak on 1×H20 and Qwen3.5-397B-A17B Strong on 8×H20 (FP8)."""
+    """the evaluated setting of Wang et al., arXiv:2610.21463, resolved: Qwen3.5-4B Weak on 1×H20 and Qwen3.5-397B-A17B Strong on 8×H20 (FP8)."""
     return Scenario().replace(**overrides).setting(fit_context=None)
 
 
 def edge_setting(api: str | None = None, **overrides: Any) -> Setting:
-    """SPEC §2's edge–cloud setting, resolved: Weak on one local RTX 5090, Strong behind a provider's API."""
+    """The publication's edge–cloud setting, resolved: Weak on one local RTX 5090, Strong behind a provider's API."""
     edge = Scenario.load("edge")
     return edge.replace(**({"strong_api": api} if api else {}), **overrides).setting(fit_context=None)
 

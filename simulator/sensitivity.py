@@ -249,7 +249,7 @@ def tornado(scenario: Scenario, trajectories, setting: Setting | None = None, di
         ends = [run.pair([base_acc], setting=replace(run.setting, weight_mode=m)).iloc[0] for m in WEIGHT_MODES]
         add("weight reads", "serving", WEIGHT_MODES[0], WEIGHT_MODES[1], ends[0], ends[1],
             "how a pass reads MoE weights: every distinct expert its tokens touch, or only the active parameters "
-            "(the evaluation's accounting mode is not stated: SPEC §7)")
+            "(the evaluation's accounting mode is not stated: Wang et al., arXiv:2610.21463)")
     ends = [run.pair([base_acc], setting=replace(run.setting, verifier_prompt=m)).iloc[0] for m in VERIFIER_PROMPTS]
     add("verifier prompt", "serving", VERIFIER_PROMPTS[0], VERIFIER_PROMPTS[1], ends[0], ends[1],
         "cached: each review reads only what is new; fresh: it re-reads a system prompt and the whole history")

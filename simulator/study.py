@@ -2,7 +2,7 @@
 
 SpecAgent moves Strong tokens from bandwidth-bound decode into compute-bound verification
 prefills; that pays while the Strong replica's decode batch is below its balance point
-(SPEC §1). Here load is the knob: one Strong replica per GPU type, a Weak pool without
+(Wang et al., arXiv:2610.21463). Here load is the knob: one Strong replica per GPU type, a Weak pool without
 contention (so only the Strong replica's batching changes), and a range of arrival rates.
 At each rate Strong-only and SpecAgent replay the same tasks at the same arrival times;
 the row says how large Strong-only's mean decode batch got and how much Strong replica

@@ -185,12 +185,12 @@ def _point(row: pd.Series, metric: str) -> float:
 
 
 def setting_name(comp: Comparison) -> str:
-    """Which SPEC §7 setting the comparison corresponds to: 'edge' (Strong behind an API) or 'tau2'."""
+    """Which published setting the comparison corresponds to: 'edge' (Strong behind an API) or 'tau2'."""
     return "edge" if comp.setting is not None and comp.setting.strong_is_api else "tau2"
 
 
 def published_for(comp: Comparison, ranges: Sequence[PublishedRange] | None = None) -> dict[tuple[str, str], PublishedRange]:
-    """SPEC §7's ranges for this comparison's setting, keyed like `Intervals.table` (strategy, metric)."""
+    """The publication's ranges for this comparison's setting, keyed like `Intervals.table` (strategy, metric)."""
     out = {}
     for r in ranges if ranges is not None else load_published_ranges():
         if r.setting != setting_name(comp):

@@ -232,15 +232,15 @@ def build_shipped_profiles(tau2_files: Sequence[str]) -> dict[str, WorkloadProfi
         airline, name="long_customer_service", domain="customer_service",
         description="Long customer-service sessions: 30–80 turns, airline-like behaviour.",
         turns=Dist(family="uniform", low=30, high=80, integer=True,
-                   source="SPEC.md §1: 30–80 turns in customer service; uniform is an assumption"),
-        source=f"parameterised: turns from SPEC.md §1; {borrowed}")
+                   source="Wang et al., arXiv:2610.21463: 30–80 turns in customer service; uniform is an assumption"),
+        source=f"parameterised: turns from Wang et al., arXiv:2610.21463; {borrowed}")
     everyday = derive_profile(
         airline, name="everyday_life", domain="everyday_life",
         description="Everyday-life services (VitaBench-like): up to ~100 turns.",
         turns=Dist(family="uniform", low=20, high=100, integer=True,
-                   source="SPEC.md §1: up to about 100 turns in everyday-life services; lower bound 20 and "
+                   source="Wang et al., arXiv:2610.21463: up to about 100 turns in everyday-life services; lower bound 20 and "
                           "uniform shape are assumptions"),
-        source=f"parameterised: turns from SPEC.md §1; {borrowed}")
+        source=f"parameterised: turns from Wang et al., arXiv:2610.21463; {borrowed}")
     mcp_src = ("assumption for MCP tool servers (MCP-Atlas-like: one user request, then mostly tool calls, "
                "few clarifying user turns); replace with a fit to recorded MCP runs when available")
     from .profile import KindProbs, Transitions
@@ -249,8 +249,8 @@ def build_shipped_profiles(tau2_files: Sequence[str]) -> dict[str, WorkloadProfi
         airline, name="mcp_tool_servers", domain="mcp",
         description="Real MCP tool servers: 20–30 turns, tool-heavy, few user turns.",
         turns=Dist(family="uniform", low=20, high=30, integer=True,
-                   source="SPEC.md §1: about 20–30 turns on real MCP tool servers; uniform is an assumption"),
-        source=f"parameterised: turns from SPEC.md §1; kind mix: {mcp_src}; tokens and user latency borrowed from "
+                   source="Wang et al., arXiv:2610.21463: about 20–30 turns on real MCP tool servers; uniform is an assumption"),
+        source=f"parameterised: turns from Wang et al., arXiv:2610.21463; kind mix: {mcp_src}; tokens and user latency borrowed from "
                f"the tau2_airline fit (MCP tool outputs are likely larger: an assumption to revisit); tool latency: "
                f"a public measurement of remote MCP servers (see tool_latency_s)",
         initial=KindProbs(probs={"user": 1.0}, source=mcp_src),

@@ -2,7 +2,7 @@
 
 Why data files: a workload is an assumption about the world; each parameter
 carries a ``source`` string saying where it came from (a fit to named traces, a
-statement in SPEC.md, or an explicit assumption).
+statement in the publication, or an explicit assumption).
 
 The generative model (see synth.py):
 
@@ -38,11 +38,11 @@ from .errors import TraceFormatError, from_validation_error
 from .files import read_text
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, MAX_STEP_LATENCY_S, MAX_STEPS
 
-#: Most turns a profile may draw for one task: 100x the longest workloads SPEC §1 names (about 100 turns in
+#: Most turns a profile may draw for one task: 100x the longest workloads the publication names (about 100 turns in
 #: everyday-life services; 30–80 in customer service). The generator's memory grows with the turns it draws,
 #: so an absurd bound (1e9 turns) is refused here rather than discovered as an out-of-memory kill.
 MAX_PROFILE_TURNS = 10_000
-LIMIT_REASONS = {**LIMIT_REASONS, MAX_PROFILE_TURNS: "100x the longest workloads in SPEC §1, about 100 turns"}
+LIMIT_REASONS = {**LIMIT_REASONS, MAX_PROFILE_TURNS: "100x the longest workloads in the publication, about 100 turns"}
 
 #: States of the turn-kind Markov chain (tool results follow calls deterministically).
 EVENT_KINDS: tuple[str, ...] = ("user", "reply", "read", "write", "generic", "think")

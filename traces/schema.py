@@ -25,7 +25,7 @@ passes through, so an impossible count never reaches the simulator):
 
 * ``MAX_CONTEXT_TOKENS`` = 10,485,760 — the largest context window of a public
   model: Llama 4 Scout's ``max_position_embeddings`` (meta-llama/Llama-4-Scout-17B-16E,
-  config.json ``text_config``; 40× Qwen3.5's 262,144 in SPEC §3). No model call can
+  config.json ``text_config``; 40× Qwen3.5's 262,144 max_position_embeddings). No model call can
   read or write more, so it bounds every per-step count, the system prompt, the
   agent context a trajectory builds up (system prompt plus every agent-visible
   step) and, for each agent step, that context plus the tokens it decodes.

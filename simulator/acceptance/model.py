@@ -3,11 +3,11 @@
 A reference trajectory records what an agent did, not what a verifier would have judged,
 so these verdicts are *assumptions*: every figure here is shown in the simulator's output
 and can be set by the user (ideally from a measured protocol log). The defaults are one
-documented point of the set that reproduces the published τ²-Bench protocol figures (SPEC §7)
+documented point of the set that reproduces the published τ²-Bench protocol figures (Wang et al., arXiv:2610.21463)
 through this simulator (`specagent acceptance calibrate`, docs/protocol-calibration.md): a
 calibration to published aggregates, not a measurement of your deployment.
 
-Reasoning. The Strong model of SPEC §2 (Qwen3.5) is a thinking model: unless told not to,
+Reasoning. The Strong model of the evaluated setting (Qwen3.5) is a thinking model: unless told not to,
 it reasons before it answers, in a verification as in a repair. Those reasoning tokens are
 decoded tokens (Strong decode memory traffic; API output tokens in the edge setting), so
 they are named parts of the verdict model here:
@@ -41,7 +41,7 @@ MAX_WEAK_TOKEN_RATIO = 100.0
 
 ASSUMPTION_NOTE = "illustrative default, not a measurement: set it from your own protocol logs"
 #: Where the defaults below come from (the `source` of AcceptanceModel()).
-CALIBRATED_NOTE = ("calibrated to the published τ²-Bench protocol figures (SPEC §7): `specagent acceptance "
+CALIBRATED_NOTE = ("calibrated to the published τ²-Bench protocol figures (Wang et al., arXiv:2610.21463): `specagent acceptance "
                    "calibrate --samples 512 --seed 0`, the central point of those of the 18 candidates meeting every scored τ² "
                    "figure whose reasoning is tied to the workload (retail_exact_flops, met by none, set aside; candidate 401); not a measurement of your deployment: set it from your "
                    "own protocol logs (docs/protocol-calibration.md)")

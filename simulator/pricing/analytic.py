@@ -99,7 +99,7 @@ class Pricer:
         A verification request (`setting.api_verify_sends`): "context" as above; "context_uncached"
         bills its whole context at the input price (the provider's cache misses); "segment" sends
         only what the plan has it read new (the drafted segment) plus the verifier's instructions,
-        billed as cached input. SPEC §7's MCP-Atlas figures do not say which the evaluation used,
+        billed as cached input. The publication's MCP-Atlas figures do not say which the evaluation used,
         so each is a stated choice (docs/protocol-calibration.md shows what each does to the bill).
         """
         if pre.size:

@@ -87,7 +87,7 @@ def summarize(frame: pd.DataFrame, baseline: str = "strongonly") -> pd.DataFrame
 
 
 def phase_split(frame: pd.DataFrame, metric: str = "time_s") -> pd.DataFrame:
-    """Per strategy, the metric summed per phase group (SPEC §1's split)."""
+    """Per strategy, the metric summed per phase group (the publication's split)."""
     out = {}
     for group, phases in PHASE_GROUPS.items():
         cols = [f"{metric}_{p}" for p in phases if f"{metric}_{p}" in frame]

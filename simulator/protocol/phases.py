@@ -22,7 +22,7 @@ WAIT_PHASES = (TOOL, USER)
 #: (prefill phase, decode phase) of an ordinary call, by model.
 CALL_PHASES = ((WEAK_PREFILL, WEAK_DECODE), (STRONG_PREFILL, STRONG_DECODE))
 
-#: The split by phase SPEC §1 asks for: reported group -> the phases summed into it.
+#: The split by phase the publication reports: reported group -> the phases summed into it.
 PHASE_GROUPS = {
     "weak_drafting": ("weak_decode",),
     "weak_prefill": ("weak_prefill",),

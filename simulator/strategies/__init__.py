@@ -1,1 +1,1 @@
-"""The strategies of SPEC §1 (catalog.py, with their registry) and SpecAgent planned in lockstep."""
+"""The strategies compared by Wang et al., arXiv:2610.21463 (catalog.py, with their registry) and SpecAgent planned in lockstep."""

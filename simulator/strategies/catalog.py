@@ -1,4 +1,4 @@
-"""The strategies of SPEC §1, each turning an episode into model calls and waits.
+"""The strategies compared by Wang et al., arXiv:2610.21463, each turning an episode into model calls and waits.
 
 Every strategy commits each reference action exactly once (by the Weak or the Strong
 model); they differ in who decodes it, what gets reviewed, and what is thrown away.

@@ -62,7 +62,7 @@ def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: in
     mine = [f for f in aside if which in ("all", "reachable") or setting_of[f] == which]
     d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, the central point of "
                    f"the {int(cal.accepted(None, cal.figure_ids(None if which in ('all', 'reachable') else which, aside)).sum())} "
-                   f"candidates meeting every scored SPEC §7 figure of set '{which}'"
+                   f"candidates meeting every scored published figure of set '{which}'"
                    + (f" (met by no candidate, set aside: {', '.join(mine)})" if mine else "")
                    + "; docs/protocol-calibration.md")
     return tomli_w.dumps({"acceptance": d})
@@ -92,7 +92,7 @@ def _points_toml(cal: Calibration, mode: str, ids: list[str], scenario: Scenario
 
 
 def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
-    t = Table(title=f"Published figures (SPEC §7) and candidate {row}", show_edge=False, pad_edge=False)
+    t = Table(title=f"Published figures (Wang et al., arXiv:2610.21463) and candidate {row}", show_edge=False, pad_edge=False)
     for c in ("figure", "published", "simulated", "met", "meeting it"):
         t.add_column(c, justify="left" if c == "figure" else "right", no_wrap=c == "figure")
     meets = cal.meets(mode)
@@ -120,7 +120,7 @@ def calibrate(
     points_out: Optional[Path] = O(None, "--points-out", help="Also write the τ²-Bench (h20) set as a ranges file of [[points]] "
                                    "(`--acceptance-ranges FILE`; shipped as simulator/data/calibrated_set_tau2.toml)."),
 ) -> None:
-    """Search acceptance and verdict parameters that reproduce every published protocol range (SPEC §7).
+    """Search acceptance and verdict parameters that reproduce every published protocol range (Wang et al., arXiv:2610.21463).
 
     Forward model: this tool's own simulator, τ²-Bench figures on the default scenario, MCP-Atlas
     figures on the edge scenario's MCP-like workload. Hardware and latency terms are never moved.

@@ -122,7 +122,7 @@ class Run:
     setting: Setting | None = None
     #: Copies of the model configs and profiles the run was priced with (simulator.provenance), when it stored them.
     inputs: dict[str, Any] | None = None
-    #: Every ratio's interval and SPEC §7's published ranges (summary.json's `intervals`), when the run has them.
+    #: Every ratio's interval and the publication's ranges (summary.json's `intervals`), when the run has them.
     intervals: dict | None = None
 
 
