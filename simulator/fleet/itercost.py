@@ -183,7 +183,7 @@ class IterationCost:
 
     # --- the nonlinear factors: functions of (token total, pure decode) ---------------------
     def touched(self, tokens: float) -> float:
-        """Distinct experts per MoE layer read by a pass of `tokens` tokens (SPEC §3; costmodel.moe)."""
+        """Distinct experts per MoE layer read by a pass of `tokens` tokens (costmodel.moe)."""
         if not self.is_moe:
             return 0.0
         if self.weight_mode == "active":
