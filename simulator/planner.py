@@ -401,7 +401,8 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         elif (quick := _quick_miss(key, sl)) is not None:
             out = quick
         else:
-            sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **window_args)  # type: ignore[arg-type]
+            sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, stop_on=req.slo.seconds,
+                                **window_args)  # type: ignore[arg-type]
             if not sr.stable:
                 out = (False, sr, f"unstable: {sr.reason}")
             elif math.isinf(sr.value_s):
@@ -414,6 +415,9 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                                   f"(95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
             else:
                 out = (True, sr, f"meets the SLO: {what} {sr.value_s:,.1f} s (95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
+            if sr.stopped_early:
+                out = (out[0], out[1], f"{out[2]}; sequential stop at {sr.stopped_at_s:,.0f} s of the {win.horizon_s:,.0f} s "
+                                       f"window (the interval there at 99% over the batches so far)")
             by_slice[same] = out
         cache[key] = out
         log.append({"strategy": strategy, "rate": rate, "weak_gpu": deps[WEAK_POOL].hardware.id,
@@ -421,7 +425,8 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                     "strong_replicas": key[STRONG_POOL], "meets_slo": out[0], "verdict": out[2],
                     "value_s": out[1].value_s if out[1] else math.nan, "ci_low_s": out[1].ci_low_s if out[1] else math.nan,
                     "ci_high_s": out[1].ci_high_s if out[1] else math.nan, "slice": out[1].slice.describe() if out[1] else "",
-                    "tasks_simulated": out[1].tasks_simulated if out[1] else 0})
+                    "tasks_simulated": out[1].tasks_simulated if out[1] else 0,
+                    "stopped_at_s": out[1].stopped_at_s if out[1] else math.nan})
         if out[1] is not None and out[1].stable and math.isfinite(out[1].value_s) and not out[1].value_s >= best[0]:
             best[0] = out[1].value_s
         beat(*key)
@@ -437,7 +442,8 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         qsl, _ = plan_window(key, rate, req.slo.metric, ref, **quick_args)  # type: ignore[arg-type]
         if qsl.counts == sl.counts and qsl.fraction == sl.fraction:
             return None  # the first look would be the full run
-        sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **quick_args)  # type: ignore[arg-type]
+        sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, stop_on=1.05 * req.slo.seconds,
+                            **quick_args)  # type: ignore[arg-type]
         if not sr.stable and sr.queue_growth > 2.5 * GROWTH:
             return (False, sr, f"unstable (first look, {sr.slice.describe()}): {sr.reason}")
         if sr.ci_low_s > 1.05 * req.slo.seconds:
