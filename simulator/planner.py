@@ -22,7 +22,9 @@ The search (stated, so results can be checked), for each strategy, pair of GPU t
    repeats (at most `max_refine` times).
 
 A candidate of a large fleet first runs on a slice a fifth the usual size; if it misses
-by a wide margin there it is rejected, else it runs in full (`_quick_miss`).
+by a wide margin there it is rejected, else it runs in full (`_quick_miss`); a fleet at least as large in every pool
+as one whose first look did not reject it skips its own. Every run stops at a look that finds it over the SLO for
+certain (`steady_state.py`, step 5: the sequential stop).
 
 Each candidate is measured in steady state (`steady_state.py`: a window sized from the
 rate and the latency, a detected warm-up, a stability test, the percentile with its
@@ -398,7 +400,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         elif same in by_slice:  # the very same simulation; its result names this fleet's slice (its N, its load excess)
             ok, sr0, verdict = by_slice[same]
             out = (ok, None if sr0 is None else dataclasses.replace(sr0, slice=sl), verdict)
-        elif (quick := _quick_miss(key, sl)) is not None:
+        elif not any(_covers(key, k) for k in looked) and (quick := _quick_miss(key, sl)) is not None:
             out = quick
         else:
             sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, stop_on=req.slo.seconds,
@@ -432,6 +434,8 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         beat(*key)
         return out
 
+    looked: list[Counts] = []  # fleets whose first look did not reject them: any fleet at least as large skips its own
+
     def _quick_miss(key: Counts, sl) -> tuple[bool, SteadyResult | None, str] | None:
         """A first look on a slice a fifth the size: a fleet that misses by a wide margin there (the interval's low end
         over the bound by 5%, or a queue growing by 5% of the arrivals) is rejected without the full run; a
@@ -449,6 +453,7 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         if sr.ci_low_s > 1.05 * req.slo.seconds:
             return (False, sr, f"misses the SLO (first look, {sr.slice.describe()}): {req.slo.target} p{req.slo.percentile:g} "
                                f"{sr.value_s:,.1f} s, 95% CI from {sr.ci_low_s:,.1f} s")
+        looked.append(key)
         return None
 
     def metric(n_w: int | None, n_s: int | None) -> float:
@@ -557,6 +562,13 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                        f"meets {req.slo} (best measured {req.slo.target} p{req.slo.percentile:g} "
                        f"{row['best_slo_value_s']:,.1f} s; the search stops there: --max-replicas; or relax --slo)")
     return {"row": row, "evaluations": log, "prices": sources}
+
+
+def _covers(fleet: Counts, smaller: Counts) -> bool:
+    """Whether `fleet` has at least `smaller`'s replicas in every pool (None: unlimited): a first look that did not
+    reject the smaller fleet would not reject this one either (more replicas only lower a latency percentile, the
+    monotonicity the search itself assumes), so it is not run again (issue #34: 7 of the done-when plan's first looks)."""
+    return all(a is None or (b is not None and a >= b) for a, b in zip(fleet, smaller))
 
 
 def why_this_size(name: str, n: int, bound: int, log: Sequence[dict], slo: SLO, other: int | None, size_on: str) -> str:
