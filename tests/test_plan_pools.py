@@ -266,7 +266,10 @@ def test_the_mixed_deployment_plan_keeps_its_fleets():
     sc = replace(sc, weak=replace(sc.weak, model="qwen3-4b", hardware="l40s"),
                  strong=replace(sc.strong, model="qwen3-32b", hardware="h100", gpus=4, weight_dtype="bf16"))
     req = PlanRequest(rate=1.0, slo=SLO.parse("p95-task=240s"), scenario=sc, pairs=(("l40s", "h100"),))
-    t = plan_capacity(load_trajectories(default_workload_path()), req).table.set_index("strategy")
+    res = plan_capacity(load_trajectories(default_workload_path()), req)
+    t = res.table.set_index("strategy")
+    stopped = res.evaluations[res.evaluations["stopped_at_s"].notna()]
+    assert len(stopped) and not stopped["meets_slo"].any()  # the sequential stop ran, on misses only
     assert (int(t.loc["strongonly", "weak_replicas"]), int(t.loc["strongonly", "strong_replicas"])) == (0, 4)
     assert (int(t.loc["specagent", "weak_replicas"]), int(t.loc["specagent", "strong_replicas"])) == (13, 1)
     # recorded: strongonly 230.2 s, specagent 234.1 s (the chosen fleets run the whole window)
