@@ -500,3 +500,20 @@ def test_the_sequential_stop_keeps_its_error_rate_and_stops_clear_misses():
     assert at_bound <= 0.03, at_bound
     assert not any(_stops(s, 0.8) for s in range(100))
     assert np.mean([_stops(s, 1.3) for s in range(100)]) >= 0.95
+
+
+def test_a_look_stops_a_growing_queue_as_unstable_with_no_negative_latency():
+    """A fleet serving half of what arrives (latency growing with the arrival time) stops at the first look as unstable,
+    and the interval it reports starts at 0 s or above (the 3-batch 99% interval can reach below 0: issue #34's curve
+    printed nothing, refusing ci_low_s = -0.22 s)."""
+    win = Window(200.0, 1000.0, 300.0)
+    arr = np.cumsum(np.random.default_rng(3).exponential(0.2, 8000))
+    arr = arr[arr < win.horizon_s]
+    end = arr / 0.5 + 1.0  # completions at half the arrival rate: the backlog grows linearly (raw interval from -16 s)
+    k, span, bound = LOOKS[0], 100.0, 100.0
+    clock = win.warmup_s + k * span + LOOK_TAIL * bound
+    out = look(arr, np.where(end <= clock, end, np.nan), clock, win, k, span, Metric(95.0, "task"), bound)
+    assert out is not None
+    est, lo, hi, t0, growth, stable, reason = out
+    assert not stable and "fewer tasks than arrive" in reason and growth > 0.1
+    assert lo == 0.0 and est > 200.0 and hi > est

@@ -409,7 +409,8 @@ def look(arr: np.ndarray, end: np.ndarray, clock: float, win: Window, k: int, sp
                                 f"linearly; sequential stop at {clock:,.0f} s)")
     q = metric.percentile
     est, lo, hi = percentile_ci(ran, arr, t0, t_end, q, k, LOOK_LEVEL)  # on lower bounds: over the bound for certain?
-    return (est, lo, hi, t0, growth, stable, reason) if lo > bound or not stable else None
+    # a look stops an unstable fleet whatever its interval, which at 3 batches and 99% can reach below 0 s (no latency is)
+    return (est, max(lo, 0.0), hi, t0, growth, stable, reason) if lo > bound or not stable else None
 
 
 def analyse(res: FleetResult, sl: Slice, rate_s: float, win: Window, metric: Metric, batches: int = BATCHES) -> SteadyResult:
