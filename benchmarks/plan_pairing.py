@@ -8,7 +8,8 @@ The done-when plan: `specagent plan --rate 5/s --slo p95-task=240s --weak-model 
 strategy; target 60 s on 2 cores), then the same at `p95-task=120s` (below what tasks take alone: it must stop at
 once and print the best achievable p95 for every pairing), and at `p95-task=172s` for SpecAgent alone (just above the
 uncontended p95, under what any contended fleet reaches: the search must stop on the plateau, not climb to the replica
-cap). Each runs in its own process with stderr read line by line as it arrives, so the gaps between progress lines
+cap). `--curve` adds the 6-point capacity curve x 2 strategies x 2 GPUs (`plan --rate 0.5/s..8/s --points 6 --gpu
+h20,h200`, the default strategies and SLO: 24 searches; target 5 min on 2 cores). Each runs in its own process with stderr read line by line as it arrives, so the gaps between progress lines
 are measured as a user sees them. The machine is shared: wall time under others' load is longer than on an idle
 machine; CPU seconds (the child's, its worker processes' included) and the load average are printed with it.
 """
@@ -31,6 +32,8 @@ SPECAGENT = str(Path(sys.executable).with_name("specagent"))
 BASE = ["plan", "--rate", "5/s", "--weak-model", "qwen3-4b", "--weak-hardware", "l40s", "--strong-model", "qwen3-32b",
         "--strong-hardware", "h100", "--strong-gpus", "4", "--strong-dtype", "bf16"]
 CASES = {"p95-task=240s": [], "p95-task=120s": [], "p95-task=172s": ["--strategy", "specagent"]}
+CURVE = ["plan", "--rate", "0.5/s..8/s", "--points", "6", "--gpu", "h20,h200"]
+CURVE_TARGET_S = 300.0
 ESTIMATE = re.compile(r"estimated wall time (?:about )?(\d[\d,.]*) (s|min|h)(?: to (\d[\d,.]*) (s|min|h))?")
 
 
@@ -38,9 +41,9 @@ def _seconds(v: str, unit: str) -> float:
     return float(v.replace(",", "")) * {"s": 1.0, "min": 60.0, "h": 3600.0}[unit]
 
 
-def run_case(slo: str, extra: list[str]) -> dict:
+def run_case(slo: str, extra: list[str], base: list[str] = BASE) -> dict:
     """One plan: wall and CPU seconds, the printed estimate, the longest gap between stderr lines once searches ran."""
-    cmd = [SPECAGENT, *BASE, "--slo", slo, *extra]
+    cmd = [SPECAGENT, *base, *(["--slo", slo] if slo else []), *extra]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"})
@@ -78,13 +81,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--slo", action="append", help="run only these SLO cases (default: all three)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--curve", action="store_true", help="also time the 6-point curve x 2 strategies x 2 GPUs")
+    ap.add_argument("--curve-only", action="store_true", help="time only that curve")
     args = ap.parse_args()
     machine = {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)), "platform": platform.platform(),
                "python": platform.python_version()}
     print(f"machine: {machine}")
     rows = []
     for slo, extra in CASES.items():
-        if args.slo and slo not in args.slo:
+        if (args.slo and slo not in args.slo) or args.curve_only:
             continue
         r = run_case(slo, extra)
         rows.append(r)
@@ -95,6 +100,13 @@ def main() -> None:
               f"{r['heartbeats']} heartbeat lines")
         for line in r["fleets"] + r["best_achievable"]:
             print(f"    {line}")
+    if args.curve or args.curve_only:
+        r = run_case("", [], CURVE)
+        rows.append(r)
+        print(f"curve ({' '.join(CURVE[1:])}): {r['wall_s']} s wall (target {CURVE_TARGET_S:.0f} s: "
+              f"{r['wall_s'] / CURVE_TARGET_S:.2f}x), {r['cpu_s']} s CPU, load {r['load_avg_1min']}; estimate "
+              f"{r['estimate_s'][0]:.0f}-{r['estimate_s'][1]:.0f} s (brackets the searches: {r['estimate_brackets_search_time']}); "
+              f"longest silence {r['longest_silence_s']} s")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "runs": rows}, indent=1))
 

@@ -22,7 +22,9 @@ The search (stated, so results can be checked), for each strategy, pair of GPU t
    repeats (at most `max_refine` times).
 
 A candidate of a large fleet first runs on a slice a fifth the usual size; if it misses
-by a wide margin there it is rejected, else it runs in full (`_quick_miss`).
+by a wide margin there it is rejected, else it runs in full (`_quick_miss`); a fleet at least as large in every pool
+as one whose first look did not reject it skips its own. Every run stops at a look that finds it over the SLO for
+certain (`steady_state.py`, step 5: the sequential stop).
 
 Each candidate is measured in steady state (`steady_state.py`: a window sized from the
 rate and the latency, a detected warm-up, a stability test, the percentile with its
@@ -398,10 +400,11 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         elif same in by_slice:  # the very same simulation; its result names this fleet's slice (its N, its load excess)
             ok, sr0, verdict = by_slice[same]
             out = (ok, None if sr0 is None else dataclasses.replace(sr0, slice=sl), verdict)
-        elif (quick := _quick_miss(key, sl)) is not None:
+        elif not any(_covers(key, k) for k in looked) and (quick := _quick_miss(key, sl)) is not None:
             out = quick
         else:
-            sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **window_args)  # type: ignore[arg-type]
+            sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, stop_on=req.slo.seconds,
+                                **window_args)  # type: ignore[arg-type]
             if not sr.stable:
                 out = (False, sr, f"unstable: {sr.reason}")
             elif math.isinf(sr.value_s):
@@ -414,6 +417,9 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                                   f"(95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
             else:
                 out = (True, sr, f"meets the SLO: {what} {sr.value_s:,.1f} s (95% CI {sr.ci_low_s:,.1f}-{sr.ci_high_s:,.1f})")
+            if sr.stopped_early:
+                out = (out[0], out[1], f"{out[2]}; sequential stop at {sr.stopped_at_s:,.0f} s of the {win.horizon_s:,.0f} s "
+                                       f"window (the interval there at 99% over the batches so far)")
             by_slice[same] = out
         cache[key] = out
         log.append({"strategy": strategy, "rate": rate, "weak_gpu": deps[WEAK_POOL].hardware.id,
@@ -421,11 +427,14 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                     "strong_replicas": key[STRONG_POOL], "meets_slo": out[0], "verdict": out[2],
                     "value_s": out[1].value_s if out[1] else math.nan, "ci_low_s": out[1].ci_low_s if out[1] else math.nan,
                     "ci_high_s": out[1].ci_high_s if out[1] else math.nan, "slice": out[1].slice.describe() if out[1] else "",
-                    "tasks_simulated": out[1].tasks_simulated if out[1] else 0})
+                    "tasks_simulated": out[1].tasks_simulated if out[1] else 0,
+                    "stopped_at_s": out[1].stopped_at_s if out[1] else math.nan})
         if out[1] is not None and out[1].stable and math.isfinite(out[1].value_s) and not out[1].value_s >= best[0]:
             best[0] = out[1].value_s
         beat(*key)
         return out
+
+    looked: list[Counts] = []  # fleets whose first look did not reject them: any fleet at least as large skips its own
 
     def _quick_miss(key: Counts, sl) -> tuple[bool, SteadyResult | None, str] | None:
         """A first look on a slice a fifth the size: a fleet that misses by a wide margin there (the interval's low end
@@ -437,12 +446,14 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
         qsl, _ = plan_window(key, rate, req.slo.metric, ref, **quick_args)  # type: ignore[arg-type]
         if qsl.counts == sl.counts and qsl.fraction == sl.fraction:
             return None  # the first look would be the full run
-        sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, **quick_args)  # type: ignore[arg-type]
+        sr = measure_steady(tasks, build, key, rate, req.slo.metric, ref, seed=sc.seed, stop_on=1.05 * req.slo.seconds,
+                            **quick_args)  # type: ignore[arg-type]
         if not sr.stable and sr.queue_growth > 2.5 * GROWTH:
             return (False, sr, f"unstable (first look, {sr.slice.describe()}): {sr.reason}")
         if sr.ci_low_s > 1.05 * req.slo.seconds:
             return (False, sr, f"misses the SLO (first look, {sr.slice.describe()}): {req.slo.target} p{req.slo.percentile:g} "
                                f"{sr.value_s:,.1f} s, 95% CI from {sr.ci_low_s:,.1f} s")
+        looked.append(key)
         return None
 
     def metric(n_w: int | None, n_s: int | None) -> float:
@@ -551,6 +562,13 @@ def search_job(workload: Sequence | RequestTrace, req: PlanRequest, strategy: st
                        f"meets {req.slo} (best measured {req.slo.target} p{req.slo.percentile:g} "
                        f"{row['best_slo_value_s']:,.1f} s; the search stops there: --max-replicas; or relax --slo)")
     return {"row": row, "evaluations": log, "prices": sources}
+
+
+def _covers(fleet: Counts, smaller: Counts) -> bool:
+    """Whether `fleet` has at least `smaller`'s replicas in every pool (None: unlimited): a first look that did not
+    reject the smaller fleet would not reject this one either (more replicas only lower a latency percentile, the
+    monotonicity the search itself assumes), so it is not run again (issue #34: 7 of the done-when plan's first looks)."""
+    return all(a is None or (b is not None and a >= b) for a, b in zip(fleet, smaller))
 
 
 def why_this_size(name: str, n: int, bound: int, log: Sequence[dict], slo: SLO, other: int | None, size_on: str) -> str:

@@ -251,3 +251,27 @@ def test_a_request_trace_plan_on_one_strong_gpu_is_one_search(tmp_path):
                          "--workers", "1"])
     assert r.exit_code == 0, r.output
     assert "1 search (1 strategy x 1 GPU pairing(s) x 1 rate(s))" in r.output and "Strong h200_sxm" in r.output, r.output
+
+
+# ------------------------------------------------------------------------------------------------ same plan, faster
+def test_the_mixed_deployment_plan_keeps_its_fleets():
+    """Issue #34's pairing (Qwen3-4B on L40S Weak, Qwen3-32B bf16 on 4xH100 Strong) at 1 task/s, p95-task=240s: the fleets
+    recorded on main before the search was made faster (2026-12-03, before the sequential stop): a speed-up that changes
+    the plan fails here."""
+    from dataclasses import replace
+
+    from specagent.simulator.scenario import Scenario
+
+    sc = Scenario()
+    sc = replace(sc, weak=replace(sc.weak, model="qwen3-4b", hardware="l40s"),
+                 strong=replace(sc.strong, model="qwen3-32b", hardware="h100", gpus=4, weight_dtype="bf16"))
+    req = PlanRequest(rate=1.0, slo=SLO.parse("p95-task=240s"), scenario=sc, pairs=(("l40s", "h100"),))
+    res = plan_capacity(load_trajectories(default_workload_path()), req)
+    t = res.table.set_index("strategy")
+    stopped = res.evaluations[res.evaluations["stopped_at_s"].notna()]
+    assert len(stopped) and not stopped["meets_slo"].any()  # the sequential stop ran, on misses only
+    assert (int(t.loc["strongonly", "weak_replicas"]), int(t.loc["strongonly", "strong_replicas"])) == (0, 4)
+    assert (int(t.loc["specagent", "weak_replicas"]), int(t.loc["specagent", "strong_replicas"])) == (13, 1)
+    # recorded: strongonly 230.2 s, specagent 234.1 s (the chosen fleets run the whole window)
+    assert t.loc["strongonly", "slo_value_s"] == pytest.approx(230.161773, abs=1e-4)
+    assert t.loc["specagent", "slo_value_s"] == pytest.approx(234.051969, abs=1e-4)

@@ -178,12 +178,21 @@ class TaskPlan:
               step_by_token: bool = False, horizon: float = float("inf")) -> FleetResult:
         """Serve the tasks arriving at `arrival_times`, in order; more arrivals than tasks replay the tasks cyclically
         (task i is planned task i mod n_tasks), so one planned sample serves windows of any length."""
+        return self.result(self.simulation(fleet, arrival_times, warmup, step_by_token, horizon))
+
+    def simulation(self, fleet: Fleet, arrival_times: np.ndarray, warmup: float = WARMUP_SHARE,
+                   step_by_token: bool = False, horizon: float = float("inf")) -> FleetSim:
+        """The engine set up as `serve` runs it, for a caller that advances it in steps (`FleetSim.advance`)."""
         n = len(arrival_times)
         m = self.n_tasks
         steps = self.steps if n == m else [self.steps[i % m] for i in range(n)]
         ids = self.task_ids if n == m else [self.task_ids[i % m] for i in range(n)]
-        res = FleetSim(self.plan, fleet, arrival_times, ids, step_by_token=step_by_token, warmup=warmup, steps=steps,
-                       horizon=horizon).run()
+        return FleetSim(self.plan, fleet, arrival_times, ids, step_by_token=step_by_token, warmup=warmup, steps=steps,
+                        horizon=horizon)
+
+    def result(self, sim: FleetSim) -> FleetResult:
+        """Run `sim` (from `simulation`) to its end and label its result with the strategy."""
+        res = sim.run()
         res.summary["strategy"] = self.strategy.name
         res.summary["strategy_label"] = self.strategy.label
         return res

@@ -39,7 +39,20 @@ The method, in order (each step is a function below, tested on its own):
    the batch-quantile method (Seila 1982): the span is cut into `batches` batches of
    equal time, the percentile is taken in each, and the half-width is Student's t
    (batches - 1 degrees of freedom, 95%) times their standard error.
-5. **Slice** (`choose_slice`): a fleet of N_p replicas per pool at rate r whose window
+5. **Sequential stop** (`look`, given the SLO bound): the run pauses at LOOKS (after 3, 5 and
+   7 of the `batches` batches have arrived, and LOOK_TAIL bounds more, so that a task of them
+   still running has certainly missed the bound) and tests the bound on what has finished: the
+   percentile's batch-quantile interval at LOOK_LEVEL (99%) over the batches so far, a task still
+   running counted at its lower bound (the time it has run). An interval wholly over the bound
+   (or a queue growing, as in step 3) stops the run as a miss; else it runs on. Three looks, each
+   wrong with probability at most 0.5%: a run stops over the bound while the true percentile is
+   under it with probability at most 1.5% (Bonferroni), against a full run whose own point
+   estimate falls on the wrong side whenever the true value is within its noise of the bound
+   (issue #34: most candidates of a search miss by far, and ran their whole window). Only misses
+   stop: a fleet near its capacity fills slowly, so an early look is optimistic (the done-when
+   plan's 12 Weak + 1 Strong at 1 task/s: task p95 212 s at a look, 243 s over the whole window),
+   which errs towards continuing a miss, never towards passing a fleet.
+6. **Slice** (`choose_slice`): a fleet of N_p replicas per pool at rate r whose window
    would hold more than `slice_tasks` (20,000) arrivals is simulated as k_p of each pool
    at rate r x k0 / N0 under the same router: the smallest pool (the one whose count
    rounds the most) cut exactly, k0 of its N0 replicas with k0 about N0 over the number
@@ -89,6 +102,12 @@ DEFICIT_SDS = 4.0
 SLICE_RATIO_TOL = 0.03
 #: Arrivals a window may hold before the fleet is cut into a slice of about this many.
 SLICE_TASKS = 20_000
+#: The sequential stop (module docstring, step 5): looks after this many batches, each at this two-sided level (three
+#: looks at 99%: a stop on the wrong side of the true percentile has probability <= 3 x 0.5% = 1.5%), each this many
+#: SLO bounds after the last batch's last arrival.
+LOOKS = (3, 5, 7)
+LOOK_LEVEL = 0.99
+LOOK_TAIL = 1.25
 
 
 @dataclass(frozen=True)
@@ -150,8 +169,9 @@ def _quantile(x: np.ndarray, q: float) -> float:
 
 
 def percentile_ci(values: np.ndarray, times: np.ndarray, t0: float, t1: float, q: float,
-                  batches: int = BATCHES) -> tuple[float, float, float]:
-    """(estimate, low, high) of the q-th percentile of `values` observed at `times` in [t0, t1), by batch quantiles."""
+                  batches: int = BATCHES, level: float = 0.95) -> tuple[float, float, float]:
+    """(estimate, low, high) of the q-th percentile of `values` observed at `times` in [t0, t1), by batch quantiles
+    (a two-sided interval at `level`)."""
     inside = (times >= t0) & (times < t1)
     est = _quantile(values[inside], q)
     edges = np.linspace(t0, t1, batches + 1)
@@ -160,7 +180,7 @@ def percentile_ci(values: np.ndarray, times: np.ndarray, t0: float, t1: float, q
     bq = np.array([_quantile(v[idx == j], q) for j in range(batches)])
     if not np.isfinite(bq).all() or not math.isfinite(est):
         return est, (float(np.min(bq)) if len(bq) else math.inf), math.inf
-    half = float(sps.t.ppf(0.975, batches - 1) * bq.std(ddof=1) / math.sqrt(batches))
+    half = float(sps.t.ppf(0.5 + level / 2.0, batches - 1) * bq.std(ddof=1) / math.sqrt(batches))
     return est, est - half, est + half
 
 
@@ -293,6 +313,11 @@ class SteadyResult:
     throughput_per_s: float  # completions per second in the measurement span, scaled to the full fleet
     queue_growth: float  # share of the arrivals the fleet falls behind by (second half of the span)
     summary: dict = field(default_factory=dict)  # the slice run's fleet summary, with steady-state $ per task
+    stopped_at_s: float = math.nan  # the clock where a look stopped the run (nan: it ran its whole window)
+
+    @property
+    def stopped_early(self) -> bool:
+        return not math.isnan(self.stopped_at_s)
 
     def as_row(self, prefix: str = "") -> dict:
         return {f"{prefix}{k}": v for k, v in (
@@ -301,7 +326,7 @@ class SteadyResult:
             ("warmup_s", self.warmup_s), ("measure_s", self.window.measure_s), ("horizon_s", self.window.horizon_s),
             ("tasks_simulated", self.tasks_simulated), ("tasks_measured", self.tasks_measured),
             ("tasks_censored", self.tasks_censored), ("throughput_per_s", self.throughput_per_s),
-            ("queue_growth", self.queue_growth))}
+            ("queue_growth", self.queue_growth), ("stopped_at_s", self.stopped_at_s))}
 
 
 def uncontended(tasks: TaskPlan, fleet: Fleet, seed: int = 0, n: int = 1000) -> FleetResult:
@@ -328,13 +353,15 @@ def plan_window(full: Counts, rate: float, metric: Metric, ref_latency_s: float,
 
 def measure_steady(tasks: TaskPlan, build: Callable[[Counts], Fleet], full: Counts, rate: float, metric: Metric,
                    ref_latency_s: float, *, slo_s: float = 0.0, min_tasks: int = 0, slice_tasks: int | None = SLICE_TASKS,
-                   min_replicas: int = 1, seed: int = 0, batches: int = BATCHES) -> SteadyResult:
+                   min_replicas: int = 1, seed: int = 0, batches: int = BATCHES, stop_on: float | None = None) -> SteadyResult:
     """Serve `tasks` on the fleet `build(counts)` at a sustained `rate` and measure it in steady state (module docstring).
 
     `full` is the fleet's replicas per pool. A fleet whose window would hold more than
     `slice_tasks` arrivals runs as a slice of about that many (None: always the full
     fleet), keeping at least `min_replicas` of its smallest pool. `build` makes a fleet
-    from replica counts (the caller's deployments, router and prices)."""
+    from replica counts (the caller's deployments, router and prices). `stop_on` (an SLO
+    bound, seconds) stops the run at a look that finds it over the bound (step 5); the
+    result then says where (`stopped_at_s`) and has no summary."""
     sl, win = plan_window(full, rate, metric, ref_latency_s, slo_s=slo_s, min_tasks=min_tasks, slice_tasks=slice_tasks,
                           min_replicas=min_replicas, batches=batches)
     rate_s = rate * sl.fraction
@@ -344,8 +371,46 @@ def measure_steady(tasks: TaskPlan, build: Callable[[Counts], Fleet], full: Coun
         need *= 2
         unit = unit_arrivals(seed, need)
     arrivals = unit[unit / rate_s < win.horizon_s] / rate_s
-    res = tasks.serve(build(sl.counts), arrivals, horizon=win.horizon_s)
-    return analyse(res, sl, rate_s, win, metric, batches)
+    sim = tasks.simulation(build(sl.counts), arrivals, horizon=win.horizon_s)
+    if stop_on is not None and stop_on > 0 and metric.target == "task":
+        span = win.measure_s / batches
+        for k in LOOKS:
+            clock = win.warmup_s + k * span + LOOK_TAIL * stop_on
+            if k >= batches or clock >= win.measure_end_s:
+                break
+            sim.advance(clock)
+            early = look(np.asarray(sim.arrivals), np.array(sim.end, dtype=np.float64), clock, win, k, span, metric, stop_on)
+            if early is not None:
+                est, lo, hi, t0, growth, stable, reason = early
+                arr = np.asarray(sim.arrivals)
+                arrived = int((arr <= clock).sum())
+                inside = int(((arr >= t0) & (arr < win.warmup_s + k * span)).sum())
+                return SteadyResult(est, lo, hi, stable, reason, sl, rate_s, t0, win, arrived, inside, 0, math.nan, growth,
+                                    {}, clock)
+    return analyse(tasks.result(sim), sl, rate_s, win, metric, batches)
+
+
+def look(arr: np.ndarray, end: np.ndarray, clock: float, win: Window, k: int, span: float, metric: Metric,
+         bound: float) -> tuple[float, float, float, float, float, bool, str] | None:
+    """One look of the sequential stop (module docstring, step 5) at `clock`, after `k` batches of `span` seconds:
+    (estimate, low, high, measured from, deficit, stable, why unstable) of the task latencies' lower bounds when the fleet
+    misses `bound` for certain (the interval's low end over it, or a queue growing), else None."""
+    t_end = win.warmup_s + k * span
+    early = arr < t_end
+    done = np.isfinite(end)
+    ran = np.where(done, end - arr, clock - arr)  # a task still running: the time it has run (a lower bound)
+    series = ran[early]
+    d_lat = mser5(series)
+    warm = max(float(arr[early][d_lat]) if 0 < d_lat < len(series) else 0.0, fill_time(arr, end, t_end))
+    t0 = min(max(warm, win.warmup_s), t_end * 0.5)
+    growth, wander = deficit(arr, end, t0, t_end)
+    stable = not growth > max(GROWTH, DEFICIT_SDS * wander)
+    reason = "" if stable else (f"the fleet completes {100 * growth:.1f}% fewer tasks than arrive (its queues grow "
+                                f"linearly; sequential stop at {clock:,.0f} s)")
+    q = metric.percentile
+    est, lo, hi = percentile_ci(ran, arr, t0, t_end, q, k, LOOK_LEVEL)  # on lower bounds: over the bound for certain?
+    # a look stops an unstable fleet whatever its interval, which at 3 batches and 99% can reach below 0 s (no latency is)
+    return (est, max(lo, 0.0), hi, t0, growth, stable, reason) if lo > bound or not stable else None
 
 
 def analyse(res: FleetResult, sl: Slice, rate_s: float, win: Window, metric: Metric, batches: int = BATCHES) -> SteadyResult:

@@ -519,6 +519,7 @@ class FleetSim:
         self.api_usd = [0.0] * n
         self.waits_done = 0
         self.steps_done = 0  # plan events completed (calls' events plus waits), set when the run ends
+        self._seeded = False  # the arrivals are on the event queue (the first `advance`)
 
     # --- routing ---------------------------------------------------------------------------
     def _least_outstanding(self, pool_i: int) -> int:
@@ -689,7 +690,7 @@ class FleetSim:
             self._turns.append((proc.task, turn[0], self.now))
         self.end[proc.task] = self.now
 
-    def run(self) -> FleetResult:
+    def _seed_arrivals(self) -> None:
         queue = self._queue
         eid = self._eid
         arrive = self._arrive
@@ -698,11 +699,20 @@ class FleetSim:
                 raise ValueError(f"arrival time of task {t} is negative ({a})")
             queue.append((0.0 + a, 1, next(eid), arrive, t))
         heapq.heapify(queue)
+        self._seeded = True
+
+    def advance(self, until: float) -> None:
+        """Run every event due at or before min(until, horizon), then pause: a later `advance` or `run` goes on with the
+        very same events in the same order, so a caller can look at the tasks finished so far (`start`, `end`) between
+        the two (a sequential stop of a steady-state run, `steady_state.measure_steady`)."""
+        if not self._seeded:
+            self._seed_arrivals()
+        queue = self._queue
         pop = heapq.heappop
         now0, now1 = self._now0, self._now1
         pop0, pop1 = now0.popleft, now1.popleft
         now = self.now
-        horizon = self.horizon
+        limit = min(until, self.horizon)
         with paused_gc():
             # (time, priority, sequence) order: urgent events due now, then heap entries due now (created before
             # the clock reached now), then normal events created at now in creation order, then the next time
@@ -713,12 +723,16 @@ class FleetSim:
                     _, _, _, fn, arg = pop(queue)
                 elif now1:
                     fn, arg = pop1()
-                elif queue and queue[0][0] <= horizon:
+                elif queue and queue[0][0] <= limit:
                     now, _, _, fn, arg = pop(queue)
                     self.now = now
                 else:
                     break
                 fn(arg)
+
+    def run(self) -> FleetResult:
+        self.advance(self.horizon)
+        with paused_gc():
             result = self._result()
             self._seg.clear()
             self._calls.clear()

@@ -213,3 +213,15 @@ def _one_line_errors() -> Iterator[None]:
         if new is exc:
             raise
         raise new from exc
+
+
+FORMATS = ("table", "json", "csv")
+
+
+def check_format(fmt: str, as_json: bool) -> str:
+    """--format table|json|csv (--json is --format json); a bad value names the flag."""
+    if fmt not in FORMATS:
+        fail(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
+    if as_json and fmt not in ("table", "json"):
+        fail(f"give --json or --format {fmt}, not both")
+    return "json" if as_json else fmt

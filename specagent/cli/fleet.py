@@ -22,10 +22,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specagent import __version__
-from specagent.cli.console import SafeConsole, error_line, fail, json_out, legend
+from specagent.cli.console import SafeConsole, check_format, error_line, fail, json_out, legend
 from specagent.cli.options import deployment_flag, flags_given, scenario_options
 from specagent.cli.panels import PanelCommand
-from specagent.cli.simulate import check_format, load_workload
+from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows, sized_by

@@ -16,15 +16,12 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import typer
 from rich.console import Console
 
-from specagent.cli.console import error_line, fail
+from specagent.cli.console import check_format, error_line, fail
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.progress import progress_bar
-from specagent.cli.simulate import check_format
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
@@ -181,6 +178,9 @@ def replay_command(
     tmp = atomic.temp_beside(out, ".parquet") if out is not None else None
 
     def sink(frame) -> None:
+        import pyarrow as pa  # only with -o: replay's import path stays without pyarrow (issue #34: start-up)
+        import pyarrow.parquet as pq
+
         table = pa.Table.from_pandas(frame, preserve_index=False)
         if not writer:
             writer.append(pq.ParquetWriter(tmp, table.schema))

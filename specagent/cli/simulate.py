@@ -17,7 +17,7 @@ from rich import box
 from rich.progress import Progress
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail, legend, json_out
+from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
 from specagent.cli.options import resolve, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import progress_bar
@@ -219,16 +219,6 @@ def _n_traj(trajs) -> int:
     return int(n) if n is not None else len(trajs)
 
 
-FORMATS = ("table", "json", "csv")
-
-
-def check_format(fmt: str, as_json: bool) -> str:
-    """--format table|json|csv (--json is --format json); a bad value names the flag."""
-    if fmt not in FORMATS:
-        fail(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
-    if as_json and fmt not in ("table", "json"):
-        fail(f"give --json or --format {fmt}, not both")
-    return "json" if as_json else fmt
 
 
 def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:

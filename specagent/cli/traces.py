@@ -11,9 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail, json_out
+from specagent.cli.console import SafeConsole, check_format, fail, json_out
 from specagent.cli.progress import progress_bar
-from specagent.cli.simulate import check_format
 from specagent.reports.bottom_line import fmt_seconds
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
