@@ -95,7 +95,7 @@ def estimate_plan(req: Any, keys: Sequence[tuple], workload: Any, workers: int, 
     engine speed recorded in data/plan_speed.toml, which holds only for the quiet machine it was measured on."""
     steps_s, requests_s, source = engine_speed(compiled)
     if probe is not None:
-        per_task_s, unit = probe[0], f"{1.0 / max(probe[0], 1e-12):,.0f} tasks/s measured by a {probe[1]:,.1f} s probe now"
+        per_task_s, unit = probe[0], f"{1.0 / max(probe[0], 1e-12):,.0f} tasks/s measured by a {probe[1]:.2f} s probe now"
         source = "this machine, now"
     elif req.requests is not None:
         per_task_s, unit = 1.0 / requests_s, f"{requests_s:,.0f} requests/s"

@@ -217,3 +217,15 @@ def test_roofline_fp8_weights_without_fp8_peak_run_at_bf16(sub):
         assert d["compute_dtype"] == "bf16" and d["hardware_ridge"] == pytest.approx(312 / 2.039, rel=1e-3)
     else:
         assert d["ridge_flop_per_byte"] == pytest.approx(312 / 2.039, rel=1e-3)
+
+
+def test_a_console_made_at_import_follows_columns_at_print(monkeypatch):
+    """The commands' consoles are made when their module is imported; the width is the one in force at print time
+    (rich alone fixes COLUMNS at construction, so a test run's import order decided how wide a later table was)."""
+    from specagent.cli.console import SafeConsole
+
+    monkeypatch.setenv("COLUMNS", "50")
+    c = SafeConsole()
+    monkeypatch.setenv("COLUMNS", "240")
+    assert c.width == 240
+    assert SafeConsole(width=70).width == 70  # an explicit width is kept

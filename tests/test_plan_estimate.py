@@ -55,7 +55,7 @@ def test_without_a_probe_the_estimate_reads_the_recorded_engine_speed():
     est = estimate_plan(req, planner.search_keys(req), None, 1, True)
     assert f"{steps_s:,.0f} steps/s" in est.basis and "docs/benchmarks.md" in est.basis
     probed = estimate_plan(req, planner.search_keys(req), None, 1, True, probe=(2e-3, 0.4))
-    assert "500 tasks/s measured by a 0.4 s probe now" in probed.basis
+    assert "500 tasks/s measured by a 0.40 s probe now" in probed.basis
     # the same tasks either way; the time is tasks x seconds per task
     assert probed.low_tasks == est.low_tasks and probed.high_s == pytest.approx(probed.high_tasks * 2e-3)
 

@@ -84,7 +84,14 @@ class SafeConsole(Console):
     Why: rich crops every line of a table whose narrowest layout is wider than the console, so a
     number is cut in the middle with no mark (COLUMNS=40 showed '0.' for 0.918 and dropped columns).
     Such a table is rendered at the width it needs (the terminal wraps its lines), after a note saying so;
-    a column rich narrows still marks what it cuts with an ellipsis."""
+    a column rich narrows still marks what it cuts with an ellipsis.
+    The width follows COLUMNS and the terminal at each print, not as they were when the module was imported: rich fixes
+    COLUMNS at construction, and the commands' consoles are made at import."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        if kw.get("width") is None:
+            self._width = None  # read live (rich's size property reads COLUMNS and the terminal when this is unset)
 
     def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
         from rich.measure import Measurement
