@@ -126,6 +126,8 @@ class HostileServer(ChatServer):
                 self.first_request_at = time.monotonic()
         mode = self.mode(role_of(body), body)
         if mode is None:
+            if body.get("stream"):  # bench serve's requests: streamed as ChatServer streams them
+                return self._stream(h, self._reply(body_key(body), body), True)
             self._send(h, 200, self._reply(body_key(body), body))
             return
         with self.lock:

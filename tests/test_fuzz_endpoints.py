@@ -7,6 +7,7 @@ case's folder for it (raw, stripped, and as JSON or repr would escape it).
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -42,8 +44,11 @@ BODY = {"messages": [{"role": "user", "content": "hello, my id is ivan_rossi_855
 
 
 def forms(secret: str) -> set[str]:
+    """The key as a server may quote it back (raw, escaped, URL-encoded, base64) and its middle (no half of a key either)."""
     s = secret.strip()
-    return {s, json.dumps(s)[1:-1], repr(s)[1:-1], s[4:-4]}  # the middle too: no half of a key either
+    b64 = base64.b64encode(s.encode()).decode().rstrip("=")
+    return {s, json.dumps(s)[1:-1], repr(s)[1:-1], s[4:-4], urllib.parse.quote(s, safe=""), b64[4:-4],
+            base64.urlsafe_b64encode(s.encode()).decode().rstrip("=")[4:-4]}
 
 
 def leaks(secret: str, *texts: str, folder: Path | None = None) -> list[str]:
@@ -452,5 +457,28 @@ def test_a_redirect_loop_is_one_line_never_followed(tmp_path):
         code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
         asked = s.received
     assert code == 2 and "HTTP 302" in out and "redirects are not followed" in out and "Traceback" not in out, out
-    assert asked == 1  # one request: the loop is never entered
+    assert asked <= 2  # one per position in flight (--limit 2): a followed loop would ask 20 times
     assert not leaks(SECRET, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("command", ["measure", "live"])
+@pytest.mark.parametrize("env", [
+    {"OPENAI_API_KEY": "sk-planted/5f1c+9e0b=7a2d4c8e9f3a6b1d0e7c"},  # URL-encoded and base64 echoes differ from the key
+    {"MY_LLM": SECRET, "__flag": "--weak-api-key-env=MY_LLM"},  # a variable whose name says nothing of a key
+])
+def test_an_encoded_echo_of_the_key_is_masked(tmp_path, command, env):
+    env = dict(env)
+    flag = env.pop("__flag", None)
+    secret = next(iter(env.values()))
+    mode = "echo_auth_500_encoded" if flag is None else "echo_auth_500"
+    with HostileServer(on("weak", mode)) as s:
+        args = (measure_args if command == "measure" else live_args)(s.url, tmp_path / "o", *([flag] if flag else []))
+        code, out = cli(args, env)
+        assert s.auth_seen and all(a == f"Bearer {secret}" for a in s.auth_seen)
+    assert "Traceback" not in out and not leaks(secret, out, folder=tmp_path), (out, leaks(secret, out, folder=tmp_path))
+
+
+def test_a_proxy_password_is_a_secret_too(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", f"http://me:{SECRET}@proxy.example:3128")
+    text = f"proxy refused me with password {SECRET} (b64 {base64.b64encode(SECRET.encode()).decode()})"
+    assert not leaks(SECRET, clean(text)), clean(text)

@@ -164,7 +164,7 @@ def serve(
     finally:
         http.close()
     eng = engine or (told["owned_by"] if told.get("owned_by") in ("vllm", "sglang", "tensorrt-llm") else "unknown")
-    facts = ServerFacts(base_url=base_url, model=model_spec or model, served_model=model, gpu=gpu, gpus=gpus, tp=tp, engine=eng,
+    facts = ServerFacts(base_url=ep.shown_url, model=model_spec or model, served_model=model, gpu=gpu, gpus=gpus, tp=tp, engine=eng,
                         engine_version=engine_version or told.get("version", ""), weight_dtype=weight_dtype,
                         note="" if (engine and engine_version) else
                         f"engine {'given' if engine else 'from /v1/models owned_by ' + repr(told.get('owned_by'))}, version "
