@@ -5,7 +5,11 @@ a proxy's error body echoing ``Authorization``, a URL with ``user:pass@``). So e
 can carry server or request text goes through `redact` before it is raised, written or printed:
 
 * the values of the environment variables that hold API keys (the endpoints' ``--*-api-key-env``
-  and any variable whose name says KEY, TOKEN, SECRET or PASSWORD), raw, stripped and JSON-escaped;
+  and any variable whose name says KEY, TOKEN, SECRET or PASSWORD) and the passwords in proxy
+  variables (``HTTPS_PROXY=http://user:pass@host``), in every form a server may quote them back:
+  raw, stripped, JSON-escaped, repr-escaped, URL-encoded and base64 (plain and URL-safe). A key
+  base64-encoded together with other text (``Basic base64(user:key)``) is caught only by the
+  header patterns below;
 * ``Authorization`` / ``Proxy-Authorization`` / ``api-key`` / ``x-api-key`` header values and
   ``Bearer`` tokens, whatever the key;
 * credentials in URLs: user-info (``https://user:pass@host``) and key-like query parameters
@@ -18,13 +22,17 @@ server's text cannot set a terminal's title or colours.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 
 #: Environment variable names whose values are treated as secrets wherever they appear.
 SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+#: Proxy variables: their URL's password is a secret (the host is not).
+PROXY_ENV = re.compile(r"^(https?|all|ftp)_proxy$", re.I)
 #: Shorter values are not masked by value (too likely to occur as ordinary text); the patterns still apply.
 MIN_SECRET_LEN = 6
 MASK = "***"
@@ -46,27 +54,42 @@ def mask(secret: str) -> str:
     return f"{s[:3]}…{s[-2:]}" if len(s) >= 12 else MASK
 
 
+def forms(secret: str) -> set[str]:
+    """Every form of `secret` a server or a library may write back: raw, stripped, JSON- and repr-escaped, URL-encoded, base64."""
+    out: set[str] = set()
+    for form in {secret, secret.strip()}:
+        if len(form) < MIN_SECRET_LEN:
+            continue
+        raw = form.encode("utf-8", "surrogateescape")
+        out |= {form, json.dumps(form)[1:-1], repr(form)[1:-1], urllib.parse.quote(form, safe=""),
+                urllib.parse.quote_plus(form), base64.b64encode(raw).decode().rstrip("="),
+                base64.urlsafe_b64encode(raw).decode().rstrip("=")}
+    return {f for f in out if len(f) >= MIN_SECRET_LEN}
+
+
 def env_secrets(names: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The secret values to mask: the named variables' and every key-like variable's (longest first)."""
+    """The secret values to mask, in all their `forms`: the named variables', every key-like variable's and every proxy
+    variable's password (longest first)."""
     env = os.environ if environ is None else environ
     wanted = set(names) | {n for n in env if SECRET_ENV.search(n)}
+    values = [env.get(n) for n in wanted]
+    for n in env:
+        if PROXY_ENV.match(n):
+            try:
+                values.append(urllib.parse.unquote(urllib.parse.urlsplit(env[n]).password or ""))
+            except ValueError:  # not a URL: the whole value is the one thing it could be
+                values.append(env[n])
     out: set[str] = set()
-    for n in wanted:
-        v = env.get(n)
-        if not v:
-            continue
-        for form in (v, v.strip()):
-            if len(form) >= MIN_SECRET_LEN:
-                out.add(form)
-                out.add(json.dumps(form)[1:-1])  # as it reads inside a JSON string
-                out.add(repr(form)[1:-1])  # as it reads inside a Python repr (httpx quotes header bytes so)
+    for v in values:
+        if v:
+            out |= forms(v)
     return tuple(sorted(out, key=len, reverse=True))
 
 
 def redact_values(text: str, secrets: Iterable[str]) -> str:
-    """`text` with the given secret values masked, and nothing else changed (for data such as a model's answer)."""
-    for sec in sorted({f for s in secrets if s for f in (s, s.strip())}, key=len, reverse=True):
-        if len(sec) >= MIN_SECRET_LEN and sec in text:
+    """`text` with the given secret values (in all their `forms`) masked, and nothing else changed (for data such as a model's answer)."""
+    for sec in sorted({f for s in secrets if s for f in forms(s)}, key=len, reverse=True):
+        if sec in text:
             text = text.replace(sec, mask(sec))
     return text
 

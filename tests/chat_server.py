@@ -90,11 +90,7 @@ class ChatServer:
                 server._handle(self)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/v1/models"):
-                    names = [server.served_model] if server.served_model else ["weak-test", "strong-test"]
-                    return server._send(self, 200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "scripted"}
-                                                                               for n in names]})
-                return server._send(self, 404, {"error": {"message": "not found"}})
+                server._get(self)
 
         self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -118,6 +114,13 @@ class ChatServer:
         self.httpd.server_close()
 
     # -- protocol ---------------------------------------------------------------------------------------------
+    def _get(self, h: BaseHTTPRequestHandler) -> None:
+        if h.path.rstrip("/").endswith("/v1/models"):
+            names = [self.served_model] if self.served_model else ["weak-test", "strong-test"]
+            return self._send(h, 200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "scripted"}
+                                                                  for n in names]})
+        return self._send(h, 404, {"error": {"message": "not found"}})
+
     def _send(self, h: BaseHTTPRequestHandler, status: int, payload: Any, headers: dict[str, str] | None = None,
               truncate: bool = False) -> None:
         data = json.dumps(payload).encode()

@@ -39,7 +39,8 @@ SLOW_FILES = {
     "test_fleet_cli.py": "plans and sweeps through the CLI", "test_native_engine.py": "both fleet engines on the same runs",
     "test_calibration.py": "acceptance calibrate's candidate sweeps",
     "test_fuzz_endpoints.py": "fuzz suite (scripted hostile servers)", "test_fuzz_fit.py": "fuzz suite",
-    "test_fuzz_replay.py": "fuzz suite", "test_real_server.py": "a real transformers server",
+    "test_fuzz_replay.py": "fuzz suite", "test_fuzz_bench.py": "fuzz suite (hostile streaming servers)",
+    "test_real_server.py": "a real transformers server",
     "test_endpoint_defects.py": "scripted servers, end to end", "test_bench.py": "load runs against a scripted server",
     "test_plan_pools.py": "plans through the CLI",
 }

@@ -6,21 +6,27 @@ and httpx do with bytes on a wire; only a real server sends them. ``mode(role, b
 misbehaviour of each request ('weak', 'verify' or 'repair'), None answers honestly.
 
 Modes: drip_body, drip_headers, hang, echo_auth_200, echo_auth_401, echo_auth_500, ansi_401, tool_calls_int, tool_calls_true,
-deep_json, usage_huge, gzip_bomb.
+deep_json, usage_huge, gzip_bomb; redirect_loop (302 to itself), echo_auth_500_encoded (the key URL-encoded, base64 and
+JSON-escaped); for streamed requests (`bench serve`): sse_drip (one content event every `drip_s`, never ending),
+sse_endless (events as fast as the socket takes them, no [DONE]), sse_deep_json, sse_not_object, sse_bad_choices,
+sse_usage_huge, sse_usage_negative. ``get_mode`` misbehaves on GETs (/v1/models, /version): drip_headers or hang.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 from chat_server import VERIFY_MARK, ChatServer, body_key
 
 MODES = ("drip_body", "drip_headers", "hang", "echo_auth_200", "echo_auth_401", "echo_auth_500", "ansi_401", "tool_calls_int",
-         "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb")
+         "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb", "redirect_loop", "echo_auth_500_encoded")
+SSE_MODES = ("sse_drip", "sse_endless", "sse_deep_json", "sse_not_object", "sse_bad_choices", "sse_usage_huge", "sse_usage_negative")
 
 
 def role_of(body: dict) -> str:
@@ -36,9 +42,10 @@ def on(role: str, mode: str) -> Callable[[str, dict], str | None]:
 
 
 class HostileServer(ChatServer):
-    def __init__(self, mode: Callable[[str, dict], str | None], *, drip_s: float = 0.3, bomb_mb: int = 100, **kw: Any):
+    def __init__(self, mode: Callable[[str, dict], str | None], *, drip_s: float = 0.3, bomb_mb: int = 100,
+                 get_mode: str | None = None, **kw: Any):
         super().__init__(**kw)
-        self.mode, self.drip_s, self.bomb_mb = mode, drip_s, bomb_mb
+        self.mode, self.drip_s, self.bomb_mb, self.get_mode = mode, drip_s, bomb_mb, get_mode
         self.auth_seen: list[str] = []
         self.first_request_at: float | None = None  # time.monotonic() of the first request: a run's clock starts there
         self._bomb: bytes | None = None
@@ -57,6 +64,53 @@ class HostileServer(ChatServer):
         h.wfile.write(data)
         h.wfile.flush()
 
+    def _get(self, h) -> None:
+        if self.get_mode is None:
+            return super()._get(h)
+        h.close_connection = True
+        if self.get_mode == "hang":
+            self.release.wait(60)
+            return
+        self._drip(h, "drip_headers")
+
+    def _drip(self, h, mode: str) -> None:
+        """200 headers then a space every `drip_s` (drip_body), or one header line every `drip_s` (drip_headers)."""
+        try:
+            h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            if mode == "drip_body":
+                h.wfile.write(b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n")
+            for i in range(10_000):
+                if self.release.wait(self.drip_s):
+                    return
+                h.wfile.write(b" " if mode == "drip_body" else f"X-Drip-{i}: x\r\n".encode())
+                h.wfile.flush()
+        except OSError:
+            return  # the client gave up: what it should do
+
+    def _sse(self, h, mode: str, body: dict) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        event = {"id": "x", "object": "chat.completion.chunk", "model": body.get("model"),
+                 "choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]}
+        bad = {"sse_deep_json": "[" * 100_000, "sse_not_object": "5", "sse_bad_choices": json.dumps({**event, "choices": 5}),
+               "sse_usage_huge": json.dumps({**event, "usage": {"prompt_tokens": 10, "completion_tokens": 10**30}}),
+               "sse_usage_negative": json.dumps({**event, "usage": {"prompt_tokens": 10, "completion_tokens": -5}})}
+        try:
+            if mode in bad:
+                h.wfile.write(f"data: {json.dumps(event)}\n\ndata: {bad[mode]}\n\ndata: [DONE]\n\n".encode())
+                h.wfile.flush()
+                return
+            line = f"data: {json.dumps(event)}\n\n".encode()
+            for _ in range(10_000_000):
+                if self.release.wait(self.drip_s if mode == "sse_drip" else 0):
+                    return
+                h.wfile.write(line if mode == "sse_drip" else line * 64)
+                h.wfile.flush()
+        except OSError:
+            return
+
     def _handle(self, h) -> None:
         n = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(n)
@@ -72,24 +126,24 @@ class HostileServer(ChatServer):
                 self.first_request_at = time.monotonic()
         mode = self.mode(role_of(body), body)
         if mode is None:
+            if body.get("stream"):  # bench serve's requests: streamed as ChatServer streams them
+                return self._stream(h, self._reply(body_key(body), body), True)
             self._send(h, 200, self._reply(body_key(body), body))
             return
         with self.lock:
             self.statuses[mode] += 1
         h.close_connection = True
         if mode in ("drip_body", "drip_headers"):
-            try:
-                h.wfile.write(b"HTTP/1.1 200 OK\r\n")
-                if mode == "drip_body":
-                    h.wfile.write(b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n")
-                for i in range(10_000):
-                    if self.release.wait(self.drip_s):
-                        return
-                    h.wfile.write(b" " if mode == "drip_body" else f"X-Drip-{i}: x\r\n".encode())
-                    h.wfile.flush()
-            except OSError:
-                return  # the client gave up: what it should do
-            return
+            return self._drip(h, mode)
+        if mode in SSE_MODES:
+            return self._sse(h, mode, body)
+        if mode == "redirect_loop":
+            return self._raw(h, 302, b"", {"Location": h.path})
+        if mode == "echo_auth_500_encoded":  # a gateway that quotes the key in other encodings
+            key = auth.removeprefix("Bearer ")
+            text = (f"denied: key={urllib.parse.quote(key, safe='')} b64={base64.b64encode(key.encode()).decode()} "
+                    f"json={json.dumps(key)}")
+            return self._raw(h, 500, json.dumps({"error": {"message": text}}).encode(), {})
         if mode == "hang":
             self.release.wait(60)
             return

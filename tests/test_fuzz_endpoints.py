@@ -7,14 +7,18 @@ case's folder for it (raw, stripped, and as JSON or repr would escape it).
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -40,8 +44,11 @@ BODY = {"messages": [{"role": "user", "content": "hello, my id is ivan_rossi_855
 
 
 def forms(secret: str) -> set[str]:
+    """The key as a server may quote it back (raw, escaped, URL-encoded, base64) and its middle (no half of a key either)."""
     s = secret.strip()
-    return {s, json.dumps(s)[1:-1], repr(s)[1:-1], s[4:-4]}  # the middle too: no half of a key either
+    b64 = base64.b64encode(s.encode()).decode().rstrip("=")
+    return {s, json.dumps(s)[1:-1], repr(s)[1:-1], s[4:-4], urllib.parse.quote(s, safe=""), b64[4:-4],
+            base64.urlsafe_b64encode(s.encode()).decode().rstrip("=")[4:-4]}
 
 
 def leaks(secret: str, *texts: str, folder: Path | None = None) -> list[str]:
@@ -212,10 +219,10 @@ def test_a_plain_answer_under_the_cap_reads(tmp_path):
 
 
 def test_a_gzip_answer_reads():
-    from specagent.endpoints.transport import _inflate
+    from specagent.endpoints.transport import _decoded
 
     data = gzip.compress(b'{"a": 1}')
-    assert _inflate(iter([data[:5], data[5:]]), "gzip", 100) == b'{"a": 1}'
+    assert b"".join(_decoded(iter([data[:5], data[5:]]), "gzip", 100)) == b'{"a": 1}'
 
 
 # -- a tampered cache entry is asked again (F3-15) ---------------------------------------------------------------------
@@ -255,8 +262,6 @@ def test_a_dripping_server_is_a_deadline_not_a_hang(mode):
 
 
 def test_a_cancel_stops_a_call_in_flight():
-    import threading
-
     with HostileServer(on("weak", "hang")) as s, ChatClient(ResponseCache(None), retry=FAST, timeout_s=60) as c:
         errors: list[BaseException] = []
 
@@ -337,3 +342,143 @@ def test_a_request_json_cannot_carry_is_one_line_never_sent(tmp_path):
         with pytest.raises(InputError, match="the request cannot be sent as JSON"):
             c.chat(Endpoint("weak", s.url, "weak-test"), {"messages": [{"role": "user", "content": "x"}], "top_p": float("nan")})
         assert s.received == 0
+
+
+# -- round four: the lookup, the write, redirects (issue #35, items 1, 2 and 5) ----------------------------------------
+
+class _NeverReads:
+    """A loopback server that accepts connections and never reads a byte: a large request body fills the socket
+    buffers and the client's send blocks, as it does against a stalled proxy."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.accepted = threading.Event()
+        self.conns: list = []
+        self._t = threading.Thread(target=self._accept, daemon=True)
+        self._t.start()
+
+    def _accept(self) -> None:
+        try:
+            while True:
+                c, _ = self.sock.accept()
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                self.conns.append(c)
+                self.accepted.set()
+        except OSError:
+            return
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+#: a request body larger than any loopback socket's buffers (send and receive together are a few MB at most)
+BIG_BODY = {"messages": [{"role": "user", "content": "x" * (48 << 20)}]}
+
+
+def _in_thread(fn):
+    box: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - what the thread ended with is the assertion
+            box.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_a_cancel_stops_a_large_body_a_server_never_reads():
+    srv = _NeverReads()
+    try:
+        with ChatClient(ResponseCache(None), retry=FAST, timeout_s=120) as c:
+            t, box = _in_thread(lambda: c.chat(Endpoint("weak", srv.url, "weak-test"), BIG_BODY))
+            assert srv.accepted.wait(30)
+            t.join(1.0)
+            assert t.is_alive()  # the send is blocked: the server reads nothing
+            c.cancel()
+            t.join(30)  # an event, not a stopwatch: before the sliced write, the send held until the 120 s deadline
+            assert not t.is_alive() and isinstance(box[0], Cancelled), box
+    finally:
+        srv.close()
+
+
+def test_a_large_body_a_server_never_reads_is_bounded_by_the_deadline():
+    srv = _NeverReads()
+    try:
+        with ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=1), timeout_s=1.0) as c:
+            with pytest.raises(TransientFailure, match=r"no whole answer within 1 s"):
+                c.chat(Endpoint("weak", srv.url, "weak-test"), BIG_BODY)
+    finally:
+        srv.close()
+
+
+@pytest.fixture
+def slow_resolver(monkeypatch):
+    """getaddrinfo that takes as long as the test lets it (an event, so no thread outlives the test by minutes)."""
+    release, asked = threading.Event(), threading.Event()
+    real = socket.getaddrinfo
+
+    def lookup(host, *a, **kw):
+        if host == "slow.example":
+            asked.set()
+            release.wait(60)
+            host = "127.0.0.1"
+        return real(host, *a, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    yield asked
+    release.set()
+
+
+def test_a_slow_name_lookup_counts_against_the_deadline(slow_resolver):
+    with ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=1), timeout_s=0.5) as c:
+        t, box = _in_thread(lambda: c.chat(Endpoint("weak", "http://slow.example:9/v1", "weak-test"), BODY))
+        t.join(30)  # the resolver holds for 60 s: the call ends because the deadline covers the lookup
+        assert not t.is_alive() and slow_resolver.is_set()
+        assert isinstance(box[0], TransientFailure) and "no whole answer within 0.5 s" in str(box[0]), box
+
+
+def test_a_cancel_stops_a_slow_name_lookup(slow_resolver):
+    with ChatClient(ResponseCache(None), retry=FAST, timeout_s=120) as c:
+        t, box = _in_thread(lambda: c.chat(Endpoint("weak", "http://slow.example:9/v1", "weak-test"), BODY))
+        assert slow_resolver.wait(30)
+        c.cancel()
+        t.join(30)
+        assert not t.is_alive() and isinstance(box[0], Cancelled), box
+
+
+def test_a_redirect_loop_is_one_line_never_followed(tmp_path):
+    with HostileServer(on("weak", "redirect_loop")) as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+        asked = s.received
+    assert code == 2 and "HTTP 302" in out and "redirects are not followed" in out and "Traceback" not in out, out
+    assert asked <= 2  # one per position in flight (--limit 2): a followed loop would ask 20 times
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("command", ["measure", "live"])
+@pytest.mark.parametrize("env", [
+    {"OPENAI_API_KEY": "sk-planted/5f1c+9e0b=7a2d4c8e9f3a6b1d0e7c"},  # URL-encoded and base64 echoes differ from the key
+    {"MY_LLM": SECRET, "__flag": "--weak-api-key-env=MY_LLM"},  # a variable whose name says nothing of a key
+])
+def test_an_encoded_echo_of_the_key_is_masked(tmp_path, command, env):
+    env = dict(env)
+    flag = env.pop("__flag", None)
+    secret = next(iter(env.values()))
+    mode = "echo_auth_500_encoded" if flag is None else "echo_auth_500"
+    with HostileServer(on("weak", mode)) as s:
+        args = (measure_args if command == "measure" else live_args)(s.url, tmp_path / "o", *([flag] if flag else []))
+        code, out = cli(args, env)
+        assert s.auth_seen and all(a == f"Bearer {secret}" for a in s.auth_seen)
+    assert "Traceback" not in out and not leaks(secret, out, folder=tmp_path), (out, leaks(secret, out, folder=tmp_path))
+
+
+def test_a_proxy_password_is_a_secret_too(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", f"http://me:{SECRET}@proxy.example:3128")
+    text = f"proxy refused me with password {SECRET} (b64 {base64.b64encode(SECRET.encode()).decode()})"
+    assert not leaks(SECRET, clean(text)), clean(text)

@@ -145,3 +145,55 @@ def test_the_streamed_read_keeps_what_the_records_give(tmp_path):
     add_verdict_records(whole, recs, str(tmp_path / "s.jsonl"))
     streamed = read_logs([write_verdict_log(recs, tmp_path / "s.jsonl")])
     assert streamed == whole and any(s.after_rejection for s in streamed.segments)
+
+
+# -- round four: the log is read line by line (issue #35, item 4) ------------------------------------------------------
+
+def test_the_line_reader_holds_one_line_not_the_file(tmp_path):
+    import tracemalloc
+
+    from specagent.traces.files import iter_lines
+
+    p = tmp_path / "big.jsonl"
+    p.write_bytes((b'{"x": "' + b"a" * 200 + b'"}\n') * 100_001)  # about 21 MB
+    tracemalloc.start()
+    try:
+        n = sum(1 for _ in iter_lines(p, "a test log"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n == 100_001 and peak < 2 << 20, peak  # the whole text would be 21 MB (42 MB as str + bytes)
+
+
+@pytest.mark.parametrize("data, said", [
+    (b'\xef\xbb\xbf{"a": 1}\n\n', None),  # a BOM and a blank line read
+    (b"\n \n\t\n", "an empty file"),
+    (b'{"a": 1}\n{"a": 2}\n{"a": \xff}\n', "line 3 (byte 24)"),  # 9 + 9 bytes of lines 1-2, 6 before the bad one
+    (b"PAR1\x00\x00", "a Parquet file"),
+])
+def test_the_line_reader_keeps_every_check_of_the_whole_text_reader(tmp_path, data, said):
+    from specagent.traces.errors import TraceFormatError
+    from specagent.traces.files import iter_lines, read_text
+
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(data)
+    if said is None:
+        assert [t for _, t in iter_lines(p, "x") if t.strip()] == [ln for ln in read_text(p, "x").split("\n") if ln.strip()]
+        return
+    with pytest.raises(TraceFormatError, match=re.escape(said)):
+        list(iter_lines(p, "x"))
+
+
+def test_fit_of_a_directory_an_unreadable_file_and_nul_bytes_is_one_line(tmp_path):
+    (tmp_path / "d").mkdir()
+    nul = tmp_path / "nul.jsonl"
+    nul.write_bytes(b"\x00" * 100 + b"\n")
+    cases = [(tmp_path / "d", "a directory"), (nul, "nul.jsonl: line 1")]
+    if os.geteuid() != 0:  # root reads a file whatever its mode
+        locked = tmp_path / "locked.jsonl"
+        locked.write_text("{}\n")
+        locked.chmod(0)
+        cases.append((locked, "unreadable"))
+    for path, said in cases:
+        code, out = fit(str(path))
+        assert code != 0 and said in out and "Traceback" not in out and len(out.strip().splitlines()) == 1, out

@@ -173,16 +173,9 @@ def iter_verdict_log(path: str | os.PathLike) -> Iterator[tuple[int, VerdictReco
     """(line number, record) of every record, validated as `read_verdict_log` does, one at a time: a caller that keeps
     only what it needs (the fit keeps counts) reads 10^6 records without holding 10^6 record objects. The order rule
     needs every record of a task, so it is checked on a compact summary once the last record is out: consume it all."""
-    p = files.check_input_path(path, VERDICT_FORMAT)
-    text = files.read_text(p, VERDICT_FORMAT)
-    files.require_content(text, str(p), VERDICT_FORMAT)
+    p = Path(path)
     order: list[tuple[str, int, int, int]] = []  # (task, position, steps committed, line) per record
-    lineno, at = 0, 0
-    while at <= len(text):
-        nl = text.find("\n", at)
-        line = text[at:] if nl < 0 else text[at:nl]
-        at = len(text) + 1 if nl < 0 else nl + 1
-        lineno += 1
+    for lineno, line in files.iter_lines(p, VERDICT_FORMAT):  # one line in memory at a time, not the file's text
         if not line.strip():
             continue
         r = parse_verdict_line(line, str(p), lineno)

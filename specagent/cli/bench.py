@@ -13,7 +13,6 @@ import math
 from pathlib import Path
 from typing import Optional
 
-import httpx
 import typer
 
 from specagent.cli.acceptance_measure import MAX_TIMEOUT_S, extra_body
@@ -24,6 +23,7 @@ from specagent.common.errors import read_text
 from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, csv_rows, dataset_requests,
                                        format_summary, notes, random_requests, run_level, server_facts)
 from specagent.endpoints.client import Endpoint, EndpointError, same_model
+from specagent.endpoints.transport import Transport
 from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_serving
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
@@ -158,10 +158,13 @@ def serve(
             atomic.check_writable(target)
     reqs = (dataset_requests(dataset, num_prompts, seed) if dataset is not None
             else random_requests(num_prompts, input_len, output_len, seed, range_ratio))
-    with httpx.Client(timeout=httpx.Timeout(min(timeout, 10.0))) as http:
+    http = Transport(min(timeout, 10.0), 1)
+    try:
         told = server_facts(http, ep)
+    finally:
+        http.close()
     eng = engine or (told["owned_by"] if told.get("owned_by") in ("vllm", "sglang", "tensorrt-llm") else "unknown")
-    facts = ServerFacts(base_url=base_url, model=model_spec or model, served_model=model, gpu=gpu, gpus=gpus, tp=tp, engine=eng,
+    facts = ServerFacts(base_url=ep.shown_url, model=model_spec or model, served_model=model, gpu=gpu, gpus=gpus, tp=tp, engine=eng,
                         engine_version=engine_version or told.get("version", ""), weight_dtype=weight_dtype,
                         note="" if (engine and engine_version) else
                         f"engine {'given' if engine else 'from /v1/models owned_by ' + repr(told.get('owned_by'))}, version "

@@ -14,6 +14,9 @@ seeded generator) and/or are capped at ``max_concurrency`` in flight (closed loo
 infinite). Nothing is retried: a failed request is a measured failure, counted with its reason. A
 request the server refuses for a reason retrying cannot fix (401, 404, 400) stops the run with
 the client's one-line error; the API key is only ever sent as a header (`Endpoint.headers`).
+Requests go through `transport.Transport`, as the client's do: ``--timeout`` bounds each whole
+streamed answer (connect to last byte, so a server that drips events cannot hold a slot), and ^C
+cancels the requests in flight.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ import numpy as np
 
 from specagent.common.errors import InputError, read_text
 from specagent.endpoints.client import Endpoint, EndpointError, _refused, _short
+from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport, lines
+from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 #: Words of one token each in the common BPE vocabularies (GPT-2, Llama, Qwen: a space + a short English word),
 #: so a random prompt of N words is close to N tokens; the server's usage.prompt_tokens is what gets recorded.
@@ -152,20 +157,36 @@ def arrival_times(n: int, request_rate: float, burstiness: float, seed: int) -> 
 
 
 # ------------------------------------------------------------------------- one streamed request
-def _sse_events(lines: Any) -> Any:
-    for line in lines:
+def _sse_events(text_lines: Any) -> Any:
+    """The stream's events, each checked by `_chunk`: a malformed one fails its request (a ValueError), never the run."""
+    for line in text_lines:
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
         if data == "[DONE]":
             return
         try:
-            yield json.loads(data)
-        except ValueError:
+            ev = json.loads(data)
+        except (ValueError, RecursionError):
             raise ValueError(f"a streamed event is not JSON: {_short(data, 80)}") from None
+        yield _chunk(ev, data)
 
 
-def stream_one(http: httpx.Client, ep: Endpoint, req: BenchRequest, *, ignore_eos: bool, temperature: float,
+def _chunk(ev: Any, data: str) -> dict[str, Any]:
+    """`ev` if it has the shape `stream_one` reads (an object; choices a list of objects with an object delta; usage
+    counts whole numbers within any context), else a ValueError naming what is wrong."""
+    if not isinstance(ev, dict) or not isinstance(ev.get("choices") or [], list) or not all(
+            isinstance(ch, dict) and isinstance(ch.get("delta") or {}, dict) for ch in ev.get("choices") or []):
+        raise ValueError(f"a streamed event is not a chat-completion chunk: {_short(data, 80)}")
+    u = ev.get("usage")
+    for name in ("prompt_tokens", "completion_tokens"):
+        v = u.get(name) if isinstance(u, dict) else None
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
+            raise ValueError(f"usage.{name} {_short(v, 40)} is not a token count (0 to {MAX_CONTEXT_TOKENS:,})")
+    return ev
+
+
+def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: bool, temperature: float,
                t_start: float, clock: Callable[[], float] = time.perf_counter) -> RequestResult:
     """Send `req` streamed and time every content chunk; a failure is returned in the result, a refusal raised."""
     body: dict[str, Any] = {"model": ep.model, "messages": [{"role": "user", "content": req.prompt}], "stream": True,
@@ -178,14 +199,14 @@ def stream_one(http: httpx.Client, ep: Endpoint, req: BenchRequest, *, ignore_eo
     res.start_s = t0 - t_start
     last = None
     try:
-        with http.stream("POST", ep.chat_url, json=body, headers=ep.headers()) as r:
-            if r.status_code != 200:
-                text = r.read().decode("utf-8", "replace")
-                if r.status_code == 429 or r.status_code >= 500:
-                    res.error = f"HTTP {r.status_code} {_short(text)}"
+        with http.stream("POST", ep.chat_url, json.dumps(body).encode("utf-8"), ep.headers()) as (status, headers, chunks):
+            if status != 200:
+                text = b"".join(chunks).decode("utf-8", "replace")
+                if status == 429 or status >= 500:
+                    res.error = f"HTTP {status} {_short(text, secrets=ep.secrets)}"
                     return res
-                raise _refused(ep, r.status_code, text)
-            for ev in _sse_events(r.iter_lines()):
+                raise _refused(ep, status, text, headers.get("location"))
+            for ev in _sse_events(lines(chunks)):
                 now = clock()
                 if isinstance(ev.get("model"), str):
                     res.model = ev["model"]
@@ -208,13 +229,16 @@ def stream_one(http: httpx.Client, ep: Endpoint, req: BenchRequest, *, ignore_eo
                         last = now
     except EndpointError:
         raise
+    except (DeadlineExceeded, Cancelled) as exc:
+        res.error = str(exc) or "cancelled (^C)"
+        return res
     except httpx.TimeoutException:
-        res.error = f"no answer within {http.timeout.read} s"
+        res.error = f"no whole answer within {http.timeout_s:g} s"
         return res
     except httpx.ConnectError as exc:
-        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({_short(exc)})", "base_url") from None
-    except (httpx.HTTPError, ValueError) as exc:
-        res.error = f"the stream broke ({_short(exc)})"
+        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({_short(exc, secrets=ep.secrets)})", "base_url") from None
+    except (httpx.HTTPError, ValueError, BodyTooLarge) as exc:
+        res.error = f"the stream broke ({_short(exc, secrets=ep.secrets)})"
         return res
     if last is None:
         res.error = "the stream held no content"
@@ -288,12 +312,13 @@ def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency
     stop = threading.Event()
     results: list[RequestResult] = []
     lock = threading.Lock()
-    http = httpx.Client(timeout=httpx.Timeout(timeout_s), limits=httpx.Limits(max_connections=workers), follow_redirects=False)
+    http = Transport(timeout_s, workers)
     try:
         try:
             for w in requests[:warmup]:  # not measured: loads the model, fills the caches the first request would pay for
                 stream_one(http, ep, w, ignore_eos=ignore_eos, temperature=temperature, t_start=time.perf_counter())
         except KeyboardInterrupt:
+            http.cancel()
             raise Interrupted(BenchRun(max_concurrency, request_rate, [], 0.0, True)) from None
         t_start = time.perf_counter()
 
@@ -319,12 +344,14 @@ def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency
                         continue
         except KeyboardInterrupt:
             stop.set()
+            http.cancel()  # the requests in flight end within a slice, so the exit does not wait on a stalled server
             pool.shutdown(wait=False, cancel_futures=True)
             with lock:
                 done = sorted(results, key=lambda r: r.index)
             raise Interrupted(BenchRun(max_concurrency, request_rate, done, time.perf_counter() - t_start, True)) from None
         except BaseException:
             stop.set()
+            http.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
@@ -449,29 +476,30 @@ def csv_rows(run: BenchRun, facts: ServerFacts, seed: int, ignore_eos: bool, whe
     }]
 
 
-def server_facts(http: httpx.Client, ep: Endpoint) -> dict[str, str]:
+def server_facts(http: Transport, ep: Endpoint) -> dict[str, str]:
     """What the server says about itself, where it says it: /v1/models' owned_by, and /version (vLLM) or
     /get_server_info (SGLang); {} for what it does not answer. Never raises: a benchmark does not need it."""
     out: dict[str, str] = {}
     base = ep.url.rstrip("/")
     root = base[: -len("/v1")] if base.endswith("/v1") else base
     try:
-        r = http.get(f"{base}/models", headers=ep.headers())
-        if r.status_code == 200:
-            data = r.json().get("data") or []
+        status, _, raw = http.get(f"{base}/models", ep.headers())
+        if status == 200:
+            data = json.loads(raw).get("data") or []
             ids = [m.get("id") for m in data if isinstance(m, dict)]
             out["models"] = ",".join(str(i) for i in ids if i)
             mine = next((m for m in data if isinstance(m, dict) and m.get("id") == ep.model), data[0] if data else {})
             if isinstance(mine.get("owned_by"), str):
                 out["owned_by"] = mine["owned_by"]
-    except (httpx.HTTPError, ValueError, AttributeError):
+    except (httpx.HTTPError, ValueError, AttributeError, RecursionError, DeadlineExceeded, BodyTooLarge):
         pass
     for path in ("/version", "/get_server_info"):
         try:
-            r = http.get(root + path, headers=ep.headers())
-            if r.status_code == 200 and isinstance(r.json().get("version"), str):
-                out["version"] = r.json()["version"]
+            status, _, raw = http.get(root + path, ep.headers())
+            version = json.loads(raw).get("version") if status == 200 else None
+            if isinstance(version, str):
+                out["version"] = version
                 break
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (httpx.HTTPError, ValueError, AttributeError, RecursionError, DeadlineExceeded, BodyTooLarge):
             continue
     return out

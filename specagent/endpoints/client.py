@@ -428,7 +428,7 @@ class ChatClient:
                         after = retry_after_s(headers.get("retry-after"))
                     else:
                         self._count(failed=1)
-                        raise _refused(ep, status, text)
+                        raise _refused(ep, status, text, headers.get("location"))
             with self._lock:
                 self.stats.retries[reason] += 1
             if attempt + 1 < self.retry.attempts:
@@ -474,7 +474,7 @@ def _check_json(obj: Any, flag: str, depth: int = 0) -> None:
             _check_json(v, flag, depth + 1)
 
 
-def _refused(ep: Endpoint, status: int, text: str) -> EndpointError:
+def _refused(ep: Endpoint, status: int, text: str, location: str | None = None) -> EndpointError:
     try:
         detail = json.loads(text).get("error", text)
         detail = detail.get("message", detail) if isinstance(detail, dict) else detail
@@ -486,4 +486,7 @@ def _refused(ep: Endpoint, status: int, text: str) -> EndpointError:
         return ResponseFormatUnsupported(f"{where}: HTTP {status}: {short}", f"{ep.role}_url")
     hint = {401: f" (is ${ep.api_key_env} set to a valid key?)", 403: f" (is ${ep.api_key_env} allowed to use this model?)",
             404: " (is the URL the server's /v1 and the model name one it serves?)"}.get(status, "")
+    if 300 <= status < 400:
+        to = f" to {_short(redact_url(location), 120)}" if location else ""
+        hint = f" (a redirect{to}: redirects are not followed, so the key goes nowhere else; give the URL it names)"
     return EndpointError(f"{where}: HTTP {status}: {short}{hint}", f"{ep.role}_url")
