@@ -30,7 +30,8 @@ from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
-from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile, EngineProfileError, load_engine, toml_location
+from specagent.hardware.serving_engine import (LAYER_KINDS, EngineProfile, EngineProfileError, SchedulerDefault, load_engine,
+                                               toml_location)
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
 from specagent.costmodel.latency_targets import FIT_ENGINES, Target, predict
@@ -103,6 +104,52 @@ def default_params(engines: Sequence[str] = FIT_ENGINES, moe: KernelFit | None =
         ps.append(Param(f"launch_us@{e}", "launch_us", 15.0, 1.0, 300.0, "facebookresearch/metaseq PR #270: CUDA graphs cut "
                         "OPT-175B decode on 8xA100 from 95 to 66 ms per token, ~15 us per eager kernel", engines=(e,)))
     return ps
+
+
+#: Upper bounds of an own engine's host-side terms (µs): a user's server may be a Python server on a CPU (plain
+#: `transformers serve` runs `model.generate` per request, tens of ms of host work per step), far beyond vLLM on a GPU,
+#: whose BLIS-sized bounds (20 ms per iteration, 200 ms per request) would pin the fit to its edge; these are the engine
+#: profile's typo guard (10 s) for a request and a tenth of it for a step.
+OWN_UPPER_US = {"iteration_us": 1_000_000.0, "request_us": 10_000_000.0, "launch_us": 10_000.0}
+
+
+def _base_value(eng: EngineProfile, hw: HardwareProfile, field_name: str) -> tuple[float, str] | None:
+    """The value `eng` on `hw` prices a fitted field with today (an engine term, else the hardware's), with its source."""
+    fallback = {"iteration_us": hw.pass_overhead_us, "gemm_mfu": hw.prefill_mfu, "bandwidth": hw.bandwidth_efficiency}
+    if field_name == PER_KERNEL_LAYER_US:
+        kernels = sum(float(eng.layer_kernels[k].value) for k in LAYER_KINDS)
+        if kernels <= 0:
+            return None
+        per = sum(float(eng.layer_us[k].value) for k in LAYER_KINDS) / kernels
+        return per, f"mean per kernel of the per-layer times ({eng.layer_us['full_attention'].source})"
+    v = getattr(eng, field_name, None) if field_name in {f.name for f in dataclasses.fields(eng)} else None
+    v = v if v is not None else fallback.get(field_name)
+    return None if v is None or isinstance(v.value, bool) else (float(v.value), v.source)
+
+
+def own_params(params: Sequence[Param], eng: EngineProfile, hw: HardwareProfile) -> list[Param]:
+    """`params` with priors from the profile a user's fit starts from (`--base-engine`, e.g. `calibrate`'s measured
+    engine terms on the server's machine, resolved for its hardware profile) instead of vLLM-on-H100 figures.
+
+    A term the base prices at 0 (e.g. `calibrate`'s request_us: "no API server") says the base has no such part, not
+    that the server has none: it keeps the published prior. Host-side terms get `OWN_UPPER_US` bounds.
+    """
+    eng = eng.for_hardware(hw)
+    out = []
+    for p in params:
+        if not p.applies(eng.id, hw.id):
+            out.append(p)
+            continue
+        upper = max(p.upper, OWN_UPPER_US.get(p.field, p.upper))
+        base = _base_value(eng, hw, p.field)
+        if base is None or not base[0] > 0:
+            out.append(dataclasses.replace(p, upper=upper))
+            continue
+        value, src = base
+        lower = min(p.lower, value)
+        upper = max(upper, value)
+        out.append(dataclasses.replace(p, prior=value, lower=lower, upper=upper, prior_source=f"{eng.path or eng.id}: {src}"))
+    return out
 
 
 def serving_params(kernels: str | Path | None = None) -> tuple[list[Param], KernelFit]:
@@ -192,9 +239,12 @@ def fitted_on(t: Target) -> bool:
     pushed the growth into constants that price every pass at any load: vLLM's request_us
     to 124 ms (53 ms without the RTX 5090 rows; 16 ms fitted on concurrency-1 TTFTs, near
     BLIS's 15.6 ms) and the grouped-GEMM ceiling from 302 to 149-174 TFLOP/s. A TTFT at batch 1
-    is one request overhead and one prefill, which the terms do describe.
+    is one request overhead and one prefill, which the terms do describe; one that waited for a sequence slot
+    (`Target.queued`: the engine's max_num_seqs below the concurrency) is scored, not fitted, for the same reason.
     """
-    return not (t.metric == "ttft" and t.batch > 1)
+    if t.metric == "e2e" and not t.static:
+        return False  # a closed loop's lifetime is TTFT + (O − 1)·TPOT of figures fitted already: scored, not counted twice
+    return not (t.metric == "ttft" and (t.batch > 1 or t.queued > 0))
 
 
 def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Sequence[float] | None = None,
@@ -294,22 +344,45 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
     return dict(out)
 
 
-def own_engine(base: EngineProfile, engine_id: str) -> EngineProfile:
-    """`base` renamed `engine_id`: the profile a user's own measurements are priced and fitted with."""
-    return dataclasses.replace(base, id=engine_id.lower(), aliases=())
+def own_engine(base: EngineProfile, engine_id: str, max_num_seqs: int | None = None) -> EngineProfile:
+    """`base` renamed `engine_id`: the profile a user's own measurements are priced and fitted with.
+
+    `max_num_seqs`: the server's own limit on sequences it runs together (vLLM --max-num-seqs; plain `transformers
+    serve`, which generates one request at a time: 1), one scheduler row for every GPU in place of `base`'s; the
+    token budget stays `base`'s catch-all row's (at least the limit). The closed loop (`latency_targets`) and the
+    fleet (`replay`, `plan`) then queue the clients beyond it instead of batching them.
+    """
+    eng = dataclasses.replace(base, id=engine_id.lower(), aliases=())
+    if max_num_seqs is None:
+        return eng
+    budget = max(max_num_seqs, base.scheduler[-1].max_batched_tokens) if base.scheduler else max(max_num_seqs, 2048)
+    row = SchedulerDefault(0.0, (), int(max_num_seqs), int(budget),
+                           f"given: the server runs at most {max_num_seqs} sequence(s) together (latency fit --max-num-seqs); "
+                           f"token budget {budget} from {base.id}'s profile")
+    return dataclasses.replace(eng, scheduler=(row,))
 
 
-def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, prov: dict[str, Any]) -> dict[str, Any]:
+def scheduler_table(eng: EngineProfile) -> list[dict[str, Any]]:
+    """`eng`'s [[scheduler]] rows as TOML tables."""
+    return [{"min_gpu_memory_gib": r.min_gpu_memory_gib, **({"not_gpus": list(r.not_gpus)} if r.not_gpus else {}),
+             "max_num_seqs": r.max_num_seqs, "max_batched_tokens": r.max_batched_tokens, "source": r.source} for r in eng.scheduler]
+
+
+def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, prov: dict[str, Any],
+                       max_num_seqs: int | None = None) -> dict[str, Any]:
     """The TOML table of a whole serving-engine profile `engine_id`: `base`'s file with the fitted fields written over it.
 
-    Every fitted term's source names the data file and its sha256; the others keep `base`'s sources.
+    Every fitted term's source names the data file and its sha256; the others keep `base`'s sources (the scheduler
+    rows: `own_engine`'s, where `max_num_seqs` is given).
     """
     import tomllib
 
-    eng = own_engine(base, engine_id)
+    eng = own_engine(base, engine_id, max_num_seqs)
     tables = fitted_tables(result, prov, engines=(eng.id,), profiles={eng.id: eng})
     data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
     data = merge_tables(merge_tables(data, tables.get("*", {})), tables.get(eng.id, {}))
+    if max_num_seqs is not None:
+        data["scheduler"] = scheduler_table(eng)
     data.update(id=eng.id, name=f"{base.name}, fitted to {Path(prov['dataset_path']).name}", aliases=[])
     data["provenance"] = {**data.get("provenance", {}), "base_profile": base.id, "fit": prov}
     return data

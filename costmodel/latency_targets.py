@@ -92,6 +92,14 @@ class Target:
     input_tokens: float
     output_tokens: float
     key: tuple  # deployment key: targets that share it are priced in one `estimate` call
+    #: Clients of a closed loop waiting for a sequence slot: concurrency − B where the engine's own limit on running
+    #: sequences (its [[scheduler]] max_num_seqs) caps the batch below the concurrency, else 0 (`closed_loop_queued`).
+    queued: float = 0.0
+
+    @property
+    def static(self) -> bool:
+        """A static batch (`benchmark_latency`): one prefill of the batch, then its decode steps; not a closed loop."""
+        return self.row.batch is not None and self.row.concurrency is None
 
     @property
     def model_class(self) -> str:
@@ -103,7 +111,8 @@ class Target:
         """The issue's target classes: TPOT by concurrency, TTFT; e2e and throughput by concurrency too."""
         if self.metric == "ttft":
             return "ttft"
-        return f"{self.metric}_c<=16" if self.concurrency <= 16 else f"{self.metric}_c>16"
+        name = "e2e_loop" if self.metric == "e2e" and not self.static else self.metric  # a request's lifetime in a closed loop
+        return f"{name}_c<=16" if self.concurrency <= 16 else f"{name}_c>16"
 
 
 @dataclass(frozen=True)
@@ -222,6 +231,12 @@ def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: d
         if conc is None:
             raise Skip("no concurrency, batch or request rate with latency: the running batch is not stated (burst run)")
         b = max(1, round(conc))
+    queued = 0.0
+    if not static:
+        # an engine that runs at most N sequences together (plain `transformers serve`: one) queues the other clients
+        cap = dep.serving_engine.scheduler_for(dep.hardware).max_num_seqs
+        if b > cap:
+            queued, b = float(conc) - cap, cap
     ctx = int(i + o)
     fit = dep.max_sequences(ctx)
     if fit < 1:
@@ -244,11 +259,13 @@ def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: d
             figures.append(("tpot", tpot / 1e3))
         if row.ttft_ms is not None:
             figures.append(("ttft", row.ttft_ms / 1e3))
+        if row.e2e_latency_ms is not None and (tpot is not None or row.ttft_ms is not None):
+            figures.append(("e2e", row.e2e_latency_ms / 1e3))  # a request's lifetime: scored beside TTFT and TPOT, not fitted
         if tpot is None and row.ttft_ms is None and row.output_throughput_tok_s is not None:
             figures.append(("throughput", row.output_throughput_tok_s))
     if not figures:
         raise Skip("no latency figure this mapping can predict for this kind of run")
-    return [Target(row, m, v, dep, float(conc), b, float(i), float(o), key) for m, v in figures]
+    return [Target(row, m, v, dep, float(conc), b, float(i), float(o), key, queued) for m, v in figures]
 
 
 # ------------------------------------------------------------------------- predictions
@@ -282,7 +299,7 @@ def _plan(targets: Sequence[Target]) -> list[_Plan]:
         for t in ts:
             i, o, b = t.input_tokens, t.output_tokens, t.batch
             q: dict[str, tuple[int, int, float]] = {}
-            if t.metric == "e2e":
+            if t.static:
                 q["prefill"] = add(Passes.uniform(i, 0, b))
                 steps = max(int(round(o)) - 1, 0)
                 if steps:
@@ -341,19 +358,37 @@ def closed_loop(decode: float, prefill: float, request: float, batch: float, out
     return tpot, ttft, ttft + m * tpot
 
 
+def closed_loop_queued(decode: float, prefill: float, request: float, batch: float, output_tokens: float,
+                       queued: float) -> tuple[float, float, float, float]:
+    """(TPOT, TTFT, lifetime, service lifetime) of a closed loop whose engine runs `batch` sequences and `queued` more
+    clients wait for a slot (the engine's max_num_seqs below the concurrency).
+
+    The engine serves B at a time, each for the service lifetime L of `closed_loop` at batch B, so it completes
+    X = B / L requests a second; with C = B + queued clients always in the system (each sends its next request when
+    its last one ends), Little's law gives the time in the system C / X, so every request first waits
+    W = (C − B)·L / B for a slot, in its TTFT and its lifetime; TPOT is the batch-B one. A steady state: a finite run
+    of N requests that starts all C at once waits less on average (its first B requests wait nothing).
+    """
+    tpot, ttft, life = closed_loop(decode, prefill, request, batch, output_tokens)
+    wait = queued * life / batch
+    return tpot, ttft + wait, life + wait, life
+
+
 def _metric(t: Target, q: dict[str, float]) -> float:
     """The measured quantity from the priced passes (see the module docstring)."""
-    if t.metric == "e2e":
+    if t.static:
         return q["prefill"] + q.get("decode_sum", 0.0)
     if t.metric == "tpot" and t.row.tpot_ms is None and t.row.statistic == "median":
         return q["decode"]  # a median inter-token gap: one decode iteration (module docstring)
     b = float(t.batch)
-    tpot, ttft, lifetime = closed_loop(q["decode"], q["prefill"], q["request"], b, t.output_tokens)
+    tpot, ttft, lifetime, service = closed_loop_queued(q["decode"], q["prefill"], q["request"], b, t.output_tokens, t.queued)
     if t.metric == "tpot":
         return tpot
     if t.metric == "ttft":
         return ttft
-    return b * t.output_tokens / lifetime  # throughput
+    if t.metric == "e2e":
+        return lifetime
+    return b * t.output_tokens / service  # throughput: B requests of O tokens every service lifetime
 
 
 def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], EngineProfile] | None = None) -> np.ndarray:

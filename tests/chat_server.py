@@ -65,11 +65,13 @@ class ChatServer:
     def __init__(self, *, faults: Callable[[str, int, dict], str | None] = no_faults, json_schema: bool = True,
                  malformed: Callable[[str, dict], bool] = lambda key, body: False, max_requests: int = 5000,
                  lifetime_s: float = 120.0, timeout_sleep_s: float = 1.0, api_key: str | None = None,
-                 usage: bool = True, served_model: str | None = None, chunk_delay_s: float = 0.001):
+                 usage: bool = True, served_model: str | None = None, chunk_delay_s: float = 0.001, usage_details: bool = True):
         self.faults, self.json_schema, self.malformed = faults, json_schema, malformed
         #: usage=False: a server that reports no usage (some proxies); served_model: the name every answer gives (a server
         #: that answers with whatever it loaded, as llama.cpp does); chunk_delay_s: the gap between streamed chunks
         self.usage, self.served_model, self.chunk_delay_s = usage, served_model, chunk_delay_s
+        #: usage_details=False: usage without prompt_tokens_details / completion_tokens_details (transformers serve's)
+        self.usage_details = usage_details
         self.max_requests, self.timeout_sleep_s, self.api_key = max_requests, timeout_sleep_s, api_key
         self.lock = threading.Lock()
         self.attempts: Counter = Counter()  # per body key: requests received
@@ -248,7 +250,7 @@ class ChatServer:
         out = {"id": f"chatcmpl-{key[:12]}", "object": "chat.completion", "model": self.served_model or body["model"],
                "choices": [{"index": 0, "message": msg, "finish_reason": finish}]}
         if self.usage:
-            out["usage"] = usage
+            out["usage"] = usage if self.usage_details else {k: v for k, v in usage.items() if not k.endswith("_details")}
         return out
 
     def _weak(self, msgs: list[dict]) -> tuple[str | None, list[tuple[str, dict]]]:

@@ -136,6 +136,34 @@ def test_live_sends_max_tokens_per_role(tmp_path: Path):
     assert report["weak"]["max_tokens"] == 300 and report["strong"]["served_models"] == ["strong-test"]
 
 
+def test_live_says_what_the_server_does_not_report(tmp_path: Path):
+    """A server whose usage has no prompt_tokens_details / completion_tokens_details (transformers serve's): live says
+    that cached prompt tokens are unknown and that reasoning tokens were estimated, in the table and the report."""
+    out = tmp_path / "live"
+    with ChatServer(usage_details=False) as s:
+        r = CliRunner().invoke(app, ["live", "--weak-url", s.url, "--weak-model", "weak-test", "--strong-url", s.url,
+                                     "--strong-model", "strong-test", "-o", str(out), "--trajectories", "1", "--timeout", "20"])
+    assert r.exit_code == 0, r.output
+    report = json.loads((out / "comparison.json").read_text())
+    used = report["usage_reported"]
+    assert used["weak"]["calls"] > 0 and used["strong"]["calls"] > 0
+    assert used["weak"]["cached_tokens_reported_calls"] == used["strong"]["cached_tokens_reported_calls"] == 0
+    assert used["strong"]["reasoning_estimated_calls"] > 0 and used["weak"]["reasoning_estimated_calls"] == 0
+    flat = " ".join(r.output.split())
+    for role in ("weak", "strong"):
+        assert (f"note: {role}: {used[role]['calls']} of {used[role]['calls']} answers reported no cached prompt tokens"
+                in flat), r.output
+    assert "note: strong: reasoning tokens of" in flat and len(report["unreported"]) == 3  # 2 roles' cache + strong's reasoning
+    # the full usage of the scripted server by default: nothing to say
+    with ChatServer() as s:
+        r = CliRunner().invoke(app, ["live", "--weak-url", s.url, "--weak-model", "weak-test", "--strong-url", s.url,
+                                     "--strong-model", "strong-test", "-o", str(tmp_path / "full"), "--trajectories", "1",
+                                     "--timeout", "20"])
+    assert r.exit_code == 0, r.output
+    assert "cached prompt tokens" not in r.output and "estimated from" not in r.output
+    assert json.loads((tmp_path / "full" / "comparison.json").read_text())["unreported"] == []
+
+
 def test_what_the_server_does_not_report_is_said():
     from specagent.cli.acceptance_measure import unreported
 

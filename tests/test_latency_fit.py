@@ -195,6 +195,90 @@ def test_closed_loop_tpot_and_ttft_satisfy_their_defining_equations(tmp_path: Pa
     assert lt.predict([thr])[0] == pytest.approx(8 * 200 / life, rel=1e-6)
 
 
+def test_a_closed_loop_lifetime_is_ttft_plus_the_decode_of_the_rest(tmp_path: Path):
+    """E2E of a closed-loop row: TTFT + (O − 1)·TPOT of the same prediction, at concurrency 1 and under load."""
+    for c in (1, 8):
+        rows = load_serving(_csv(tmp_path, [dict(concurrency=c, input_tokens=1000, output_tokens=200, tpot_ms=10, ttft_ms=50,
+                                                  e2e_latency_ms=2000)]))
+        targets, _ = lt.targets_from_rows(rows)
+        tpot, ttft, e2e = lt.predict(targets)
+        assert [t.metric for t in targets] == ["tpot", "ttft", "e2e"]
+        assert e2e == pytest.approx(ttft + 199 * tpot, rel=1e-12)
+
+
+def _one_at_a_time(tmp_path: Path, conc: int, n: int = 1):
+    """TPOT, TTFT, E2E and (from a second row of the same run) output throughput at concurrency `conc`, max_num_seqs `n`."""
+    eng = lf.own_engine(load_engine("vllm"), "mine", max_num_seqs=n)
+    figures = dict(concurrency=conc, input_tokens=1000, output_tokens=200)
+    rows = load_serving(_csv(tmp_path, [figures | dict(tpot_ms=10, ttft_ms=50, e2e_latency_ms=2000),
+                                        figures | dict(output_throughput_tok_s=50)]))
+    return lt.targets_from_rows(rows, {"vllm": eng})[0]
+
+
+def test_an_engine_that_runs_one_sequence_queues_the_other_clients(tmp_path: Path):
+    """max_num_seqs 1 (plain `transformers serve`): at concurrency 4 the batch is 1, TPOT is concurrency 1's, and every
+    request first waits for the 3 ahead of it: TTFT and E2E grow by 3 lifetimes, throughput stays one request's."""
+    solo = _one_at_a_time(tmp_path, 1)
+    tpot1, ttft1, e2e1, thr1 = lt.predict(solo)
+    four = _one_at_a_time(tmp_path, 4)
+    assert [(t.batch, t.queued) for t in four] == [(1, 3.0)] * 4
+    tpot4, ttft4, e2e4, thr4 = lt.predict(four)
+    life = ttft1 + 199 * tpot1
+    assert e2e1 == pytest.approx(life, rel=1e-12)
+    assert tpot4 == tpot1 and thr4 == pytest.approx(thr1, rel=1e-12) == pytest.approx(200 / life, rel=1e-12)
+    assert ttft4 == pytest.approx(ttft1 + 3 * life, rel=1e-12) and e2e4 == pytest.approx(4 * life, rel=1e-12)
+    # a TTFT that waited in the queue is scored, not fitted, as one with other requests running
+    assert [lf.fitted_on(t) for t in four] == [True, False, False, True]
+    # two slots: batch 2 and the closed loop of `closed_loop` at batch 2, 2 clients waiting (C − B)·L/B = L each
+    two = _one_at_a_time(tmp_path, 4, n=2)
+    assert [(t.batch, t.queued) for t in two] == [(2, 2.0)] * 4
+    tpot2, ttft2, e2e2, _ = lt.predict(two)
+    d, p = (float(estimate(two[0].dep, q).time_s[0]) for q in (Passes.uniform(1, 1100, 2), Passes.uniform(1000, 0, 1)))
+    req = float(two[0].dep.serving_engine.request_us.value) * 1e-6
+    t2, f2, life2 = lt.closed_loop(d, p, req, 2.0, 200.0)
+    assert tpot2 == pytest.approx(t2, rel=1e-9) and ttft2 == pytest.approx(f2 + life2, rel=1e-9)
+    assert e2e2 == pytest.approx(2 * life2, rel=1e-9)
+    # a limit at or above the concurrency changes nothing
+    assert [(t.batch, t.queued) for t in _one_at_a_time(tmp_path, 4, n=4)] == [(4, 0.0)] * 4
+
+
+def test_own_engine_max_num_seqs_is_one_scheduler_row_for_every_gpu():
+    base = load_engine("vllm")
+    eng = lf.own_engine(base, "Mine", max_num_seqs=1)
+    assert eng.id == "mine" and eng.aliases == () and len(eng.scheduler) == 1
+    row = eng.scheduler[0]
+    assert (row.min_gpu_memory_gib, row.not_gpus, row.max_num_seqs) == (0.0, (), 1)
+    assert row.max_batched_tokens == base.scheduler[-1].max_batched_tokens and "--max-num-seqs" in row.source
+    assert eng.scheduler_for(load_hardware("h100_sxm")) is row and eng.scheduler_for(load_hardware("rtx5090")) is row
+    assert lf.own_engine(base, "mine").scheduler == base.scheduler  # not given: the base's rows
+    assert lf.scheduler_table(eng) == [{"min_gpu_memory_gib": 0.0, "max_num_seqs": 1,
+                                        "max_batched_tokens": row.max_batched_tokens, "source": row.source}]
+
+
+def test_own_params_start_from_the_base_profile_on_its_hardware():
+    """A user's fit starts from --base-engine's terms (e.g. calibrate's, measured on the server's machine), not vLLM's."""
+    hw = dataclasses.replace(load_hardware("h100_sxm"), bandwidth_efficiency=Sourced(0.5, "calibrated here"))
+    base = dataclasses.replace(load_engine("vllm"), id="mine", bandwidth=None,
+                               iteration_us=Sourced(5000.0, "measured here"),
+                               request_us=Sourced(0.0, "no API server"))
+    params = lf.default_params(engines=("mine",))
+    got = {p.name: p for p in lf.own_params(params, base, hw)}
+    want = {p.name: p for p in params}
+    it = got["iteration_us@mine"]
+    assert (it.prior, it.upper) == (5000.0, lf.OWN_UPPER_US["iteration_us"]) and "measured here" in it.prior_source
+    # no engine bandwidth: the hardware profile's efficiency is what prices it today, so that is the prior
+    assert (got["bandwidth"].prior, want["bandwidth"].prior) == (0.5, 0.72) and "calibrated here" in got["bandwidth"].prior_source
+    # a term the base prices at 0 has no such part there: the published prior stays, with the wider bound
+    rq = got["request_us@mine"]
+    assert (rq.prior, rq.prior_source, rq.upper) == (want["request_us@mine"].prior, want["request_us@mine"].prior_source,
+                                                     lf.OWN_UPPER_US["request_us"])
+    per_kernel = sum(float(base.layer_us[k].value) for k in base.layer_us) / sum(float(base.layer_kernels[k].value)
+                                                                                  for k in base.layer_kernels)
+    assert got["kernel_us"].prior == pytest.approx(per_kernel, rel=1e-12)
+    # parameters of other GPUs or engines are untouched
+    assert got["bandwidth@mi300x"] == want["bandwidth@mi300x"]
+
+
 # ------------------------------------------------------------------------- the fit can fail
 def _synthetic(tmp_path: Path, scale_source: str | None = None, factor: float = 1.0):
     """Rows whose 'measurements' are the model's own predictions under known coefficients (two sources)."""
@@ -296,9 +380,13 @@ def test_each_figure_of_a_row_becomes_a_target_in_seconds_with_its_running_batch
     assert not skipped
     assert [_fields(t) for t in targets] == [
         ("r0", "tpot", 0.010, 4.0, 4, 100.0, 10.0), ("r0", "ttft", 0.050, 4.0, 4, 100.0, 10.0),
+        ("r0", "e2e", 0.900, 4.0, 4, 100.0, 10.0),  # a closed loop's lifetime, beside its TTFT and TPOT
         ("r1", "tpot", 0.007, 2.0, 2, 100.0, 10.0), ("r2", "tpot", 0.008, 2.0, 2, 100.0, 10.0),
-        ("r3", "ttft", 0.040, 3.0, 3, 100.0, 10.0), ("r4", "throughput", 60.0, 3.0, 3, 100.0, 1.0),
+        ("r3", "ttft", 0.040, 3.0, 3, 100.0, 10.0), ("r3", "e2e", 1.5, 3.0, 3, 100.0, 10.0),
+        ("r4", "throughput", 60.0, 3.0, 3, 100.0, 1.0),
         ("r5", "e2e", 2.0, 4.0, 4, 100.0, 10.0)]
+    assert [t.load_class for t in targets if t.metric == "e2e"] == ["e2e_loop_c<=16", "e2e_loop_c<=16", "e2e_c<=16"]
+    assert [lf.fitted_on(t) for t in targets if t.metric == "e2e"] == [False, False, True]  # scored; a static batch's is fitted
     assert targets[0].key == ("Qwen/Qwen3-8B", "h100_sxm", 1, "tp", "bf16", "bf16", "vllm", True)
 
 

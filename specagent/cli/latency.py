@@ -34,13 +34,17 @@ def _params(kernels: Optional[Path]):
 ENGINE_ID = typer.Option(None, "--engine-id", help="Your own engine's id: price (and fit) every row with --base-engine renamed "
                          "to this, so a profile fitted to your server's CSV (from `bench serve`) is its own engine.")
 BASE_ENGINE = typer.Option(None, "--base-engine", help="The shipped profile --engine-id starts from (default: the engine the rows name).")
+MAX_NUM_SEQS = typer.Option(None, "--max-num-seqs", min=1, max=1_000_000, help="With --engine-id: the most sequences your server "
+                            "runs together (vLLM --max-num-seqs; plain `transformers serve`: 1); clients beyond it queue "
+                            "(default: --base-engine's scheduler rows).")
 
 
-def _own(rows, engine_id: Optional[str], base_engine: Optional[str]):
+def _own(rows, engine_id: Optional[str], base_engine: Optional[str], max_num_seqs: Optional[int] = None):
     """{engine named in the rows: the base profile renamed engine_id}, or {} without --engine-id."""
     if engine_id is None:
-        if base_engine is not None:
-            fail("--base-engine: only with --engine-id (the id of the profile fitted to your data)")
+        if base_engine is not None or max_num_seqs is not None:
+            fail(f"{'--base-engine' if base_engine is not None else '--max-num-seqs'}: only with --engine-id (the id of the "
+                 "profile fitted to your data)")
         return {}, None
     import re
 
@@ -57,11 +61,24 @@ def _own(rows, engine_id: Optional[str], base_engine: Optional[str]):
         base = load_engine(name)
     except EngineProfileError as exc:
         fail(f"--base-engine {name}: {exc}" + ("" if base_engine else " (the rows' engine; pass --base-engine vllm, sglang, ...)"))
-    eng = own_engine(base, engine_id)
+    eng = own_engine(base, engine_id, max_num_seqs)
     return {e: eng for e in named}, base
 
 
-def _load(data: Optional[Path], engine_id: Optional[str] = None, base_engine: Optional[str] = None, by_concurrency: bool = False):
+def _own_params(engine_id: str, kfit, targets):
+    """The fit's parameters for one's own engine: its terms alone, with priors from --base-engine on the rows' hardware
+    (`latency_fit.own_params`) where every row is one engine on one hardware profile, else the published priors."""
+    from specagent.costmodel.latency_fit import default_params, own_params
+
+    params = default_params(engines=(engine_id.lower(),), moe=kfit)
+    pairs = {(t.dep.serving_engine.id, t.dep.hardware.id) for t in targets}
+    if len(pairs) != 1:
+        return params
+    return own_params(params, targets[0].dep.serving_engine, targets[0].dep.hardware)
+
+
+def _load(data: Optional[Path], engine_id: Optional[str] = None, base_engine: Optional[str] = None, by_concurrency: bool = False,
+          max_num_seqs: Optional[int] = None):
     import dataclasses
 
     from specagent.costmodel.latency_targets import targets_from_rows
@@ -72,7 +89,7 @@ def _load(data: Optional[Path], engine_id: Optional[str] = None, base_engine: Op
         rows = load_serving(path)
     except MeasurementError as exc:
         fail(str(exc))
-    engines, _ = _own(rows, engine_id, base_engine)
+    engines, _ = _own(rows, engine_id, base_engine, max_num_seqs)
     if by_concurrency:  # each load level its own group: leave-one-source-out becomes leave-one-concurrency-out
         rows = [dataclasses.replace(r, source=f"concurrency {r.concurrency:g}" if r.concurrency is not None else
                                     f"batch {r.batch:g}" if r.batch is not None else f"rate {r.request_rate}") for r in rows]
@@ -94,6 +111,7 @@ def validate_cmd(
                                  "or 'concurrency' (one load level: for one server's own CSV from `bench serve`)."),
     engine_id: Optional[str] = ENGINE_ID,
     base_engine: Optional[str] = BASE_ENGINE,
+    max_num_seqs: Optional[int] = MAX_NUM_SEQS,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Predicted vs measured for every describable row; MAPE per GPU, engine, model class and target class.
@@ -110,12 +128,11 @@ def validate_cmd(
             atomic.check_writable(target)
     if hold_out not in ("source", "concurrency"):
         fail(f"--hold-out: expected source or concurrency, got {hold_out!r}")
-    path, rows, targets, skipped = _load(data, engine_id, base_engine, by_concurrency=hold_out == "concurrency")
+    path, rows, targets, skipped = _load(data, engine_id, base_engine, by_concurrency=hold_out == "concurrency",
+                                         max_num_seqs=max_num_seqs)
     params, kfit = _params(kernels)
     if engine_id is not None:
-        from specagent.costmodel.latency_fit import default_params
-
-        params = default_params(engines=(engine_id.lower(),), moe=kfit)
+        params = _own_params(engine_id, kfit, targets)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
     val = validate(targets, skipped, held_out=holdout, params=params, progress=tick)
     table = val.rows()
@@ -240,6 +257,7 @@ def fit_cmd(
                                           "latency_fit.toml), or with --engine-id the whole engine profile (default ENGINE_ID.toml)."),
     engine_id: Optional[str] = ENGINE_ID,
     base_engine: Optional[str] = BASE_ENGINE,
+    max_num_seqs: Optional[int] = MAX_NUM_SEQS,
     profiles: Optional[Path] = typer.Option(None, "--write-profiles", help="Also write each fitted engine's whole profile (shipped "
                                             "profile + fitted tables) into this folder, ready to replace hardware/engines/<engine>.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print the fitted coefficients as JSON."),
@@ -260,16 +278,14 @@ def fit_cmd(
         if engine_id is not None:
             fail("--write-profiles: not with --engine-id (which writes one whole profile to -o)")
         atomic.check_writable(profiles / "vllm.toml")
-    path, rows, targets, skipped = _load(data, engine_id, base_engine)
+    path, rows, targets, skipped = _load(data, engine_id, base_engine, max_num_seqs=max_num_seqs)
     params, kfit = _params(kernels)
     if engine_id is not None:
-        from specagent.costmodel.latency_fit import default_params
-
-        params = default_params(engines=(engine_id.lower(),), moe=kfit)
+        params = _own_params(engine_id, kfit, targets)
     res = fit(targets, params)
     prov = provenance(path, len(rows), len(rows) - len(skipped), res.rows, res.sources)
     if engine_id is not None:
-        _write_own(path, rows, engine_id, base_engine, res, prov, output, as_json)
+        _write_own(path, rows, engine_id, base_engine, res, prov, output, as_json, max_num_seqs)
         return
     from specagent.measurements import default_path, file_sha256
 
@@ -312,7 +328,8 @@ def fit_cmd(
         err.print(f"[yellow]warning:[/] the optimiser stopped without converging: {res.message}", highlight=False)
 
 
-def _write_own(path: Path, rows, engine_id: str, base_engine: Optional[str], res, prov: dict, output: Path, as_json: bool) -> None:
+def _write_own(path: Path, rows, engine_id: str, base_engine: Optional[str], res, prov: dict, output: Path, as_json: bool,
+               max_num_seqs: Optional[int] = None) -> None:
     """`latency fit --engine-id`: one whole serving-engine profile, validated before it is written."""
     import tomli_w
 
@@ -321,7 +338,7 @@ def _write_own(path: Path, rows, engine_id: str, base_engine: Optional[str], res
 
     _, base = _own(rows, engine_id, base_engine)
     prov = {**prov, "dataset_path": str(path)}
-    data = own_engine_profile(base, engine_id, res, prov)
+    data = own_engine_profile(base, engine_id, res, prov, max_num_seqs)
     parse_engine(data, str(output))
     atomic.atomic_write(output, atomic.text_writer(f"# Serving-engine profile {engine_id.lower()}: {base.id}'s profile with the terms "
                                                    f"`specagent latency fit --engine-id` fitted to {path}.\n" + tomli_w.dumps(data)))

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.acceptance_measure import extra_body, request_status, resume_hint
+from specagent.cli.acceptance_measure import extra_body, request_status, resume_hint, unreported
 from specagent.cli.console import error_line, fail
 from specagent.cli.options import resolve
 from specagent.cli.progress import progress_bar
@@ -73,7 +73,9 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
     report = {"comparison": comparison, "counts": counts, "skipped": skipped, "client": stats, "k": k, "seed": seed, "tasks": tasks,
               "weak": {"url": weak.shown_url, "model": weak.model, "served_models": client.stats.served_models("weak"), "max_tokens": run.caps["weak"]},
               "strong": {"url": strong.shown_url, "model": strong.model, "served_models": client.stats.served_models("strong"),
-                         "max_tokens": run.caps["strong"]}}
+                         "max_tokens": run.caps["strong"]},
+              # what the servers did not report (cached prompt tokens, reasoning tokens), said rather than taken as 0
+              "usage_reported": run.usage, "unreported": unreported({"usage": run.usage})}
     verdicts = "".join(json.dumps(v, separators=(", ", ": ")) + "\n" for r in results for v in r.verdicts)
     atomic.write_together({out / "protocol_log.jsonl": atomic.text_writer(dumps_jsonl([r.protocol_log for r in results])),
                            out / "verdicts.jsonl": atomic.text_writer(verdicts),
@@ -99,4 +101,6 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
     if counts.get("truncated_weak_answers"):
         console.print(f"note: {counts['truncated_weak_answers']} Weak answers stopped at max_tokens (finish_reason length)",
                       highlight=False)
+    for line in report["unreported"]:
+        console.print(f"note: {line}", highlight=False, markup=False, soft_wrap=True)
     console.print(f"wrote {out / 'protocol_log.jsonl'}, {out / 'verdicts.jsonl'} and {out / 'comparison.json'}", highlight=False)

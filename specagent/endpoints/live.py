@@ -109,6 +109,17 @@ class LiveRun:
         self.tools = airline_tools()
         self.prompt = verifier_prompt()
         self.json_schema = True
+        #: per endpoint role, what its answers reported: calls, those with usage.prompt_tokens_details.cached_tokens, those
+        #: whose reasoning tokens had to be estimated from text (`acceptance_measure.unreported` says what is missing)
+        self.usage: dict[str, dict[str, int]] = {}
+
+    def _chat(self, ep: Endpoint, body: dict) -> Reply:
+        r = self.client.chat(ep, body)
+        u = self.usage.setdefault(ep.role, {"calls": 0, "cached_tokens_reported_calls": 0, "reasoning_estimated_calls": 0})
+        u["calls"] += 1
+        u["cached_tokens_reported_calls"] += r.usage.cached_tokens is not None
+        u["reasoning_estimated_calls"] += r.usage.reasoning_source == "estimated"
+        return r
 
     def _body(self, messages: list[dict], role: str = "weak", **extra: Any) -> dict:
         cap = {"max_tokens": self.caps[role]} if self.caps[role] is not None else {}
@@ -169,7 +180,7 @@ class LiveRun:
             digest = env.digest()
             seg: list[_Unit] = []
             while len(seg) < self.k:
-                r = self.client.chat(self.weak, self._body(context + self._messages(seg)))
+                r = self._chat(self.weak, self._body(context + self._messages(seg)))
                 answers += 1
                 if r.finish_reason == "length":
                     counts["truncated_weak_answers"] += 1
@@ -253,7 +264,7 @@ class LiveRun:
                 rt = 0
             else:
                 counts["repairs"] += 1
-                rr = self.client.chat(self.strong, self._body(context, "strong"))
+                rr = self._chat(self.strong, self._body(context, "strong"))
                 answers += 1
                 repair_s = rr.latency_s
                 seconds["strong_repair"] += repair_s
@@ -317,11 +328,11 @@ class LiveRun:
             if self.json_schema:
                 extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}}
             try:
-                r = self.client.chat(self.strong, self._body(msgs, "strong", **extra))
+                r = self._chat(self.strong, self._body(msgs, "strong", **extra))
             except ResponseFormatUnsupported:
                 self.json_schema = False
                 extra.pop("response_format")
-                r = self.client.chat(self.strong, self._body(msgs, "strong", **extra))
+                r = self._chat(self.strong, self._body(msgs, "strong", **extra))
             seconds += r.latency_s
             last = r
             if r.finish_reason == "length":  # cut at max_tokens: asking again under the same cap cuts it again
