@@ -208,7 +208,8 @@ class AcceptanceModel:
 
 
 #: Keys an `[acceptance.fit]` table may hold (written by `specagent acceptance fit`).
-FIT_KEYS = ("method", "interval_method", "logs", "records", "intervals", "tests", "goodness_of_fit", "not_fitted", "diagnostics")
+FIT_KEYS = ("method", "interval_method", "logs", "records", "intervals", "tests", "goodness_of_fit", "not_fitted", "diagnostics",
+            "task_effect")
 
 
 def _check_fit(fit: object) -> None:
