@@ -41,9 +41,6 @@ from scipy import optimize, stats
 
 from specagent.simulator.acceptance.model import KINDS, AcceptanceModel
 from specagent.simulator.acceptance.io import acceptance_table, acceptance_toml as model_toml
-from specagent.simulator.acceptance.task_effect import (
-    CORR, DECAY, SD, SD_BOUND, Judged, loglik, population_accept, prefix_distribution,
-)
 from specagent.simulator.protocol.workload import episode_from_trajectory, step_groups
 from specagent.traces.errors import TraceFormatError
 from specagent.traces.io import load_trajectories
@@ -51,9 +48,6 @@ from specagent.traces.schema import Trajectory
 from specagent.traces.verdict_log import SCHEMA, VerdictRecord, iter_verdict_log, previous_rejected, previous_rejected_of
 
 CHI2_95 = float(stats.chi2.ppf(0.95, 1))  # 3.841
-CHI2_BOUNDARY_95 = float(stats.chi2.ppf(0.90, 1))  # 2.706: ½χ²₀ + ½χ²₁ exceeds it 5% of the time
-#: The fit's name for the task effect's standard deviation (logit scale): reported, not a field of the model.
-TASK_EFFECT = "task_effect_sd"
 _EPS = 1e-9
 LOG_FORMAT = f"a verdict log ('{SCHEMA}' JSONL) or a protocol log (`specagent live`'s protocol_log.jsonl)"
 
@@ -66,7 +60,6 @@ class Segment:
     after_rejection: bool
     accepted_prefix: int
     complete: bool  # all drafted steps known (verdict logs); a protocol log drops a rejected segment's tail
-    task: int | None = None  # the task the verification belongs to (None: a task of its own), for the task effect
 
 
 @dataclass
@@ -80,15 +73,9 @@ class FitData:
     counts: dict[str, list[int]] = field(default_factory=lambda: {k: [] for k in COUNT_PARAMS + ("repair_tokens",)})
     drafted_tokens: list[int] = field(default_factory=list)
     reference_tokens: list[int] = field(default_factory=list)
-    token_task: list[int] = field(default_factory=list)  # the task of each (drafted, reference) pair
     thinking: list[bool] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     records: int = 0
-    task_ids: dict[tuple[str, str], int] = field(default_factory=dict)  # (log, task) -> index
-
-    def task_index(self, log: str, task: str) -> int:
-        """A task is a task of one log: the same id in two logs is two runs."""
-        return self.task_ids.setdefault((log, task), len(self.task_ids))
 
 
 #: Token counts of the model fitted as NB means (the model's field names).
@@ -98,7 +85,7 @@ COUNT_PARAMS = ("verdict_tokens", "accept_verdict_tokens", "verify_reasoning_tok
 # ------------------------------------------------------------------------------------------------ reading
 def add_verdict_records(data: FitData, records: Sequence[VerdictRecord], name: str) -> None:
     for r, aft in zip(records, previous_rejected(records)):
-        _add_record(data, r, aft, data.task_index(name, r.task))
+        _add_record(data, r, aft)
     data.records += len(records)
     data.logs.append(f"{name} ({len(records)} verdict records)")
 
@@ -110,7 +97,7 @@ def add_verdict_log(data: FitData, path: Path, seen: dict[bytes, tuple[str, int]
     summary: list[tuple[str, int, bool]] = []
     for i, (_, r) in enumerate(iter_verdict_log(path), 1):
         _check_new(seen, r.to_json(), str(path), "record", i, "verification")
-        _add_record(data, r, False, data.task_index(str(path), r.task))
+        _add_record(data, r, False)
         summary.append((r.task, r.position, r.rejected))
     for j, aft in enumerate(previous_rejected_of(summary)):
         data.segments[first + j].after_rejection = aft
@@ -118,9 +105,9 @@ def add_verdict_log(data: FitData, path: Path, seen: dict[bytes, tuple[str, int]
     data.logs.append(f"{path} ({len(summary)} verdict records)")
 
 
-def _add_record(data: FitData, r: VerdictRecord, aft: bool, task: int) -> None:
+def _add_record(data: FitData, r: VerdictRecord, aft: bool) -> None:
     kinds = tuple(KINDS.index(s.kind) for s in r.drafted)
-    data.segments.append(Segment(kinds, aft, r.accepted_prefix, True, task))
+    data.segments.append(Segment(kinds, aft, r.accepted_prefix, True))
     data.thinking.append(r.thinking)
     for s in r.drafted:
         if s.exact_match is not None:
@@ -129,7 +116,6 @@ def _add_record(data: FitData, r: VerdictRecord, aft: bool, task: int) -> None:
         if s.reference_tokens is not None and s.reference_tokens > 0:
             data.drafted_tokens.append(s.tokens)
             data.reference_tokens.append(s.reference_tokens)
-            data.token_task.append(task)
     if r.thinking:
         data.counts["verify_reasoning_tokens"].append(r.verify_reasoning_tokens)
     if not r.rejected:
@@ -154,7 +140,7 @@ def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> N
     """Reviewed segments of `specagent live` protocol logs: verdicts and replacements (their token counts are
     recorded as totals, reasoning included, so they set no token parameter)."""
     n = 0
-    for ti, t in enumerate(trajs):
+    for t in trajs:
         if not t.is_protocol_log:
             continue
         units = episode_from_trajectory(t).units
@@ -168,12 +154,11 @@ def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> N
             kind = lab.rejected_kind.value if lab.verdict.value == "repair" and lab.rejected_kind is not None else u.kind
             segs.setdefault(lab.segment, []).append((KINDS.index(kind), lab.verdict.value, u.repair_tokens))
         after = False
-        task = data.task_index(name, f"{t.task_id}#{ti}")  # one trajectory, one run of a task
         for s in sorted(segs):
             steps = segs[s]
             rep = [i for i, x in enumerate(steps) if x[1] == "repair"]
             a = rep[0] if rep else len(steps)
-            data.segments.append(Segment(tuple(x[0] for x in steps[:a + 1]), after, a, not rep, task))
+            data.segments.append(Segment(tuple(x[0] for x in steps[:a + 1]), after, a, not rep))
             if rep:
                 data.replacement_valid.append(steps[a][2] == 0)
             after = bool(rep)
@@ -230,9 +215,52 @@ def _is_verdict_log(p: Path) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ likelihoods
+@dataclass(frozen=True)
+class Judged:
+    """Every judged step, aggregated into cells of (kind, position, after a rejection) with their accepted and
+    rejected counts: the likelihood depends on nothing else, so it costs a few dozen terms however long the log."""
+
+    kind: np.ndarray
+    pos: np.ndarray
+    after: np.ndarray  # first step after a rejection in the same task
+    n_accepted: np.ndarray
+    n_rejected: np.ndarray
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment]) -> "Judged":
+        k, p, a, y = [], [], [], []
+        for s in segments:
+            m = min(s.accepted_prefix + 1, len(s.kinds))
+            for i in range(m):
+                k.append(s.kinds[i])
+                p.append(i)
+                a.append(s.after_rejection and i == 0)
+                y.append(i < s.accepted_prefix)
+        key = np.stack([np.array(k, dtype=np.int64), np.array(p, dtype=np.int64), np.array(a, dtype=np.int64)], axis=1)
+        cells, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        yy = np.array(y, dtype=bool)
+        n_acc = np.bincount(inv, weights=yy, minlength=len(cells))
+        n_rej = np.bincount(inv, weights=~yy, minlength=len(cells))
+        return cls(cells[:, 0], cells[:, 1], cells[:, 2].astype(bool), n_acc, n_rej)
+
+    @property
+    def steps(self) -> int:
+        return int(self.n_accepted.sum() + self.n_rejected.sum())
+
+    def of_kind(self, kc: int) -> int:
+        m = self.kind == kc
+        return int(self.n_accepted[m].sum() + self.n_rejected[m].sum())
+
+
+def _p_accept(theta: np.ndarray, j: Judged) -> np.ndarray:
+    accept, decay, corr = theta[:5], theta[5], theta[6]
+    return accept[j.kind] * decay ** j.pos * np.where(j.after, 1.0 - corr, 1.0)
+
+
 def acceptance_loglik(theta: np.ndarray, j: Judged) -> float:
-    """The marginal log-likelihood of the judged steps (`task_effect.loglik` without its gradient)."""
-    return loglik(theta, j)[0]
+    p = np.clip(_p_accept(theta, j), _EPS, 1 - _EPS)
+    return float(np.sum(j.n_accepted * np.log(p) + j.n_rejected * np.log1p(-p)))
 
 
 @dataclass
@@ -249,36 +277,25 @@ class ParamFit:
 
 
 class _Profiled:
-    """Maximise a log-likelihood over bounded free parameters; profile one parameter at a time.
+    """Maximise a log-likelihood over bounded free parameters; profile one parameter at a time."""
 
-    `ll(x)` returns the log-likelihood, or (log-likelihood, gradient) with `gradient=True` (the optimiser then
-    takes the exact gradient rather than finite differences: the task effect's likelihood costs a matrix product)."""
-
-    def __init__(self, ll, x0: np.ndarray, bounds: list[tuple[float, float]], free: list[int], gradient: bool = False):
-        self.ll, self.bounds, self.free, self.gradient = ll, bounds, free, gradient
+    def __init__(self, ll, x0: np.ndarray, bounds: list[tuple[float, float]], free: list[int]):
+        self.ll, self.bounds, self.free = ll, bounds, free
         self.x = x0.astype(float).copy()
         self.best = self._maximise(self.x, free)
 
-    def _value(self, x: np.ndarray) -> float:
-        v = self.ll(x)
-        return float(v[0] if self.gradient else v)
-
     def _maximise(self, x: np.ndarray, free: list[int]) -> float:
         if not free:
-            return self._value(x)
+            return self.ll(x)
         full = x.copy()
 
         def nll(v):
             full[free] = v
-            if not self.gradient:
-                return -self.ll(full)
-            f, g = self.ll(full)
-            return -f, -g[free]
+            return -self.ll(full)
 
-        res = optimize.minimize(nll, x[free], method="SLSQP", jac=self.gradient or None,
-                                bounds=[self.bounds[i] for i in free], options={"ftol": 1e-10, "maxiter": 500})
+        res = optimize.minimize(nll, x[free], method="SLSQP", bounds=[self.bounds[i] for i in free])
         x[free] = res.x
-        return self._value(x)
+        return -float(res.fun)
 
     def restricted(self, i: int, value: float) -> float:
         x = self.x.copy()
@@ -286,24 +303,15 @@ class _Profiled:
         return self._maximise(x, [f for f in self.free if f != i])
 
     def interval(self, i: int) -> tuple[float, float]:
-        """The 95% profile interval: {v : 2 (best - restricted(v)) <= 3.84} inside the bounds, and a bound itself only
-        when 2 (best - restricted(bound)) <= 2.71 (the 95% point of the boundary null ½χ²₀ + ½χ²₁, the LR tests' own):
-        with χ²₁ at a bound, an interval covers a true value on the bound 97.5% of the time, not 95%."""
         lo_b, hi_b = self.bounds[i]
         xh = self.x[i]
 
         def drop(v):
             return 2.0 * (self.best - self.restricted(i, v)) - CHI2_95
 
-        def end(b: float) -> float:
-            d = drop(b)
-            if d + CHI2_95 <= CHI2_BOUNDARY_95 or xh == b:
-                return b
-            if d <= 0:  # inside the χ²₁ set but refused at the bound: the interval runs to just inside it
-                return b + (xh - b) * 1e-6
-            return optimize.brentq(drop, *sorted((b, xh)), xtol=1e-6)
-
-        return float(end(lo_b)), float(end(hi_b))
+        lo = lo_b if drop(lo_b) <= 0 else optimize.brentq(drop, lo_b, xh, xtol=1e-5) if xh > lo_b else lo_b
+        hi = hi_b if drop(hi_b) <= 0 else optimize.brentq(drop, xh, hi_b, xtol=1e-5) if xh < hi_b else hi_b
+        return float(lo), float(hi)
 
 
 def _binomial(name: str, ys: Sequence[bool]) -> ParamFit:
@@ -340,25 +348,14 @@ def nb_mean(name: str, xs: Sequence[int]) -> tuple[ParamFit, float | None]:
                     "Fisher information (NB2, log scale)"), r
 
 
-def _ratio(tokens: Sequence[int], reference: Sequence[int], task: Sequence[int] | None = None) -> ParamFit:
-    """Σ drafted / Σ reference tokens, with a cluster-robust (sandwich) interval on the log scale.
-
-    Why robust: the drafted length of a step is its reference length times noise that is multiplicative (a
-    variance growing with the square of the length, not with it as Poisson assumes), and one task's steps share
-    it; the sandwich variance of the ratio estimator, Σ_task (Σ (y - r x))² / (Σ x)², assumes neither."""
+def _ratio(tokens: Sequence[int], reference: Sequence[int]) -> ParamFit:
     y, x = np.asarray(tokens, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     r = float(y.sum() / x.sum())
     n = len(y)
-    if r <= 0:
-        return ParamFit("weak_token_ratio", r, 0.0, 0.0, n, "cluster-robust sandwich, log scale")
-    g = np.arange(n) if task is None else np.unique(np.asarray(task, dtype=np.int64), return_inverse=True)[1].ravel()
-    resid = np.bincount(g, weights=y - r * x)
-    k = len(resid)
-    var = float(np.sum(resid ** 2)) / x.sum() ** 2 * (k / (k - 1) if k > 1 else 1.0)
-    se_log = math.sqrt(var) / r
-    z = float(stats.t.ppf(0.975, max(k - 1, 1)))
-    return ParamFit("weak_token_ratio", r, r * math.exp(-z * se_log), r * math.exp(z * se_log), n,
-                    "cluster-robust sandwich, log scale")
+    phi = max(1.0, float(np.sum((y - r * x) ** 2 / (r * x)) / max(n - 1, 1))) if r > 0 else 1.0
+    se = math.sqrt(phi * r / x.sum()) if r > 0 else 0.0
+    lo, hi = (r * math.exp(-1.96 * se / r), r * math.exp(1.96 * se / r)) if r > 0 else (0.0, 0.0)
+    return ParamFit("weak_token_ratio", r, lo, hi, n, "quasi-Poisson Fisher information")
 
 
 # ------------------------------------------------------------------------------------------------ the fit
@@ -377,6 +374,20 @@ class FitResult:
         return self.model.fit
 
 
+def _prefix_distribution(theta: np.ndarray, segs: Sequence[Segment]) -> np.ndarray:
+    """P(accepted prefix = m) for each segment, m = 0..max length (rows sum to 1)."""
+    L = max(len(s.kinds) for s in segs)
+    out = np.zeros((len(segs), L + 1))
+    accept, decay, corr = theta[:5], theta[5], theta[6]
+    for r, s in enumerate(segs):
+        p = np.array([accept[k] * decay ** i * ((1 - corr) if (i == 0 and s.after_rejection) else 1.0) for i, k in enumerate(s.kinds)])
+        surv = np.concatenate([[1.0], np.cumprod(p)])
+        n = len(p)
+        out[r, :n] = surv[:n] * (1 - p)
+        out[r, n] = surv[n]
+    return out
+
+
 def _goodness(theta: np.ndarray, segs: Sequence[Segment]) -> dict[str, dict]:
     full = [s for s in segs if s.complete]  # a protocol log's rejected segments lack their tail
     out: dict[str, dict] = {}
@@ -384,10 +395,7 @@ def _goodness(theta: np.ndarray, segs: Sequence[Segment]) -> dict[str, dict]:
         g = [s for s in full if s.kinds[-1] == kc]
         if len(g) < 5:
             continue
-        L = max(len(s.kinds) for s in g)
-        pred = np.zeros(L + 1)
-        for s in g:  # the task effect averaged over its distribution (not over the task's history: a diagnostic)
-            pred[:len(s.kinds) + 1] += prefix_distribution(theta, s.kinds, s.after_rejection)
+        pred = _prefix_distribution(theta, g).sum(axis=0)
         obs = np.bincount([s.accepted_prefix for s in g], minlength=len(pred)).astype(float)
         # pool cells from the top until each has an expected count >= 5
         e_cells, o_cells = [], []
@@ -421,16 +429,14 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
     kinds_seen = sorted(set(j.kind.tolist()))
     has_decay = bool((j.pos > 0).any())
     has_corr = bool(j.after.any())
-    has_sd = j.informs_task_effect()
-    # the task effect starts away from 0: at 0 its gradient vanishes (the likelihood is even in it)
     x0 = np.array([base.accept[k] for k in KINDS] + [base.position_decay if has_decay else 1.0,
-                                                     base.correlation if has_corr else 0.0, 0.5 if has_sd else 0.0], dtype=float)
+                                                     base.correlation if has_corr else 0.0], dtype=float)
     for kc in kinds_seen:  # start at the observed acceptance of the kind: a good, feasible start
         m = j.kind == kc
         x0[kc] = min(max(float(j.n_accepted[m].sum() / (j.n_accepted[m].sum() + j.n_rejected[m].sum())), 0.05), 0.95)
-    bounds = [(0.0, 1.0)] * 5 + [(1e-3, 1.0), (0.0, 1.0), (0.0, SD_BOUND)]
-    free = kinds_seen + ([DECAY] if has_decay else []) + ([CORR] if has_corr else []) + ([SD] if has_sd else [])
-    pr = _Profiled(lambda x: loglik(x, j), x0, bounds, free, gradient=True)
+    bounds = [(0.0, 1.0)] * 5 + [(1e-3, 1.0), (0.0, 1.0)]
+    free = kinds_seen + ([5] if has_decay else []) + ([6] if has_corr else [])
+    pr = _Profiled(lambda x: acceptance_loglik(x, j), x0, bounds, free)
     theta = pr.x
     params: list[ParamFit] = []
     not_fitted: dict[str, str] = {}
@@ -441,22 +447,20 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         else:
             not_fitted[f"accept.{kind}"] = "no drafted step of this kind was judged"
     tests: dict[str, dict] = {}
-    for idx, name, null, present in ((DECAY, "position_decay", 1.0, has_decay), (CORR, "correlation", 0.0, has_corr),
-                                     (SD, TASK_EFFECT, 0.0, has_sd)):
+    for idx, name, null, present in ((5, "position_decay", 1.0, has_decay), (6, "correlation", 0.0, has_corr)):
         if not present:
-            not_fitted[name] = {DECAY: "no step judged past a segment's first position",
-                                CORR: "no verification follows a rejection in the same task",
-                                SD: "no task has two judged steps"}[idx]
+            not_fitted[name] = ("no step judged past a segment's first position" if idx == 5
+                                else "no verification follows a rejection in the same task")
             continue
         lo, hi = pr.interval(idx)
-        params.append(ParamFit(name, float(theta[idx]), lo, hi, j.tasks if idx == SD else j.steps, "profile likelihood"))
+        params.append(ParamFit(name, float(theta[idx]), lo, hi, j.steps, "profile likelihood"))
         stat = max(0.0, 2.0 * (pr.best - pr.restricted(idx, null)))
         tests[name] = {"null": f"{name} = {null:g}", "statistic": round(stat, 4),
                        "p_value": round(0.5 * float(stats.chi2.sf(stat, 1)), 6) if stat > 0 else 1.0,
                        "supported": bool(0.5 * stats.chi2.sf(stat, 1) < 0.05)}
     fields: dict = {"accept": {k: round(float(theta[i]), 6) if i in kinds_seen else base.accept[k] for i, k in enumerate(KINDS)},
-                    "position_decay": round(float(theta[DECAY]), 6) if has_decay else base.position_decay,
-                    "correlation": round(float(theta[CORR]), 6) if has_corr else base.correlation}
+                    "position_decay": round(float(theta[5]), 6) if has_decay else base.position_decay,
+                    "correlation": round(float(theta[6]), 6) if has_corr else base.correlation}
     if data.replacement_valid:
         f = _binomial("p_valid_replacement", data.replacement_valid)
         params.append(f)
@@ -495,7 +499,7 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         diagnostics["repair_tokens_low"] = round(f.low, 3)
         diagnostics["repair_tokens_high"] = round(f.high, 3)
     if data.drafted_tokens:
-        f = _ratio(data.drafted_tokens, data.reference_tokens, data.token_task)
+        f = _ratio(data.drafted_tokens, data.reference_tokens)
         if f.estimate > 0:
             params.append(f)
             fields["weak_token_ratio"] = round(f.estimate, 6)
@@ -516,17 +520,9 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
                            "information (NB2 token means, log scale; exact Poisson when not over-dispersed); quasi-Poisson "
                            "Fisher information (weak_token_ratio)",
         "logs": list(data.logs), "records": data.records,
-        "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params if p.name != TASK_EFFECT},
+        "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params},
         "tests": tests, "goodness_of_fit": goodness, "not_fitted": not_fitted, "diagnostics": diagnostics,
     }
-    sd_fit = next((p for p in params if p.name == TASK_EFFECT), None)
-    if sd_fit is not None:
-        meta["task_effect"] = {
-            "sd": round(sd_fit.estimate, 6), "interval": [round(sd_fit.low, 6), round(sd_fit.high, 6)], "tasks": j.tasks,
-            "model": "logit(p) + u, u ~ Normal(0, sd^2) per task; accept.KIND is the median task's acceptance",
-            # what the planner (no task effect) would need to match the mean task's first step
-            "population_accept": {KINDS[kc]: round(population_accept(float(theta[kc]), sd_fit.estimate), 6) for kc in kinds_seen},
-        }
     model = dataclasses.replace(base, **fields, source=source, fit=meta, calibrated_on={})  # the user's own logs
     return FitResult(model, params, tests, goodness, not_fitted, diagnostics, data)
 

@@ -208,8 +208,7 @@ class AcceptanceModel:
 
 
 #: Keys an `[acceptance.fit]` table may hold (written by `specagent acceptance fit`).
-FIT_KEYS = ("method", "interval_method", "logs", "records", "intervals", "tests", "goodness_of_fit", "not_fitted", "diagnostics",
-            "task_effect")
+FIT_KEYS = ("method", "interval_method", "logs", "records", "intervals", "tests", "goodness_of_fit", "not_fitted", "diagnostics")
 
 
 def _check_fit(fit: object) -> None:
