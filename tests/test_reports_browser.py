@@ -48,7 +48,7 @@ def report(tmp_path_factory):
                 workload="tau2-airline (6)", success_rates={"strongonly": 0.6, "specagent": 0.58})
     d = tmp_path_factory.mktemp("report")
     res = write_report(c, d / "report.html", extra={"balance": BALANCE, "calibration": CALIBRATION, "plan": PLAN})
-    assert len(res.included) == 9
+    assert len(res.included) == 10
     return d / "report.html"
 
 
@@ -60,7 +60,7 @@ def test_every_figure_renders_in_chromium(report, tmp_path):
     shot = tmp_path / "report.png"
     res = check_report(report, screenshot=shot)
     assert res.problems == []
-    assert [f["key"] for f in res.figures] == ["fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig6", "fig7"]
+    assert [f["key"] for f in res.figures] == ["fig_cost", "fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig6", "fig7"]
     assert all(f["traces"] > 0 and f["svg"] > 0 and f["drawn"] > 0 for f in res.figures)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
     keep = os.environ.get("SPECAGENT_ARTIFACTS")

@@ -212,3 +212,53 @@ def test_operating_points_are_labelled_on_the_point():
                             "total_bytes_read_rel": [1.0, 0.53, 0.75], "wall_time_s_rel": [1.0, 0.92, 0.95]}).set_index("strategy")
     fig = F.operating_points_figure(summary)
     assert [list(tr.text) for tr in fig.data] == [["strongonly"], ["specagent"], ["router"]]
+
+
+# ----------------------------------------------------------------------------- ranges on the figures (issue #33, item 5)
+def _line():
+    return pd.DataFrame({"wall_s_per_task": [60.0, 55.0], "model_s_per_task": [30.0, 25.0], "env_s_per_task": [30.0, 30.0],
+                         "usd_per_task": [0.07, np.nan]}, index=pd.Index(["strongonly", "specagent"], name="strategy"))
+
+
+def _ranges():
+    return pd.DataFrame([("strongonly", "wall_s_per_task", 60.0, 50.0, 76.0), ("specagent", "wall_s_per_task", 55.0, 45.0, 63.0),
+                         ("strongonly", "usd_per_task", 0.07, 0.05, 0.11)], columns=["strategy", "column", "point", "low", "high"])
+
+
+def test_the_bottom_line_figure_draws_time_and_dollars_with_their_ranges():
+    fig = F.bottom_line_figure(_line(), _ranges(), 0.9, "the acceptance parameters", {"strongonly": "Strong-only"})
+    model, waits, usd = fig.data
+    assert list(model.x) == [30.0, 25.0] and list(waits.x) == [30.0, 30.0]  # stacked: model + waits = wall
+    # the wall range sits on the stack's end: 60 − 50 below, 76 − 60 above; 55 − 45, 63 − 55
+    assert list(waits.error_x.arrayminus) == pytest.approx([10.0, 10.0]) and list(waits.error_x.array) == pytest.approx([16.0, 8.0])
+    assert model.error_x.array is None
+    # an unpriced strategy has no dollar bar at all, never a zero one
+    assert list(usd.y) == ["Strong-only"] and list(usd.x) == [0.07]
+    assert list(usd.error_x.arrayminus) == pytest.approx([0.02]) and list(usd.error_x.array) == pytest.approx([0.04])
+    assert "90% intervals over the acceptance parameters" in fig.layout.title.text
+
+
+def test_the_bottom_line_figure_without_ranges_says_points_only():
+    fig = F.bottom_line_figure(_line())
+    assert all(tr.error_x.array is None for tr in fig.data)
+    assert "points only" in fig.layout.title.text
+
+
+def test_memory_and_time_figures_carry_the_ratio_intervals():
+    iv = {"level": 0.9, "includes": "the acceptance parameters",
+          "intervals": [{"strategy": "specagent", "metric": "total_bytes_read_rel", "low": 0.4, "high": 0.7},
+                        {"strategy": "specagent", "metric": "wall_time_s_rel", "low": 1.0, "high": 1.5}]}
+    strong, total = F.memory_reads_figure(_summary(), iv).data
+    assert strong.error_y.array is None  # no interval for that metric: no bar drawn
+    assert list(total.error_y.arrayminus) == pytest.approx([0.0, 0.1]) and list(total.error_y.array) == pytest.approx([0.0, 0.2])
+    s = _summary().assign(wall_time_s=[100.0, 120.0], model_wall_time_s=[50.0, 70.0], env_wall_time_s=[50.0, 50.0])
+    model, waits = F.agent_time_figure(s, iv).data
+    assert list(waits.error_x.arrayminus) == pytest.approx([0.0, 0.2]) and list(waits.error_x.array) == pytest.approx([0.0, 0.3])
+    assert "90% intervals" in F.agent_time_figure(s, iv).layout.title.text
+
+
+def test_figure_4_says_what_its_saving_is_per():
+    df = pd.DataFrame({"hardware": ["h20"] * 3, "strong_mean_decode_batch": [1.0, 8.0, 64.0],
+                       "time_saving": [0.5, 0.2, -0.1], "memory_saving": [0.6, 0.3, 0.0]})
+    assert F.balance_figure(df, saving_axis="saving per verified token vs decoding it (%)").layout.yaxis.title.text == \
+        "saving per verified token vs decoding it (%)"

@@ -45,7 +45,7 @@ def test_report_is_self_contained_and_shows_every_assumption(comparison, tmp_pat
     assert text.count(js) == 1  # plotly.js embedded exactly once
     rest = text.replace(js, "")  # (the library itself mentions its CDN for maps; the browser test checks no request leaves)
     assert "<script src" not in rest and "cdn.plot.ly" not in rest and "https://" not in rest
-    assert res.included == ["fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5"]
+    assert res.included == ["fig_cost", "fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5"]
     assert set(res.omitted) == {"fig6", "fig7", "fig8"} and "calibration" in res.omitted["fig6"]
     for key in res.included:
         assert f'data-figure="{key}"' in text
@@ -81,7 +81,7 @@ def test_optional_tables_add_figures(comparison, tmp_path):
                                  "memory_saving": [0.6, 0.4, 0.1]}),
     }
     res = H.write_report(comparison, tmp_path / "r.html", extra=extra)
-    assert res.included == ["fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig6", "fig7"]
+    assert res.included == ["fig_cost", "fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig6", "fig7"]
     assert "from the fleet study" in res.figures[[f.key for f in res.figures].index("fig4")].figure.layout.title.text
     with pytest.raises(ValueError, match="unknown extra"):
         H.write_report(comparison, tmp_path / "x.html", extra={"plans": extra["plan"]})
@@ -154,7 +154,7 @@ def test_predict_files_round_trip(comparison, tmp_path):
     assert run.per_trajectory is not None and len(run.per_trajectory) == 15
     pd.testing.assert_series_equal(run.summary["total_bytes_read_rel"], comparison.summary["total_bytes_read_rel"], check_names=False)
     res = H.write_report(data, tmp_path / "r.html")
-    assert res.included == ["fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5"]  # deployments from the scenario the summary carries
+    assert res.included == ["fig_cost", "fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5"]  # deployments from the scenario the summary carries
 
 
 def test_per_trajectory_alone_rebuilds_the_summary(comparison, tmp_path):
@@ -170,7 +170,8 @@ def test_several_workloads_in_one_report(comparison, tmp_path):
     other = predict(Scenario(strategies=tuple(STRATS)), trajs, workload="other (3)")
     res = H.write_report([comparison, other], tmp_path / "r.html")
     assert "fig3_1" in res.included and "fig3_2" in res.included
-    x = res.figures[0].figure.data[0].x
+    assert res.figures[0].key == "fig_cost" and "further workloads are in the bottom-line table" in res.figures[0].caption
+    x = next(f for f in res.figures if f.key == "fig1").figure.data[0].x
     assert list(x[0]) == ["tau2-airline (5)"] * 3 + ["other (3)"] * 3  # grouped by workload
 
 
@@ -213,7 +214,7 @@ def test_cli_writes_report_and_reports_errors(comparison, tmp_path):
     r = CliRunner().invoke(app, [str(p), str(plan), "-o", str(out), "--no-images", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
-    assert doc["figures"] == ["fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig7"] and "fig6" in doc["omitted"]
+    assert doc["figures"] == ["fig_cost", "fig1", "fig2", "fig_time", "fig_explain", "fig3", "fig4", "fig5", "fig7"] and "fig6" in doc["omitted"]
     assert out.exists() and doc["images_message"] == "not requested"
     r = CliRunner().invoke(app, [str(tmp_path / "nope.json"), "-o", str(out)])
     assert r.exit_code == 2 and "no such results file" in " ".join(r.output.split())  # the console wraps long paths' lines

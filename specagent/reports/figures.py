@@ -137,10 +137,11 @@ def _need(df: pd.DataFrame, cols: Sequence[str], figure: str) -> None:
 
 
 # ----------------------------------------------------------------------------- figure 1
-def memory_reads_figure(summary: pd.DataFrame) -> go.Figure:
+def memory_reads_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -> go.Figure:
     """Figure 1: Strong-model HBM reads and total HBM reads (both models) per strategy, relative to Strong-only.
 
-    Columns: strategy, label, workload (optional), strong_bytes_read_rel, total_bytes_read_rel.
+    Columns: strategy, label, workload (optional), strong_bytes_read_rel, total_bytes_read_rel. With
+    `intervals` (summary.json's), each bar carries its interval as an error bar.
     """
     df = _summary_frame(summary)
     _need(df, ["strong_bytes_read_rel", "total_bytes_read_rel"], "Figure 1 (memory reads)")
@@ -150,11 +151,83 @@ def memory_reads_figure(summary: pd.DataFrame) -> go.Figure:
                              ("total_bytes_read_rel", "Total reads (Weak + Strong)", "#3182bd")):
         v = df[col].astype(float).to_numpy()
         fig.add_bar(x=x, y=v, name=name, marker_color=color, text=[_fmt_rel(a) for a in v], textposition="outside",
+                    error_y=_bar_intervals(intervals, df["strategy"], col, v),
                     hovertemplate="%{x}<br>" + name + ": %{y:.3f}× Strong-only<extra></extra>")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444", annotation_text="Strong-only = 1", annotation_position="top right")
     fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_title="strategy", xaxis_tickangle=0)
     fig.update_yaxes(rangemode="tozero")
-    return _finish(fig, "1 · HBM memory reads relative to Strong-only (lower is better)", height=560)
+    return _finish(fig, "1 · HBM memory reads relative to Strong-only (lower is better)" + _bars_note(intervals), height=560)
+
+
+def _bar_intervals(intervals: Mapping | None, strategies: Iterable[str], metric: str, points: Sequence[float]) -> dict | None:
+    """Asymmetric error bars for a row of bars from summary.json's `intervals` rows (0 where a strategy has none)."""
+    rows = {r.get("strategy"): r for r in (intervals or {}).get("intervals") or [] if r.get("metric") == metric}
+    strategies = list(strategies)
+    if not any(s in rows for s in strategies):
+        return None
+    hi = [max(float(rows[s]["high"]) - p, 0.0) if s in rows else 0.0 for s, p in zip(strategies, points)]
+    lo = [max(p - float(rows[s]["low"]), 0.0) if s in rows else 0.0 for s, p in zip(strategies, points)]
+    return dict(type="data", symmetric=False, array=hi, arrayminus=lo, thickness=1.2, width=4, color="#222")
+
+
+def _bars_note(intervals: Mapping | None) -> str:
+    """The subtitle that says what a figure's error bars are."""
+    if not (intervals and intervals.get("intervals")):
+        return ""
+    return (f"<br><sup>bars: {float(intervals.get('level', 0)):.0%} intervals over "
+            f"{_e_text(intervals.get('includes', 'the acceptance parameters'))}</sup>")
+
+
+# ----------------------------------------------------------------------------- bottom line
+def bottom_line_figure(line: pd.DataFrame, ranges: pd.DataFrame | None = None, level: float | None = None,
+                       includes: str = "", labels: Mapping[str, str] | None = None) -> go.Figure:
+    """The report's first figure: seconds and dollars per task per strategy, each with its range where drawn.
+
+    Why first: the question a reader brings is "how long does a task take and what does it cost", not HBM
+    bytes. `line` is `reports.bottom_line.bottom_line()` (indexed by strategy; columns wall_s_per_task,
+    model_s_per_task, env_s_per_task, usd_per_task); `ranges` its intervals (columns strategy, column, low,
+    high), drawn as error bars on the totals. A strategy with no price has no dollar bar, never a zero one.
+    """
+    _need(line, ["wall_s_per_task", "model_s_per_task", "env_s_per_task", "usd_per_task"], "Time and cost per task")
+    lohi = {} if ranges is None or ranges.empty else {(r.strategy, r.column): (float(r.low), float(r.high))
+                                                      for r in ranges.itertuples()}
+
+    def bars(col: str, strategies: Sequence[str], values: np.ndarray) -> dict | None:
+        if not any((s, col) in lohi for s in strategies):
+            return None
+        hi = [max(lohi[(s, col)][1] - v, 0.0) if (s, col) in lohi else 0.0 for s, v in zip(strategies, values)]
+        lo = [max(v - lohi[(s, col)][0], 0.0) if (s, col) in lohi else 0.0 for s, v in zip(strategies, values)]
+        return dict(type="data", symmetric=False, array=hi, arrayminus=lo, thickness=1.4, width=5, color="#222")
+
+    keys = [str(s) for s in line.index]
+    colors = strategy_colors(keys)
+    names = [_wrap(str((labels or {}).get(k, k))) for k in keys]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("Seconds per task (model time + tool and user waits)", "Dollars per task"))
+    model = line["model_s_per_task"].to_numpy(dtype=float)
+    env = line["env_s_per_task"].to_numpy(dtype=float)
+    wall = line["wall_s_per_task"].to_numpy(dtype=float)
+    fig.add_bar(y=names, x=model, orientation="h", name="model time", marker_color="#3182bd", row=1, col=1,
+                hovertemplate="%{y}<br>model time %{x:.1f} s/task<extra></extra>")
+    # the range is the wall time's: drawn on the stack's end, the waits' segment carries it
+    fig.add_bar(y=names, x=env, orientation="h", name="tool and user waits", marker_color="#bdbdbd", row=1, col=1,
+                error_x=bars("wall_s_per_task", keys, wall), customdata=wall,
+                hovertemplate="%{y}<br>waits %{x:.1f} s/task<br>wall %{customdata:.1f} s/task<extra></extra>")
+    usd = line["usd_per_task"].to_numpy(dtype=float)
+    priced = np.isfinite(usd)
+    shown = [k for k, ok in zip(keys, priced) if ok]
+    fig.add_bar(y=[n for n, ok in zip(names, priced) if ok], x=usd[priced], orientation="h", name="$ per task",
+                showlegend=False, marker_color=[colors[k] for k in shown], row=1, col=2,
+                error_x=bars("usd_per_task", shown, usd[priced]),
+                hovertemplate="%{y}<br>$%{x:.4g} per task<extra></extra>")
+    fig.update_layout(barmode="stack", bargap=0.3)
+    fig.update_yaxes(autorange="reversed", title_text="strategy", row=1, col=1)
+    fig.update_xaxes(title_text="s per task", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="$ per task", rangemode="tozero", row=1, col=2)
+    sub = (f"bars: {level:.0%} intervals over {_e_text(includes or 'the drawn sources')}" if lohi and level
+           else "no intervals were drawn for this run: points only")
+    return _finish(fig, f"Time and cost per task (shorter is better)<br><sup>{sub}</sup>",
+                   height=200 + 52 * max(len(keys), 3), top=100, legend="bottom", bottom=100)
 
 
 # ----------------------------------------------------------------------------- figure 2
@@ -227,9 +300,9 @@ def _e_text(x: object) -> str:
 
 
 # ----------------------------------------------------------------------------- agent vs environment time
-def agent_time_figure(summary: pd.DataFrame) -> go.Figure:
+def agent_time_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -> go.Figure:
     """Wall time split into model time (what a strategy changes) and tool + user waits (what it cannot),
-    each relative to Strong-only's wall time.
+    each relative to Strong-only's wall time; with `intervals`, the wall ratio's interval on each bar's end.
 
     Columns: strategy, label, wall_time_s, model_wall_time_s, env_wall_time_s.
     """
@@ -243,16 +316,21 @@ def agent_time_figure(summary: pd.DataFrame) -> go.Figure:
         raise FigureNotSupported("Agent vs environment time: Strong-only's wall time is zero")
     y = _x_axis(df)
     fig = go.Figure()
+    total = df["wall_time_s"].astype(float).to_numpy() / wall
     for col, name, color in (("model_wall_time_s", "model time (Weak + Strong)", "#3182bd"),
                              ("env_wall_time_s", "tool and user waits", "#bdbdbd")):
         v = df[col].astype(float).to_numpy() / wall
+        # the interval is the wall ratio's, so it sits on the stack's end (the waits' segment)
+        err = _bar_intervals(intervals, df["strategy"], "wall_time_s_rel", total) if col == "env_wall_time_s" else None
         fig.add_bar(y=y, x=v, orientation="h", name=name, marker_color=color, text=[_fmt_rel(a) for a in v],
-                    textposition="inside", hovertemplate="%{y}<br>" + name + ": %{x:.3f}× Strong-only wall time<extra></extra>")
+                    textposition="inside", error_x=err,
+                    hovertemplate="%{y}<br>" + name + ": %{x:.3f}× Strong-only wall time<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", yaxis_title="strategy", bargap=0.25)
     fig.update_yaxes(autorange="reversed")
+    bars = _bars_note(intervals).replace("<br><sup>", "; ").replace("</sup>", "")
     return _finish(fig, "Agent time vs environment time, relative to Strong-only's wall time"
-                   "<br><sup>a strategy changes model time only; tool and user waits are the workload's</sup>",
+                   f"<br><sup>a strategy changes model time only; tool and user waits are the workload's{bars}</sup>",
                    height=200 + 52 * max(len(df), 3), top=90, legend="bottom", bottom=100)
 
 
@@ -316,7 +394,8 @@ def _zero_crossing(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
-                   balance_batches: Mapping[str, float | None] | None = None, note: str = "") -> go.Figure:
+                   balance_batches: Mapping[str, float | None] | None = None, note: str = "",
+                   saving_axis: str = "SpecAgent saving vs Strong-only (%)") -> go.Figure:
     """Figure 4: SpecAgent's time and memory saving against the Strong replica's mean decode batch.
 
     Columns: hardware, strong_mean_decode_batch, time_saving, memory_saving (fractions:
@@ -364,7 +443,7 @@ def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
     xs = df["strong_mean_decode_batch"].to_numpy(dtype=float)
     fig.update_xaxes(type="log", title_text="Strong replica's mean decode batch",
                      range=[np.log10(xs.min()) - 0.05, np.log10(xs.max()) + 0.05])
-    fig.update_yaxes(title_text="SpecAgent saving vs Strong-only (%)", ticksuffix="%")
+    fig.update_yaxes(title_text=saving_axis, ticksuffix="%")
     title = f"4 · Saving against the Strong replica's decode batch (from the {source})"
     if note:
         title += f"<br><sup>{note}</sup>"

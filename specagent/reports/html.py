@@ -86,6 +86,11 @@ def _segment_and_context(data: ReportData) -> tuple[float, float, str]:
     return seg, ctx, how
 
 
+def _single_run_intervals(data: ReportData) -> dict | None:
+    """The intervals a combined figure can draw: one run's (several workloads' rows would be ambiguous by strategy)."""
+    return data.runs[0].intervals if len(data.runs) == 1 else None
+
+
 def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
     """Every figure the results support, and for each one left out, the reason."""
     out: list[FigureEntry] = []
@@ -100,14 +105,19 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
             out.append(FigureEntry(key, caption, None, str(exc)))
 
     if data.runs:
+        attempt("fig_cost", "What a task takes and costs under each strategy: seconds per task (model time, and the "
+                            "tool and user waits no strategy changes) and dollars per task, with the prediction's "
+                            "ranges as error bars where they were drawn."
+                            + (f" Strategies compared in {data.runs[0].workload}; further workloads are in the bottom-line table."
+                               if len(data.runs) > 1 else ""), lambda: _bottom_line_figure(data))
         attempt("fig1", "Memory reads of the Strong model, and of both models together, relative to Strong-only. "
                         "SpecAgent moves Strong tokens from decode (weights re-read per token) into one verification "
-                        "prefill per drafted segment.", lambda: F.memory_reads_figure(summary))
+                        "prefill per drafted segment.", lambda: F.memory_reads_figure(summary, _single_run_intervals(data)))
         attempt("fig2", "Each strategy's operating point relative to Strong-only, with its intervals as error bars where "
-                        "they were drawn. Quality comes only from measured success rates supplied with the results.", lambda: F.operating_points_figure(summary, data.runs[0].intervals if len(data.runs) == 1 else None))
+                        "they were drawn. Quality comes only from measured success rates supplied with the results.", lambda: F.operating_points_figure(summary, _single_run_intervals(data)))
         attempt("fig_time", "Wall time split into model time (Weak and Strong passes on the critical path) and the tool "
                             "and user waits recorded in the workload, relative to Strong-only's wall time: what a strategy "
-                            "can change and what it cannot.", lambda: F.agent_time_figure(summary))
+                            "can change and what it cannot.", lambda: F.agent_time_figure(summary, _single_run_intervals(data)))
         attempt("fig_explain", "Why SpecAgent's wall time is what it is (`specagent explain`): from Strong-only's 1, each "
                                "bar is one phase's share of Strong-only's wall time in SpecAgent minus its share in "
                                "Strong-only; the grey band is Strong-only's tool and user waits, which no strategy changes. "
@@ -120,7 +130,7 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
             if len(data.runs) > 1 and out[-1].figure is not None:
                 out[-1].figure.update_layout(title_text=f"3 · Cost by phase relative to Strong-only · {r.workload}")
     else:
-        for key in ("fig1", "fig2", "fig_time", "fig3"):
+        for key in ("fig_cost", "fig1", "fig2", "fig_time", "fig3"):
             out.append(FigureEntry(key, "", None, "no simulator results (summary JSON or per-trajectory Parquet) supplied"))
 
     weak, strong, weight_mode = deployments(data)
@@ -133,7 +143,8 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
                 bb[str(hw)] = float(v.iloc[0]) if len(v) else None
         attempt("fig4", "SpecAgent's saving against the Strong replica's mean decode batch, from the fleet study. "
                         "The saving vanishes as decode batches approach the balance point, where decode stops being "
-                        "bandwidth-bound.", lambda: F.balance_figure(data.balance, "fleet study", bb))
+                        "bandwidth-bound.", lambda: F.balance_figure(data.balance, "fleet study", bb,
+                                                   saving_axis="Strong pool's busy time and HBM reads saved vs Strong-only (%)"))
     elif strong is not None and data.runs:
         seg, ctx, how = _segment_and_context(data)
 
@@ -145,7 +156,8 @@ def build_figures(data: ReportData) -> tuple[list[FigureEntry], list[str]]:
             if bp.balance_batch_effective is None:
                 note += f"; decode stays bandwidth-bound up to batch {bp.max_batch_searched:,}"
             notes.append(note)
-            return F.balance_figure(df, "roofline; no fleet study supplied", mark)
+            return F.balance_figure(df, "roofline; no fleet study supplied", mark,
+                                    saving_axis="saving per verified token vs decoding it (%)")
 
         attempt("fig4", "Per-token saving of a verification prefill against decoding the same tokens, as the Strong "
                         "replica's decode batch grows (each sequence's share of a batched decode pass). From the cost "
@@ -362,6 +374,29 @@ BOTTOM_LINE_COLUMNS = (
 )
 
 
+def _run_bottom_line(r, weak, strong) -> tuple[list, pd.DataFrame, pd.DataFrame]:
+    """One run's priced pools, per-task bottom line and its drawn ranges (empty where none were drawn)."""
+    pool_list = BL.pools_of(weak, strong, r.assumptions.get("prices"))
+    ranges = pd.DataFrame((r.intervals or {}).get("bottom_line") or [], columns=["strategy", "column", "point", "low", "high"])
+    return pool_list, BL.bottom_line(r.summary, pool_list), ranges
+
+
+def _bottom_line_figure(data: ReportData):
+    """The first run's seconds and dollars per task with their ranges (reports.figures.bottom_line_figure)."""
+    r = data.runs[0]
+    if not all(c in r.summary for c in ("trajectories", "wall_time_s", "weak_model_time_s", "strong_model_time_s",
+                                        "model_wall_time_s", "env_wall_time_s")):
+        raise F.FigureNotSupported("Time and cost per task: the results carry no per-strategy time totals")
+    weak, strong, _ = deployments(data)
+    if weak is None:
+        raise F.FigureNotSupported("Time and cost per task: these results carry no scenario whose deployments load here, "
+                                   "so dollars per task cannot be priced")
+    _, line, ranges = _run_bottom_line(r, weak, strong)
+    iv = r.intervals or {}
+    return F.bottom_line_figure(line, ranges, float(iv.get("level", 0) or 0) or None, str(iv.get("includes", "")),
+                                _labels(data))
+
+
 def _bottom_line_html(data: ReportData) -> list[str]:
     """The first thing the report shows: per task, seconds, GPU-hours and dollars per strategy, and the headline sentence."""
     if not data.runs or not all(c in data.runs[0].summary for c in ("trajectories", "wall_time_s", "weak_model_time_s",
@@ -373,10 +408,8 @@ def _bottom_line_html(data: ReportData) -> list[str]:
                 "deployments load here, so GPU-seconds and dollars per task cannot be priced.</p>"]
     out = ['<h2 id="bottom-line">Bottom line per task</h2>']
     for r in data.runs:
-        pool_list = BL.pools_of(weak, strong, r.assumptions.get("prices"))
-        line = BL.bottom_line(r.summary, pool_list)
+        pool_list, line, ranges = _run_bottom_line(r, weak, strong)
         iv = r.intervals or {}
-        ranges = pd.DataFrame(iv.get("bottom_line") or [], columns=["strategy", "column", "point", "low", "high"])
         head = BL.headline(line, iv=ranges if not ranges.empty else None)
         if len(data.runs) > 1:
             out.append(f"<h3>{_e(r.workload)}</h3>")
