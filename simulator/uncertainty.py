@@ -12,7 +12,9 @@ Two sources (`scenario.uncertainty.sources`), each switchable:
 Draws reuse the point estimate's per-unit uniforms (common random numbers), so the interval
 measures the sources' effect alone, collapses onto the point estimate when the ranges do, and
 narrows when they narrow. Each draw divides by the same draw's Strong-only totals. Intervals
-are percentiles of the draws: (1 - level)/2 and (1 + level)/2.
+are percentiles of the draws: (1 - level)/2 and (1 + level)/2, widened to reach the point estimate
+where it lies in the draws' tail (a range drawn on one side of the scenario's value; `Intervals.widened`
+names each such interval, and the outputs say so).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Intervals:
     sources: tuple[str, ...] = ("acceptance",)
     #: Per strategy: one row per draw of the summed totals (`_TOTALS`), for per-task intervals.
     totals: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: (strategy, metric) of every interval widened to reach its point estimate (`percentile_interval`).
+    widened: tuple[tuple[str, str], ...] = ()
 
     def get(self, strategy: str, metric: str) -> tuple[float, float, float] | None:
         row = self.table[(self.table["strategy"] == strategy) & (self.table["metric"] == metric)]
@@ -69,14 +73,24 @@ class Intervals:
         r = row.iloc[0]
         return float(r["point"]), float(r["low"]), float(r["high"])
 
-    def quantiles(self, x: np.ndarray) -> tuple[float, float]:
-        lo, hi = np.quantile(np.asarray(x, dtype=float), [(1 - self.level) / 2, (1 + self.level) / 2])
-        return float(lo), float(hi)
-
     def includes(self) -> str:
         """What the intervals include, in words (printed beside every interval)."""
         names = {"acceptance": "the acceptance parameters", "latency": "the latency model's held-out error"}
         return " and ".join(names.get(s, s) for s in self.sources) or "nothing"
+
+
+def percentile_interval(x: np.ndarray, point: float, level: float) -> tuple[float, float, bool]:
+    """(low, high, widened): the draws' (1 - level)/2 and (1 + level)/2 percentiles, stretched to the point.
+
+    Why: a point outside its own interval reads as a contradiction. It happens when the point is an
+    extreme of the draws (a range that lies on one side of the scenario's value, a parameter at its
+    bound); the interval then reaches the point and `widened` says it was stretched.
+    """
+    lo, hi = (float(v) for v in np.quantile(np.asarray(x, dtype=float), [(1 - level) / 2, (1 + level) / 2]))
+    tol = 1e-9 * max(abs(lo), abs(hi), abs(point))  # the draws' rounding (a constant metric summed in another order)
+    if not (np.isfinite(point) and np.isfinite(lo) and np.isfinite(hi)) or lo - tol <= point <= hi + tol:
+        return lo, hi, False
+    return min(lo, point), max(hi, point), True
 
 
 def scaled(plan: CallPlan, costs: EventCosts, factor: np.ndarray) -> EventCosts:
@@ -156,26 +170,27 @@ def ratio_intervals(comp: Comparison, trajectories, dist: AcceptanceDistribution
         totals[str(name)] = draw_totals(plan, pricer.price(plan), len(mine), n, factors)
     base = totals[BASELINE]
     per = {name: ratios(t, base) for name, t in totals.items()}
-    rows, samples = [], {}
-    q = [(1 - level) / 2, (1 + level) / 2]
+    rows, samples, widened = [], {}, []
     specagent = per.get("specagent")
+
+    def add(name: str, metric: str, point: float, x: np.ndarray) -> None:
+        lo, hi, stretched = percentile_interval(x, point, level)
+        rows.append((name, metric, point, lo, hi))
+        samples[(name, metric)] = x
+        if stretched:
+            widened.append((name, metric))
+
     for name, rs in per.items():
         point_row = summary.loc[name]
         for metric, x in rs.items():
             point = _point(point_row, metric)
-            lo, hi = np.quantile(x, q)
-            rows.append((name, metric, point, float(lo), float(hi)))
-            samples[(name, metric)] = x
+            add(name, metric, point, x)
             if specagent is not None and metric in specagent and name != "specagent" and metric != "strong_bytes_share":
-                rel = x / specagent[metric]
-                lo, hi = np.quantile(rel, q)
-                key = f"{metric}_vs_specagent"
-                rows.append((name, key, point / _point(summary.loc["specagent"], metric), float(lo), float(hi)))
-                samples[(name, key)] = rel
+                add(name, f"{metric}_vs_specagent", point / _point(summary.loc["specagent"], metric), x / specagent[metric])
     table = pd.DataFrame(rows, columns=["strategy", "metric", "point", "low", "high"])
     described = (dist.describe() if dist is not None else []) + (lat.describe() if lat is not None else [])
     source = "; ".join(([dist.source] if dist is not None else []) + ([f"latency error: {lat.source}"] if lat is not None else []))
-    return Intervals(table, samples, n, level, source, described, tuple(sources), totals)
+    return Intervals(table, samples, n, level, source, described, tuple(sources), totals, tuple(widened))
 
 
 def _point(row: pd.Series, metric: str) -> float:

@@ -157,6 +157,30 @@ def test_bottom_line_intervals_and_the_verdict():
     assert BL.verdict({"strongonly": base, "specagent": sure}, 0.9).endswith("faster in 100/100 draws")
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=50), st.floats(-2e3, 2e3), st.floats(0.5, 0.99))
+def test_every_interval_contains_its_point_and_says_when_it_was_stretched(draws, point, level):
+    from specagent.simulator.uncertainty import percentile_interval
+
+    x = np.asarray(draws)
+    lo, hi, widened = percentile_interval(x, point, level)
+    tol = 1e-9 * max(abs(lo), abs(hi), abs(point))  # rounding is not a miss
+    assert lo - tol <= point <= hi + tol
+    qlo, qhi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2])
+    assert widened == (not qlo - tol <= point <= qhi + tol)  # stretched exactly when the percentiles missed the point
+    assert (lo, hi) == ((min(qlo, point), max(qhi, point)) if widened else (qlo, qhi))
+
+
+def test_a_point_in_the_draws_tail_is_inside_its_bottom_line_interval_and_flagged():
+    base = pd.DataFrame({"wall_s_per_task": np.linspace(50, 70, 20), "model_s_per_task": 30.0, "gpu_h_per_task": 0.1,
+                         "usd_per_task": 0.2})
+    line = pd.DataFrame([{**base.mean().to_dict(), "wall_s_per_task": 80.0}], index=["strongonly"])  # above every draw
+    iv = BL.bottom_line_intervals({"strongonly": base}, line, 0.9)
+    row = iv[iv.column == "wall_s_per_task"].iloc[0]
+    assert row.high == 80.0 and row.low == pytest.approx(np.quantile(base["wall_s_per_task"], 0.05)) and row.widened
+    assert not iv[iv.column == "usd_per_task"].iloc[0].widened
+
+
 # ------------------------------------------------------------------------------------------ the sources together
 @pytest.fixture(scope="module")
 def small():
@@ -262,6 +286,11 @@ def test_predict_json_carries_bottom_line_intervals_and_other_models_are_warned(
     for col in ("wall_s_per_task", "gpu_h_per_task", "usd_per_task"):
         x = rows[("specagent", col)]
         assert x["low"] <= x["point"] <= x["high"] and x["low"] < x["high"]
+    for x in doc["intervals"]["intervals"] + doc["intervals"]["bottom_line"]:  # no point outside its own interval
+        assert x["low"] - 1e-9 * abs(x["point"]) <= x["point"] <= x["high"] + 1e-9 * abs(x["point"]), x
+    stretched = {(w["strategy"], w["metric"]) for w in doc["intervals"]["widened"]}
+    assert all((x["point"] in (x["low"], x["high"])) for x in doc["intervals"]["intervals"]
+               if (x["strategy"], x["metric"]) in stretched)
     assert doc["intervals"]["sources"] == ["acceptance", "latency"] and "draws" in doc["intervals"]["verdict"]
     r = runner.invoke(app, base + ["-o", str(tmp_path / "b"), "--weak-model", "qwen3-4b", "--strong-model", "qwen3-32b",
                                    "--strong-hardware", "h100", "--strong-gpus", "4", "--strong-dtype", "bf16"],

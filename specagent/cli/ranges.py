@@ -76,6 +76,12 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
     tables = []
     origin = iv.source.split(":", 1)[0]
     what = f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of {iv.includes()} (acceptance from {origin})"
+
+    def stretched(strategies) -> str:
+        w = [f"{s} {m}" for s, m in iv.widened if s in strategies]
+        return (f"; {len(w)} stretched to reach the point estimate, which lies in the draws' tail "
+                f"({', '.join(w[:3])}{', …' if len(w) > 3 else ''})") if w else ""
+
     if focus in comp.summary.index:
         t = Table(title=f"{focus}: every ratio with its range", show_edge=False)
         for col in ("ratio", "predicted [interval]", f"published ({SHORT_CITATION})" if pub else "published"):
@@ -86,7 +92,7 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
                 continue
             p = pub.get((focus, metric))
             t.add_row(head, fmt_interval(*got), p.text() if p else "-")
-        t.caption = what + " (see the assumptions). S share = the Strong model's share of its memory traffic"
+        t.caption = what + stretched({focus}) + " (see the assumptions). S share = the Strong model's share of its memory traffic"
         tables.append(t)
     others = [s for s in comp.summary.index if s not in (focus, "strongonly")]
     cols = [(m, h) for m, h, _ in SHOWN if any(iv.get(s, m) is not None for s in others)][:COMPACT]
@@ -101,7 +107,7 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
                 got = iv.get(s, m)
                 cells.append("-" if got is None else f"{got[1]:.2f}–{got[2]:.2f}")
             t.add_row(str(s), *cells)
-        t.caption = f"{iv.level:.0%} intervals, same draws for every strategy"
+        t.caption = f"{iv.level:.0%} intervals, same draws for every strategy" + stretched(set(others))
         tables.append(t)
     if pub:
         t = Table(title=f"published protocol figures ({SHORT_CITATION}) against this run", show_edge=False)
@@ -127,6 +133,7 @@ def intervals_records(iv: Intervals, comp: Comparison) -> dict:
     targets = calibration_targets(comp)
     return {
         "draws": iv.n_draws, "level": iv.level, "source": iv.source, "sources": list(iv.sources), "includes": iv.includes(),
+        "widened": [{"strategy": s, "metric": m} for s, m in iv.widened],
         "ranges": [{"parameter": p, "range": r, "source": src} for p, r, src in iv.ranges],
         "intervals": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                       for r in iv.table.to_dict(orient="records")],

@@ -270,6 +270,11 @@ def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Tabl
         t.add_row(str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _ in RANGE_COLUMNS])
     t.caption = (f"{level:.0%} intervals over draws of {includes}; mGPU·h = GPU-h/1000, ¢ = $/100; s −%, $ −% = "
                  "saving vs Strong-only, same draw (negative: slower, dearer)")
+    shown = {c for c, _ in RANGE_COLUMNS}
+    n_wide = int(sum(bool(r.widened) for r in iv.itertuples() if r.column in shown)) if "widened" in iv else 0
+    if n_wide:
+        t.caption += (f"; {n_wide} interval{'s' if n_wide > 1 else ''} stretched to reach the point estimate "
+                      "(the point lies in the draws' tail)")
     return t
 
 

@@ -127,19 +127,22 @@ def bottom_line_draws(totals: Mapping[str, pd.DataFrame], summary: pd.DataFrame,
 
 def bottom_line_intervals(draws: Mapping[str, pd.DataFrame], line: pd.DataFrame, level: float,
                           baseline: str = "strongonly") -> pd.DataFrame:
-    """(strategy, column, point, low, high) for every INTERVAL_COLUMNS figure and every saving % against the baseline.
+    """(strategy, column, point, low, high, widened) for every INTERVAL_COLUMNS figure and every saving % against
+    the baseline.
 
     A saving is 100 (1 - strategy / baseline) of the same draw, so a draw where the baseline is slower too counts
-    once; the percentiles are (1 - level)/2 and (1 + level)/2, as for the ratios.
+    once; the intervals are the ratios' (`simulator.uncertainty.percentile_interval`: percentiles, reaching the point).
     """
-    q = [(1 - level) / 2, (1 + level) / 2]
+    from specagent.simulator.uncertainty import percentile_interval
+
     rows = []
     base = draws.get(baseline)
     for name, d in draws.items():
         for col in INTERVAL_COLUMNS:
             x = d[col].to_numpy(dtype=float)
-            lo, hi = np.quantile(x, q) if np.isfinite(x).all() else (math.nan, math.nan)
-            rows.append((name, col, float(line.loc[name, col]), float(lo), float(hi)))
+            point = float(line.loc[name, col])
+            rows.append((name, col, point, *(percentile_interval(x, point, level) if np.isfinite(x).all()
+                                             else (math.nan, math.nan, False))))
         if base is None or name == baseline:
             continue
         for col, label in SAVINGS:
@@ -147,9 +150,9 @@ def bottom_line_intervals(draws: Mapping[str, pd.DataFrame], line: pd.DataFrame,
             if not (np.isfinite(b).all() and (b > 0).all()):
                 continue
             x = 100 * (1 - d[col].to_numpy(dtype=float) / b)
-            lo, hi = np.quantile(x, q)
-            rows.append((name, label, float(100 * (1 - line.loc[name, col] / line.loc[baseline, col])), float(lo), float(hi)))
-    return pd.DataFrame(rows, columns=["strategy", "column", "point", "low", "high"])
+            point = float(100 * (1 - line.loc[name, col] / line.loc[baseline, col]))
+            rows.append((name, label, point, *percentile_interval(x, point, level)))
+    return pd.DataFrame(rows, columns=["strategy", "column", "point", "low", "high", "widened"])
 
 
 def verdict(draws: Mapping[str, pd.DataFrame], level: float, strategy: str = "specagent", baseline: str = "strongonly") -> str | None:
