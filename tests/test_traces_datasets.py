@@ -9,9 +9,12 @@ and the window check.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from specagent.cli import app
@@ -216,3 +219,27 @@ def test_a_sweep_serves_a_dataset_as_its_requests(tmp_path):
     run_sweep(cfg, tmp_path / "out")
     df = load_sweep(tmp_path / "out")
     assert df["strategy"].tolist() == ["serving"] and (df["tasks"] == 6).all() and (df["strong_bytes_read"] > 0).all()
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12)
+_JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.sampled_from(["conversations", "value", "from", "prompt", "output_tokens", "input_lens", "output_lens", "start_times",
+                     "errors", "id"]), inner, max_size=5), max_leaves=20)
+
+
+@settings(max_examples=150)
+@given(_JSON, st.sampled_from(["d.json", "d.jsonl"]))
+def test_any_json_value_is_a_trace_or_a_located_error(value, name):
+    """Whatever JSON a dataset file holds (the reader's own field names, wrong types, NaN, huge numbers): a request trace
+    whose lengths are in range, or a TraceFormatError in one line, never another exception."""
+    text = json.dumps(value) if name == "d.json" else "\n".join(json.dumps(v) for v in (value if isinstance(value, list) else [value]))
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / name
+        p.write_text(text, encoding="utf-8")
+        try:
+            t = load_requests(p)
+        except TraceFormatError as e:
+            assert "\n" not in str(e) and str(e).startswith(str(p))
+            return
+    assert len(t) >= 1 and (t.prompt_tokens >= 1).all() and (t.output_tokens >= 1).all()
+    assert t.arrival_s is None or (t.arrival_s[0] == 0 and (t.arrival_s[1:] >= t.arrival_s[:-1]).all())
