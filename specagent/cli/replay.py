@@ -1,5 +1,8 @@
 """`specagent replay TRACE.csv`: plain serving of a request trace at its own timestamps on the scenario's Strong deployment.
 
+The trace may also be a dataset `vllm bench serve` takes (ShareGPT, custom JSONL, a saved result; traces/datasets.py):
+lengths estimated from its text are said so in the output, and one without arrival times needs --request-rate.
+
 For users coming from Vidur or `vllm bench serve`: TTFT, TPOT and end-to-end latency (mean,
 median, p95, p99) and throughput, printed the way `vllm bench serve` prints them; per-request
 results streamed to Parquet (`-o`), so memory stays bounded at any trace length. No Weak pool
@@ -129,7 +132,8 @@ def replay_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
     request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second: new arrival times in the "
                                                  "trace's order, Poisson (or gamma with --burstiness), seeded by --seed, as "
-                                                 "vllm bench serve draws them [default: the trace's own timestamps]."),
+                                                 "vllm bench serve draws them [default: the trace's own timestamps; "
+                                                 "required for a dataset without them: ShareGPT, custom JSONL]."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Shape of the gamma gaps under --request-rate: 1 Poisson, below "
                                                                "1 burstier, above 1 more regular (vllm bench serve's)."),
     max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="At most this many requests in flight: a "
