@@ -154,7 +154,7 @@ class SweepConfig:
         if not isinstance(sw.get("steady", True), bool):
             raise SweepConfigError(f"{where}: [sweep].steady must be true or false, got {sw['steady']!r}")
         if "requests" in sw and not (isinstance(sw["requests"], str) and Path(sw["requests"]).is_file()):
-            raise SweepConfigError(f"{where}: [sweep].requests must name a request trace CSV file, got {sw['requests']!r}")
+            raise SweepConfigError(f"{where}: [sweep].requests must name a request trace file (CSV, or a vllm bench serve dataset: .json / .jsonl), got {sw['requests']!r}")
         own = {k: v for k, v in sw.items() if k not in SCENARIO_KEYS and k != "scenario"}
         if "search_gpus" in own:
             try:

@@ -28,6 +28,8 @@ OTHER_TOOLS = {"--upgrade", "--no-deps", "--no-build-isolation", "--no-index", "
                "--served-model-name", "--tool-call-parser",
                # `transformers serve` (and tools/real_server.py serve, which passes it on) in docs/calibration.md
                "--continuous-batching",
+               # `vllm bench serve` flags in docs/capacity-planning.md's dataset files
+               "--save-detailed", "--custom-output-len",
                }
 
 

@@ -13,6 +13,7 @@ at a rate the caller gives. Knows nothing of hardware.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,15 @@ class RequestTrace:
     output_tokens: np.ndarray  # int64, >= 1
     arrival_s: np.ndarray | None = None  # float64, non-decreasing, from 0
     source: str = ""
+    #: what a reader says about the trace (where lengths and arrivals come from, records dropped), printed by replay
+    notes: tuple[str, ...] = ()
+    #: per request, the record it came from in a dataset file (None: a CSV, request i on line i + 2), and its word
+    record_names: np.ndarray | None = None
+    record_label: str = "line"
+    #: some lengths are estimates from text (traces/datasets.py), not counts
+    estimated: bool = False
+    #: where a dataset's arrival times come from, or, without them, a hint for the rate (a saved result's request rate)
+    arrivals_note: str = ""
 
     def __post_init__(self) -> None:
         n = len(self.prompt_tokens)
@@ -61,9 +71,16 @@ class RequestTrace:
             return float("nan")
         return (len(self) - 1) / float(self.arrival_s[-1])
 
+    def location(self, i: int) -> str:
+        """Where request i is in its file: a CSV's line, a dataset's record."""
+        if self.record_names is None:
+            return f"line {i + 2}"
+        return f"{self.record_label} {int(self.record_names[i])}"
+
     def head(self, n: int) -> "RequestTrace":
-        return RequestTrace(self.prompt_tokens[:n], self.output_tokens[:n], None if self.arrival_s is None else self.arrival_s[:n],
-                            self.source)
+        return dataclasses.replace(self, prompt_tokens=self.prompt_tokens[:n], output_tokens=self.output_tokens[:n],
+                                   arrival_s=None if self.arrival_s is None else self.arrival_s[:n],
+                                   record_names=None if self.record_names is None else self.record_names[:n])
 
 
 def _column(frame: pd.DataFrame, field: str, path: str, required: bool) -> str | None:
@@ -143,11 +160,16 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
 
 
 def load_requests(path: str | os.PathLike) -> RequestTrace:
-    """A request trace CSV; errors name the file, the line and the field."""
+    """A request trace CSV, or a dataset `vllm bench serve` reads (a .json / .jsonl file, or one that starts with '[' or
+    '{': ShareGPT, custom JSONL, a saved result; traces/datasets.py); errors name the file, the line or record and the field."""
     p = str(path)
     problem = input_file_problem(p)  # a FIFO would block pandas forever
     if problem is not None:
-        raise TraceFormatError(p, "file", "path", "an existing CSV file of requests", found=problem)
+        raise TraceFormatError(p, "file", "path", "an existing CSV file of requests, or a dataset file (JSON, JSONL)", found=problem)
+    from . import datasets  # it builds RequestTrace: imported here, not at the top
+
+    if datasets.is_dataset(p):
+        return datasets.load_dataset(p)
     try:
         frame = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:

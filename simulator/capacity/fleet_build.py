@@ -103,7 +103,7 @@ def sized_deployment(spec: DeploymentSpec, gpu: str | None, context: int,  # typ
 def check_requests_fit(trace: RequestTrace, fits: Callable[[int], object]) -> None:
     """One over-window check for every command that serves a request trace (plan, replay, sweep): the longest request
     (prompt + output) must pass `fits(tokens)` (a deployment's window and memory check, raising ValueError); the error
-    names the file and the line, so the same CSV is refused in the same words by each."""
+    names the file and the line (a dataset's record), so the same CSV is refused in the same words by each."""
     if not len(trace):
         return
     total = np.asarray(trace.prompt_tokens, dtype=np.int64) + np.asarray(trace.output_tokens, dtype=np.int64)
@@ -112,7 +112,7 @@ def check_requests_fit(trace: RequestTrace, fits: Callable[[int], object]) -> No
     try:
         fits(n)
     except ValueError as exc:
-        raise ValueError(f"{trace.source or 'request trace'}: line {i + 2}: its request of {n:,} tokens (prompt + output) "
+        raise ValueError(f"{trace.source or 'request trace'}: {trace.location(i)}: its request of {n:,} tokens (prompt + output) "
                          f"cannot be served: {exc}") from None
 
 

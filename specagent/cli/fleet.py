@@ -113,6 +113,7 @@ def plan_command(
                                          "percentile need it)."),
     requests: Optional[Path] = typer.Option(None, "--requests", help="Plan a plain LLM serving fleet instead: a request trace CSV "
                                             "(arrival time, prompt tokens, output tokens; Vidur and Azure trace headers accepted) "
+                                            "or a vllm bench serve dataset (.json / .jsonl: ShareGPT, custom, a saved result) "
                                             "served by the Strong deployment, requests resampled in order at --rate."),
     mix_gpus: bool = typer.Option(False, "--mix-gpus", help="Also try Weak and Strong pools on different GPU types."),
     search_gpus: Optional[str] = typer.Option(None, "--search-gpus", help=SEARCH_GPUS_HELP),
@@ -162,6 +163,9 @@ def plan_command(
     quiet = quiet or fmt != "table"
     try:
         trace = load_requests(requests) if requests is not None else None
+        if trace is not None and not quiet:  # a dataset's: which lengths are estimated from text, which records dropped
+            for note in trace.notes:
+                SafeConsole(stderr=True).print(f"note: {note}", highlight=False)
         trajs, wl_path = (None, requests) if trace is not None else load_workload(scenario, show=not quiet)[:2]
         req = PlanRequest(rates=rates, slo=slo_, strategies=strategies, gpus=gpus, prices=prices, n_tasks=tasks,
                           scenario=scenario, mix_gpus=mix_gpus, max_replicas=max_replicas, slice_tasks=slice_tasks or None,
@@ -172,7 +176,7 @@ def plan_command(
         raise  # ^C, already reported (click's Exit is a RuntimeError)
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
-    text = json_out(_plan_doc(res, scenario, requests), indent=1, default=_json_default)
+    text = json_out(_plan_doc(res, scenario, requests, trace.notes if trace is not None else ()), indent=1, default=_json_default)
     if out is not None:
         _write_plan(out, text, res, quiet)
     if as_json:
@@ -355,11 +359,12 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return json.loads(df.to_json(orient="records"))
 
 
-def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None) -> dict:
+def _plan_doc(res: PlanResult, scenario: Scenario, requests: Path | None, requests_notes: tuple = ()) -> dict:
     req = res.request
     return {"request": {"rates_per_s": list(req.rates), "slo": str(req.slo), "min_tasks_measured": req.n_tasks, "seed": req.seed,
                         "slice_tasks": req.slice_tasks, "slice_replicas": req.slice_replicas, "workers": req.workers,
-                        "backend": req.backend, "requests": str(requests) if requests else None, "scenario": scenario.to_dict(),
+                        "backend": req.backend, "requests": str(requests) if requests else None,
+                        "requests_notes": list(requests_notes), "scenario": scenario.to_dict(),
                         # what ran: the scenario's GPUs per replica, or the counts searched (each row's *_gpus_per_replica)
                         "search_gpus": list(req.search_gpus) if req.search_gpus else None, "gpus_sizing": gpus_sizing(req.search_gpus)},
             "best": _records(res.best), "candidates": _records(res.table), "evaluations": _records(res.evaluations),

@@ -1,5 +1,8 @@
 """`specagent replay TRACE.csv`: plain serving of a request trace at its own timestamps on the scenario's Strong deployment.
 
+The trace may also be a dataset `vllm bench serve` takes (ShareGPT, custom JSONL, a saved result; traces/datasets.py):
+lengths estimated from its text are said so in the output, and one without arrival times needs --request-rate.
+
 For users coming from Vidur or `vllm bench serve`: TTFT, TPOT and end-to-end latency (mean,
 median, p95, p99) and throughput, printed the way `vllm bench serve` prints them; per-request
 results streamed to Parquet (`-o`), so memory stays bounded at any trace length. No Weak pool
@@ -58,7 +61,7 @@ def _scheduler(dep, max_seqs: Optional[int], max_tokens: Optional[int]) -> Sched
     return Scheduler(seqs, tokens, f"--max-seqs {seqs} / --max-tokens {tokens} over {base.source}")
 
 
-def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Scheduler) -> None:
+def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Scheduler, estimated: bool = False) -> None:
     """As `vllm bench serve` prints its result block, plus the deployment and its price."""
     s = res.stats()
     c = Console(highlight=False)
@@ -67,6 +70,8 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
     line("Deployment:", label)
     line("Scheduler limits:", f"{scheduler.max_num_seqs:,} seqs, {scheduler.max_batched_tokens or 'unlimited'} tokens/iteration")
     line("Successful requests:", f"{s['requests']:,}")
+    if estimated:  # a dataset's text, no tokenizer (traces/datasets.py): the notes below say which lengths
+        line("Token counts:", "estimated from text (see the notes)")
     rate = s["request_rate_configured"]
     line("Request rate configured (RPS):", "inf (the trace's own timestamps)" if rate is None else
          f"{rate:,.2f}" + ("" if s["burstiness"] == 1.0 else f" (gamma arrivals, burstiness {s['burstiness']:g})"))
@@ -107,7 +112,9 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
 def replay_command(
     scenario: Scenario,
     trace: Path = typer.Argument(..., help="Request trace CSV: arrival time, prompt tokens, output tokens (headers arrival_s,"
-                                           "prompt_tokens,output_tokens; Vidur's and the Azure LLM traces' are read too)."),
+                                           "prompt_tokens,output_tokens; Vidur's and the Azure LLM traces' are read too), or a "
+                                           "dataset vllm bench serve reads (.json / .jsonl: ShareGPT, custom JSONL with prompt "
+                                           "and output_tokens, a --save-detailed result; lengths from text are estimated)."),
     replicas: int = typer.Option(1, help="Strong replicas serving the trace (requests go to the least loaded)."),
     max_seqs: Optional[int] = typer.Option(None, "--max-seqs", help="Sequences per iteration per replica (vLLM --max-num-seqs; "
                                                                     "default: the serving engine's default on this GPU)."),
@@ -125,7 +132,8 @@ def replay_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
     request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests per second: new arrival times in the "
                                                  "trace's order, Poisson (or gamma with --burstiness), seeded by --seed, as "
-                                                 "vllm bench serve draws them [default: the trace's own timestamps]."),
+                                                 "vllm bench serve draws them [default: the trace's own timestamps; "
+                                                 "required for a dataset without them: ShareGPT, custom JSONL]."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Shape of the gamma gaps under --request-rate: 1 Poisson, below "
                                                                "1 burstier, above 1 more regular (vllm bench serve's)."),
     max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="At most this many requests in flight: a "
@@ -164,8 +172,12 @@ def replay_command(
         except ValueError as exc:
             fail(str(exc))
     if requests.arrival_s is None:
+        if requests.record_names is not None:  # a dataset: ShareGPT and custom records have none, a result without start_times
+            fail(f"{trace}: no arrival times (a ShareGPT or custom dataset has none; a vllm bench serve result has them as "
+                 "start_times): give --request-rate RPS to send its requests at that rate, in file order, as vllm bench serve "
+                 "does" + (f" ({requests.arrivals_note})" if requests.arrivals_note else ""))
         fail(f"{trace}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own timestamps; "
-             "`specagent plan --requests` serves one at a rate instead")
+             "give --request-rate to send its requests at a rate instead (`specagent plan --requests` sizes a fleet for one)")
     if scenario.strong_api is not None:
         fail(f"the scenario's Strong model is a hosted API ({scenario.strong_api}); replay serves a trace on a self-hosted "
              "deployment: drop --edge or set [strong] in the scenario")
@@ -195,6 +207,9 @@ def replay_command(
                 res = replay(requests, strong, replicas, sched, setting.weight_mode, prices, **kw)
             if request_rate is not None:
                 res.request_rate, res.burstiness = request_rate, burstiness
+            # what the reader said about the lengths and arrivals (estimated from text, records dropped) comes first
+            arrivals_note = [requests.arrivals_note] if requests.arrivals_note and request_rate is None else []
+            res.notes[:0] = [*requests.notes, *arrivals_note]
         if writer:
             writer[0].close()
             os.replace(tmp, out)  # type: ignore[arg-type]
@@ -213,6 +228,7 @@ def replay_command(
     stats = res.stats()
     stats["deployment"] = strong.describe()
     stats["scheduler"] = {"max_num_seqs": sched.max_num_seqs, "max_batched_tokens": sched.max_batched_tokens, "source": sched.source}
+    stats["token_counts"] = "estimated from text" if requests.estimated else "as the trace gives them"
     stats["notes"] = res.notes
     if fmt == "json":
         print(json.dumps(stats, indent=1, default=str))
@@ -220,4 +236,4 @@ def replay_command(
         import pandas as pd
         sys.stdout.write(pd.DataFrame([{k: v for k, v in stats.items() if not isinstance(v, (dict, list))}]).to_csv(index=False))
     else:
-        _print(res, out, f"{replicas} x {strong.describe()}", sched)
+        _print(res, out, f"{replicas} x {strong.describe()}", sched, requests.estimated)
