@@ -107,7 +107,7 @@ def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
 
 def calibrate(
     figures: Optional[Path] = O(None, "--figures", help="Published figures CSV (default: the shipped measurements/protocol_figures.csv)."),
-    samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (about 0.6 s each on this machine)."),
+    samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (a batch at a time; 512 take about 30 s of CPU)."),
     seed: int = O(0, help="Seed of the Latin hypercube (0 to 2^32 - 1)."),
     h20_scenario: Optional[Path] = O(None, "--h20-scenario", help="Scenario for the τ²-Bench figures (default: the built-in default)."),
     edge_scenario: Optional[Path] = O(None, "--edge-scenario", help="Scenario for the MCP-Atlas figures (default: the shipped edge scenario)."),
@@ -149,7 +149,13 @@ def calibrate(
         if api_mode is not None:
             scenarios["edge"] = scenarios["edge"].replace(api_verify_sends=api_mode)
         with progress_bar(samples, "simulating candidates") as advance:
-            cal = run_calibration(figs, samples=samples, seed=seed, scenarios=scenarios, progress=lambda i, n: advance(1))
+            done = [0]
+
+            def told(i: int, n: int) -> None:  # candidates are simulated a batch at a time: advance by what finished
+                advance(i - done[0])
+                done[0] = i
+
+            cal = run_calibration(figs, samples=samples, seed=seed, scenarios=scenarios, progress=told)
     except (MeasurementError, InputError, ScenarioError) as exc:
         fail(exc)
     mode = scenarios["edge"].api_verify_sends
