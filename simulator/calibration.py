@@ -29,6 +29,7 @@ from specagent.common.errors import InputError
 from specagent.costmodel.balance import balance_point
 from specagent.measurements.protocol_figures import RATIO_TOTALS, ProtocolFigure
 from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.parallel import run_jobs
 from specagent.simulator.predictor import decode_bytes_per_token
 from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.pricing.results import api_usd, per_trajectory
@@ -429,8 +430,16 @@ class Calibration:
 
 def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int = 0,
               scenarios: dict[str, Scenario] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> Calibration:
-    """Search `samples` Latin-hypercube candidates; every scored figure evaluated on its scenario's simulator."""
+              progress: Callable[[int, int], None] | None = None, workers: int = 1) -> Calibration:
+    """Search `samples` Latin-hypercube candidates; every scored figure evaluated on its scenario's simulator.
+
+    Candidates go `CHUNK` at a time (a job; `progress(done, samples)` after each), each context planning a
+    batch of them in one lockstep run (`evaluate_batch`). `workers` > 1 runs the chunks on that many processes
+    (`parallel.run_jobs`); a candidate's values depend on nothing but the candidate, so they are the same bit for
+    bit whatever the workers, chunks and batches.
+    """
+    if workers < 1:
+        raise InputError(f"workers must be at least 1, got {workers}", "workers")
     figs = list(figures)
     for f in figs:
         for s in (f.strategy, f.relative_to) if f.metric in RATIO_METRICS else (f.strategy,):
@@ -445,20 +454,31 @@ def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int =
     cands = latin_hypercube(samples, seed)
     base = {name: scenarios[name].acceptance for name in scenarios}
     values = cands.to_dict(orient="records")
-    rows: list[dict[str, float]] = []
-    for lo in range(0, samples, CHUNK):  # a chunk of candidates at a time, each context's in batches of its size
-        chunk = values[lo:lo + CHUNK]
-        recs: list[dict[str, float]] = [{} for _ in chunk]
-        for ctx in contexts:
-            size = batch_size(ctx)
-            for b in range(0, len(chunk), size):
-                accs = [candidate_acceptance(v, base[ctx.name]) for v in chunk[b:b + size]]
-                for rec, got in zip(recs[b:b + size], evaluate_batch(ctx, accs, figs)):
-                    rec.update(got)
-        rows.extend(recs)
+    jobs = [(contexts, base, figs, values[lo:lo + CHUNK]) for lo in range(0, samples, CHUNK)]
+    done = [0]
+
+    def finished(_: int, recs: list) -> None:  # in completion order: the count of candidates done so far
+        done[0] += len(recs)
         if progress:
-            progress(len(rows), samples)
+            progress(done[0], samples)
+
+    parts = run_jobs(_evaluate_chunk, jobs, workers=workers, on_done=finished)
+    rows = [rec for part in parts for rec in part]  # in submission order: candidate order
     return Calibration(figs, cands, pd.DataFrame(rows, index=cands.index), status, hardware, seed)
+
+
+def _evaluate_chunk(contexts: list[_Context], base: dict[str, AcceptanceModel], figs: list[ProtocolFigure],
+                    chunk: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Every context's figure values for each candidate of `chunk` (one job of `calibrate`), in batches of the
+    context's `batch_size`."""
+    recs: list[dict[str, float]] = [{} for _ in chunk]
+    for ctx in contexts:
+        size = batch_size(ctx)
+        for b in range(0, len(chunk), size):
+            accs = [candidate_acceptance(v, base[ctx.name]) for v in chunk[b:b + size]]
+            for rec, got in zip(recs[b:b + size], evaluate_batch(ctx, accs, figs)):
+                rec.update(got)
+    return recs
 
 
 #: Candidates evaluated between two progress reports.

@@ -279,3 +279,19 @@ def test_batched_candidates_equal_each_candidate_alone(monkeypatch):
     again = calibrate(figs, samples=7, seed=11, scenarios=scs, progress=lambda i, n: seen.append((i, n)))
     assert again.values.equals(ref.values) and seen == [(4, 7), (7, 7)]
     assert ref.values.loc[3].to_dict() == {**alone_of["h20"][3], **alone_of["edge"][3]}
+
+
+def test_workers_give_the_same_calibration(monkeypatch):
+    """Chunks of candidates on two processes: the same values, in candidate order, as on one."""
+    figs = [f for f in load_protocol_figures() if f.setting == "h20"]
+    one = calibrate(figs, samples=7, seed=2, scenarios=_scenarios())
+    monkeypatch.setattr(calibration, "CHUNK", 3)  # three jobs
+    seen = []
+    two = calibrate(figs, samples=7, seed=2, scenarios=_scenarios(), workers=2, progress=lambda i, n: seen.append(i))
+    assert two.values.equals(one.values) and two.candidates.equals(one.candidates)
+    assert sorted(seen) == seen and seen[-1] == 7 and len(seen) == 3
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        calibrate(figs, samples=1, workers=0)
+    r = runner.invoke(app, ["acceptance", "calibrate", "-n", "1", "--workers", "-1"])
+    assert r.exit_code == 2 and "--workers: expected a whole number in [0, 1,024], got -1" in r.output
+    assert "Traceback" not in r.output
