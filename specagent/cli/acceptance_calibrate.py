@@ -110,7 +110,7 @@ def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
 
 def calibrate(
     figures: Optional[Path] = O(None, "--figures", help="Published figures CSV (default: the shipped measurements/protocol_figures.csv)."),
-    samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (a batch at a time; 512 take about 30 s of CPU)."),
+    samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (a batch at a time; 512 take about 25 s of CPU on a 2-core machine)."),
     seed: int = O(0, help="Seed of the Latin hypercube (0 to 2^32 - 1)."),
     h20_scenario: Optional[Path] = O(None, "--h20-scenario", help="Scenario for the τ²-Bench figures (default: the built-in default)."),
     edge_scenario: Optional[Path] = O(None, "--edge-scenario", help="Scenario for the MCP-Atlas figures (default: the shipped edge scenario)."),
