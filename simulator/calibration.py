@@ -29,12 +29,14 @@ from specagent.common.errors import InputError
 from specagent.costmodel.balance import balance_point
 from specagent.measurements.protocol_figures import RATIO_TOTALS, ProtocolFigure
 from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.parallel import run_jobs
 from specagent.simulator.predictor import decode_bytes_per_token
 from specagent.simulator.pricing.analytic import Pricer
-from specagent.simulator.pricing.results import per_trajectory
+from specagent.simulator.pricing.results import api_usd, per_trajectory
 from specagent.simulator.run import plan_strategy, simulate, to_episodes
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS, Setting
+from specagent.simulator.protocol.workload import UnitTable
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES, make_strategy
 
 #: Quality metrics: the simulator models no quality, so these figures are recorded but never scored.
@@ -163,6 +165,7 @@ class _Context:
     pricer: dict[str, Pricer]
     baseline: pd.Series  # Strong-only totals
     strategies: list[str]
+    units: int = 0  # workload units (steps) over all trajectories: sizes the batches of `calibrate`
 
 
 def _totals(frame: pd.DataFrame) -> pd.Series:
@@ -178,7 +181,8 @@ def load_context(name: str, scenario: Scenario, strategies: list[str]) -> _Conte
     pricers = {m: Pricer(s) for m, s in settings.items()}
     first = modes[0]
     base = simulate(episodes, "strongonly", settings[first], scenario.acceptance, scenario.seed, pricer=pricers[first])
-    return _Context(name, scenario, episodes, settings, pricers, _totals(base), strategies)
+    units = len(episodes) if isinstance(episodes, UnitTable) else sum(len(e.units) for e in episodes)
+    return _Context(name, scenario, episodes, settings, pricers, _totals(base), strategies, units)
 
 
 def _run(ctx: _Context, acc: AcceptanceModel) -> dict[str, dict[str, pd.DataFrame]]:
@@ -244,6 +248,68 @@ def evaluate(ctx: _Context, acc: AcceptanceModel, figs: Sequence[ProtocolFigure]
                 out[f.figure_id] = v
             if several and f.metric == "api_cost_ratio":
                 out[f"{f.figure_id}@{mode}"] = v
+    return out
+
+
+def _replica_totals(frame: pd.DataFrame, n_rep: int) -> pd.DataFrame:
+    """Column totals of each replica's trajectories (replica r's are rows r·n … r·n + n − 1): one row per replica.
+
+    The same sums `_totals` takes of one replica's frame, bit for bit: each is numpy's pairwise sum over that
+    replica's contiguous run of the column (tests/test_calibration.py holds the two to equality).
+    """
+    num = frame.select_dtypes("number")
+    return pd.DataFrame({c: num[c].to_numpy().reshape(n_rep, -1).sum(axis=1) for c in num.columns})
+
+
+def evaluate_batch(ctx: _Context, accs: Sequence[AcceptanceModel], figs: Sequence[ProtocolFigure]) -> list[dict[str, float]]:
+    """`evaluate(ctx, acc, figs)` for every model of `accs`, all planned and priced at once.
+
+    Each strategy is planned once for the whole batch (`plan_strategy` with several models: replica r's
+    trajectory t is r·n + t, every replica reading the same per-unit draws as a plan of its model alone) and
+    priced once per API send mode; each replica's totals are then read off its rows. The values equal
+    `evaluate`'s for each model alone, bit for bit (tests/test_calibration.py, tests/test_calibration_golden.py):
+    what a candidate costs is arithmetic over the same trajectories and draws, so it need not be a run of its own.
+    """
+    accs = list(accs)
+    if not accs:
+        return []
+    mine = [f for f in figs if f.setting == ctx.name and figure_status(f) == "scored"]
+    own = ctx.scenario.api_verify_sends
+    several = len(ctx.settings) > 1
+    sc = ctx.scenario
+    first = next(iter(ctx.settings))
+    n_rep = len(accs)
+    out: list[dict[str, float]] = [{} for _ in accs]
+    need_frames = {f.strategy for f in mine if f.metric == "predictor_abs_error"}
+    # another send mode than the scenario's own moves the API bill alone: only the bill is priced for it, and only
+    # when an API cost figure reads it
+    others = [m for m in ctx.settings if m != own] if several and any(f.metric == "api_cost_ratio" for f in mine) else []
+    frames: dict[str, pd.DataFrame] = {}
+    bills: dict[str, dict[str, np.ndarray]] = {m: {} for m in others}
+    for s in ctx.strategies:
+        plan = plan_strategy(ctx.episodes, make_strategy(s, k=sc.k, review=sc.review), ctx.settings[first], accs, sc.seed)
+        frames[s] = per_trajectory(plan, ctx.pricer[own].price(plan))
+        for m in others:
+            bills[m][s] = api_usd(plan, ctx.pricer[m].bill(plan))
+    for mode in ctx.settings:  # in the settings' order, as `evaluate` fills its dict
+        if mode == own:
+            tots = {s: _replica_totals(f, n_rep) for s, f in frames.items()}
+        elif mode in bills:
+            tots = {s: pd.DataFrame({"api_usd": b.reshape(n_rep, -1).sum(axis=1)}) for s, b in bills[mode].items()}
+        else:
+            continue
+        n = {s: len(f) // n_rep for s, f in frames.items()}
+        for r in range(n_rep):
+            tot = {s: t.iloc[r] for s, t in tots.items()}
+            own_frames = {s: frames[s].iloc[r * n[s]:(r + 1) * n[s]] for s in need_frames if s in frames}
+            for f in mine:
+                if mode != own and f.metric != "api_cost_ratio":
+                    continue  # only the bill depends on what a verification sends
+                v = _metric(f, tot, ctx.baseline, own_frames, ctx.settings[mode])
+                if mode == own:
+                    out[r][f.figure_id] = v
+                if several and f.metric == "api_cost_ratio":
+                    out[r][f"{f.figure_id}@{mode}"] = v
     return out
 
 
@@ -364,8 +430,16 @@ class Calibration:
 
 def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int = 0,
               scenarios: dict[str, Scenario] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> Calibration:
-    """Search `samples` Latin-hypercube candidates; every scored figure evaluated on its scenario's simulator."""
+              progress: Callable[[int, int], None] | None = None, workers: int = 1) -> Calibration:
+    """Search `samples` Latin-hypercube candidates; every scored figure evaluated on its scenario's simulator.
+
+    Candidates go `CHUNK` at a time (a job; `progress(done, samples)` after each), each context planning a
+    batch of them in one lockstep run (`evaluate_batch`). `workers` > 1 runs the chunks on that many processes
+    (`parallel.run_jobs`); a candidate's values depend on nothing but the candidate, so they are the same bit for
+    bit whatever the workers, chunks and batches.
+    """
+    if workers < 1:
+        raise InputError(f"workers must be at least 1, got {workers}", "workers")
     figs = list(figures)
     for f in figs:
         for s in (f.strategy, f.relative_to) if f.metric in RATIO_METRICS else (f.strategy,):
@@ -379,15 +453,44 @@ def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int =
     hardware = {f.figure_id: hardware_value(f, scenarios[f.setting]) for f in figs if status[f.figure_id] == "hardware"}
     cands = latin_hypercube(samples, seed)
     base = {name: scenarios[name].acceptance for name in scenarios}
-    rows = []
-    for i, values in enumerate(cands.to_dict(orient="records")):
-        rec: dict[str, float] = {}
-        for ctx in contexts:
-            rec.update(evaluate(ctx, candidate_acceptance(values, base[ctx.name]), figs))
-        rows.append(rec)
+    values = cands.to_dict(orient="records")
+    jobs = [(contexts, base, figs, values[lo:lo + CHUNK]) for lo in range(0, samples, CHUNK)]
+    done = [0]
+
+    def finished(_: int, recs: list) -> None:  # in completion order: the count of candidates done so far
+        done[0] += len(recs)
         if progress:
-            progress(i + 1, samples)
+            progress(done[0], samples)
+
+    parts = run_jobs(_evaluate_chunk, jobs, workers=workers, on_done=finished)
+    rows = [rec for part in parts for rec in part]  # in submission order: candidate order
     return Calibration(figs, cands, pd.DataFrame(rows, index=cands.index), status, hardware, seed)
+
+
+def _evaluate_chunk(contexts: list[_Context], base: dict[str, AcceptanceModel], figs: list[ProtocolFigure],
+                    chunk: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Every context's figure values for each candidate of `chunk` (one job of `calibrate`), in batches of the
+    context's `batch_size`."""
+    recs: list[dict[str, float]] = [{} for _ in chunk]
+    for ctx in contexts:
+        size = batch_size(ctx)
+        for b in range(0, len(chunk), size):
+            accs = [candidate_acceptance(v, base[ctx.name]) for v in chunk[b:b + size]]
+            for rec, got in zip(recs[b:b + size], evaluate_batch(ctx, accs, figs)):
+                rec.update(got)
+    return recs
+
+
+#: Candidates evaluated between two progress reports.
+CHUNK = 64
+#: Workload units (trajectory steps) one lockstep run plans at most, all replicas together: a batch that size keeps
+#: the plan's arrays (about four rows a unit) small enough to stay fast; larger ones are slower per candidate.
+BATCH_UNITS = 200_000
+
+
+def batch_size(ctx: _Context) -> int:
+    """Candidates planned together on this context: as many as `BATCH_UNITS` allows, at least 1, at most `CHUNK`."""
+    return max(1, min(CHUNK, BATCH_UNITS // max(1, ctx.units)))
 
 
 def evaluate_point(figures: Sequence[ProtocolFigure], acc: AcceptanceModel, scenarios: dict[str, Scenario] | None = None

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 
 import numpy as np
 import pytest
@@ -16,8 +17,10 @@ from specagent.cli import app
 from specagent.measurements import default_path
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator import calibration
 from specagent.simulator.calibration import (
-    PARAMETERS, TIED, calibrate, candidate_acceptance, evaluate_point, evaluate_scenarios, figure_status, latin_hypercube,
+    PARAMETERS, TIED, _strategies_needed, calibrate, candidate_acceptance, evaluate, evaluate_batch, evaluate_point,
+    evaluate_scenarios, figure_status, latin_hypercube, load_context,
 )
 from specagent.simulator.run import simulate, to_episodes
 from specagent.simulator.scenario import Scenario
@@ -248,3 +251,47 @@ def test_cli_writes_the_calibrated_set_as_points_a_ranges_file_reads(tmp_path):
     assert all("source" not in p and "calibrated_on" not in p and isinstance(p["candidate"], int) for p in data["points"])
     dist = AcceptanceDistribution.from_file(AcceptanceModel(), pts)
     assert len(dist.points) == len(data["points"]) and all(m in dist.points for m in dist.sample(20, 1))
+
+
+def test_batched_candidates_equal_each_candidate_alone(monkeypatch):
+    """The sweep plans and prices a batch of candidates at once (replicas of one lockstep run); every value it gives is
+    what the per-candidate forward model (`evaluate`) gives that candidate alone, bit for bit, whatever the batches."""
+    figs = load_protocol_figures()
+    scs = _scenarios()
+    cands = latin_hypercube(7, 11).to_dict(orient="records")
+    alone_of = {}
+    for name, sc in scs.items():
+        ctx = load_context(name, sc, _strategies_needed(figs, name))
+        accs = [candidate_acceptance(v, sc.acceptance) for v in cands]
+        alone = alone_of[name] = [evaluate(ctx, a, figs) for a in accs]
+        batched = evaluate_batch(ctx, accs, figs) + evaluate_batch(ctx, accs[:1], figs)
+        assert len(batched) == 8 and batched[0] == batched[7]
+        for got, want in zip(batched, alone):
+            assert list(got) == list(want)  # the same figures, in the same order (candidates.csv's columns)
+            for k, v in want.items():
+                assert got[k] == v or (math.isnan(got[k]) and math.isnan(v)), (name, k, got[k], v)
+        assert name != "edge" or any("@" in k for k in alone[0])  # the API bill of every send mode is among them
+    # chunks of 4 candidates in batches of 3 (partial ones too): the same calibration, progress told per chunk
+    ref = calibrate(figs, samples=7, seed=11, scenarios=scs)
+    seen = []
+    monkeypatch.setattr(calibration, "CHUNK", 4)
+    monkeypatch.setattr(calibration, "BATCH_UNITS", 3 * max(load_context(n, s, ["specagent"]).units for n, s in scs.items()))
+    again = calibrate(figs, samples=7, seed=11, scenarios=scs, progress=lambda i, n: seen.append((i, n)))
+    assert again.values.equals(ref.values) and seen == [(4, 7), (7, 7)]
+    assert ref.values.loc[3].to_dict() == {**alone_of["h20"][3], **alone_of["edge"][3]}
+
+
+def test_workers_give_the_same_calibration(monkeypatch):
+    """Chunks of candidates on two processes: the same values, in candidate order, as on one."""
+    figs = [f for f in load_protocol_figures() if f.setting == "h20"]
+    one = calibrate(figs, samples=7, seed=2, scenarios=_scenarios())
+    monkeypatch.setattr(calibration, "CHUNK", 3)  # three jobs
+    seen = []
+    two = calibrate(figs, samples=7, seed=2, scenarios=_scenarios(), workers=2, progress=lambda i, n: seen.append(i))
+    assert two.values.equals(one.values) and two.candidates.equals(one.candidates)
+    assert sorted(seen) == seen and seen[-1] == 7 and len(seen) == 3
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        calibrate(figs, samples=1, workers=0)
+    r = runner.invoke(app, ["acceptance", "calibrate", "-n", "1", "--workers", "-1"])
+    assert r.exit_code == 2 and "--workers: expected a whole number in [0, 1,024], got -1" in r.output
+    assert "Traceback" not in r.output

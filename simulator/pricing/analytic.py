@@ -91,6 +91,20 @@ class Pricer:
         time_s[waits] = plan.wait_s[waits]
         return EventCosts(time_s=time_s, flops=flops, bytes_read=rd, bytes_written=wr, usd=usd, request_s=request)
 
+    def bill(self, plan: CallPlan) -> np.ndarray:
+        """`price(plan).usd` alone: the API models' charges, nothing else priced (a self-hosted model's rows: 0)."""
+        n = len(plan)
+        usd, time_s = np.zeros(n), np.zeros(n)
+        phase = plan.phase
+        is_prefill = _member(PREFILL_PHASES)[phase]
+        is_decode = _member(DECODE_PHASES)[phase]
+        for model, phases in ((self.setting.weak, WEAK_PHASES), (self.setting.strong, STRONG_PHASES)):
+            if isinstance(model, ApiModel):
+                mine = _member(phases)[phase]
+                self._price_api(model, plan, np.flatnonzero(mine & is_prefill), np.flatnonzero(mine & is_decode), time_s, usd,
+                                self.setting)
+        return usd
+
     @staticmethod
     def _price_api(api: ApiModel, plan: CallPlan, pre: np.ndarray, dec: np.ndarray, time_s: np.ndarray, usd: np.ndarray,
                    setting: Setting) -> None:

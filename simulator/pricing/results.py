@@ -63,12 +63,17 @@ def per_trajectory(plan: CallPlan, costs: EventCosts) -> pd.DataFrame:
     waits = (plan.phase == TOOL) | (plan.phase == USER)
     cols["model_wall_time_s"] = wall_time(plan, np.where(waits, 0.0, costs.time_s))
     cols["env_wall_time_s"] = cols["wall_time_s"] - cols["model_wall_time_s"]
-    cols["api_usd"] = np.bincount(plan.traj, weights=costs.usd, minlength=nt)
+    cols["api_usd"] = api_usd(plan, costs.usd)
     cols["strong_verdict_tokens"] = cols["tokens_strong_verdict"]
     cols["strong_repair_tokens"] = cols["tokens_strong_decode"]
     for i, name in enumerate(STAT_NAMES):
         cols[name] = plan.stats[:, i]
     return pd.DataFrame(cols)
+
+
+def api_usd(plan: CallPlan, usd: np.ndarray) -> np.ndarray:
+    """Per trajectory: the API charges of its events (`per_trajectory`'s api_usd; `usd` from `Pricer.price` or `.bill`)."""
+    return np.bincount(plan.traj, weights=usd, minlength=plan.n_traj)
 
 
 def summarize(frame: pd.DataFrame, baseline: str = "strongonly") -> pd.DataFrame:

@@ -68,11 +68,23 @@ class _Rows:
 
         traj, rnd, phase, slot = (column(i, np.int64) for i in range(4))
         tokens, context, wait_s = (column(i, np.float64) for i in range(4, 7))
-        order = np.lexsort((slot, rnd, traj))
+        order = _row_order(traj, rnd, slot, len(stats))
         return CallPlan(
-            traj=traj[order], phase=phase[order], tokens=tokens[order], context=context[order], wait_s=wait_s[order],
+            traj=np.repeat(np.arange(len(stats), dtype=np.int64), np.bincount(traj, minlength=len(stats))),  # = traj[order]
+            phase=phase[order], tokens=tokens[order], context=context[order], wait_s=wait_s[order],
             group=np.arange(1, n + 1, dtype=np.int64), lane=np.zeros(n, dtype=np.int64), stats=stats, n_traj=len(stats),
         )
+
+
+def _row_order(traj: np.ndarray, rnd: np.ndarray, slot: np.ndarray, n_traj: int) -> np.ndarray:
+    """`np.lexsort((slot, rnd, traj))`: the same permutation (both sorts stable), as one stable sort of a combined key
+    where it fits in 63 bits (several times faster on the million-row plans of a batch of acceptance models)."""
+    if len(traj) == 0:
+        return np.zeros(0, dtype=np.int64)
+    n_rnd, n_slot = int(rnd.max()) + 1, int(slot.max()) + 1
+    if min(int(rnd.min()), int(slot.min())) < 0 or n_traj * n_rnd * n_slot >= 2**62:
+        return np.lexsort((slot, rnd, traj))
+    return np.argsort((traj * n_rnd + rnd) * n_slot + slot, kind="stable")
 
 
 def plan_specagent(table: UnitTable, strategy: SpecAgent, acc: AcceptanceModel, seed: int, setting: ServingPolicy) -> CallPlan:

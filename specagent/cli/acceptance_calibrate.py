@@ -24,10 +24,13 @@ from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance.io import acceptance_table
 from specagent.simulator.calibration import PARAMETERS, TIED, Calibration, calibrate as run_calibration, candidate_acceptance
+from specagent.simulator.parallel import default_workers
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS
 
 console = SafeConsole()
+#: Most --workers (as `fleet plan`'s).
+MAX_WORKERS = 1024
 O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 
@@ -107,7 +110,7 @@ def _figures_table(cal: Calibration, row: int, mode: str) -> Table:
 
 def calibrate(
     figures: Optional[Path] = O(None, "--figures", help="Published figures CSV (default: the shipped measurements/protocol_figures.csv)."),
-    samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (about 0.6 s each on this machine)."),
+    samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (a batch at a time; 512 take about 25 s of CPU on a 2-core machine)."),
     seed: int = O(0, help="Seed of the Latin hypercube (0 to 2^32 - 1)."),
     h20_scenario: Optional[Path] = O(None, "--h20-scenario", help="Scenario for the τ²-Bench figures (default: the built-in default)."),
     edge_scenario: Optional[Path] = O(None, "--edge-scenario", help="Scenario for the MCP-Atlas figures (default: the shipped edge scenario)."),
@@ -117,6 +120,8 @@ def calibrate(
     acceptance_out: Optional[Path] = O(None, "--acceptance-out", help="Also write the chosen point (of every figure's set, else of the "
                                        "τ²-Bench set) as a scenario file holding only [acceptance]."),
     edge_acceptance_out: Optional[Path] = O(None, "--edge-acceptance-out", help="Also write the MCP-Atlas (edge) set's point likewise."),
+    workers: int = O(0, "--workers", help="Processes simulating candidates, 64 at a time (0: one per CPU); the results do not "
+                     "depend on it."),
     points_out: Optional[Path] = O(None, "--points-out", help="Also write the τ²-Bench (h20) set as a ranges file of [[points]] "
                                    "(`--acceptance-ranges FILE`; shipped as simulator/data/calibrated_set_tau2.toml)."),
 ) -> None:
@@ -131,6 +136,8 @@ def calibrate(
         fail(f"--samples: expected a whole number in [1, 100,000], got {samples}")
     if not 0 <= seed < 2**32:
         fail(f"--seed: expected a whole number in [0, 2^32), got {seed}")
+    if not 0 <= workers <= MAX_WORKERS:
+        fail(f"--workers: expected a whole number in [0, {MAX_WORKERS:,}], got {workers}")
     if api_mode is not None and api_mode not in API_VERIFY_SENDS:
         fail(f"--api-verify-sends: expected one of {', '.join(API_VERIFY_SENDS)}, got {api_mode!r}")
     inputs = [p for p in (figures, h20_scenario, edge_scenario) if p is not None]
@@ -149,7 +156,14 @@ def calibrate(
         if api_mode is not None:
             scenarios["edge"] = scenarios["edge"].replace(api_verify_sends=api_mode)
         with progress_bar(samples, "simulating candidates") as advance:
-            cal = run_calibration(figs, samples=samples, seed=seed, scenarios=scenarios, progress=lambda i, n: advance(1))
+            done = [0]
+
+            def told(i: int, n: int) -> None:  # candidates are simulated a batch at a time: advance by what finished
+                advance(i - done[0])
+                done[0] = i
+
+            cal = run_calibration(figs, samples=samples, seed=seed, scenarios=scenarios, progress=told,
+                                  workers=workers or default_workers())
     except (MeasurementError, InputError, ScenarioError) as exc:
         fail(exc)
     mode = scenarios["edge"].api_verify_sends
