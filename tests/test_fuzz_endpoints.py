@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chat_server import ChatServer  # noqa: E402
-from hostile_server import HostileServer, on  # noqa: E402
+from hostile_server import HostileServer, RawServer, on, status_answer  # noqa: E402
 
 from specagent.cli.app import app  # noqa: E402
 from specagent.common.errors import InputError  # noqa: E402
@@ -482,3 +482,82 @@ def test_a_proxy_password_is_a_secret_too(monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", f"http://me:{SECRET}@proxy.example:3128")
     text = f"proxy refused me with password {SECRET} (b64 {base64.b64encode(SECRET.encode()).decode()})"
     assert not leaks(SECRET, clean(text)), clean(text)
+
+
+# -- "Handled well", case by case (findings 2026-12-03): transports ----------------------------------------------------
+# Each case of the findings file's 'Handled well' classes is a test here: a hostile server the harness used, the outcome
+# the findings file calls right, and the planted-secret search over every byte the run printed or wrote.
+
+#: (RawServer mode, what the skip says): the transport breaks, the client retries it and the position is a counted skip
+BROKEN_TRANSPORTS = [
+    ("never_answers", "no whole answer within 1 s"), ("reset_mid_body", "the connection broke mid-answer"),
+    ("close_at_once", "the connection broke mid-answer"), ("chunked_garbage", "illegal chunk header"),
+    ("non_http_banner", "Server disconnected without sending a response"),
+    ("content_length_10gb", "declares 10,737,418,240 bytes"), ("header_1mb", "the connection broke mid-answer"),
+    ("invalid_gzip", "gzip body is corrupt"), ("html", "not a chat completion"), ("empty_body", "not a chat completion"),
+    ("empty_object", "not a chat completion (no choices in the response)"),
+]
+
+
+def error_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize("mode,said", BROKEN_TRANSPORTS, ids=[m for m, _ in BROKEN_TRANSPORTS])
+def test_a_broken_transport_is_retried_then_a_counted_transient_skip(tmp_path, mode, said):
+    out = tmp_path / "o"
+    timeout = ["--timeout", "1"] if mode == "never_answers" else []
+    with RawServer(mode) as s:
+        code, text = cli(measure_args(s.url, out, "--json", *timeout), {"OPENAI_API_KEY": SECRET})
+        received, seen = s.received, list(s.auth_seen)
+    assert code == 3 and "Traceback" not in text, text  # 0 verdicts: exit 3, the skips say why
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 0 and summary["skipped_by_reason"] == {"draft:transient": 2}, summary
+    skips = [json.loads(line) for line in (out / "skips.jsonl").read_text().splitlines()]
+    assert len(skips) == 2 and all(said in sk["detail"] and "(after 2 attempts)" in sk["detail"]
+                                   and sk["detail"].startswith("weak endpoint http://127.0.0.1") for sk in skips), skips
+    assert received == 4  # 2 positions x --retries 2: retried, never more
+    assert mode == "close_at_once" or seen == [f"Bearer {SECRET}"] * 4  # the key did reach the server
+    assert not leaks(SECRET, text, folder=tmp_path), leaks(SECRET, text, folder=tmp_path)
+
+
+def test_a_broken_transport_under_live_ends_in_one_line(tmp_path):
+    with RawServer("reset_mid_body") as s:
+        code, out = cli(live_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    assert code == 2 and "Traceback" not in out and error_lines(out) == [line for line in out.splitlines() if "error" in line]
+    assert "no live task finished" in out and "the connection broke mid-answer" in out and "(after 2 attempts)" in out, out
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("status,hint", [
+    (401, "(is $OPENAI_API_KEY set to a valid key?)"), (403, "(is $OPENAI_API_KEY allowed to use this model?)"),
+    (404, "(is the URL the server's /v1 and the model name one it serves?)"), (204, "(no body) (not a chat completion, which comes with HTTP 200: is the URL the server's /v1"),
+])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_refusal_stops_at_once_in_one_line_with_a_hint(tmp_path, status, hint, command):
+    body = json.dumps({"error": {"message": "no entry"}}).encode()
+    with RawServer(status_answer(status, body)) as s:
+        code, out = cli((measure_args if command == "measure" else live_args)(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+        received = s.received
+    assert code == 2 and "Traceback" not in out, out
+    (line,) = error_lines(out)
+    assert f"HTTP {status}: " in line and hint in line, line
+    assert received <= 2  # not retried: one call per position in flight (--limit 2)
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+def test_rich_markup_in_a_servers_error_prints_literally(tmp_path):
+    markup = "[bold red]denied[/] [link=http://evil.example]click[/link] [/]"
+    with RawServer(status_answer(401, json.dumps({"error": {"message": markup}}).encode())) as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    (line,) = error_lines(out)
+    assert code == 2 and markup in line and "Traceback" not in out, out
+
+
+def test_a_5_mb_error_body_is_cut_to_160_characters(tmp_path):
+    with RawServer(status_answer(401, json.dumps({"error": {"message": "denied " + "x" * (5 << 20)}}).encode())) as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    (line,) = error_lines(out)
+    quoted = line.split("HTTP 401: ", 1)[1].split(" (is $OPENAI_API_KEY", 1)[0]
+    assert code == 2 and len(quoted) == 160 and quoted.startswith("denied xxx") and quoted.endswith("…"), (len(quoted), line[:300])
+    assert len(out) < 4000  # the estimate lines and one error line: not 5 MB on the terminal

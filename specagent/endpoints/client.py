@@ -486,6 +486,9 @@ def _refused(ep: Endpoint, status: int, text: str, location: str | None = None) 
         return ResponseFormatUnsupported(f"{where}: HTTP {status}: {short}", f"{ep.role}_url")
     hint = {401: f" (is ${ep.api_key_env} set to a valid key?)", 403: f" (is ${ep.api_key_env} allowed to use this model?)",
             404: " (is the URL the server's /v1 and the model name one it serves?)"}.get(status, "")
+    if 200 <= status < 300:  # 201, 202, 204: not the 200 a chat completion comes with
+        hint = " (not a chat completion, which comes with HTTP 200: is the URL the server's /v1 and not a proxy's or a health check's?)"
+    short = short or "(no body)"
     if 300 <= status < 400:
         to = f" to {_short(redact_url(location), 120)}" if location else ""
         hint = f" (a redirect{to}: redirects are not followed, so the key goes nowhere else; give the URL it names)"
