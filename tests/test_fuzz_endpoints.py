@@ -561,3 +561,43 @@ def test_a_5_mb_error_body_is_cut_to_160_characters(tmp_path):
     quoted = line.split("HTTP 401: ", 1)[1].split(" (is $OPENAI_API_KEY", 1)[0]
     assert code == 2 and len(quoted) == 160 and quoted.startswith("denied xxx") and quoted.endswith("…"), (len(quoted), line[:300])
     assert len(out) < 4000  # the estimate lines and one error line: not 5 MB on the terminal
+
+
+# -- Retry-After: a server's wait is honoured up to 120 s; one that is not a wait counts as none -----------------------
+
+@pytest.mark.parametrize("value,waited", [
+    ("1000000000", 120.0), ("inf", 120.0), ("Fri, 31 Dec 9999 23:59:59 GMT", 120.0),  # capped (MAX_RETRY_AFTER_S)
+    ("-5", 0.0), ("NaN", 0.0), ("soon, maybe", 0.0), ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),  # no wait beyond the jitter
+])
+def test_retry_after_is_capped_at_120_s_and_nonsense_counts_as_no_wait(value, waited):
+    waits: list[float] = []
+    answer = status_answer(429, b'{"error": {"message": "slow down"}}', {"Retry-After": value})
+    with RawServer(answer) as s, ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=2, base_s=1e-3, cap_s=1e-3),
+                                            timeout_s=5, sleep=waits.append) as c:
+        with pytest.raises(TransientFailure, match=r"HTTP 429 .*\(after 2 attempts\)"):
+            c.chat(Endpoint("weak", s.url, "weak-test"), BODY)
+        assert s.received == 2
+    assert len(waits) == 1 and (waits[0] == waited if waited else 0.0 <= waits[0] <= 1e-3), waits
+
+
+def test_the_retry_after_cap_is_in_the_worst_case_a_run_states():
+    from specagent.endpoints.client import MAX_RETRY_AFTER_S
+
+    with ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=3, base_s=0.01, cap_s=0.02), timeout_s=5) as c:
+        assert c.worst_case_s() == 3 * 5 + 2 * MAX_RETRY_AFTER_S == 255.0
+
+
+# -- redirects: never followed, so the key never reaches the place a redirect names ------------------------------------
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_redirect_is_not_followed_and_the_other_port_never_gets_the_key(tmp_path, status, command):
+    with ChatServer() as other, HostileServer(lambda role, body: None) as spy:  # spy: an honest server that records keys
+        target = (other if status in (301, 302) else spy).url + "/chat/completions"
+        with RawServer(status_answer(status, b"", {"Location": target})) as s:
+            code, out = cli((measure_args if command == "measure" else live_args)(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+            assert s.auth_seen and all(a == f"Bearer {SECRET}" for a in s.auth_seen)
+        assert other.received == 0 and spy.received == 0 and spy.auth_seen == []
+    (line,) = error_lines(out)
+    assert code == 2 and f"HTTP {status}: " in line and "redirects are not followed" in line and target in line, line
+    assert "Traceback" not in out and not leaks(SECRET, out, folder=tmp_path)
