@@ -601,3 +601,90 @@ def test_a_redirect_is_not_followed_and_the_other_port_never_gets_the_key(tmp_pa
     (line,) = error_lines(out)
     assert code == 2 and f"HTTP {status}: " in line and "redirects are not followed" in line and target in line, line
     assert "Traceback" not in out and not leaks(SECRET, out, folder=tmp_path)
+
+
+# -- the cache: keyed by what was asked of whom; a refusal remembered where it was said; the key in no entry -----------
+
+def with_strong_url(args: list[str], url: str) -> list[str]:
+    i = args.index("--strong-url")
+    return [*args[:i + 1], url, *args[i + 2:]]
+
+
+def test_the_cache_is_keyed_by_url_model_and_extra_body(tmp_path):
+    with ChatServer() as a, ChatServer() as b, ChatClient(ResponseCache(tmp_path / "c"), retry=FAST, timeout_s=30) as c:
+        c.chat(Endpoint("weak", a.url, "weak-test"), BODY)
+        c.chat(Endpoint("weak", a.url, "weak-test"), BODY)
+        assert (a.received, c.stats.cached) == (1, 1)  # the same request: from the cache
+        c.chat(Endpoint("weak", b.url, "weak-test"), BODY)
+        assert b.received == 1  # another port: asked again
+        c.chat(Endpoint("weak", a.url, "strong-test"), BODY)
+        assert a.received == 2  # another model (the scripted server serves both names)
+        c.chat(Endpoint("weak", a.url, "weak-test", extra_body={"top_k": 1}), BODY)
+        assert a.received == 3  # another extra body
+        c.chat(Endpoint("weak", a.url, "weak-test", extra_body={"top_k": 1}), BODY)
+        assert a.received == 3 and c.stats.cached == 2
+
+
+def test_another_strong_extra_body_asks_the_strong_side_again_never_the_weak(tmp_path):
+    out, asked = tmp_path / "o", []
+    with ChatServer(faults=lambda key, attempt, body: asked.append(body["model"])) as s:  # append returns None: no fault
+        assert cli(measure_args(s.url, out), {"OPENAI_API_KEY": SECRET})[0] == 0
+        assert set(asked) == {"weak-test", "strong-test"}
+        asked.clear()
+        code, text = cli(measure_args(s.url, out, "--strong-extra-body", '{"top_k": 1}'), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and asked and set(asked) == {"strong-test"}, (text, asked)
+
+
+def test_a_response_format_refusal_is_remembered_per_url_and_model(tmp_path):
+    from specagent.endpoints.client import ResponseFormatUnsupported
+    from specagent.endpoints.shadow import _Format
+
+    with ChatClient(ResponseCache(tmp_path / "c"), retry=FAST, timeout_s=5) as c:
+        said = Endpoint("strong", "http://127.0.0.1:9/v1", "strong-test")
+        _Format("auto", c, said).refused(ResponseFormatUnsupported("HTTP 400: response_format is not supported"))
+        assert not _Format("auto", c, said).supported()  # remembered (in the cache folder: a rerun asks nothing)
+        assert _Format("auto", c, Endpoint("strong", "http://127.0.0.1:10/v1", "strong-test")).supported()  # another URL
+        assert _Format("auto", c, Endpoint("strong", "http://127.0.0.1:9/v1", "other-model")).supported()  # another model
+
+
+def test_a_response_format_refusal_is_not_carried_to_another_endpoint(tmp_path):
+    out = tmp_path / "o"
+    with ChatServer(json_schema=False) as plain, ChatServer() as schema:
+        assert cli(measure_args(plain.url, out), {"OPENAI_API_KEY": SECRET})[0] == 0
+        assert json.loads((out / "summary.json").read_text())["response_format"] == "prompt"
+        code, text = cli(with_strong_url(measure_args(plain.url, out), schema.url), {"OPENAI_API_KEY": SECRET})
+        assert code == 0 and schema.received > 0, text
+    assert json.loads((out / "summary.json").read_text())["response_format"] == "json_schema"
+
+
+def test_a_run_whose_strong_side_was_down_resumes_without_resending_the_weak_drafts(tmp_path):
+    out, asked, down = tmp_path / "o", [], [True]
+
+    def faults(key, attempt, body):
+        asked.append(body["model"])
+        return "500" if down[0] and body["model"] == "strong-test" else None
+
+    with ChatServer(faults=faults) as s:
+        code, text = cli(measure_args(s.url, out, "--limit", "3"), {"OPENAI_API_KEY": SECRET})
+        assert code == 3 and json.loads((out / "summary.json").read_text())["skipped_by_reason"] == {"verify:transient": 3}, text
+        assert "weak-test" in asked
+        asked.clear()
+        down[0] = False
+        code, text = cli(measure_args(s.url, out, "--limit", "3"), {"OPENAI_API_KEY": SECRET})
+    summary = json.loads((out / "summary.json").read_text())
+    assert code == 0 and summary["records"] == 3 and summary["skipped"] == 0, text
+    assert asked and "weak-test" not in asked  # the Weak drafts came from the cache
+    assert not leaks(SECRET, text, folder=tmp_path)
+
+
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_normal_run_writes_the_key_into_no_file(tmp_path, command):
+    out = tmp_path / "o"
+    with ChatServer(api_key=SECRET) as s:  # the server refuses any other key: the key was sent
+        code, text = cli((measure_args if command == "measure" else live_args)(s.url, out), {"OPENAI_API_KEY": SECRET})
+    assert code == 0, text
+    written = {p.relative_to(out).parts[0] for p in out.rglob("*") if p.is_file()}
+    expected = {"cache", "calls.jsonl", "run.json", "summary.json", "skips.jsonl"} if command == "measure" else \
+        {"cache", "comparison.json", "protocol_log.jsonl", "verdicts.jsonl"}
+    assert expected - {"skips.jsonl"} <= written, written
+    assert not leaks(SECRET, text, folder=tmp_path), leaks(SECRET, text, folder=tmp_path)
