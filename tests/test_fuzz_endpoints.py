@@ -688,3 +688,46 @@ def test_a_normal_run_writes_the_key_into_no_file(tmp_path, command):
         {"cache", "comparison.json", "protocol_log.jsonl", "verdicts.jsonl"}
     assert expected - {"skips.jsonl"} <= written, written
     assert not leaks(SECRET, text, folder=tmp_path), leaks(SECRET, text, folder=tmp_path)
+
+
+# -- flags: each refused in one line naming the flag, before any request -----------------------------------------------
+
+BAD_ENDPOINT_FLAGS = [
+    (["--weak-api-key-env", "bad-name"], "--weak-api-key-env: expected an environment variable name"),
+    (["--strong-api-key-env", "1KEY"], "--strong-api-key-env: expected an environment variable name"),
+    (["--strong-api-key-env", ""], "--strong-api-key-env: expected an environment variable name"),
+    (["--weak-url", "file:///etc/passwd"], "--weak-url: expected http(s)://HOST[:PORT]/v1"),
+    (["--weak-url", "http://127.0.0.1:0/v1"], "--weak-url: expected a port in [1, 65535]"),
+    (["--strong-url", "http://127.0.0.1:99999/v1"], "--strong-url: expected a port in [1, 65535]"),
+    (["--weak-extra-body", '{"model": "x"}'], "--weak-extra-body: model are set by the measurement"),
+    (["--strong-extra-body", '{"tools": []}'], "--strong-extra-body: tools are set by the measurement"),
+    (["--weak-extra-body", "[1]"], "--weak-extra-body: expected a JSON object, got a JSON list"),
+    (["--weak-extra-body", '"s"'], "--weak-extra-body: expected a JSON object, got a JSON str"),
+    (["--strong-extra-body", "42"], "--strong-extra-body: expected a JSON object, got a JSON int"),
+    (["--timeout", "inf"], "--timeout: "), (["--timeout", "nan"], "--timeout: "), (["--timeout", "0"], "--timeout: "),
+]
+PRICE_FLAGS = [  # acceptance measure only (live prices nothing)
+    (["--weak-usd-per-mtok", "nan,1"], "--weak-usd-per-mtok: prices must be finite and >= 0"),
+    (["--weak-usd-per-mtok", "inf,1"], "--weak-usd-per-mtok: prices must be finite and >= 0"),
+    (["--strong-usd-per-mtok", "1,2,3"], "--strong-usd-per-mtok: expected IN,OUT in USD per million tokens"),
+]
+
+
+def _replace_flag(args: list[str], flag: str, value: str) -> list[str]:
+    if flag in args:
+        i = args.index(flag)
+        return [*args[:i + 1], value, *args[i + 2:]]
+    return [*args, flag, value]
+
+
+@pytest.mark.parametrize("command,extra,said", [(c, e, s) for c in ("measure", "live") for e, s in BAD_ENDPOINT_FLAGS]
+                         + [("measure", e, s) for e, s in PRICE_FLAGS], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_a_bad_endpoint_flag_is_one_line_before_any_request(tmp_path, command, extra, said):
+    with ChatServer() as s:
+        args = _replace_flag((measure_args if command == "measure" else live_args)(s.url, tmp_path / "o"), *extra)
+        code, out = cli(args, {"OPENAI_API_KEY": SECRET})
+        assert s.received == 0
+    assert code == 2 and "Traceback" not in out, out
+    (line,) = error_lines(out)
+    assert said in line, line
+    assert not (tmp_path / "o").exists() and not leaks(SECRET, out)
