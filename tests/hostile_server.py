@@ -6,7 +6,8 @@ and httpx do with bytes on a wire; only a real server sends them. ``mode(role, b
 misbehaviour of each request ('weak', 'verify' or 'repair'), None answers honestly.
 
 Modes: drip_body, drip_headers, hang, echo_auth_200, echo_auth_401, echo_auth_500, ansi_401, tool_calls_int, tool_calls_true,
-deep_json, usage_huge, gzip_bomb; redirect_loop (302 to itself), echo_auth_500_encoded (the key URL-encoded, base64 and
+deep_json, usage_huge, gzip_bomb; verdict (a verification answered with the text `verdict`), reply_10mb, unknown_tool_1mb
+(a call of a tool no one offered, with 1 MB of arguments), args_not_json; redirect_loop (302 to itself), echo_auth_500_encoded (the key URL-encoded, base64 and
 JSON-escaped); for streamed requests (`bench serve`): sse_drip (one content event every `drip_s`, never ending),
 sse_endless (events as fast as the socket takes them, no [DONE]), sse_deep_json, sse_not_object, sse_bad_choices,
 sse_usage_huge, sse_usage_negative. ``get_mode`` misbehaves on GETs (/v1/models, /version): drip_headers or hang.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 import socket
 import struct
 import threading
@@ -32,7 +34,8 @@ from typing import Any
 from chat_server import VERIFY_MARK, ChatServer, body_key
 
 MODES = ("drip_body", "drip_headers", "hang", "echo_auth_200", "echo_auth_401", "echo_auth_500", "ansi_401", "tool_calls_int",
-         "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb", "redirect_loop", "echo_auth_500_encoded")
+         "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb", "redirect_loop", "echo_auth_500_encoded", "verdict", "reply_10mb",
+         "unknown_tool_1mb", "args_not_json")
 SSE_MODES = ("sse_drip", "sse_endless", "sse_deep_json", "sse_not_object", "sse_bad_choices", "sse_usage_huge", "sse_usage_negative")
 
 
@@ -50,9 +53,10 @@ def on(role: str, mode: str) -> Callable[[str, dict], str | None]:
 
 class HostileServer(ChatServer):
     def __init__(self, mode: Callable[[str, dict], str | None], *, drip_s: float = 0.3, bomb_mb: int = 100,
-                 get_mode: str | None = None, **kw: Any):
+                 get_mode: str | None = None, verdict: str = "", **kw: Any):
         super().__init__(**kw)
         self.mode, self.drip_s, self.bomb_mb, self.get_mode = mode, drip_s, bomb_mb, get_mode
+        self.verdict = verdict  # the text mode 'verdict' answers a verification with
         self.auth_seen: list[str] = []
         self.first_request_at: float | None = None  # time.monotonic() of the first request: a run's clock starts there
         self._bomb: bytes | None = None
@@ -168,6 +172,21 @@ class HostileServer(ChatServer):
             return self._raw(h, 200, json.dumps(reply).encode(), {})
         if mode in ("tool_calls_int", "tool_calls_true"):
             reply["choices"][0]["message"]["tool_calls"] = 5 if mode == "tool_calls_int" else True
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
+        if mode == "verdict":  # a hostile verdict: the honest answer's envelope around `verdict` ('<n>': the drafted steps)
+            n = re.search(r"The drafted steps \((\d+) in all\)", json.dumps(body["messages"]))
+            reply["choices"][0]["message"]["content"] = self.verdict.replace("<n>", n.group(1) if n else "1")
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
+        if mode == "reply_10mb":  # a Weak reply of 10 MB of text, no tool call
+            reply["choices"][0]["message"] = {"role": "assistant", "content": "word " * (2 << 20)}
+            reply["choices"][0]["finish_reason"] = "stop"
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
+        if mode in ("unknown_tool_1mb", "args_not_json"):
+            fn = {"name": "no_such_tool", "arguments": json.dumps({"blob": "a" * (1 << 20)})} if mode == "unknown_tool_1mb" \
+                else {"name": "get_user_details", "arguments": '{"user_id": ivan_rossi_8555'}
+            reply["choices"][0]["message"] = {"role": "assistant", "content": None,
+                                              "tool_calls": [{"id": "call_x", "type": "function", "function": fn}]}
+            reply["choices"][0]["finish_reason"] = "tool_calls"
             return self._raw(h, 200, json.dumps(reply).encode(), {})
         if mode == "usage_huge":
             reply["usage"]["completion_tokens"] = 10**30

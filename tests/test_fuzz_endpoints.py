@@ -731,3 +731,102 @@ def test_a_bad_endpoint_flag_is_one_line_before_any_request(tmp_path, command, e
     (line,) = error_lines(out)
     assert said in line, line
     assert not (tmp_path / "o").exists() and not leaks(SECRET, out)
+
+
+# -- live --weak-url: hostile answers are counted, never a traceback or a guess ----------------------------------------
+
+def once(role: str, mode: str):
+    """Misbehave as `mode` on the first request of `role` only (a model that does it once, then recovers)."""
+    seen: list[int] = []
+
+    def pick(r: str, body: dict) -> str | None:
+        if r != role or seen:
+            return None
+        seen.append(1)
+        return mode
+    return pick
+
+
+def live_report(out: str) -> dict:
+    return json.loads(out[out.index("{"):])
+
+
+@pytest.mark.parametrize("verdict", [
+    json.dumps({"accepted_prefix": 99, "reason": "r", "replacement": None}),  # out of range
+    json.dumps({"accepted_prefix": -1, "reason": "r", "replacement": None}),
+    json.dumps({"accepted_prefix": "1", "reason": "r", "replacement": None}),  # a string
+])
+def test_live_counts_a_verdict_out_of_range_or_a_string_as_unparseable(tmp_path, verdict):
+    with HostileServer(on("verify", "verdict"), verdict=verdict) as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--json", "--trajectories", "2"), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and "Traceback" not in out, out
+    counts = live_report(out)["counts"]
+    assert counts["reviews"] >= 1 and counts["unparseable_verdicts"] == counts["reviews"] and counts["accepted"] == 0, counts
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("pick", [on("weak", "reply_10mb"), once("weak", "unknown_tool_1mb"), once("weak", "args_not_json")],
+                         ids=["reply-10MB", "unknown-tool-1MB-arguments", "arguments-not-JSON"])
+def test_live_handles_a_huge_reply_an_unknown_tool_and_arguments_that_are_not_json(tmp_path, pick):
+    with HostileServer(pick) as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--json"), {"OPENAI_API_KEY": SECRET})
+        assert s.statuses  # the hostile answer was sent
+    assert code == 0 and "Traceback" not in out, out
+    report = live_report(out)
+    assert report["skipped"] == [] and (tmp_path / "o" / "protocol_log.jsonl").exists(), report
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+def test_live_against_a_server_that_never_answers_ends_in_one_line(tmp_path):
+    with RawServer("never_answers") as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--timeout", "1"), {"OPENAI_API_KEY": SECRET})
+    (line,) = error_lines(out)
+    assert code == 2 and "no live task finished" in line and "no whole answer within 1 s" in line and "Traceback" not in out, out
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+# -- hostile verdicts: retried once, then counted unparseable, never guessed --------------------------------------------
+
+def _v(prefix: object = 0, **kw: object) -> str:
+    return json.dumps({"accepted_prefix": prefix, "reason": "r", "replacement": None, **kw})
+
+
+REP = {"name": "get_user_details", "arguments": {"user_id": "ivan_rossi_8555"}}
+HOSTILE_VERDICTS = {
+    "prefix-over-n": _v(99), "prefix-minus-1": _v(-1), "prefix-string": _v("1"), "prefix-float": _v(1.0), "prefix-true": _v(True),
+    "prefix-10e100": _v(10**100), "prefix-NaN": '{"accepted_prefix": NaN, "reason": "r", "replacement": null}',
+    "no-reason": json.dumps({"accepted_prefix": 0, "replacement": None}),
+    "replacement-although-all-kept": _v("<n>", replacement=REP).replace('"<n>"', "<n>"),
+    "arguments-not-an-object": _v(0, replacement={"name": "get_user_details", "arguments": "ivan_rossi_8555"}),
+    "an-array": "[0, \"r\", null]", "prose": "The drafted steps look fine to me.", "ansi": "\x1b[31mall good\x1b[0m\x1b]0;owned\x07",
+}
+ACCEPTED_VERDICTS = {
+    "code-fence": f"```json\n{_v('<n>')}\n```".replace('"<n>"', "<n>"), "reason-5MB": _v(0, reason="x" * (5 << 20)),
+    "extra-field": _v(0, confidence=0.9),  # the schema says additionalProperties: false; an extra field is harmless
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_VERDICTS)
+def test_a_hostile_verdict_is_retried_once_then_counted_unparseable(tmp_path, name):
+    out = tmp_path / "o"
+    with HostileServer(on("verify", "verdict"), verdict=HOSTILE_VERDICTS[name]) as s:
+        code, text = cli(measure_args(s.url, out), {"OPENAI_API_KEY": SECRET})
+        asked = s.statuses["verdict"]
+    assert code == 3 and "Traceback" not in text, text  # 0 verdicts: exit 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 0 and summary["skipped_by_reason"] == {"verify:unparseable": 2}, summary
+    assert asked == 4  # each of the 2 positions: the verdict and one retry
+    skips = (out / "skips.jsonl").read_bytes()
+    assert b"after one retry" in skips and b"\x1b" not in skips and b"\x07" not in skips
+    assert not leaks(SECRET, text, folder=tmp_path)
+
+
+@pytest.mark.parametrize("name", ACCEPTED_VERDICTS)
+def test_a_fenced_verdict_a_5_mb_reason_and_an_extra_field_are_read(tmp_path, name):
+    out = tmp_path / "o"
+    with HostileServer(on("verify", "verdict"), verdict=ACCEPTED_VERDICTS[name]) as s:
+        code, text = cli(measure_args(s.url, out), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and "Traceback" not in text, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 2 and summary["skipped"] == 0, summary
+    assert not leaks(SECRET, text, folder=tmp_path)
