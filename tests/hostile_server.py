@@ -6,10 +6,15 @@ and httpx do with bytes on a wire; only a real server sends them. ``mode(role, b
 misbehaviour of each request ('weak', 'verify' or 'repair'), None answers honestly.
 
 Modes: drip_body, drip_headers, hang, echo_auth_200, echo_auth_401, echo_auth_500, ansi_401, tool_calls_int, tool_calls_true,
-deep_json, usage_huge, gzip_bomb; redirect_loop (302 to itself), echo_auth_500_encoded (the key URL-encoded, base64 and
+deep_json, usage_huge, gzip_bomb; verdict (a verification answered with the text `verdict`), reply_10mb, unknown_tool_1mb
+(a call of a tool no one offered, with 1 MB of arguments), args_not_json; redirect_loop (302 to itself), echo_auth_500_encoded (the key URL-encoded, base64 and
 JSON-escaped); for streamed requests (`bench serve`): sse_drip (one content event every `drip_s`, never ending),
 sse_endless (events as fast as the socket takes them, no [DONE]), sse_deep_json, sse_not_object, sse_bad_choices,
 sse_usage_huge, sse_usage_negative. ``get_mode`` misbehaves on GETs (/v1/models, /version): drip_headers or hang.
+
+`RawServer` is below HTTP: it answers every request with scripted bytes no http.server handler sends (a reset mid-body,
+a close at once, broken chunks, an SSH banner, a Content-Length of 10 GB, a 1 MB header, a body that is not gzip, HTML,
+an empty body; `RAW_MODES`), or with any whole answer `status_answer` builds (a 401 quoting 5 MB, a 204, a redirect).
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
+import socket
+import struct
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -25,7 +34,8 @@ from typing import Any
 from chat_server import VERIFY_MARK, ChatServer, body_key
 
 MODES = ("drip_body", "drip_headers", "hang", "echo_auth_200", "echo_auth_401", "echo_auth_500", "ansi_401", "tool_calls_int",
-         "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb", "redirect_loop", "echo_auth_500_encoded")
+         "tool_calls_true", "deep_json", "usage_huge", "gzip_bomb", "redirect_loop", "echo_auth_500_encoded", "verdict", "reply_10mb",
+         "unknown_tool_1mb", "args_not_json")
 SSE_MODES = ("sse_drip", "sse_endless", "sse_deep_json", "sse_not_object", "sse_bad_choices", "sse_usage_huge", "sse_usage_negative")
 
 
@@ -43,9 +53,10 @@ def on(role: str, mode: str) -> Callable[[str, dict], str | None]:
 
 class HostileServer(ChatServer):
     def __init__(self, mode: Callable[[str, dict], str | None], *, drip_s: float = 0.3, bomb_mb: int = 100,
-                 get_mode: str | None = None, **kw: Any):
+                 get_mode: str | None = None, verdict: str = "", **kw: Any):
         super().__init__(**kw)
         self.mode, self.drip_s, self.bomb_mb, self.get_mode = mode, drip_s, bomb_mb, get_mode
+        self.verdict = verdict  # the text mode 'verdict' answers a verification with
         self.auth_seen: list[str] = []
         self.first_request_at: float | None = None  # time.monotonic() of the first request: a run's clock starts there
         self._bomb: bytes | None = None
@@ -162,6 +173,21 @@ class HostileServer(ChatServer):
         if mode in ("tool_calls_int", "tool_calls_true"):
             reply["choices"][0]["message"]["tool_calls"] = 5 if mode == "tool_calls_int" else True
             return self._raw(h, 200, json.dumps(reply).encode(), {})
+        if mode == "verdict":  # a hostile verdict: the honest answer's envelope around `verdict` ('<n>': the drafted steps)
+            n = re.search(r"The drafted steps \((\d+) in all\)", json.dumps(body["messages"]))
+            reply["choices"][0]["message"]["content"] = self.verdict.replace("<n>", n.group(1) if n else "1")
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
+        if mode == "reply_10mb":  # a Weak reply of 10 MB of text, no tool call
+            reply["choices"][0]["message"] = {"role": "assistant", "content": "word " * (2 << 20)}
+            reply["choices"][0]["finish_reason"] = "stop"
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
+        if mode in ("unknown_tool_1mb", "args_not_json"):
+            fn = {"name": "no_such_tool", "arguments": json.dumps({"blob": "a" * (1 << 20)})} if mode == "unknown_tool_1mb" \
+                else {"name": "get_user_details", "arguments": '{"user_id": ivan_rossi_8555'}
+            reply["choices"][0]["message"] = {"role": "assistant", "content": None,
+                                              "tool_calls": [{"id": "call_x", "type": "function", "function": fn}]}
+            reply["choices"][0]["finish_reason"] = "tool_calls"
+            return self._raw(h, 200, json.dumps(reply).encode(), {})
         if mode == "usage_huge":
             reply["usage"]["completion_tokens"] = 10**30
             return self._raw(h, 200, json.dumps(reply).encode(), {})
@@ -169,3 +195,116 @@ class HostileServer(ChatServer):
             return self._raw(h, 200, self.bomb(), {"Content-Encoding": "gzip"})
         raise AssertionError(f"unknown mode {mode!r}")
 
+
+
+#: What `RawServer` answers, by mode: bytes no http.server handler sends (a reset, a banner, a broken chunk), or an honest
+#: status line with a hostile body. None: read the request and never answer.
+_HTML = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+RAW_MODES: dict[str, bytes | None] = {
+    "never_answers": None,
+    "reset_mid_body": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"choices\": [",
+    "close_at_once": b"",
+    "chunked_garbage": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n",
+    "non_http_banner": b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n",
+    "content_length_10gb": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10737418240\r\n\r\n{\"choices\": ",
+    "header_1mb": b"HTTP/1.1 200 OK\r\nX-Padding: " + b"a" * (1 << 20) + b"\r\nContent-Length: 2\r\n\r\n{}",
+    "invalid_gzip": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 16\r\n\r\nthis is not gzip",
+    "html": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(_HTML) + _HTML,
+    "empty_body": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+    "empty_object": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+}
+
+
+def status_answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> bytes:
+    """One whole HTTP/1.1 answer of `status` (a 204 carries no body, as RFC 9110 says)."""
+    body = b"" if status == 204 else body
+    head = "".join(f"{k}: {v}\r\n" for k, v in {"Content-Type": "application/json", **(headers or {})}.items())
+    return f"HTTP/1.1 {status} X\r\n{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+
+
+class RawServer:
+    """A loopback TCP server that reads each request whole and answers with the scripted bytes `answer` (a `RAW_MODES` name
+    or the bytes themselves), then closes; 'reset_mid_body' closes with an RST (SO_LINGER 0). Counts the requests it read
+    and keeps each one's Authorization header, so a test can see the key reached it (and that a redirect target never
+    got it). Threads are daemons and every wait ends at `stop`, so a test that goes wrong cannot hang."""
+
+    def __init__(self, answer: str | bytes):
+        self.mode = answer if isinstance(answer, str) else "bytes"
+        self.answer = RAW_MODES[answer] if isinstance(answer, str) else answer
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.lock = threading.Lock()
+        self.received = 0
+        self.auth_seen: list[str] = []
+        self.release = threading.Event()
+        self._conns: list[socket.socket] = []
+
+    def __enter__(self) -> "RawServer":
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.release.set()
+        self.sock.close()
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _read_request(self, conn: socket.socket) -> bytes | None:
+        conn.settimeout(30)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
+        fields = {k.strip().lower(): v.strip() for k, v in fields.items()}
+        n = int(fields.get(b"content-length", b"0"))
+        while len(body) < n:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            body += chunk
+        with self.lock:
+            self.received += 1
+            self.auth_seen.append(fields.get(b"authorization", b"").decode("latin-1"))
+        return head
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self.mode == "close_at_once":
+                conn.close()  # before reading a byte: the client's send may fail too, or its read finds the end
+                with self.lock:
+                    self.received += 1
+                return
+            if self._read_request(conn) is None:
+                return
+            if self.answer is None:
+                self.release.wait(60)
+                return
+            conn.sendall(self.answer)
+            if self.mode == "reset_mid_body":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            return  # the client gave up: what it should do
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass

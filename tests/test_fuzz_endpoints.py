@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chat_server import ChatServer  # noqa: E402
-from hostile_server import HostileServer, on  # noqa: E402
+from hostile_server import HostileServer, RawServer, on, status_answer  # noqa: E402
 
 from specagent.cli.app import app  # noqa: E402
 from specagent.common.errors import InputError  # noqa: E402
@@ -482,3 +482,351 @@ def test_a_proxy_password_is_a_secret_too(monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", f"http://me:{SECRET}@proxy.example:3128")
     text = f"proxy refused me with password {SECRET} (b64 {base64.b64encode(SECRET.encode()).decode()})"
     assert not leaks(SECRET, clean(text)), clean(text)
+
+
+# -- "Handled well", case by case (findings 2026-12-03): transports ----------------------------------------------------
+# Each case of the findings file's 'Handled well' classes is a test here: a hostile server the harness used, the outcome
+# the findings file calls right, and the planted-secret search over every byte the run printed or wrote.
+
+#: (RawServer mode, what the skip says): the transport breaks, the client retries it and the position is a counted skip
+BROKEN_TRANSPORTS = [
+    ("never_answers", "no whole answer within 1 s"), ("reset_mid_body", "the connection broke mid-answer"),
+    ("close_at_once", "the connection broke mid-answer"), ("chunked_garbage", "illegal chunk header"),
+    ("non_http_banner", "Server disconnected without sending a response"),
+    ("content_length_10gb", "declares 10,737,418,240 bytes"), ("header_1mb", "the connection broke mid-answer"),
+    ("invalid_gzip", "gzip body is corrupt"), ("html", "not a chat completion"), ("empty_body", "not a chat completion"),
+    ("empty_object", "not a chat completion (no choices in the response)"),
+]
+
+
+def error_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize("mode,said", BROKEN_TRANSPORTS, ids=[m for m, _ in BROKEN_TRANSPORTS])
+def test_a_broken_transport_is_retried_then_a_counted_transient_skip(tmp_path, mode, said):
+    out = tmp_path / "o"
+    timeout = ["--timeout", "1"] if mode == "never_answers" else []
+    with RawServer(mode) as s:
+        code, text = cli(measure_args(s.url, out, "--json", *timeout), {"OPENAI_API_KEY": SECRET})
+        received, seen = s.received, list(s.auth_seen)
+    assert code == 3 and "Traceback" not in text, text  # 0 verdicts: exit 3, the skips say why
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 0 and summary["skipped_by_reason"] == {"draft:transient": 2}, summary
+    skips = [json.loads(line) for line in (out / "skips.jsonl").read_text().splitlines()]
+    assert len(skips) == 2 and all(said in sk["detail"] and "(after 2 attempts)" in sk["detail"]
+                                   and sk["detail"].startswith("weak endpoint http://127.0.0.1") for sk in skips), skips
+    assert received == 4  # 2 positions x --retries 2: retried, never more
+    assert mode == "close_at_once" or seen == [f"Bearer {SECRET}"] * 4  # the key did reach the server
+    assert not leaks(SECRET, text, folder=tmp_path), leaks(SECRET, text, folder=tmp_path)
+
+
+def test_a_broken_transport_under_live_ends_in_one_line(tmp_path):
+    with RawServer("reset_mid_body") as s:
+        code, out = cli(live_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    assert code == 2 and "Traceback" not in out and error_lines(out) == [line for line in out.splitlines() if "error" in line]
+    assert "no live task finished" in out and "the connection broke mid-answer" in out and "(after 2 attempts)" in out, out
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("status,hint", [
+    (401, "(is $OPENAI_API_KEY set to a valid key?)"), (403, "(is $OPENAI_API_KEY allowed to use this model?)"),
+    (404, "(is the URL the server's /v1 and the model name one it serves?)"), (204, "(no body) (not a chat completion, which comes with HTTP 200: is the URL the server's /v1"),
+])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_refusal_stops_at_once_in_one_line_with_a_hint(tmp_path, status, hint, command):
+    body = json.dumps({"error": {"message": "no entry"}}).encode()
+    with RawServer(status_answer(status, body)) as s:
+        code, out = cli((measure_args if command == "measure" else live_args)(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+        received = s.received
+    assert code == 2 and "Traceback" not in out, out
+    (line,) = error_lines(out)
+    assert f"HTTP {status}: " in line and hint in line, line
+    assert received <= 2  # not retried: one call per position in flight (--limit 2)
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+def test_rich_markup_in_a_servers_error_prints_literally(tmp_path):
+    markup = "[bold red]denied[/] [link=http://evil.example]click[/link] [/]"
+    with RawServer(status_answer(401, json.dumps({"error": {"message": markup}}).encode())) as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    (line,) = error_lines(out)
+    assert code == 2 and markup in line and "Traceback" not in out, out
+
+
+def test_a_5_mb_error_body_is_cut_to_160_characters(tmp_path):
+    with RawServer(status_answer(401, json.dumps({"error": {"message": "denied " + "x" * (5 << 20)}}).encode())) as s:
+        code, out = cli(measure_args(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+    (line,) = error_lines(out)
+    quoted = line.split("HTTP 401: ", 1)[1].split(" (is $OPENAI_API_KEY", 1)[0]
+    assert code == 2 and len(quoted) == 160 and quoted.startswith("denied xxx") and quoted.endswith("…"), (len(quoted), line[:300])
+    assert len(out) < 4000  # the estimate lines and one error line: not 5 MB on the terminal
+
+
+# -- Retry-After: a server's wait is honoured up to 120 s; one that is not a wait counts as none -----------------------
+
+@pytest.mark.parametrize("value,waited", [
+    ("1000000000", 120.0), ("inf", 120.0), ("Fri, 31 Dec 9999 23:59:59 GMT", 120.0),  # capped (MAX_RETRY_AFTER_S)
+    ("-5", 0.0), ("NaN", 0.0), ("soon, maybe", 0.0), ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),  # no wait beyond the jitter
+])
+def test_retry_after_is_capped_at_120_s_and_nonsense_counts_as_no_wait(value, waited):
+    waits: list[float] = []
+    answer = status_answer(429, b'{"error": {"message": "slow down"}}', {"Retry-After": value})
+    with RawServer(answer) as s, ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=2, base_s=1e-3, cap_s=1e-3),
+                                            timeout_s=5, sleep=waits.append) as c:
+        with pytest.raises(TransientFailure, match=r"HTTP 429 .*\(after 2 attempts\)"):
+            c.chat(Endpoint("weak", s.url, "weak-test"), BODY)
+        assert s.received == 2
+    assert len(waits) == 1 and (waits[0] == waited if waited else 0.0 <= waits[0] <= 1e-3), waits
+
+
+def test_the_retry_after_cap_is_in_the_worst_case_a_run_states():
+    from specagent.endpoints.client import MAX_RETRY_AFTER_S
+
+    with ChatClient(ResponseCache(None), retry=RetryPolicy(attempts=3, base_s=0.01, cap_s=0.02), timeout_s=5) as c:
+        assert c.worst_case_s() == 3 * 5 + 2 * MAX_RETRY_AFTER_S == 255.0
+
+
+# -- redirects: never followed, so the key never reaches the place a redirect names ------------------------------------
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_redirect_is_not_followed_and_the_other_port_never_gets_the_key(tmp_path, status, command):
+    with ChatServer() as other, HostileServer(lambda role, body: None) as spy:  # spy: an honest server that records keys
+        target = (other if status in (301, 302) else spy).url + "/chat/completions"
+        with RawServer(status_answer(status, b"", {"Location": target})) as s:
+            code, out = cli((measure_args if command == "measure" else live_args)(s.url, tmp_path / "o"), {"OPENAI_API_KEY": SECRET})
+            assert s.auth_seen and all(a == f"Bearer {SECRET}" for a in s.auth_seen)
+        assert other.received == 0 and spy.received == 0 and spy.auth_seen == []
+    (line,) = error_lines(out)
+    assert code == 2 and f"HTTP {status}: " in line and "redirects are not followed" in line and target in line, line
+    assert "Traceback" not in out and not leaks(SECRET, out, folder=tmp_path)
+
+
+# -- the cache: keyed by what was asked of whom; a refusal remembered where it was said; the key in no entry -----------
+
+def with_strong_url(args: list[str], url: str) -> list[str]:
+    i = args.index("--strong-url")
+    return [*args[:i + 1], url, *args[i + 2:]]
+
+
+def test_the_cache_is_keyed_by_url_model_and_extra_body(tmp_path):
+    with ChatServer() as a, ChatServer() as b, ChatClient(ResponseCache(tmp_path / "c"), retry=FAST, timeout_s=30) as c:
+        c.chat(Endpoint("weak", a.url, "weak-test"), BODY)
+        c.chat(Endpoint("weak", a.url, "weak-test"), BODY)
+        assert (a.received, c.stats.cached) == (1, 1)  # the same request: from the cache
+        c.chat(Endpoint("weak", b.url, "weak-test"), BODY)
+        assert b.received == 1  # another port: asked again
+        c.chat(Endpoint("weak", a.url, "strong-test"), BODY)
+        assert a.received == 2  # another model (the scripted server serves both names)
+        c.chat(Endpoint("weak", a.url, "weak-test", extra_body={"top_k": 1}), BODY)
+        assert a.received == 3  # another extra body
+        c.chat(Endpoint("weak", a.url, "weak-test", extra_body={"top_k": 1}), BODY)
+        assert a.received == 3 and c.stats.cached == 2
+
+
+def test_another_strong_extra_body_asks_the_strong_side_again_never_the_weak(tmp_path):
+    out, asked = tmp_path / "o", []
+    with ChatServer(faults=lambda key, attempt, body: asked.append(body["model"])) as s:  # append returns None: no fault
+        assert cli(measure_args(s.url, out), {"OPENAI_API_KEY": SECRET})[0] == 0
+        assert set(asked) == {"weak-test", "strong-test"}
+        asked.clear()
+        code, text = cli(measure_args(s.url, out, "--strong-extra-body", '{"top_k": 1}'), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and asked and set(asked) == {"strong-test"}, (text, asked)
+
+
+def test_a_response_format_refusal_is_remembered_per_url_and_model(tmp_path):
+    from specagent.endpoints.client import ResponseFormatUnsupported
+    from specagent.endpoints.shadow import _Format
+
+    with ChatClient(ResponseCache(tmp_path / "c"), retry=FAST, timeout_s=5) as c:
+        said = Endpoint("strong", "http://127.0.0.1:9/v1", "strong-test")
+        _Format("auto", c, said).refused(ResponseFormatUnsupported("HTTP 400: response_format is not supported"))
+        assert not _Format("auto", c, said).supported()  # remembered (in the cache folder: a rerun asks nothing)
+        assert _Format("auto", c, Endpoint("strong", "http://127.0.0.1:10/v1", "strong-test")).supported()  # another URL
+        assert _Format("auto", c, Endpoint("strong", "http://127.0.0.1:9/v1", "other-model")).supported()  # another model
+
+
+def test_a_response_format_refusal_is_not_carried_to_another_endpoint(tmp_path):
+    out = tmp_path / "o"
+    with ChatServer(json_schema=False) as plain, ChatServer() as schema:
+        assert cli(measure_args(plain.url, out), {"OPENAI_API_KEY": SECRET})[0] == 0
+        assert json.loads((out / "summary.json").read_text())["response_format"] == "prompt"
+        code, text = cli(with_strong_url(measure_args(plain.url, out), schema.url), {"OPENAI_API_KEY": SECRET})
+        assert code == 0 and schema.received > 0, text
+    assert json.loads((out / "summary.json").read_text())["response_format"] == "json_schema"
+
+
+def test_a_run_whose_strong_side_was_down_resumes_without_resending_the_weak_drafts(tmp_path):
+    out, asked, down = tmp_path / "o", [], [True]
+
+    def faults(key, attempt, body):
+        asked.append(body["model"])
+        return "500" if down[0] and body["model"] == "strong-test" else None
+
+    with ChatServer(faults=faults) as s:
+        code, text = cli(measure_args(s.url, out, "--limit", "3"), {"OPENAI_API_KEY": SECRET})
+        assert code == 3 and json.loads((out / "summary.json").read_text())["skipped_by_reason"] == {"verify:transient": 3}, text
+        assert "weak-test" in asked
+        asked.clear()
+        down[0] = False
+        code, text = cli(measure_args(s.url, out, "--limit", "3"), {"OPENAI_API_KEY": SECRET})
+    summary = json.loads((out / "summary.json").read_text())
+    assert code == 0 and summary["records"] == 3 and summary["skipped"] == 0, text
+    assert asked and "weak-test" not in asked  # the Weak drafts came from the cache
+    assert not leaks(SECRET, text, folder=tmp_path)
+
+
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_normal_run_writes_the_key_into_no_file(tmp_path, command):
+    out = tmp_path / "o"
+    with ChatServer(api_key=SECRET) as s:  # the server refuses any other key: the key was sent
+        code, text = cli((measure_args if command == "measure" else live_args)(s.url, out), {"OPENAI_API_KEY": SECRET})
+    assert code == 0, text
+    written = {p.relative_to(out).parts[0] for p in out.rglob("*") if p.is_file()}
+    expected = {"cache", "calls.jsonl", "run.json", "summary.json", "skips.jsonl"} if command == "measure" else \
+        {"cache", "comparison.json", "protocol_log.jsonl", "verdicts.jsonl"}
+    assert expected - {"skips.jsonl"} <= written, written
+    assert not leaks(SECRET, text, folder=tmp_path), leaks(SECRET, text, folder=tmp_path)
+
+
+# -- flags: each refused in one line naming the flag, before any request -----------------------------------------------
+
+BAD_ENDPOINT_FLAGS = [
+    (["--weak-api-key-env", "bad-name"], "--weak-api-key-env: expected an environment variable name"),
+    (["--strong-api-key-env", "1KEY"], "--strong-api-key-env: expected an environment variable name"),
+    (["--strong-api-key-env", ""], "--strong-api-key-env: expected an environment variable name"),
+    (["--weak-url", "file:///etc/passwd"], "--weak-url: expected http(s)://HOST[:PORT]/v1"),
+    (["--weak-url", "http://127.0.0.1:0/v1"], "--weak-url: expected a port in [1, 65535]"),
+    (["--strong-url", "http://127.0.0.1:99999/v1"], "--strong-url: expected a port in [1, 65535]"),
+    (["--weak-extra-body", '{"model": "x"}'], "--weak-extra-body: model are set by the measurement"),
+    (["--strong-extra-body", '{"tools": []}'], "--strong-extra-body: tools are set by the measurement"),
+    (["--weak-extra-body", "[1]"], "--weak-extra-body: expected a JSON object, got a JSON list"),
+    (["--weak-extra-body", '"s"'], "--weak-extra-body: expected a JSON object, got a JSON str"),
+    (["--strong-extra-body", "42"], "--strong-extra-body: expected a JSON object, got a JSON int"),
+    (["--timeout", "inf"], "--timeout: "), (["--timeout", "nan"], "--timeout: "), (["--timeout", "0"], "--timeout: "),
+]
+PRICE_FLAGS = [  # acceptance measure only (live prices nothing)
+    (["--weak-usd-per-mtok", "nan,1"], "--weak-usd-per-mtok: prices must be finite and >= 0"),
+    (["--weak-usd-per-mtok", "inf,1"], "--weak-usd-per-mtok: prices must be finite and >= 0"),
+    (["--strong-usd-per-mtok", "1,2,3"], "--strong-usd-per-mtok: expected IN,OUT in USD per million tokens"),
+]
+
+
+def _replace_flag(args: list[str], flag: str, value: str) -> list[str]:
+    if flag in args:
+        i = args.index(flag)
+        return [*args[:i + 1], value, *args[i + 2:]]
+    return [*args, flag, value]
+
+
+@pytest.mark.parametrize("command,extra,said", [(c, e, s) for c in ("measure", "live") for e, s in BAD_ENDPOINT_FLAGS]
+                         + [("measure", e, s) for e, s in PRICE_FLAGS], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_a_bad_endpoint_flag_is_one_line_before_any_request(tmp_path, command, extra, said):
+    with ChatServer() as s:
+        args = _replace_flag((measure_args if command == "measure" else live_args)(s.url, tmp_path / "o"), *extra)
+        code, out = cli(args, {"OPENAI_API_KEY": SECRET})
+        assert s.received == 0
+    assert code == 2 and "Traceback" not in out, out
+    (line,) = error_lines(out)
+    assert said in line, line
+    assert not (tmp_path / "o").exists() and not leaks(SECRET, out)
+
+
+# -- live --weak-url: hostile answers are counted, never a traceback or a guess ----------------------------------------
+
+def once(role: str, mode: str):
+    """Misbehave as `mode` on the first request of `role` only (a model that does it once, then recovers)."""
+    seen: list[int] = []
+
+    def pick(r: str, body: dict) -> str | None:
+        if r != role or seen:
+            return None
+        seen.append(1)
+        return mode
+    return pick
+
+
+def live_report(out: str) -> dict:
+    return json.loads(out[out.index("{"):])
+
+
+@pytest.mark.parametrize("verdict", [
+    json.dumps({"accepted_prefix": 99, "reason": "r", "replacement": None}),  # out of range
+    json.dumps({"accepted_prefix": -1, "reason": "r", "replacement": None}),
+    json.dumps({"accepted_prefix": "1", "reason": "r", "replacement": None}),  # a string
+])
+def test_live_counts_a_verdict_out_of_range_or_a_string_as_unparseable(tmp_path, verdict):
+    with HostileServer(on("verify", "verdict"), verdict=verdict) as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--json", "--trajectories", "2"), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and "Traceback" not in out, out
+    counts = live_report(out)["counts"]
+    assert counts["reviews"] >= 1 and counts["unparseable_verdicts"] == counts["reviews"] and counts["accepted"] == 0, counts
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("pick", [on("weak", "reply_10mb"), once("weak", "unknown_tool_1mb"), once("weak", "args_not_json")],
+                         ids=["reply-10MB", "unknown-tool-1MB-arguments", "arguments-not-JSON"])
+def test_live_handles_a_huge_reply_an_unknown_tool_and_arguments_that_are_not_json(tmp_path, pick):
+    with HostileServer(pick) as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--json"), {"OPENAI_API_KEY": SECRET})
+        assert s.statuses  # the hostile answer was sent
+    assert code == 0 and "Traceback" not in out, out
+    report = live_report(out)
+    assert report["skipped"] == [] and (tmp_path / "o" / "protocol_log.jsonl").exists(), report
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+def test_live_against_a_server_that_never_answers_ends_in_one_line(tmp_path):
+    with RawServer("never_answers") as s:
+        code, out = cli(live_args(s.url, tmp_path / "o", "--timeout", "1"), {"OPENAI_API_KEY": SECRET})
+    (line,) = error_lines(out)
+    assert code == 2 and "no live task finished" in line and "no whole answer within 1 s" in line and "Traceback" not in out, out
+    assert not leaks(SECRET, out, folder=tmp_path)
+
+
+# -- hostile verdicts: retried once, then counted unparseable, never guessed --------------------------------------------
+
+def _v(prefix: object = 0, **kw: object) -> str:
+    return json.dumps({"accepted_prefix": prefix, "reason": "r", "replacement": None, **kw})
+
+
+REP = {"name": "get_user_details", "arguments": {"user_id": "ivan_rossi_8555"}}
+HOSTILE_VERDICTS = {
+    "prefix-over-n": _v(99), "prefix-minus-1": _v(-1), "prefix-string": _v("1"), "prefix-float": _v(1.0), "prefix-true": _v(True),
+    "prefix-10e100": _v(10**100), "prefix-NaN": '{"accepted_prefix": NaN, "reason": "r", "replacement": null}',
+    "no-reason": json.dumps({"accepted_prefix": 0, "replacement": None}),
+    "replacement-although-all-kept": _v("<n>", replacement=REP).replace('"<n>"', "<n>"),
+    "arguments-not-an-object": _v(0, replacement={"name": "get_user_details", "arguments": "ivan_rossi_8555"}),
+    "an-array": "[0, \"r\", null]", "prose": "The drafted steps look fine to me.", "ansi": "\x1b[31mall good\x1b[0m\x1b]0;owned\x07",
+}
+ACCEPTED_VERDICTS = {
+    "code-fence": f"```json\n{_v('<n>')}\n```".replace('"<n>"', "<n>"), "reason-5MB": _v(0, reason="x" * (5 << 20)),
+    "extra-field": _v(0, confidence=0.9),  # the schema says additionalProperties: false; an extra field is harmless
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_VERDICTS)
+def test_a_hostile_verdict_is_retried_once_then_counted_unparseable(tmp_path, name):
+    out = tmp_path / "o"
+    with HostileServer(on("verify", "verdict"), verdict=HOSTILE_VERDICTS[name]) as s:
+        code, text = cli(measure_args(s.url, out), {"OPENAI_API_KEY": SECRET})
+        asked = s.statuses["verdict"]
+    assert code == 3 and "Traceback" not in text, text  # 0 verdicts: exit 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 0 and summary["skipped_by_reason"] == {"verify:unparseable": 2}, summary
+    assert asked == 4  # each of the 2 positions: the verdict and one retry
+    skips = (out / "skips.jsonl").read_bytes()
+    assert b"after one retry" in skips and b"\x1b" not in skips and b"\x07" not in skips
+    assert not leaks(SECRET, text, folder=tmp_path)
+
+
+@pytest.mark.parametrize("name", ACCEPTED_VERDICTS)
+def test_a_fenced_verdict_a_5_mb_reason_and_an_extra_field_are_read(tmp_path, name):
+    out = tmp_path / "o"
+    with HostileServer(on("verify", "verdict"), verdict=ACCEPTED_VERDICTS[name]) as s:
+        code, text = cli(measure_args(s.url, out), {"OPENAI_API_KEY": SECRET})
+    assert code == 0 and "Traceback" not in text, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 2 and summary["skipped"] == 0, summary
+    assert not leaks(SECRET, text, folder=tmp_path)

@@ -326,8 +326,8 @@ def live_cmd(
                 fail(f"{flag}: expected a finite number of seconds, got {value}")
         if not 1 <= trajectories <= MAX_LIVE_TRAJECTORIES:
             fail(f"--trajectories: expected a count in [1, {MAX_LIVE_TRAJECTORIES:,}], got {trajectories}")
-        return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, weak_api_key_env or "OPENAI_API_KEY",
-                                 strong_api_key_env or "OPENAI_API_KEY", sc if scenario is not None else Scenario(), k, seed,
+        return live_on_endpoints(weak_url, weak_model, strong_url, strong_model, "OPENAI_API_KEY" if weak_api_key_env is None else weak_api_key_env,
+                                 "OPENAI_API_KEY" if strong_api_key_env is None else strong_api_key_env, sc if scenario is not None else Scenario(), k, seed,
                                  trajectories, out, 300.0 if timeout is None else timeout, as_json, console,
                                  weak_extra_body, strong_extra_body, max_tokens, strong_max_tokens,
                                  retry=RetryPolicy(**{k: v for k, v in (("attempts", retries), ("base_s", backoff)) if v is not None}))

@@ -32,6 +32,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,6 +96,12 @@ class Endpoint:
                              f"{self.role}_extra_body")
         if not re.match(r"^https?://[^/\s]+", self.url or ""):
             raise InputError(f"--{self.role}-url: expected http(s)://HOST[:PORT]/v1, got {self.url!r}", f"{self.role}_url")
+        try:  # a port no server listens on (0, past 65535) is the flag's fault, not a connection to retry
+            port = urllib.parse.urlsplit(self.url).port
+        except ValueError:
+            port = -1
+        if port is not None and not 1 <= port <= 65535:
+            raise InputError(f"--{self.role}-url: expected a port in [1, 65535], got {redact_url(self.url)!r}", f"{self.role}_url")
         if not self.model or not self.model.strip():
             raise InputError(f"--{self.role}-model: expected the model name the server serves, got {self.model!r}",
                              f"{self.role}_model")
@@ -486,6 +493,9 @@ def _refused(ep: Endpoint, status: int, text: str, location: str | None = None) 
         return ResponseFormatUnsupported(f"{where}: HTTP {status}: {short}", f"{ep.role}_url")
     hint = {401: f" (is ${ep.api_key_env} set to a valid key?)", 403: f" (is ${ep.api_key_env} allowed to use this model?)",
             404: " (is the URL the server's /v1 and the model name one it serves?)"}.get(status, "")
+    if 200 <= status < 300:  # 201, 202, 204: not the 200 a chat completion comes with
+        hint = " (not a chat completion, which comes with HTTP 200: is the URL the server's /v1 and not a proxy's or a health check's?)"
+    short = short or "(no body)"
     if 300 <= status < 400:
         to = f" to {_short(redact_url(location), 120)}" if location else ""
         hint = f" (a redirect{to}: redirects are not followed, so the key goes nowhere else; give the URL it names)"
