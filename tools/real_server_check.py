@@ -255,7 +255,7 @@ def analyse(a: argparse.Namespace, out: Path, rec: dict[str, Any]) -> None:
              "| figure | measured (ms) | predicted (ms) | error |", "|---|---:|---:|---:|"]
     lines += [f"| {r['figure']} | {r['measured_ms']:,.1f} | {r['predicted_ms']:,.1f} | {r['error_pct']:+.1f}% |" for r in table]
     lines += ["", "Leave-one-concurrency-out MAPE of the fit loads (`latency validate --hold-out concurrency`): " +
-              ", ".join(f"{k} {v:.1f}%" for k, v in rec["validate"]["mape"].items()), ""]
+              ", ".join(f"{k.upper()} {100 * v['mape']:.1f}%" for k, v in rec["validate"]["mape"].items()), ""]
     lines += ["Load average (1, 5, 15 min) before → after each measurement:", ""]
     if "calibrate" in rec:
         lines.append(f"- calibrate: {rec['calibrate']['load_before']} → {rec['calibrate']['load_after']}")
