@@ -280,10 +280,10 @@ def analyse(a: argparse.Namespace, out: Path, rec: dict[str, Any]) -> None:
 STEPS = ("calibrate", "bench", "latency fit", "replay", "latency validate")
 
 
-def _order(cmd: str) -> tuple[int, str]:
+def _order(cmd: str) -> tuple[int, bool, str]:
     """The commands in the order they ran: calibrate, the bench loads, fit, replay, validate."""
     body = cmd.removeprefix("$ ").removeprefix("specagent ")
-    return next((i for i, s in enumerate(STEPS) if body.startswith(s)), len(STEPS)), cmd
+    return next((i for i, s in enumerate(STEPS) if body.startswith(s)), len(STEPS)), "--dataset" in cmd, cmd
 
 
 def replay_args(concurrency: int, profile: str) -> list[str]:
