@@ -4,6 +4,8 @@ given twice (aliases too) and unknown keys, `nan` called a number, and no flag c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -56,6 +58,40 @@ def test_a_request_inside_the_window_replays(tmp_path):
     p.write_text(HEAD + "0,100,9\n1,200000,10\n")
     r = runner.invoke(app, ["replay", str(p), "--strong-hardware", "h200", "--strong-gpus", "8"])
     assert r.exit_code == 0, r.output
+
+
+def short_window_model(tmp_path):
+    """A Llama-shaped config.json with SmolLM2-135M's sizes and its 8,192-token window (shorter than 32,768)."""
+    d = tmp_path / "smol"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+        "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152,
+        "max_position_embeddings": 8192, "tie_word_embeddings": True, "hidden_act": "silu", "rms_norm_eps": 1e-5}))
+    return d / "config.json"
+
+
+def test_replay_sizes_the_deployment_to_its_trace_not_to_a_fixed_context(tmp_path):
+    """Replay held every deployment to a 32,768-token sequence before reading the trace, so a model with a shorter window
+    (SmolLM2-135M, the real server's: 8,192) was refused whatever its requests; plan sizes to the trace, so does replay."""
+    cfg = short_window_model(tmp_path)
+    p = tmp_path / "ok.csv"
+    p.write_text(HEAD + "0,100,9\n1,4000,10\n")
+    r = runner.invoke(app, ["replay", str(p), "--strong-model", str(cfg), "--strong-hardware", "h200", "--strong-gpus", "1",
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["requests"] == 2
+
+
+def test_past_a_short_window_replay_and_plan_refuse_in_the_same_words(tmp_path):
+    cfg = short_window_model(tmp_path)
+    over = tmp_path / "over.csv"
+    over.write_text(HEAD + "0,100,9\n1,9000,10\n")
+    model = ["--strong-model", str(cfg), "--strong-gpus", "1"]
+    replay = one_line_error(["replay", str(over), "--strong-hardware", "h200", *model])
+    plan = one_line_error(["plan", "--requests", str(over), "--rate", "1/s", "--gpu", "h200", *model])
+    for said in (f"{over}: line 3: its request of 9,010 tokens (prompt + output) cannot be served", "reads at most 8,192 tokens"):
+        assert said in replay and said in plan, (replay, plan)
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", " inf", "-Infinity"])

@@ -115,11 +115,13 @@ class RealServer:
     """`transformers serve MODEL_DIR` on a loopback port, as a context manager; `url` is its OpenAI base URL."""
 
     def __init__(self, port: int | None = None, start_timeout_s: float = 240.0, log: Path | None = None,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), relative: bool = False):
         self.extra_args = tuple(extra_args)  # more `transformers serve` flags, e.g. --continuous-batching
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.model = str(MODEL_DIR)
+        # relative: served from CACHE under the folder's own name, so that no path of this machine reaches a record
+        self.cwd = CACHE if relative else None
+        self.model = MODEL_DIR.name if relative else str(MODEL_DIR)
         self.start_timeout_s = start_timeout_s
         self.log = log or CACHE / "server.log"
         self.proc: subprocess.Popen | None = None
@@ -134,7 +136,7 @@ class RealServer:
         fh = open(self.log, "w")
         self.proc = subprocess.Popen([exe, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
                                       "--dtype", "float32", *self.extra_args, self.model], stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+                                     cwd=self.cwd, start_new_session=True)
         fh.close()
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ Steps, each a `specagent` command whose output is kept under --out:
    fitted on the fit loads only;
 6. `replay` of the trace (the lengths the server reported for each request, all sent at 0 under the same
    --max-concurrency) on the fitted profile, and `latency validate --hold-out concurrency` of the fit loads;
-7. record.json and record.md: predicted vs measured mean TTFT, TPOT and E2E with % error, the load average
+7. record.json and README.md: predicted vs measured mean TTFT, TPOT and E2E with % error, the load average
    (`/proc/loadavg`) before and after every measurement, the machine and every version.
 
 A measurement whose 1-minute load average moved by more than --max-load-change between its start and end is run
@@ -51,6 +51,10 @@ from real_server import MODEL_DIR, RealServer, Unavailable, prepare  # noqa: E40
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE_ID = "smollm2-cpu"
 OUTPUT_LEN = 16
+#: the record's own names (every command runs in the record's folder)
+SPEC = f"{MODEL_DIR.name}/config.json"
+HW = "cpu.toml"
+BASE_ENGINE = "cpu.engine.toml"
 
 
 def loadavg() -> list[float]:
@@ -62,11 +66,13 @@ def loadavg() -> list[float]:
 
 
 def specagent(args: list[str], log: Path, timeout_s: float = 1800.0) -> subprocess.CompletedProcess:
-    """Run `specagent ARGS` (this interpreter's install), its output kept in `log`; a failure stops the check."""
+    """Run `specagent ARGS` (this interpreter's install) in the record's folder (`log`'s), every path in ARGS relative
+    to it (so the record names no path of this machine and replays where it is shipped); its output kept in `log`;
+    a failure stops the check."""
     exe = shutil.which("specagent", path=str(Path(sys.executable).parent))
     cmd = [exe] if exe else [sys.executable, "-c", "from specagent.cli import main; main()"]
     t0 = time.time()
-    p = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    p = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout_s, cwd=log.parent)
     log.write_text(f"$ specagent {' '.join(args)}\n# exit {p.returncode}, {time.time() - t0:.1f} s\n{p.stdout}\n{p.stderr}")
     if p.returncode != 0:
         sys.exit(f"error: specagent {args[0]} {args[1] if len(args) > 1 else ''} failed (exit {p.returncode}); see {log}")
@@ -80,7 +86,7 @@ def measured(args: list[str], csv_out: Path, log: Path, attempts: list[dict], re
         before, t0 = loadavg(), time.time()
         mine = log.with_suffix(f".{k}.csv")
         mine.unlink(missing_ok=True)
-        p = specagent([*args, "--csv", str(mine), "--json"], log.with_suffix(f".{k}.log"))
+        p = specagent([*args, "--csv", mine.name, "--json"], log.with_suffix(f".{k}.log"))
         after = loadavg()
         out = json.loads(p.stdout)
         attempts.append({"args": args, "attempt": k + 1, "load_before": before, "load_after": after,
@@ -169,7 +175,8 @@ def main() -> None:
                            "server": "transformers serve --device cpu --dtype float32" +
                            (" --continuous-batching" if a.continuous_batching else "") + ", OMP_NUM_THREADS=1",
                            "measurements": []}
-    rec["settings"]["hardware"] = str(a.hardware) if a.hardware else None
+    rec["settings"]["hardware"] = a.hardware.name if a.hardware else None
+    rec["command"] = private(rec["command"])
     if a.analyse_only:
         analyse(a, out, json.loads((out / "measured.json").read_text()))
         return
@@ -177,69 +184,68 @@ def main() -> None:
         model_dir = prepare()
     except Unavailable as exc:
         sys.exit(f"error: {exc}")
-    spec = str(model_dir / "config.json")
+    (out / MODEL_DIR.name).mkdir(exist_ok=True)  # the architecture the cost model reads, shipped with the record
+    shutil.copyfile(model_dir / "config.json", out / SPEC)
     if a.hardware is None:
-        hw = out / "cpu.toml"
         before = loadavg()
         specagent(["calibrate", "--device", "cpu", "--dtype", "fp32", "--threads", "1", "--engine-terms", "--no-validate",
-                   "-o", str(hw)], out / "calibrate.log")
+                   "-o", HW], out / "calibrate.log")
         rec["calibrate"] = {"load_before": before, "load_after": loadavg()}
     else:
-        hw = a.hardware.resolve()
-    base_engine = hw.with_name(hw.stem + ".engine.toml")
-    if not base_engine.exists():
-        sys.exit(f"error: {base_engine}: no engine profile beside the hardware profile (calibrate --engine-terms writes it)")
-    common = ["--model", str(MODEL_DIR), "--model-spec", spec, "--gpu", str(hw), "--weight-dtype", "fp32", "--engine",
-              "transformers", "--engine-version", rec["versions"]["transformers"], "--output-len", str(OUTPUT_LEN),
-              "--warmup", "1", "--timeout", "900", "--seed", str(a.seed)]
-    fit_csv, trace_csv = out / "fit.csv", out / "trace.csv"
+        src = a.hardware.resolve()
+        for name, f in ((HW, src), (BASE_ENGINE, src.with_name(src.stem + ".engine.toml"))):
+            if not f.exists():
+                sys.exit(f"error: {f}: no such file (calibrate --engine-terms writes NAME.toml and NAME.engine.toml)")
+            shutil.copyfile(f, out / name)
+    if not (out / BASE_ENGINE).exists():
+        sys.exit(f"error: {out / BASE_ENGINE}: no engine profile beside the hardware profile (calibrate --engine-terms writes it)")
+    fit_csv = out / "fit.csv"
     for f in (fit_csv, out / "trace_measured.csv"):
         f.unlink(missing_ok=True)
-    write_trace(trace_csv, a.trace_requests, a.seed, tuple(map(int, a.trace_input.split(","))),  # type: ignore[arg-type]
+    write_trace(out / "trace.csv", a.trace_requests, a.seed, tuple(map(int, a.trace_input.split(","))),  # type: ignore[arg-type]
                 tuple(map(int, a.trace_output.split(","))))  # type: ignore[arg-type]
     extra = ("--continuous-batching",) if a.continuous_batching else ()
-    with RealServer(start_timeout_s=600.0, log=out / "server.log", extra_args=extra) as server:
-        url = ["--base-url", server.url]
+    with RealServer(start_timeout_s=900.0, log=out / "server.log", extra_args=extra, relative=True) as server:
+        common = ["--base-url", server.url, "--model", server.model, "--model-spec", SPEC, "--gpu", HW, "--weight-dtype", "fp32",
+                  "--engine", "transformers", "--engine-version", rec["versions"]["transformers"], "--output-len",
+                  str(OUTPUT_LEN), "--warmup", "1", "--timeout", "900", "--seed", str(a.seed)]
         for length in a.fit_lengths.split(","):
-            measured(["bench", "serve", *url, *common, "--input-len", length, "--num-prompts", str(a.fit_prompts),
+            measured(["bench", "serve", *common, "--input-len", length, "--num-prompts", str(a.fit_prompts),
                       "--max-concurrency", a.fit_concurrency], fit_csv, out / f"fit-{length}", rec["measurements"],
                      a.repeats, a.max_load_change)
-        trace = measured(["bench", "serve", *url, *common, "--dataset", str(trace_csv), "--num-prompts", str(a.trace_requests),
-                          "--max-concurrency", str(a.trace_concurrency), "--requests-out", str(out / "trace_requests.jsonl")],
+        trace = measured(["bench", "serve", *common, "--dataset", "trace.csv", "--num-prompts", str(a.trace_requests),
+                          "--max-concurrency", str(a.trace_concurrency), "--requests-out", "trace_requests.jsonl"],
                          out / "trace_measured.csv", out / "trace", rec["measurements"], a.repeats, a.max_load_change)
     rec["trace_summary"] = trace["levels"][0]
-    rec["hardware_profile"] = str(hw)
+    rec["hardware_profile"] = HW
     (out / "measured.json").write_text(json.dumps(rec, indent=2) + "\n")
     analyse(a, out, rec)
 
 
 def analyse(a: argparse.Namespace, out: Path, rec: dict[str, Any]) -> None:
     """Steps 5-7: fit on the fit loads, replay the trace on the fitted profile, score it, write the record."""
-    hw = Path(rec["hardware_profile"])
-    base_engine = hw.with_name(hw.stem + ".engine.toml")
-    spec = str(MODEL_DIR / "config.json")
-    fit_csv = out / "fit.csv"
-    profile = out / f"{ENGINE_ID}.toml"
+    profile = f"{ENGINE_ID}.toml"
     seqs = [] if a.continuous_batching else ["--max-num-seqs", "1"]
-    fitted = json.loads(specagent(["latency", "fit", "--data", str(fit_csv), "--engine-id", ENGINE_ID, "--base-engine",
-                                   str(base_engine), *seqs, "-o", str(profile), "--json"], out / "fit.log").stdout)
-    rec["fit"] = {"values": fitted["values"], "converged": fitted["converged"], "profile": profile.name}
+    before = loadavg()
+    fitted = json.loads(specagent(["latency", "fit", "--data", "fit.csv", "--engine-id", ENGINE_ID, "--base-engine",
+                                   BASE_ENGINE, *seqs, "-o", profile, "--json"], out / "fit.log").stdout)
+    rec["fit"] = {"values": fitted["values"], "converged": fitted["converged"], "profile": profile}
     n = replay_trace(out / "trace_requests.jsonl", out / "trace_replay.csv")
-    rep = json.loads(specagent(["replay", str(out / "trace_replay.csv"), "--strong-model", spec, "--strong-hardware", str(hw),
-                                "--strong-gpus", "1", "--strong-dtype", "fp32", "--strong-serving-engine", str(profile), "--max-concurrency",
-                                str(a.trace_concurrency), "--chunk", "0", "--format", "json"], out / "replay.log").stdout)
-    val = json.loads(specagent(["latency", "validate", "--data", str(fit_csv), "--hold-out", "concurrency", "--engine-id",
-                                ENGINE_ID, "--base-engine", str(base_engine), *seqs, "--rows", str(out / "validate_rows.csv"),
-                                "--json"], out / "validate.log").stdout)
-    rec["validate"] = {"mape": val["mape"]["metric"], "rows": str(out / "validate_rows.csv")}
+    rep = json.loads(specagent(["replay", "trace_replay.csv", *replay_args(a.trace_concurrency, profile), "--format", "json"],
+                               out / "replay.log").stdout)
+    val = json.loads(specagent(["latency", "validate", "--data", "fit.csv", "--hold-out", "concurrency", "--engine-id",
+                                ENGINE_ID, "--base-engine", BASE_ENGINE, *seqs, "--rows", "validate_rows.csv", "--json"],
+                               out / "validate.log").stdout)
+    rec["analysis_load"] = {"load_before": before, "load_after": loadavg()}
+    rec["validate"] = {"mape": val["mape"]["metric"], "rows": "validate_rows.csv"}
     lvl = rec["trace_summary"]
     table = []
-    for name, key, scale in (("TTFT", "ttft", 1.0), ("TPOT", "tpot", 1.0), ("E2E", "e2e", 1000.0)):
+    for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e")):
         m = lvl["e2el" if key == "e2e" else key]["mean"]
-        p = rep[f"mean_{key}_s" if key == "e2e" else f"mean_{key}_ms"] * scale
+        p = rep["mean_e2e_s"] * 1000.0 if key == "e2e" else rep[f"mean_{key}_ms"]
         table.append({"figure": name, "measured_ms": round(m, 1), "predicted_ms": round(p, 1), "error_pct": round(pct(p, m), 1)})
     rec["trace"] = {"requests": n, "concurrency": a.trace_concurrency, "mean_prompt_tokens": lvl["mean_input_tokens"],
-                    "mean_output_tokens": lvl["mean_output_tokens"], "comparison": table}
+                    "mean_output_tokens": lvl["mean_output_tokens"], "comparison": table, "replay": rep}
     (out / "record.json").write_text(json.dumps(rec, indent=2) + "\n")
     lines = [f"# Held-out replay on the real server ({rec['date']})", "",
              f"{rec['server']}; {rec['machine']['cpu']}, {rec['machine']['cores']} cores; " +
@@ -248,12 +254,49 @@ def analyse(a: argparse.Namespace, out: Path, rec: dict[str, Any]) -> None:
              f"concurrency {a.trace_concurrency}; fit on lengths {a.fit_lengths} at concurrency {a.fit_concurrency}.", "",
              "| figure | measured (ms) | predicted (ms) | error |", "|---|---:|---:|---:|"]
     lines += [f"| {r['figure']} | {r['measured_ms']:,.1f} | {r['predicted_ms']:,.1f} | {r['error_pct']:+.1f}% |" for r in table]
-    lines += ["", "Load average (1, 5, 15 min) before → after each measurement:", ""]
+    lines += ["", "Leave-one-concurrency-out MAPE of the fit loads (`latency validate --hold-out concurrency`): " +
+              ", ".join(f"{k.upper()} {100 * v['mape']:.1f}%" for k, v in rec["validate"]["mape"].items()), ""]
+    lines += ["Load average (1, 5, 15 min) before → after each measurement:", ""]
+    if "calibrate" in rec:
+        lines.append(f"- calibrate: {rec['calibrate']['load_before']} → {rec['calibrate']['load_after']}")
     lines += [f"- {' '.join(m['args'][m['args'].index('--max-concurrency'):][:2])} "
               f"{'dataset' if '--dataset' in m['args'] else 'input ' + m['args'][m['args'].index('--input-len') + 1]}"
               f" (attempt {m['attempt']}): {m['load_before']} → {m['load_after']}, {m['wall_s']} s" for m in rec["measurements"]]
-    (out / "record.md").write_text("\n".join(lines) + "\n")
+    lines.append(f"- fit, replay, validate: {rec['analysis_load']['load_before']} → {rec['analysis_load']['load_after']}")
+    lines += ["", "Commands (in this folder; the server's URL was a loopback port):", "", "```bash",
+              f"python {rec['command']}"]
+    lines += sorted({ln.split("\n", 1)[0][2:] for ln in (f.read_text() for f in sorted(out.glob("*.log")))
+                     if ln.startswith("$ specagent")}, key=_order)
+    lines += ["```", ""]
+    (out / "README.md").write_text("\n".join(lines))
+    for f in out.glob("*.log"):  # the logs are not hashed by anything: a path of this machine there is written as <repo>
+        f.write_text(private(f.read_text(errors="replace")))
+    leaks = [f.name for f in out.rglob("*") if f.is_file() and str(ROOT) in f.read_text(errors="replace")]
+    if leaks:
+        sys.exit(f"error: {', '.join(leaks)}: a path of this machine ({ROOT}) is in the record")
     print("\n".join(lines))
+
+
+STEPS = ("calibrate", "bench", "latency fit", "replay", "latency validate")
+
+
+def _order(cmd: str) -> tuple[int, bool, str]:
+    """The commands in the order they ran: calibrate, the bench loads, fit, replay, validate."""
+    body = cmd.removeprefix("$ ").removeprefix("specagent ")
+    return next((i for i, s in enumerate(STEPS) if body.startswith(s)), len(STEPS)), "--dataset" in cmd, cmd
+
+
+def replay_args(concurrency: int, profile: str) -> list[str]:
+    """`replay`'s flags for the trace: the record's model, hardware and fitted engine profile, the bench's concurrency."""
+    return ["--strong-model", SPEC, "--strong-hardware", HW, "--strong-gpus", "1", "--strong-dtype", "fp32",
+            "--strong-serving-engine", profile, "--max-concurrency", str(concurrency), "--chunk", "0"]
+
+
+def private(text: str) -> str:
+    """`text` with this checkout's absolute path written as <repo> (and the home folder as ~)."""
+    text = text.replace(str(ROOT), "<repo>")
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if len(home) > 1 else text
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ from specagent.cli.console import fail
 from specagent.cli.panels import SCENARIO, panel_of_path
 from specagent.common.errors import DeprecatedSpelling, InputError
 from specagent.simulator.scenario import (
-    DEPLOYMENT_FLAGS, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError, load_acceptance,
+    DEPLOYMENT_FLAGS, FIT_CONTEXT, SHIPPED, SINGLE_DEPLOYMENT_FLAGS, DeploymentSpec, DoesNotFit, Scenario, ScenarioError,
+    load_acceptance,
 )
 from specagent.simulator.protocol.setting import Setting
 
@@ -237,11 +238,13 @@ def _located(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset
     return f"scenario field {exc.where}: {exc}" if exc.where else str(exc)
 
 
-def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = ()) -> Setting:
-    """The scenario's deployments, loaded and checked for fit; a failure names the flags that fix it."""
+def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = (),
+            fit_context: int | None = FIT_CONTEXT) -> Setting:
+    """The scenario's deployments, loaded and checked for fit (one `fit_context`-token sequence each; None: the caller
+    checks the sequences it will serve); a failure names the flags that fix it."""
     origin = getattr(scenario, "_origin", None)
     try:
-        return scenario.setting(hardware_dirs)
+        return scenario.setting(hardware_dirs, fit_context)
     except DoesNotFit as exc:
         fail(does_not_fit(str(exc), exc.where))
     except ScenarioError as exc:

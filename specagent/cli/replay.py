@@ -181,7 +181,10 @@ def replay_command(
     if scenario.strong_api is not None:
         fail(f"the scenario's Strong model is a hosted API ({scenario.strong_api}); replay serves a trace on a self-hosted "
              "deployment: drop --edge or set [strong] in the scenario")
-    setting = resolve(scenario, exclude=REPLAY_EXCLUDES)
+    # sized to the trace, as plan sizes to its longest task (planner.search_job): replay's check_requests_fit holds the
+    # longest request (prompt + output) to the model's window and the replica's memory, in plan's and sweep's words; a
+    # fixed 32,768-token sizing refused a model with a shorter window (SmolLM2-135M: 8,192) before any request was read
+    setting = resolve(scenario, exclude=REPLAY_EXCLUDES, fit_context=None)
     strong = setting.strong
     sched = _scheduler(strong, max_seqs, max_tokens)
     writer: list = []

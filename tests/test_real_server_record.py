@@ -1,0 +1,109 @@
+"""The shipped real-server record (measurements/real_server/2026-12-04-cpu-plain/, written by tools/real_server_check.py)
+against docs/calibration.md: the held-out table, the leave-one-concurrency-out MAPE, the single loads and the load average
+the docs quote are the record's, and the record's fitted engine profile loads and replays the trace to the same prediction.
+No server: only the shipped files."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+import shlex
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from specagent.cli.app import app
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = ROOT / "measurements" / "real_server" / "2026-12-04-cpu-plain"
+DOCS = ROOT / "docs" / "calibration.md"
+HEADING = "### Checked on the real server: replay vs bench serve of the same trace (2026-12-04)"
+runner = CliRunner()
+
+
+def section() -> str:
+    text = DOCS.read_text(encoding="utf-8")
+    assert HEADING in text
+    body = text.split(HEADING, 1)[1]
+    return body.split("\n### ", 1)[0].split("\n## ", 1)[0]
+
+
+def record() -> dict:
+    return json.loads((RECORD / "record.json").read_text())
+
+
+def signed(x: float, digits: int = 1) -> str:
+    """A percentage as the docs write it: +9.4%, −3.8% (a real minus)."""
+    return f"{x:+.{digits}f}%".replace("-", "\u2212")
+
+
+def test_the_docs_table_is_the_records():
+    rows = {m.group(1): m.groups()[1:] for m in re.finditer(r"^\| (TTFT|TPOT|ITL|E2E) \| ([\d,.]+) ms \| ([\d,.]+) ms \| (\S+) \|$",
+                                                           section(), re.M)}
+    table = record()["trace"]["comparison"]
+    assert {r["figure"] for r in table} == set(rows) == {"TTFT", "TPOT", "ITL", "E2E"}
+    for r in table:
+        measured, predicted, error = rows[r["figure"]]
+        assert (measured, predicted, error) == (f"{r['measured_ms']:,.1f}", f"{r['predicted_ms']:,.1f}", signed(r["error_pct"])), r
+
+
+def test_the_figures_are_the_bench_and_replay_outputs():
+    """record.json's table is what `bench serve` measured and `replay` predicted, not typed in."""
+    rec = record()
+    bench = json.loads((RECORD / "trace.0.log").read_text().split("\n", 2)[2].split("\n\n", 1)[0])["levels"][0]
+    rep = json.loads((RECORD / "replay.log").read_text().split("\n", 2)[2].split("\n\n", 1)[0])
+    got = {r["figure"]: r for r in rec["trace"]["comparison"]}
+    for name, m, p in (("TTFT", bench["ttft"]["mean"], rep["mean_ttft_ms"]), ("TPOT", bench["tpot"]["mean"], rep["mean_tpot_ms"]),
+                       ("ITL", bench["itl"]["mean"], rep["mean_itl_ms"]), ("E2E", bench["e2el"]["mean"], 1000 * rep["mean_e2e_s"])):
+        assert got[name]["measured_ms"] == round(m, 1) and got[name]["predicted_ms"] == round(p, 1), name
+        assert got[name]["error_pct"] == round(100 * (p - m) / m, 1), name
+    assert rec["trace"]["requests"] == rep["requests"] == bench["completed"] == 12
+
+
+def test_the_docs_mape_single_loads_and_load_average_are_the_records():
+    text = " ".join(section().split())  # the prose wraps anywhere
+    mape = record()["validate"]["mape"]
+    quoted = "MAPE **" + ", ".join(f"{k.upper()} {100 * mape[k]['mape']:.1f}%" for k in ("tpot", "ttft", "e2e")) + "**"
+    assert quoted in text, quoted
+    with (RECORD / "validate_rows.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    one = next(r for r in rows if r["metric"] == "ttft" and float(r["concurrency"]) == 1 and float(r["input_tokens"]) == 287)
+    said = (f"{signed(100 * float(one['error']), 0)} ({float(one['measured']):,.0f} ms measured, "
+            f"{float(one['predicted']):,.0f} ms predicted)")
+    assert said in text, said
+    rec = record()
+    loads = [x["load_before"][0] for x in rec["measurements"]] + [x["load_after"][0] for x in rec["measurements"]]
+    loads += [rec["calibrate"]["load_before"][0], rec["calibrate"]["load_after"][0]]
+    assert f"load average {min(loads):.1f}–{max(loads):.1f} during the measurements" in text
+    for k in ("torch", "transformers", "fastapi", "uvicorn", "gguf"):
+        assert rec["versions"][k].split("+")[0] in text, k
+
+
+def test_the_record_names_no_path_of_a_machine_and_is_small():
+    files = [f for f in RECORD.rglob("*") if f.is_file()]
+    assert sum(f.stat().st_size for f in files) < 1_000_000
+    for f in files:
+        text = f.read_text(errors="replace")
+        assert not re.search(r"(?<![\w.<])/(work|home|root|tmp|Users)/", text), f.name
+
+
+def test_the_fitted_profile_loads_and_replays_the_trace_to_the_recorded_prediction(monkeypatch):
+    monkeypatch.chdir(RECORD)  # the record's commands name its own files
+    r = runner.invoke(app, ["latency", "engine", "smollm2-cpu.toml", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output[r.output.index("{"):])["id"] == "smollm2-cpu"
+    cmd = shlex.split((RECORD / "replay.log").read_text().split("\n", 1)[0].removeprefix("$ specagent "))
+    assert cmd[0] == "replay" and "--strong-serving-engine" in cmd and cmd[cmd.index("--strong-serving-engine") + 1] == "smollm2-cpu.toml"
+    r = runner.invoke(app, cmd)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output[r.output.index("{"):])
+    got = {x["figure"]: x["predicted_ms"] for x in record()["trace"]["comparison"]}
+    assert round(out["mean_ttft_ms"], 1) == got["TTFT"] and round(out["mean_tpot_ms"], 1) == got["TPOT"]
+    assert round(1000 * out["mean_e2e_s"], 1) == got["E2E"]
+
+
+def test_the_fitted_profile_names_the_shipped_fit_data_by_its_hash():
+    digest = hashlib.sha256((RECORD / "fit.csv").read_bytes()).hexdigest()
+    assert f'dataset_sha256 = "{digest}"' in (RECORD / "smollm2-cpu.toml").read_text()
