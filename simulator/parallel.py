@@ -140,6 +140,63 @@ def _watch_driver(driver: int) -> None:  # pragma: no cover - not Linux
     os._exit(1)
 
 
+#: How long the address probe waits for a Ray head to accept a connection.
+RAY_PROBE_S = 5.0
+
+
+def ray_endpoint(address: str) -> tuple[str, int] | None:
+    """(host, port) of a Ray address (`host:port` or Ray Client's `ray://host:port`); None for `auto`.
+
+    Raises ValueError naming what was expected, so a typo is one line before any work starts.
+    """
+    a = address.strip()
+    if a == "auto":
+        return None
+    rest = a[len("ray://"):] if a.startswith("ray://") else a
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest:
+        raise ValueError(f"Ray cluster address '{address}': expected HOST:PORT (the address `ray start --head` prints), "
+                         "ray://HOST:PORT (Ray Client) or auto")
+    return host, int(port)
+
+
+def connect_ray(address: str, probe_s: float = RAY_PROBE_S) -> None:
+    """ray.init on an existing cluster, failing in one line (never a minute of retries) when nothing is there.
+
+    Why the probe: ray.init retries an unreachable head for about a minute, printing a warning per second.
+    Why RAY_AUTH_MODE: a driver joining a cluster uses the token `ray start` wrote (~/.ray/auth_token) only when
+    token mode is on in its own environment; without it the connect fails as "Authentication token is missing".
+    """
+    import socket
+
+    endpoint = ray_endpoint(address)
+    if endpoint is not None:
+        try:
+            socket.create_connection(endpoint, timeout=probe_s).close()
+        except OSError as exc:
+            raise RuntimeError(f"Ray cluster {address}: nothing answers at {endpoint[0]}:{endpoint[1]} within {probe_s:g} s "
+                               f"({exc.strerror or exc}); start one with `ray start --head` and pass the address it prints") from None
+    token = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or \
+        os.path.exists(os.path.expanduser("~/.ray/auth_token"))
+    if "RAY_AUTH_MODE" not in os.environ and token:
+        os.environ["RAY_AUTH_MODE"] = "token"  # read when Ray's config loads: before its first import
+        if "ray" in sys.modules:  # imported already (a caller's own Ray): reload its config as `ray start` does
+            try:
+                from ray._raylet import Config
+
+                Config.initialize("")
+            except ImportError:  # pragma: no cover - another Ray layout; the connect below then says what failed
+                pass
+    import ray
+
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    except Exception as exc:  # Ray raises ConnectionError, RuntimeError or its own AuthenticationError
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise RuntimeError(f"Ray cluster {address}: could not join it ({first})") from None
+
+
 def _run_ray(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, address: str | None,
              done: Callable[[int, Any], None]) -> None:
     try:
@@ -149,7 +206,7 @@ def _run_ray(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, addres
     started = False
     if not ray.is_initialized():
         if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+            connect_ray(address)
         else:
             ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         started = True

@@ -43,6 +43,7 @@ SLOW_FILES = {
     "test_real_server.py": "a real transformers server",
     "test_endpoint_defects.py": "scripted servers, end to end", "test_bench.py": "load runs against a scripted server",
     "test_plan_pools.py": "plans through the CLI",
+    "test_ray_cluster.py": "a two-node Ray cluster started with `ray start`",
 }
 #: Single slow tests (node id prefixes) in files that are otherwise fast.
 SLOW_TESTS = {

@@ -31,7 +31,7 @@ from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.capacity.fleet_build import gpus_sizing, parse_gpu_counts
-from specagent.simulator.parallel import default_workers
+from specagent.simulator.parallel import default_workers, ray_endpoint
 from specagent.simulator import FLEET_BACKEND, plan_store
 from specagent.simulator.plan_estimate import duration, estimate_plan
 from specagent.cli.plan_progress import HeartbeatPrinter
@@ -58,6 +58,10 @@ POOL_HARDWARE_HELP = ("{role}: GPU profile (id, alias or .toml path) for every c
                       "pairing (the other pool: {other}, or {default}).")
 SEARCH_GPUS_HELP = ("GPUs per replica to search, e.g. 1,2,4,8: each pool gets the fewest that hold the longest context "
                     "(default: the scenario's --weak-gpus / --strong-gpus, as given).")
+
+BACKEND_HELP = "local (a process pool) or ray; default: ray when --ray-address is given, else local (--workers processes)."
+RAY_ADDRESS_HELP = ("A Ray cluster to run the searches on: the HOST:PORT `ray start --head` prints, ray://HOST:PORT (Ray "
+                    "Client) or auto (docs/capacity-planning.md). Implies --backend ray.")
 
 
 def _search_gpus(text: str | None) -> tuple[int, ...] | None:
@@ -122,8 +126,8 @@ def plan_command(
                                                       "many (0: always the whole fleet)."),
     slice_replicas: int = typer.Option(1, help="A slice keeps at least this many replicas of its smallest pool."),
     workers: int = typer.Option(0, help="Searches run in parallel (0: one per CPU)."),
-    backend: str = typer.Option("local", help="local (process pool) or ray (a Ray cluster; a local instance unless --address)."),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
+    backend: Optional[str] = typer.Option(None, help=BACKEND_HELP),
+    address: Optional[str] = typer.Option(None, "--ray-address", "--address", help=RAY_ADDRESS_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` reads it: figure 7) and the "
                                                           "capacity curve (capacity_curve.html, plus PNG/SVG where Chrome/Chromium exists)."),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
@@ -157,7 +161,7 @@ def plan_command(
                                 ("--workers", workers, 0, MAX_WORKERS)):
         if not lo <= value <= hi:
             fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
-    _check_backend(backend, address)
+    backend = _check_backend(backend, address)
     if out is not None:
         atomic.check_writable(out / "plan.json")
     quiet = quiet or fmt != "table"
@@ -342,11 +346,19 @@ def _check_priced(gpus: tuple[str, ...], prices: dict[str, float], gpu_flag: str
                  f"(comma lists work: --price {g}=2.0,h200=3.5)")
 
 
-def _check_backend(backend: str, address: str | None) -> None:
-    if backend not in BACKENDS:
-        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{backend}'")
-    if address is not None and backend != "ray":
-        fail(f"--address {address}: a Ray cluster address, for --backend ray (the backend is '{backend}')")
+def _check_backend(backend: str | None, address: str | None) -> str:
+    """The backend to use: --backend as given, or ray when a cluster address is given; the address's form checked."""
+    chosen = backend if backend is not None else ("ray" if address is not None else "local")
+    if chosen not in BACKENDS:
+        fail(f"--backend: expected one of {', '.join(BACKENDS)}, got '{chosen}'")
+    if address is not None and chosen != "ray":
+        fail(f"--ray-address {address}: a Ray cluster address, for --backend ray (the backend is '{chosen}')")
+    if address is not None:
+        try:
+            ray_endpoint(address)
+        except ValueError as exc:
+            fail(f"--ray-address: {exc}")
+    return chosen
 
 
 def _json_default(o):
@@ -495,8 +507,8 @@ def sweep_command(
     config: Path = typer.Argument(..., help="Sweep config TOML: [sweep] fixed settings (its scenario: [sweep].scenario = FILE or "
                                             "a [scenario] table), [grid] lists, [fleet.NAME] replica counts."),
     out: Optional[Path] = typer.Option(None, help="Result directory (one Parquet file per cell under cells/); default CONFIG's name + '_results'."),
-    backend: str = typer.Option("local", help="local (process pool) or ray (a Ray cluster; local instance unless --address)."),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address, e.g. ray://head:10001 or auto."),
+    backend: Optional[str] = typer.Option(None, help=BACKEND_HELP),
+    address: Optional[str] = typer.Option(None, "--ray-address", "--address", help=RAY_ADDRESS_HELP),
     workers: int = typer.Option(1, help="Parallel cells (processes for local, CPUs for a local Ray instance)."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML file (or a shipped one: default, edge) for "
                                             "every cell, when the config names none; [sweep]'s seed/model/dtype keys override it."),
@@ -517,7 +529,7 @@ def sweep_command(
     """
     if not 1 <= workers <= MAX_WORKERS:
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
-    _check_backend(backend, address)
+    backend = _check_backend(backend, address)
     out_dir = out or config.with_name(config.stem + "_results")
     hardware = None
     if weak_hardware is not None or strong_hardware is not None:  # one pairing for every cell, as [grid].hardware = ["W+S"]
