@@ -77,7 +77,13 @@ def test_the_docs_mape_single_loads_and_load_average_are_the_records():
     loads = [x["load_before"][0] for x in rec["measurements"]] + [x["load_after"][0] for x in rec["measurements"]]
     loads += [rec["calibrate"]["load_before"][0], rec["calibrate"]["load_after"][0]]
     assert f"load average {min(loads):.1f}–{max(loads):.1f} during the measurements" in text
-    for k in ("torch", "transformers", "fastapi", "uvicorn", "gguf"):
+    fit = rec["fit"]["values"]
+    assert f"bandwidth (to {fit['bandwidth']:.2f} of the calibrated) and GEMM efficiency ({fit['gemm_mfu']:.3f}" in text
+    with (RECORD / "trace_replay.csv").open() as f:
+        trace = list(csv.DictReader(f))
+    p, o = ([int(r[k]) for r in trace] for k in ("prompt_tokens", "output_tokens"))
+    assert f"{len(trace)} requests of seeded lengths (prompts {min(p)}–{max(p)} tokens, outputs {min(o)}–{max(o)})" in text
+    for k in ("python", "torch", "transformers", "fastapi", "uvicorn", "gguf"):
         assert rec["versions"][k].split("+")[0] in text, k
 
 

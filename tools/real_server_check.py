@@ -6,7 +6,7 @@ of the tests (tools/real_server.py: `transformers serve` with SmolLM2-135M on th
 request trace the fit never saw — other lengths, another concurrency — against `bench serve`'s measurement of
 the same trace on the same server.
 
-    python tools/real_server_check.py --out measurements/real_server/DATE   # ~15 min on 2 busy cores
+    python tools/real_server_check.py --out measurements/real_server/DATE   # 2026-12-04: calibrate 52 s + bench 161 s
 
 Steps, each a `specagent` command whose output is kept under --out:
 1. `calibrate --device cpu --dtype fp32 --threads 1 --engine-terms`: the hardware profile of this machine and the
