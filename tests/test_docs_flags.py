@@ -30,6 +30,8 @@ OTHER_TOOLS = {"--upgrade", "--no-deps", "--no-build-isolation", "--no-index", "
                "--continuous-batching",
                # `vllm bench serve` flags in docs/capacity-planning.md's dataset files
                "--save-detailed", "--custom-output-len",
+               # `ray start` flags in docs/capacity-planning.md's "On a Ray cluster"
+               "--head", "--num-cpus",
                }
 
 
