@@ -274,3 +274,45 @@ def test_a_bom_crlf_unicode_names_and_a_20_mb_line_are_read(tmp_path, name):
     log.write_bytes(text.encode("utf-8"))
     code, out = fit(str(log), "-o", str(tmp_path / "a.toml"))
     assert code == 0 and (tmp_path / "a.toml").exists(), out
+
+
+# -- degenerate fits: estimates inside their intervals, probabilities in [0, 1] ----------------------------------------
+
+def _all(accepted: bool, n: int = 200) -> str:
+    """`n` one-step reads of `n` tasks, every one accepted (or every one rejected and repaired)."""
+    rej = {"accepted_prefix": 0, "replacement_offered": False, "replacement_tokens": None, "replacement_valid": None, "repair_tokens": 40,
+           "repair_reasoning_tokens": 0}
+    acc = {"accepted_prefix": 1, "replacement_offered": False, "replacement_tokens": None, "replacement_valid": None, "repair_tokens": None,
+           "repair_reasoning_tokens": None}
+    return "\n".join(json.dumps({**json.loads(_rec(task=f"t{i}", ended_by="end", drafted=[{"kind": "read", "name": "r", "tokens": 30}],
+                                                   verify_reasoning_tokens=0, thinking=False)), **(acc if accepted else rej)})
+                     for i in range(n)) + "\n"
+
+
+DEGENERATE = {
+    "one-record": _rec() + "\n", "one-rejection": _all(False, 1), "200-all-accepted": _all(True), "200-none-accepted": _all(False),
+    "all-zero-tokens": "\n".join(json.dumps({**json.loads(line), "verdict_tokens": 0, "verify_reasoning_tokens": 0, "thinking": False,
+                                             "repair_tokens": 0 if json.loads(line)["repair_tokens"] is not None else None,
+                                             "repair_reasoning_tokens": 0 if json.loads(line)["repair_tokens"] is not None else None,
+                                             "drafted": [{**d, "tokens": 0} for d in json.loads(line)["drafted"]]})
+                                 for line in _all(False, 20).splitlines()) + "\n",
+}
+
+
+@pytest.mark.parametrize("name", DEGENERATE)
+def test_a_degenerate_log_fits_with_every_estimate_inside_its_interval(tmp_path, name):
+    log = tmp_path / "v.jsonl"
+    log.write_text(DEGENERATE[name])
+    code, out = fit(str(log), "--json")
+    assert code == 0, out
+    estimates = json.loads(out)["estimates"]
+    assert estimates
+    for e in estimates:
+        assert e["low"] <= e["estimate"] <= e["high"], e
+        if e["name"].startswith(("accept.", "p_")):
+            assert 0.0 <= e["low"] and e["high"] <= 1.0, e
+    accept = {e["name"]: e for e in estimates}.get("accept.read")
+    if name == "200-all-accepted":
+        assert accept["estimate"] == pytest.approx(1.0) and accept["low"] > 0.98, accept
+    if name == "200-none-accepted":
+        assert accept["estimate"] == pytest.approx(0.0, abs=1e-9) and accept["high"] < 0.02, accept
