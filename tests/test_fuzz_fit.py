@@ -197,3 +197,122 @@ def test_fit_of_a_directory_an_unreadable_file_and_nul_bytes_is_one_line(tmp_pat
     for path, said in cases:
         code, out = fit(str(path))
         assert code != 0 and said in out and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+
+
+# -- "Handled well", case by case (findings 2026-12-03): the verdict-log reader through `acceptance fit` -----------------
+
+GOOD = json.loads((Path(__file__).resolve().parent.parent / "traces" / "data" / "verdict_log_simulated.jsonl").read_text()
+                  .splitlines()[0])
+TRAJECTORY = (Path(__file__).resolve().parent.parent / "traces" / "data" / "tau2_airline.jsonl").read_text().splitlines()[0]
+
+
+def _rec(**kw: object) -> str:
+    r = json.loads(json.dumps(GOOD))
+    for path, value in kw.items():
+        *parents, leaf = path.split("__")
+        node = r
+        for p in parents:
+            node = node[int(p)] if p.isdigit() else node[p]
+        if value is KeyError:
+            del node[leaf]
+        else:
+            node[leaf] = value
+    return json.dumps(r)
+
+
+_TOKENS = {"NaN": "NaN", "Infinity": "Infinity", "negative": -3, "1e30": 10**30, "2^63": 2**63, "float": 1.5, "string": "5",
+           "bool": True, "over-cap": 10_485_761}
+BAD_LOGS: dict[str, tuple[bytes, str]] = {
+    "empty": (b"", "empty file"), "blank": (b"\n  \n\n", "empty file"), "non-JSON": (b"{not json\n", "line 1"),
+    "truncated-last-line": ((_rec() + "\n" + _rec()[:40]).encode(), "line 2"), "a-JSON-array": (b"[1, 2]\n", "line 1"),
+    "schema-missing": (_rec(schema=KeyError).encode(), "line 1"), "schema-wrong-version": (_rec(schema="specagent.verdict/2").encode(), "schema"),
+    "schema-an-int": (_rec(schema=1).encode(), "line 1"),
+    "schema-mixed": ((_rec() + "\n" + _rec(schema="specagent.verdict/0", task="other")).encode(), "line 2"),
+    "trajectory-after-verdicts": ((_rec() + "\n" + TRAJECTORY).encode(), "line 2"),
+    **{f"verdict_tokens-{k}": ((_rec(verdict_tokens=v) if not isinstance(v, str) or v == "5" else
+                                _rec().replace('"verdict_tokens": 168', f'"verdict_tokens": {v}')).encode(), "verdict_tokens")
+       for k, v in _TOKENS.items()},
+    **{f"drafted-tokens-{k}": ((_rec(drafted__0__tokens=v) if not isinstance(v, str) or v == "5" else
+                                _rec().replace('"tokens": 505', f'"tokens": {v}')).encode(), "tokens") for k, v in _TOKENS.items()},
+    "prefix-over-K": (_rec(accepted_prefix=9).encode(), "accepted_prefix"), "prefix-negative": (_rec(accepted_prefix=-1).encode(), "accepted_prefix"),
+    "prefix-float": (_rec(accepted_prefix=0.0).encode(), "accepted_prefix"), "drafted-empty": (_rec(drafted=[]).encode(), "drafted"),
+    "unknown-kind": (_rec(drafted__0__kind="teleport").encode(), "kind"), "extra-field": (_rec(colour="red").encode(), "colour"),
+    "overlapping-positions": ((_rec() + "\n" + _rec(verdict_tokens=999)).encode(), "position"),
+    "UTF-16": (_rec().encode("utf-16"), "UTF-8"), "gzip": (__import__("gzip").compress(_rec().encode()), "v.jsonl"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_LOGS)
+def test_every_broken_verdict_log_is_one_line_naming_file_and_place(tmp_path, name):
+    data, said = BAD_LOGS[name]
+    log = tmp_path / "v.jsonl"
+    log.write_bytes(data)
+    code, out = fit(str(log), "-o", str(tmp_path / "a.toml"))
+    assert code == 2 and "Traceback" not in out, out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert str(log) in line and said in line, line
+    assert not (tmp_path / "a.toml").exists()
+
+
+@pytest.mark.parametrize("name", ["directory", "missing", "-o-a-directory", "-o-dash"])
+def test_a_log_that_is_no_file_and_an_output_that_cannot_be_one_are_one_line(tmp_path, name):
+    log = tmp_path / "v.jsonl"
+    log.write_text(_rec() + "\n")
+    (tmp_path / "d").mkdir()
+    args = {"directory": [str(tmp_path / "d")], "missing": [str(tmp_path / "nope.jsonl")],
+            "-o-a-directory": [str(log), "-o", str(tmp_path / "d")], "-o-dash": [str(log), "-o", "-"]}[name]
+    code, out = fit(*args)
+    assert code == 2 and "Traceback" not in out and len([ln for ln in out.splitlines() if ln.startswith("error:")]) == 1, out
+
+
+@pytest.mark.parametrize("name", ["BOM", "CRLF", "unicode-names", "20MB-line"])
+def test_a_bom_crlf_unicode_names_and_a_20_mb_line_are_read(tmp_path, name):
+    text = {"BOM": "\ufeff" + _rec() + "\n", "CRLF": _rec() + "\r\n" + _rec(task="other") + "\r\n",
+            "unicode-names": _rec(task="réservation-✈-1", drafted__0__name="obtenir_réservation") + "\n",
+            "20MB-line": _rec(task="x" * (20 << 20)) + "\n"}[name]
+    log = tmp_path / "v.jsonl"
+    log.write_bytes(text.encode("utf-8"))
+    code, out = fit(str(log), "-o", str(tmp_path / "a.toml"))
+    assert code == 0 and (tmp_path / "a.toml").exists(), out
+
+
+# -- degenerate fits: estimates inside their intervals, probabilities in [0, 1] ----------------------------------------
+
+def _all(accepted: bool, n: int = 200) -> str:
+    """`n` one-step reads of `n` tasks, every one accepted (or every one rejected and repaired)."""
+    rej = {"accepted_prefix": 0, "replacement_offered": False, "replacement_tokens": None, "replacement_valid": None, "repair_tokens": 40,
+           "repair_reasoning_tokens": 0}
+    acc = {"accepted_prefix": 1, "replacement_offered": False, "replacement_tokens": None, "replacement_valid": None, "repair_tokens": None,
+           "repair_reasoning_tokens": None}
+    return "\n".join(json.dumps({**json.loads(_rec(task=f"t{i}", ended_by="end", drafted=[{"kind": "read", "name": "r", "tokens": 30}],
+                                                   verify_reasoning_tokens=0, thinking=False)), **(acc if accepted else rej)})
+                     for i in range(n)) + "\n"
+
+
+DEGENERATE = {
+    "one-record": _rec() + "\n", "one-rejection": _all(False, 1), "200-all-accepted": _all(True), "200-none-accepted": _all(False),
+    "all-zero-tokens": "\n".join(json.dumps({**json.loads(line), "verdict_tokens": 0, "verify_reasoning_tokens": 0, "thinking": False,
+                                             "repair_tokens": 0 if json.loads(line)["repair_tokens"] is not None else None,
+                                             "repair_reasoning_tokens": 0 if json.loads(line)["repair_tokens"] is not None else None,
+                                             "drafted": [{**d, "tokens": 0} for d in json.loads(line)["drafted"]]})
+                                 for line in _all(False, 20).splitlines()) + "\n",
+}
+
+
+@pytest.mark.parametrize("name", DEGENERATE)
+def test_a_degenerate_log_fits_with_every_estimate_inside_its_interval(tmp_path, name):
+    log = tmp_path / "v.jsonl"
+    log.write_text(DEGENERATE[name])
+    code, out = fit(str(log), "--json")
+    assert code == 0, out
+    estimates = json.loads(out)["estimates"]
+    assert estimates
+    for e in estimates:
+        assert e["low"] <= e["estimate"] <= e["high"], e
+        if e["name"].startswith(("accept.", "p_")):
+            assert 0.0 <= e["low"] and e["high"] <= 1.0, e
+    accept = {e["name"]: e for e in estimates}.get("accept.read")
+    if name == "200-all-accepted":
+        assert accept["estimate"] == pytest.approx(1.0) and accept["low"] > 0.98, accept
+    if name == "200-none-accepted":
+        assert accept["estimate"] == pytest.approx(0.0, abs=1e-9) and accept["high"] < 0.02, accept
