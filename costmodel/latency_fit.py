@@ -34,7 +34,7 @@ from specagent.hardware.serving_engine import (LAYER_KINDS, EngineProfile, Engin
                                                toml_location)
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
-from specagent.costmodel.latency_targets import FIT_ENGINES, Target, predict
+from specagent.costmodel.latency_targets import FIT_ENGINES, Pricer, Target, predict
 from specagent.costmodel.moe_kernel_fit import KERNEL_TERMS, PRIOR_SCALE, KernelFit, fit_moe_kernels
 
 # ------------------------------------------------------------------------- parameters
@@ -211,6 +211,10 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
     start = np.clip(np.log(np.maximum(np.asarray(x0, dtype=float), 1e-3)), lo, hi)
     bases = {t.dep.serving_engine.id: t.dep.serving_engine for t in targets}
     every = [*fixed, *params]
+    # a deployment's engine depends only on the parameters that apply to its engine and GPU: their values key the
+    # predictions `Pricer` keeps, so a trial that moves none of them (most Jacobian columns) reuses them exactly
+    applies: dict[tuple[str, str], tuple[int, ...]] = {}
+    pricer = Pricer(targets)
 
     def residuals(z: np.ndarray) -> np.ndarray:
         vals = [*fixed_values, *np.exp(z)]
@@ -223,7 +227,13 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
                 cache[k] = engine_with(base, dep.hardware.id, every, vals, "fit")
             return cache[k]
 
-        pred = predict(targets, engine_for)
+        def key_for(dep: Deployment) -> tuple:
+            k = (dep.serving_engine.id, dep.hardware.id)
+            if k not in applies:
+                applies[k] = tuple(i for i, p in enumerate(every) if p.applies(*k))
+            return tuple(float(vals[i]) for i in applies[k])
+
+        pred = pricer(engine_for, key_for)
         return np.concatenate([np.log(pred / measured), (z - prior) / prior_scale])
 
     res = least_squares(residuals, start, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev, x_scale=1.0, diff_step=1e-3)

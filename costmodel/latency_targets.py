@@ -53,7 +53,7 @@ from specagent.costmodel.dtypes import canonical_dtype, dtype_bytes
 from specagent.costmodel.latency import latency_terms, request_overhead_s
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.passes import Passes
-from specagent.costmodel.roofline import coefficients, estimate
+from specagent.costmodel.roofline import Coefficients, coefficients, estimate
 from specagent.hardware.serving_engine import EngineProfile, EngineProfileError, load_engine
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import ServingRow
@@ -391,16 +391,62 @@ def _metric(t: Target, q: dict[str, float]) -> float:
     return b * t.output_tokens / service  # throughput: B requests of O tokens every service lifetime
 
 
+def _plan_values(plan: _Plan, dep: Deployment, coef: Coefficients) -> list[float]:
+    """The predicted value of each of `plan`'s targets on `dep` (its engine), `coef` its coefficients."""
+    time = estimate(dep, plan.passes, coef=coef).time_s
+    terms = coef.terms
+    out = []
+    for t, sl in zip(plan.targets, plan.slices):
+        q = {name: w * float(time[a:z].sum()) for name, (a, z, w) in sl.items()}
+        q["request"] = request_overhead_s(terms, t.input_tokens)  # each request prefills: the fleet's and predict's rule
+        out.append(_metric(t, q))
+    return out
+
+
 def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], EngineProfile] | None = None) -> np.ndarray:
     """Predicted value of every target (in order); `engine_for` replaces each deployment's engine (a fit's trial)."""
     out = np.empty(len(targets))
     index = {id(t): k for k, t in enumerate(targets)}
     for plan in _plan(targets):
         dep = plan.dep if engine_for is None else dataclasses.replace(plan.dep, serving_engine=engine_for(plan.dep))
-        time = estimate(dep, plan.passes, coef=coefficients(dep)).time_s
-        terms = latency_terms(dep)
-        for t, sl in zip(plan.targets, plan.slices):
-            q = {name: w * float(time[a:z].sum()) for name, (a, z, w) in sl.items()}
-            q["request"] = request_overhead_s(terms, t.input_tokens)  # each request prefills: the fleet's and predict's rule
-            out[index[id(t)]] = _metric(t, q)
+        for t, v in zip(plan.targets, _plan_values(plan, dep, coefficients(dep))):
+            out[index[id(t)]] = v
     return out
+
+
+class Pricer:
+    """`predict` over one fixed list of targets, called many times (a fit's trials): the same numbers, computed once where
+    they do not change.
+
+    The passes of each deployment and the engine-independent part of its `Coefficients` (model, GPU, dtypes) are
+    built once; a trial prices again only the deployments whose engine terms changed: `key_for(dep)` names the
+    inputs a deployment's engine depends on (a fit: the values of the parameters that apply to it), and a
+    deployment whose key was priced before reuses those predictions. A finite-difference Jacobian moves one
+    parameter at a time, and most parameters apply to one engine or GPU, so most deployments repeat a key.
+    """
+
+    #: Keys remembered per deployment (the current point and the trial steps around it); older ones are dropped.
+    MEMO = 8
+
+    def __init__(self, targets: Sequence[Target]) -> None:
+        self.targets = list(targets)
+        self.plans = _plan(self.targets)
+        index = {id(t): k for k, t in enumerate(self.targets)}
+        self._rows = [np.array([index[id(t)] for t in p.targets], dtype=np.int64) for p in self.plans]
+        self._coef = [coefficients(p.dep) for p in self.plans]
+        self._memo: list[dict[object, list[float]]] = [{} for _ in self.plans]
+
+    def __call__(self, engine_for: Callable[[Deployment], EngineProfile], key_for: Callable[[Deployment], object]) -> np.ndarray:
+        out = np.empty(len(self.targets))
+        for k, plan in enumerate(self.plans):
+            memo = self._memo[k]
+            key = key_for(plan.dep)
+            vals = memo.get(key)
+            if vals is None:
+                dep = dataclasses.replace(plan.dep, serving_engine=engine_for(plan.dep))
+                vals = _plan_values(plan, dep, dataclasses.replace(self._coef[k], terms=latency_terms(dep)))
+                if len(memo) >= self.MEMO:
+                    del memo[next(iter(memo))]
+                memo[key] = vals
+            out[self._rows[k]] = vals
+        return out

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -54,6 +55,28 @@ def _fingerprint(hw: HardwareProfile) -> tuple:
     """The datasheet figures that make two profiles the same GPU, whatever their ids."""
     return (float(hw.memory_capacity_gb.value), float(hw.memory_bandwidth_tb_s.value), float(hw.interconnect_gb_s.value),
             tuple(sorted((k, float(v.value)) for k, v in hw.peak_tflops.items())))
+
+
+#: (path, mtime_ns, size) of a shipped GPU profile -> its `_fingerprint`: `terms_key` compares a GPU against every
+#: shipped GPU an engine has per-GPU terms for, on every `for_hardware` call (a fit's every trial); the file is parsed
+#: again only when it changed.
+_FINGERPRINTS: dict[tuple[str, int, int], tuple] = {}
+
+
+def _shipped_fingerprint(f: Path) -> tuple | None:
+    """`_fingerprint` of the profile file `f` (None: no such file), cached while the file is unchanged."""
+    from specagent.hardware.profile import load_profile_file
+
+    try:
+        st = f.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    key = (str(f), st.st_mtime_ns, st.st_size)
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = _fingerprint(load_profile_file(f))
+    return _FINGERPRINTS[key]
 
 
 # name -> (section, key, kind, required). Kinds: us (>= 0 float), count (int >= 0),
@@ -172,14 +195,14 @@ class EngineProfile:
                            f"({self.path or 'shipped'}; it has {have}): its engine-wide terms price this GPU")
         if not self.overrides:
             return hw.id, ""
-        from specagent.hardware.profile import load_profile_file, shipped_profile_dir
+        from specagent.hardware.profile import shipped_profile_dir
 
         mine = _fingerprint(hw)
+        shipped = shipped_profile_dir()
         for gid in sorted(self.overrides):
-            f = shipped_profile_dir() / f"{gid}.toml"
-            if f.is_file() and _fingerprint(load_profile_file(f)) == mine:
+            if _shipped_fingerprint(shipped / f"{gid}.toml") == mine:
                 return gid, ""
-        if hw.path and Path(hw.path).parent != shipped_profile_dir():
+        if hw.path and Path(hw.path).parent != shipped:
             return hw.id, (f"{hw.path}: engine '{self.id}' has fitted per-GPU terms for {have} but none for '{hw.id}' (no "
                            "terms_key, id, alias or identical datasheet figures match): its engine-wide terms price this "
                            "GPU; add terms_key = \"<id>\" to the profile to take that GPU's fitted terms")

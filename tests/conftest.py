@@ -59,6 +59,8 @@ SLOW_TESTS = {
     "test_sensitivity.py::test_study_sensitivity_writes": "a whole sensitivity study and its report",
     "test_reports_figures.py::test_roofline_saving_never_grows": "property test over the decode batch",
     "test_plan_pools.py::test_the_mixed_deployment_plan_keeps_its_fleets": "two capacity searches (~7 s CPU)",
+    "test_latency_fit.py::test_validate_pinned_to_the_numbers_before_the_fast_path": "four serving fits and the MoE kernel fit",
+    "test_latency_fit.py::test_pricer_equals_predict_and_reuses_only_unchanged_keys": "the MoE kernel fit and three pricings",
 }
 
 

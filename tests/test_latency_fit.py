@@ -713,3 +713,105 @@ def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_p
         exact = estimate(dep, Passes.uniform(1, i + np.arange(1, 2048.0), b)).time_s.sum()
         ctx, w = lt.decode_contexts(float(i), 2047)
         assert w * estimate(dep, Passes.uniform(1, ctx, b)).time_s.sum() == pytest.approx(exact, rel=1e-4)
+
+
+# --- pinned: leave-one-source-out on three small sources, numbers of the code before `Pricer` (issue 34, item 6) ---
+#: Recorded by `validate` as it stood before the fit reused unchanged deployments' predictions (commit e3316f1): the
+#: fast path must give the same fit. Relative tolerance 1e-6: far below any printed digit; bit-equal on the machine
+#: that recorded it, the slack is for another LAPACK under least_squares' trust-region steps.
+PINNED_SOURCES = ("sgl-project/sglang#10404", "sgl-project/sglang#10467", "vLLM CI performance benchmark")
+PINNED_PREDICTED = [
+    2461.189473919309,
+    2461.189473919309,
+    3485.2283585783584,
+    3485.2283585783584,
+    900.5210183824389,
+    900.5210183824389,
+    1201.496369408427,
+    1201.496369408427,
+    1436.8377336971469,
+    1436.8377336971469,
+    0.7540135810129457,
+    1.9522624419852903,
+    0.9793738543153832,
+    2.470093213671966,
+    1.4713019372944942,
+    3.6099631211699434,
+]
+PINNED_FULL_FIT = [
+    0.7205478008623015,
+    0.72,
+    0.5596753154168366,
+    0.5970026144892371,
+    0.6,
+    0.49989089621615085,
+    0.5911645782777049,
+    286.9021864761188,
+    17.863516829982732,
+    4.016916124542801,
+    3.815571584978053,
+    2.46,
+    126.22347976641177,
+    15563.0,
+    15.0,
+    126.35777490365022,
+    15565.567090538443,
+    15.02279865459195,
+    126.0,
+    15563.0,
+    15.0,
+]
+PINNED_FULL_COST = 0.0840769744044987
+
+
+def _pinned_targets():
+    from specagent.costmodel.latency_targets import targets_from_rows
+    from specagent.measurements import default_path, load_serving
+
+    targets, _ = targets_from_rows(load_serving(default_path("serving_latency.csv")))
+    return [t for t in targets if t.row.source.startswith(PINNED_SOURCES)]
+
+
+def test_validate_pinned_to_the_numbers_before_the_fast_path():
+    from specagent.costmodel.latency_fit import serving_params
+    from specagent.costmodel.latency_validation import validate
+
+    targets = _pinned_targets()
+    assert len(targets) == len(PINNED_PREDICTED) == 16
+    val = validate(targets, params=serving_params()[0])
+    np.testing.assert_allclose(val.predicted, PINNED_PREDICTED, rtol=1e-6)
+    np.testing.assert_allclose(val.full_fit.values, PINNED_FULL_FIT, rtol=1e-6)
+    assert val.full_fit.cost == pytest.approx(PINNED_FULL_COST, rel=1e-6)
+
+
+def test_pricer_equals_predict_and_reuses_only_unchanged_keys():
+    from specagent.costmodel.latency_fit import engine_with, serving_params
+    from specagent.costmodel.latency_targets import Pricer, predict
+
+    targets = _pinned_targets()
+    params = serving_params()[0]
+    pricer = Pricer(targets)
+    calls = []
+
+    def engine_for_values(vals):
+        def engine_for(dep):
+            calls.append(dep.serving_engine.id)
+            return engine_with(dep.serving_engine, dep.hardware.id, params, vals, "fit")
+        return engine_for
+
+    base = [p.prior for p in params]
+    def key(vals):
+        return lambda dep: tuple(v for p, v in zip(params, vals) if p.applies(dep.serving_engine.id, dep.hardware.id))
+
+    first = pricer(engine_for_values(base), key(base))
+    np.testing.assert_array_equal(first, predict(targets, engine_for_values(base)))
+    calls.clear()
+    np.testing.assert_array_equal(pricer(engine_for_values(base), key(base)), first)
+    assert calls == []  # nothing moved: every deployment reused
+    k = next(i for i, p in enumerate(params) if p.name == "iteration_us@vllm")
+    moved = list(base)
+    moved[k] *= 3.0
+    got = pricer(engine_for_values(moved), key(moved))
+    assert calls and set(calls) == {"vllm"}  # only the vLLM deployments priced again
+    np.testing.assert_array_equal(got, predict(targets, engine_for_values(moved)))
+    assert not np.array_equal(got, first)
