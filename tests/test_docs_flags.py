@@ -32,11 +32,11 @@ OTHER_TOOLS = {"--upgrade", "--no-deps", "--no-build-isolation", "--no-index", "
 
 
 def _benchmark_flags() -> set[str]:
-    """The flags the scripts under benchmarks/ declare (their own argparse, not the CLI): read from the scripts, so a
+    """The flags the scripts under benchmarks/ (and tools/verdict_recovery.py) declare (their own argparse, not the CLI): read from the scripts, so a
     doc naming a flag no script has still fails."""
     import re
 
-    return {f for py in (ROOT / "benchmarks").glob("*.py")
+    return {f for py in (*(ROOT / "benchmarks").glob("*.py"), ROOT / "tools" / "verdict_recovery.py")
             for f in re.findall(r'add_argument\(\s*"(--[a-z0-9][a-z0-9-]*)"', py.read_text(encoding="utf-8"))}
 
 
