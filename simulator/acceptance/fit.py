@@ -60,6 +60,7 @@ class Segment:
     after_rejection: bool
     accepted_prefix: int
     complete: bool  # all drafted steps known (verdict logs); a protocol log drops a rejected segment's tail
+    task: int = -1  # code of the task (trajectory) it belongs to: the unit heterogeneity and clustering are by
 
 
 @dataclass
@@ -76,6 +77,11 @@ class FitData:
     thinking: list[bool] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     records: int = 0
+    tasks: dict[str, int] = field(default_factory=dict)  # task id -> code
+    ratio_by_task: dict[int, list[float]] = field(default_factory=dict)  # task code -> [sum tokens, sum reference]
+
+    def task_code(self, name: str) -> int:
+        return self.tasks.setdefault(name, len(self.tasks))
 
 
 #: Token counts of the model fitted as NB means (the model's field names).
@@ -85,7 +91,7 @@ COUNT_PARAMS = ("verdict_tokens", "accept_verdict_tokens", "verify_reasoning_tok
 # ------------------------------------------------------------------------------------------------ reading
 def add_verdict_records(data: FitData, records: Sequence[VerdictRecord], name: str) -> None:
     for r, aft in zip(records, previous_rejected(records)):
-        _add_record(data, r, aft)
+        _add_record(data, r, aft, name)
     data.records += len(records)
     data.logs.append(f"{name} ({len(records)} verdict records)")
 
@@ -97,7 +103,7 @@ def add_verdict_log(data: FitData, path: Path, seen: dict[bytes, tuple[str, int]
     summary: list[tuple[str, int, bool]] = []
     for i, (_, r) in enumerate(iter_verdict_log(path), 1):
         _check_new(seen, r.to_json(), str(path), "record", i, "verification")
-        _add_record(data, r, False)
+        _add_record(data, r, False, str(path))
         summary.append((r.task, r.position, r.rejected))
     for j, aft in enumerate(previous_rejected_of(summary)):
         data.segments[first + j].after_rejection = aft
@@ -105,9 +111,10 @@ def add_verdict_log(data: FitData, path: Path, seen: dict[bytes, tuple[str, int]
     data.logs.append(f"{path} ({len(summary)} verdict records)")
 
 
-def _add_record(data: FitData, r: VerdictRecord, aft: bool) -> None:
+def _add_record(data: FitData, r: VerdictRecord, aft: bool, name: str) -> None:
     kinds = tuple(KINDS.index(s.kind) for s in r.drafted)
-    data.segments.append(Segment(kinds, aft, r.accepted_prefix, True))
+    tc = data.task_code(f"{name}\0{r.task}")
+    data.segments.append(Segment(kinds, aft, r.accepted_prefix, True, tc))
     data.thinking.append(r.thinking)
     for s in r.drafted:
         if s.exact_match is not None:
@@ -116,6 +123,9 @@ def _add_record(data: FitData, r: VerdictRecord, aft: bool) -> None:
         if s.reference_tokens is not None and s.reference_tokens > 0:
             data.drafted_tokens.append(s.tokens)
             data.reference_tokens.append(s.reference_tokens)
+            acc = data.ratio_by_task.setdefault(tc, [0.0, 0.0])
+            acc[0] += s.tokens
+            acc[1] += s.reference_tokens
     if r.thinking:
         data.counts["verify_reasoning_tokens"].append(r.verify_reasoning_tokens)
     if not r.rejected:
@@ -154,11 +164,12 @@ def add_protocol_log(data: FitData, trajs: Sequence[Trajectory], name: str) -> N
             kind = lab.rejected_kind.value if lab.verdict.value == "repair" and lab.rejected_kind is not None else u.kind
             segs.setdefault(lab.segment, []).append((KINDS.index(kind), lab.verdict.value, u.repair_tokens))
         after = False
+        tc = data.task_code(f"{name}\0{len(data.tasks)}")
         for s in sorted(segs):
             steps = segs[s]
             rep = [i for i, x in enumerate(steps) if x[1] == "repair"]
             a = rep[0] if rep else len(steps)
-            data.segments.append(Segment(tuple(x[0] for x in steps[:a + 1]), after, a, not rep))
+            data.segments.append(Segment(tuple(x[0] for x in steps[:a + 1]), after, a, not rep, tc))
             if rep:
                 data.replacement_valid.append(steps[a][2] == 0)
             after = bool(rep)
@@ -225,10 +236,11 @@ class Judged:
     after: np.ndarray  # first step after a rejection in the same task
     n_accepted: np.ndarray
     n_rejected: np.ndarray
+    task: np.ndarray | None = None  # set on the per-task cells (`by_task`): the task code of each cell
 
     @classmethod
-    def of(cls, segments: Sequence[Segment]) -> "Judged":
-        k, p, a, y = [], [], [], []
+    def of(cls, segments: Sequence[Segment], by_task: bool = False) -> "Judged":
+        k, p, a, y, t = [], [], [], [], []
         for s in segments:
             m = min(s.accepted_prefix + 1, len(s.kinds))
             for i in range(m):
@@ -236,13 +248,16 @@ class Judged:
                 p.append(i)
                 a.append(s.after_rejection and i == 0)
                 y.append(i < s.accepted_prefix)
-        key = np.stack([np.array(k, dtype=np.int64), np.array(p, dtype=np.int64), np.array(a, dtype=np.int64)], axis=1)
-        cells, inv = np.unique(key, axis=0, return_inverse=True)
+                t.append(s.task)
+        cols = [np.array(k, dtype=np.int64), np.array(p, dtype=np.int64), np.array(a, dtype=np.int64)]
+        if by_task:
+            cols.append(np.array(t, dtype=np.int64))
+        cells, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
         inv = inv.ravel()
         yy = np.array(y, dtype=bool)
         n_acc = np.bincount(inv, weights=yy, minlength=len(cells))
         n_rej = np.bincount(inv, weights=~yy, minlength=len(cells))
-        return cls(cells[:, 0], cells[:, 1], cells[:, 2].astype(bool), n_acc, n_rej)
+        return cls(cells[:, 0], cells[:, 1], cells[:, 2].astype(bool), n_acc, n_rej, cells[:, 3] if by_task else None)
 
     @property
     def steps(self) -> int:
@@ -343,19 +358,85 @@ def nb_mean(name: str, xs: Sequence[int]) -> tuple[ParamFit, float | None]:
         return -float(np.sum(stats.nbinom.logpmf(x, r, r / (r + mu))))
 
     r = math.exp(optimize.minimize_scalar(nll, bounds=(-10.0, 15.0), method="bounded").x)
-    se = math.sqrt(mu * (1 + mu / r) / n)
+    # the larger of the NB2 variance and the sample variance (robust, sandwich): a count whose mixing is not gamma
+    # (log-normal noise: tools/verdict_recovery.py) has a tail the fitted shape understates
+    se = math.sqrt(max(mu * (1 + mu / r), var) / n)
     return ParamFit(name, mu, mu * math.exp(-1.96 * se / mu), mu * math.exp(1.96 * se / mu), n,
                     "Fisher information (NB2, log scale)"), r
 
 
-def _ratio(tokens: Sequence[int], reference: Sequence[int]) -> ParamFit:
+def _ratio(tokens: Sequence[int], reference: Sequence[int], clusters: Sequence[Sequence[float]] | None = None) -> ParamFit:
+    """Σ tokens / Σ reference with a 95% interval. With `clusters` (per task: [Σ tokens, Σ reference]; at least 2):
+    cluster-robust (sandwich) on the log scale, var(R) = G/(G-1) Σ_c (Y_c - R X_c)^2 / (Σ X)^2, t quantile on G-1
+    degrees of freedom: it holds under multiplicative noise and per-task effects, where the quasi-Poisson variance
+    (proportional to the mean) is too narrow. Without, quasi-Poisson Fisher information."""
     y, x = np.asarray(tokens, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     r = float(y.sum() / x.sum())
     n = len(y)
+    if clusters is not None and len(clusters) >= 2 and r > 0:
+        c = np.asarray(clusters, dtype=np.float64)
+        g = len(c)
+        var = g / (g - 1) * float(np.sum((c[:, 0] - r * c[:, 1]) ** 2)) / float(c[:, 1].sum()) ** 2
+        se_log = math.sqrt(var) / r
+        q = float(stats.t.ppf(0.975, g - 1))
+        return ParamFit("weak_token_ratio", r, r * math.exp(-q * se_log), r * math.exp(q * se_log), n,
+                        "cluster-robust by task (log scale)")
     phi = max(1.0, float(np.sum((y - r * x) ** 2 / (r * x)) / max(n - 1, 1))) if r > 0 else 1.0
     se = math.sqrt(phi * r / x.sum()) if r > 0 else 0.0
     lo, hi = (r * math.exp(-1.96 * se / r), r * math.exp(1.96 * se / r)) if r > 0 else (0.0, 0.0)
     return ParamFit("weak_token_ratio", r, lo, hi, n, "quasi-Poisson Fisher information")
+
+
+# ------------------------------------------------------------------------------------------------ heterogeneity
+def heterogeneity_test(theta: np.ndarray, jt: Judged) -> dict | None:
+    """Score test of a per-task effect on acceptance (over-dispersion of per-task acceptance, Dean's form).
+
+    Under the fitted model every judged step's residual r = y - p, with p its acceptance given the task's past
+    (correlation included), is a martingale difference, so two residuals of one task are uncorrelated: U_t =
+    Σ_{s<s'} r_s r_s' = ((Σ r)^2 - Σ r^2) / 2 has mean 0. A per-task effect makes a task's residuals share a sign
+    (U_t > 0); first-step correlation does not, since the fitted model already conditions on the previous
+    verdict. Z = Σ U_t / sqrt(Σ U_t^2) (self-normalised), one-sided. None: fewer than 2 tasks with 2 judged steps."""
+    assert jt.task is not None
+    p = np.clip(_p_accept(theta, jt), _EPS, 1 - _EPS)
+    n = jt.n_accepted + jt.n_rejected
+    g = int(jt.task.max()) + 1
+    s1 = np.bincount(jt.task, weights=jt.n_accepted - n * p, minlength=g)
+    s2 = np.bincount(jt.task, weights=jt.n_accepted * (1 - p) ** 2 + jt.n_rejected * p ** 2, minlength=g)
+    steps = np.bincount(jt.task, weights=n, minlength=g)
+    u = ((s1 ** 2 - s2) / 2)[steps >= 2]
+    if len(u) < 2 or not np.any(u):
+        return None
+    z = float(u.sum() / math.sqrt(float(np.sum(u ** 2))))
+    pv = float(stats.norm.sf(z))
+    return {"null": "no per-task effect on acceptance", "statistic": round(z, 4), "p_value": round(pv, 6),
+            "supported": bool(pv < 0.05), "method": "score test: within-task residual products (z, one-sided)"}
+
+
+def within_task_correlation_test(jt: Judged) -> dict | None:
+    """Correlation compared inside each task: of a task's first drafted steps, are those right after a rejection
+    rejected more often than its others? Mantel-Haenszel over tasks (hypergeometric variance), one-sided, so a
+    per-task effect (which makes a rejection follow a rejection *between* tasks) cannot pass for correlation. The
+    task's own rate is estimated from the outcomes that set the after-a-rejection flags, which biases the statistic
+    down (the finite-sequence bias of Miller & Sanjurjo, Econometrica 2018): conservative. None: no task has both."""
+    assert jt.task is not None
+    m = jt.pos == 0
+    t, aft, acc, rej = jt.task[m], jt.after[m], jt.n_accepted[m], jt.n_rejected[m]
+    g = int(jt.task.max()) + 1
+    nn = np.bincount(t, weights=acc + rej, minlength=g)
+    rr = np.bincount(t, weights=rej, minlength=g)
+    na = np.bincount(t, weights=np.where(aft, acc + rej, 0.0), minlength=g)
+    ra = np.bincount(t, weights=np.where(aft, rej, 0.0), minlength=g)
+    ok = (nn >= 2) & (na > 0) & (na < nn)
+    if not ok.any():
+        return None
+    nn, rr, na, ra = nn[ok], rr[ok], na[ok], ra[ok]
+    e = na * rr / nn
+    v = float(np.sum(na * (nn - na) * rr * (nn - rr) / (nn ** 2 * (nn - 1))))
+    if v <= 0:
+        return None
+    z = float(np.sum(ra - e) / math.sqrt(v))
+    pv = float(stats.norm.sf(z))
+    return {"statistic": round(z, 4), "p_value": round(pv, 6), "supported": bool(pv < 0.05)}
 
 
 # ------------------------------------------------------------------------------------------------ the fit
@@ -458,6 +539,25 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         tests[name] = {"null": f"{name} = {null:g}", "statistic": round(stat, 4),
                        "p_value": round(0.5 * float(stats.chi2.sf(stat, 1)), 6) if stat > 0 else 1.0,
                        "supported": bool(0.5 * stats.chi2.sf(stat, 1) < 0.05)}
+    diagnostics: dict = {}
+    jt = Judged.of(data.segments, by_task=True) if len(data.tasks) >= 2 else None
+    het = heterogeneity_test(theta, jt) if jt is not None else None
+    if het is not None:
+        tests["task_heterogeneity"] = het
+    if "correlation" in tests and het is not None and het["supported"]:
+        # a per-task effect alone makes the first step after a rejection look worse: correlation must also show
+        # inside tasks to be supported
+        w = within_task_correlation_test(jt)
+        c = tests["correlation"]
+        c["marginal_supported"] = c["supported"]
+        c["within_task_p_value"] = w["p_value"] if w is not None else 1.0
+        c["supported"] = bool(c["supported"] and w is not None and w["supported"])
+        c["method"] = "likelihood ratio, and Mantel-Haenszel within tasks (per-task heterogeneity found)"
+    corr_found = bool(tests.get("correlation", {}).get("supported"))
+    het_found = bool(het and het["supported"])
+    diagnostics["dependence"] = ("first-step correlation and per-task heterogeneity" if corr_found and het_found else
+                                 "first-step correlation" if corr_found else
+                                 "per-task heterogeneity (not correlation)" if het_found else "neither")
     fields: dict = {"accept": {k: round(float(theta[i]), 6) if i in kinds_seen else base.accept[k] for i, k in enumerate(KINDS)},
                     "position_decay": round(float(theta[5]), 6) if has_decay else base.position_decay,
                     "correlation": round(float(theta[6]), 6) if has_corr else base.correlation}
@@ -479,7 +579,6 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         fields["exact"] = exact
     else:
         not_fitted["exact"] = "no drafted step carries exact_match"
-    diagnostics: dict[str, float] = {}
     for name in COUNT_PARAMS:
         xs = data.counts[name]
         if not xs:
@@ -499,7 +598,8 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         diagnostics["repair_tokens_low"] = round(f.low, 3)
         diagnostics["repair_tokens_high"] = round(f.high, 3)
     if data.drafted_tokens:
-        f = _ratio(data.drafted_tokens, data.reference_tokens)
+        f = _ratio(data.drafted_tokens, data.reference_tokens,
+                   list(data.ratio_by_task.values()) if len(data.ratio_by_task) >= 2 else None)
         if f.estimate > 0:
             params.append(f)
             fields["weak_token_ratio"] = round(f.estimate, 6)
@@ -517,8 +617,8 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
     meta = {
         "method": "maximum likelihood (simulator/acceptance/fit.py)",
         "interval_method": "95%: profile likelihood (acceptance, decay, correlation, p_valid_replacement, exact); Fisher "
-                           "information (NB2 token means, log scale; exact Poisson when not over-dispersed); quasi-Poisson "
-                           "Fisher information (weak_token_ratio)",
+                           "information (NB2 token means, log scale; exact Poisson when not over-dispersed); cluster-robust by "
+                           "task, log scale (weak_token_ratio; quasi-Poisson with one task)",
         "logs": list(data.logs), "records": data.records,
         "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params},
         "tests": tests, "goodness_of_fit": goodness, "not_fitted": not_fitted, "diagnostics": diagnostics,

@@ -58,7 +58,8 @@ def fit(
 
 
 _SHORT = {"profile likelihood": "profile", "Fisher information (NB2, log scale)": "Fisher NB2",
-          "exact Poisson (Garwood)": "Garwood", "quasi-Poisson Fisher information": "quasi-Poisson"}
+          "exact Poisson (Garwood)": "Garwood", "quasi-Poisson Fisher information": "quasi-Poisson",
+          "cluster-robust by task (log scale)": "cluster-robust"}
 
 
 def _num(x: float) -> str:
@@ -84,6 +85,8 @@ def _print(r: FitResult) -> None:
         for name, v in r.tests.items():
             tt.add_row(name, v["null"], f"{v['statistic']:.3f}", f"{v['p_value']:.3g}", "yes" if v["supported"] else "no (p ≥ 0.05)")
         c.print(tt)
+        if "dependence" in r.diagnostics:
+            c.print(f"dependence between verdicts found: {r.diagnostics['dependence']}", highlight=False)
     if r.goodness:
         g = Table(title="Goodness of fit: accepted-prefix length, observed / expected, by kind of the segment's last step",
                   caption="columns 0, 1, ...: segments whose verifier kept that many drafted steps")
