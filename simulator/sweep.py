@@ -38,10 +38,6 @@ from specagent.traces import load_trajectories
 from specagent.traces.io import default_workload_path
 from specagent.traces.requests import load_requests
 
-#: Replicas are sized to hold one sequence of this many tokens (long agent contexts).
-SIZING_CONTEXT = 131072
-
-
 class SweepCellError(InputError):
     """A cell that cannot be simulated with its grid values (a model that fits no GPU of the grid, ...); names the cell."""
 
@@ -66,13 +62,6 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     weak_gpu, strong_gpu = hw.split("+", 1) if "+" in hw else (hw, hw)
     shape = FleetShape(**fixed["fleets"][cell["fleet"]])
     search = fixed.get("search_gpus")
-    wdep = sized_deployment(sc.weak, weak_gpu, SIZING_CONTEXT, search)
-    sdep = sized_deployment(sc.strong, strong_gpu, SIZING_CONTEXT, search)
-
-    def build(counts):
-        return build_fleet(wdep, sdep, counts[0], counts[1], weight_mode=sc.weight_mode, router=shape.router, prices=fixed["prices"])
-
-    fleet = build((shape.weak_replicas, shape.strong_replicas))
     steady = fixed.get("steady", True)
     n = int(fixed["tasks"])
     # a request trace is served as it is (replayed cyclically past its end: TaskPlan.serve); agent tasks are planned
@@ -83,6 +72,14 @@ def run_cell(cell: dict, fixed: dict) -> dict:
     tasks = request_tasks(_requests(fixed["requests"], fixed.get("inputs", {}).get("requests"))) if fixed.get("requests") else \
         plan_tasks(sc.environment.apply(_episodes(fixed["workload"], fixed.get("inputs", {}).get("workload"))), cell["strategy"], sc,
                    max(n, 1000) if steady else n)
+    # replicas sized to hold the cell's longest sequence, as plan and replay size them (planner.search_job)
+    wdep = sized_deployment(sc.weak, weak_gpu, tasks.max_context, search)
+    sdep = sized_deployment(sc.strong, strong_gpu, tasks.max_context, search)
+
+    def build(counts):
+        return build_fleet(wdep, sdep, counts[0], counts[1], weight_mode=sc.weight_mode, router=shape.router, prices=fixed["prices"])
+
+    fleet = build((shape.weak_replicas, shape.strong_replicas))
     steady_row: dict = {}
     if steady:  # the fleet at a sustained rate: window, detected warm-up, stability, p95 with its CI
         ref = float(uncontended(tasks, build((None, None)), sc.seed).tasks["latency_s"].quantile(0.95))

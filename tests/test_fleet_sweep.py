@@ -131,3 +131,29 @@ def test_a_request_trace_sweeps_in_a_burst_as_well_as_in_steady_state(tmp_path):
     assert (df["weak_bytes_read"] == 0).all() and (df["strong_bytes_read"] > 0).all()
     # the same 12 requests (8 replayed cyclically) at a higher rate wait longer for the one replica
     assert df["latency_p95_s"].iloc[1] >= df["latency_p95_s"].iloc[0]
+
+
+def test_replicas_are_sized_for_the_longest_sequence_of_the_cell_as_plan_sizes_them(tmp_path, monkeypatch):
+    """A cell sizes its replicas for its own longest sequence (planner.search_job does the same), not for a fixed
+    131,072-token context that made a sweep ask for more GPUs per replica than plan for the same workload."""
+    import specagent.simulator.sweep as sweep
+
+    contexts: list[int] = []
+    real = sweep.sized_deployment
+
+    def recording(spec, gpu, context, search=None):
+        contexts.append(int(context))
+        return real(spec, gpu, context, search)
+
+    monkeypatch.setattr(sweep, "sized_deployment", recording)
+    trace = tmp_path / "requests.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i},{200 + 37 * i},{20 + i}\n" for i in range(8)))
+    cfg = SweepConfig.from_dict({"sweep": {"tasks": 8, "seed": 2, "steady": False, "requests": str(trace)},
+                                 "grid": {"strategy": ["serving"], "rate": [1.0], "fleet": ["f"], "hardware": ["h200"]},
+                                 "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "req.toml")
+    run_sweep(cfg, tmp_path / "out")
+    longest = sweep.request_tasks(sweep.load_requests(trace)).max_context  # what plan sizes for: the last request's
+    assert 480 <= longest <= 486  # prompt 459 tokens and 27 output tokens, the last of which is not read again
+    # the fit check probes each request's own length; the two pools are then sized for the longest
+    assert contexts[-2:] == [longest, longest]
+    assert max(contexts) <= longest + 1  # the fit check asks for prompt + output; nothing sized for 131,072
