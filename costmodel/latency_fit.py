@@ -195,6 +195,8 @@ class FitResult:
     cost: float
     success: bool
     message: str
+    # per parameter, whether any fitted figure's prediction depends on it (a nonzero Jacobian column); () = not known
+    informed: tuple[bool, ...] = ()
 
 
 
@@ -275,8 +277,10 @@ def fit(targets: Sequence[Target], params: Sequence[Param] | None = None, x0: Se
         raise ValueError("nothing to fit: no targets (a TTFT with other requests running is validated, not fitted)")
     x = np.array(x0 if x0 is not None else [p.prior for p in params], dtype=float)
     v, res = _solve(targets, params, [], [], x, f_scale=f_scale, max_nfev=max_nfev, loss=loss, prior_scale=prior_scale)
+    jac = np.asarray(res.jac)[: len(targets)]  # the figures' rows (the prior rows follow)
     return FitResult(params, v, len(targets), sorted({t.row.source for t in targets}), float(res.cost), bool(res.success),
-                     f"{len(params)} terms on {len(targets)} figures: {res.message}")
+                     f"{len(params)} terms on {len(targets)} figures: {res.message}",
+                     tuple(bool(np.any(jac[:, j] != 0)) for j in range(len(params))))
 
 
 def fitted_engine_for(result: FitResult, source: str = "fit") -> Callable[[Deployment], EngineProfile]:
@@ -330,6 +334,8 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
     src = (f"fit: specagent latency fit on {data}, {prov['figures_fitted']} "
            f"figures from {prov['rows_used']} of its {prov['rows']} rows, {prov['sources']} sources, {prov['date']}); Cauchy loss on log "
            f"error, every term on TPOT, concurrency-1 TTFT, e2e and throughput together; prior {{prior}} ({{psrc}})")
+    unmoved = (f"prior, not fitted: no figure of {data}) depends on it (a zero Jacobian column), so the fit left it at its "
+               f"prior {{prior}} ({{psrc}})")
     out: dict[str, dict[str, Any]] = defaultdict(dict)
 
     def put(e: str, gpus: tuple[str, ...], section: str, items: dict[str, dict[str, Any]]) -> None:
@@ -337,8 +343,9 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
         for g in (gpus or (None,)):
             (where if g is None else where.setdefault(g, {})).setdefault(section, {}).update(items)
 
-    for p, v in zip(result.params, result.values):
-        psrc = src.format(prior=p.prior, psrc=p.prior_source)
+    informed = result.informed or (True,) * len(result.params)
+    for p, v, moved in zip(result.params, result.values, informed):
+        psrc = (src if moved else unmoved).format(prior=p.prior, psrc=p.prior_source)
         if p.field == PER_KERNEL_LAYER_US:
             per_kernel = float(f"{v:.4g}")
             for e in (p.engines or engines):
@@ -378,16 +385,29 @@ def scheduler_table(eng: EngineProfile) -> list[dict[str, Any]]:
              "max_num_seqs": r.max_num_seqs, "max_batched_tokens": r.max_batched_tokens, "source": r.source} for r in eng.scheduler]
 
 
+def unmeasured_params(result: FitResult, gpus: Sequence[str]) -> list[Param]:
+    """The fit's per-GPU terms for GPUs none of the data ran on: their values are their priors, moved by no figure."""
+    measured = set(gpus)
+    return [p for p in result.params if p.gpus and not measured.intersection(p.gpus)]
+
+
 def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, prov: dict[str, Any],
-                       max_num_seqs: int | None = None) -> dict[str, Any]:
+                       max_num_seqs: int | None = None, gpus: Sequence[str] = ()) -> dict[str, Any]:
     """The TOML table of a whole serving-engine profile `engine_id`: `base`'s file with the fitted fields written over it.
 
     Every fitted term's source names the data file and its sha256; the others keep `base`'s sources (the scheduler
-    rows: `own_engine`'s, where `max_num_seqs` is given).
+    rows: `own_engine`'s, where `max_num_seqs` is given). Per-GPU terms for GPUs not among `gpus` (those the data ran
+    on) are left out: written with a "fit" source they would claim a measurement for a prior, and replace `base`'s
+    own sourced values on those GPUs. `[provenance.fit] gpus` records which GPUs the fit saw.
     """
     import tomllib
 
     eng = own_engine(base, engine_id, max_num_seqs)
+    left_out = {p.name for p in unmeasured_params(result, gpus)}
+    keep = [i for i, p in enumerate(result.params) if p.name not in left_out]
+    result = dataclasses.replace(result, params=[result.params[i] for i in keep], values=np.asarray(result.values)[keep],
+                                 informed=tuple(result.informed[i] for i in keep) if result.informed else ())
+    prov = {**prov, "gpus": sorted(set(gpus))}
     tables = fitted_tables(result, prov, engines=(eng.id,), profiles={eng.id: eng})
     data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
     data = merge_tables(merge_tables(data, tables.get("*", {})), tables.get(eng.id, {}))

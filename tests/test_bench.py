@@ -161,6 +161,16 @@ def test_fit_engine_id_writes_a_profile_serving_engine_takes(mine: Path, tmp_pat
     data = tomllib.loads(prof.read_text())
     assert f"{mine} (sha256 {sha}" in data["per_pass"]["iteration_us"]["source"]
     assert data["provenance"]["fit"]["dataset_sha256"] == sha and data["provenance"]["base_profile"] == "vllm"
+    # only the GPU the rows ran on: a per-GPU term of another GPU is its prior, moved by no figure, and is not written
+    assert data["provenance"]["fit"]["gpus"] == ["h100_sxm"]
+    # (the base profile's own [hardware.*] tables, fitted to public figures with their sources, stay as they are)
+    base = tomllib.loads(Path(load_engine("vllm").path).read_text())
+    assert {g: t for g, t in data.get("hardware", {}).items() if g != "h100_sxm"} == \
+        {g: t for g, t in base.get("hardware", {}).items() if g != "h100_sxm"}
+    r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "my-vllm", "-o", str(prof), "--json"])
+    out = json.loads(r.output[r.output.index("{"):])
+    assert out["not_fitted"] and all("no row on" in why and "h100_sxm" not in why for why in out["not_fitted"].values())
+    assert not set(out["not_fitted"]) & set(out["values"])
     r = CliRunner().invoke(app, ["predict", "--weak-serving-engine", str(prof), "--json"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "x", "--base-engine", "nope", "-o",

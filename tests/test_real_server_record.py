@@ -78,7 +78,11 @@ def test_the_docs_mape_single_loads_and_load_average_are_the_records():
     loads += [rec["calibrate"]["load_before"][0], rec["calibrate"]["load_after"][0]]
     assert f"load average {min(loads):.1f}–{max(loads):.1f} during the measurements" in text
     fit = rec["fit"]["values"]
-    assert f"bandwidth (to {fit['bandwidth']:.2f} of the calibrated) and GEMM efficiency ({fit['gemm_mfu']:.3f}" in text
+    assert f"bandwidth term (1.25 → {fit['bandwidth']:.2f}) and the per-kernel layer time (15.9 → {fit['kernel_us']:.1f} µs)" in text
+    assert f"GEMM efficiency stays at its calibrated {fit['gemm_mfu']:.3f}" in text
+    # what the fit could not move is not in the profile as fitted (latency_fit.unmeasured_params)
+    assert set(rec["fit"]["not_fitted"]) == {"bandwidth@mi300x", "bandwidth@h20", "gemm_mfu@mi300x", "kernel_us@mi300x"}
+    assert "[hardware.h20" not in (RECORD / "smollm2-cpu.toml").read_text()
     with (RECORD / "trace_replay.csv").open() as f:
         trace = list(csv.DictReader(f))
     p, o = ([int(r[k]) for r in trace] for k in ("prompt_tokens", "output_tokens"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import typer
 from rich.table import Table
@@ -285,7 +285,8 @@ def fit_cmd(
     res = fit(targets, params)
     prov = provenance(path, len(rows), len(rows) - len(skipped), res.rows, res.sources)
     if engine_id is not None:
-        _write_own(path, rows, engine_id, base_engine, res, prov, output, as_json, max_num_seqs)
+        _write_own(path, rows, engine_id, base_engine, res, prov, output, as_json, max_num_seqs,
+                   sorted({t.dep.hardware.id for t in targets}))
         return
     from specagent.measurements import default_path, file_sha256
 
@@ -329,31 +330,37 @@ def fit_cmd(
 
 
 def _write_own(path: Path, rows, engine_id: str, base_engine: Optional[str], res, prov: dict, output: Path, as_json: bool,
-               max_num_seqs: Optional[int] = None) -> None:
+               max_num_seqs: Optional[int] = None, gpus: Sequence[str] = ()) -> None:
     """`latency fit --engine-id`: one whole serving-engine profile, validated before it is written."""
     import tomli_w
 
-    from specagent.costmodel.latency_fit import own_engine_profile
+    from specagent.costmodel.latency_fit import own_engine_profile, unmeasured_params
     from specagent.hardware.serving_engine import parse_engine
 
     _, base = _own(rows, engine_id, base_engine)
     prov = {**prov, "dataset_path": str(path)}
-    data = own_engine_profile(base, engine_id, res, prov, max_num_seqs)
+    data = own_engine_profile(base, engine_id, res, prov, max_num_seqs, gpus)
+    not_fitted = {p.name: f"no row on {', '.join(p.gpus)}: {base.id}'s value kept" for p in unmeasured_params(res, gpus)}
     parse_engine(data, str(output))
     atomic.atomic_write(output, atomic.text_writer(f"# Serving-engine profile {engine_id.lower()}: {base.id}'s profile with the terms "
                                                    f"`specagent latency fit --engine-id` fitted to {path}.\n" + tomli_w.dumps(data)))
     values = {p.name: float(v) for p, v in zip(res.params, res.values)}
     if as_json:
-        print(json_out({"output": str(output), "engine_id": engine_id.lower(), "base_engine": base.id, "provenance": prov,
-                        "values": values, "converged": res.success}, indent=2))
+        print(json_out({"output": str(output), "engine_id": engine_id.lower(), "base_engine": base.id,
+                        "provenance": data["provenance"]["fit"], "values": {k: v for k, v in values.items() if k not in not_fitted},
+                        "not_fitted": not_fitted, "converged": res.success}, indent=2))
         return
     t = Table(title=f"{engine_id.lower()}: {base.id}'s profile fitted on {res.rows} figures from {prov['rows_used']} of "
-                    f"{prov['rows']} rows of {path} → {output}")
+                    f"{prov['rows']} rows of {path} (GPUs: {', '.join(gpus) or 'none'}) → {output}")
     t.add_column("coefficient")
     t.add_column("value", justify="right")
     t.add_column("prior", justify="right")
+    t.add_column("note")
+    unmoved = {p.name for p, moved in zip(res.params, res.informed) if not moved}
     for p, v in zip(res.params, res.values):
-        t.add_row(p.name, f"{v:.4g}", f"{p.prior:g}")
+        note = (f"not written: {not_fitted[p.name]}" if p.name in not_fitted else
+                "prior: no figure depends on it (sourced so)" if p.name in unmoved else "")
+        t.add_row(p.name, "-" if p.name in not_fitted else f"{v:.4g}", f"{p.prior:g}", note)
     console.print(t)
     console.print(f"use it with --serving-engine {output} (or --strong-serving-engine / --weak-serving-engine)", highlight=False)
     if not res.success:
