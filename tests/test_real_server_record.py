@@ -1,7 +1,7 @@
 """The shipped real-server record (measurements/real_server/2026-12-04-cpu-plain/, written by tools/real_server_check.py)
 against docs/calibration.md: the held-out table, the leave-one-concurrency-out MAPE, the single loads and the load average
-the docs quote are the record's, and the record's fitted engine profile loads and replays the trace to the same prediction.
-No server: only the shipped files."""
+the docs quote are the record's, and the record's fitted engine profile loads and replays the trace to the same prediction;
+the three quiet repeats (…-repeat-1..3) against the docs' spread table. No server: only the shipped files."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -117,3 +118,54 @@ def test_the_fitted_profile_loads_and_replays_the_trace_to_the_recorded_predicti
 def test_the_fitted_profile_names_the_shipped_fit_data_by_its_hash():
     digest = hashlib.sha256((RECORD / "fit.csv").read_bytes()).hexdigest()
     assert f'dataset_sha256 = "{digest}"' in (RECORD / "smollm2-cpu.toml").read_text()
+
+
+REPEATS = [ROOT / "measurements" / "real_server" / f"2026-12-04-cpu-plain-repeat-{i}" for i in (1, 2, 3)]
+
+
+def repeat_records() -> list[dict]:
+    return [json.loads((d / "record.json").read_text()) for d in REPEATS]
+
+
+def test_the_quiet_repeats_table_spans_and_coefficients_are_the_records():
+    """The repeats' table row by row, the spans and the coefficients the docs quote, from the three records."""
+    text = section()
+    flat = " ".join(text.split())
+    errors: dict[str, list[float]] = {f: [] for f in ("TTFT", "TPOT", "ITL", "E2E")}
+    tpots = []
+    for i, rec in enumerate(repeat_records(), start=1):
+        c = {x["figure"]: x for x in rec["trace"]["comparison"]}
+        m = rec["validate"]["mape"]
+        loads = [x["load_before"][0] for x in rec["measurements"]] + [x["load_after"][0] for x in rec["measurements"]]
+        loads += [rec["calibrate"]["load_before"][0], rec["calibrate"]["load_after"][0]]
+        assert max(loads) < 1.5, loads  # quiet: the server's one thread and nothing else
+        row = (f"| [repeat-{i}](../measurements/real_server/2026-12-04-cpu-plain-repeat-{i}/README.md) | "
+               f"{min(loads):.1f}–{max(loads):.1f} | {c['TPOT']['measured_ms']:,.1f} ms | "
+               + " | ".join(signed(c[f]["error_pct"]) for f in errors)
+               + f" | {100 * m['tpot']['mape']:.1f}% / {100 * m['ttft']['mape']:.1f}% / {100 * m['e2e']['mape']:.1f}% |")
+        assert row in text, row
+        for f in errors:
+            errors[f].append(c[f]["error_pct"])
+        tpots.append(c["TPOT"]["measured_ms"])
+        assert c["TTFT"]["measured_ms"] > 0 and rec["trace"]["requests"] == 12
+    for f, name in (("TTFT", "TTFT"), ("TPOT", "TPOT"), ("E2E", "E2E")):
+        said = f"{name} {signed(min(errors[f]))} to {signed(max(errors[f]))}"
+        assert said in flat, said
+    assert all(abs(e) <= 20 for es in errors.values() for e in es)
+    loaded = next(x["measured_ms"] for x in record()["trace"]["comparison"] if x["figure"] == "TPOT")
+    assert f"{loaded / max(tpots):.1f}–{loaded / min(tpots):.1f}× faster per token" in flat
+    ttft_mape = [100 * r["validate"]["mape"]["ttft"]["mape"] for r in repeat_records()]
+    assert f"TTFT's held-out MAPE is {min(ttft_mape):.1f}–{max(ttft_mape):.1f}%" in flat
+    calibrated = [tomllib.loads((d / "cpu.toml").read_text())["efficiency"]["bandwidth"]["value"] for d in REPEATS]
+    fitted = [r["fit"]["values"] for r in repeat_records()]
+    assert "bandwidth efficiency came out " + ", ".join(f"{v:.2f}" for v in calibrated[:2]) + f" and {calibrated[2]:.2f}" in flat
+    assert "(" + ", ".join(f"{v['bandwidth']:.2f}" for v in fitted) + ")" in flat
+    assert "per-kernel layer time came out " + ", ".join(f"{v['kernel_us']:.1f}" for v in fitted[:2]) + f" and {fitted[2]['kernel_us']:.1f} µs" in flat
+
+
+def test_the_repeats_name_no_path_of_a_machine_and_are_small():
+    for d in REPEATS:
+        files = [f for f in d.rglob("*") if f.is_file()]
+        assert files and sum(f.stat().st_size for f in files) < 1_000_000
+        for f in files:
+            assert not re.search(r"(?<![\w.<])/(work|home|root|tmp|Users)/", f.read_text(errors="replace")), f

@@ -229,7 +229,8 @@ def analyse(a: argparse.Namespace, out: Path, rec: dict[str, Any]) -> None:
     before = loadavg()
     fitted = json.loads(specagent(["latency", "fit", "--data", "fit.csv", "--engine-id", ENGINE_ID, "--base-engine",
                                    BASE_ENGINE, *seqs, "-o", profile, "--json"], out / "fit.log").stdout)
-    rec["fit"] = {"values": fitted["values"], "converged": fitted["converged"], "profile": profile}
+    rec["fit"] = {"values": fitted["values"], "converged": fitted["converged"], "not_fitted": fitted["not_fitted"],
+                  "profile": profile}
     n = replay_trace(out / "trace_requests.jsonl", out / "trace_replay.csv")
     rep = json.loads(specagent(["replay", "trace_replay.csv", *replay_args(a.trace_concurrency, profile), "--format", "json"],
                                out / "replay.log").stdout)
