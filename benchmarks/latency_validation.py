@@ -7,7 +7,7 @@ TPOT at concurrency <= 16 within 20% MAPE, TPOT above that and TTFT within 30%. 
 targets reported here, not timed or asserted in tests; a missed target is printed as missed
 with the worst rows, so the gap stays visible.
 
-    .venv/bin/python benchmarks/latency_validation.py [--data CSV] [--worst 12] [--json]
+    .venv/bin/python benchmarks/latency_validation.py [--data CSV] [--worst 12] [--workers N] [--json]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from specagent.costmodel.latency_targets import skipped_by_reason, targets_from_
 from specagent.costmodel.latency_validation import TARGETS, validate
 from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, file_sha256, load_serving
+from specagent.simulator.parallel import default_workers, run_jobs
 from specagent.simulator.scenario import default_setting
 
 #: The default setting's decode step is reported at these batches, at this context (tokens already cached per sequence).
@@ -42,18 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=None, help="serving_latency.csv (default: the shipped one)")
     ap.add_argument("--worst", type=int, default=12)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--workers", type=int, default=0, help="processes for the held-out fits, as `latency validate --workers` (0: one per CPU)")
     args = ap.parse_args(argv)
     path = args.data or default_path("serving_latency.csv")
     rows = load_serving(path)
     targets, skipped = targets_from_rows(rows)
     t0 = time.perf_counter()
     params, kfit = serving_params()
-    val = validate(targets, skipped, held_out=True, params=params)
+    procs = args.workers or default_workers()
+    val = validate(targets, skipped, held_out=True, params=params, shares=procs,
+                   run=lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=procs, on_done=on_done))
     secs = time.perf_counter() - t0
     met = val.targets_met()
     out = {
         "dataset": str(path), "sha256": file_sha256(path), "rows": len(rows), "rows_used": len(rows) - len(skipped),
-        "figures": len(targets), "sources": len({t.row.source for t in targets}), "seconds": round(secs, 1),
+        "figures": len(targets), "sources": len({t.row.source for t in targets}), "seconds": round(secs, 1), "workers": procs,
         "targets": met, "by_class": val.mape("load_class"), "by_gpu": val.mape("gpu"), "by_engine": val.mape("engine"),
         "by_model_class": val.mape("model_class"), "by_source": val.mape("source"),
         "source_offsets": val.source_offsets(),
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"held-out (leave-one-source-out) MAPE on {len(targets)} figures from {out['rows_used']} of {len(rows)} rows, "
-          f"{out['sources']} sources ({secs:.0f} s; dataset sha256 {out['sha256'][:12]})")
+          f"{out['sources']} sources ({secs:.0f} s on {procs} processes; dataset sha256 {out['sha256'][:12]})")
     for k, v in met.items():
         state = "no rows" if v["met"] is None else ("met" if v["met"] else "MISSED")
         mape = "-" if v["mape"] is None else f"{v['mape']:.1%}"

@@ -163,31 +163,80 @@ class Validation:
                     "met": (m[k]["mape"] <= v) if k in m else None} for k, v in TARGETS.items()}
 
 
+#: Runs `fn(*job)` for every job and returns the results in job order, calling `on_done(i, result)` as each finishes:
+#: the CLI passes a process pool (simulator.parallel.run_jobs), which this layer cannot import.
+JobRunner = Callable[[Callable[..., Any], Sequence[tuple], Callable[[int, Any], None]], list[Any]]
+
+
+def _in_order(fn: Callable[..., Any], jobs: Sequence[tuple], on_done: Callable[[int, Any], None]) -> list[Any]:
+    out = []
+    for i, job in enumerate(jobs):
+        out.append(fn(*job))
+        on_done(i, out[-1])
+    return out
+
+
+def fit_folds(targets: Sequence[Target], params: Sequence[Param], fit_options: dict[str, Any],
+              folds: Sequence[str | None]) -> list[tuple[str | None, FitResult | None]]:
+    """The fits of `folds`, one after another: None fits every figure, a source every figure but that source's (None
+    when nothing else is left). A module-level function of plain arguments, so a worker process can run a share."""
+    out: list[tuple[str | None, FitResult | None]] = []
+    for s in folds:
+        train = list(targets) if s is None else [t for t in targets if t.row.source != s]
+        out.append((s, fit(train, params, **fit_options) if train or s is None else None))
+    return out
+
+
+def deal_folds(folds: Sequence[str | None], sizes: dict[str | None, int], shares: int) -> list[list[str | None]]:
+    """`folds` dealt into at most `shares` groups of about equal work: largest fit first, each to the lightest group
+    (a fit's time grows with the figures it fits). Each target pickles once per group, not once per fold."""
+    groups: list[list[str | None]] = [[] for _ in range(max(1, min(shares, len(folds))))]
+    load = [0] * len(groups)
+    for f in sorted(folds, key=lambda f: (-sizes[f], "" if f is None else f)):
+        k = load.index(min(load))
+        groups[k].append(f)
+        load[k] += sizes[f]
+    return groups
+
+
 def validate(targets: Sequence[Target], skipped: Sequence[Skipped] = (), held_out: bool = True,
-             params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None, **fit_options: Any) -> Validation:
+             params: Sequence[Param] | None = None, progress: Callable[[str], None] | None = None,
+             run: JobRunner | None = None, shares: int = 1, **fit_options: Any) -> Validation:
     """Leave-one-source-out predictions (or, with held_out=False, the engine profiles as shipped).
 
     Each held-out fit starts from the priors, as the full fit does: starting it from the
     full fit's values would carry the held-out source into its own prediction wherever
     the other sources leave a coefficient unconstrained (the optimiser stays near its
-    start along a flat direction), which is not leave-one-source-out.
+    start along a flat direction), which is not leave-one-source-out. The fits are
+    independent, so `run` may run them in `shares` processes: each is the same
+    deterministic function of the same figures wherever it runs, so the answers are the same.
     """
     targets = list(targets)
     if not held_out:
         return Validation(targets, list(skipped), predict(targets), False)
     params = list(params or serving_params()[0])
     tick = progress or (lambda _m: None)
-    tick(f"fit on all {len(targets)} figures")
-    full = fit(targets, params, **fit_options)
+    sources = sorted({t.row.source for t in targets})
+    folds: list[str | None] = [None, *sources]
+    count = {s: sum(t.row.source == s for t in targets) for s in sources}
+    sizes = {f: len(targets) - (0 if f is None else count[f]) for f in folds}
+    groups = deal_folds(folds, sizes, shares)
+    tick(f"{len(folds)} fits (all {len(targets)} figures, then each of {len(sources)} sources held out)"
+         + (f" in {len(groups)} processes" if len(groups) > 1 else ""))
+    fits: dict[str | None, Any] = {}
+
+    def done(_i: int, result: list[tuple[str | None, FitResult | None]]) -> None:
+        for s, r in result:
+            fits[s] = r
+            tick(f"fitted on all {len(targets)} figures" if s is None else f"held out {s} ({count[s]} figures)")
+
+    (run or _in_order)(fit_folds, [(targets, params, fit_options, g) for g in groups], done)
+    full = fits[None]
     pred = np.empty(len(targets))
     per: dict[str, FitResult] = {}
-    sources = sorted({t.row.source for t in targets})
     for s in sources:
-        train = [t for t in targets if t.row.source != s]
-        test_idx = [k for k, t in enumerate(targets) if t.row.source == s]
-        tick(f"hold out {s} ({len(test_idx)} figures)")
-        r = fit(train, params, **fit_options) if train else full  # from the priors: the full fit saw this source
+        r = fits[s] or full  # nothing but this source: the full fit saw it, as before
         per[s] = r
-        test = [targets[k] for k in test_idx]
-        pred[test_idx] = predict(test, fitted_engine_for(r))
+        test_idx = [k for k, t in enumerate(targets) if t.row.source == s]
+        pred[test_idx] = predict([targets[k] for k in test_idx], fitted_engine_for(r))
     return Validation(targets, list(skipped), pred, True, full, per)

@@ -8,6 +8,7 @@ separated), then the profiles shipped in this package.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tomllib
@@ -277,6 +278,7 @@ def _normalise(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
 
+@functools.cache  # the installed package's folder does not move while a process runs; a fit asks for it on every trial
 def shipped_profile_dir() -> Path:
     return Path(str(resources.files("specagent.hardware") / "profiles"))
 

@@ -17,6 +17,8 @@ import time
 from typing import Any, Callable, Sequence
 
 BACKENDS = ("local", "ray")
+#: Most processes a --workers flag takes: a guard against a typo, not a limit of the method.
+MAX_WORKERS = 1024
 
 
 def default_workers() -> int:

@@ -306,7 +306,8 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     assert res.message.startswith("2 terms on 6 figures: ") and 0.0 <= res.cost < 1e-3
     said: list[str] = []
     good = lv.validate(targets, [lt.Skipped(targets[0].row, "x")], params=params, progress=said.append, prior_scale=100.0)
-    assert said == ["fit on all 6 figures", "hold out src0 (3 figures)", "hold out src1 (3 figures)"]
+    assert said == ["3 fits (all 6 figures, then each of 2 sources held out)", "fitted on all 6 figures",
+                    "held out src0 (3 figures)", "held out src1 (3 figures)"]
     assert good.held_out is True and good.full_fit is not None and good.full_fit.rows == 6
     assert good.full_fit.params == params and all(r.params == params for r in good.per_source.values())
     assert [s.reason for s in good.skipped] == ["x"]
@@ -324,6 +325,29 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
     # one source: nothing is left to hold it out against, so its rows keep the full fit's prediction
     alone = lv.validate(targets[:3], params=params, max_nfev=5, prior_scale=100.0)
     assert list(alone.per_source) == ["src0"] and alone.per_source["src0"] is alone.full_fit
+
+
+def test_held_out_fits_in_processes_give_the_same_answers_as_in_order(tmp_path: Path):
+    """`latency validate --workers N`: the fits dealt to N processes are the same deterministic fits, bit for bit."""
+    from specagent.simulator.parallel import run_jobs
+
+    targets, params, _ = _synthetic(tmp_path, scale_source="src1", factor=1.5)
+    alone = lv.validate(targets, params=params, max_nfev=20, prior_scale=1.0)
+    said: list[str] = []
+    pooled = lv.validate(targets, params=params, max_nfev=20, prior_scale=1.0, shares=2, progress=said.append,
+                         run=lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=2, on_done=on_done))
+    assert said[0] == "3 fits (all 6 figures, then each of 2 sources held out) in 2 processes" and len(said) == 4
+    assert pooled.predicted.tobytes() == alone.predicted.tobytes()
+    assert {s: r.values.tobytes() for s, r in pooled.per_source.items()} == {s: r.values.tobytes() for s, r in alone.per_source.items()}
+    assert pooled.full_fit.values.tobytes() == alone.full_fit.values.tobytes()
+    assert min(abs(e) for t, e in zip(alone.targets, alone.errors) if t.row.source == "src1") > 0.1  # a fit that can be wrong
+
+
+def test_folds_are_dealt_largest_first_to_the_lightest_share():
+    sizes = {None: 100, "a": 90, "b": 80, "c": 70, "d": 60}
+    assert lv.deal_folds([None, "a", "b", "c", "d"], sizes, 2) == [[None, "c", "d"], ["a", "b"]]
+    assert lv.deal_folds([None, "a"], sizes, 8) == [[None], ["a"]]  # never more shares than fits
+    assert lv.deal_folds([None, "a", "b"], sizes, 1) == [[None, "a", "b"]]
 
 
 def test_a_ttft_under_load_is_validated_but_not_fitted(tmp_path: Path):

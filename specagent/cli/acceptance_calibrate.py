@@ -24,13 +24,11 @@ from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance.io import acceptance_table
 from specagent.simulator.calibration import PARAMETERS, TIED, Calibration, calibrate as run_calibration, candidate_acceptance
-from specagent.simulator.parallel import default_workers
+from specagent.simulator.parallel import MAX_WORKERS, default_workers
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS
 
 console = SafeConsole()
-#: Most --workers (as `fleet plan`'s).
-MAX_WORKERS = 1024
 O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 

@@ -31,7 +31,7 @@ from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.capacity.fleet_build import gpus_sizing, parse_gpu_counts
-from specagent.simulator.parallel import default_workers, ray_endpoint
+from specagent.simulator.parallel import MAX_WORKERS, default_workers, ray_endpoint
 from specagent.simulator import FLEET_BACKEND, plan_store
 from specagent.simulator.plan_estimate import duration, estimate_plan
 from specagent.cli.plan_progress import HeartbeatPrinter
@@ -583,7 +583,6 @@ def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
 #: runs at least rate x 60 s of arrivals, so a rate is bounded by the same count.
 MAX_STUDY_TASKS = 1_000_000
 MAX_STUDY_RATE = MAX_STUDY_TASKS / 60
-MAX_WORKERS = 1024
 
 
 def _rates(text: str) -> list[float]:

@@ -112,6 +112,8 @@ def validate_cmd(
     engine_id: Optional[str] = ENGINE_ID,
     base_engine: Optional[str] = BASE_ENGINE,
     max_num_seqs: Optional[int] = MAX_NUM_SEQS,
+    workers: int = typer.Option(0, "--workers", help="Processes running the held-out fits (0: one per CPU); the answers do "
+                                "not depend on it."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Predicted vs measured for every describable row; MAPE per GPU, engine, model class and target class.
@@ -128,13 +130,19 @@ def validate_cmd(
             atomic.check_writable(target)
     if hold_out not in ("source", "concurrency"):
         fail(f"--hold-out: expected source or concurrency, got {hold_out!r}")
+    from specagent.simulator.parallel import MAX_WORKERS, default_workers, run_jobs
+
+    if not 0 <= workers <= MAX_WORKERS:
+        fail(f"--workers: expected a whole number in [0, {MAX_WORKERS:,}], got {workers}")
     path, rows, targets, skipped = _load(data, engine_id, base_engine, by_concurrency=hold_out == "concurrency",
                                          max_num_seqs=max_num_seqs)
     params, kfit = _params(kernels)
     if engine_id is not None:
         params = _own_params(engine_id, kfit, targets)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
-    val = validate(targets, skipped, held_out=holdout, params=params, progress=tick)
+    procs = workers or default_workers()
+    val = validate(targets, skipped, held_out=holdout, params=params, progress=tick, shares=procs,
+                   run=lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=procs, on_done=on_done))
     table = val.rows()
     kind = f"held out (leave one {hold_out} out)" if holdout else "in sample (shipped engine profiles)"
     out = {
