@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specagent.hardware.profile import HardwareProfileError, load_hardware
+from specagent.hardware.profile import HardwareProfile, HardwareProfileError, load_hardware
 
 _UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
 _RATE = r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*"
@@ -81,3 +81,10 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
                              "perhaps by an alias); give each GPU one price")
         given[prof.id] = it
     return out
+
+
+def unused_prices(prices: dict[str, float], used: Sequence[HardwareProfile]) -> list[str]:
+    """The `--price` items no GPU of `used` takes (as `resolve_price` matches them: by id or alias), as `KEY=USD`:
+    a command says it ignored them rather than leave a price the user gave silently out of every figure."""
+    names = {n for hw in used for n in (hw.id, *hw.aliases)}
+    return [f"{k}={v:g}" for k, v in prices.items() if k not in names]

@@ -226,7 +226,9 @@ def tornado(scenario: Scenario, trajectories, setting: Setting | None = None, di
     if models:
         res = run.pair(models)
         for i, r in enumerate(acc_ranges):
-            add(r.path, "acceptance", f"{r.low:.4g}", f"{r.high:.4g}", res.iloc[2 * i], res.iloc[2 * i + 1], r.source)
+            # each end as simulated: a whole-token field's fractional end (a fitted interval, a ranges file) runs rounded
+            lo_v, hi_v = (value_of(models[2 * i + j], r.path) for j in (0, 1))
+            add(r.path, "acceptance", f"{lo_v:.4g}", f"{hi_v:.4g}", res.iloc[2 * i], res.iloc[2 * i + 1], r.source)
     # the Strong model's reasoning before verdicts and repairs (its token counts are ranges above when set explicitly)
     if isinstance(getattr(base_acc, "thinking", None), bool):
         res = run.pair([replace(base_acc, thinking=False), replace(base_acc, thinking=True)])

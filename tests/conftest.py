@@ -29,7 +29,7 @@ SLOW_FILES = {
     "test_engine_terms.py": "torch microbenchmarks", "test_gpu_calibration.py": "the GPU script on torch's CPU build",
     "test_reports_browser.py": "headless Chromium", "test_reports_notebooks.py": "executes the notebooks",
     "test_fuzz_commands.py": "fuzz suite", "test_fuzz_inputs.py": "fuzz suite", "test_fuzz_hostile.py": "fuzz suite",
-    "test_fuzz_ranges.py": "fuzz suite",
+    "test_fuzz_ranges.py": "fuzz suite", "test_fuzz_environment_cases.py": "fuzz suite",
     "test_capacity.py": "long fleet runs (and Ray)", "test_fleet_sweep.py": "fleet sweeps (and Ray)",
     "test_sweep_robust.py": "sweeps in subprocesses", "test_plan_resume.py": "plans in subprocesses",
     "test_runtime_install.py": "a fresh virtual environment from the package index",

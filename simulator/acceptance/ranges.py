@@ -141,7 +141,8 @@ class AcceptanceDistribution:
             if r.shape not in SHAPES:
                 raise RangesError(f"{r.path}: shape must be one of {', '.join(SHAPES)}, got {r.shape!r}", r.path)
             if not (_real(r.low) and _real(r.high) and lo <= r.low <= r.high <= hi):
-                raise RangesError(f"{r.path}: expected {lo:g} <= low <= high <= {hi:g}, got low {r.low!r}, high {r.high!r}", r.path)
+                raise RangesError(f"{r.path}: expected {_bound(lo)} <= low <= high <= {_bound(hi)}, got low {r.low!r}, high "
+                                  f"{r.high!r}", r.path)
             if not r.low <= v <= r.high:
                 raise RangesError(f"{r.path}: the range [{r.low:g}, {r.high:g}] must contain the scenario's value {v:g}", r.path)
 
@@ -262,6 +263,11 @@ class AcceptanceDistribution:
 
 
 # ------------------------------------------------------------------------------------------------
+def _bound(x: float) -> str:
+    """A domain bound as written: a token cap in full (10,485,760, not 1.04858e+07), a probability as is."""
+    return f"{x:,.0f}" if x == int(x) and abs(x) >= 1e4 else f"{x:g}"
+
+
 def _real(v: object) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)  # type: ignore[arg-type]
 

@@ -28,7 +28,7 @@ from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
-from specagent.simulator.rates_prices import parse_prices
+from specagent.simulator.rates_prices import parse_prices, unused_prices
 from specagent.simulator.replay import ReplayResult, replay, replay_limited, resample_arrivals
 from specagent.simulator.scenario import Scenario
 from specagent.traces.requests import load_requests
@@ -213,6 +213,8 @@ def replay_command(
             # what the reader said about the lengths and arrivals (estimated from text, records dropped) comes first
             arrivals_note = [requests.arrivals_note] if requests.arrivals_note and request_rate is None else []
             res.notes[:0] = [*requests.notes, *arrivals_note]
+            res.notes += [f"--price {item}: no replica of this replay runs on that GPU (they run on {strong.hardware.id}); "
+                          "the price is unused" for item in unused_prices(prices, [strong.hardware])]
         if writer:
             writer[0].close()
             os.replace(tmp, out)  # type: ignore[arg-type]
