@@ -380,7 +380,7 @@ def kind_break_evens(scenario: Scenario, trajectories, setting: Setting | None =
                 continue
             how, x = crossing(grid, r)
             own = float(np.mean(list(acc.accept.values()))) if kind == "every" else acc.accept[kind]
-            name = "the acceptance of every kind (moved together)" if kind == "every" else f"{kind} acceptance"
+            name = "acceptance (every kind moved together)" if kind == "every" else f"{kind} acceptance"
             if how == "always":
                 text = (f"saves {what} at every {name} in [0, 1] (ratio {r.max():.2f} at worst): "
                         + ("the saving comes from what no verdict decides" if kind == "every" else
