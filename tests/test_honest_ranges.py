@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -237,6 +238,7 @@ def test_kind_break_evens_cover_time_memory_and_dollars_per_kind(small):
     for r in kb.itertuples():
         assert r.text.startswith("SpecAgent ") and (r.how in ("always", "never")) == (r.acceptance is None or math.isnan(r.acceptance))
         assert (r.how == "always") == (max(r.ratio_at_0, r.ratio_at_1) < 1) or r.how in ("below", "above")
+        assert not re.search(r"\b(every|any) the\b", r.text), r.text  # "at every the acceptance of …" read badly
 
 
 # ------------------------------------------------------------------------------------------ docs that cannot go stale
