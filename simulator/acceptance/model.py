@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -150,10 +150,22 @@ class AcceptanceModel:
                 raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
                                  f"or left out (tied to the workload's recorded reasoning), got {v!r}", name)
         _check_fit(self.fit)
+        for k in self.fit.get("intervals", {}):  # read by `--acceptance-ranges fitted`: refused here, where the file is known
+            if not self._is_parameter(k):
+                raise InputError(f"acceptance.fit.intervals: {k!r} is not a numeric field (or table entry) of the acceptance "
+                                 "model", f"fit.intervals.{k}")
         on = self.calibrated_on
         if not isinstance(on, dict) or any(k not in CALIBRATED_ON_KEYS or not isinstance(v, str) for k, v in on.items()):
             raise InputError(f"acceptance.calibrated_on must be a table of {', '.join(CALIBRATED_ON_KEYS)} (text), got {on!r}",
                              "calibrated_on")
+
+    def _is_parameter(self, path: str) -> bool:
+        """'accept.read' (a kind of a table) or 'position_decay' (a field holding a number): what an interval can be of."""
+        name, _, kind = path.partition(".")
+        v = getattr(self, name, None) if name in {f.name for f in fields(self)} else None
+        if kind:
+            return name in ("accept", "exact", "route_strong") and kind in v  # type: ignore[operator]
+        return _number(v)
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":

@@ -25,6 +25,7 @@ from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
+from specagent.hardware.profile import load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.provenance import record_inputs
@@ -376,6 +377,11 @@ def predict(
         comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
         comp.intervals["verdict"] = verdict  # type: ignore[index]
     comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
+    unused = _unused_prices(prices, pool_list)
+    if unused:
+        comp.assumptions["unused_prices"] = unused
+        if not quiet:  # a price for a GPU no pool runs on: a typo of the pool's GPU, or a run on other GPUs than meant
+            (console if fmt == "table" else err).print(f"note: {unused}", highlight=False, markup=False)
     summary_obj = {
         "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
         "summary": comp.summary.reset_index().to_dict(orient="records"),
@@ -414,6 +420,17 @@ def predict(
             say(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files", highlight=False)
         for key, reason in written.omitted.items():
             say(f"  figure {key} left out: {reason}", highlight=False)
+
+
+def _unused_prices(prices: Mapping[str, float], pool_list) -> str:
+    """The --price entries no pool of this run is priced by, in words ('' if every one is used)."""
+    gpus = {p.gpu for p in pool_list}
+    unused = [f"{k}={v:g}" for k, v in prices.items() if load_hardware(k).id not in gpus]
+    if not unused:
+        return ""
+    pools = ", ".join(f"{p.role.capitalize()} {p.gpu}" for p in pool_list) or "none (a hosted Strong model only)"
+    return (f"--price {','.join(unused)}: no pool of this run runs on {'that GPU' if len(unused) == 1 else 'those GPUs'} "
+            f"(pools: {pools}), so {'it is' if len(unused) == 1 else 'they are'} unused")
 
 
 def _ratio_in_words(summary: pd.DataFrame) -> str:
