@@ -236,15 +236,17 @@ def test_a_price_is_applied_to_its_pools(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["table", "csv"])
 def test_a_price_for_a_gpu_no_pool_runs_on_is_said_to_be_unused(tmp_path, fmt):
-    """pr-price-unused-gpu (by hand, exit 0 as allowed): it was ignored without a word; now a note (on stderr under
-    --format csv, so stdout stays CSV) and `assumptions.unused_prices`, and the pools keep their profile's price."""
+    """pr-price-unused-gpu (by hand, exit 0 as allowed): it was ignored without a word; now a note in the table output
+    and `assumptions.unused_prices` (under --format csv only there: stdout and stderr stay what a script reads, as the
+    applicability warning), and the pools keep their profile's price."""
     r = run(["-o", str(tmp_path / "o"), *FAST, "--format", fmt, "--price", "h200=3.5"])
     assert r.exit_code == 0, r.output
     note = "note: --price h200=3.5: no pool of this run runs on that GPU (pools: Weak h20, Strong h20), so it is unused"
-    where = r.stdout if fmt == "table" else r.stderr
-    assert note in " ".join(where.split()), where
-    if fmt == "csv":
+    if fmt == "table":
+        assert note in " ".join(r.stdout.split()), r.stdout
+    else:
         _csv(r.stdout)
+        assert r.stderr == "", r.stderr
     assumptions = json.loads((tmp_path / "o" / "summary.json").read_text())["assumptions"]
     assert assumptions["unused_prices"] == note.removeprefix("note: ")
     assert assumptions["prices"]["h20"]["source"].startswith("profile:")

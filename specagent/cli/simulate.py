@@ -380,8 +380,10 @@ def predict(
     unused = _unused_prices(prices, pool_list)
     if unused:
         comp.assumptions["unused_prices"] = unused
-        if not quiet:  # a price for a GPU no pool runs on: a typo of the pool's GPU, or a run on other GPUs than meant
-            (console if fmt == "table" else err).print(f"note: {unused}", highlight=False, markup=False)
+        # a price for a GPU no pool runs on: a typo of the pool's GPU, or a run on other GPUs than meant (json/csv: in
+        # assumptions.unused_prices, as the applicability warning, so that stdout and stderr stay what a script reads)
+        if not quiet and fmt == "table":
+            console.print(f"note: {unused}", highlight=False, markup=False)
     summary_obj = {
         "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
         "summary": comp.summary.reset_index().to_dict(orient="records"),
