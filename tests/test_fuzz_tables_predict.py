@@ -253,3 +253,56 @@ def test_a_price_for_a_gpu_no_pool_runs_on_is_said_to_be_unused(tmp_path, fmt):
     used = run(["-o", str(tmp_path / "o2"), *FAST, "--price", "h20=2"])
     assert "unused" not in used.output
     assert "unused_prices" not in json.loads((tmp_path / "o2" / "summary.json").read_text())["assumptions"]
+
+
+# -- cases of the same classes beyond the findings file ------------------------------------------------------------------
+
+#: id -> (the file's text, what the one error line must say after the file's name)
+BEYOND_TABLES: dict[str, tuple[str, str]] = {
+    # a string was shown as the number it spells ("got 0.5"): now quoted
+    "accept-a-string": ("[acceptance]\naccept = { read = '0.5' }\n", "acceptance.accept.read: acceptance.accept['read'] must be a "
+                        "probability in [0, 1], got '0.5'"),
+    "ratio-a-string": ("[acceptance]\nweak_token_ratio = '0.5'\n", "acceptance.weak_token_ratio: acceptance.weak_token_ratio (Weak "
+                       "tokens per Strong token) must be a number in (0, 100], got '0.5'"),
+    # `fit.logs = 5` beside an interval was a TypeError traceback once intervals were drawn: the fit's entries are checked
+    "fit-logs-a-number": ("[acceptance]\n[acceptance.fit]\nlogs = 5\n[acceptance.fit.intervals]\n'accept.read' = [0.1, 0.9]\n",
+                          "acceptance.fit.logs: acceptance.fit.logs must be a list of the logs fitted, got 5"),
+    "fit-records-a-string": ("[acceptance]\n[acceptance.fit]\nrecords = 'many'\n", "acceptance.fit.records: "),
+    "fit-tests-a-number": ("[acceptance]\n[acceptance.fit]\ntests = 5\n", "acceptance.fit.tests: "),
+    "interval-of-an-unset-field": ("[acceptance]\n[acceptance.fit.intervals]\n'verify_reasoning_tokens' = [0, 100]\n",
+                                   "acceptance.fit.intervals.verify_reasoning_tokens: "),
+    "exact-nan": ("[acceptance]\nexact = { read = nan }\n", "acceptance.exact.read: "),
+    "tokens-bool": ("[acceptance]\nverdict_tokens = true\n", "acceptance.verdict_tokens: "),
+    "calibrated-on-a-number": ("[acceptance]\ncalibrated_on = { weak_model = 3 }\n", "acceptance.calibrated_on: "),
+}
+
+
+@pytest.mark.parametrize("name", BEYOND_TABLES)
+def test_more_hand_edited_tables_are_one_line_naming_file_and_key(tmp_path, name):
+    text, said = BEYOND_TABLES[name]
+    f = tmp_path / "a.toml"
+    f.write_text(text)
+    line = one_line_error(["--acceptance", str(f), "-o", str(tmp_path / "o"), "--strategies", "specagent", "--draws", "3"])
+    assert line.startswith(f"error: --acceptance: {f}: {said}"), line
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_acceptance_file_with_a_bom_is_read_as_a_scenario_file_is(tmp_path):
+    """A BOM (Windows editors) was "not valid TOML: Invalid statement (at line 1, column 1)" here, read in a scenario."""
+    f = tmp_path / "a.toml"
+    f.write_bytes("\ufeff[acceptance]\ncorrelation = 0.1\n".encode("utf-8"))
+    r = run(["--acceptance", str(f), "-o", str(tmp_path / "o"), *FAST, "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["scenario"]["acceptance"]["correlation"] == 0.1
+
+
+@pytest.mark.parametrize("target", ["o/summary.json", "o/per_trajectory.parquet", "t.jsonl"],
+                         ids=["report-over-summary", "report-over-per-trajectory", "report-over-the-trace"])
+def test_a_report_onto_an_output_or_an_input_is_refused_before_the_run(tmp_path, target):
+    """`--report OUT/summary.json` replaced the summary just written with the HTML, exit 0 (`report` reads it back)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes((Path(__file__).resolve().parent.parent / "traces" / "data" / "tau2_airline.jsonl").read_bytes())
+    before = trace.read_bytes()
+    line = one_line_error(["-o", str(tmp_path / "o"), *FAST, "--trace", str(trace), "--report", str(tmp_path / target)])
+    assert line.startswith(f"error: --report {tmp_path / target}: it is ") and "Name another file" in line, line
+    assert not (tmp_path / "o").exists() and trace.read_bytes() == before

@@ -24,7 +24,7 @@ from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.common.paths import check_input_file
+from specagent.common.paths import check_input_file, same_file
 from specagent.hardware.profile import load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.simulator.rates_prices import parse_prices
@@ -335,6 +335,13 @@ def predict(
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
+    if report is not None:  # `--report OUT/summary.json` replaced the summary just written with the HTML, exit 0
+        origin = getattr(scenario, "_origin", None)
+        for other, what in ((out / "summary.json", "the summary this run writes"),
+                            (out / "per_trajectory.parquet", "the per-trajectory file this run writes"),
+                            *((Path(p), "one of the inputs") for p in (scenario.workload.trace, success, origin and origin[0]) if p)):
+            if same_file(report, other):
+                fail(f"--report {report}: it is {what} ({other}); the report would replace it. Name another file")
     try:  # a bad ranges file fails before the run, not after it
         dist = scenario.uncertainty.distribution(scenario.acceptance) if scenario.uncertainty.draws else None
     except InputError as exc:
