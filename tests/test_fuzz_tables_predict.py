@@ -136,6 +136,9 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "pr-brief-phases": (["--brief", "--phases"], "error: --brief and --phases: not both"),  # F3-18
     "pr-quiet-json": (["--quiet", "--json"], "error: --quiet and --format json: not both"),  # F3-18
     "pr-quiet-csv": (["--quiet", "--format", "csv"], "error: --quiet and --format csv: not both"),
+    # as F3-18's two: the phase tables asked for were dropped without a word
+    "pr-quiet-phases": (["--quiet", "--phases"], "error: --quiet and --phases: not both"),
+    "pr-csv-phases": (["--format", "csv", "--phases"], "error: --format csv and --phases: not both"),
 }
 
 

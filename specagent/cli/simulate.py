@@ -328,6 +328,10 @@ def predict(
     if quiet and fmt != "table":
         fail(f"--quiet and --format {fmt}: not both (--quiet prints nothing, so the {fmt.upper()} asked for would be lost; "
              "the files are written either way)")
+    if phases and (quiet or fmt == "csv"):  # the phase tables are printed with the table format only
+        fail("--quiet and --phases: not both (--quiet prints nothing, so the phase tables asked for would be lost)" if quiet else
+             "--format csv and --phases: not both (the CSV holds one row per strategy, no phase tables; --format json "
+             "carries them, as summary.json does)")
     try:
         prices = parse_prices(price)
     except ValueError as exc:
