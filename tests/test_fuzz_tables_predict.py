@@ -299,13 +299,19 @@ def test_an_acceptance_file_with_a_bom_is_read_as_a_scenario_file_is(tmp_path):
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["scenario"]["acceptance"]["correlation"] == 0.1
 
 
-@pytest.mark.parametrize("target", ["o/summary.json", "o/per_trajectory.parquet", "t.jsonl"],
-                         ids=["report-over-summary", "report-over-per-trajectory", "report-over-the-trace"])
+@pytest.mark.parametrize("target", ["o/summary.json", "o/../o/per_trajectory.parquet", "t.jsonl", "a.toml", "s.toml"],
+                         ids=["report-over-summary", "report-over-per-trajectory", "report-over-the-trace",
+                              "report-over-the-acceptance-file", "report-over-the-scenario-file"])
 def test_a_report_onto_an_output_or_an_input_is_refused_before_the_run(tmp_path, target):
-    """`--report OUT/summary.json` replaced the summary just written with the HTML, exit 0 (`report` reads it back)."""
+    """`--report OUT/summary.json` replaced the summary just written with the HTML, exit 0 (`report` reads it back);
+    `--report` onto an input replaced the input."""
     trace = tmp_path / "t.jsonl"
     trace.write_bytes((Path(__file__).resolve().parent.parent / "traces" / "data" / "tau2_airline.jsonl").read_bytes())
-    before = trace.read_bytes()
-    line = one_line_error(["-o", str(tmp_path / "o"), *FAST, "--trace", str(trace), "--report", str(tmp_path / target)])
-    assert line.startswith(f"error: --report {tmp_path / target}: it is ") and "Name another file" in line, line
-    assert not (tmp_path / "o").exists() and trace.read_bytes() == before
+    (tmp_path / "a.toml").write_text("[acceptance]\ncorrelation = 0.1\n")
+    (tmp_path / "s.toml").write_text("k = 4\n")
+    before = {p: p.read_bytes() for p in (trace, tmp_path / "a.toml", tmp_path / "s.toml")}
+    line = one_line_error(["-o", str(tmp_path / "o"), *FAST, "--trace", str(trace), "--acceptance", str(tmp_path / "a.toml"),
+                           "--scenario", str(tmp_path / "s.toml"), "--report", str(tmp_path / target)])
+    what = "one of the inputs" if "/" not in target else "the summary" if "summary" in target else "the per-trajectory file"
+    assert line.startswith(f"error: --report {tmp_path / target}: it is {what}") and "Name another file" in line, line
+    assert not (tmp_path / "o").exists() and all(p.read_bytes() == b for p, b in before.items())

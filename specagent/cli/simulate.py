@@ -340,10 +340,10 @@ def predict(
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
     if report is not None:  # `--report OUT/summary.json` replaced the summary just written with the HTML, exit 0
-        origin = getattr(scenario, "_origin", None)
+        inputs = (scenario.workload.trace, success, *getattr(scenario, "_input_files", ()))
         for other, what in ((out / "summary.json", "the summary this run writes"),
                             (out / "per_trajectory.parquet", "the per-trajectory file this run writes"),
-                            *((Path(p), "one of the inputs") for p in (scenario.workload.trace, success, origin and origin[0]) if p)):
+                            *((Path(p), "one of the inputs") for p in inputs if p)):
             if same_file(report, other):
                 fail(f"--report {report}: it is {what} ({other}); the report would replace it. Name another file")
     try:  # a bad ranges file fails before the run, not after it
