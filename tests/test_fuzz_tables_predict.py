@@ -58,7 +58,9 @@ BAD_TABLES: dict[str, tuple[str, str]] = {
                          "acceptance.fit.intervals.accept.read: "),
     # unquoted, `accept.read` is a dotted key: a table {accept: {read: [...]}}, not the interval of accept.read
     "acc-interval-unquoted": ("[acceptance]\n[acceptance.fit.intervals]\naccept.read = [0.1, 0.9]\n",
-                              "acceptance.fit.intervals.accept: "),
+                              "acceptance.fit.intervals.accept: acceptance.fit.intervals['accept'] must be [low, high] with "
+                              "finite low <= high, got {'read': [0.1, 0.9]} (a dotted name is quoted in TOML: 'accept.read' = "
+                              "[low, high])"),
     # refused when the file is read (it was refused only by `--acceptance-ranges`, without the file's name, and
     # passed silently with --draws 0)
     "acc-interval-unknown-param": ("[acceptance]\n[acceptance.fit.intervals]\n'colour' = [0.1, 0.9]\n",

@@ -242,7 +242,10 @@ def _check_fit(fit: object) -> None:
         ok = (isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) and math.isfinite(x) for x in v)
               and v[0] <= v[1])
         if not ok:
-            raise InputError(f"acceptance.fit.intervals[{k!r}] must be [low, high] with finite low <= high, got {v!r}",
+            # an unquoted dotted key (`accept.read = [...]`) is a TOML table: say how to write the name
+            hint = (f" (a dotted name is quoted in TOML: '{k}.{next(iter(v))}' = [low, high])"
+                    if isinstance(v, dict) and len(v) == 1 else "")
+            raise InputError(f"acceptance.fit.intervals[{k!r}] must be [low, high] with finite low <= high, got {v!r}{hint}",
                              f"fit.intervals.{k}")
 
 
