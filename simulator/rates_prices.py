@@ -12,6 +12,9 @@ from specagent.hardware.profile import HardwareProfile, HardwareProfileError, lo
 
 _UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
 _RATE = r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*"
+#: A price as a person types it: ASCII digits, one optional point and exponent. `float` also reads Arabic-Indic or
+#: full-width digits and underscores (`١٢`, `１２`, `1_2` are all 12): a price that reads one way and counts another.
+_PRICE = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
 
 
 def parse_rate(text: str) -> float:
@@ -72,6 +75,9 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
             raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
         if not 0 <= out[key] < math.inf:
             raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
+        if not _PRICE.fullmatch(v):
+            raise ValueError(f"price '{it}': write '{v.strip()}' in ASCII digits (e.g. 12 or 1.5e3): other digits and "
+                             "underscores are refused, not guessed")
         try:
             prof = load_hardware(key)
         except HardwareProfileError:

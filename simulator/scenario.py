@@ -477,7 +477,7 @@ def load_acceptance(path: str | Path, base: AcceptanceModel | None = None) -> Ac
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_text(encoding="utf-8").removeprefix("\ufeff"))  # a BOM, as a scenario file's
     except FileNotFoundError:
         raise ScenarioError(f"{p}: no such acceptance file", "acceptance") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -123,22 +123,22 @@ class AcceptanceModel:
                                  f"{name}.{unknown[0]}")
             for k, v in table.items():
                 if not _probability(v):
-                    raise InputError(f"acceptance.{name}[{k!r}] must be a probability in [0, 1], got {v}", f"{name}.{k}")
+                    raise InputError(f"acceptance.{name}[{k!r}] must be a probability in [0, 1], got {_shown(v)}", f"{name}.{k}")
             # a partial table sets the kinds it names; the others keep their defaults (in kind order)
             object.__setattr__(self, name, {k: table.get(k, default[k]) for k in KINDS})
         for name in ("position_decay", "correlation", "p_valid_replacement", "escalation_recall"):
             v = getattr(self, name)
             if not _probability(v):
-                raise InputError(f"acceptance.{name} must be a probability in [0, 1], got {v}", name)
+                raise InputError(f"acceptance.{name} must be a probability in [0, 1], got {_shown(v)}", name)
         r = self.weak_token_ratio
         if not (_number(r) and 0 < r <= MAX_WEAK_TOKEN_RATIO):
             raise InputError(f"acceptance.weak_token_ratio (Weak tokens per Strong token) must be a number in "
-                             f"(0, {MAX_WEAK_TOKEN_RATIO:g}], got {r}", "weak_token_ratio")
+                             f"(0, {MAX_WEAK_TOKEN_RATIO:g}], got {_shown(r)}", "weak_token_ratio")
         for name in ("verdict_tokens", "accept_verdict_tokens"):
             v = getattr(self, name)
             if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
                 raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
-                                 f"(the largest context window), got {v}", name)
+                                 f"(the largest context window), got {_shown(v)}", name)
         if not isinstance(self.thinking, bool):
             raise InputError(f"acceptance.thinking must be true or false, got {self.thinking!r}", "thinking")
         if not isinstance(self.source, str):
@@ -150,10 +150,22 @@ class AcceptanceModel:
                 raise InputError(f"acceptance.{name} must be a whole number of tokens in [0, {MAX_CONTEXT_TOKENS:,}] "
                                  f"or left out (tied to the workload's recorded reasoning), got {v!r}", name)
         _check_fit(self.fit)
+        for k in self.fit.get("intervals", {}):  # read by `--acceptance-ranges fitted`: refused here, where the file is known
+            if not self._is_parameter(k):
+                raise InputError(f"acceptance.fit.intervals: {k!r} is not a numeric field (or table entry) of the acceptance "
+                                 "model", f"fit.intervals.{k}")
         on = self.calibrated_on
         if not isinstance(on, dict) or any(k not in CALIBRATED_ON_KEYS or not isinstance(v, str) for k, v in on.items()):
             raise InputError(f"acceptance.calibrated_on must be a table of {', '.join(CALIBRATED_ON_KEYS)} (text), got {on!r}",
                              "calibrated_on")
+
+    def _is_parameter(self, path: str) -> bool:
+        """'accept.read' (a kind of a table) or 'position_decay' (a field holding a number): what an interval can be of."""
+        name, _, kind = path.partition(".")
+        v = getattr(self, name, None) if name in {f.name for f in fields(self)} else None
+        if kind:
+            return name in ("accept", "exact", "route_strong") and kind in v  # type: ignore[operator]
+        return _number(v)
 
     @classmethod
     def constant(cls, p: float, **kw) -> "AcceptanceModel":
@@ -218,6 +230,11 @@ def _check_fit(fit: object) -> None:
     unknown = sorted(set(fit) - set(FIT_KEYS), key=str)
     if unknown:
         raise InputError(f"acceptance.fit: unknown key {unknown[0]!r}; expected one of {', '.join(FIT_KEYS)}", f"fit.{unknown[0]}")
+    for key, (kind, said) in _FIT_SHAPES.items():
+        v = fit.get(key)
+        if v is not None and (not isinstance(v, kind) or isinstance(v, bool) or (key == "records" and v < 0)
+                              or (key == "logs" and not all(isinstance(x, str) for x in v))):
+            raise InputError(f"acceptance.fit.{key} must be {said}, got {v!r}", f"fit.{key}")
     iv = fit.get("intervals", {})
     if not isinstance(iv, dict):
         raise InputError(f"acceptance.fit.intervals must be a table of parameter -> [low, high], got {iv!r}", "fit.intervals")
@@ -225,8 +242,22 @@ def _check_fit(fit: object) -> None:
         ok = (isinstance(v, (list, tuple)) and len(v) == 2 and all(_number(x) and math.isfinite(x) for x in v)
               and v[0] <= v[1])
         if not ok:
-            raise InputError(f"acceptance.fit.intervals[{k!r}] must be [low, high] with finite low <= high, got {v!r}",
+            # an unquoted dotted key (`accept.read = [...]`) is a TOML table: say how to write the name
+            hint = (f" (a dotted name is quoted in TOML: '{k}.{next(iter(v))}' = [low, high])"
+                    if isinstance(v, dict) and len(v) == 1 else "")
+            raise InputError(f"acceptance.fit.intervals[{k!r}] must be [low, high] with finite low <= high, got {v!r}{hint}",
                              f"fit.intervals.{k}")
+
+
+def _shown(v: object) -> object:
+    """A value as an error shows it: a string quoted, so that "0.5" (text) never reads as the number 0.5."""
+    return repr(v) if isinstance(v, str) else v
+
+
+#: The shape of each `fit` entry `acceptance fit` writes, checked because reports and ranges read them.
+_FIT_SHAPES = {"method": (str, "text"), "interval_method": (str, "text"), "logs": ((list, tuple), "a list of the logs fitted"),
+               "records": (numbers.Integral, "a whole number of records"), "tests": (dict, "a table"),
+               "goodness_of_fit": (dict, "a table"), "not_fitted": (dict, "a table"), "diagnostics": (dict, "a table")}
 
 
 def _number(v: object) -> bool:

@@ -210,6 +210,8 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
     if scenario_file is not None:  # where each value came from, for errors found when it is resolved (`resolve`)
         object.__setattr__(out, "_origin", (str(scenario_file), frozenset(values) | ({"acceptance"} if accept is not None else set())))
     object.__setattr__(out, "_flags_given", frozenset(values))
+    # the files it was read from, which no output of the command may replace (`predict --report`)
+    object.__setattr__(out, "_input_files", tuple(str(p) for p in (scenario_file, acceptance_file) if p is not None))
     return out
 
 

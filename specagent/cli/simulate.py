@@ -24,7 +24,8 @@ from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.common.paths import check_input_file
+from specagent.common.paths import check_input_file, same_file
+from specagent.hardware.profile import load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.simulator.rates_prices import parse_prices
 from specagent.simulator.provenance import record_inputs
@@ -327,6 +328,10 @@ def predict(
     if quiet and fmt != "table":
         fail(f"--quiet and --format {fmt}: not both (--quiet prints nothing, so the {fmt.upper()} asked for would be lost; "
              "the files are written either way)")
+    if phases and (quiet or fmt == "csv"):  # the phase tables are printed with the table format only
+        fail("--quiet and --phases: not both (--quiet prints nothing, so the phase tables asked for would be lost)" if quiet else
+             "--format csv and --phases: not both (the CSV holds one row per strategy, no phase tables; --format json "
+             "carries them, as summary.json does)")
     try:
         prices = parse_prices(price)
     except ValueError as exc:
@@ -334,6 +339,13 @@ def predict(
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
+    if report is not None:  # `--report OUT/summary.json` replaced the summary just written with the HTML, exit 0
+        inputs = (scenario.workload.trace, success, *getattr(scenario, "_input_files", ()))
+        for other, what in ((out / "summary.json", "the summary this run writes"),
+                            (out / "per_trajectory.parquet", "the per-trajectory file this run writes"),
+                            *((Path(p), "one of the inputs") for p in inputs if p)):
+            if same_file(report, other):
+                fail(f"--report {report}: it is {what} ({other}); the report would replace it. Name another file")
     try:  # a bad ranges file fails before the run, not after it
         dist = scenario.uncertainty.distribution(scenario.acceptance) if scenario.uncertainty.draws else None
     except InputError as exc:
@@ -376,6 +388,13 @@ def predict(
         comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
         comp.intervals["verdict"] = verdict  # type: ignore[index]
     comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
+    unused = _unused_prices(prices, pool_list)
+    if unused:
+        comp.assumptions["unused_prices"] = unused
+        # a price for a GPU no pool runs on: a typo of the pool's GPU, or a run on other GPUs than meant (json/csv: in
+        # assumptions.unused_prices, as the applicability warning, so that stdout and stderr stay what a script reads)
+        if not quiet and fmt == "table":
+            console.print(f"note: {unused}", highlight=False, markup=False)
     summary_obj = {
         "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
         "summary": comp.summary.reset_index().to_dict(orient="records"),
@@ -414,6 +433,17 @@ def predict(
             say(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files", highlight=False)
         for key, reason in written.omitted.items():
             say(f"  figure {key} left out: {reason}", highlight=False)
+
+
+def _unused_prices(prices: Mapping[str, float], pool_list) -> str:
+    """The --price entries no pool of this run is priced by, in words ('' if every one is used)."""
+    gpus = {p.gpu for p in pool_list}
+    unused = [f"{k}={v:g}" for k, v in prices.items() if load_hardware(k).id not in gpus]
+    if not unused:
+        return ""
+    pools = ", ".join(f"{p.role.capitalize()} {p.gpu}" for p in pool_list) or "none (a hosted Strong model only)"
+    return (f"--price {','.join(unused)}: no pool of this run runs on {'that GPU' if len(unused) == 1 else 'those GPUs'} "
+            f"(pools: {pools}), so {'it is' if len(unused) == 1 else 'they are'} unused")
 
 
 def _ratio_in_words(summary: pd.DataFrame) -> str:
