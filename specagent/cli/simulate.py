@@ -25,9 +25,9 @@ from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file, same_file
-from specagent.hardware.profile import load_hardware
+from specagent.costmodel.deployment import Deployment
 from specagent.reports import bottom_line as BL
-from specagent.simulator.rates_prices import parse_prices
+from specagent.simulator.rates_prices import parse_prices, unused_prices
 from specagent.simulator.provenance import record_inputs
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.run import check_success_rates, scenario_strategies
@@ -388,7 +388,7 @@ def predict(
         comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
         comp.intervals["verdict"] = verdict  # type: ignore[index]
     comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
-    unused = _unused_prices(prices, pool_list)
+    unused = _unused_prices(prices, pool_list, setting)
     if unused:
         comp.assumptions["unused_prices"] = unused
         # a price for a GPU no pool runs on: a typo of the pool's GPU, or a run on other GPUs than meant (json/csv: in
@@ -435,10 +435,11 @@ def predict(
             say(f"  figure {key} left out: {reason}", highlight=False)
 
 
-def _unused_prices(prices: Mapping[str, float], pool_list) -> str:
+def _unused_prices(prices: Mapping[str, float], pool_list, setting) -> str:
     """The --price entries no pool of this run is priced by, in words ('' if every one is used)."""
     gpus = {p.gpu for p in pool_list}
-    unused = [f"{k}={v:g}" for k, v in prices.items() if load_hardware(k).id not in gpus]
+    unused = unused_prices(dict(prices), [d.hardware for d in (setting.weak, setting.strong)
+                                            if isinstance(d, Deployment) and d.hardware.id in gpus])
     if not unused:
         return ""
     pools = ", ".join(f"{p.role.capitalize()} {p.gpu}" for p in pool_list) or "none (a hosted Strong model only)"
