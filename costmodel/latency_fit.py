@@ -215,7 +215,7 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
     every = [*fixed, *params]
     # a deployment's engine depends only on the parameters that apply to its engine and GPU: their values key the
     # predictions `Pricer` keeps, so a trial that moves none of them (most Jacobian columns) reuses them exactly
-    applies: dict[tuple[str, str], tuple[int, ...]] = {}
+    applies: dict[tuple[str, str, bool], tuple[int, ...]] = {}
     pricer = Pricer(targets)
 
     def residuals(z: np.ndarray) -> np.ndarray:
@@ -230,9 +230,9 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
             return cache[k]
 
         def key_for(dep: Deployment) -> tuple:
-            k = (dep.serving_engine.id, dep.hardware.id)
+            k = (dep.serving_engine.id, dep.hardware.id, dep.model.is_moe)
             if k not in applies:
-                applies[k] = tuple(i for i, p in enumerate(every) if p.applies(*k))
+                applies[k] = moves_price(every, *k)
             return tuple(float(vals[i]) for i in applies[k])
 
         pred = pricer(engine_for, key_for)
@@ -240,6 +240,27 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
 
     res = least_squares(residuals, start, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev, x_scale=1.0, diff_step=1e-3)
     return np.exp(res.x), res
+
+
+#: Engine fields only routed-expert GEMMs read: a model without MoE layers computes 0 FLOPs at them, bit for bit.
+MOE_FIELDS = ("moe_mfu", "moe_tflops", "moe_pad_tokens")
+#: Parameter fields that set every layer kind's time at once (`engine_with`).
+WHOLE_LAYER_FIELDS = ("layer_us.*", PER_KERNEL_LAYER_US)
+
+
+def moves_price(params: Sequence[Param], engine_id: str, gpu_id: str, moe: bool) -> tuple[int, ...]:
+    """Indices of the `params` a deployment's price can depend on: those that apply to its engine and GPU, less those a
+    later one overwrites in `engine_with` (a per-GPU term after its engine-wide one: later parameters win) and, for a
+    model without MoE layers, the MoE fields. What is left out cannot change a bit of its prediction, so a fit's
+    trial that moves only those reuses the prediction (`Pricer`) — the same numbers, fewer repricings."""
+    on = [i for i, p in enumerate(params) if p.applies(engine_id, gpu_id) and (moe or p.field not in MOE_FIELDS)]
+
+    def overwritten(i: int) -> bool:
+        f = params[i].field
+        return any(params[j].field == f or (params[j].field in WHOLE_LAYER_FIELDS and f.startswith("layer_us"))
+                   for j in on if j > i)
+
+    return tuple(i for i in on if not overwritten(i))
 
 
 def fitted_on(t: Target) -> bool:

@@ -343,6 +343,32 @@ def test_held_out_fits_in_processes_give_the_same_answers_as_in_order(tmp_path: 
     assert min(abs(e) for t, e in zip(alone.targets, alone.errors) if t.row.source == "src1") > 0.1  # a fit that can be wrong
 
 
+def test_a_trial_reprices_only_what_its_parameter_can_move(tmp_path: Path):
+    """`moves_price`: a per-GPU term overwrites its engine-wide one there, a whole-layer term any layer term before it,
+    and a model without MoE layers reads no MoE field; what it leaves out changes no bit of a prediction."""
+    P = lf.Param
+    ps = [P("bw", "bandwidth", 0.7, 0.1, 1.0, "t"), P("bw@h20", "bandwidth", 0.7, 0.1, 1.0, "t", gpus=("h20",)),
+          P("moe", "moe_mfu", 0.5, 0.1, 1.0, "t"), P("att", "layer_us.full_attention", 5.0, 0.0, 9.0, "t"),
+          P("k", lf.PER_KERNEL_LAYER_US, 2.0, 0.0, 9.0, "t"), P("req", "request_us", 9.0, 0.0, 99.0, "t", engines=("vllm",))]
+    assert lf.moves_price(ps, "vllm", "h100_sxm", True) == (0, 2, 4, 5)
+    assert lf.moves_price(ps, "vllm", "h20", True) == (1, 2, 4, 5)  # the engine-wide bandwidth is overwritten on h20
+    assert lf.moves_price(ps, "sglang", "h20", False) == (1, 4)  # no MoE layers; request_us is vLLM's
+    # what it leaves out moves no bit: a dense model priced at two MoE efficiencies and two engine-wide bandwidths on h20
+    spec = [dict(source="s", concurrency=c, input_tokens=512, output_tokens=256, tpot_ms=1.0, model="Qwen/Qwen3-8B", gpu="h20")
+            for c in (1, 16)]
+    targets, _ = lt.targets_from_rows(load_serving(_csv(tmp_path, spec)))
+    assert targets and not targets[0].dep.model.is_moe
+    eng = targets[0].dep.serving_engine.id
+    ps = [P("bw", "bandwidth", 0.7, 0.1, 1.0, "t"), P("bw@h20", "bandwidth", 0.7, 0.1, 1.0, "t", gpus=("h20",)),
+          P("moe", "moe_mfu", 0.5, 0.1, 1.0, "t")]
+    assert lf.moves_price(ps, eng, "h20", False) == (1,)
+
+    def priced(values):
+        return lt.predict(targets, lf.fitted_engine_for(lf.FitResult(ps, np.array(values), 0, [], 0.0, True, ""))).tobytes()
+
+    assert priced([0.7, 0.6, 0.5]) == priced([0.2, 0.6, 0.9]) != priced([0.7, 0.3, 0.5])
+
+
 def test_folds_are_dealt_largest_first_to_the_lightest_share():
     sizes = {None: 100, "a": 90, "b": 80, "c": 70, "d": 60}
     assert lv.deal_folds([None, "a", "b", "c", "d"], sizes, 2) == [[None, "c", "d"], ["a", "b"]]
