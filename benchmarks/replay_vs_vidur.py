@@ -28,7 +28,8 @@ load, not an accuracy comparison.
 Vidur runs with wandb off (WANDB_MODE=disabled, no project), no plots, no Chrome trace, no batch or utilisation
 metrics, only its per-request metrics CSV (the counterpart of replay's printed figures); its fitted predictions
 are cached in --workdir by one untimed warm-up run, so the timed runs load them as a user's second run does.
-Wall time per run via os.wait4 (the child's own usage), best of --repeat.
+Wall and CPU time per run via os.wait4 (the child's own usage), best of --repeat; the ratio is Vidur's over
+specagent's.
 """
 
 from __future__ import annotations
@@ -156,19 +157,20 @@ def vidur_cmd(python: str, trace: Path, out: Path, cache: Path) -> list[str]:
             "--no-metrics_config_store_utilization_metrics", "--metrics_config_store_request_metrics"]
 
 
-def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
-    """(wall seconds, stdout) of one command in its own process; exits naming the command if it fails."""
+def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str, float]:
+    """(wall seconds, stdout, CPU seconds) of one command in its own process (os.wait4: the child's own usage); exits
+    naming the command if it fails. On a shared machine wall time grows with others' load, CPU time much less."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd,
                                 env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
-        _, status, _ = os.wait4(proc.pid, 0)
+        _, status, usage = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{Path(cmd[0]).name} {' '.join(cmd[1:4])} ... failed:\n{err.read().decode()[-3000:]}")
-        return dt, out.read().decode()
+        return dt, out.read().decode(), usage.ru_utime + usage.ru_stime
 
 
 def vidur_means(out: Path) -> tuple[float, float, int]:
@@ -220,10 +222,13 @@ def main() -> int:
         print("replay_vs_vidur: Vidur is not installed here (pass --vidur-python PATH or set VIDUR_PYTHON to a Python with "
               "vidur==0.0.26, e.g. `python3 -m venv V && V/bin/pip install vidur==0.0.26`); skipped")
         return 0
-    probe = subprocess.run([args.vidur_python, "-c", "import vidur.main"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        print(f"replay_vs_vidur: {args.vidur_python} cannot import vidur.main ({(probe.stderr.strip().splitlines() or ['?'])[-1]}); "
-              "install vidur==0.0.26 there; skipped")
+    try:
+        probe = subprocess.run([args.vidur_python, "-c", "import vidur.main"], capture_output=True, text=True)
+        problem = (probe.stderr.strip().splitlines() or ["?"])[-1] if probe.returncode != 0 else ""
+    except OSError as exc:
+        problem = str(exc)
+    if problem:
+        print(f"replay_vs_vidur: {args.vidur_python} cannot import vidur.main ({problem}); install vidur==0.0.26 there; skipped")
         return 0
     from specagent.hardware.profile import load_hardware
 
@@ -242,25 +247,28 @@ def main() -> int:
             "--format", "json"]
     warm_trace = work / "trace_warmup.csv"
     write_trace(warm_trace, 100, rate)
-    warm, _ = run(vidur_cmd(args.vidur_python, warm_trace, work / "vidur_out_warmup", cache), venv, cwd=work)
+    warm = run(vidur_cmd(args.vidur_python, warm_trace, work / "vidur_out_warmup", cache), venv, cwd=work)[0]
     print(f"Vidur warm-up (fits its predictors on the profile, caches them; 100 requests): {warm:.1f} s")
     for n in sizes:
         trace = work / f"trace_{n}.csv"
         write_trace(trace, n, rate)
         out = work / f"vidur_out_{n}"
         run(spec[:2] + [str(trace)] + spec[2:], {"PYTHONDONTWRITEBYTECODE": ""})  # untimed: byte-compiles, as a user's first run does
-        vt, st = [], []
+        vt, st, vc, sc = [], [], [], []
         for _ in range(args.repeat):
             shutil.rmtree(out, ignore_errors=True)
-            vt.append(run(vidur_cmd(args.vidur_python, trace, out, cache), venv, cwd=work)[0])
-            dt, text = run(spec[:2] + [str(trace)] + spec[2:])
+            dt, _, cpu = run(vidur_cmd(args.vidur_python, trace, out, cache), venv, cwd=work)
+            vt.append(dt)
+            vc.append(cpu)
+            dt, text, cpu = run(spec[:2] + [str(trace)] + spec[2:])
             st.append(dt)
+            sc.append(cpu)
         doc = json.loads(text)
         v_e2e, v_ttft, v_n = vidur_means(out)
         ratio = min(vt) / min(st)
-        print(f"{n:>8,} requests: Vidur {min(vt):7.2f} s, specagent replay {min(st):6.2f} s: "
-              f"{ratio:5.1f}x (goal {GOAL:g}x: {'met' if ratio >= GOAL else 'missed'}); runs V {['%.2f' % t for t in vt]} "
-              f"S {['%.2f' % t for t in st]}")
+        print(f"{n:>8,} requests: Vidur {min(vt):7.2f} s, specagent replay {min(st):6.2f} s wall: "
+              f"{ratio:5.1f}x (goal {GOAL:g}x: {'met' if ratio >= GOAL else 'missed'}); CPU {min(vc):.2f} s / {min(sc):.2f} s: "
+              f"{min(vc) / min(sc):.1f}x; wall runs V {['%.2f' % t for t in vt]} S {['%.2f' % t for t in st]}")
         print(f"{'':>18}mean E2E Vidur {v_e2e:.3f} s / specagent {doc['mean_e2e_s']:.3f} s; mean TTFT Vidur {v_ttft:.1f} ms"
               f" / specagent {doc['mean_ttft_ms']:.1f} ms; requests {v_n:,} / {doc['requests']:,}")
     print(f"load average after {os.getloadavg()[0]:.2f} (the machine may be shared: wall time under load is longer)")
