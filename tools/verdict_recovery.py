@@ -189,6 +189,14 @@ def _se(n: int, p: float = NOMINAL) -> float:
     return math.sqrt(p * (1 - p) / n)
 
 
+def _p_outside(n: int, p: float = NOMINAL) -> float:
+    """Chance that the coverage of an exact interval over n replicates lands outside 2 SE of nominal."""
+    from scipy import stats
+
+    k = np.arange(n + 1)
+    return float(stats.binom.pmf(k, n, p)[np.abs(k / n - p) > 2 * _se(n, p)].sum())
+
+
 def table(scenarios, results: dict[str, list[dict]], replicates: int) -> str:
     se = _se(replicates)
     lines = [f"Recovery (`tools/verdict_recovery.py`, {replicates} replicates per scenario, seeded): share of replicates "
@@ -205,11 +213,17 @@ def table(scenarios, results: dict[str, list[dict]], replicates: int) -> str:
         names: list[str] = []
         for r in res:
             names += [n for n in r["covered"] if n not in names]
+        n_out = 0
         for n in names:
             got = [r["covered"][n] for r in res if n in r["covered"]]
             c = sum(got) / len(got)
             ok = abs(c - NOMINAL) <= 2 * _se(len(got))
+            n_out += not ok
             lines.append(f"| `{n}` | {t.value(n):g} | {c:.3f} | {_se(len(got)):.4f} | {NOMINAL} | {'yes' if ok else 'no'} |")
+        outside = sum(_p_outside(sum(1 for r in res if n in r["covered"])) for n in names)
+        lines.append("")
+        lines.append(f"Rows outside 2 SE: {n_out} of {len(names)}; expected by chance alone were every interval exact: "
+                     f"{outside:.1f} (binomial: {_p_outside(replicates):.3f} a row).")
         lines.append("")
         lines.append("| test | truth | share of replicates that say \"supported\" |")
         lines.append("|---|---|---|")
