@@ -184,3 +184,22 @@ def test_task_sd_interval_inverts_the_boundary_test():
         assert te.interval() == want, stat
         assert math.isclose(te.p_value, 0.5 * stats.chi2.sf(stat, 1))
     assert CHI2_MIX_95 < 3.0 < CHI2_95
+
+
+def test_a_fitted_task_sd_is_a_model_field_drawn_on_its_own_domain():
+    """The fitted sd travels as `[acceptance] task_sd`; its interval is drawn over [0, MAX_TASK_SD], not clipped to a
+    probability's [0, 1]; a negative or absurd sd is one located error."""
+    from specagent.common.errors import InputError
+    from specagent.simulator.acceptance.model import AcceptanceModel
+    from specagent.simulator.acceptance.ranges import AcceptanceDistribution
+
+    m = AcceptanceModel(task_sd=1.05, fit={"intervals": {"task_sd": [0.84, 1.3]}})
+    (r,) = AcceptanceDistribution.fitted(m).ranges
+    assert (r.path, r.low, r.high) == ("task_sd", 0.84, 1.3)
+    for bad in (-0.1, 11.0, float("nan")):
+        try:
+            AcceptanceModel(task_sd=bad)
+        except InputError as e:
+            assert "task_sd" in str(e)
+        else:
+            raise AssertionError(bad)
