@@ -5,6 +5,7 @@ heterogeneity and no correlation; the new interval and test formulas equal hand 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -134,9 +135,9 @@ def test_the_quadrature_is_the_integral_and_the_gradient_its_derivative(tmp_path
 
 
 def test_heterogeneity_is_estimated_and_correlation_not_invented(tmp_path):
-    """Scenario B's first replicate (σ_task 1, correlation 0): task_sd's interval holds 1 and not 0 or 2,
+    """Scenario B's first replicate, 80 tasks (σ_task 1, correlation 0): task_sd's interval holds 1 and not 0 or 2,
     correlation's holds 0, accept.KIND is the median task's (its interval holds the generator's accept[kind])."""
-    r = fit_acceptance(_fit_log(vr.SCENARIOS[1], 0, tmp_path))
+    r = fit_acceptance(_fit_log(dataclasses.replace(vr.SCENARIOS[1], tasks=80), 0, tmp_path))
     p = {q.name: q for q in r.params}
     sd, corr = p["task_sd"], p["correlation"]
     assert sd.low <= 1.0 <= sd.high and 0.0 < sd.low and sd.high < 2.0, sd

@@ -671,6 +671,8 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
     free = kinds_seen + ([5] if has_decay else []) + ([6] if has_corr else [])
     pr0 = _Profiled(lambda x: acceptance_loglik(x, j), x0, bounds, free)
     jt = Judged.of(data.segments, by_task=True) if len(data.tasks) >= 2 else None
+    if jt is not None and len(np.unique(jt.task)) < 2:  # a protocol log's trajectories without a reviewed segment
+        jt = None
     te = _fit_task_effect(jt, pr0, bounds, free) if jt is not None else None
     # with a task effect found (task_sd > 0), every acceptance parameter comes from the joint fit with it; without
     # (one task, or task_sd's MLE at 0), the fixed-effect fit is that fit's own restriction and is kept as is
