@@ -140,10 +140,6 @@ class AcceptanceModel:
             v = getattr(self, name)
             if not _probability(v):
                 raise InputError(f"acceptance.{name} must be a probability in [0, 1], got {v}", name)
-        sd = self.task_sd
-        if not (_number(sd) and 0.0 <= sd <= MAX_TASK_SD):
-            raise InputError(f"acceptance.task_sd (sd of the per-task effect, logit scale) must be a number in "
-                             f"[0, {MAX_TASK_SD:g}], got {sd}", "task_sd")
         r = self.weak_token_ratio
         if not (_number(r) and 0 < r <= MAX_WEAK_TOKEN_RATIO):
             raise InputError(f"acceptance.weak_token_ratio (Weak tokens per Strong token) must be a number in "
@@ -158,6 +154,10 @@ class AcceptanceModel:
         if not isinstance(self.source, str):
             raise InputError(f"acceptance.source must be a string saying where the figures come from, got {self.source!r}",
                              "source")
+        sd = self.task_sd
+        if not (_number(sd) and 0.0 <= sd <= MAX_TASK_SD):
+            raise InputError(f"acceptance.task_sd (sd of the per-task effect, logit scale) must be a number in "
+                             f"[0, {MAX_TASK_SD:g}], got {sd}", "task_sd")
         for name in ("verify_reasoning_tokens", "repair_reasoning_tokens"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
@@ -252,23 +252,6 @@ def _check_fit(fit: object) -> None:
                              f"fit.intervals.{k}")
 
 
-def _shifted(p: float, shift: float) -> float:
-    """expit(logit(p) + shift); 0 and 1 stay (a kind always or never accepted is so for every task)."""
-    if p <= 0.0 or p >= 1.0:
-        return float(p)
-    return float(1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift))))
-
-
-def shifted_accept(p: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """`_shifted` over arrays (the lockstep planner's per-trajectory tables): expit(logit(p) + shift), 0 and 1 kept."""
-    p = np.asarray(p, dtype=np.float64)
-    inner = (p > 0.0) & (p < 1.0)
-    q = np.clip(p, 1e-300, 1.0 - 1e-16)
-    with np.errstate(divide="ignore", over="ignore"):
-        out = 1.0 / (1.0 + np.exp(-(np.log(q / (1.0 - q)) + shift)))
-    return np.where(inner, out, p)
-
-
 def _number(v: object) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
@@ -334,3 +317,20 @@ def task_normals(seed: int, traj: np.ndarray) -> np.ndarray:
         key = _splitmix64(key ^ traj.astype(np.uint64))
         z = _splitmix64(key ^ _TASK_POSITION)
     return ndtri(((z >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2**53))
+
+
+def _shifted(p: float, shift: float) -> float:
+    """expit(logit(p) + shift); 0 and 1 stay (a kind always or never accepted is so for every task)."""
+    if p <= 0.0 or p >= 1.0:
+        return float(p)
+    return float(1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift))))
+
+
+def shifted_accept(p: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """`_shifted` over arrays (the lockstep planner's per-trajectory tables): expit(logit(p) + shift), 0 and 1 kept."""
+    p = np.asarray(p, dtype=np.float64)
+    inner = (p > 0.0) & (p < 1.0)
+    q = np.clip(p, 1e-300, 1.0 - 1e-16)
+    with np.errstate(divide="ignore", over="ignore"):
+        out = 1.0 / (1.0 + np.exp(-(np.log(q / (1.0 - q)) + shift)))
+    return np.where(inner, out, p)
