@@ -157,7 +157,7 @@ class AcceptanceModel:
         sd = self.task_sd
         if not (_number(sd) and 0.0 <= sd <= MAX_TASK_SD):
             raise InputError(f"acceptance.task_sd (sd of the per-task effect, logit scale) must be a number in "
-                             f"[0, {MAX_TASK_SD:g}], got {sd}", "task_sd")
+                             f"[0, {MAX_TASK_SD:g}], got {sd!r}", "task_sd")
         for name in ("verify_reasoning_tokens", "repair_reasoning_tokens"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
