@@ -27,7 +27,7 @@ def main() -> int:
             res = fit_acceptance(data)
             t2 = time.perf_counter()
             print(f"{data.records:>5} verifications: read {t1 - t0:.2f} s, fit {t2 - t1:.2f} s "
-                  f"({len(res.params)} parameters, {sum(p.how == 'profile likelihood' for p in res.params)} profile intervals)")
+                  f"({len(res.params)} parameters, {sum(p.how.startswith('profile likelihood') for p in res.params)} profile intervals, task_sd {res.model.task_sd:g})")
     return 0
 
 

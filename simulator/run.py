@@ -12,7 +12,7 @@ import numpy as np
 
 from specagent.common.alloc import paused_gc
 from specagent.common.errors import InputError
-from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
+from specagent.simulator.acceptance.model import AcceptanceModel, task_normals, unit_uniforms
 from specagent.simulator.pricing.des import run_des
 from specagent.simulator.strategies.lockstep import plan_specagent_replicas
 from specagent.simulator.protocol.plan import CallPlan, PlanBuilder
@@ -76,13 +76,17 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy
     traj_of, pos_of = unit_positions(offsets)
     u = unit_uniforms(seed, traj_of + first, pos_of)
     u0, u1, bounds = u[:, 0].tolist(), u[:, 1].tolist(), offsets.tolist()
+    # a per-task effect: one draw per trajectory (the base one: replicas share it, common random numbers), read only
+    # when a model has task_sd > 0, so a run without one draws exactly what it did before the field existed
+    z = task_normals(seed, np.arange(len(episodes)) + first) if any(a.task_sd > 0 for a in models) else None
     b = PlanBuilder()
     with paused_gc():  # plans allocate many small acyclic rows
         for r, acc in enumerate(models):
             for i, ep in enumerate(episodes):
                 audit = [] if audits is not None else None
                 lo, hi = bounds[i], bounds[i + 1]
-                strategy.plan_episode(ep, r * len(episodes) + i, b, acc, (u0[lo:hi], u1[lo:hi]), setting, audit)
+                acc_i = acc.for_task(float(z[i])) if z is not None and acc.task_sd > 0 else acc
+                strategy.plan_episode(ep, r * len(episodes) + i, b, acc_i, (u0[lo:hi], u1[lo:hi]), setting, audit)
                 if audits is not None:
                     audits.append(audit)
     return b.build()

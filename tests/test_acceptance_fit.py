@@ -51,14 +51,14 @@ def _truth(name: str, acc: AcceptanceModel) -> float:
 def test_known_parameters_are_recovered_inside_their_intervals(fitted):
     """Every parameter of the model is estimated (none left at its default), and the 95% intervals hold the truth.
 
-    18 intervals at 95% miss 0.9 of them on average, so at this fixed seed at most 2 may miss, each by under a fifth
+    19 intervals at 95% miss 0.95 of them on average, so at this fixed seed at most 2 may miss, each by under a fifth
     of its width (a biased estimator or an interval too narrow misses more, or by more); that each construction
     covers 95% of the time is tested below."""
     assert fitted.not_fitted == {}
     names = {p.name for p in fitted.params}
     assert {f"accept.{k}" for k in TRUTH.accept} | {f"exact.{k}" for k in TRUTH.exact} | {
         "position_decay", "correlation", "p_valid_replacement", "verdict_tokens", "accept_verdict_tokens",
-        "verify_reasoning_tokens", "repair_reasoning_tokens", "weak_token_ratio"} == names
+        "verify_reasoning_tokens", "repair_reasoning_tokens", "weak_token_ratio", "task_sd"} == names
     misses = []
     for p in fitted.params:
         t = _truth(p.name, TRUTH)
@@ -83,6 +83,8 @@ def _doubled(name: str, t: float) -> float:
 def test_a_factor_of_two_change_is_detected(fitted):
     for p in fitted.params:
         t = _truth(p.name, TRUTH)
+        if p.name == "task_sd":  # truth 0: twice 0 is 0 (tests/test_acceptance_recovery.py moves it)
+            continue
         assert not p.low <= _doubled(p.name, t) <= p.high, (p.name, p)
     # and the other way round: a log simulated at twice the verdict and reasoning tokens gives disjoint intervals
     other = _fit(dataclasses.replace(TRUTH, verdict_tokens=96, verify_reasoning_tokens=600), 100, seed=2)

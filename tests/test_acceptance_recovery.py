@@ -1,9 +1,11 @@
 """The recovery suite's generator (tools/verdict_recovery.py) writes valid verdict logs with the acceptance it was
-given; the fit no longer reads per-task heterogeneity as correlation; the new interval and test formulas equal hand
-calculations."""
+given; the fit's per-task random effect (simulator/acceptance/task_effect.py) is the right integral with the right
+gradient, reduces to the fixed-effect fit without one, and finds heterogeneity, not correlation, where there is
+heterogeneity and no correlation; the new interval and test formulas equal hand calculations."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -14,8 +16,10 @@ import numpy as np
 from scipy import stats
 
 from specagent.simulator.acceptance.fit import (
-    Judged, Segment, _ratio, heterogeneity_test, within_task_correlation_test,
+    CHI2_95, CHI2_MIX_95, FitData, Judged, Segment, _ratio, _TaskEffect, acceptance_loglik, fit_acceptance, heterogeneity_test,
+    read_logs, within_task_correlation_test,
 )
+from specagent.simulator.acceptance.task_effect import TaskEffectLikelihood
 from specagent.traces.verdict_log import read_verdict_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +99,108 @@ def test_the_fit_names_what_it_found():
 
 def test_heterogeneity_is_not_read_as_correlation():
     """σ_task = 1 on the logit scale, correlation 0: correlation 'supported' in at most 2 of 20 replicates (it was
-    20 of 20 before the within-task check)."""
+    20 of 20 before the fit had a per-task effect)."""
     b = vr.SCENARIOS[1]
     said = [vr.fit_one(b, 100 + rep)["supported"]["correlation"] for rep in range(20)]
     assert sum(said) <= 2, said
+
+
+def _fit_log(t, rep: int, tmp_path):
+    recs = vr.draw_log(t, np.random.default_rng([t.seed, rep]))
+    path = tmp_path / f"{t.name}-{rep}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    return read_logs([path])
+
+
+def _judged_b(tmp_path):
+    return Judged.of(_fit_log(vr.SCENARIOS[1], 0, tmp_path).segments, by_task=True)
+
+
+def test_the_quadrature_is_the_integral_and_the_gradient_its_derivative(tmp_path):
+    jt = _judged_b(tmp_path)
+    args = (jt.kind, jt.pos, jt.after, jt.n_accepted, jt.n_rejected, jt.task)
+    lik, fine = TaskEffectLikelihood(*args), TaskEffectLikelihood(*args, nodes=80)
+    theta = np.array([0.85, 0.6, 0.7, 0.9, 0.8, 0.9, 0.1, 0.0])
+    # task_sd 0: the fixed-effect likelihood, term for term
+    assert math.isclose(lik.loglik(theta), acceptance_loglik(theta[:7], Judged.of(
+        [Segment(s.kinds, s.after_rejection, s.accepted_prefix, s.complete, s.task)
+         for s in _fit_log(vr.SCENARIOS[1], 0, tmp_path).segments])), rel_tol=1e-12)
+    for sd in (0.5, 1.0, 1.5, 2.0):  # 20 adaptive nodes against 80, over 150 tasks (a likelihood ratio needs ~0.01)
+        theta[7] = sd
+        assert abs(lik.loglik(theta) - fine.loglik(theta)) < 0.01, sd
+    theta[7] = 1.0
+    num = np.array([(lik.loglik(theta + e) - lik.loglik(theta - e)) / 2e-6 for e in np.eye(8) * 1e-6])
+    np.testing.assert_allclose(lik.grad(theta), num, rtol=1e-4, atol=1e-3)
+    assert abs(lik.grad(theta)[7]) > 1.0  # not vacuous: sd 1 is not this log's optimum in every direction
+
+
+def test_heterogeneity_is_estimated_and_correlation_not_invented(tmp_path):
+    """Scenario B's first replicate, 80 tasks (σ_task 1, correlation 0): task_sd's interval holds 1 and not 0 or 2,
+    correlation's holds 0, accept.KIND is the median task's (its interval holds the generator's accept[kind])."""
+    r = fit_acceptance(_fit_log(dataclasses.replace(vr.SCENARIOS[1], tasks=80), 0, tmp_path))
+    p = {q.name: q for q in r.params}
+    sd, corr = p["task_sd"], p["correlation"]
+    assert sd.low <= 1.0 <= sd.high and 0.0 < sd.low and sd.high < 2.0, sd
+    assert corr.low == 0.0 <= corr.high < 0.1, corr
+    assert r.tests["task_heterogeneity"]["supported"] and not r.tests["correlation"]["supported"]
+    assert r.diagnostics["dependence"] == "per-task heterogeneity (not correlation)"
+    assert r.model.task_sd == round(sd.estimate, 6)
+    for kind, a in vr.SCENARIOS[1].accept.items():
+        q = p[f"accept.{kind}"]
+        assert q.low <= a <= q.high and "median task" in q.how, q
+
+
+def test_without_heterogeneity_the_fit_is_the_fixed_effect_fit(tmp_path):
+    """Scenario A's first replicate (σ_task 0): task_sd's interval holds 0 (closed), and every acceptance
+    estimate and interval is the fixed-effect fit's, the same log read as one task (where no effect is fitted)."""
+    data = _fit_log(vr.SCENARIOS[0], 0, tmp_path)
+    r = fit_acceptance(data)
+    sd = next(q for q in r.params if q.name == "task_sd")
+    assert sd.estimate == 0.0 == sd.low < sd.high and "open" not in sd.how, sd
+    assert r.model.task_sd == 0.0
+    one = FitData(segments=[Segment(s.kinds, s.after_rejection, s.accepted_prefix, s.complete, 0) for s in data.segments],
+                  tasks={"all": 0})
+    r1 = fit_acceptance(one)
+    assert "task_sd" in r1.not_fitted and all(q.name != "task_sd" for q in r1.params)
+    same = [q.name for q in r1.params]
+    assert {q.name: (q.estimate, q.low, q.high) for q in r.params if q.name in same} == {
+        q.name: (q.estimate, q.low, q.high) for q in r1.params}
+
+
+class _Ends:
+    """A stand-in profile: task_sd's MLE 0.5, its profile ends at 0.2 and 1.0."""
+
+    x = np.array([0.0] * 7 + [0.5])
+    best = 10.0
+
+    def end(self, i, side):
+        return 1.0 if side > 0 else 0.2
+
+
+def test_task_sd_interval_inverts_the_boundary_test():
+    """0 is inside when the ½χ²₀ + ½χ²₁ test keeps it (statistic <= 2.71); open at 0 when that test rejects but the
+    profile drop at 0 is under 3.84; else the profile's own lower end. The p-value is half χ²₁'s."""
+    for stat, want in ((2.0, (0.0, 1.0, False)), (3.0, (0.0, 1.0, True)), (5.0, (0.2, 1.0, False))):
+        te = _TaskEffect(_Ends(), 10.0 - stat / 2, 30)
+        assert te.interval() == want, stat
+        assert math.isclose(te.p_value, 0.5 * stats.chi2.sf(stat, 1))
+    assert CHI2_MIX_95 < 3.0 < CHI2_95
+
+
+def test_a_fitted_task_sd_is_a_model_field_drawn_on_its_own_domain():
+    """The fitted sd travels as `[acceptance] task_sd`; its interval is drawn over [0, MAX_TASK_SD], not clipped to a
+    probability's [0, 1]; a negative or absurd sd is one located error."""
+    from specagent.common.errors import InputError
+    from specagent.simulator.acceptance.model import AcceptanceModel
+    from specagent.simulator.acceptance.ranges import AcceptanceDistribution
+
+    m = AcceptanceModel(task_sd=1.05, fit={"intervals": {"task_sd": [0.84, 1.3]}})
+    (r,) = AcceptanceDistribution.fitted(m).ranges
+    assert (r.path, r.low, r.high) == ("task_sd", 0.84, 1.3)
+    for bad in (-0.1, 11.0, float("nan")):
+        try:
+            AcceptanceModel(task_sd=bad)
+        except InputError as e:
+            assert "task_sd" in str(e)
+        else:
+            raise AssertionError(bad)

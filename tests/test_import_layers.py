@@ -34,7 +34,8 @@ ROOT_RANK = LAYERS.index("specagent.cli")
 #: strategies/, capacity/; the entry points sit at the top of the package. A subpackage's __init__ is listed as itself.
 SIMULATOR = [
     {"protocol", "acceptance", "pricing", "strategies", "capacity", "fleet", "fleet.native",
-     "protocol.phases", "protocol.plan", "acceptance.model", "acceptance.io", "parallel", "plan_store", "rates_prices"},
+     "protocol.phases", "protocol.plan", "acceptance.model", "acceptance.io", "acceptance.task_effect", "parallel", "plan_store",
+     "rates_prices"},
     {"protocol.workload", "protocol.decisions", "protocol.setting", "protocol.environment",
      "acceptance.verdict_records", "acceptance.fit", "acceptance.ranges", "latency_error"},
     {"fleet.itercost", "fleet.config", "fleet.sim", "fleet.results", "fleet.trace",

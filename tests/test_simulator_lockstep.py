@@ -64,12 +64,13 @@ def both(episodes, strategy, acc, seed, setting=SETTING):
        exact=st.booleans(), caching=st.booleans(), prompt=st.sampled_from(["cached", "fresh"]),
        ratio=st.sampled_from([1.0, 0.7, 1.3]), corr=st.sampled_from([0.0, 0.5]), decay=st.sampled_from([1.0, 0.9]),
        replacement=st.sampled_from([0.0, 0.5, 1.0]), verdict=st.sampled_from([0, 48]), accept_verdict=st.sampled_from([0, 4]),
-       thinking=st.booleans(), vr=st.sampled_from([None, 0, 250]), rr=st.sampled_from([None, 0, 90]))
+       thinking=st.booleans(), vr=st.sampled_from([None, 0, 250]), rr=st.sampled_from([None, 0, 90]),
+       task_sd=st.sampled_from([0.0, 0.0, 1.5]))
 def test_lockstep_equals_reference_planner(eps, p, k, seed, review, exact, caching, prompt, ratio, corr, decay, replacement,
-                                           verdict, accept_verdict, thinking, vr, rr):
+                                           verdict, accept_verdict, thinking, vr, rr, task_sd):
     acc = dataclasses.replace(AcceptanceModel.constant(p), weak_token_ratio=ratio, correlation=corr, position_decay=decay,
                               p_valid_replacement=replacement, verdict_tokens=verdict, accept_verdict_tokens=accept_verdict,
-                              thinking=thinking, verify_reasoning_tokens=vr, repair_reasoning_tokens=rr)
+                              thinking=thinking, verify_reasoning_tokens=vr, repair_reasoning_tokens=rr, task_sd=task_sd)
     setting = dataclasses.replace(SETTING, prefix_caching=caching, verifier_prompt=prompt)
     strat = SpecAgent(k=k, review=review, verifier="exact" if exact else "semantic")
     assert_same_plan(*both(eps, strat, acc, seed, setting))
@@ -87,6 +88,51 @@ def test_lockstep_equals_reference_on_a_synthetic_workload():
     assert fast.stat("rejections").sum() > 50 and fast.stat("replacements").sum() > 10  # the repair paths were exercised
     # the table and its Episode objects describe the same units
     assert _tables_equal(UnitTable.from_episodes(episodes_from_arrays(arrays)), table)
+
+
+def _synthetic_table(n: int = 200):
+    from specagent.traces import step_arrays
+    from specagent.traces.profile import load_profile
+    from specagent.traces.synth import synthesize_frame
+
+    return unit_table_from_arrays(step_arrays(synthesize_frame(load_profile("tau2_airline"), n, seed=3)))
+
+
+def test_a_task_effect_is_drawn_once_per_trajectory_in_both_planners():
+    """task_sd > 0: the lockstep and per-episode planners draw the same u per trajectory (row for row equal, replicas
+    included); a replica at task_sd 0 plans exactly what that model alone plans; and the effect is felt in the
+    direction the mean of a logit-normal acceptance moves."""
+    table = _synthetic_table()
+    base = AcceptanceModel()
+    het = dataclasses.replace(base, task_sd=2.0)
+    fast, ref = both(table, SpecAgent(k=4), het, 11)
+    assert_same_plan(fast, ref)
+    reps = plan_strategy(table, SpecAgent(k=4), SETTING, [base, het], 11)  # replicas: the second equals het alone
+    n = table.n_traj
+    np.testing.assert_array_equal(reps.stats[n:], fast.stats)
+    plain = plan_strategy(table, SpecAgent(k=4), SETTING, base, 11)
+    np.testing.assert_array_equal(reps.stats[:n], plain.stats)
+    # the default accepts ~0.4 for the median task; over tasks E[expit(logit 0.4 + 2 z)] ~ 0.45 > 0.4, so fewer
+    # verifications reject (0.70 -> 0.60 here, ~330 verifications each: 4 binomial SE apart)
+    share = lambda plan: plan.stat("rejections").sum() / plan.stat("reviews").sum()  # noqa: E731
+    assert share(fast) < share(plain) - 0.05, (share(fast), share(plain))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(low=st.floats(0.05, 0.6), gap=st.floats(0.2, 0.39), sd=st.floats(0.1, 3.0), seed=st.integers(0, 2**31))
+def test_a_task_effect_keeps_the_kind_order_and_conserves_steps(low, gap, sd, seed):
+    """Every task's shift is the same monotone map of every kind's acceptance, so a kind accepted more often for the
+    median task is accepted at least as often for every task; and every reference action is committed exactly once
+    (by the Weak model or the Strong one) whatever the effect."""
+    acc = dataclasses.replace(AcceptanceModel(), accept={"read": low + gap, "write": low, "generic": low, "think": low + gap,
+                                                         "reply": low}, task_sd=sd)
+    z = np.linspace(-4, 4, 41)
+    for u in z:
+        t = acc.for_task(float(u))
+        assert t.task_sd == 0.0 and t.accept["read"] >= t.accept["write"] and 0.0 < t.accept["write"] < 1.0
+    table = _synthetic_table(40)
+    plan = plan_strategy(table, SpecAgent(k=4), SETTING, acc, seed)
+    np.testing.assert_array_equal(plan.stat("committed_weak") + plan.stat("committed_strong"), plan.stat("reference_actions"))
 
 
 def _tables_equal(a: UnitTable, b: UnitTable) -> bool:

@@ -35,6 +35,9 @@ import numpy as np
 from specagent.common.errors import InputError
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
+#: Largest per-task sd accepted (logit scale): a guard against a typo (sd 10 makes every task accept all or nothing),
+#: not a measured limit.
+MAX_TASK_SD = 10.0
 #: Largest Weak/Strong token ratio accepted: a guard against a typo (a drafter writing 100x the reference step's tokens
 #: is not a speculative setting any more), not a measured limit.
 MAX_WEAK_TOKEN_RATIO = 100.0
@@ -72,7 +75,10 @@ class AcceptanceModel:
 
     p(accept step) = accept[kind] * position_decay**position_in_segment, lowered by a
     factor (1 - correlation) right after a rejection in the same trajectory, so that
-    rejections cluster as they do when a task is hard for the Weak model.
+    rejections cluster as they do when a task is hard for the Weak model. With task_sd > 0
+    each trajectory draws one u ~ N(0, task_sd^2) (`task_normals`, seeded by trajectory) and
+    accept[kind] becomes expit(logit(accept[kind]) + u) for it (`for_task`): some tasks are
+    harder all through, which is what `acceptance fit` measures as a per-task random effect.
     """
 
     accept: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ACCEPT), metadata={
@@ -83,6 +89,10 @@ class AcceptanceModel:
         "help": "Acceptance falls by this factor per position within a drafted segment."})
     correlation: float = field(default=0.037, metadata={
         "help": "Right after a rejection, acceptance is lowered by the factor (1 - correlation)."})
+    task_sd: float = field(default=0.0, metadata={
+        "help": "Per-task difficulty: sd, on the logit scale, of a per-trajectory effect u added to logit(accept[kind]) "
+                "(0: every task alike; the default, not calibrated: the published figures are aggregates). With it "
+                "accept[kind] is the acceptance of the median task (u = 0)."})
     weak_token_ratio: float = field(default=0.532, metadata={
         "flag": "weak-ratio", "help": "Weak tokens per Strong token for the same step."})
     verdict_tokens: int = field(default=115, metadata={
@@ -144,6 +154,10 @@ class AcceptanceModel:
         if not isinstance(self.source, str):
             raise InputError(f"acceptance.source must be a string saying where the figures come from, got {self.source!r}",
                              "source")
+        sd = self.task_sd
+        if not (_number(sd) and 0.0 <= sd <= MAX_TASK_SD):
+            raise InputError(f"acceptance.task_sd (sd of the per-task effect, logit scale) must be a number in "
+                             f"[0, {MAX_TASK_SD:g}], got {sd!r}", "task_sd")
         for name in ("verify_reasoning_tokens", "repair_reasoning_tokens"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
@@ -177,7 +191,16 @@ class AcceptanceModel:
         """This model with every kind accepted (and exactly matched) with probability p, no decay or correlation."""
         kinds = DEFAULT_ACCEPT.keys()
         return replace(self, accept={k: p for k in kinds}, exact={k: p for k in kinds}, position_decay=1.0, correlation=0.0,
-                       calibrated_on={})  # the user's own figure: no calibration setting to warn about
+                       task_sd=0.0, calibrated_on={})  # the user's own figure: no calibration setting to warn about
+
+    def for_task(self, u: float) -> "AcceptanceModel":
+        """This model as one task with effect u (in sd units: the logit shift is task_sd * u) sees it: accept[kind]
+        shifted on the logit scale, task_sd 0. Only the semantic verdict's acceptance moves (`exact` is a property of
+        the drafted text, which the fit measures independently of the task effect)."""
+        if self.task_sd == 0.0:
+            return self
+        shift = self.task_sd * float(u)
+        return replace(self, accept={k: _shifted(p, shift) for k, p in self.accept.items()}, task_sd=0.0)
 
     def p_accept(self, kind: str, position: int, after_rejection: bool, exact: bool = False) -> float:
         table = self.exact if exact else self.accept
@@ -307,3 +330,38 @@ def unit_uniforms(seed: int, traj: np.ndarray, position: np.ndarray) -> np.ndarr
         streams = np.arange(UNIT_STREAMS, dtype=np.uint64)
         z = _splitmix64(key[:, None] ^ (streams[None, :] * _GOLDEN))
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+#: The counter position of a trajectory's task-effect draw: no unit has it (positions are counts of units).
+_TASK_POSITION = np.uint64(2**63 - 1)
+
+
+def task_normals(seed: int, traj: np.ndarray) -> np.ndarray:
+    """One standard normal per trajectory (its task effect in sd units), counter-based like `unit_uniforms` (a
+    stream of its own: SplitMix64 of seed, trajectory, a position no unit has), so the lockstep and per-episode
+    planners draw the same u for a trajectory however a run is batched. Read only when task_sd > 0."""
+    from scipy.special import ndtri
+
+    traj = np.asarray(traj, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        key = _splitmix64(np.full(traj.shape, seed, dtype=np.uint64))
+        key = _splitmix64(key ^ traj.astype(np.uint64))
+        z = _splitmix64(key ^ _TASK_POSITION)
+    return ndtri(((z >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2**53))
+
+
+def _shifted(p: float, shift: float) -> float:
+    """expit(logit(p) + shift); 0 and 1 stay (a kind always or never accepted is so for every task)."""
+    if p <= 0.0 or p >= 1.0:
+        return float(p)
+    return float(1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift))))
+
+
+def shifted_accept(p: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """`_shifted` over arrays (the lockstep planner's per-trajectory tables): expit(logit(p) + shift), 0 and 1 kept."""
+    p = np.asarray(p, dtype=np.float64)
+    inner = (p > 0.0) & (p < 1.0)
+    q = np.clip(p, 1e-300, 1.0 - 1e-16)
+    with np.errstate(divide="ignore", over="ignore"):
+        out = 1.0 / (1.0 + np.exp(-(np.log(q / (1.0 - q)) + shift)))
+    return np.where(inner, out, p)

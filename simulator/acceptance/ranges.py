@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from specagent.common.errors import InputError
-from specagent.simulator.acceptance.model import MAX_WEAK_TOKEN_RATIO, AcceptanceModel
+from specagent.simulator.acceptance.model import MAX_TASK_SD, MAX_WEAK_TOKEN_RATIO, AcceptanceModel
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
 SHAPES = ("uniform", "normal")
@@ -306,6 +306,8 @@ def domain(base: AcceptanceModel, path: str) -> tuple[float, float]:
     name = path.split(".", 1)[0]
     if name == "weak_token_ratio":
         return (1e-9, MAX_WEAK_TOKEN_RATIO)
+    if name == "task_sd":  # an sd on the logit scale, not a probability
+        return (0.0, MAX_TASK_SD)
     if _int_field(name):
         return (0.0, float(MAX_CONTEXT_TOKENS))
     return (0.0, 1.0)

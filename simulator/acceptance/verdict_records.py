@@ -83,7 +83,8 @@ def simulate_verdict_log(acc: AcceptanceModel, n_tasks: int, seed: int, k: int =
     Each task is a run of `segments_per_task` verifications; a segment drafts 1..K steps of
     kinds drawn uniformly from `kinds`, ending at a held write with probability 1/2 (a write
     is then its last step). Verdicts follow the acceptance model exactly (per-kind
-    acceptance, position decay, correlation after a rejection in the same task); a rejection's
+    acceptance, position decay, correlation after a rejection in the same task, a per-task effect
+    when task_sd > 0); a rejection's
     replacement is valid with `p_valid_replacement`. Reference step tokens are Poisson with
     mean `reference_mean`, drafted tokens Poisson(weak_token_ratio x reference); verdict
     reasons Poisson(verdict_tokens) plus the replacement call; accept verdicts
@@ -104,6 +105,7 @@ def simulate_verdict_log(acc: AcceptanceModel, n_tasks: int, seed: int, k: int =
     out: list[VerdictRecord] = []
     for t in range(n_tasks):
         pos, after_rej = 0, False
+        task = acc.for_task(rng.normal()) if acc.task_sd > 0 else acc  # no draw without a task effect: same log as before
         for _ in range(segments_per_task):
             n = int(rng.integers(1, k + 1))
             ks = [str(x) for x in rng.choice(nonwrite, size=n)]
@@ -117,7 +119,7 @@ def simulate_verdict_log(acc: AcceptanceModel, n_tasks: int, seed: int, k: int =
                     d["exact_match"] = bool(rng.random() < acc.exact[d["kind"]])
             a = n
             for i, kd in enumerate(ks):
-                if not rng.random() < acc.p_accept(kd, i, after_rej and i == 0):
+                if not rng.random() < task.p_accept(kd, i, after_rej and i == 0):
                     a = i
                     break
             after_rej = a < n

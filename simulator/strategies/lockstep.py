@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specagent.simulator.acceptance.model import AcceptanceModel, unit_uniforms
+from specagent.simulator.acceptance.model import AcceptanceModel, shifted_accept, task_normals, unit_uniforms
 from specagent.simulator.protocol.phases import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
@@ -172,6 +172,13 @@ class _Lockstep:
         self.stop_end = np.minimum.accumulate(stop[::-1])[::-1]
         probs = [a.exact if exact else a.accept for a in accs]
         self.p_kind = np.array([[p.get(name, p.get("write", 0.0)) for name in UNIT_KINDS] for p in probs])
+        # a per-task effect (task_sd > 0, semantic verdicts only: AcceptanceModel.for_task): each trajectory's own
+        # table, from the per-trajectory draw the per-episode planner reads too (replicas share the base one's)
+        sd = np.array([0.0 if exact else a.task_sd for a in accs])
+        self.p_traj = None
+        if (sd > 0).any():
+            z = np.tile(task_normals(seed, np.arange(n_base) + table.first_traj), n_rep)
+            self.p_traj = shifted_accept(self.p_kind[self.rep], (sd[self.rep] * z)[:, None])
         self.max_len = int(min(k, np.diff(table.offsets).max(initial=0)))  # the longest chunk possible
         self.decay = np.array([[a.position_decay**p for p in range(self.max_len + 1)] for a in accs])
 
@@ -283,7 +290,8 @@ class _Lockstep:
             rows.add(None, t, rnd, self.s_verify, STRONG_VERIFY, verify_ctx, 0)
         # judge positions up to the first rejection (only the first position can follow one)
         rj = rep[jt]
-        prob = self.p_kind[rj, tb.kind[jj]] * self.decay[rj, jp]
+        p_kind = self.p_kind[rj, tb.kind[jj]] if self.p_traj is None else self.p_traj[jt, tb.kind[jj]]
+        prob = p_kind * self.decay[rj, jp]
         prob = np.where((jp == 0) & self.after_rej[jt], prob * (1.0 - self.correlation[rj]), prob)
         never = np.iinfo(np.int64).max
         starts = np.concatenate([[0], np.cumsum(length)[:-1]])

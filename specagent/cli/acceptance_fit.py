@@ -59,7 +59,10 @@ def fit(
 
 _SHORT = {"profile likelihood": "profile", "Fisher information (NB2, log scale)": "Fisher NB2",
           "exact Poisson (Garwood)": "Garwood", "quasi-Poisson Fisher information": "quasi-Poisson",
-          "cluster-robust by task (log scale)": "cluster-robust"}
+          "cluster-robust by task (log scale)": "cluster-robust",
+          "profile likelihood (the median task: u = 0)": "profile, median task",
+          "profile likelihood; 0 tested against ½χ²₀ + ½χ²₁": "profile, boundary",
+          "profile likelihood; 0 tested against ½χ²₀ + ½χ²₁ (open at 0)": "profile, boundary, open at 0"}
 
 
 def _num(x: float) -> str:

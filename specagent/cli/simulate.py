@@ -193,6 +193,8 @@ def _assumption_table(assumptions: dict) -> Table:
     t.add_row("acceptance (semantic) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["accept"].items()))
     t.add_row("acceptance (exact step) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["exact"].items()))
     t.add_row("position decay / correlation", f"{acc['position_decay']:g} / {acc['correlation']:g}")
+    if acc.get("task_sd", 0.0) > 0:  # shown where it acts (0, the default, plans as before the field existed)
+        t.add_row("per-task effect (sd, logit scale)", f"{acc['task_sd']:g}: acceptance above is the median task's")
     t.add_row("weak token ratio", f"{acc['weak_token_ratio']:g}")
     t.add_row("verdict tokens (reject / accept)", f"{acc['verdict_tokens']} (+ replacement call) / {acc['accept_verdict_tokens']}")
     t.add_row("Strong reasoning (verify / repair)", _reasoning(acc))
