@@ -134,6 +134,19 @@ def test_the_quadrature_is_the_integral_and_the_gradient_its_derivative(tmp_path
     assert abs(lik.grad(theta)[7]) > 1.0  # not vacuous: sd 1 is not this log's optimum in every direction
 
 
+def test_the_likelihood_summed_over_blocks_of_tasks_is_the_whole(tmp_path):
+    """A long log is evaluated a block of whole tasks at a time (bounded memory): the same value and gradient."""
+    jt = _judged_b(tmp_path)
+    args = (jt.kind, jt.pos, jt.after, jt.n_accepted, jt.n_rejected, jt.task)
+    whole, parts = TaskEffectLikelihood(*args), TaskEffectLikelihood(*args, block_cells=50)
+    assert len(whole.blocks) == 1 and len(parts.blocks) > 20 and parts.tasks == whole.tasks == 150
+    assert sum(b.tasks for b, _, _ in parts.blocks) == 150 and all(len(b.kind) <= 50 or b.tasks == 1 for b, _, _ in parts.blocks)
+    for sd in (0.0, 0.7, 1.8):
+        theta = np.array([0.85, 0.6, 0.7, 0.9, 0.8, 0.9, 0.1, sd])
+        assert math.isclose(parts.loglik(theta), whole.loglik(theta), rel_tol=1e-12)
+        np.testing.assert_allclose(parts.grad(theta), whole.grad(theta), rtol=1e-9, atol=1e-9)
+
+
 def test_heterogeneity_is_estimated_and_correlation_not_invented(tmp_path):
     """Scenario B's first replicate, 80 tasks (σ_task 1, correlation 0): task_sd's interval holds 1 and not 0 or 2,
     correlation's holds 0, accept.KIND is the median task's (its interval holds the generator's accept[kind])."""
