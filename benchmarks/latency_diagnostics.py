@@ -45,6 +45,7 @@ from specagent.costmodel.latency_targets import predict, targets_from_rows
 from specagent.costmodel.latency_validation import validate
 from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, load_serving
+from specagent.simulator.parallel import default_workers, job_runner
 
 #: Both engines pad a decode batch above 8 to the next multiple of 8 (module docstring: the capture lists and their files).
 GRAPH_STEP = 8
@@ -129,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rows is None:
         targets, skipped = targets_from_rows(load_serving(default_path("serving_latency.csv")))
-        rows = [{k: str(v) for k, v in r.items()} for r in validate(targets, skipped, params=serving_params()[0]).rows()]
+        procs = default_workers()
+        val = validate(targets, skipped, params=serving_params()[0], shares=procs, run=job_runner(procs))
+        rows = [{k: str(v) for k, v in r.items()} for r in val.rows()]
         return report(rows, args.json)
     path = Path(args.rows)
     try:

@@ -22,7 +22,7 @@ from specagent.costmodel.latency_targets import skipped_by_reason, targets_from_
 from specagent.costmodel.latency_validation import TARGETS, validate
 from specagent.costmodel.phases import decode
 from specagent.measurements import default_path, file_sha256, load_serving
-from specagent.simulator.parallel import default_workers, run_jobs
+from specagent.simulator.parallel import default_workers, job_runner
 from specagent.simulator.scenario import default_setting
 
 #: The default setting's decode step is reported at these batches, at this context (tokens already cached per sequence).
@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     params, kfit = serving_params()
     procs = args.workers or default_workers()
-    val = validate(targets, skipped, held_out=True, params=params, shares=procs,
-                   run=lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=procs, on_done=on_done))
+    val = validate(targets, skipped, held_out=True, params=params, shares=procs, run=job_runner(procs))
     secs = time.perf_counter() - t0
     met = val.targets_met()
     out = {

@@ -61,6 +61,12 @@ def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], backend: str = "loca
     return out
 
 
+def job_runner(workers: int) -> Callable[[Callable[..., Any], Sequence[tuple], Callable[[int, Any], None]], list[Any]]:
+    """`run_jobs` on a local pool of `workers` processes, in the shape a lower layer that cannot import this one takes
+    (costmodel.latency_validation.JobRunner: fn, jobs, on_done)."""
+    return lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=workers, on_done=on_done)
+
+
 def _run_pool(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, done: Callable[[int, Any], None]) -> None:
     """The jobs on a process pool, each reported as it finishes; on any exception (^C included) the finished ones are
     still reported and the workers stopped at once, not after the queued jobs have run."""

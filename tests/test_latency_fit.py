@@ -329,13 +329,13 @@ def test_fit_recovers_known_coefficients_and_a_factor_of_two_error_is_caught(tmp
 
 def test_held_out_fits_in_processes_give_the_same_answers_as_in_order(tmp_path: Path):
     """`latency validate --workers N`: the fits dealt to N processes are the same deterministic fits, bit for bit."""
-    from specagent.simulator.parallel import run_jobs
+    from specagent.simulator.parallel import job_runner
 
     targets, params, _ = _synthetic(tmp_path, scale_source="src1", factor=1.5)
     alone = lv.validate(targets, params=params, max_nfev=20, prior_scale=1.0)
     said: list[str] = []
     pooled = lv.validate(targets, params=params, max_nfev=20, prior_scale=1.0, shares=2, progress=said.append,
-                         run=lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=2, on_done=on_done))
+                         run=job_runner(2))
     assert said[0] == "3 fits (all 6 figures, then each of 2 sources held out) in 2 processes" and len(said) == 4
     assert pooled.predicted.tobytes() == alone.predicted.tobytes()
     assert {s: r.values.tobytes() for s, r in pooled.per_source.items()} == {s: r.values.tobytes() for s, r in alone.per_source.items()}

@@ -130,7 +130,7 @@ def validate_cmd(
             atomic.check_writable(target)
     if hold_out not in ("source", "concurrency"):
         fail(f"--hold-out: expected source or concurrency, got {hold_out!r}")
-    from specagent.simulator.parallel import MAX_WORKERS, default_workers, run_jobs
+    from specagent.simulator.parallel import MAX_WORKERS, default_workers, job_runner
 
     if not 0 <= workers <= MAX_WORKERS:
         fail(f"--workers: expected a whole number in [0, {MAX_WORKERS:,}], got {workers}")
@@ -141,8 +141,7 @@ def validate_cmd(
         params = _own_params(engine_id, kfit, targets)
     tick = (lambda m: err.print(f"[dim]{m}[/]", highlight=False)) if not as_json else None
     procs = workers or default_workers()
-    val = validate(targets, skipped, held_out=holdout, params=params, progress=tick, shares=procs,
-                   run=lambda fn, jobs, on_done: run_jobs(fn, jobs, workers=procs, on_done=on_done))
+    val = validate(targets, skipped, held_out=holdout, params=params, progress=tick, shares=procs, run=job_runner(procs))
     table = val.rows()
     kind = f"held out (leave one {hold_out} out)" if holdout else "in sample (shipped engine profiles)"
     out = {
