@@ -85,7 +85,7 @@ def plan_strategy(episodes: Workload, strategy: Strategy, setting: ServingPolicy
             for i, ep in enumerate(episodes):
                 audit = [] if audits is not None else None
                 lo, hi = bounds[i], bounds[i + 1]
-                acc_i = acc.for_task(float(z[i])) if z is not None and acc.task_sd > 0 else acc
+                acc_i = acc if z is None else acc.for_task(float(z[i]))  # itself where its task_sd is 0
                 strategy.plan_episode(ep, r * len(episodes) + i, b, acc_i, (u0[lo:hi], u1[lo:hi]), setting, audit)
                 if audits is not None:
                     audits.append(audit)

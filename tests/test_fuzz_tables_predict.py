@@ -80,23 +80,19 @@ BAD_TABLES: dict[str, tuple[str, str]] = {
 TABLE_CONTENT = [k for k, (text, _) in BAD_TABLES.items() if text.startswith("[acceptance]") and "TOML" not in BAD_TABLES[k][1]]
 
 
-@pytest.mark.parametrize("name", BAD_TABLES)
-def test_a_hand_edited_acceptance_table_is_one_line_naming_file_and_key(tmp_path, name):
+#: (flag, case): every case through `--acceptance FILE`; the content cases also as a scenario file's [acceptance]
+WAYS_IN = [("--acceptance", n) for n in BAD_TABLES] + [("--scenario", n) for n in TABLE_CONTENT]
+
+
+@pytest.mark.parametrize(("flag", "name"), WAYS_IN, ids=[f"{flag[2:]}-{n}" for flag, n in WAYS_IN])
+def test_a_hand_edited_acceptance_table_is_one_line_naming_file_and_key(tmp_path, flag, name):
+    """Through --acceptance, or as a scenario file's [acceptance] table: one line naming the file and the key; nothing
+    written."""
     text, said = BAD_TABLES[name]
     f = tmp_path / "a.toml"
     f.write_text(text)
-    line = one_line_error(["--acceptance", str(f), "-o", str(tmp_path / "o"), *FAST])
-    assert line.startswith(f"error: --acceptance: {f}: {said}"), line
-    assert not (tmp_path / "o").exists()
-
-
-@pytest.mark.parametrize("name", TABLE_CONTENT)
-def test_the_same_table_in_a_scenario_file_is_refused_alike(tmp_path, name):
-    text, said = BAD_TABLES[name]
-    f = tmp_path / "s.toml"
-    f.write_text(text)
-    line = one_line_error(["--scenario", str(f), "-o", str(tmp_path / "o"), *FAST])
-    assert line.startswith(f"error: {f}: {said}"), line
+    line = one_line_error([flag, str(f), "-o", str(tmp_path / "o"), *FAST])
+    assert line.startswith(f"error: {'--acceptance: ' if flag == '--acceptance' else ''}{f}: {said}"), line
     assert not (tmp_path / "o").exists()
 
 

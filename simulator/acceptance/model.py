@@ -199,8 +199,8 @@ class AcceptanceModel:
         the drafted text, which the fit measures independently of the task effect)."""
         if self.task_sd == 0.0:
             return self
-        shift = self.task_sd * float(u)
-        return replace(self, accept={k: _shifted(p, shift) for k, p in self.accept.items()}, task_sd=0.0)
+        shifted = shifted_accept(np.array(list(self.accept.values())), np.float64(self.task_sd * float(u)))
+        return replace(self, accept={k: float(p) for k, p in zip(self.accept, shifted)}, task_sd=0.0)
 
     def p_accept(self, kind: str, position: int, after_rejection: bool, exact: bool = False) -> float:
         table = self.exact if exact else self.accept
@@ -350,15 +350,9 @@ def task_normals(seed: int, traj: np.ndarray) -> np.ndarray:
     return ndtri(((z >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2**53))
 
 
-def _shifted(p: float, shift: float) -> float:
-    """expit(logit(p) + shift); 0 and 1 stay (a kind always or never accepted is so for every task)."""
-    if p <= 0.0 or p >= 1.0:
-        return float(p)
-    return float(1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift))))
-
-
 def shifted_accept(p: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """`_shifted` over arrays (the lockstep planner's per-trajectory tables): expit(logit(p) + shift), 0 and 1 kept."""
+    """expit(logit(p) + shift), 0 and 1 kept (a kind always or never accepted is so for every task): one task's table
+    (`AcceptanceModel.for_task`) or the lockstep planner's per-trajectory tables, by the same arithmetic."""
     p = np.asarray(p, dtype=np.float64)
     inner = (p > 0.0) & (p < 1.0)
     q = np.clip(p, 1e-300, 1.0 - 1e-16)
