@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 
 from specagent.simulator.capacity.fleet_build import build_fleet, check_requests_fit, request_tasks
 from specagent.simulator.fleet.config import Scheduler
@@ -113,8 +112,9 @@ def _served_calls(sub: RequestTrace, fleet) -> np.ndarray:
     return np.frombuffer(bytes(sim._calls), dtype=_CALL_DTYPE)
 
 
-def _per_request(calls: np.ndarray, sub: RequestTrace, base: int, t0: float) -> pd.DataFrame:
-    """One row per request from the engine's call records (one call per request)."""
+def _per_request(calls: np.ndarray, sub: RequestTrace, base: int, t0: float) -> dict[str, np.ndarray]:
+    """One row per request from the engine's call records (one call per request), as columns (COLUMNS) in request
+    order: numpy arrays, not a DataFrame, so replay's path never imports pandas (issue #34: start-up)."""
     c = calls[np.argsort(calls["task"], kind="stable")]  # task ids are unique: the one order a frame sort gives too
     idx = c["task"]
     submit, first, done = c["t_submit_s"], c["t_first_token_s"], c["t_done_s"]
@@ -123,10 +123,20 @@ def _per_request(calls: np.ndarray, sub: RequestTrace, base: int, t0: float) -> 
     # time per output token after the first, as vllm bench serve reports it (undefined for one-token outputs)
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out_tok > 1, (done - first) / np.maximum(out_tok - 1, 1), np.nan)
-    return pd.DataFrame({"request": (base + idx).astype(np.int64), "arrival_s": sub.arrival_s[idx] + t0,  # type: ignore[index]
-                         "prompt_tokens": sub.prompt_tokens[idx], "output_tokens": out_tok, "ttft_s": ttft, "tpot_s": tpot,
-                         "e2e_s": done - submit, "queue_s": c["t_admit_s"] - submit,
-                         "replica": c["replica"].astype(np.int32)})
+    return {"request": (base + idx).astype(np.int64), "arrival_s": sub.arrival_s[idx] + t0,  # type: ignore[index]
+            "prompt_tokens": sub.prompt_tokens[idx], "output_tokens": out_tok, "ttft_s": ttft, "tpot_s": tpot,
+            "e2e_s": done - submit, "queue_s": c["t_admit_s"] - submit, "replica": c["replica"].astype(np.int32)}
+
+
+def _rows(cols: dict[str, np.ndarray], keep: np.ndarray | slice) -> dict[str, np.ndarray]:
+    """The rows `keep` (a mask or a slice) of every column."""
+    return {k: v[keep] for k, v in cols.items()}
+
+
+def _skipna_max(x: np.ndarray) -> float:
+    """The largest value that is not NaN (NaN when there is none), as a pandas Series' max."""
+    v = x[~np.isnan(x)]
+    return float(v.max()) if len(v) else math.nan
 
 
 def resample_arrivals(n: int, rate: float, burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -202,9 +212,11 @@ def replay_limited(trace: RequestTrace, strong, replicas: int, scheduler: Schedu
 
 def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler | None = None, weight_mode: str = "union",
            prices: dict[str, float] | None = None, chunk: int = 100_000, overlap: int = 5_000,
-           sink: Callable[[pd.DataFrame], None] | None = None, progress: Callable[[int], None] | None = None) -> ReplayResult:
-    """Serve `trace` at its timestamps on `replicas` replicas of the deployment `strong`; `sink(frame)` receives each
-    chunk's per-request rows (COLUMNS) in request order, `progress(k)` the number of requests just done."""
+           sink: Callable[[dict[str, np.ndarray]], None] | None = None,
+           progress: Callable[[int], None] | None = None) -> ReplayResult:
+    """Serve `trace` at its timestamps on `replicas` replicas of the deployment `strong`; `sink(columns)` receives each
+    chunk's per-request rows (a dict of COLUMNS' arrays) in request order, `progress(k)` the number of requests just
+    done."""
     if trace.arrival_s is None:
         raise ValueError(f"{trace.source or 'request trace'}: no arrival times to replay (a column arrival_s, Time or TIMESTAMP)")
     if replicas < 1:
@@ -220,7 +232,7 @@ def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler 
     price = pool.usd_per_gpu_hour if pool is not None and pool.usd_per_gpu_hour is not None else math.nan
     ttft, tpot, e2e = (np.empty(n, dtype=np.float32) for _ in range(3))
     last_done, gap, chunks = 0.0, 0.0, 0
-    prev_tail: pd.DataFrame | None = None
+    prev_tail: dict[str, np.ndarray] | None = None
     for start in range(0, n, size):
         # warm-up before the chunk, and as many requests after it: the chunk's last requests then share their
         # replicas with the arrivals that follow them, as in one long run
@@ -229,26 +241,30 @@ def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler 
         sub = RequestTrace(trace.prompt_tokens[lo:hi], trace.output_tokens[lo:hi], trace.arrival_s[lo:hi] - t0, trace.source)
         rows = _per_request(_served_calls(sub, fleet), sub, lo, t0)
         if prev_tail is not None and start > lo:  # the warm-up requests against the times the previous chunk gave them
-            warm = rows[rows["request"] < start].set_index("request")["e2e_s"]
-            before = prev_tail.set_index("request")["e2e_s"].reindex(warm.index)
+            req = rows["request"]
+            warm = req < start
+            w = rows["e2e_s"][warm].astype(np.float64)
+            # the previous chunk's time for each warm-up request (NaN where it has none); both are in request order
+            prev_req, prev_e2e = prev_tail["request"], prev_tail["e2e_s"].astype(np.float64)
+            at = np.minimum(np.searchsorted(prev_req, req[warm]), max(len(prev_req) - 1, 0))
+            b = np.where(prev_req[at] == req[warm], prev_e2e[at], np.nan) if len(prev_req) else np.full(len(w), np.nan)
             # what is reported is distributions, so that is what must agree: the mean and the p99 of the overlap's
             # end-to-end times as this chunk and the previous one computed them (single requests can differ a lot:
             # one request's batch mates shift when an arrival lands one iteration earlier)
-            w, b = warm.to_numpy(dtype=np.float64), before.to_numpy(dtype=np.float64)
             ok = np.isfinite(w) & np.isfinite(b)
             if ok.any():
                 for f in (np.mean, lambda x: np.percentile(x, 90)):  # p90: stable on a few thousand requests
                     ref = float(f(b[ok]))
                     gap = max(gap, abs(float(f(w[ok])) - ref) / ref if ref > 0 else 0.0)
-        own = rows[(rows["request"] >= start) & (rows["request"] < end)].reset_index(drop=True)
-        i = own["request"].to_numpy()
+        own = _rows(rows, (rows["request"] >= start) & (rows["request"] < end))
+        i = own["request"]
         ttft[i], tpot[i], e2e[i] = own["ttft_s"], own["tpot_s"], own["e2e_s"]
-        last_done = max(last_done, float((own["arrival_s"] + own["e2e_s"]).max()))
-        prev_tail = own.iloc[-overlap:] if overlap else None
+        last_done = max(last_done, _skipna_max(own["arrival_s"] + own["e2e_s"]))
+        prev_tail = _rows(own, slice(max(0, len(i) - overlap), None)) if overlap else None
         if sink is not None:
             sink(own)
         if progress is not None:
-            progress(len(own))
+            progress(len(i))
         chunks += 1
     duration = last_done - float(trace.arrival_s[0])
     notes = []

@@ -15,17 +15,24 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from specagent.common import atomic
+from specagent.common.lazy_import import lazy_module
 from specagent.common.paths import input_file_problem
 
 from .errors import TraceFormatError
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: the plain-numbers reader (_read_plain), replay's usual path, never needs it
+    pd = lazy_module("pandas")
 
 #: Accepted header names per field, first the canonical one (case-insensitive).
 COLUMNS = {
@@ -159,6 +166,73 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
     return t - t[0]
 
 
+#: What the plain-numbers reader takes: whole token counts, and arrival seconds of at most 15 digits (one point
+#: between two of them at most; no sign or exponent). pandas reads such a number as the digits' integer divided by an
+#: exact power of ten, which is then the correctly rounded double, as numpy's (Python's) parse; longer spellings go to
+#: pandas, whose parse may differ by an ulp.
+_PLAIN_COUNT = re.compile(r"[0-9]{1,9}\Z")
+_PLAIN_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z")
+_PLAIN_BYTES = 64 << 20  # a larger file goes to pandas' C reader: the text is held once here, and split in Python
+
+
+def _read_plain(p: str) -> RequestTrace | None:
+    """The trace when the file is the common case, read without pandas (issue #34: importing it is most of a small
+    replay's time): one header, every line that many comma-separated fields, no quotes, blank lines or byte-order mark,
+    the columns found, each count a plain whole number in range and each arrival a plain number, in order. The
+    result is then the one pandas gives (tests/test_trace_plain_reader.py); anything else is None, and pandas reads it,
+    with its messages."""
+    try:
+        if os.path.getsize(p) > _PLAIN_BYTES:
+            return None
+        with open(p, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if '"' in text or text.startswith("\ufeff"):
+        return None
+    text = text.replace("\r\n", "\n")
+    if "\r" in text:
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2 or "" in lines:
+        return None
+    header = lines[0].split(",")
+    keys = [h.strip().lower() for h in header]
+    if "" in keys or len(set(keys)) != len(keys):
+        return None
+    where = {}
+    for field, names in COLUMNS.items():
+        hit = [keys.index(n) for n in names if n in keys]
+        if hit:
+            where[field] = hit[0]
+    if "prompt_tokens" not in where or "output_tokens" not in where:
+        return None
+    width = len(header)
+    rows = [line.split(",") for line in lines[1:]]
+    if any(len(r) != width for r in rows):
+        return None
+    cols = {field: [r[i] for r in rows] for field, i in where.items()}
+    counts = {}
+    for field in ("prompt_tokens", "output_tokens"):
+        if not all(_PLAIN_COUNT.match(v) for v in cols[field]):
+            return None
+        x = np.array(cols[field], dtype=np.int64)
+        if len(x) and (x.min() < 1 or x.max() > MAX_CONTEXT_TOKENS):
+            return None
+        counts[field] = x
+    arrival = None
+    if "arrival_s" in cols:
+        if not all(_PLAIN_SECONDS.match(v) and len(v) <= 16 - ("." not in v) for v in cols["arrival_s"]):
+            return None
+        t = np.array(cols["arrival_s"], dtype=np.float64)
+        if (np.diff(t) < 0).any():
+            return None
+        arrival = t - t[0]
+    return RequestTrace(counts["prompt_tokens"], counts["output_tokens"], arrival, source=p)
+
+
 def load_requests(path: str | os.PathLike) -> RequestTrace:
     """A request trace CSV, or a dataset `vllm bench serve` reads (a .json / .jsonl file, or one that starts with '[' or
     '{': ShareGPT, custom JSONL, a saved result; traces/datasets.py); errors name the file, the line or record and the field."""
@@ -170,7 +244,10 @@ def load_requests(path: str | os.PathLike) -> RequestTrace:
 
     if datasets.is_dataset(p):
         return datasets.load_dataset(p)
-    try:
+    plain = _read_plain(p)
+    if plain is not None:
+        return plain
+    try:  # the general reader: date-times, quoting, odd spellings and every error message
         frame = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise TraceFormatError(p, "file", "contents", "a CSV file with a header row", found=str(exc).splitlines()[0]) from None

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from specagent.common.lazy_import import lazy_module
 from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, Fleet
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:  # loaded on first use: replay imports the engine, and with it this module, but never builds a FleetResult
+    pd = lazy_module("pandas")
 
 
 @dataclass

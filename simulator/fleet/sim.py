@@ -48,10 +48,9 @@ import itertools
 import math
 import struct
 from collections import deque
-from typing import Final, Sequence
+from typing import TYPE_CHECKING, Final, Sequence
 
 import numpy as np
-import pandas as pd
 
 from specagent.common.alloc import paused_gc
 from specagent.costmodel.latency import LatencyTerms, request_overhead_s
@@ -62,6 +61,9 @@ from specagent.simulator.fleet.itercost import DecodeSegment, IterationCost
 from specagent.simulator.protocol.phases import DECODE_PHASES, PHASE_NAMES, STRONG_PHASES, TOOL, USER, WEAK_PHASES
 from specagent.simulator.protocol.plan import CallPlan
 from specagent.simulator.protocol.setting import ApiModel
+
+if TYPE_CHECKING:  # the frames are built only for a FleetResult: replay reads the call records and never imports pandas
+    import pandas as pd
 
 _SCAN_REPLICAS = 512  # session-affinity pools up to this size find the least-loaded replica by a scan
 
@@ -740,6 +742,8 @@ class FleetSim:
 
     # --- results ---------------------------------------------------------------------------
     def _result(self) -> FleetResult:
+        import pandas as pd
+
         n = self.n_tasks
         start, end = np.array(self.start, dtype=np.float64), np.array(self.end, dtype=np.float64)
         seg = _frame(self._seg, _SEG_DTYPE)
@@ -827,6 +831,8 @@ _PHASE_NAME_ARRAY = np.array(PHASE_NAMES, dtype=object)
 
 def _frame(buf: bytearray, dtype: np.dtype) -> pd.DataFrame:
     """A frame from packed records, one column per field (a `phase` code column shows the phase's name)."""
+    import pandas as pd
+
     rec = np.frombuffer(bytes(buf), dtype=dtype)
     names = dtype.names or ()
     out = {}

@@ -29,7 +29,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
 from specagent.simulator.rates_prices import parse_prices, unused_prices
-from specagent.simulator.replay import ReplayResult, replay, replay_limited, resample_arrivals
+from specagent.simulator.replay import COLUMNS, ReplayResult, replay, replay_limited, resample_arrivals
 from specagent.simulator.scenario import Scenario
 from specagent.traces.requests import load_requests
 
@@ -192,11 +192,12 @@ def replay_command(
         atomic.make_parents(out)
     tmp = atomic.temp_beside(out, ".parquet") if out is not None else None
 
-    def sink(frame) -> None:
-        import pyarrow as pa  # only with -o: replay's import path stays without pyarrow (issue #34: start-up)
+    def sink(columns: dict) -> None:
+        import pandas as pd  # only with -o: replay's import path stays without pandas and pyarrow (issue #34: start-up)
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = pa.Table.from_pandas(pd.DataFrame(columns, columns=list(COLUMNS)), preserve_index=False)
         if not writer:
             writer.append(pq.ParquetWriter(tmp, table.schema))
         writer[0].write_table(table)
