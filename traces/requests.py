@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,11 +168,32 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
 
 #: What the plain-numbers reader takes: whole token counts, and arrival seconds of at most 15 digits (one point
 #: between two of them at most; no sign or exponent). pandas reads such a number as the digits' integer divided by an
-#: exact power of ten, which is then the correctly rounded double, as numpy's (Python's) parse; longer spellings go to
+#: exact power of ten, which is then the correctly rounded double, as Python's float() gives; longer spellings go to
 #: pandas, whose parse may differ by an ulp.
-_PLAIN_COUNT = re.compile(r"[0-9]{1,9}\Z")
-_PLAIN_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z")
+_DIGITS = frozenset("0123456789")
+_SECONDS_CHARS = _DIGITS | {"."}
+_MAX_SECONDS_DIGITS = 15
 _PLAIN_BYTES = 64 << 20  # a larger file goes to pandas' C reader: the text is held once here, and split in Python
+
+
+def _plain_counts(values: list[str]) -> np.ndarray | None:
+    """Whole token counts in [1, MAX_CONTEXT_TOKENS], each spelled with digits only; None otherwise."""
+    if "" in values or not _DIGITS.issuperset("".join(values)):
+        return None
+    x = np.array(list(map(int, values)), dtype=np.int64)
+    return x if x.min() >= 1 and x.max() <= MAX_CONTEXT_TOKENS else None
+
+
+def _plain_seconds(values: list[str]) -> np.ndarray | None:
+    """Seconds spelled `digits` or `digits.digits`, at most 15 digits, non-decreasing; None otherwise."""
+    if "" in values or not _SECONDS_CHARS.issuperset("".join(values)):
+        return None
+    if any(v.count(".") > 1 or v[0] == "." or v[-1] == "." for v in values if "." in v):
+        return None
+    if max(map(len, values)) > _MAX_SECONDS_DIGITS and any(len(v) - v.count(".") > _MAX_SECONDS_DIGITS for v in values):
+        return None
+    t = np.array(list(map(float, values)), dtype=np.float64)
+    return None if (np.diff(t) < 0).any() else t - t[0]
 
 
 def _read_plain(p: str) -> RequestTrace | None:
@@ -193,12 +214,11 @@ def _read_plain(p: str) -> RequestTrace | None:
     text = text.replace("\r\n", "\n")
     if "\r" in text:
         return None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) < 2 or "" in lines:
+    head, _, body = text.removesuffix("\n").partition("\n")
+    lines = body.split("\n")
+    if not body or "" in lines:
         return None
-    header = lines[0].split(",")
+    header = head.split(",")
     keys = [h.strip().lower() for h in header]
     if "" in keys or len(set(keys)) != len(keys):
         return None
@@ -210,27 +230,15 @@ def _read_plain(p: str) -> RequestTrace | None:
     if "prompt_tokens" not in where or "output_tokens" not in where:
         return None
     width = len(header)
-    rows = [line.split(",") for line in lines[1:]]
-    if any(len(r) != width for r in rows):
+    if set(map(str.count, lines, itertools.repeat(","))) != {width - 1}:
         return None
-    cols = {field: [r[i] for r in rows] for field, i in where.items()}
-    counts = {}
-    for field in ("prompt_tokens", "output_tokens"):
-        if not all(_PLAIN_COUNT.match(v) for v in cols[field]):
-            return None
-        x = np.array(cols[field], dtype=np.int64)
-        if len(x) and (x.min() < 1 or x.max() > MAX_CONTEXT_TOKENS):
-            return None
-        counts[field] = x
-    arrival = None
-    if "arrival_s" in cols:
-        if not all(_PLAIN_SECONDS.match(v) and len(v) <= 16 - ("." not in v) for v in cols["arrival_s"]):
-            return None
-        t = np.array(cols["arrival_s"], dtype=np.float64)
-        if (np.diff(t) < 0).any():
-            return None
-        arrival = t - t[0]
-    return RequestTrace(counts["prompt_tokens"], counts["output_tokens"], arrival, source=p)
+    fields = body.replace("\n", ",").split(",")
+    prompt = _plain_counts(fields[where["prompt_tokens"]::width])
+    output = _plain_counts(fields[where["output_tokens"]::width])
+    arrival = _plain_seconds(fields[where["arrival_s"]::width]) if "arrival_s" in where else None
+    if prompt is None or output is None or ("arrival_s" in where and arrival is None):
+        return None
+    return RequestTrace(prompt, output, arrival, source=p)
 
 
 def load_requests(path: str | os.PathLike) -> RequestTrace:
