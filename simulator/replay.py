@@ -107,7 +107,7 @@ def _served_calls(sub: RequestTrace, fleet) -> np.ndarray:
     Why not `TaskPlan.serve`: its result also builds the task, turn, segment and replica frames and the fleet summary
     (about 10% of a 10^5-request replay), none of which replay reports; the call records are the same bytes that
     result's call frame is made from (`fleet.sim._frame`)."""
-    sim = request_tasks(sub).simulation(fleet, sub.arrival_s, 0.0)
+    sim = request_tasks(sub).simulation(fleet, sub.arrival_s, 0.0, record_segments=False)
     sim.advance(sim.horizon)
     return np.frombuffer(bytes(sim._calls), dtype=_CALL_DTYPE)
 

@@ -78,3 +78,20 @@ def test_replay_errors_name_the_flag_or_field(tmp_path):
                       ([str(tmp_path / "missing.csv")], "missing.csv"), ([str(csv), "--format", "xml"], "--format")):
         r = runner.invoke(app, ["replay", *args])
         assert r.exit_code == 2 and msg in r.output, (args, r.output)
+
+
+def test_the_engine_without_segment_records_serves_the_same_calls(strong):
+    """replay runs the engine with record_segments=False (it reads only the call records): the calls are the same
+    bytes, no segment is packed, and `run()`, whose replica frame needs the segments, refuses."""
+    from specagent.simulator.capacity.fleet_build import build_fleet, request_tasks
+    from specagent.simulator.fleet.config import FleetError
+
+    trace = synthetic_requests(400, 4.0, 256, 64, seed=5)
+    fleet = build_fleet(None, strong, 0, 2, weight_mode="union")
+    sims = {rec: request_tasks(trace).simulation(fleet, trace.arrival_s, 0.0, record_segments=rec) for rec in (True, False)}
+    for sim in sims.values():
+        sim.advance(sim.horizon)
+    assert len(sims[True]._calls) > 0 and bytes(sims[True]._calls) == bytes(sims[False]._calls)
+    assert len(sims[True]._seg) > 0 and len(sims[False]._seg) == 0
+    with pytest.raises(FleetError, match="record_segments=False"):
+        request_tasks(trace).simulation(fleet, trace.arrival_s, 0.0, record_segments=False).run()

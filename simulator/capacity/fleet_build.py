@@ -182,14 +182,15 @@ class TaskPlan:
         return self.result(self.simulation(fleet, arrival_times, warmup, step_by_token, horizon))
 
     def simulation(self, fleet: Fleet, arrival_times: np.ndarray, warmup: float = WARMUP_SHARE,
-                   step_by_token: bool = False, horizon: float = float("inf")) -> FleetSim:
-        """The engine set up as `serve` runs it, for a caller that advances it in steps (`FleetSim.advance`)."""
+                   step_by_token: bool = False, horizon: float = float("inf"), record_segments: bool = True) -> FleetSim:
+        """The engine set up as `serve` runs it, for a caller that advances it in steps (`FleetSim.advance`);
+        record_segments=False for one that reads only the call records (replay)."""
         n = len(arrival_times)
         m = self.n_tasks
         steps = self.steps if n == m else [self.steps[i % m] for i in range(n)]
         ids = self.task_ids if n == m else [self.task_ids[i % m] for i in range(n)]
         return FleetSim(self.plan, fleet, arrival_times, ids, step_by_token=step_by_token, warmup=warmup, steps=steps,
-                        horizon=horizon)
+                        horizon=horizon, record_segments=record_segments)
 
     def result(self, sim: FleetSim) -> FleetResult:
         """Run `sim` (from `simulation`) to its end and label its result with the strategy."""

@@ -192,7 +192,7 @@ class _Replica:
     __slots__ = ("sim", "pool", "idx", "cost", "sched", "free", "kv", "state", "max_seqs", "max_tokens", "waiting", "prefilling",
                  "dec_heap", "n_dec", "dec_ctx_sum", "it", "used", "n_running", "outstanding", "busy", "gen", "seq_no", "seg_t0",
                  "seg_k", "seg_decode", "seg_chunks", "seg_mixed", "busy_s", "cached", "queue", "eid", "now1", "rows", "calls",
-                 "by_token", "least", "end_cb", "resume", "pending", "central")
+                 "by_token", "least", "end_cb", "resume", "pending", "central", "record")
 
     def __init__(self, sim: "FleetSim", pool: int, idx: int, cost: IterationCost, sched: Scheduler):
         self.sim, self.pool, self.idx, self.cost, self.sched = sim, pool, idx, cost, sched
@@ -226,6 +226,7 @@ class _Replica:
         # the simulation's containers and flags, bound once
         self.queue, self.eid, self.now1 = sim._queue, sim._eid, sim._now1
         self.rows, self.calls = sim._seg, sim._calls
+        self.record = sim.record_segments
         self.by_token = sim.step_by_token
         self.least = sim._least[pool]
         self.central = sim._central[pool]  # the pool's FIFO under the central_queue router, else None
@@ -401,13 +402,15 @@ class _Replica:
         seg = self.seg_decode
         if seg is not None:
             k = self.seg_k  # >= 1: a decode leaves the heap at its last iteration
-            fl, rd, wr = seg.work(k)
-            self.rows += _SEG_ROW(self.pool, self.idx, t0, dur, k, n_dec, float(n_dec), 0, fl, rd, wr)
+            if self.record:
+                fl, rd, wr = seg.work(k)
+                self.rows += _SEG_ROW(self.pool, self.idx, t0, dur, k, n_dec, float(n_dec), 0, fl, rd, wr)
             self.it = it = self.it + k
             self.dec_ctx_sum += n_dec * k
         else:
             time_s, fl, rd, wr, t, seqs = self.seg_mixed  # type: ignore[misc]
-            self.rows += _SEG_ROW(self.pool, self.idx, t0, dur, 1, seqs, t, int(t) - n_dec, fl, rd, wr)
+            if self.record:
+                self.rows += _SEG_ROW(self.pool, self.idx, t0, dur, 1, seqs, t, int(t) - n_dec, fl, rd, wr)
             it = self.it
             if n_dec:
                 self.it = it = it + 1
@@ -459,8 +462,11 @@ class FleetSim:
 
     def __init__(self, plan: CallPlan, fleet: Fleet, arrival_times: np.ndarray, task_ids: Sequence[str] | None = None,
                  step_by_token: bool = False, warmup: float = WARMUP_SHARE, steps: list[list[tuple]] | None = None,
-                 horizon: float = math.inf):
+                 horizon: float = math.inf, record_segments: bool = True):
         # callers that rerun one plan pass its compiled steps in (one list per task: they define the tasks)
+        # record_segments=False: no per-segment records (replay reads only the call records, `_calls`; packing ~2.6
+        # segments a request was a tenth of its event loop); `run()` then refuses, as its replica frame needs them
+        self.record_segments = record_segments
         self.steps = steps if steps is not None else compile_steps(plan)
         n = len(self.steps)
         if len(arrival_times) != n:
@@ -733,6 +739,8 @@ class FleetSim:
                 fn(arg)
 
     def run(self) -> FleetResult:
+        if not self.record_segments:
+            raise FleetError("this simulation keeps no segment records (record_segments=False): read its call records")
         self.advance(self.horizon)
         with paused_gc():
             result = self._result()
