@@ -170,27 +170,28 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
 #: between two of them at most; no sign or exponent). pandas reads such a number as the digits' integer divided by an
 #: exact power of ten, which is then the correctly rounded double, as Python's float() gives; longer spellings go to
 #: pandas, whose parse may differ by an ulp.
-_DIGITS = frozenset("0123456789")
-_SECONDS_CHARS = _DIGITS | {"."}
+_DIGITS = b"0123456789"
 _MAX_SECONDS_DIGITS = 15
 _PLAIN_BYTES = 64 << 20  # a larger file goes to pandas' C reader: the text is held once here, and split in Python
 
 
-def _plain_counts(values: list[str]) -> np.ndarray | None:
+def _plain_counts(values: list[bytes]) -> np.ndarray | None:
     """Whole token counts in [1, MAX_CONTEXT_TOKENS], each spelled with digits only; None otherwise."""
-    if "" in values or not _DIGITS.issuperset("".join(values)):
+    if b"" in values or b",".join(values).translate(None, _DIGITS) != b"," * (len(values) - 1):
         return None
     x = np.array(list(map(int, values)), dtype=np.int64)
     return x if x.min() >= 1 and x.max() <= MAX_CONTEXT_TOKENS else None
 
 
-def _plain_seconds(values: list[str]) -> np.ndarray | None:
+def _plain_seconds(values: list[bytes]) -> np.ndarray | None:
     """Seconds spelled `digits` or `digits.digits`, at most 15 digits, non-decreasing; None otherwise."""
-    if "" in values or not _SECONDS_CHARS.issuperset("".join(values)):
+    joined = b",".join(values)
+    rest = joined.translate(None, _DIGITS)  # each field's points, between the commas
+    if b"" in values or rest.replace(b".", b"") != b"," * (len(values) - 1) or b".." in rest:
         return None
-    if any(v.count(".") > 1 or v[0] == "." or v[-1] == "." for v in values if "." in v):
+    if joined[:1] == b"." or joined[-1:] == b"." or b",." in joined or b".," in joined:
         return None
-    if max(map(len, values)) > _MAX_SECONDS_DIGITS and any(len(v) - v.count(".") > _MAX_SECONDS_DIGITS for v in values):
+    if max(map(len, values)) > _MAX_SECONDS_DIGITS and any(len(v) - v.count(b".") > _MAX_SECONDS_DIGITS for v in values):
         return None
     t = np.array(list(map(float, values)), dtype=np.float64)
     return None if (np.diff(t) < 0).any() else t - t[0]
@@ -198,27 +199,28 @@ def _plain_seconds(values: list[str]) -> np.ndarray | None:
 
 def _read_plain(p: str) -> RequestTrace | None:
     """The trace when the file is the common case, read without pandas (issue #34: importing it is most of a small
-    replay's time): one header, every line that many comma-separated fields, no quotes, blank lines or byte-order mark,
-    the columns found, each count a plain whole number in range and each arrival a plain number, in order. The
-    result is then the one pandas gives (tests/test_trace_plain_reader.py); anything else is None, and pandas reads it,
-    with its messages."""
+    replay's time): ASCII, one header, every line that many comma-separated fields, no quotes or blank lines, the
+    columns found, each count a plain whole number in range and each arrival a plain number, in order. The result is
+    then the one pandas gives (tests/test_trace_plain_reader.py); anything else is None, and pandas reads it, with its
+    messages."""
     try:
         if os.path.getsize(p) > _PLAIN_BYTES:
             return None
-        with open(p, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError, ValueError):
+        with open(p, "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
         return None
-    if '"' in text or text.startswith("\ufeff"):
+    if not data.isascii() or b'"' in data:  # a byte-order mark is not ASCII either
         return None
-    text = text.replace("\r\n", "\n")
-    if "\r" in text:
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+        if b"\r" in data:
+            return None
+    head, _, body = data.removesuffix(b"\n").partition(b"\n")
+    lines = body.split(b"\n")
+    if not body or b"" in lines:
         return None
-    head, _, body = text.removesuffix("\n").partition("\n")
-    lines = body.split("\n")
-    if not body or "" in lines:
-        return None
-    header = head.split(",")
+    header = head.decode("ascii").split(",")
     keys = [h.strip().lower() for h in header]
     if "" in keys or len(set(keys)) != len(keys):
         return None
@@ -230,9 +232,9 @@ def _read_plain(p: str) -> RequestTrace | None:
     if "prompt_tokens" not in where or "output_tokens" not in where:
         return None
     width = len(header)
-    if set(map(str.count, lines, itertools.repeat(","))) != {width - 1}:
+    if set(map(bytes.count, lines, itertools.repeat(b","))) != {width - 1}:
         return None
-    fields = body.replace("\n", ",").split(",")
+    fields = body.replace(b"\n", b",").split(b",")
     prompt = _plain_counts(fields[where["prompt_tokens"]::width])
     output = _plain_counts(fields[where["output_tokens"]::width])
     arrival = _plain_seconds(fields[where["arrival_s"]::width]) if "arrival_s" in where else None
