@@ -528,6 +528,10 @@ class FleetSim:
         self.waits_done = 0
         self.steps_done = 0  # plan events completed (calls' events plus waits), set when the run ends
         self._seeded = False  # the arrivals are on the event queue (the first `advance`)
+        # the arrivals in the order the heap would pop them, beside it (`_seed_arrivals`), and the next one's index
+        self._arr_t: list[float] = []
+        self._arr_task: list[int] = []
+        self._arr_i = 0
 
     # --- routing ---------------------------------------------------------------------------
     def _least_outstanding(self, pool_i: int) -> int:
@@ -699,14 +703,28 @@ class FleetSim:
         self.end[proc.task] = self.now
 
     def _seed_arrivals(self) -> None:
-        queue = self._queue
-        eid = self._eid
-        arrive = self._arrive
-        for t, a in enumerate(self.arrivals.tolist()):
+        """Queue every task's arrival: (time, priority 1, sequence number = task index), below every later event's
+        sequence number. They wait in a stream sorted by (time, task), beside the heap, which then holds only the
+        events in flight: the same events in the same order (`advance` takes an arrival before a heap entry of the same
+        time), but a pop no longer sifts through ~17 levels of future arrivals at 10^5 tasks. A NaN time has no order
+        to sort by: then they go on the heap, as before."""
+        times = self.arrivals.tolist()
+        for t, a in enumerate(times):
             if a < 0:
                 raise ValueError(f"arrival time of task {t} is negative ({a})")
-            queue.append((0.0 + a, 1, next(eid), arrive, t))
-        heapq.heapify(queue)
+        eid = self._eid
+        if any(a != a for a in times):
+            queue = self._queue
+            arrive = self._arrive
+            for t, a in enumerate(times):
+                queue.append((0.0 + a, 1, next(eid), arrive, t))
+            heapq.heapify(queue)
+        else:
+            order: list[int] = np.argsort(self.arrivals, kind="stable").tolist()  # ties in task order
+            self._arr_t = [0.0 + times[t] for t in order]
+            self._arr_task = order
+            for _ in order:  # their sequence numbers are taken, as on the heap
+                next(eid)
         self._seeded = True
 
     def advance(self, until: float) -> None:
@@ -721,22 +739,36 @@ class FleetSim:
         pop0, pop1 = now0.popleft, now1.popleft
         now = self.now
         limit = min(until, self.horizon)
+        arr_t, arr_task, arrive = self._arr_t, self._arr_task, self._arrive
+        ai, na = self._arr_i, len(self._arr_t)
         with paused_gc():
             # (time, priority, sequence) order: urgent events due now, then heap entries due now (created before
-            # the clock reached now), then normal events created at now in creation order, then the next time
+            # the clock reached now), then normal events created at now in creation order, then the next time. The
+            # arrivals' stream is part of the heap: its next entry comes first at a tie (a lower sequence number).
             while True:
                 if now0:
                     fn, arg = pop0()
+                elif ai < na and arr_t[ai] == now:
+                    fn, arg = arrive, arr_task[ai]
+                    ai += 1
                 elif queue and queue[0][0] == now:
                     _, _, _, fn, arg = pop(queue)
                 elif now1:
                     fn, arg = pop1()
+                elif ai < na and (not queue or arr_t[ai] <= queue[0][0]):
+                    if arr_t[ai] > limit:
+                        break
+                    now = arr_t[ai]
+                    self.now = now
+                    fn, arg = arrive, arr_task[ai]
+                    ai += 1
                 elif queue and queue[0][0] <= limit:
                     now, _, _, fn, arg = pop(queue)
                     self.now = now
                 else:
                     break
                 fn(arg)
+            self._arr_i = ai
 
     def run(self) -> FleetResult:
         if not self.record_segments:
