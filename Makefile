@@ -20,7 +20,7 @@ PARALLEL := -n auto --dist loadfile
 NATIVE_SRC := setup.py simulator/fleet/native.py simulator/fleet/sim.py simulator/fleet/config.py simulator/fleet/itercost.py
 # the tests that run both engines: compiled (the install's) and pure Python (SPECAGENT_PURE_PYTHON=1)
 ENGINE_TESTS := tests/test_native_engine.py tests/test_fleet_golden.py tests/test_fleet_engine.py tests/test_fleet_core.py \
-	tests/test_fleet_cli.py tests/test_costmodel_roofline.py
+	tests/test_fleet_cli.py tests/test_costmodel_roofline.py tests/test_fleet_arrival_stream.py
 
 .PHONY: run test check lint lock test-latest scenarios setup bench clean notebooks
 
