@@ -451,7 +451,8 @@ class FleetSim:
     order, the same events in the same order as the simpy version this replaced (a pinned
     test checks the outputs bit for bit), but without Event, Process and Condition objects
     per step. Events for a later time wait in one heap of (time, priority, sequence
-    number, callback, argument) entries; events for the current time (a finished call
+    number, callback, argument) entries (the arrivals, all known at the start, in a sorted
+    stream beside it: `_seed_arrivals`); events for the current time (a finished call
     waking its task, a parallel group's lanes, zero-length waits) go to two FIFO queues,
     one per priority, which is the same order: anything queued for the current time
     while the clock stands there was created after every heap entry for that time, so it
