@@ -361,13 +361,35 @@ def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, A
     return out
 
 
+def figures_by_gpu(targets: Sequence[Target]) -> dict[str, dict[str, int]]:
+    """GPU id -> engine id -> figures the fit uses on it (`fitted_on`): which engines' rows a per-GPU term rests on."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for t in targets:
+        if fitted_on(t):
+            out[t.dep.hardware.id][t.dep.serving_engine.id] += 1
+    return {g: dict(sorted(v.items())) for g, v in sorted(out.items())}
+
+
+def _coverage_note(gpu: str, coverage: dict[str, dict[str, int]] | None, engines: Sequence[str]) -> str:
+    """For a per-GPU term every engine takes: which engines' figures fitted it, and which take it with none of their own."""
+    if coverage is None:
+        return ""
+    have = coverage.get(gpu, {})
+    without = [e for e in engines if e not in have]
+    return (f"; figures on {gpu} by engine: {', '.join(f'{e} {n}' for e, n in have.items()) or 'none'}"
+            + (f"; {', '.join(without)} take this value with no figure of their own on {gpu}" if without else ""))
+
+
 def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = FIT_ENGINES,
-                  profiles: dict[str, EngineProfile] | None = None) -> dict[str, dict[str, Any]]:
+                  profiles: dict[str, EngineProfile] | None = None,
+                  coverage: dict[str, dict[str, int]] | None = None) -> dict[str, dict[str, Any]]:
     """Per engine id ("*": every engine), the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones.
 
     A per-kernel layer time is written as each layer kind's time, value × the kernels the profile of each of `engines`
     counts for that kind (from `profiles` where given, else the shipped profile), so a profile holds times per layer as
     everything else reads them. A user's own data (prov["dataset_path"]) is named by its path and its full sha256.
+    With `coverage` (`figures_by_gpu`), a per-GPU term every engine takes says in its source which engines' figures
+    fitted it and which engines take it with none of their own (vLLM on H20: no vLLM row), never silently.
     """
     data = (f"{prov['dataset_path']} (sha256 {prov['dataset_sha256']}" if "dataset_path" in prov
             else f"measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}")
@@ -414,6 +436,11 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
                          f"{int(counts[k].value)} kernels per layer (kernels_per_layer.{k}); {psrc}"} for k in LAYER_KINDS})
             continue
         section, keys = toml_location(p.field)
+        if p.gpus and not p.engines and coverage is not None:  # one item per GPU, each saying whose figures set it
+            for g in p.gpus:
+                put("*", (g,), section, {k: {"value": float(f"{v:.4g}"), "source": psrc + _coverage_note(g, coverage, engines)}
+                                         for k in keys})
+            continue
         item = {"value": float(f"{v:.4g}"), "source": psrc}
         for e in (p.engines or ("*",)):
             put(e, p.gpus, section, {k: item for k in keys})

@@ -610,8 +610,15 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
         section, keys = toml_location("layer_us.moe" if p.field == lf.PER_KERNEL_LAYER_US else p.field)
         return "prior, not fitted" not in where[section][keys[0]]["source"]
 
+    from specagent.costmodel.latency_targets import targets_from_rows
+    from specagent.measurements import default_path, load_serving
+
+    coverage = lf.figures_by_gpu(targets_from_rows(load_serving(default_path("serving_latency.csv")))[0])
+    assert coverage["h20"] == {"sglang": 4, "sglang-0.4": 72}  # no vLLM figure on H20: its per-GPU terms say so
     tables = lf.fitted_tables(lf.FitResult(params, np.array([shipped(p) for p in params]), 0, [], 0.0, True, "",
-                                           tuple(moved(p) for p in params)), prov)
+                                           tuple(moved(p) for p in params)), prov, coverage=coverage)
+    assert data["vllm"]["hardware"]["h20"]["kernels"]["bandwidth"]["source"].endswith(
+        "figures on h20 by engine: sglang 4, sglang-0.4 72; vllm, tensorrt-llm take this value with no figure of their own on h20")
     kinds = ["dense_mlp", "full_attention", "linear_attention", "moe"]
 
     def layout(tables: dict) -> dict:

@@ -277,7 +277,7 @@ def fit_cmd(
     """
     import tomli_w
 
-    from specagent.costmodel.latency_fit import fit, fitted_tables, provenance
+    from specagent.costmodel.latency_fit import figures_by_gpu, fit, fitted_tables, provenance
 
     output = output or Path(f"{engine_id}.toml" if engine_id else "latency_fit.toml")
     atomic.check_writable(output)
@@ -299,7 +299,7 @@ def fit_cmd(
 
     kernels_path = Path(kernels or default_path("moe_kernels.csv"))
     prov["moe_kernels"], prov["moe_kernels_sha256"] = kernels_path.name, file_sha256(kernels_path)
-    tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
+    tables = {"provenance": prov, "engines": fitted_tables(res, prov, coverage=figures_by_gpu(targets))}
     files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
                                         + tomli_w.dumps(tables))}
     if profiles:
