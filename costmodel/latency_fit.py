@@ -455,7 +455,8 @@ def own_engine(base: EngineProfile, engine_id: str, max_num_seqs: int | None = N
     token budget stays `base`'s catch-all row's (at least the limit). The closed loop (`latency_targets`) and the
     fleet (`replay`, `plan`) then queue the clients beyond it instead of batching them.
     """
-    eng = dataclasses.replace(base, id=engine_id.lower(), aliases=())
+    # one's own engine prices one's own rows only: a generation's version range and lineage are not carried over
+    eng = dataclasses.replace(base, id=engine_id.lower(), aliases=(), versions_below=None, extends="")
     if max_num_seqs is None:
         return eng
     budget = max(max_num_seqs, base.scheduler[-1].max_batched_tokens) if base.scheduler else max(max_num_seqs, 2048)
@@ -495,10 +496,15 @@ def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, p
                                  informed=tuple(result.informed[i] for i in keep) if result.informed else ())
     prov = {**prov, "gpus": sorted(set(gpus))}
     tables = fitted_tables(result, prov, engines=(eng.id,), profiles={eng.id: eng})
-    data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
+    from specagent.hardware.serving_engine import with_base
+
+    # a whole profile: a generation's file (`extends`) is written read over its engine's, so it stands on its own
+    data = with_base(tomllib.loads(Path(base.path).read_text(encoding="utf-8")), Path(base.path))
+    data.pop("extends", None)
     data = merge_tables(merge_tables(data, tables.get("*", {})), tables.get(eng.id, {}))
     if max_num_seqs is not None:
         data["scheduler"] = scheduler_table(eng)
+    data.pop("versions", None)  # see own_engine: it would map the base engine's rows of those versions to this profile
     data.update(id=eng.id, name=f"{base.name}, fitted to {Path(prov['dataset_path']).name}", aliases=[])
     data["provenance"] = {**data.get("provenance", {}), "base_profile": base.id, "fit": prov}
     return data

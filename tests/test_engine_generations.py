@@ -99,3 +99,31 @@ def test_a_factor_multiplies_the_value_before_it_and_is_written_as_that_value():
     tables = lf.fitted_tables(lf.FitResult(ps, np.array(vals), 0, [], 0.0, True, ""), prov)
     item = tables["sglang-0.4"]["hardware"]["h20"]["kernels"]["bandwidth"]
     assert item["value"] == 0.4 and item["source"].startswith("0.8 x the bandwidth the engine it extends has here (0.5); ")
+
+
+def test_ones_own_engine_from_a_generation_profile_claims_no_versions(tmp_path):
+    """`latency fit --engine-id mine --base-engine sglang-0.4` writes a whole profile (the generation's read over sglang's),
+    without the generation's [versions]: visible on the search path, it must not take over the dataset's SGLang 0.4 rows."""
+    import csv
+
+    data = tmp_path / "mine.csv"
+    rows = [r for r in csv.DictReader(default_path("serving_latency.csv").open(encoding="utf-8")) if r["row_id"].startswith("qwen3speed-h20-8b")]
+    with data.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+
+    out = tmp_path / "engines" / "mine.toml"
+    out.parent.mkdir()
+    r = CliRunner().invoke(app, ["latency", "fit", "--data", str(data), "--engine-id", "mine", "--base-engine", "sglang-0.4",
+                                 "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    written = tomllib.loads(out.read_text(encoding="utf-8"))
+    assert "extends" not in written and "versions" not in written  # a whole profile, read over sglang's
+    mine = load_engine_file(out)
+    assert mine.lineage == ("mine",) and mine.versions_below is None
+    assert mine.for_hardware("h100_sxm").request_us.value == load_engine("sglang").request_us.value  # not fitted: sglang's
+    assert EngineCatalog([out.parent]).for_version("sglang", "0.4.6.post1").id == "sglang-0.4"
