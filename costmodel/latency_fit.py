@@ -57,9 +57,16 @@ class Param:
     prior_source: str
     engines: tuple[str, ...] = ()  # () = every engine
     gpus: tuple[str, ...] = ()  # () = every GPU
+    #: A factor (prior 1) on the value the parameters before it give this field ("" = an absolute value): a generation's
+    #: term is the current engine's times its factor, so with no row of its own (a held-out source) it prices as the
+    #: engine it extends instead of at an unrelated prior.
+    scale_of: str = ""
 
-    def applies(self, engine_id: str, gpu_id: str) -> bool:
-        return (not self.engines or engine_id in self.engines) and (not self.gpus or gpu_id in self.gpus)
+    def applies(self, engine: str | Sequence[str], gpu_id: str) -> bool:
+        """Whether the term prices `engine` (an id, or an engine's `lineage`: a generation profile takes the terms of
+        the engine it extends) on GPU `gpu_id`."""
+        ids = (engine,) if isinstance(engine, str) else tuple(engine)
+        return (not self.engines or any(e in self.engines for e in ids)) and (not self.gpus or gpu_id in self.gpus)
 
 
 def default_params(engines: Sequence[str] = FIT_ENGINES, moe: KernelFit | None = None) -> list[Param]:
@@ -76,6 +83,12 @@ def default_params(engines: Sequence[str] = FIT_ENGINES, moe: KernelFit | None =
         # factor that grows with the bytes a step reads; fitted apart like MI300X's, with the shared prior
         Param("bandwidth@h20", "bandwidth", 0.72, 0.2, 1.0, "as 'bandwidth' (H20 fitted apart: its published decode runs read "
               "weights at well under the shared fraction of its stated 4.0 TB/s, see docs/serving-engine-terms.md)", gpus=("h20",)),
+        # issue 32: the term above prices the current engines on H20 (sgl-project/sglang#10467's rows); SGLang before 0.5
+        # (the Qwen3 Speed Benchmark's 0.4.6.post1 rows, profile sglang-0.4) reads weights on H20 at its own, lower fraction,
+        # fitted apart so that a current engine on H20 does not inherit that generation's decode path
+        Param("bandwidth@h20/sglang-0.4", "bandwidth", 1.0, 0.25, 4.0, "1: SGLang before 0.5 reads weights on H20 as the "
+              "current engines do until its rows say otherwise (see docs/serving-engine-terms.md)", engines=("sglang-0.4",),
+              gpus=("h20",), scale_of="bandwidth"),
         Param("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, "inference-sim (BLIS) docs/HARDWARE_CONFIG_GUIDE.md example mfuPrefill 0.60 "
               "(A100) / 0.65 (H100) (hardware profiles' prefill_mfu)"),
         Param("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, "as 'gemm_mfu' (ROCm GEMMs on MI300X fitted apart)", gpus=("mi300x",)),
@@ -137,7 +150,7 @@ def own_params(params: Sequence[Param], eng: EngineProfile, hw: HardwareProfile)
     eng = eng.for_hardware(hw)
     out = []
     for p in params:
-        if not p.applies(eng.id, hw.id):
+        if not p.applies(eng.lineage, hw.id) or p.scale_of:  # a factor keeps its prior 1
             out.append(p)
             continue
         upper = max(p.upper, OWN_UPPER_US.get(p.field, p.upper))
@@ -171,7 +184,13 @@ def engine_with(base: EngineProfile, gpu_id: str, params: Sequence[Param], value
     eng = base.for_hardware(gpu_id)
     changes: dict[str, Any] = {}
     for p, v in zip(params, values):
-        if not p.applies(eng.id, gpu_id):
+        if not p.applies(eng.lineage, gpu_id):
+            continue
+        if p.scale_of:
+            base = changes.get(p.scale_of, getattr(eng, p.scale_of))
+            if base is None:
+                raise ValueError(f"parameter '{p.name}' is a factor on '{p.scale_of}', which nothing before it sets")
+            changes[p.field] = Sourced(float(base.value) * float(v), source)
             continue
         s = Sourced(float(v), source)
         if p.field == "layer_us.*":
@@ -230,7 +249,7 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
             return cache[k]
 
         def key_for(dep: Deployment) -> tuple:
-            k = (dep.serving_engine.id, dep.hardware.id, dep.model.is_moe)
+            k = (dep.serving_engine.lineage, dep.hardware.id, dep.model.is_moe)
             if k not in applies:
                 applies[k] = moves_price(every, *k)
             return tuple(float(vals[i]) for i in applies[k])
@@ -248,16 +267,16 @@ MOE_FIELDS = ("moe_mfu", "moe_tflops", "moe_pad_tokens")
 WHOLE_LAYER_FIELDS = ("layer_us.*", PER_KERNEL_LAYER_US)
 
 
-def moves_price(params: Sequence[Param], engine_id: str, gpu_id: str, moe: bool) -> tuple[int, ...]:
+def moves_price(params: Sequence[Param], engine_id: str | Sequence[str], gpu_id: str, moe: bool) -> tuple[int, ...]:
     """Indices of the `params` a deployment's price can depend on: those that apply to its engine and GPU, less those a
     later one overwrites in `engine_with` (a per-GPU term after its engine-wide one: later parameters win) and, for a
     model without MoE layers, the MoE fields. What is left out cannot change a bit of its prediction, so a fit's
     trial that moves only those reuses the prediction (`Pricer`) — the same numbers, fewer repricings."""
     on = [i for i, p in enumerate(params) if p.applies(engine_id, gpu_id) and (moe or p.field not in MOE_FIELDS)]
 
-    def overwritten(i: int) -> bool:
+    def overwritten(i: int) -> bool:  # a later absolute value of its field replaces it (a later factor multiplies it)
         f = params[i].field
-        return any(params[j].field == f or (params[j].field in WHOLE_LAYER_FIELDS and f.startswith("layer_us"))
+        return any(not params[j].scale_of and (params[j].field == f or (params[j].field in WHOLE_LAYER_FIELDS and f.startswith("layer_us")))
                    for j in on if j > i)
 
     return tuple(i for i in on if not overwritten(i))
@@ -342,13 +361,35 @@ def merge_tables(profile: dict[str, Any], tables: dict[str, Any]) -> dict[str, A
     return out
 
 
+def figures_by_gpu(targets: Sequence[Target]) -> dict[str, dict[str, int]]:
+    """GPU id -> engine id -> figures the fit uses on it (`fitted_on`): which engines' rows a per-GPU term rests on."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for t in targets:
+        if fitted_on(t):
+            out[t.dep.hardware.id][t.dep.serving_engine.id] += 1
+    return {g: dict(sorted(v.items())) for g, v in sorted(out.items())}
+
+
+def _coverage_note(gpu: str, coverage: dict[str, dict[str, int]] | None, engines: Sequence[str]) -> str:
+    """For a per-GPU term every engine takes: which engines' figures fitted it, and which take it with none of their own."""
+    if coverage is None:
+        return ""
+    have = coverage.get(gpu, {})
+    without = [e for e in engines if e not in have]
+    return (f"; figures on {gpu} by engine: {', '.join(f'{e} {n}' for e, n in have.items()) or 'none'}"
+            + (f"; {', '.join(without)} take this value with no figure of their own on {gpu}" if without else ""))
+
+
 def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str] = FIT_ENGINES,
-                  profiles: dict[str, EngineProfile] | None = None) -> dict[str, dict[str, Any]]:
+                  profiles: dict[str, EngineProfile] | None = None,
+                  coverage: dict[str, dict[str, int]] | None = None) -> dict[str, dict[str, Any]]:
     """Per engine id ("*": every engine), the TOML tables a fit changes: engine-wide fields and [hardware.<gpu>] ones.
 
     A per-kernel layer time is written as each layer kind's time, value × the kernels the profile of each of `engines`
     counts for that kind (from `profiles` where given, else the shipped profile), so a profile holds times per layer as
     everything else reads them. A user's own data (prov["dataset_path"]) is named by its path and its full sha256.
+    With `coverage` (`figures_by_gpu`), a per-GPU term every engine takes says in its source which engines' figures
+    fitted it and which engines take it with none of their own (vLLM on H20: no vLLM row), never silently.
     """
     data = (f"{prov['dataset_path']} (sha256 {prov['dataset_sha256']}" if "dataset_path" in prov
             else f"measurements/{prov['dataset']} (sha256 {prov['dataset_sha256'][:12]}")
@@ -364,9 +405,28 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
         for g in (gpus or (None,)):
             (where if g is None else where.setdefault(g, {})).setdefault(section, {}).update(items)
 
+    def resolved(i: int, field_name: str, e: str, gpu: str) -> float:
+        """The value parameters 0..i-1 give `field_name` for engine `e` (its lineage) on `gpu` ("": any GPU)."""
+        lineage = (profiles[e] if profiles and e in profiles else load_engine(e)).lineage
+        val = None
+        for q, qv in zip(result.params[:i], result.values[:i]):
+            if q.applies(lineage, gpu) and q.field == field_name:
+                val = float(qv) if not q.scale_of else float(qv) * val  # type: ignore[operator]
+        if val is None:
+            raise ValueError(f"no parameter before #{i} sets '{field_name}' for engine '{e}' on '{gpu or 'any GPU'}'")
+        return val
+
     informed = result.informed or (True,) * len(result.params)
-    for p, v, moved in zip(result.params, result.values, informed):
+    for i, (p, v, moved) in enumerate(zip(result.params, result.values, informed)):
         psrc = (src if moved else unmoved).format(prior=p.prior, psrc=p.prior_source)
+        if p.scale_of:  # a factor: written as the value it prices, on each of its engines and GPUs
+            for e in p.engines or engines:
+                for g in p.gpus or ("",):
+                    base = resolved(i, p.scale_of, e, g)
+                    fsrc = f"{float(v):.4g} x the {p.scale_of} the engine it extends has here ({base:.4g}); {psrc}"
+                    section, keys = toml_location(p.field)
+                    put(e, (g,) if g else (), section, {k: {"value": float(f"{base * float(v):.4g}"), "source": fsrc} for k in keys})
+            continue
         if p.field == PER_KERNEL_LAYER_US:
             per_kernel = float(f"{v:.4g}")
             for e in (p.engines or engines):
@@ -376,6 +436,11 @@ def fitted_tables(result: FitResult, prov: dict[str, Any], engines: Sequence[str
                          f"{int(counts[k].value)} kernels per layer (kernels_per_layer.{k}); {psrc}"} for k in LAYER_KINDS})
             continue
         section, keys = toml_location(p.field)
+        if p.gpus and not p.engines and coverage is not None:  # one item per GPU, each saying whose figures set it
+            for g in p.gpus:
+                put("*", (g,), section, {k: {"value": float(f"{v:.4g}"), "source": psrc + _coverage_note(g, coverage, engines)}
+                                         for k in keys})
+            continue
         item = {"value": float(f"{v:.4g}"), "source": psrc}
         for e in (p.engines or ("*",)):
             put(e, p.gpus, section, {k: item for k in keys})
@@ -390,7 +455,8 @@ def own_engine(base: EngineProfile, engine_id: str, max_num_seqs: int | None = N
     token budget stays `base`'s catch-all row's (at least the limit). The closed loop (`latency_targets`) and the
     fleet (`replay`, `plan`) then queue the clients beyond it instead of batching them.
     """
-    eng = dataclasses.replace(base, id=engine_id.lower(), aliases=())
+    # one's own engine prices one's own rows only: a generation's version range and lineage are not carried over
+    eng = dataclasses.replace(base, id=engine_id.lower(), aliases=(), versions_below=None, extends="")
     if max_num_seqs is None:
         return eng
     budget = max(max_num_seqs, base.scheduler[-1].max_batched_tokens) if base.scheduler else max(max_num_seqs, 2048)
@@ -430,10 +496,15 @@ def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, p
                                  informed=tuple(result.informed[i] for i in keep) if result.informed else ())
     prov = {**prov, "gpus": sorted(set(gpus))}
     tables = fitted_tables(result, prov, engines=(eng.id,), profiles={eng.id: eng})
-    data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
+    from specagent.hardware.serving_engine import with_base
+
+    # a whole profile: a generation's file (`extends`) is written read over its engine's, so it stands on its own
+    data = with_base(tomllib.loads(Path(base.path).read_text(encoding="utf-8")), Path(base.path))
+    data.pop("extends", None)
     data = merge_tables(merge_tables(data, tables.get("*", {})), tables.get(eng.id, {}))
     if max_num_seqs is not None:
         data["scheduler"] = scheduler_table(eng)
+    data.pop("versions", None)  # see own_engine: it would map the base engine's rows of those versions to this profile
     data.update(id=eng.id, name=f"{base.name}, fitted to {Path(prov['dataset_path']).name}", aliases=[])
     data["provenance"] = {**data.get("provenance", {}), "base_profile": base.id, "fit": prov}
     return data

@@ -54,7 +54,7 @@ from specagent.costmodel.latency import latency_terms, request_overhead_s
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import Coefficients, coefficients, estimate
-from specagent.hardware.serving_engine import EngineProfile, EngineProfileError, load_engine
+from specagent.hardware.serving_engine import EngineCatalog, EngineProfile, EngineProfileError
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import ServingRow
 
@@ -132,7 +132,8 @@ def _hardware(gpu: str, cache: dict[str, HardwareProfile | None]) -> HardwarePro
     return cache[gpu]
 
 
-def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None]) -> Deployment:
+def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None],
+                catalog: EngineCatalog | None = None) -> Deployment:
     try:
         spec = load_model_spec(row.model)
     except ModelSpecError as exc:
@@ -142,9 +143,9 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: di
         raise Skip(f"no hardware profile for GPU '{row.gpu}'")
     name = ENGINE_BACKENDS.get(row.engine, (row.engine, ""))[0]
     eng = engines.get(name)
-    if eng is None:
+    if eng is None:  # the engine's own profile, or the generation profile that covers the row's version (sglang-0.4)
         try:
-            eng = load_engine(name)
+            eng = (catalog or EngineCatalog()).for_version(name, row.engine_version)
         except EngineProfileError:
             raise Skip(f"no serving-engine profile for '{row.engine}'") from None
     if row.cuda_graphs is False:
@@ -179,11 +180,12 @@ def targets_from_rows(rows: Iterable[ServingRow], engines: dict[str, EngineProfi
     """Every latency figure of every row the cost model can describe; the rest with the reason."""
     engines = engines or {}
     profiles: dict[str, HardwareProfile | None] = {}
+    catalog = EngineCatalog()
     out: list[Target] = []
     skipped: list[Skipped] = []
     for row in rows:
         try:
-            out.extend(_row_targets(row, engines, profiles))
+            out.extend(_row_targets(row, engines, profiles, catalog))
         except Skip as exc:
             skipped.append(Skipped(row, str(exc)))
     return out, skipped
@@ -206,11 +208,12 @@ def mean_lengths(row: ServingRow) -> tuple[float, float]:
     return i, o
 
 
-def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None]) -> list[Target]:
+def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None],
+                 catalog: EngineCatalog | None = None) -> list[Target]:
     if QUEUED_TAG in row.notes:
         raise Skip(f"{QUEUED_TAG}: requests waited behind an admission limit the source does not state, so the running batch "
                    "(on which TPOT and TTFT both depend) is unknown")
-    dep = _deployment(row, engines, profiles)
+    dep = _deployment(row, engines, profiles, catalog)
     i, o = mean_lengths(row)
     if o < 1:
         raise Skip("output length below one token")

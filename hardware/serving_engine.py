@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from importlib import resources
@@ -180,6 +181,15 @@ class EngineProfile:
     aliases: tuple[str, ...] = ()
     path: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: An engine generation's profile (`extends`): the id of the engine whose file it overlays, and the versions of that
+    #: engine it prices (those below `versions_below`; `for_version` maps a measured row's engine and version to it).
+    extends: str = ""
+    versions_below: Sourced | None = None
+
+    @property
+    def lineage(self) -> tuple[str, ...]:
+        """This engine's id and the id it extends: a fitted engine term keyed to either applies to it."""
+        return (self.id, self.extends) if self.extends else (self.id,)
 
     def terms_key(self, hw: HardwareProfile) -> tuple[str, str]:
         """(key, warning) of GPU `hw`: the ``[hardware.<key>]`` table that prices it — its `terms_key`, else its id,
@@ -384,7 +394,8 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     for key in ("id", "name", "version"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise EngineProfileError(f"{path}: missing field '{key}' (expected a string)")
-    known_top = {"schema_version", "id", "name", "version", "aliases", "hardware", "scheduler", "limits", "provenance"}
+    known_top = {"schema_version", "id", "name", "version", "aliases", "hardware", "scheduler", "limits", "provenance", "extends",
+                 "versions"}
     known_top |= {s for s, *_ in _SCALARS.values()} | {s for s, _ in _PER_KIND.values()}
     unknown = set(data) - known_top
     if unknown:  # a misspelt [colectives] would otherwise be skipped and its terms reported missing
@@ -416,8 +427,41 @@ def parse_engine(data: dict[str, Any], path: str = "<memory>") -> EngineProfile:
     return EngineProfile(
         id=data["id"].lower(), name=data["name"], version=data["version"], **fields, **per_kind,  # type: ignore[arg-type]
         scheduler=_scheduler_rows(data, path), overrides=overrides, aliases=tuple(str(a).lower() for a in data.get("aliases", [])),
-        path=path, provenance=dict(data.get("provenance", {})), max_gpus=max_gpus,
+        path=path, provenance=dict(data.get("provenance", {})), max_gpus=max_gpus, extends=str(data.get("extends", "")).lower(),
+        versions_below=_versions(data, path),
     )
+
+
+def _versions(data: dict[str, Any], path: str) -> Sourced | None:
+    """The optional [versions] table of an engine generation: below = { value = "0.5", source = "..." }."""
+    table = data.get("versions")
+    if table is None:
+        return None
+    if not data.get("extends"):
+        raise EngineProfileError(f"{path}: [versions] needs 'extends' (the engine whose versions it covers)")
+    if not isinstance(table, dict) or set(table) != {"below"}:
+        raise EngineProfileError(f"{path}: [versions] must hold one field, below = {{ value = \"0.5\", source = \"...\" }}")
+    item = table["below"]
+    if not isinstance(item, dict) or set(item) != {"value", "source"} or not str(item["source"]).strip():
+        raise EngineProfileError(f"{path}: field 'versions.below' must be an inline table {{ value = \"0.5\", source = \"...\" }}")
+    if version_key(item["value"]) is None:
+        raise EngineProfileError(f"{path}: field 'versions.below' must be a version such as \"0.5\", got {item['value']!r}")
+    return Sourced(str(item["value"]), str(item["source"]))
+
+
+def version_key(version: Any) -> tuple[int, ...] | None:
+    """The leading release numbers of a version string ("0.4.6.post1" -> (0, 4, 6)); None when it states none ("", "main
+    as of 2025-08-19")."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", version) if isinstance(version, str) else None
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def _overlay(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `top` written over it, nested tables merged (a {value, source} item replaces whole)."""
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _overlay(out[k], v) if isinstance(v, dict) and "value" not in v and isinstance(out.get(k), dict) else v
+    return out
 
 
 def _limits(data: dict[str, Any], path: str) -> Sourced | None:
@@ -434,7 +478,33 @@ def _limits(data: dict[str, Any], path: str) -> Sourced | None:
 
 
 def load_engine_file(path: str | Path) -> EngineProfile:
-    return parse_engine(read_toml(path, EngineProfileError, "engine profile"), str(path))
+    """One engine profile file; a generation's file (`extends = "<id>"`) is read over `<id>.toml` from its own folder, else
+    the shipped one: it states only the terms where that generation differs."""
+    data = read_toml(path, EngineProfileError, "engine profile")
+    return parse_engine(with_base(data, Path(path)), str(path))
+
+
+def with_base(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`data` (one profile file's table) read over the file it `extends`, if it names one; else `data` itself."""
+    base_id = data.get("extends")
+    if base_id is None:
+        return data
+    if not isinstance(base_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", base_id):
+        raise EngineProfileError(f"{path}: field 'extends' must be an engine id, got {base_id!r}")
+    shipped = Path(str(resources.files("specagent.hardware") / "engines"))
+    for d in (path.parent, shipped):
+        f = d / f"{base_id.lower()}.toml"
+        if f.is_file() and f.resolve() != path.resolve():
+            break
+    else:
+        raise EngineProfileError(f"{path}: extends '{base_id}', but no {base_id.lower()}.toml is beside it or shipped")
+    base = read_toml(f, EngineProfileError, "engine profile")
+    if "extends" in base:
+        raise EngineProfileError(f"{path}: extends '{base_id}' ({f}), which itself extends '{base['extends']}': one level only")
+    own = {k: v for k, v in data.items() if k != "provenance"}
+    merged = _overlay({k: v for k, v in base.items() if k not in ("aliases", "provenance")}, own)
+    merged["provenance"] = {**({"base": {"file": str(f), **base.get("provenance", {})}}), **data.get("provenance", {})}
+    return merged
 
 
 def _search_dirs(extra_dirs: Iterable[str | Path] | None) -> list[Path]:
@@ -509,6 +579,20 @@ class EngineCatalog:
             self._listed = list(seen.values())
             check_unique_names(self._listed, EngineProfileError, "serving engine")
         return self._listed
+
+    def for_version(self, name: str, version: str) -> EngineProfile:
+        """The profile that prices engine `name` at `version`: a visible generation profile that extends it and whose
+        [versions] below covers the version, else `name`'s own. A version that states no release number (empty, "main as
+        of ...") is priced by `name`'s own profile, the current engine."""
+        eng = self.load(name)
+        key = version_key(version)
+        if key is None or eng.extends:
+            return eng
+        for prof in self.profiles():
+            below = version_key(prof.versions_below.value) if prof.versions_below is not None else None
+            if prof.extends == eng.id and below is not None and key < below:
+                return prof
+        return eng
 
     def load(self, name_or_path: str | Path = DEFAULT_ENGINE) -> EngineProfile:
         """An engine profile by id, alias or file path (NAME:eager: CUDA graphs off); unknown names list the known ones."""

@@ -552,6 +552,7 @@ DEFAULT_PARAMS = [
     ("bandwidth", "bandwidth", 0.72, 0.3, 1.0, (), ()),
     ("bandwidth@mi300x", "bandwidth", 0.72, 0.2, 1.0, (), ("mi300x",)),
     ("bandwidth@h20", "bandwidth", 0.72, 0.2, 1.0, (), ("h20",)),
+    ("bandwidth@h20/sglang-0.4", "bandwidth", 1.0, 0.25, 4.0, ("sglang-0.4",), ("h20",)),
     ("gemm_mfu", "gemm_mfu", 0.6, 0.15, 0.95, (), ()),
     ("gemm_mfu@mi300x", "gemm_mfu", 0.6, 0.05, 0.95, (), ("mi300x",)),
     ("attention_mfu", "attention_mfu", 0.5, 0.05, 0.95, (), ()),
@@ -578,11 +579,16 @@ def test_param_applies_to_its_engines_and_gpus_only():
     assert [p.applies(e, g) for e, g in (("vllm", "mi300x"), ("sglang", "mi300x"), ("vllm", "h100_sxm"))] == [True, False, False]
     everywhere = lf.Param("q", "bandwidth", 0.5, 0.1, 1.0, "s")
     assert everywhere.applies("sglang", "h100_sxm")
+    # an engine generation (its lineage) takes the terms of the engine it extends and its own; the engine, not its own
+    sgl, old = lf.Param("r", "bandwidth", 0.5, 0.1, 1.0, "s", engines=("sglang",)), lf.Param("o", "bandwidth", 0.5, 0.1, 1.0, "s",
+                                                                                             engines=("sglang-0.4",))
+    assert [sgl.applies(("sglang-0.4", "sglang"), "h20"), old.applies(("sglang-0.4", "sglang"), "h20"), old.applies("sglang", "h20")] \
+        == [True, True, False]
 
 
 def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values():
     """Every default parameter, written by `fitted_tables` at its shipped value, is the shipped TOML item (value and source)."""
-    data = {e: tomllib.loads(Path(load_engine(e).path).read_text(encoding="utf-8")) for e in ENGINES}
+    data = {e: tomllib.loads(Path(load_engine(e).path).read_text(encoding="utf-8")) for e in (*ENGINES, "sglang-0.4")}
     prov = data["vllm"]["provenance"]["fit"]
     assert all(d["provenance"]["fit"] == prov for d in data.values())
     params, _ = lf.serving_params()
@@ -590,17 +596,38 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
     def shipped(p: lf.Param) -> float:
         d = data[p.engines[0] if p.engines else "vllm"]
         where = d["hardware"][p.gpus[0]] if p.gpus else d
+        if p.scale_of:  # a factor: written as the value it prices, the factor leading its source
+            return float(where[toml_location(p.field)[0]][toml_location(p.field)[1][0]]["source"].split(" x ")[0])
         if p.field == lf.PER_KERNEL_LAYER_US:  # written per layer kind; the per-kernel value leads each item's source
             return float(where["per_layer_us"]["moe"]["source"].split(" us per kernel")[0])
         section, keys = toml_location(p.field)
         return where[section][keys[0]]["value"]
 
-    tables = lf.fitted_tables(lf.FitResult(params, np.array([shipped(p) for p in params]), 0, [], 0.0, True, ""), prov)
+    def moved(p: lf.Param) -> bool:
+        """Whether the shipped item says a figure moved it (a zero Jacobian column is written 'prior, not fitted')."""
+        d = data[p.engines[0] if p.engines else "vllm"]
+        where = d["hardware"][p.gpus[0]] if p.gpus else d
+        section, keys = toml_location("layer_us.moe" if p.field == lf.PER_KERNEL_LAYER_US else p.field)
+        return "prior, not fitted" not in where[section][keys[0]]["source"]
+
+    from specagent.costmodel.latency_targets import targets_from_rows
+    from specagent.measurements import default_path, load_serving
+
+    coverage = lf.figures_by_gpu(targets_from_rows(load_serving(default_path("serving_latency.csv")))[0])
+    assert coverage["h20"] == {"sglang": 4, "sglang-0.4": 72}  # no vLLM figure on H20: its per-GPU terms say so
+    tables = lf.fitted_tables(lf.FitResult(params, np.array([shipped(p) for p in params]), 0, [], 0.0, True, "",
+                                           tuple(moved(p) for p in params)), prov, coverage=coverage)
+    assert data["vllm"]["hardware"]["h20"]["kernels"]["bandwidth"]["source"].endswith(
+        "figures on h20 by engine: sglang 4, sglang-0.4 72; vllm, tensorrt-llm take this value with no figure of their own on h20")
     kinds = ["dense_mlp", "full_attention", "linear_attention", "moe"]
 
     def layout(tables: dict) -> dict:
         """Section -> sorted keys, one level deeper under [hardware.<gpu>]."""
         return {s: (layout(v) if s in ("hardware", "mi300x", "h20") else sorted(v)) for s, v in tables.items()}
+
+    # the generation profile holds its own terms only: read over sglang's, the fit's tables leave it as shipped
+    assert layout(tables["sglang-0.4"]) == {"hardware": {"h20": {"kernels": ["bandwidth"]}}}
+    assert lf.merge_tables(data["sglang-0.4"], tables["sglang-0.4"]) == data["sglang-0.4"]
 
     assert layout(tables["*"]) == {"kernels": ["attention_mfu", "bandwidth", "gemm_mfu", "moe_mfu", "moe_pad_tokens", "moe_tflops"],
                                    "per_pass": ["per_sequence_us"], "hardware": {"mi300x": {"kernels": ["bandwidth", "gemm_mfu"]},
@@ -609,7 +636,7 @@ def test_shipped_engine_profiles_hold_what_fitted_tables_writes_for_their_values
         assert layout(tables[e]) == {"per_pass": ["iteration_us", "launch_us"], "per_request": ["request_us"],
                                      "per_layer_us": kinds, "hardware": {"mi300x": {"per_layer_us": kinds}}}
         assert lf.merge_tables(lf.merge_tables(data[e], tables["*"]), tables[e]) == data[e]
-    assert sorted(tables) == ["*", *sorted(ENGINES)]
+    assert sorted(tables) == sorted(["*", *ENGINES, "sglang-0.4"])
 
 
 def test_fitted_tables_round_to_four_digits_and_name_dataset_rows_and_prior():
@@ -792,6 +819,7 @@ PINNED_FULL_FIT = [
     0.7205478008623015,
     0.72,
     0.5596753154168366,
+    1.0,  # bandwidth@h20/sglang-0.4: a factor no pinned row moves
     0.5970026144892371,
     0.6,
     0.49989089621615085,

@@ -272,6 +272,8 @@ def test_the_mixed_deployment_plan_keeps_its_fleets():
     assert len(stopped) and not stopped["meets_slo"].any()  # the sequential stop ran, on misses only
     assert (int(t.loc["strongonly", "weak_replicas"]), int(t.loc["strongonly", "strong_replicas"])) == (0, 4)
     assert (int(t.loc["specagent", "weak_replicas"]), int(t.loc["specagent", "strong_replicas"])) == (13, 1)
-    # recorded: strongonly 230.2 s, specagent 234.1 s (the chosen fleets run the whole window)
-    assert t.loc["strongonly", "slo_value_s"] == pytest.approx(230.161773, abs=1e-4)
-    assert t.loc["specagent", "slo_value_s"] == pytest.approx(234.051969, abs=1e-4)
+    # recorded: strongonly 230.2 s, specagent 234.1 s (the chosen fleets run the whole window); re-recorded 229.2 s and
+    # 229.3 s when the H20 term was fitted apart for SGLang 0.4 (issue 32: the shared terms moved with the refit, per-kernel
+    # layer time 3.325 -> 3.358 us, shared bandwidth 0.7337 -> 0.737; same fleets)
+    assert t.loc["strongonly", "slo_value_s"] == pytest.approx(229.164523, abs=1e-4)
+    assert t.loc["specagent", "slo_value_s"] == pytest.approx(229.253712, abs=1e-4)

@@ -277,7 +277,7 @@ def fit_cmd(
     """
     import tomli_w
 
-    from specagent.costmodel.latency_fit import fit, fitted_tables, provenance
+    from specagent.costmodel.latency_fit import figures_by_gpu, fit, fitted_tables, provenance
 
     output = output or Path(f"{engine_id}.toml" if engine_id else "latency_fit.toml")
     atomic.check_writable(output)
@@ -299,23 +299,24 @@ def fit_cmd(
 
     kernels_path = Path(kernels or default_path("moe_kernels.csv"))
     prov["moe_kernels"], prov["moe_kernels_sha256"] = kernels_path.name, file_sha256(kernels_path)
-    tables = {"provenance": prov, "engines": fitted_tables(res, prov)}
+    tables = {"provenance": prov, "engines": fitted_tables(res, prov, coverage=figures_by_gpu(targets))}
     files = {output: atomic.text_writer("# Engine coefficients fitted by `specagent latency fit`; merge into hardware/engines/*.toml.\n"
                                         + tomli_w.dumps(tables))}
     if profiles:
         import tomllib
 
         from specagent.costmodel.latency_fit import merge_tables
-        from specagent.hardware.serving_engine import load_engine, parse_engine
+        from specagent.hardware.serving_engine import load_engine, parse_engine, with_base
 
         fitted = tables["engines"]
         for eid in sorted({t.dep.serving_engine.id for t in targets}):
             base = load_engine(eid)
             data = tomllib.loads(Path(base.path).read_text(encoding="utf-8"))
-            data = merge_tables(merge_tables(data, fitted.get("*", {})), fitted.get(eid, {}))
+            # a generation's profile (`extends`) holds only its own terms: the shared ones go to the engine it extends
+            data = merge_tables(data if base.extends else merge_tables(data, fitted.get("*", {})), fitted.get(eid, {}))
             data["provenance"] = {**data.get("provenance", {}), "fit": prov}
             target = profiles / Path(base.path).name
-            parse_engine(data, str(target))  # validate before writing
+            parse_engine(with_base(data, Path(base.path)), str(target))  # validate before writing
             files[target] = atomic.text_writer(f"# Serving-engine profile {eid}: fitted fields written by "
                                                "`specagent latency fit --write-profiles`.\n" + tomli_w.dumps(data))
     atomic.write_together(files)  # the fit and the profiles made from it: all or none
