@@ -264,3 +264,13 @@ def test_the_ratio_interval_covers_under_per_task_multiplicative_noise():
     robust, naive = _ratio_coverage(400, True), _ratio_coverage(400, False)
     assert 0.92 <= robust <= 0.98, robust
     assert naive < 0.90, naive
+
+
+def test_the_quick_rows_are_the_fits_rows(tmp_path):
+    """`--quick` (1,000 replicates of the rows that need no acceptance likelihood, in minutes) computes the very
+    intervals `fit_acceptance` prints for those parameters: the same names, estimates and ends."""
+    data = _fit_log(vr.SCENARIOS[0], 3, tmp_path)
+    quick = {p.name: (p.estimate, p.low, p.high, p.how) for p in vr.quick_params(data)}
+    full = {p.name: (p.estimate, p.low, p.high, p.how) for p in fit_acceptance(data).params}
+    assert len(quick) == 11 and {n: full[n] for n in quick} == quick
+    assert not any(n.startswith("accept.") or n in ("position_decay", "correlation", "task_sd") for n in quick)
