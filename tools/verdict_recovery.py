@@ -191,8 +191,8 @@ def _job(args: tuple[Truth, int, bool]) -> dict:
     return fit_one(*args)
 
 
-def run(t: Truth, replicates: int, jobs: int, quick: bool = False) -> list[dict]:
-    work = [(t, r, quick) for r in range(replicates)]
+def run(t: Truth, replicates: int, jobs: int, quick: bool = False, start: int = 0) -> list[dict]:
+    work = [(t, r, quick) for r in range(start, start + replicates)]
     if jobs <= 1:
         return [_job(w) for w in work]
     with ProcessPoolExecutor(jobs) as ex:
@@ -282,16 +282,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--scenario", action="append", help="only these scenarios (A, B)")
     ap.add_argument("--write-doc", action="store_true", help=f"write the table into {DOC.relative_to(ROOT)}")
+    ap.add_argument("--start", type=int, default=0,
+                    help="first replicate (default 0): --start 200 --replicates 300 extends the table's 200 to 500")
     ap.add_argument("--quick", action="store_true",
                     help="only the rows that need no acceptance likelihood (p_valid_replacement, exact, token means, ratio)")
     a = ap.parse_args(argv)
     if a.replicates < 1:
         ap.error("--replicates: must be at least 1")
-    if a.quick and a.write_doc:
-        ap.error("--write-doc: the doc's table has every row; not with --quick")
+    if a.start < 0:
+        ap.error("--start: must be at least 0")
+    if a.write_doc and (a.quick or a.start):
+        ap.error("--write-doc: the doc's table has every row from replicate 0; not with --quick or --start")
     chosen = [t for t in SCENARIOS if not a.scenario or t.name in a.scenario]
-    results = {t.name: run(t, a.replicates, a.jobs, a.quick) for t in chosen}
+    results = {t.name: run(t, a.replicates, a.jobs, a.quick, a.start) for t in chosen}
     text = table(chosen, results, a.replicates)
+    if a.start:
+        text = f"Replicates {a.start}–{a.start + a.replicates - 1} (`--start {a.start}`).\n\n" + text
     if a.quick:
         text = ("Quick (`--quick`): only the rows that need no acceptance likelihood; the acceptance rows and the tests "
                 "need the whole run.\n\n" + text)
