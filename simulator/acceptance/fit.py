@@ -17,13 +17,13 @@ correlation at all. The likelihood is the model's own (simulator/acceptance/mode
 * token counts (verdict reason, accept verdict, verification and repair reasoning) are
   negative binomial (NB2: mean mu, shape r; Poisson when not over-dispersed); the model
   takes mu, whose MLE is the sample mean.
-* weak_token_ratio: drafted tokens ~ Poisson(ratio x reference tokens), quasi-Poisson
-  dispersion for the interval.
+* weak_token_ratio: drafted tokens ~ Poisson(ratio x reference tokens); its interval is
+  cluster-robust by task (quasi-Poisson dispersion with one task).
 
 Intervals: profile likelihood (2 x log-likelihood drop of chi2_1(0.95) = 3.84) for the
 acceptance parameters, p_valid_replacement and exact; for the NB means, Fisher information
 (mu and r are orthogonal in NB2, so se(mu) = sqrt(mu (1 + mu/r) / n)) on the log scale, or
-the exact Poisson (Garwood) interval; for the ratio, quasi-Poisson Fisher information.
+the exact Poisson (Garwood) interval; for the ratio, a cluster-robust (by task) sandwich variance.
 Likelihood-ratio tests of decay (H0: decay = 1), correlation (H0: correlation = 0) and the
 task effect (H0: task_sd = 0) use the boundary null 0.5 chi2_0 + 0.5 chi2_1; task_sd's
 interval inverts that test at 0 and the chi2_1 one above 0. Goodness of fit compares observed and expected
