@@ -274,3 +274,17 @@ def test_the_quick_rows_are_the_fits_rows(tmp_path):
     full = {p.name: (p.estimate, p.low, p.high, p.how) for p in fit_acceptance(data).params}
     assert len(quick) == 11 and {n: full[n] for n in quick} == quick
     assert not any(n.startswith("accept.") or n in ("position_decay", "correlation", "task_sd") for n in quick)
+
+
+def test_the_docs_chance_figures_are_the_tools():
+    """docs/acceptance-fit.md's reading of the table: the per-row chance of an exact interval outside 2 SE, the rows
+    expected over 38, the share of tables with one or more / two or more outside, and the 2-SE bands, as the tool
+    computes them."""
+    flat = " ".join((ROOT / "docs" / "acceptance-fit.md").read_text(encoding="utf-8").split())
+    p200, p1000 = vr._p_outside(200), vr._p_outside(1000)
+    assert f"outside 2 SE with {p200:.3f} at 200 replicates" in flat
+    assert f"so {38 * p200:.2f} rows are expected outside over the 38" in flat
+    assert f"one or more in {1 - (1 - p200) ** 38:.0%} of tables and two or more in {stats.binom.sf(1, 38, p200):.0%}" in flat
+    assert f"(band {0.95 - 2 * vr._se(200):.3f}–{0.95 + 2 * vr._se(200):.3f})" in flat
+    assert f"outside the band {0.95 - 2 * vr._se(1000):.3f}–{0.95 + 2 * vr._se(1000):.3f}" in flat
+    assert f"chance alone puts {22 * p1000:.1f} of 22 there" in flat
