@@ -288,3 +288,18 @@ def test_the_docs_chance_figures_are_the_tools():
     assert f"(band {0.95 - 2 * vr._se(200):.3f}–{0.95 + 2 * vr._se(200):.3f})" in flat
     assert f"outside the band {0.95 - 2 * vr._se(1000):.3f}–{0.95 + 2 * vr._se(1000):.3f}" in flat
     assert f"chance alone puts {22 * p1000:.1f} of 22 there" in flat
+
+
+def test_the_docs_table_is_current_in_its_quick_rows():
+    """The 22 rows of docs/acceptance-fit.md's table that need no acceptance likelihood are what the shipped intervals
+    give on the table's 200 replicates today (`--quick`, the same draws): an interval changed without `--write-doc`
+    fails here. (The acceptance rows need the whole fit, hours of CPU: not rerun here.)"""
+    doc = (ROOT / "docs" / "acceptance-fit.md").read_text(encoding="utf-8")
+    block = doc.split(vr.BEGIN, 1)[1].split(vr.END, 1)[0]
+    results = {t.name: vr.run(t, 200, 2, quick=True) for t in vr.SCENARIOS}
+    rows = [ln for ln in vr.table(vr.SCENARIOS, results, 200).splitlines() if ln.startswith("| `")]
+    names = {ln.split("`")[1] for ln in rows}
+    in_doc = [ln for ln in block.splitlines() if ln.startswith("| `") and ln.split("`")[1] in names and "supported" not in ln
+              and not ln.split("|")[2].strip().startswith(("correlation ", "decay ", "σ_task "))]  # not the tests' rows
+    assert len(rows) == 22 and in_doc == rows, [(a, b) for a, b in zip(in_doc, rows) if a != b]
+    assert sum(ln.endswith("| no |") for ln in rows) == 2  # B's exact.read and exact.generic, 0.915: chance
