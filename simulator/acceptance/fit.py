@@ -740,10 +740,10 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         # exact.KIND stays a plain binomial with its profile-likelihood interval. Its rows outside 2 SE in the recovery
         # suite's scenario B (0.915 over 200 replicates) were chance: there exact_match is drawn independently of the
         # task effect and the verdicts, every drafted step's is counted (no selection by the judged prefix), n ~ 500-650,
-        # and this interval's exact coverage at each replicate's own n (the binomial pmf summed over the counts it
-        # holds) is 0.9497-0.9503 for every exact and p_valid_replacement row (tests/test_acceptance_recovery.py). A
+        # and this interval's exact coverage at the suite's p and n (the binomial pmf summed over the counts it
+        # holds) is 0.9505-0.9522 on average over n (tests/test_acceptance_recovery.py computes it). A
         # cluster-robust interval would answer a dependence of exact matches within a task that neither the model nor
-        # the generator has; Clopper-Pearson would cover ~0.957 (conservative), Wald 0.946 at p 0.1.
+        # the generator has; Clopper-Pearson would cover 0.953-0.959 (conservative), Wald 0.946 at p 0.1.
         ek, em = np.array(data.exact_kind), np.array(data.exact_match)
         exact = dict(base.exact)
         for kc, kind in enumerate(KINDS):
