@@ -59,6 +59,7 @@ SLOW_TESTS = {
     "test_acceptance_fit.py::test_interval_constructions_cover": "coverage over many simulated logs",
     "test_acceptance_recovery.py::test_heterogeneity_is_not_read": "20 fits of simulated logs (~3 s CPU each)",
     "test_acceptance_recovery.py::test_the_fit_names_what_it_found": "4 fits of simulated logs",
+    "test_acceptance_recovery.py::test_the_docs_table_is_current": "400 simulated logs read (~50 s CPU)",
     "test_sensitivity.py::test_study_sensitivity_writes": "a whole sensitivity study and its report",
     "test_reports_figures.py::test_roofline_saving_never_grows": "property test over the decode batch",
     "test_plan_pools.py::test_the_mixed_deployment_plan_keeps_its_fleets": "two capacity searches (~7 s CPU)",

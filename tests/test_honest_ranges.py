@@ -313,3 +313,17 @@ def test_auto_draws_the_shipped_calibrated_set_for_the_shipped_point_only():
                and m.verdict_tokens == base.verdict_tokens for m in d.points)
     changed = dataclasses.replace(base, correlation=0.2)  # a flag changed: not a point of that set
     assert calibrated_set_for(changed) is None and not Uncertainty().distribution(changed).points
+
+
+def test_task_sd_has_no_prior_and_the_docs_say_why():
+    """No `[prior.task_sd]`: the priors keep a scenario's task_sd as given (drawn only from a fit's interval), and
+    docs/uncertainty.md states the reason with the mean it quotes (accept 0.85, task_sd 1: a mean of 0.81)."""
+    pri = tomllib.loads((ROOT / "simulator" / "data" / "acceptance_priors.toml").read_text(encoding="utf-8"))["prior"]
+    assert "task_sd" not in pri
+    base = AcceptanceModel(task_sd=0.7)
+    assert {m.task_sd for m in AcceptanceDistribution.priors(base).sample(50, 1)} == {0.7}
+    x, w = np.polynomial.hermite.hermgauss(60)  # E[expit(logit 0.85 + u)], u ~ N(0, 1)
+    mean = float(np.sum(w / math.sqrt(math.pi) / (1 + np.exp(-(math.log(0.85 / 0.15) + math.sqrt(2) * x)))))
+    flat = " ".join((ROOT / "docs" / "uncertainty.md").read_text(encoding="utf-8").split())
+    assert "`task_sd`, the per-task effect on acceptance" in flat and "has no prior, on purpose" in flat
+    assert f"accept 0.85 with `task_sd` 1 is a mean of {mean:.2f})" in flat
