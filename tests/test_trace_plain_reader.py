@@ -71,6 +71,7 @@ DECLINED = {
     "space in a value": "arrival_s,prompt_tokens,output_tokens\n0, 1,1\n",
     "zero tokens": "arrival_s,prompt_tokens,output_tokens\n0,0,1\n",
     "too many tokens": f"arrival_s,prompt_tokens,output_tokens\n0,{rq.MAX_CONTEXT_TOKENS + 1},1\n",
+    "20 digits of tokens": "arrival_s,prompt_tokens,output_tokens\n0,20000000000000000000,10\n",
     "fractional tokens": "arrival_s,prompt_tokens,output_tokens\n0,1.5,1\n",
     "out of order": "arrival_s,prompt_tokens,output_tokens\n2,1,1\n1,1,1\n",
     "twice a column": "arrival_s,prompt_tokens,prompt_tokens,output_tokens\n0,1,1,1\n",

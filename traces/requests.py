@@ -176,8 +176,11 @@ _PLAIN_BYTES = 64 << 20  # a larger file goes to pandas' C reader: the text is h
 
 
 def _plain_counts(values: list[bytes]) -> np.ndarray | None:
-    """Whole token counts in [1, MAX_CONTEXT_TOKENS], each spelled with digits only; None otherwise."""
+    """Whole token counts in [1, MAX_CONTEXT_TOKENS], each spelled with digits only; None otherwise (a spelling over 18
+    digits too, which int64 cannot hold: pandas' reader then says which line)."""
     if b"" in values or b",".join(values).translate(None, _DIGITS) != b"," * (len(values) - 1):
+        return None
+    if max(map(len, values)) > 18:
         return None
     x = np.array(list(map(int, values)), dtype=np.int64)
     return x if x.min() >= 1 and x.max() <= MAX_CONTEXT_TOKENS else None
