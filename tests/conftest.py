@@ -49,6 +49,7 @@ SLOW_FILES = {
 #: Single slow tests (node id prefixes) in files that are otherwise fast.
 SLOW_TESTS = {
     "test_docs_flags.py::test_shell_completion": "shell completion in subprocesses",
+    "test_docs_quoted.py::test_the_edge_figures_quoted": "predict --edge with its intervals",
     "test_provenance.py::test_a_report_of_an_old_run": "two predictions and two reports",
     "test_reports_html.py::test_concurrent_reports": "reports written from several processes",
     "test_traces_io.py::test_round_trip_jsonl_parquet_frame": "property test over whole traces",
