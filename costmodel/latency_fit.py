@@ -31,7 +31,7 @@ from specagent.costmodel.moe import moe_union_experts
 from specagent.costmodel.passes import Passes
 from specagent.costmodel.roofline import coefficients, estimate
 from specagent.hardware.serving_engine import (LAYER_KINDS, EngineProfile, EngineProfileError, SchedulerDefault, load_engine,
-                                               toml_location)
+                                               toml_location, with_base)
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
 from specagent.costmodel.latency_targets import FIT_ENGINES, Pricer, Target, predict
@@ -496,8 +496,6 @@ def own_engine_profile(base: EngineProfile, engine_id: str, result: FitResult, p
                                  informed=tuple(result.informed[i] for i in keep) if result.informed else ())
     prov = {**prov, "gpus": sorted(set(gpus))}
     tables = fitted_tables(result, prov, engines=(eng.id,), profiles={eng.id: eng})
-    from specagent.hardware.serving_engine import with_base
-
     # a whole profile: a generation's file (`extends`) is written read over its engine's, so it stands on its own
     data = with_base(tomllib.loads(Path(base.path).read_text(encoding="utf-8")), Path(base.path))
     data.pop("extends", None)

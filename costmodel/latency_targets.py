@@ -133,7 +133,7 @@ def _hardware(gpu: str, cache: dict[str, HardwareProfile | None]) -> HardwarePro
 
 
 def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None],
-                catalog: EngineCatalog | None = None) -> Deployment:
+                catalog: EngineCatalog) -> Deployment:
     try:
         spec = load_model_spec(row.model)
     except ModelSpecError as exc:
@@ -145,7 +145,7 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: di
     eng = engines.get(name)
     if eng is None:  # the engine's own profile, or the generation profile that covers the row's version (sglang-0.4)
         try:
-            eng = (catalog or EngineCatalog()).for_version(name, row.engine_version)
+            eng = catalog.for_version(name, row.engine_version)
         except EngineProfileError:
             raise Skip(f"no serving-engine profile for '{row.engine}'") from None
     if row.cuda_graphs is False:
@@ -209,7 +209,7 @@ def mean_lengths(row: ServingRow) -> tuple[float, float]:
 
 
 def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None],
-                 catalog: EngineCatalog | None = None) -> list[Target]:
+                 catalog: EngineCatalog) -> list[Target]:
     if QUEUED_TAG in row.notes:
         raise Skip(f"{QUEUED_TAG}: requests waited behind an admission limit the source does not state, so the running batch "
                    "(on which TPOT and TTFT both depend) is unknown")
