@@ -12,6 +12,12 @@ through `read_logs` and `fit_acceptance` (the CLI's path).
     python tools/verdict_recovery.py --write-doc       # and write it into docs/acceptance-fit.md between markers
     python tools/verdict_recovery.py --replicates 20 --jobs 1
     python tools/verdict_recovery.py --replicates 1000 --quick   # only the rows that need no acceptance likelihood
+    python tools/verdict_recovery.py --write-doc --cache .recovery-cache   # resumable: replicates already run are read
+
+Two stages, fixed before any table was read: a row whose coverage over the table's replicates lands outside 2 SE of
+nominal is rerun on `--confirm` fresh replicates (those after the table's, by default 800) and judged on those. With
+38 rows an exact interval lands outside 2 SE somewhere in most tables (`_p_outside`); a real under-coverage is
+outside on the fresh replicates too. The table prints both stages and the rule's chances (`_two_stage_chances`).
 
 Seeded: replicate r of a scenario draws from numpy's default_rng([scenario seed, r]), so the table is the same
 bytes for any --jobs.
@@ -20,6 +26,7 @@ bytes for any --jobs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -179,6 +186,11 @@ def quick_params(data) -> list:
     return out
 
 
+def _is_quick(name: str) -> bool:
+    """A row `quick_params` gives: its interval reads the counts alone."""
+    return not (name.startswith("accept.") or name in ("position_decay", "correlation", "task_sd"))
+
+
 def _covers(p, v: float) -> bool:
     """The interval holds v; an interval the fit says is open at 0 (task_sd when the boundary test rejects 0 but the
     profile at 0 is within 3.84) does not hold 0."""
@@ -191,12 +203,54 @@ def _job(args: tuple[Truth, int, bool]) -> dict:
     return fit_one(*args)
 
 
-def run(t: Truth, replicates: int, jobs: int, quick: bool = False, start: int = 0) -> list[dict]:
-    work = [(t, r, quick) for r in range(start, start + replicates)]
-    if jobs <= 1:
-        return [_job(w) for w in work]
-    with ProcessPoolExecutor(jobs) as ex:
-        return list(ex.map(_job, work, chunksize=max(1, replicates // (4 * jobs))))
+def _code_digest() -> str:
+    """What a cached replicate was computed by: this file's generator and fit call and the acceptance package."""
+    import inspect
+
+    h = hashlib.sha256("".join(inspect.getsource(f) for f in (_noisy, draw_log, fit_one, quick_params, _is_quick,
+                                                              _covers)).encode())
+    for f in sorted((ROOT / "simulator" / "acceptance").glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_path(cache: Path, t: Truth, rep: int, quick: bool, digest: str) -> Path:
+    key = hashlib.sha256(repr(t).encode()).hexdigest()[:12]
+    return cache / digest / f"{t.name}-{key}-{'quick' if quick else 'full'}-{rep}.json"
+
+
+def run(t: Truth, replicates: int, jobs: int, quick: bool = False, start: int = 0, cache: Path | None = None) -> list[dict]:
+    """Replicates start..start+replicates-1 of scenario t. With `cache`, each replicate's result is a JSON file
+    (written whole, then renamed) keyed by the scenario, the replicate and a digest of the code: a stopped run resumes
+    where it was and a change to the fit never reads an old result."""
+    reps = range(start, start + replicates)
+    done: dict[int, dict] = {}
+    if cache is not None:
+        digest = _code_digest()
+        for r in reps:
+            f = _cache_path(cache, t, r, quick, digest)
+            if f.exists():
+                done[r] = json.loads(f.read_text(encoding="utf-8"))
+    work = [(t, r, quick) for r in reps if r not in done]
+    if jobs <= 1 or len(work) <= 1:
+        fresh = map(_job, work)
+        ex = None
+    else:
+        ex = ProcessPoolExecutor(jobs)
+        fresh = ex.map(_job, work, chunksize=1 if cache is not None else max(1, len(work) // (4 * jobs)))
+    try:
+        for (_, r, _), res in zip(work, fresh):
+            done[r] = res
+            if cache is not None:
+                f = _cache_path(cache, t, r, quick, digest)
+                f.parent.mkdir(parents=True, exist_ok=True)
+                tmp = f.with_suffix(".tmp")
+                tmp.write_text(json.dumps(res), encoding="utf-8")
+                os.replace(tmp, f)
+    finally:
+        if ex is not None:
+            ex.shutdown()
+    return [done[r] for r in reps]
 
 
 #: The scenarios of the table: the model as the fit states it (with token noise it does not assume), and per-task
@@ -211,41 +265,92 @@ def _se(n: int, p: float = NOMINAL) -> float:
     return math.sqrt(p * (1 - p) / n)
 
 
-def _p_outside(n: int, p: float = NOMINAL) -> float:
-    """Chance that the coverage of an exact interval over n replicates lands outside 2 SE of nominal."""
+def _p_outside(n: int, p: float = NOMINAL, true: float | None = None) -> float:
+    """Chance that the coverage over n replicates lands outside 2 SE of nominal p, for an interval whose coverage
+    is `true` (default: exact, p)."""
     from scipy import stats
 
     k = np.arange(n + 1)
-    return float(stats.binom.pmf(k, n, p)[np.abs(k / n - p) > 2 * _se(n, p)].sum())
+    return float(stats.binom.pmf(k, n, p if true is None else true)[np.abs(k / n - p) > 2 * _se(n, p)].sum())
 
 
-def table(scenarios, results: dict[str, list[dict]], replicates: int) -> str:
+def _two_stage_chances(n1: int, n2: int, rows: int) -> str:
+    """The rule's operating characteristics, from the binomial: how often an exact interval is called wrong, and how
+    often one that covers less is caught, against the table's first stage alone."""
+    p1, p2 = _p_outside(n1), _p_outside(n2)
+    one = 1 - (1 - p1) ** rows
+    both = 1 - (1 - p1 * p2) ** rows
+    caught = ", ".join(f"{c:g}: {_p_outside(n1, true=c) * _p_outside(n2, true=c):.2f} "
+                       f"(first stage alone {_p_outside(n1, true=c):.2f})" for c in (0.90, 0.92, 0.93))
+    return (f"Were every interval exact, a row would land outside 2 SE at {n1} replicates with {p1:.3f} and at {n2} "
+            f"with {p2:.3f}: one or more of {rows} rows outside at the first stage in {one:.0%} of tables, outside at "
+            f"both in {both:.1%}. An interval that covers less is caught (outside at both stages) with, at coverage "
+            f"{caught}.")
+
+
+def _coverage(res: list[dict], name: str) -> tuple[float, int]:
+    got = [r["covered"][name] for r in res if name in r["covered"]]
+    return sum(got) / len(got), len(got)
+
+
+def _within(c: float, n: int) -> bool:
+    return abs(c - NOMINAL) <= 2 * _se(n)
+
+
+def outside(res: list[dict]) -> list[str]:
+    """The rows of one scenario's first stage outside 2 SE: what the second stage reruns."""
+    names: list[str] = []
+    for r in res:
+        names += [n for n in r["covered"] if n not in names]
+    return [n for n in names if not _within(*_coverage(res, n))]
+
+
+def table(scenarios, results: dict[str, list[dict]], replicates: int,
+          confirmed: dict[str, list[dict]] | None = None, confirm: int = 0) -> str:
+    """The coverage table; `confirmed[scenario]`: the fresh replicates replicates..replicates+confirm-1 on which the
+    first stage's rows outside 2 SE are judged (`outside`)."""
     se = _se(replicates)
     lines = [f"Recovery (`tools/verdict_recovery.py`, {replicates} replicates per scenario, seeded): share of replicates "
              f"whose 95% interval holds the truth; SE = the binomial SE at the nominal rate, √(0.95·0.05/{replicates}) = "
-             f"{se:.4f}; \"within 2 SE\": |coverage − 0.95| ≤ 2 SE.", ""]
+             f"{se:.4f}; \"within 2 SE\": |coverage − 0.95| ≤ 2 SE."]
+    if confirm:
+        rows = sum(len({n for r in results[t.name] for n in r["covered"]}) for t in scenarios)
+        lines.append(f"A row outside 2 SE is rerun on {confirm} fresh replicates ({replicates}–{replicates + confirm - 1}"
+                     f", \"confirmation\") and judged on those (SE {_se(confirm):.4f}). "
+                     + _two_stage_chances(replicates, confirm, rows))
+    lines.append("")
     for t in scenarios:
         res = results[t.name]
         lines.append(f"Scenario {t.name}: {t.tasks} tasks × {t.verifications} verifications, correlation {t.correlation:g}, "
                      f"position_decay {t.position_decay:g}, σ_task {t.sigma_task:g} (logit scale), token noise "
                      f"log-sd {t.step_noise:g} per step, {t.task_noise:g} per task, {t.count_noise:g} on counts.")
         lines.append("")
-        lines.append("| parameter | truth | coverage | SE | nominal | within 2 SE |")
-        lines.append("|---|---|---|---|---|---|")
+        second = (confirmed or {}).get(t.name)
+        lines.append("| parameter | truth | coverage | SE | nominal | within 2 SE |"
+                     + (" confirmation | within 2 SE |" if confirm else ""))
+        lines.append("|---|---|---|---|---|---|" + ("---|---|" if confirm else ""))
         names: list[str] = []
         for r in res:
             names += [n for n in r["covered"] if n not in names]
-        n_out = 0
+        n_out, n_kept = 0, 0
         for n in names:
-            got = [r["covered"][n] for r in res if n in r["covered"]]
-            c = sum(got) / len(got)
-            ok = abs(c - NOMINAL) <= 2 * _se(len(got))
+            c, k = _coverage(res, n)
+            ok = _within(c, k)
             n_out += not ok
-            lines.append(f"| `{n}` | {t.value(n):g} | {c:.3f} | {_se(len(got)):.4f} | {NOMINAL} | {'yes' if ok else 'no'} |")
-        outside = sum(_p_outside(sum(1 for r in res if n in r["covered"])) for n in names)
+            row = f"| `{n}` | {t.value(n):g} | {c:.3f} | {_se(k):.4f} | {NOMINAL} | {'yes' if ok else 'no'} |"
+            if confirm and (ok or second is None):
+                row += " — | — |" if ok else " not run | — |"
+            elif confirm:
+                c2, k2 = _coverage(second, n)
+                n_kept += not _within(c2, k2)
+                row += f" {c2:.3f} | {'yes' if _within(c2, k2) else 'no'} |"
+            lines.append(row)
+        chance = sum(_p_outside(_coverage(res, n)[1]) for n in names)
         lines.append("")
         lines.append(f"Rows outside 2 SE: {n_out} of {len(names)}; expected by chance alone were every interval exact: "
-                     f"{outside:.1f} (binomial: {_p_outside(replicates):.3f} a row).")
+                     f"{chance:.1f} (binomial: {_p_outside(replicates):.3f} a row)."
+                     + (f" Outside on confirmation: {n_kept} of {n_out}." if confirm and n_out and second is not None
+                        else ""))
         tests = sorted({k for r in res for k in r["supported"]})
         if tests:  # none with --quick
             lines.append("")
@@ -286,16 +391,28 @@ def main(argv: list[str] | None = None) -> int:
                     help="first replicate (default 0): --start 200 --replicates 300 extends the table's 200 to 500")
     ap.add_argument("--quick", action="store_true",
                     help="only the rows that need no acceptance likelihood (p_valid_replacement, exact, token means, ratio)")
+    ap.add_argument("--confirm", type=int, default=800,
+                    help="fresh replicates a row outside 2 SE is rerun on (default 800; 0: no second stage)")
+    ap.add_argument("--cache", type=Path, help="keep each replicate's result here and reuse it (resumable runs)")
     a = ap.parse_args(argv)
     if a.replicates < 1:
         ap.error("--replicates: must be at least 1")
     if a.start < 0:
         ap.error("--start: must be at least 0")
-    if a.write_doc and (a.quick or a.start):
-        ap.error("--write-doc: the doc's table has every row from replicate 0; not with --quick or --start")
+    if a.confirm < 0:
+        ap.error("--confirm: must be at least 0")
+    if a.write_doc and (a.quick or a.start or a.confirm == 0):
+        ap.error("--write-doc: the doc's table has every row from replicate 0 and its confirmations; not with --quick, "
+                 "--start or --confirm 0")
     chosen = [t for t in SCENARIOS if not a.scenario or t.name in a.scenario]
-    results = {t.name: run(t, a.replicates, a.jobs, a.quick, a.start) for t in chosen}
-    text = table(chosen, results, a.replicates)
+    results = {t.name: run(t, a.replicates, a.jobs, a.quick, a.start, a.cache) for t in chosen}
+    confirmed = {}
+    for t in chosen:
+        flagged = outside(results[t.name])
+        if a.confirm and flagged:  # the quick run suffices when every flagged row is a quick row
+            quick = a.quick or all(_is_quick(n) for n in flagged)
+            confirmed[t.name] = run(t, a.confirm, a.jobs, quick, a.start + a.replicates, a.cache)
+    text = table(chosen, results, a.replicates, confirmed, a.confirm)
     if a.start:
         text = f"Replicates {a.start}–{a.start + a.replicates - 1} (`--start {a.start}`).\n\n" + text
     if a.quick:
