@@ -14,9 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
-from rich.text import Text
 
 #: Seconds between two plain progress lines when nothing finished in between (a heartbeat, with the status).
 HEARTBEAT_S = 30.0
@@ -24,13 +21,16 @@ HEARTBEAT_S = 30.0
 MIN_GAP_S = 2.0
 
 
-class _Status(ProgressColumn):
-    def __init__(self, status: Callable[[], str]):
-        super().__init__()
-        self.status = status
+def _status_column(status: Callable[[], str]):
+    """A column showing `status()`, re-rendered on every refresh, so it follows the run."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
 
-    def render(self, task) -> Text:  # re-rendered on every refresh, so it follows the run
-        return Text(self.status(), style="dim")
+    class _Status(ProgressColumn):
+        def render(self, task) -> Text:
+            return Text(status(), style="dim")
+
+    return _Status()
 
 
 @contextmanager
@@ -39,15 +39,20 @@ def progress_bar(total: int, what: str, show: bool = True, status: Callable[[], 
     """Yields `advance(k)`. On a terminal a bar (with `status` beside it); elsewhere, with `plain` (the runs against
     servers, whose steps take seconds), a line per step done (at most one per `MIN_GAP_S`) and one every `heartbeat_s`
     while none is; nothing when `show` is false."""
+    if not show:  # nothing shown: no bar built, and rich.progress (with rich.table) stays off --json's start-up
+        yield lambda k: None
+        return
     err = Console(stderr=True)
-    if show and plain and not err.is_terminal:
+    if plain and not err.is_terminal:
         with _lines(total, what, status, heartbeat_s) as advance:
             yield advance
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     cols = [TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
     if status is not None:
-        cols.append(_Status(status))
-    with Progress(*cols, console=err, transient=True, disable=not show) as p:
+        cols.append(_status_column(status))
+    with Progress(*cols, console=err, transient=True) as p:
         task = p.add_task(what, total=total)
         yield lambda k: p.advance(task, k)
 
