@@ -4,7 +4,8 @@ How a published row becomes a prediction (every time through `roofline.estimate`
 same pass-time function everything else uses):
 
 * the deployment: the row's model config, GPU profile, GPU count, TP (EP > 1 → tp+ep),
-  weight and KV dtypes, and its engine profile (CUDA graphs off where the row says so);
+  weight and KV dtypes, the recurrent-state dtype (`--mamba-ssm-dtype` in its recorded flags, else
+  float32), and its engine profile (CUDA graphs off where the row says so);
 * closed loop at concurrency C (``--max-concurrency C``, or an open-loop request rate λ
   turned into C = λ × mean end-to-end latency by Little's law): the running batch B is C,
   capped by how many sequences of I + O tokens fit in memory (`Deployment.max_sequences`).
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -163,9 +165,24 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: di
         raise Skip(f"tp={tp} on {row.gpus} GPUs (pipeline or data parallelism) not modelled")
     par = "tp+ep" if (row.ep and row.ep > 1 and spec.is_moe) else "tp"
     try:
-        return Deployment(spec, hw, gpus=row.gpus, parallelism=par, weight_dtype=weight_dtype, kv_dtype=kv_dtype, serving_engine=eng)
+        return Deployment(spec, hw, gpus=row.gpus, parallelism=par, weight_dtype=weight_dtype, kv_dtype=kv_dtype, serving_engine=eng,
+                          state_dtype=state_dtype_of(row))
     except ValueError as exc:
         raise Skip(str(exc)) from None
+
+
+#: `--mamba-ssm-dtype` in a row's recorded server flags: SGLang keeps the Gated DeltaNet recurrent state in that dtype
+#: instead of the config's `mamba_ssm_dtype` (float32 in every shipped Qwen3.5 config; sgl-project/sglang
+#: python/sglang/srt/server_args.py, `--mamba-ssm-dtype`, "the data type of the SSM states in mamba cache"). Decode reads
+#: and writes that state once per sequence per step, so a bfloat16 state moves half the bytes.
+_SSM_DTYPE_FLAG = re.compile(r"--mamba-ssm-dtype[ =]+(float32|bfloat16|float16)\b")
+_SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def state_dtype_of(row: ServingRow) -> str:
+    """The recurrent-state dtype a row's server ran with: its `--mamba-ssm-dtype` flag, else float32 (the configs')."""
+    m = _SSM_DTYPE_FLAG.search(row.notes or "")
+    return _SSM_DTYPES[m.group(1)] if m else "fp32"
 
 
 def skipped_by_reason(skipped: Sequence[Skipped]) -> list[tuple[str, list[str]]]:
@@ -217,7 +234,8 @@ def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: d
     i, o = mean_lengths(row)
     if o < 1:
         raise Skip("output length below one token")
-    key = (row.model, row.gpu, row.gpus, dep.parallelism, dep.weight_dtype, dep.kv_dtype, dep.serving_engine.id, bool(dep.serving_engine.cuda_graphs.value))
+    key = (row.model, row.gpu, row.gpus, dep.parallelism, dep.weight_dtype, dep.kv_dtype, dep.state_dtype, dep.serving_engine.id,
+           bool(dep.serving_engine.cuda_graphs.value))
     static = row.batch is not None and row.concurrency is None
     if static:
         b = int(row.batch)  # type: ignore[arg-type]

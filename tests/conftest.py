@@ -50,6 +50,8 @@ SLOW_FILES = {
 SLOW_TESTS = {
     "test_docs_flags.py::test_shell_completion": "shell completion in subprocesses",
     "test_docs_quoted.py::test_the_edge_figures_quoted": "predict --edge with its intervals",
+    "test_docs_quoted.py::test_the_calibration_search_figures_quoted": "acceptance calibrate -n 512 (~20 s CPU)",
+    "test_honest_ranges.py::test_the_shipped_latency_error_rows_are_todays": "leave-one-source-out refits (~40 s CPU)",
     "test_provenance.py::test_a_report_of_an_old_run": "two predictions and two reports",
     "test_reports_html.py::test_concurrent_reports": "reports written from several processes",
     "test_traces_io.py::test_round_trip_jsonl_parquet_frame": "property test over whole traces",
@@ -60,7 +62,7 @@ SLOW_TESTS = {
     "test_acceptance_fit.py::test_interval_constructions_cover": "coverage over many simulated logs",
     "test_acceptance_recovery.py::test_heterogeneity_is_not_read": "20 fits of simulated logs (~3 s CPU each)",
     "test_acceptance_recovery.py::test_the_fit_names_what_it_found": "4 fits of simulated logs",
-    "test_acceptance_recovery.py::test_the_docs_table_is_current": "400 simulated logs read (~50 s CPU)",
+    "test_acceptance_recovery.py::test_the_docs_table_is_current": "1,200 simulated logs read (~4 min CPU)",
     "test_sensitivity.py::test_study_sensitivity_writes": "a whole sensitivity study and its report",
     "test_reports_figures.py::test_roofline_saving_never_grows": "property test over the decode batch",
     "test_plan_pools.py::test_the_mixed_deployment_plan_keeps_its_fleets": "two capacity searches (~7 s CPU)",

@@ -26,6 +26,8 @@ OTHER_TOOLS = {"--upgrade", "--no-deps", "--no-build-isolation", "--no-index", "
                # `vllm serve` / `sglang.launch_server` flags in docs/endpoints.md's serving recipes
                "--enable-auto-tool-choice", "--language-model-only", "--model-path", "--port", "--reasoning-parser",
                "--served-model-name", "--tool-call-parser",
+               # an `sglang.launch_server` flag a measured row records (docs/serving-engine-terms.md, latency_targets)
+               "--mamba-ssm-dtype",
                # `transformers serve` (and tools/real_server.py serve, which passes it on) in docs/calibration.md
                "--continuous-batching",
                # `vllm bench serve` flags in docs/capacity-planning.md's dataset files

@@ -364,6 +364,30 @@ def test_the_edge_figures_quoted_are_what_predict_edge_prints(tmp_path):
     assert not missing, "\n".join(missing)
 
 
+def test_the_calibration_search_figures_quoted_are_what_calibrate_finds(tmp_path):
+    """`acceptance calibrate -n 512 --seed 0` (slow: SLOW_TESTS): the τ² wall range over the search, the FLOPs figure's
+    count and the best candidate, as docs/protocol-calibration.md and the shipped acceptance's source quote them."""
+    import pandas as pd
+
+    r = CliRunner().invoke(app, ["acceptance", "calibrate", "-n", "512", "--seed", "0", "-o", str(tmp_path / "c"),
+                                 "--workers", "1"])
+    assert r.exit_code == 0, r.output[-2000:]
+    c = pd.read_csv(tmp_path / "c" / "candidates.csv")
+    lo, hi = c["tau2_wall_ratio"].min(), c["tau2_wall_ratio"].max()
+    doc = _norm((ROOT / "docs" / "protocol-calibration.md").read_text(encoding="utf-8"))
+    quoted = [f"`tau2_wall_ratio` is met by none (lowest {lo:.3f}, published 0.41–0.54",
+              f"**`tau2_wall_ratio` is met by no candidate** ({lo:.3f}–{hi:.2f} over the whole search)",
+              f"**`tau2_flops_ratio` is met by {int(c['meets_tau2_flops_ratio'].sum())} of 512, never together",
+              f"The best candidate ({int(c.loc[c.filter(like='meets_').sum(axis=1).idxmax(), 'candidate'])}) meets 12 of 16"]
+    assert not c["meets_tau2_wall_ratio"].any()
+    missing = [q for q in quoted if _norm(q) not in doc]
+    assert not missing, missing
+    from specagent.simulator.acceptance.model import CALIBRATED_NOTE
+
+    assert f"wall is met by none (lowest {lo:.3f}:" in CALIBRATED_NOTE
+    assert f"(lowest {lo:.3f}:" in (ROOT / "simulator" / "scenarios" / "default.toml").read_text(encoding="utf-8")
+
+
 if __name__ == "__main__":
     import tempfile
 

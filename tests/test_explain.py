@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -13,6 +14,7 @@ from specagent.cli.app import app
 from specagent.reports import bottom_line as BL
 from specagent.simulator import explain as X
 from specagent.simulator.acceptance.model import AcceptanceModel
+from specagent.simulator.protocol.workload import Action, Episode
 from specagent.simulator.run import compare, predict
 from specagent.simulator.scenario import Scenario, default_setting
 from tests.test_simulator_invariants import episodes
@@ -78,7 +80,12 @@ FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChec
        ratio=st.floats(0.05, 3.0), thinking=st.booleans())
 def test_nothing_accepted_nothing_replaced_every_chunk_reviewed_costs_at_least_strongonly(eps, k, seed, ratio, thinking):
     """With zero acceptance, no valid replacement and review of every chunk, the Strong model writes every step
-    itself after reading the Weak model's draft: SpecAgent can only cost more, on every resource."""
+    itself after reading the Weak model's draft: SpecAgent can only cost more, on every resource. Not thinking, a
+    repair turn decodes only the step's visible message, where Strong-only replays the recorded step with its hidden
+    reasoning (a step of 400 tokens, none visible: $ 0.38x), so there the steps record none."""
+    if not thinking:
+        eps = [dataclasses.replace(e, units=tuple(u._replace(out_tokens=min(u.out_tokens, u.ctx_tokens)) if isinstance(u, Action)
+                                      else u for u in e.units)) for e in eps]
     zero = {kind: 0.0 for kind in AcceptanceModel().accept}
     acc = AcceptanceModel(accept=zero, exact=dict(zero), p_valid_replacement=0.0, weak_token_ratio=ratio, thinking=thinking)
     comp = compare(eps, ("strongonly", "specagent"), SETTING, acc, seed, k=k, review="every_chunk")
@@ -86,6 +93,24 @@ def test_nothing_accepted_nothing_replaced_every_chunk_reviewed_costs_at_least_s
     assume(float(base["model_wall_time_s"]) > 0 and float(base["total_bytes_read"]) > 0)
     for key, dec in X.decompose(comp.summary, POOLS).items():
         assert dec.ratio >= 1 - 1e-9, (key, dec.ratio)
+
+
+def test_a_non_thinking_repair_does_not_redo_the_recorded_reasoning():
+    """The exception above, pinned: one read of 400 decoded tokens, none visible (all hidden reasoning), rejected and
+    repaired by a non-thinking Strong turn: the repair decodes 0 tokens where Strong-only replays 400, so SpecAgent's
+    Strong decode is only its verdict. Thinking, the repair reasons as recorded and SpecAgent costs more."""
+    ep = Episode(task_id="h", system_tokens=0, units=(Action(kind="read", held=False, has_tool=True, out_tokens=400,
+                                                              ctx_tokens=0, result_tokens=0, tool_s=0.0),))
+    zero = {kind: 0.0 for kind in AcceptanceModel().accept}
+    ratios = {}
+    for thinking in (False, True):
+        acc = AcceptanceModel(accept=zero, exact=dict(zero), p_valid_replacement=0.0, weak_token_ratio=1.0,
+                              thinking=thinking)
+        comp = compare([ep], ("strongonly", "specagent"), SETTING, acc, 0, k=1, review="every_chunk")
+        assert comp.summary.loc["strongonly", "strong_repair_tokens"] == 400
+        assert comp.summary.loc["specagent", "strong_repair_tokens"] == (400 if thinking else 0)
+        ratios[thinking] = X.decompose(comp.summary, POOLS)["usd"].ratio
+    assert ratios[False] < 0.5 and ratios[True] > 1
 
 
 def test_explain_cli_prints_the_tables_and_json(tmp_path):

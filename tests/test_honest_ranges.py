@@ -47,6 +47,18 @@ def test_the_shipped_latency_error_is_what_the_script_derives_from_the_shipped_r
         assert 0.05 < err.sigma[p] < 1.5 and err.rows[p] >= 10
 
 
+def test_the_shipped_latency_error_rows_are_todays_held_out_fit():
+    """The rows the σ is read from are what leave-one-source-out gives on the shipped measurements today (slow:
+    one fit per held-out source): a refit or a row fix without `python tools/latency_error.py` fails here, as the
+    σ once went stale for a session (0.4082 / 0.2929 shipped where the fit gave 0.4119 / 0.2875)."""
+    tool = _tool()
+    shipped = pd.read_csv(tool.ROWS)
+    today = tool.held_out_rows()[list(tool.COLUMNS)].sort_values("row_id", kind="stable")
+    assert today["row_id"].tolist() == shipped["row_id"].tolist()
+    assert np.allclose(today["predicted"].to_numpy(float), shipped["predicted"].to_numpy(float), rtol=1e-5)
+    assert {p: round(v[0], 4) for p, v in tool.sigmas(today).items()} == LatencyError.load().sigma
+
+
 def test_latency_factors_are_seeded_lognormal_and_a_hosted_model_gets_none():
     err = LatencyError({"prefill": 0.4, "decode": 0.3}, {"prefill": 1, "decode": 1}, "test")
     a, b = err.factors(4000, 7), err.factors(4000, 7)

@@ -437,7 +437,7 @@ def test_each_figure_of_a_row_becomes_a_target_in_seconds_with_its_running_batch
         ("r5", "e2e", 2.0, 4.0, 4, 100.0, 10.0)]
     assert [t.load_class for t in targets if t.metric == "e2e"] == ["e2e_loop_c<=16", "e2e_loop_c<=16", "e2e_c<=16"]
     assert [lf.fitted_on(t) for t in targets if t.metric == "e2e"] == [False, False, True]  # scored; a static batch's is fitted
-    assert targets[0].key == ("Qwen/Qwen3-8B", "h100_sxm", 1, "tp", "bf16", "bf16", "vllm", True)
+    assert targets[0].key == ("Qwen/Qwen3-8B", "h100_sxm", 1, "tp", "bf16", "bf16", "fp32", "vllm", True)
 
 
 def test_the_deployment_a_row_names(tmp_path: Path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from specagent.costmodel.latency_targets import targets_from_rows
@@ -43,3 +45,22 @@ def test_the_default_models_and_the_h20_rows_are_among_the_pairs(pairs):
     _, ps = pairs
     assert any(p["faster"].startswith("Qwen/Qwen3.5-4B ") and "397B" in p["slower"] for p in ps)
     assert any(p["gpu"] == "h20" for p in ps)  # the Qwen3 Speed Benchmark's batch-1 end-to-end times
+
+
+def test_recorded_ssm_dtype_flag_prices_a_bfloat16_state():
+    """A row whose recorded server flags say `--mamba-ssm-dtype bfloat16` is priced with half the float32 state bytes;
+    one without the flag keeps the configs' float32 state (sglang#32323's H200 FP8 cells ran the flag)."""
+    from specagent.costmodel.latency_targets import state_dtype_of
+
+    rows = {r.row_id: r for r in load_serving(default_path("serving_latency.csv"))}
+    flagged, plain = rows["sgl32323-h200-35b-fp8-c100"], rows["sgl32323-h200-35b-bf16-c100"]
+    assert "--mamba-ssm-dtype bfloat16" in flagged.notes and "--mamba-ssm-dtype" not in plain.notes
+    assert (state_dtype_of(flagged), state_dtype_of(plain)) == ("bf16", "fp32")
+    (t_flagged, *_), _ = targets_from_rows([flagged])
+    (t_plain, *_), _ = targets_from_rows([dataclasses.replace(flagged, notes="")])  # the same row without its flags
+    assert t_flagged.dep.state_dtype == "bf16"
+    m = t_flagged.dep.model
+    fp32 = m.state_bytes_per_sequence(4.0, 2.0)
+    assert t_flagged.dep.state_bytes_per_sequence() == pytest.approx(m.state_bytes_per_sequence(2.0, 2.0))
+    assert t_flagged.dep.state_bytes_per_sequence() < 0.6 * fp32
+    assert t_plain.dep.state_dtype == "fp32"

@@ -119,14 +119,15 @@ def test_seconds_of_up_to_15_digits_parse_bit_for_bit_as_pandas_does(tmp_path, m
 
 
 def test_replay_imports_neither_pandas_nor_pyarrow(tmp_path):
-    """`specagent replay TRACE.csv` without -o or --format csv, in a process of its own: pandas and pyarrow stay out."""
+    """`specagent replay TRACE.csv` without -o or --format csv, in a process of its own: pandas and pyarrow stay out, and
+    with --format json so do rich's tables and progress bar (nothing is drawn; issue #34: replay's start-up)."""
     trace = tmp_path / "t.csv"
     save_requests(trace, synthetic_requests(200, 5.0, 256, 64, seed=3))
     code = ("import json, sys\nfrom specagent.cli import main\n"
             f"sys.argv = ['specagent', 'replay', {str(trace)!r}, '--strong-model', 'meta-llama/Llama-3.1-8B', "
             "'--strong-hardware', 'h100', '--format', 'json']\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print('LOADED=' + json.dumps(sorted(m for m in ('pandas', 'pyarrow', 'scipy') if m in sys.modules)))\n")
+            "print('LOADED=' + json.dumps(sorted(m for m in ('pandas', 'pyarrow', 'scipy', 'rich.table', 'rich.progress') if m in sys.modules)))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr[-2000:]

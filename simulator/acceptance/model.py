@@ -49,7 +49,7 @@ CALIBRATED_NOTE = ("calibrated to the published τ²-Bench protocol figures (Wan
                    "(reasoning tied to the workload) that met every τ² figure scored before the wall and FLOPs figures "
                    "were: memory traffic, the Strong/Weak shares, the predictor's error, the review-more and "
                    "below-Strong-only figures (retail_exact_flops, met by none, set aside). With wall and FLOPs scored too, "
-                   "no candidate meets every τ² figure: wall is met by none (lowest 0.706: the recorded environment waits "
+                   "no candidate meets every τ² figure: wall is met by none (lowest 0.683: the recorded environment waits "
                    "are a floor), FLOPs never together with memory under the cached verifier context "
                    "(docs/protocol-calibration.md). Not a measurement of your deployment: set it from your own protocol "
                    "logs")
