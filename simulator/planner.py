@@ -44,14 +44,14 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from specagent.simulator.capacity.bounds import PoolCapacity, pool_capacity, pool_work
 from specagent.simulator.capacity.fleet_build import (
-    TaskPlan, Workload, build_fleet, check_requests_fit, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
+    TaskPlan, build_fleet, check_requests_fit, episodes_of, gpus_sizing, plan_tasks, request_tasks, sized_deployment,
 )
 from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
 from specagent.simulator.parallel import BACKENDS, run_jobs
@@ -61,6 +61,9 @@ from specagent.simulator.capacity.steady_state import (
     GROWTH, SLICE_TASKS, Counts, Metric, SteadyResult, measure_steady, plan_window, uncontended, unit_arrivals,
 )
 from specagent.traces.requests import RequestTrace
+
+if TYPE_CHECKING:
+    from specagent.simulator.capacity.fleet_build import Workload
 
 SLO_METRICS = ("task", "turn")
 #: What must be within the SLO for a candidate to meet it: the percentile's point estimate or its 95% CI's upper end.

@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, get_type_hints
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, get_type_hints
 
 import tomli_w
 
@@ -50,13 +50,12 @@ from specagent.simulator.acceptance.ranges import Uncertainty
 from specagent.simulator.protocol.environment import Environment
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS, VERIFIER_PROMPTS, ApiModel, Setting, load_api_models
 from specagent.simulator.strategies.catalog import DEFAULT_K, DEFAULT_REVIEW, REVIEW_POLICIES, STRATEGY_HELP, STRATEGY_NAMES
-from specagent.simulator.protocol.workload import UnitTable, synthetic_unit_table
-from specagent.traces import load_profile, load_trajectories
-from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEPS
-from specagent.traces.synth import MAX_TRAJECTORIES
-from specagent.traces.profile import WorkloadProfile
-from specagent.traces.io import default_workload_path
-from specagent.traces.schema import Trajectory
+from specagent.traces.vocabulary import MAX_CONTEXT_TOKENS, MAX_STEPS, MAX_TRAJECTORIES
+
+if TYPE_CHECKING:  # the workload's types are imported where a workload is loaded: a replay's settings load none
+    from specagent.simulator.protocol.workload import UnitTable
+    from specagent.traces.profile import WorkloadProfile
+    from specagent.traces.schema import Trajectory
 
 #: How a run is priced (the pricing engine): closed-form analytic sums, or a simpy discrete-event run.
 PRICING_ENGINES = ("analytic", "simpy")
@@ -351,6 +350,8 @@ class Scenario:
 
     def synthetic_profile(self) -> WorkloadProfile:
         """The workload profile `workload.synthetic` names (a ScenarioError if it does not load)."""
+        from specagent.traces import load_profile
+
         try:
             return load_profile(self.workload.synthetic)
         except (FileNotFoundError, ValueError) as exc:
@@ -363,6 +364,10 @@ class Scenario:
         """(trajectories, where they came from, a short name for tables): the trace, or a synthetic UnitTable.
 
         `progress(n)` is called as a trace file is read (n bytes at a time)."""
+        from specagent.simulator.protocol.workload import synthetic_unit_table
+        from specagent.traces import load_trajectories
+        from specagent.traces.io import default_workload_path
+
         w = self.workload
         if w.synthetic is not None:
             prof = self.synthetic_profile()

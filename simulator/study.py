@@ -15,16 +15,19 @@ compute-bound up to the searched batch, e.g. when per-sequence state reads domin
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
 
 from specagent.costmodel.balance import balance_point
-from specagent.simulator.capacity.fleet_build import Workload, build_fleet, episodes_of, plan_tasks, sized_deployment
+from specagent.simulator.capacity.fleet_build import build_fleet, episodes_of, plan_tasks, sized_deployment
 from specagent.simulator.fleet.config import Arrivals, Scheduler
 from specagent.simulator.protocol.phases import STRONG_PHASES
 from specagent.simulator.scenario import Scenario
+
+if TYPE_CHECKING:
+    from specagent.simulator.capacity.fleet_build import Workload
 
 STUDY_COLUMNS = (
     "hardware", "strong_gpus", "rate", "strongonly_decode_batch", "specagent_decode_batch", "balance_batch",

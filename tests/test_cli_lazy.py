@@ -63,3 +63,27 @@ def test_a_lazy_module_is_the_module_once_touched():
             "print(before, pq.read_table is real.read_table, pq.__version__ == real.__version__ if hasattr(real, '__version__') else True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True", "True"]
+
+
+def test_a_request_trace_replay_builds_no_trajectory_record_types(tmp_path):
+    """A `replay` of a plain request trace loads no agent workload, so the trace schema's pydantic records (and the
+    workload and planning modules behind them) stay unimported: start-up is most of a 10^4-request replay (issue #34)."""
+    trace = tmp_path / "requests.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.5},{100 + i},{20 + i}\n" for i in range(20)))
+    agent_side = ["specagent.traces.schema", "specagent.traces.profile", "specagent.simulator.protocol.workload",
+                  "specagent.simulator.run", "pandas"]
+    code = (
+        "import sys\n"
+        "from specagent.cli import main\n"
+        f"sys.argv = ['specagent', 'replay', {str(trace)!r}, '--strong-model', 'qwen3-8b', '--strong-hardware', 'h100',"
+        " '--replicas', '1', '--format', 'json']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        f"print(sorted(m for m in {agent_side!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert '"requests": 20' in run.stdout
+    assert run.stderr.strip().splitlines()[-1] == "[]"

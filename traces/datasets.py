@@ -44,7 +44,7 @@ import numpy as np
 
 from .errors import TraceFormatError
 from .requests import RequestTrace
-from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS
+from .vocabulary import LIMIT_REASONS, MAX_CONTEXT_TOKENS
 from .tokens import estimate_text_tokens
 
 #: File name endings read as datasets; any other file whose first character is '[' or '{' is one too.

@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+from .vocabulary import LIMIT_REASONS
 
-from .schema import LIMIT_REASONS
+if TYPE_CHECKING:  # the error type is only read here; a request trace's replay validates without pydantic
+    from pydantic import ValidationError
 
 
 class TraceFormatError(ValueError):

@@ -27,7 +27,7 @@ from specagent.common.lazy_import import lazy_module
 from specagent.common.paths import input_file_problem
 
 from .errors import TraceFormatError
-from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS
+from .vocabulary import LIMIT_REASONS, MAX_CONTEXT_TOKENS
 
 if TYPE_CHECKING:
     import pandas as pd

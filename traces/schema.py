@@ -45,73 +45,28 @@ WRITE call and on GENERIC calls that end or hand off the conversation
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
-
-#: Largest context window of a public model (Llama 4 Scout, max_position_embeddings); see the module docstring.
-MAX_CONTEXT_TOKENS = 10_485_760
-#: Most steps in one trajectory: 500× τ²-Bench's cap of 200 steps per simulation.
-MAX_STEPS = 100_000
-#: Longest single recorded wait (one week); the shared τ²-Bench files' longest is 105 s.
-MAX_STEP_LATENCY_S = 604_800.0
-
-#: Why each limit holds, for error messages (keyed by the limit's value).
-LIMIT_REASONS: dict[float, str] = {
-    MAX_CONTEXT_TOKENS: "the largest public context window, Llama 4 Scout's 10,485,760 tokens",
-    MAX_STEPS: "500x tau2-bench's cap of 200 steps per simulation",
-    MAX_STEP_LATENCY_S: "one week; a longer gap is a clock error, not a wait",
-}
+from specagent.traces.vocabulary import (  # re-exported: the schema's own names
+    SCHEMA_VERSION,
+    MAX_CONTEXT_TOKENS,
+    MAX_STEPS,
+    MAX_STEP_LATENCY_S,
+    LIMIT_REASONS,
+    StepKind,
+    TOOL_CALL_KINDS,
+    Actor,
+    TokenSource,
+    DraftedBy,
+    Verdict,
+)
 
 # strict: a count given as true/false or "12" is malformed input, not 1 or 12
 TokenCount = Annotated[int, Field(ge=0, le=MAX_CONTEXT_TOKENS, strict=True)]
 Latency = Annotated[float, Field(ge=0, le=MAX_STEP_LATENCY_S, allow_inf_nan=False)]
 StepNumber = Annotated[int, Field(ge=0, lt=MAX_STEPS, strict=True)]
-
-
-class StepKind(str, enum.Enum):
-    """What a step is. Tool-call kinds follow τ²-Bench's READ/WRITE/GENERIC/THINK tags."""
-
-    READ = "read"
-    WRITE = "write"
-    GENERIC = "generic"
-    THINK = "think"
-    REPLY = "reply"  # agent message to the user, no tool call
-    USER = "user"  # user message
-    TOOL_RESULT = "tool_result"
-
-
-TOOL_CALL_KINDS = frozenset({StepKind.READ, StepKind.WRITE, StepKind.GENERIC, StepKind.THINK})
-AGENT_KINDS = TOOL_CALL_KINDS | {StepKind.REPLY}
-
-
-class Actor(str, enum.Enum):
-    """Who produces the step."""
-
-    AGENT = "agent"
-    USER = "user"
-    TOOL = "tool"
-
-
-class TokenSource(str, enum.Enum):
-    """Whether a step's token counts were recorded or estimated from text."""
-
-    MEASURED = "measured"
-    ESTIMATED = "estimated"
-
-
-class DraftedBy(str, enum.Enum):
-    WEAK = "weak"
-    STRONG = "strong"
-
-
-class Verdict(str, enum.Enum):
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-    REPAIR = "repair"
 
 
 class SpecLabel(BaseModel):

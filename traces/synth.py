@@ -38,6 +38,7 @@ from .columns import FRAME_DTYPES, KIND_CODES, from_frame
 from .errors import TraceFormatError
 from .profile import EVENT_KINDS, TOOL_EVENT_KINDS, WorkloadProfile
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, MAX_STEPS, SCHEMA_VERSION, Trajectory
+from .vocabulary import MAX_TRAJECTORIES
 
 from specagent.common.lazy_import import lazy_module
 
@@ -52,9 +53,6 @@ else:  # loaded on first use: this module is on the CLI's start-up path
 GENERATOR_VERSION = 2
 #: Most trajectories in one generation block (and the block size of every shipped profile).
 MAX_BLOCK = 4096
-#: Most trajectories one run generates: a guard against a typo (1e12 for 1e2), not a limit of the method. At the
-#: measured 25-30 k trajectories/s (README, benchmarks/simulate.py) 10^8 already takes about an hour; split larger runs.
-MAX_TRAJECTORIES = 100_000_000
 #: Steps a block is sized to hold, by the profile's expected steps per trajectory (~100 MB of columns).
 BLOCK_STEPS = 1_000_000
 _EV = {k: i for i, k in enumerate(EVENT_KINDS)}

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from specagent.common.errors import InputError
-from specagent.traces.schema import MAX_CONTEXT_TOKENS
+from specagent.traces.vocabulary import MAX_CONTEXT_TOKENS
 
 #: Largest per-task sd accepted (logit scale): a guard against a typo (sd 10 makes every task accept all or nothing),
 #: not a measured limit.

@@ -31,7 +31,7 @@ import numpy as np
 
 from specagent.common.errors import InputError
 from specagent.simulator.acceptance.model import MAX_TASK_SD, MAX_WEAK_TOKEN_RATIO, AcceptanceModel
-from specagent.traces.schema import MAX_CONTEXT_TOKENS
+from specagent.traces.vocabulary import MAX_CONTEXT_TOKENS
 
 SHAPES = ("uniform", "normal")
 PRIORS = "priors"

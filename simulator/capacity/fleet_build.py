@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -26,13 +26,16 @@ from specagent.simulator.fleet.results import FleetResult
 from specagent.simulator.fleet.trace import write_chrome_trace
 from specagent.simulator.protocol.phases import STRONG_DECODE, STRONG_PHASES, STRONG_PREFILL, WEAK_PHASES
 from specagent.simulator.protocol.plan import CallPlan
-from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import DeploymentSpec, Scenario
 from specagent.simulator.protocol.setting import ApiModel, Setting
 from specagent.simulator.strategies.catalog import Strategy, make_strategy
-from specagent.simulator.protocol.workload import Episode, UnitTable
 from specagent.traces.requests import RequestTrace
-from specagent.traces.schema import Trajectory
+
+if TYPE_CHECKING:  # a request trace's replay plans no agent workload: these load where one is planned
+    from specagent.simulator.protocol.workload import Episode, UnitTable
+    from specagent.traces.schema import Trajectory
+
+    Workload = Iterable[Trajectory | Episode] | UnitTable
 
 #: GPUs per replica the sizing tries, in order.
 GPU_COUNTS = (1, 2, 4, 8)
@@ -200,11 +203,11 @@ class TaskPlan:
         return res
 
 
-Workload = Iterable[Trajectory | Episode] | UnitTable
-
-
 def episodes_of(workload: Workload) -> Sequence[Episode]:
     """The workload as Episodes (tasks are sampled from them one by one)."""
+    from specagent.simulator.protocol.workload import UnitTable
+    from specagent.simulator.run import to_episodes
+
     eps = to_episodes(workload)
     return eps.episodes() if isinstance(eps, UnitTable) else eps
 
@@ -212,6 +215,8 @@ def episodes_of(workload: Workload) -> Sequence[Episode]:
 def plan_tasks(episodes: Sequence[Episode], strategy: str | Strategy, scenario: Scenario, n_tasks: int) -> TaskPlan:
     """`n_tasks` episodes sampled with the scenario's seed, planned under `strategy` (its K and review policy,
     when named) with the scenario's acceptance model and serving policy."""
+    from specagent.simulator.run import plan_strategy
+
     chosen = [episodes[i] for i in sample_tasks(len(episodes), n_tasks, scenario.seed)]
     strat = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, k=scenario.k, review=scenario.review)
     plan = plan_strategy(chosen, strat, scenario, scenario.acceptance, scenario.seed)

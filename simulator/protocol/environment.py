@@ -16,13 +16,16 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from specagent.common.errors import InputError
-from specagent.simulator.protocol.workload import Episode, UnitTable, UserTurn
-from specagent.traces.schema import MAX_STEP_LATENCY_S, Actor, Trajectory
+from specagent.traces.vocabulary import MAX_STEP_LATENCY_S, Actor
+
+if TYPE_CHECKING:  # the workload types are imported where a workload is changed: a replay builds none
+    from specagent.simulator.protocol.workload import Episode, UnitTable
+    from specagent.traces.schema import Trajectory
 
 #: Which environment a run prices: the trace's recorded waits, or none (model time only).
 ENVIRONMENT_PRESETS = ("recorded", "none")
@@ -91,6 +94,8 @@ class Environment:
 
     def apply(self, workload: Sequence[Trajectory | Episode] | UnitTable) -> list | UnitTable:
         """The workload (trajectories, episodes or a unit table) with this environment's waits."""
+        from specagent.simulator.protocol.workload import Episode, UnitTable
+
         if self.recorded:
             return workload if isinstance(workload, UnitTable) else list(workload)
         if isinstance(workload, UnitTable):
@@ -101,6 +106,8 @@ class Environment:
         return [self._episode(t) if isinstance(t, Episode) else self._trajectory(t) for t in workload]
 
     def _episode(self, e: Episode) -> Episode:
+        from specagent.simulator.protocol.workload import UserTurn
+
         units = tuple(u._replace(latency_s=float(self.user_wait(np.array([u.latency_s]))[0])) if isinstance(u, UserTurn)
                       else u._replace(tool_s=float(self.tool_wait(np.array([u.tool_s]))[0])) if u.has_tool else u
                       for u in e.units)

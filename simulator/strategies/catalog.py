@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.protocol.phases import CALL_PHASES, STRONG, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK
@@ -19,7 +19,9 @@ from specagent.simulator.protocol.plan import PlanBuilder
 from specagent.simulator.protocol.decisions import (
     Accept, CommitUnreviewed, Draft, DraftedRead, Reject, Review, UserMessage, specagent_protocol, weak_tokens,
 )
-from specagent.simulator.protocol.workload import Action, Episode, UserTurn
+
+if TYPE_CHECKING:  # annotations only: the settings that import the catalog load no workload
+    from specagent.simulator.protocol.workload import Action, Episode, UserTurn
 
 _CALL_STAT = ("weak_calls", "strong_calls")
 REVIEW_POLICIES = ("on_write", "hold_replies", "every_chunk")
