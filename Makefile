@@ -12,10 +12,11 @@ STAMP_RUN := $(VENV)/.installed-run-$(HASH)
 STAMP_TEST := $(VENV)/.installed-test-$(HASH)
 # pip-compile's flags: hashes, build requirements (setuptools, wheel, mypy: the install builds without isolation)
 COMPILE := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links --all-build-deps
-# the inner loop: lint plus every test not marked slow (torch, Ray, browser, notebooks, fuzz, long fleet runs)
-CHECK_ARGS := -q -m "not slow" $(PARALLEL)
 # every core, one test file per worker (a file's fixtures, the real server's included, start once; docs/development.md)
 PARALLEL := -n auto --dist loadfile
+# the inner loop: lint plus every test not marked slow (torch, Ray, browser, notebooks, fuzz, long fleet runs);
+# PARALLEL is defined above it: `:=` expands at once, so defined below it was empty and `make check` ran on one core
+CHECK_ARGS := -q -m "not slow" $(PARALLEL)
 # the compiled fleet engine (setup.py) is rebuilt when its sources change
 NATIVE_SRC := setup.py simulator/fleet/native.py simulator/fleet/sim.py simulator/fleet/config.py simulator/fleet/itercost.py
 # the tests that run both engines: compiled (the install's) and pure Python (SPECAGENT_PURE_PYTHON=1)

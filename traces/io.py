@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,50 @@ def save_trajectories(trajs: Sequence[Trajectory], path: str | os.PathLike) -> P
     if _fmt(path) == "jsonl":
         return write_text(path, dumps_jsonl(trajs))
     return save_frame(to_frame(trajs), path)
+
+
+#: Trajectories per Parquet row group when a trace is written as it streams in.
+STREAM_CHUNK = 2048
+
+
+def write_trajectories(trajs: Iterable[Trajectory], path: str | os.PathLike) -> tuple[int, int]:
+    """Write trajectories to ``path`` (.jsonl or .parquet) as they come (atomically: a failure part-way leaves no
+    file), holding at most STREAM_CHUNK of them; (trajectories, steps) written. For what fits in one chunk the bytes
+    are ``save_trajectories``'s."""
+    path = Path(path)
+    fmt = _fmt(path)
+    counts = [0, 0]
+
+    def write(tmp: str) -> None:
+        if fmt == "jsonl":
+            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                for t in trajs:
+                    fh.write(t.model_dump_json() + "\n")
+                    counts[0] += 1
+                    counts[1] += len(t.steps)
+            return
+        writer = None
+        chunk: list[Trajectory] = []
+        try:
+            for t in chain(trajs, [None]):
+                if t is not None:
+                    chunk.append(t)
+                    counts[0] += 1
+                    counts[1] += len(t.steps)
+                if chunk and (t is None or len(chunk) >= STREAM_CHUNK):
+                    frame = to_frame(chunk)
+                    frame["traj"] += counts[0] - len(chunk)  # numbered across the whole file, as to_frame numbers one list
+                    table = pa.Table.from_pandas(frame[list(FRAME_DTYPES)], preserve_index=False)
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                    writer.write_table(table.replace_schema_metadata(writer.schema.metadata))
+                    chunk = []
+        finally:
+            if writer is not None:
+                writer.close()
+
+    atomic_write(path, write)
+    return counts[0], counts[1]
 
 
 def save_frame(df: pd.DataFrame, path: str | os.PathLike) -> Path:

@@ -37,21 +37,26 @@ it when usage is present, else estimated (tool schemas as compact JSON text).
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from . import files
+from . import files, jsonstream
 from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
-from .importing import PendingCalls, Timeline, check_usage, iso_or_unix_time, usage_dips
+from .importing import PendingCalls, Timeline, iso_or_unix_time, usage_dips
 from .schema import Actor, StepKind, TokenSource, Trajectory
-from .tool_tags import TagMap, merged_tag_map, tool_kind
+from .tool_tags import TagMap, ToolTagger, annotation_tag, user_tag_map
+from .usage import Usage, cache_convention, read_usage, split_completion
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+#: A message's own latency, where a log records one (seconds): specagent's ``latency_s`` (what converters from
+#: other formats write), τ²-Bench's ``generation_time_seconds``. Over the gap between timestamps.
+LATENCY_KEYS = ("latency_s", "generation_time_seconds")
 
 
 def _text(content: Any) -> str:
@@ -82,9 +87,16 @@ class _Where:
         return TraceFormatError(self.file, self.where, field, expected, got)
 
 
-def _validate(msgs: Any, w: _Where) -> list[dict]:
+def _check_seconds(m: dict, key: str, mw: _Where) -> None:
+    v = m.get(key)
+    if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0):
+        raise mw.err(key, "a non-negative number of seconds or null", v)
+
+
+def _validate(msgs: Any, w: _Where) -> tuple[list[dict], list[Usage | None]]:
     if not isinstance(msgs, list) or not msgs:
         raise w.err("messages", "a non-empty list of chat messages", type(msgs).__name__)
+    usages: list[Usage | None] = []
     for j, m in enumerate(msgs):
         mw = _Where(w.file, f"{w.where}, message {j}")
         if not isinstance(m, dict):
@@ -102,33 +114,61 @@ def _validate(msgs: Any, w: _Where) -> list[dict]:
                 raise mw.err(f"tool_calls[{k}].id", "a string call id or null", tc["id"])
         if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
             raise mw.err("tool_call_id", "the id of the assistant tool call this result answers", m.get("tool_call_id"))
-        if m.get("usage") is not None:
-            u = check_usage(m["usage"], mw.err)
-            d = u.get("completion_tokens_details")
-            if d is not None and not isinstance(d, dict):
-                raise mw.err("usage.completion_tokens_details", "an object or null", d)
-            r = (d or {}).get("reasoning_tokens")
-            if r is not None and (not isinstance(r, int) or isinstance(r, bool) or r < 0 or r > u["completion_tokens"]):
-                raise mw.err("usage.completion_tokens_details.reasoning_tokens",
-                             "an integer between 0 and completion_tokens", r)
-    return msgs
+        for key in LATENCY_KEYS:
+            _check_seconds(m, key, mw)
+        usages.append(read_usage(m["usage"], mw.err) if m.get("usage") is not None and m["role"] == "assistant" else None)
+    return msgs, usages
 
 
-def _reasoning_of(u: dict) -> int | None:
-    return (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
+def _reasoning_text(m: dict) -> str:
+    """Reasoning the log kept as text on an assistant message (``reasoning_content``, ``reasoning``), or ''."""
+    parts = [m.get("reasoning_content"), m.get("reasoning")]
+    return "".join(p for p in parts if isinstance(p, str))
 
 
-def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap, domain: str = "unknown",
-                               task_id: str | None = None, repairs: list[Repair] | None = None) -> Trajectory:
-    """Convert one conversation (a message list or an object with ``messages``)."""
+def _visible_estimate(m: dict) -> int:
+    return estimate_text_tokens(_text(m.get("content"))) + sum(
+        estimate_call_tokens(tc["function"]["name"], _args(tc["function"])) for tc in m.get("tool_calls") or [])
+
+
+def _latency(m: dict, gap: float | None) -> float | None:
+    """A message's recorded latency: its own figure (``latency_s``, τ²-Bench's ``generation_time_seconds``) over the
+    gap between timestamps."""
+    for key in LATENCY_KEYS:
+        if m.get(key) is not None:
+            return float(m[key])
+    return gap
+
+
+def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap | None = None, domain: str = "unknown",
+                               task_id: str | None = None, repairs: list[Repair] | None = None,
+                               tagger: ToolTagger | None = None, importer: str = "openai_chat") -> Trajectory:
+    """Convert one conversation (a message list or an object with ``messages``).
+
+    `tagger` (a ToolTagger: user tags, benchmark tags, the conversation's tool annotations) or `tags` (a merged
+    tag map, taken as the benchmark's); `importer` names the format in the trajectory's metadata."""
     w = _Where(file, where)
     if isinstance(conv, list):
         conv = {"messages": conv}
     if not isinstance(conv, dict):
         raise w.err("<conversation>", "a list of messages or an object with 'messages'", type(conv).__name__)
-    msgs = _validate(conv.get("messages"), w)
-    domain = str(conv.get("domain") or domain)
+    tagger = tagger or ToolTagger(benchmark=tags)
+    msgs, usages = _validate(conv.get("messages"), w)
     tools = conv.get("tools") or []
+    if not isinstance(tools, list):
+        raise w.err("tools", "a list of tool definitions", type(tools).__name__)
+    annotations = dict(filter(None, (annotation_tag(t) for t in tools)))
+    called = {tc["function"]["name"] for m in msgs for tc in m.get("tool_calls") or []}
+    named = conv.get("domain")
+    if named is not None and not isinstance(named, str):
+        raise w.err("domain", "a string or null", named)
+    dom, dom_source = (named, "log") if named else (domain, "flag") if domain and domain != "unknown" else (None, "none")
+    if dom is None:
+        dom = tagger.tag_domain(None, called)
+        dom_source = "tools" if dom else "none"
+    tag_dom = tagger.tag_domain(dom, called) if dom is not None else None
+    decoded = [split_completion(u, _visible_estimate(m), _reasoning_text(m)) if u is not None else None
+               for m, u in zip(msgs, usages)]
 
     # visible-context estimate of each non-assistant message, and measured residuals
     n = len(msgs)
@@ -137,20 +177,18 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
         if m["role"] != "assistant":
             est[j] = estimate_text_tokens(_text(m.get("content")))
     ctx_tok: list[int | None] = [None] * n
-    calls = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and m.get("usage")]
-
-    def visible(m: dict) -> int:
-        u = m["usage"]
-        return u["completion_tokens"] - (_reasoning_of(u) or 0)
-
-    dips = usage_dips([msgs[a]["usage"]["prompt_tokens"] for a in calls], [visible(msgs[a]) for a in calls], [False] * len(calls))
+    calls = [j for j, u in enumerate(usages) if u is not None]
+    visible = [decoded[a].visible for a in calls]  # type: ignore[union-attr]
+    beside = cache_convention([usages[a] for a in calls], visible)  # type: ignore[misc]
+    prompts = [usages[a].prompt_total(beside) for a in calls]  # type: ignore[union-attr]
+    dips = usage_dips(prompts, visible, [False] * len(calls))
     for i, (a, b) in enumerate(zip(calls, calls[1:])):
         between = [j for j in range(a + 1, b) if msgs[j]["role"] in ("user", "tool")]
         if not between or any(msgs[j]["role"] == "assistant" for j in range(a + 1, b)):
             continue
         if dips[i] or dips[i + 1]:
             continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
-        resid = msgs[b]["usage"]["prompt_tokens"] - msgs[a]["usage"]["prompt_tokens"] - visible(msgs[a])
+        resid = prompts[i + 1] - prompts[i] - visible[i]
         if resid >= len(between):
             for j, t in zip(between, split_total(resid, [max(1, est[j]) for j in between])):
                 ctx_tok[j] = t
@@ -162,6 +200,7 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
     sys_est = estimate_text_tokens(compact_json(tools)) if tools else 0
     sys_measured: int | None = None
     ctx_before_first = 0
+    sources: set[str] = set()
     for j, m in enumerate(msgs):
         role = m["role"]
         mw = _Where(file, f"{where}, message {j}")
@@ -171,37 +210,39 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
                 raise mw.err("role", "system/developer messages only before the first user or assistant message", role)
             sys_est += est[j]
             continue
+        lat = _latency(m, gap)
         if role == "assistant":
             tcs = m.get("tool_calls") or []
             content = _text(m.get("content"))
-            u = m.get("usage")
-            if u:
-                r = _reasoning_of(u)
-                vis = u["completion_tokens"] - (r or 0)
-                src = TokenSource.MEASURED
+            dec = decoded[j]
+            if dec is not None:
+                r, vis, src = dec.reasoning, dec.visible, TokenSource.MEASURED
+                sources.add(dec.source)
                 if sys_measured is None:
-                    sys_measured = u["prompt_tokens"] - ctx_before_first
+                    sys_measured = prompts[calls.index(j)] - ctx_before_first
             else:
-                r = None
-                vis = estimate_text_tokens(content) + sum(
-                    estimate_call_tokens(tc["function"]["name"], _args(tc["function"])) for tc in tcs)
+                text = _reasoning_text(m)
+                r = estimate_text_tokens(text) if text else None
+                if text:
+                    sources.add("estimated")
+                vis = _visible_estimate(m)
                 src = TokenSource.ESTIMATED
             if not tcs:
                 steps.append(dict(actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=vis,
                                   output_tokens=vis + (r or 0), reasoning_tokens=r, token_source=src,
-                                  model_latency_s=gap))
+                                  model_latency_s=lat))
             else:
                 weights = [len(tc["function"]["name"]) + len(compact_json(_args(tc["function"]))) for tc in tcs]
                 weights[0] += len(content)
                 vs = split_total(vis, weights)
                 rs = split_total(r, weights) if r is not None else [None] * len(tcs)
-                ls = split_float(gap, weights) if gap is not None else [None] * len(tcs)
+                ls = split_float(lat, weights) if lat is not None else [None] * len(tcs)
                 group = None
                 if len(tcs) > 1:
                     group, group_counter = group_counter, group_counter + 1
                 for k, (tc, vk, rk, lk) in enumerate(zip(tcs, vs, rs, ls)):
                     name = tc["function"]["name"]
-                    kind, irrev = tool_kind(name, domain, tags)
+                    kind, irrev = tagger.resolve(name, tag_dom, annotations)
                     pending.call(tc.get("id") or f"__call_{j}_{k}", (name, group), f"tool_calls[{k}].id", mw.err)
                     steps.append(dict(actor=Actor.AGENT, kind=kind, tool_name=name, irreversible=irrev,
                                       new_context_tokens=vk, output_tokens=vk + (rk or 0), reasoning_tokens=rk,
@@ -211,14 +252,16 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
         elif role == "user":
             tok, src = (ctx_tok[j], TokenSource.MEASURED) if ctx_tok[j] is not None else (est[j], TokenSource.ESTIMATED)
             steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok, token_source=src,
-                              user_latency_s=gap))
+                              user_latency_s=lat))
             if sys_measured is None:
                 ctx_before_first += tok
         else:  # tool
             name, group = pending.result(m["tool_call_id"], "tool_call_id", mw.err)
             tok, src = (ctx_tok[j], TokenSource.MEASURED) if ctx_tok[j] is not None else (est[j], TokenSource.ESTIMATED)
+            err = m.get("error", m.get("is_error"))
             steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name, new_context_tokens=tok,
-                              token_source=src, tool_latency_s=gap, parallel_group=group))
+                              token_source=src, tool_latency_s=lat, parallel_group=group,
+                              tool_error=err if isinstance(err, bool) else None))
             if sys_measured is None:
                 ctx_before_first += tok
     for i, s in enumerate(steps):
@@ -230,30 +273,35 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
         sys_tok, sys_src = sys_est, TokenSource.ESTIMATED
         if sys_measured is not None:
             fixes.append(Repair(file, f"{where}, message {calls[0]}", (
-                f"usage.prompt_tokens {msgs[calls[0]]['usage']['prompt_tokens']} is smaller than the messages before "
+                f"usage.prompt_tokens {prompts[0]} is smaller than the messages before "
                 f"it ({ctx_before_first} tokens): the system prompt keeps its estimate ({sys_est} tokens)")))
     for i, dip in enumerate(dips):
         if dip:
-            a = msgs[calls[i - 1]]
             fixes.append(Repair(file, f"{where}, message {calls[i]}", (
-                f"usage.prompt_tokens {msgs[calls[i]]['usage']['prompt_tokens']} is below the previous call's prompt + "
-                f"visible completion ({a['usage']['prompt_tokens'] + visible(a)}): the messages on both sides of it "
+                f"usage.prompt_tokens {prompts[i]} is below the previous call's prompt + "
+                f"visible completion ({prompts[i - 1] + visible[i - 1]}): the messages on both sides of it "
                 "keep estimated counts")))
     reward = conv.get("reward")
     success = conv.get("success")
-    if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
-        raise w.err("reward", "a number or null", reward)
+    if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool) or not math.isfinite(reward)):
+        raise w.err("reward", "a finite number or null", reward)
     if success is not None and not isinstance(success, bool):
         raise w.err("success", "true, false or null", success)
     meta = conv.get("metadata") or {}
     if not isinstance(meta, dict):
         raise w.err("metadata", "an object", meta)
     meta = {str(k): v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
-    meta["importer"] = "openai_chat"
+    meta["importer"] = importer
     if any(dips):
         meta["usage_dips"] = sum(dips)
+    if dom_source != "log":
+        meta["domain_source"] = dom_source
+    if beside:
+        meta["cached_prompt"] = "beside"
+    meta["reasoning_source"] = "+".join(sorted(sources)) or ("unknown" if calls else "no usage")
+    meta.update(tagger.marks())
     tid = conv.get("task_id") or conv.get("id") or task_id or where
-    d = dict(task_id=str(tid), domain=domain, source=f"{Path(file).name}#{where}",
+    d = dict(task_id=str(tid), domain=dom or "unknown", source=f"{Path(file).name}#{where}",
              outcome=dict(reward=None if reward is None else float(reward), success=success),
              system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta)
     try:
@@ -269,53 +317,86 @@ def _is_single_conversation(obj: Any) -> bool:
     return isinstance(obj, list) and bool(obj) and all(isinstance(m, dict) and "role" in m for m in obj)
 
 
-def read_openai_file(path: str | os.PathLike, tags: TagMap, domain: str = "unknown", skip_bad: bool = False,
-                     skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> list[Trajectory]:
-    """Every conversation of one file (at least one must import)."""
-    path = str(path)
-    text = files.read_text(path, files.OPENAI_FORMAT)
-    files.require_content(text, path, files.OPENAI_FORMAT)
-    units: list[tuple[str, Any]] = []  # (location, conversation or the error to report there)
+def iter_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any]]:
+    """(location, value — or the TraceFormatError to report there) of each record of a JSON or JSONL file, read one
+    record at a time: each line of a `.jsonl`/`.ndjson` file; each item of a top-level JSON list (the list itself
+    when its items are chat messages: one conversation); a top-level object. A file of another known format
+    (`files.kind_of`) is named as such on its first record."""
     if Path(path).suffix.lower() in (".jsonl", ".ndjson"):
-        for lineno, line in enumerate(text.split("\n"), start=1):
+        first = True
+        for lineno, line in files.iter_lines(path, expected):
             if not line.strip():
                 continue
             try:
                 obj = files.parse_json_line(line, path, lineno)
-            except TraceFormatError as e:  # reported in file order below
-                whole = files.wrong_format(path, files.OPENAI_FORMAT, files.kind_of(_whole(text)), "openai") if lineno == 1 else None
-                if whole:  # a pretty-printed JSON file of another format
-                    raise whole from None
+            except TraceFormatError as e:  # reported in file order by the caller
+                if first and line.lstrip().startswith(("{", "[")):  # a pretty-printed JSON file of another format?
+                    whole = files.wrong_format(path, expected, files.kind_of(_whole(files.read_text(path, expected))), want)
+                    if whole:
+                        raise whole from None
                 obj = e
-            if not units and not isinstance(obj, TraceFormatError):
-                err = files.wrong_format(path, files.OPENAI_FORMAT, files.kind_of(obj), "openai")
+            if first and not isinstance(obj, TraceFormatError):
+                err = files.wrong_format(path, expected, files.kind_of(obj), want)
                 if err:
                     raise err
-            units.append((f"line {lineno}", obj))
+            first = False
+            yield f"line {lineno}", obj
+        return
+    text = files.read_text(path, expected)
+    files.require_content(text, path, expected)
+    start = len(text) - len(text.lstrip())
+    if text[start:start + 1] == "[":
+        try:
+            items = jsonstream.iter_array(text, start)
+            head = next(items, None)
+            if head is not None and not (isinstance(head[0], dict) and "role" in head[0]):
+                err = files.wrong_format(path, expected, files.kind_of([head[0]]), want)
+                if err:
+                    raise err
+                yield "conversation 0", head[0]
+                for i, (c, _) in enumerate(items, start=1):
+                    yield f"conversation {i}", c
+                return
+        except json.JSONDecodeError:
+            pass  # the whole-document parse below names the error and its line
+    obj = files.parse_json(text, path, expected, want=want)
+    err = files.wrong_format(path, expected, files.kind_of(obj), want)
+    if err:
+        raise err
+    if isinstance(obj, dict) or _is_single_conversation(obj):
+        yield "conversation 0", obj
+    elif isinstance(obj, list):
+        yield from ((f"conversation {i}", c) for i, c in enumerate(obj))
     else:
-        obj = files.parse_json(text, path, files.OPENAI_FORMAT, want="openai")
-        err = files.wrong_format(path, files.OPENAI_FORMAT, files.kind_of(obj), "openai")
-        if err:
-            raise err
-        if isinstance(obj, dict) or _is_single_conversation(obj):
-            units.append(("conversation 0", obj))
-        elif isinstance(obj, list):
-            units.extend((f"conversation {i}", c) for i, c in enumerate(obj))
-        else:
-            raise TraceFormatError(path, "top level", "<json>", files.OPENAI_FORMAT, found=f"a JSON {type(obj).__name__}")
-    out = []
+        raise TraceFormatError(path, "top level", "<json>", expected, found=f"a JSON {type(obj).__name__}")
+
+
+def iter_openai_file(path: str | os.PathLike, tagger: ToolTagger, domain: str = "unknown", skip_bad: bool = False,
+                     skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> Iterator[Trajectory]:
+    """Every conversation of one file, one at a time (at least one must import)."""
+    path = str(path)
+    n = 0
     skipped_here: list[SkippedRecord] = []
-    for where, conv in units:
+    for where, conv in iter_records(path, files.OPENAI_FORMAT, "openai"):
         try:
             if isinstance(conv, TraceFormatError):
                 raise conv
-            out.append(conversation_to_trajectory(conv, file=path, where=where, tags=tags, domain=domain, repairs=repairs))
+            traj = conversation_to_trajectory(conv, file=path, where=where, domain=domain, repairs=repairs, tagger=tagger)
         except TraceFormatError as e:
+            tagger.marks()  # a skipped conversation's tags count for nothing
             if not skip_bad:
                 raise
             report_skipped(e, skipped_here)
-    close_skips(len(out), path, skipped_here, skipped, "at least one conversation")
-    return out
+            continue
+        n += 1
+        yield traj
+    close_skips(n, path, skipped_here, skipped, "at least one conversation")
+
+
+def read_openai_file(path: str | os.PathLike, tags: TagMap, domain: str = "unknown", skip_bad: bool = False,
+                     skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> list[Trajectory]:
+    """Every conversation of one file (at least one must import); `tags`: a merged tag map."""
+    return list(iter_openai_file(path, ToolTagger(benchmark=tags), domain, skip_bad, skipped, repairs))
 
 
 def _whole(text: str) -> Any:
@@ -330,7 +411,8 @@ def import_openai(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_ma
                   domain: str = "unknown", skip_bad: bool = False, skipped: list[SkippedRecord] | None = None,
                   repairs: list[Repair] | None = None,
                   progress: Callable[[int], None] | None = None) -> list[Trajectory]:
-    """Import OpenAI-chat logs (JSON or JSONL). ``tag_map``: dict or JSON file of tool tags (unknown → WRITE).
+    """Import OpenAI-chat logs (JSON or JSONL). ``tag_map``: dict or JSON file of tool tags (laid over the benchmarks'
+    tags and the logs' tool annotations; a tool no source tags is a WRITE).
 
     Every file must yield at least one trajectory (``NoTrajectoriesError`` otherwise); ``repairs``
     collects the explicit repairs (see importing.py), or they are emitted as warnings. ``progress(1)`` is
@@ -338,10 +420,10 @@ def import_openai(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_ma
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    tags = merged_tag_map(tag_map)  # τ²-Bench tags apply when the conversation's domain matches
+    tagger = ToolTagger(user=user_tag_map(tag_map))
     out: list[Trajectory] = []
     for p in paths:
-        out.extend(read_openai_file(p, tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
+        out.extend(iter_openai_file(p, tagger, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
         if progress is not None:
             progress(1)
     return out

@@ -57,19 +57,22 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from . import files
+from . import files, jsonstream
 from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
-from .importing import PendingCalls, Timeline, check_usage, iso_time, usage_dips
+from .importing import PendingCalls, Timeline, iso_time, usage_dips
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, Actor, StepKind, TokenSource, Trajectory
-from .tool_tags import TagMap, default_tag_map, merged_tag_map, tool_kind
+from .tool_tags import TagMap, ToolTagger, default_tag_map, user_tag_map
 from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
+from .usage import Decoded, Usage, cache_convention, read_usage, split_completion
 
 #: USD per million tokens (input, output), xAI list prices as used by litellm's
 #: price table (which τ²-Bench uses to fill ``cost``). Check: grok-3 costs in
@@ -86,19 +89,74 @@ MODEL_PRICES: dict[str, tuple[float, float]] = {
 #: completion tokens) over the user-only gaps of the non-reasoning grok-3 files.
 USER_TEMPLATE_TOKENS = 8
 
+#: τ²-Bench's fixed first agent message (its orchestrator's default first message, cost 0): not decoded by a model.
+GREETING = "Hi! How can I help you today?"
+
+#: System-prompt tokens per agent tool beyond the policy text's estimate, for a log that measured no call and lists
+#: no tool schemas: (measured system prompt − the policy's estimate) ÷ the domain's agent tools, on the shared
+#: τ²-Bench files — airline 179 (4,093 − 1,592 over 14 tools, grok-3), telecom 98 (6,663 − 5,384 over 13) — their
+#: mean. The estimate this gives is 13% under the airline prompt and 8% over the telecom one
+#: (tests/test_traces_tau2.py pins both).
+SYSTEM_TOKENS_PER_TOOL = 139
+
+#: Simulations read to decide whether a model keeps its reasoning in the prompt (the decision is per file).
+RETENTION_SAMPLE = 200
+
+
 def _gap_s(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds()
 
 
-def _reasoning(msg: dict, model: str) -> int | None:
-    usage = msg.get("usage") or {}
+def _cost_reasoning(msg: dict, usage: Usage, model: str) -> int | None:
+    """Hidden reasoning from the recorded cost at the model's list prices (None without a price or a cost)."""
     price = MODEL_PRICES.get(model)
     cost = msg.get("cost")
     if price is None or cost is None:
         return None
     pin, pout = price
-    extra = (float(cost) - usage["prompt_tokens"] * pin / 1e6 - usage["completion_tokens"] * pout / 1e6) / (pout / 1e6)
+    extra = (float(cost) - usage.prompt * pin / 1e6 - usage.completion * pout / 1e6) / (pout / 1e6)
     return max(0, int(round(extra)))
+
+
+def _raw_part(m: dict, key: str) -> Any:
+    """``raw_data``'s `key` (a LiteLLM response or choice as τ²-Bench stores it), or None."""
+    raw = m.get("raw_data")
+    if not isinstance(raw, dict):
+        return None
+    if key in raw:
+        return raw[key]
+    choices = raw.get("choices")
+    if key == "message" and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0].get("message")
+    return None
+
+
+def _reasoning_text(m: dict) -> str:
+    """Reasoning the log kept as text (``reasoning_content``, Anthropic ``thinking_blocks``), or ''."""
+    parts = [m.get("reasoning_content")]
+    msg = _raw_part(m, "message")
+    if isinstance(msg, dict):
+        parts.append(msg.get("reasoning_content"))
+        blocks = msg.get("thinking_blocks")
+        if isinstance(blocks, list):
+            parts.extend(b.get("thinking") for b in blocks if isinstance(b, dict))
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+def _visible_estimate(m: dict) -> int:
+    return estimate_text_tokens(m.get("content") or "") + sum(
+        estimate_call_tokens(t["name"], t.get("arguments")) for t in m.get("tool_calls") or [])
+
+
+def decoded_tokens(m: dict, usage: Usage, model: str) -> Decoded:
+    """Split a call's recorded completion into visible tokens and hidden reasoning: the cost at list prices first
+    (xAI, whose completion_tokens exclude reasoning), then usage.split_completion (a logged count, kept text, the
+    excess over the visible text's estimate)."""
+    if usage.reasoning is None:
+        r = _cost_reasoning(m, usage, model)
+        if r is not None:
+            return Decoded(usage.completion, r, "cost")
+    return split_completion(usage, _visible_estimate(m), _reasoning_text(m))
 
 
 class _Ctx:
@@ -109,13 +167,25 @@ class _Ctx:
         return TraceFormatError(self.file, self.where, field, expected, got)
 
 
-def _check_usage(m: dict, mc: _Ctx) -> None:
+def _usage(m: dict, mc: _Ctx) -> Usage | None:
+    """The message's usage (None when not recorded), with the cached and reasoning counts of ``raw_data.usage``
+    where the top-level copy leaves them out (τ²-Bench copies prompt and completion counts only)."""
     if m.get("usage") is None:
-        return
-    check_usage(m["usage"], mc.err)
+        return None
+    u = read_usage(m["usage"], mc.err)
+    raw = _raw_part(m, "usage")
+    if isinstance(raw, dict) and (not u.cached or u.reasoning is None):
+        try:
+            r = read_usage(raw, _Ctx(mc.file, f"{mc.where}, raw_data").err)
+        except TraceFormatError:
+            r = None  # the provider's own copy: the recorded usage stands
+        if r is not None:
+            u = Usage(u.prompt, u.completion, u.cached or r.cached,
+                      u.reasoning if u.reasoning is not None else (r.reasoning if r.reasoning is not None and r.reasoning <= u.completion else None))
     cost = m.get("cost")
     if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool) or not math.isfinite(cost) or cost < 0):
         raise mc.err("cost", "a non-negative number of USD or null", cost)
+    return u
 
 
 def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
@@ -143,7 +213,9 @@ def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
                     raise mc.err(f"tool_calls[{k}].name", "a non-empty tool name", tc)
                 if not isinstance(tc.get("id"), str):
                     raise mc.err(f"tool_calls[{k}].id", "a string call id", tc.get("id"))
-            _check_usage(m, mc)
+        g = m.get("generation_time_seconds")
+        if g is not None and (not isinstance(g, (int, float)) or isinstance(g, bool) or not math.isfinite(g) or g < 0):
+            raise mc.err("generation_time_seconds", "a non-negative number of seconds or null", g)
     return msgs
 
 
@@ -154,41 +226,86 @@ def _agent_visible(m: dict) -> bool:
     return m["role"] == "user" and not m.get("tool_calls")
 
 
-def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags: TagMap, file: str,
-                             sim_index: int, reasoning_retained: bool, repairs: list[Repair] | None = None) -> Trajectory:
-    """Convert one τ²-Bench simulation (already parsed JSON) into a Trajectory."""
+def _is_greeting(j: int, m: dict) -> bool:
+    """τ²-Bench's fixed first message: the first message, the agent's, no tool call, no usage, its default text or
+    cost 0."""
+    return (j == 0 and m["role"] == "assistant" and not m.get("tool_calls") and m.get("usage") is None
+            and ((m.get("content") or "").strip() == GREETING or m.get("cost") == 0))
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """What every simulation of a results file shares: its domain (and where that came from), the agent's model,
+    whether the model keeps its reasoning in the prompt inside tool loops, and the policy and tool schemas the
+    system prompt holds (for an estimate where no call measured it)."""
+
+    domain: str | None
+    domain_source: str
+    model: str
+    reasoning_retained: bool
+    policy: str = ""
+    tool_defs: Any = None
+
+
+def _system_estimate(fc: FileContext, domain: str, tagger: ToolTagger, called: set[str]) -> int:
+    """The system prompt's size where no call measured it: the policy's text, plus the tool schemas (their compact
+    JSON where the file lists them, else SYSTEM_TOKENS_PER_TOOL per agent tool: the domain's tagged tools, or those
+    called)."""
+    tools = estimate_text_tokens(compact_json(fc.tool_defs)) if fc.tool_defs else \
+        SYSTEM_TOKENS_PER_TOOL * (len(tagger.benchmark.get(domain, {})) or len(called))
+    return estimate_text_tokens(fc.policy) + tools
+
+
+def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str | None = None, tags: TagMap | None = None,
+                             file: str, sim_index: int, reasoning_retained: bool = False, repairs: list[Repair] | None = None,
+                             tagger: ToolTagger | None = None, context: FileContext | None = None) -> Trajectory:
+    """Convert one τ²-Bench simulation (already parsed JSON) into a Trajectory.
+
+    `context` (a FileContext) or the loose `domain`/`model`/`reasoning_retained`; `tagger` (a ToolTagger) or `tags`
+    (a merged tag map, taken as the benchmark's)."""
+    fc = context or FileContext(domain, "log" if domain else "none", model or "", reasoning_retained)
+    tagger = tagger or ToolTagger(benchmark=tags)
     sid = sim.get("id")
     ctx = _Ctx(file, f"simulation {sim_index} (id={sid!r})")
     msgs = _check_messages(sim, ctx)
-    model = model or ""
+    model = fc.model
+    called = {t["name"] for m in msgs if m["role"] == "assistant" for t in m.get("tool_calls") or []}
+    dom = fc.domain
+    dom_source = fc.domain_source
+    if dom is None:
+        dom = tagger.tag_domain(None, called)
+        dom_source = "tools" if dom else "none"
+    tag_dom = tagger.tag_domain(dom, called) if dom is not None else None
+    usages: list[Usage | None] = [_usage(m, _Ctx(file, f"{ctx.where}, message {j}")) if m["role"] != "tool" else None
+                                  for j, m in enumerate(msgs)]
+    decoded: list[Decoded | None] = [decoded_tokens(m, u, model) if u is not None and m["role"] == "assistant" else None
+                                     for m, u in zip(msgs, usages)]
     # ---- per-message visible-context tokens for non-assistant messages ----
     n = len(msgs)
     ctx_tokens: list[int | None] = [None] * n  # tokens added to agent context by message j
-    measured = [False] * n
-    calls_idx = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and m.get("usage")]
+    calls_idx = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and usages[j] is not None]
+    visible = [decoded[a].visible for a in calls_idx]  # type: ignore[union-attr]
+    beside = cache_convention([usages[a] for a in calls_idx], visible)  # type: ignore[misc]
+    prompts = [usages[a].prompt_total(beside) for a in calls_idx]  # type: ignore[union-attr]
     user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls_idx, calls_idx[1:])]
     # a reasoning model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
-    dips = usage_dips([msgs[a]["usage"]["prompt_tokens"] for a in calls_idx],
-                      [msgs[a]["usage"]["completion_tokens"] for a in calls_idx],
-                      [reasoning_retained and u for u in user_gap])
+    dips = usage_dips(prompts, visible, [fc.reasoning_retained and u for u in user_gap])
     for i, (a, b) in enumerate(zip(calls_idx, calls_idx[1:])):
-        visible = [j for j in range(a + 1, b) if _agent_visible(msgs[j])]
-        if not visible:
+        seen = [j for j in range(a + 1, b) if _agent_visible(msgs[j])]
+        if not seen:
             continue
         if dips[i] or dips[i + 1]:
             continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
-        has_user = any(msgs[j]["role"] == "user" for j in visible)
-        if has_user and reasoning_retained:
+        has_user = any(msgs[j]["role"] == "user" for j in seen)
+        if has_user and fc.reasoning_retained:
             continue  # retained reasoning is dropped at a user turn: the residual is not the messages' size
-        ua, ub = msgs[a]["usage"], msgs[b]["usage"]
-        resid = ub["prompt_tokens"] - ua["prompt_tokens"] - ua["completion_tokens"]
-        if reasoning_retained:
-            resid -= _reasoning(msgs[a], model) or 0
-        if resid >= len(visible):
-            weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in visible]
-            for j, t in zip(visible, split_total(resid, weights)):
+        resid = prompts[i + 1] - prompts[i] - visible[i]
+        if fc.reasoning_retained:
+            resid -= decoded[a].reasoning or 0  # type: ignore[union-attr]
+        if resid >= len(seen):
+            weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in seen]
+            for j, t in zip(seen, split_total(resid, weights)):
                 ctx_tokens[j] = t
-                measured[j] = True
 
     # ---- build steps ----
     steps: list[dict] = []
@@ -198,34 +315,35 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
     clock.gap(sim.get("start_time"), "start_time", ctx.err)
     first_call_prompt: int | None = None
     ctx_before_first_call = 0
+    sources: set[str] = set()
     for j, m in enumerate(msgs):
         role = m["role"]
         mc = _Ctx(file, f"{ctx.where}, message {j}")
         gap = clock.gap(m.get("timestamp"), "timestamp", mc.err)
         if role == "assistant":
-            usage = m.get("usage")
             tcs = m.get("tool_calls") or []
             content = m.get("content") or ""
-            if usage:
-                c = int(usage["completion_tokens"])
-                r = _reasoning(m, model)
-                if r is not None and r > MAX_CONTEXT_TOKENS:
+            d = decoded[j]
+            greeting = _is_greeting(j, m)
+            if d is not None:
+                if d.reasoning is not None and d.reasoning > MAX_CONTEXT_TOKENS:
                     raise mc.err("cost", f"a cost implying at most {MAX_CONTEXT_TOKENS:,} hidden reasoning tokens at "
-                                         f"{model}'s list prices ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it implies {r:,}",
-                                 m.get("cost"))
-                src = TokenSource.MEASURED
-                lat = gap
+                                         f"{model}'s list prices ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it implies "
+                                         f"{d.reasoning:,}", m.get("cost"))
+                c, r, out, src = d.visible, d.reasoning, d.output, TokenSource.MEASURED
+                sources.add(d.source)
                 if first_call_prompt is None:
-                    first_call_prompt = int(usage["prompt_tokens"])
-            else:  # fixed greeting: not decoded by the model
-                c = estimate_text_tokens(content) + sum(estimate_call_tokens(t["name"], t.get("arguments")) for t in tcs)
+                    first_call_prompt = prompts[calls_idx.index(j)]
+            else:  # no usage: the fixed greeting decodes nothing; any other message decodes its text (estimated)
+                c = _visible_estimate(m)
                 r = None
+                out = 0 if greeting else c
                 src = TokenSource.ESTIMATED
-                lat = None
+            g = m.get("generation_time_seconds")
+            lat = None if greeting else (float(g) if g is not None else gap)
             if not tcs:
                 steps.append(dict(
-                    actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=c,
-                    output_tokens=(c + (r or 0)) if usage else 0, reasoning_tokens=r if usage else None,
+                    actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=c, output_tokens=out, reasoning_tokens=r,
                     token_source=src, model_latency_s=lat,
                 ))
             else:
@@ -233,18 +351,18 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
                 weights[0] += len(content)
                 cs = split_total(c, weights)
                 rs = split_total(r, weights) if r is not None else [None] * len(tcs)
+                outs = [ck + (rk or 0) for ck, rk in zip(cs, rs)]  # a greeting never calls a tool: every call decodes
                 lats = split_float(lat, weights) if lat is not None else [None] * len(tcs)
                 group = None
                 if len(tcs) > 1:
                     group = group_counter
                     group_counter += 1
-                for t, ck, rk, lk in zip(tcs, cs, rs, lats):
-                    kind, irrev = tool_kind(t["name"], domain, tags)
+                for t, ck, ok, rk, lk in zip(tcs, cs, outs, rs, lats):
+                    kind, irrev = tagger.resolve(t["name"], tag_dom)
                     calls.call(t["id"], (t["name"], group, False), "tool_calls.id", mc.err)
                     steps.append(dict(
                         actor=Actor.AGENT, kind=kind, tool_name=t["name"], irreversible=irrev,
-                        new_context_tokens=ck, output_tokens=(ck + (rk or 0)) if usage else 0,
-                        reasoning_tokens=rk if usage else None, token_source=src,
+                        new_context_tokens=ck, output_tokens=ok, reasoning_tokens=rk, token_source=src,
                         model_latency_s=lk, parallel_group=group,
                     ))
         elif role == "user" and m.get("tool_calls"):
@@ -255,7 +373,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
                 group_counter += 1
             lats = split_float(gap, [1] * len(tcs)) if gap is not None else [None] * len(tcs)
             for t, lk in zip(tcs, lats):
-                kind, irrev = tool_kind(t["name"], domain, tags, user_side=True)
+                kind, irrev = tagger.resolve(t["name"], tag_dom, user_side=True)
                 calls.call(t["id"], (t["name"], group, True), "tool_calls.id", mc.err)
                 steps.append(dict(
                     actor=Actor.USER, kind=kind, tool_name=t["name"], irreversible=irrev,
@@ -266,8 +384,8 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
         elif role == "user":
             tok = ctx_tokens[j]
             src = TokenSource.MEASURED
-            if tok is None and m.get("usage"):
-                tok = int(m["usage"]["completion_tokens"]) + USER_TEMPLATE_TOKENS
+            if tok is None and usages[j] is not None:
+                tok = usages[j].completion + USER_TEMPLATE_TOKENS  # type: ignore[union-attr]
             if tok is None:
                 tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
             steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok,
@@ -295,14 +413,17 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
 
     for i, s in enumerate(steps):
         s["index"] = i
-    if first_call_prompt is not None:
-        sys_tok = first_call_prompt - ctx_before_first_call
-        if sys_tok < 0:
-            raise ctx.err("usage.prompt_tokens", f"the first call's prompt to hold the {ctx_before_first_call} tokens "
-                                                 "of the messages before it", first_call_prompt)
+    fixes: list[Repair] = []
+    sys_tok = None if first_call_prompt is None else first_call_prompt - ctx_before_first_call
+    if sys_tok is not None and sys_tok >= 0:
         sys_src = TokenSource.MEASURED
     else:
-        sys_tok, sys_src = 0, TokenSource.ESTIMATED
+        est = _system_estimate(fc, tag_dom or dom or "", tagger, called)
+        if sys_tok is not None:
+            fixes.append(Repair(file, f"{ctx.where}, message {calls_idx[0]}", (
+                f"usage.prompt_tokens {first_call_prompt} is smaller than the {ctx_before_first_call} tokens of the "
+                f"messages before it: the system prompt keeps its estimate ({est} tokens)")))
+        sys_tok, sys_src = est, TokenSource.ESTIMATED
     ri = sim.get("reward_info") or {}
     reward = ri.get("reward") if isinstance(ri, dict) else None
     if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
@@ -315,14 +436,25 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
         "simulation_id": sid, "trial": sim.get("trial"), "seed": sim.get("seed"),
         "termination_reason": sim.get("termination_reason"), "duration_s": sim.get("duration"),
         "agent_cost_usd": sim.get("agent_cost"), "user_cost_usd": sim.get("user_cost"),
-        "agent_llm": model or None, "reasoning_retained": reasoning_retained,
+        "agent_llm": model or None, "reasoning_retained": fc.reasoning_retained,
         "start_time": sim.get("start_time"), "importer": "tau2",
     }
     meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
     if any(dips):
         meta["usage_dips"] = sum(dips)
+    if fc.domain_source != "log" or dom_source != "log":
+        meta["domain_source"] = dom_source
+    if beside:
+        meta["cached_prompt"] = "beside"  # the cached input was logged beside prompt_tokens and is added to it
+    if sources:
+        meta["reasoning_source"] = "+".join(sorted(sources))
+    elif calls_idx:
+        meta["reasoning_source"] = "unknown"
+    else:
+        meta["reasoning_source"] = "no usage"
+    meta.update(tagger.marks())
     d = dict(
-        task_id=str(sim.get("task_id")), domain=domain, source=f"{Path(file).name}#simulation={sid}",
+        task_id=str(sim.get("task_id")), domain=dom or "unknown", source=f"{Path(file).name}#simulation={sid}",
         outcome=dict(reward=None if reward is None else float(reward),
                      success=None if reward is None else bool(abs(float(reward) - 1.0) < 1e-9)),
         system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta,
@@ -333,32 +465,33 @@ def simulation_to_trajectory(sim: dict, *, domain: str, model: str | None, tags:
         raise from_validation_error(file, ctx.where, e) from None
     for i, dip in enumerate(dips):
         if dip:
-            a, b = msgs[calls_idx[i - 1]]["usage"], msgs[calls_idx[i]]["usage"]
-            report_repair(Repair(file, f"{ctx.where}, message {calls_idx[i]}", (
-                f"usage.prompt_tokens {b['prompt_tokens']} is below the previous call's prompt + completion "
-                f"({a['prompt_tokens'] + a['completion_tokens']}): the messages on both sides of it keep estimated counts")),
-                repairs)
+            fixes.append(Repair(file, f"{ctx.where}, message {calls_idx[i]}", (
+                f"usage.prompt_tokens {prompts[i]} is below the previous call's prompt + completion "
+                f"({prompts[i - 1] + visible[i - 1]}): the messages on both sides of it keep estimated counts")))
+    for r in fixes:
+        report_repair(r, repairs)
     return traj
 
 
-def _detect_retention(sims: list[Any], model: str) -> bool:
+def _detect_retention(sims: Iterable[Any], model: str) -> bool:
     """Does the model keep its hidden reasoning in the prompt within a tool loop? Majority vote over the data
     (simulations that do not validate take no part; they fail, or are skipped, on their own)."""
     yes = no = 0
-    for i, sim in enumerate(sims):
+    for sim in sims:
         try:
             msgs = _check_messages(sim, _Ctx("", "")) if isinstance(sim, dict) else []
+            usages = [_usage(m, _Ctx("", "")) if m["role"] == "assistant" else None for m in msgs]
         except TraceFormatError:
             continue
-        calls = [j for j, m in enumerate(msgs) if m.get("role") == "assistant" and m.get("usage")]
+        calls = [j for j, u in enumerate(usages) if u is not None]
         for a, b in zip(calls, calls[1:]):
             if not all(msgs[j].get("role") == "tool" for j in range(a + 1, b)) or b == a + 1:
                 continue
-            r = _reasoning(msgs[a], model)
-            if not r:
+            d = decoded_tokens(msgs[a], usages[a], model)  # type: ignore[arg-type]
+            if not d.reasoning:
                 continue
-            resid = msgs[b]["usage"]["prompt_tokens"] - msgs[a]["usage"]["prompt_tokens"] - msgs[a]["usage"]["completion_tokens"]
-            if resid >= r:
+            resid = usages[b].prompt - usages[a].prompt - d.visible  # type: ignore[union-attr]
+            if resid >= d.reasoning:
                 yes += 1
             else:
                 no += 1
@@ -373,29 +506,70 @@ def _info_str(info: dict, path: str, key: str, sub: str) -> str | None:
     return v or None
 
 
-def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad: bool = False,
-                   skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> list[Trajectory]:
-    """Import every simulation of one τ²-Bench results file (at least one must import)."""
-    path = str(path)
-    tags = tags if tags is not None else default_tag_map()
+def _open_results(path: str) -> tuple[dict, Iterator[Any]]:
+    """(the file's other members, an iterator over its simulations): τ²-Bench's ``{info, tasks, simulations}`` object
+    or a bare JSON list of simulations, read one simulation at a time (jsonstream)."""
     text = files.read_text(path, files.TAU2_FORMAT)
     files.require_content(text, path, files.TAU2_FORMAT)
+    lead = text.lstrip()[:1]
+    try:
+        if lead == "[":
+            return {}, (item for item, _ in jsonstream.iter_array(text, len(text) - len(text.lstrip())))
+        if lead == "{":
+            top, sims = jsonstream.members(text, "simulations", need=("info", "domain"))
+            if sims is not None:
+                return top, sims
+    except (ValueError, RecursionError):
+        pass  # the whole-document parse below names the error (and a JSONL file, or another format)
     data = files.parse_json(text, path, files.TAU2_FORMAT, want="tau2")
-    if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
-        raise (files.wrong_format(path, files.TAU2_FORMAT, files.kind_of(data), "tau2")
-               or TraceFormatError(path, "top level", "simulations", files.TAU2_FORMAT,
-                                   found=f"a JSON {type(data).__name__} without a 'simulations' list"))
-    info = data.get("info") or {}
+    raise (files.wrong_format(path, files.TAU2_FORMAT, files.kind_of(data), "tau2")
+           or TraceFormatError(path, "top level", "simulations", files.TAU2_FORMAT,
+                               found=f"a JSON {type(data).__name__} without a 'simulations' list"))
+
+
+def _located(path: str, sims: Iterator[Any]) -> Iterator[Any]:
+    """The simulations, a syntax error part-way through named like json.loads's (file and line)."""
+    try:
+        yield from sims
+    except json.JSONDecodeError as e:
+        raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+    except ValueError as e:  # e.g. an integer literal longer than Python's 4,300-digit conversion limit
+        raise TraceFormatError(path, "file", "<json>", f"valid JSON ({e})") from None
+
+
+def file_context(path: str, top: dict, first_sims: list[Any], domain: str | None) -> FileContext:
+    """The FileContext of a results file from its members and its first simulations (`domain`: the caller's, for a
+    file that names none)."""
+    info = top.get("info") or {}
     if not isinstance(info, dict):
         raise TraceFormatError(path, "top level", "info", "an object or null", type(info).__name__)
-    domain = _info_str(info, path, "environment_info", "domain_name") or Path(path).name.split("__")[0]
-    model = _info_str(info, path, "agent_info", "llm")
-    sims = data["simulations"]
-    retained = _detect_retention(sims, model or "")
-    out: list[Trajectory] = []
+    named = _info_str(info, path, "environment_info", "domain_name")
+    top_dom = top.get("domain") if isinstance(top.get("domain"), str) and top.get("domain") else None
+    stem = Path(path).name.split("__")[0] if "__" in Path(path).name else None
+    dom, how = ((named, "log") if named else (top_dom, "log") if top_dom else (domain, "flag") if domain
+                else (None, "none"))
+    if dom is None and stem is not None and stem in default_tag_map():
+        dom, how = stem, "file name"
+    model = _info_str(info, path, "agent_info", "llm") or ""
+    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+    policy = env.get("policy") if isinstance(env.get("policy"), str) else ""
+    return FileContext(dom, how, model, _detect_retention(first_sims, model), policy, env.get("tool_defs"))
+
+
+def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str | None = None, skip_bad: bool = False,
+                   skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> Iterator[Trajectory]:
+    """Every simulation of one τ²-Bench results file (or a bare list of simulations), one at a time; at least one
+    must import (``NoTrajectoriesError`` otherwise). The file's text is held once; each simulation is parsed when
+    reached."""
+    path = str(path)
+    top, sims = _open_results(path)
+    sims = _located(path, sims)
+    first = list(islice(sims, RETENTION_SAMPLE))
+    fc = file_context(path, top, first, domain)
     skipped_here: list[SkippedRecord] = []
+    n = 0
     first_of: dict[Any, int] = {}  # simulation id -> its first index: one run listed twice would count twice
-    for i, sim in enumerate(sims):
+    for i, sim in enumerate(chain(first, sims)):
         try:
             if not isinstance(sim, dict):
                 raise TraceFormatError(path, f"simulation {i}", "<simulation>", "an object", type(sim).__name__)
@@ -406,21 +580,30 @@ def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad
                                            f"{first_of[sim_id]} has it: the same run listed twice would be imported twice)",
                                            sim_id)
                 first_of[sim_id] = i
-            out.append(simulation_to_trajectory(sim, domain=domain, model=model, tags=tags, file=path,
-                                                sim_index=i, reasoning_retained=retained, repairs=repairs))
+            traj = simulation_to_trajectory(sim, file=path, sim_index=i, repairs=repairs, tagger=tagger, context=fc)
         except TraceFormatError as e:
+            tagger.marks()  # a skipped simulation's tags count for nothing
             if not skip_bad:
                 raise
             report_skipped(e, skipped_here)
-    close_skips(len(out), path, skipped_here, skipped, "at least one simulation")
-    return out
+            continue
+        n += 1
+        yield traj
+    close_skips(n, path, skipped_here, skipped, "at least one simulation")
+
+
+def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad: bool = False,
+                   skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> list[Trajectory]:
+    """Import every simulation of one τ²-Bench results file (at least one must import); `tags`: a merged tag map."""
+    tagger = ToolTagger(benchmark=tags if tags is not None else default_tag_map())
+    return list(iter_tau2_file(path, tagger, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
 
 
 def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map: TagMap | str | os.PathLike | None = None,
                 skip_bad: bool = False, skipped: list[SkippedRecord] | None = None,
                 repairs: list[Repair] | None = None,
-                progress: Callable[[int], None] | None = None) -> list[Trajectory]:
-    """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file; merged over the defaults.
+                progress: Callable[[int], None] | None = None, domain: str | None = None) -> list[Trajectory]:
+    """Import τ²-Bench results files (one path or many). ``tag_map``: dict or JSON file, laid over the benchmarks' tags.
 
     Every file must yield at least one trajectory (``NoTrajectoriesError`` otherwise, also when
     ``skip_bad`` left out all of a file's simulations); ``repairs`` collects the explicit repairs
@@ -428,10 +611,10 @@ def import_tau2(paths: str | os.PathLike | Iterable[str | os.PathLike], tag_map:
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    tags = merged_tag_map(tag_map)
+    tagger = ToolTagger(user=user_tag_map(tag_map))
     out: list[Trajectory] = []
     for p in paths:
-        out.extend(read_tau2_file(p, tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
+        out.extend(iter_tau2_file(p, tagger, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs))
         if progress is not None:
             progress(1)
     return out

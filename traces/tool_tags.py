@@ -1,20 +1,34 @@
-"""Tool classification shared by every importer: a tool's τ²-Bench tag → step kind, and the hold rule.
+"""Tool classification shared by every importer: a tool's READ/WRITE/GENERIC/THINK tag → step kind, and the hold rule.
 
-Why its own module: the τ²-Bench and OpenAI-chat importers (and user tag maps)
-classify tools the same way, and neither importer should import the other.
+Why its own module: every importer (and user tag maps) classifies tools the same
+way, and no importer should import another.
 
-Tags: a packaged copy of τ²-Bench's tool tags (traces/data/tool_types.json,
-keyed by domain; user tools under ``<domain>_user``). A tool with no known tag is
-a WRITE (under irreversibility the safe default is to hold it). GENERIC stays
-``generic``; GENERIC tools in ``IRREVERSIBLE_GENERIC`` (``transfer_to_human_agents``,
-which ends the conversation) get ``irreversible=True``, as does every WRITE.
+Where a tag comes from, best source first (``ToolTagger``):
+
+1. the user's tag map (``--tags``: ``{tool: TAG}`` or ``{domain: {tool: TAG}}``);
+2. the benchmark's own tags: packaged copies of τ²-Bench's (traces/data/tool_types.json:
+   airline, retail, telecom; user tools under ``<domain>_user``) and VitaBench's
+   (traces/data/vitabench_tool_types.json: delivery, instore, ota, and ``vitabench`` for
+   all 66 of its tools), keyed by domain. A conversation whose domain is not one of
+   these takes the benchmark domain that tags every tool it calls, if exactly one does;
+3. MCP tool annotations on the tool definitions a log carries (``annotations.readOnlyHint``:
+   true → READ; a tool the annotations say is not read-only is a WRITE — the MCP
+   specification's default for ``readOnlyHint`` is false);
+4. none: the safe default, WRITE (held for review). Every such tool is counted by
+   name (``ToolTagger.untagged``), so an import can say which tools it held by default
+   and on what share of the steps — never silently.
+
+GENERIC stays ``generic``; GENERIC tools in ``IRREVERSIBLE_GENERIC``
+(``transfer_to_human_agents``, which ends the conversation) get
+``irreversible=True``, as does every WRITE.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -27,13 +41,19 @@ IRREVERSIBLE_GENERIC = frozenset({"transfer_to_human_agents"})
 
 TAG_TO_KIND = {"READ": StepKind.READ, "WRITE": StepKind.WRITE, "GENERIC": StepKind.GENERIC, "THINK": StepKind.THINK}
 
+#: The benchmarks whose tags ship, each a packaged copy keyed by domain (provenance: traces/README.md, Data).
+BENCHMARK_TAG_FILES = ("tool_types.json", "vitabench_tool_types.json")
+
 TagMap = Mapping[str, Mapping[str, str]]
 
 
 def default_tag_map() -> dict[str, dict[str, str]]:
-    """τ²-Bench's own tool tags (packaged copy), keyed by domain."""
-    with resources.files("specagent.traces").joinpath("data/tool_types.json").open(encoding="utf-8") as fh:
-        return json.load(fh)
+    """The benchmarks' own tool tags (τ²-Bench, VitaBench; packaged copies), keyed by domain."""
+    out: dict[str, dict[str, str]] = {}
+    for name in BENCHMARK_TAG_FILES:
+        with resources.files("specagent.traces").joinpath("data", name).open(encoding="utf-8") as fh:
+            out.update(json.load(fh))
+    return out
 
 
 def load_tag_map(path: str | os.PathLike) -> dict[str, dict[str, str]]:
@@ -58,13 +78,17 @@ def normalize_tag_map(raw: Any, file: str = "<tag map>") -> dict[str, dict[str, 
     return out
 
 
-def merged_tag_map(tag_map: TagMap | str | os.PathLike | None) -> dict[str, dict[str, str]]:
-    """τ²-Bench's tags with a user map (dict or JSON file) laid over them; a flat user map wins in every domain."""
-    tags: dict[str, dict[str, str]] = default_tag_map()
+def user_tag_map(tag_map: TagMap | str | os.PathLike | None) -> dict[str, dict[str, str]]:
+    """A user map (dict or JSON file) normalised; {} for none."""
     if tag_map is None:
-        return tags
-    user = load_tag_map(tag_map) if isinstance(tag_map, (str, os.PathLike)) else normalize_tag_map(dict(tag_map))
-    for dom, m in user.items():
+        return {}
+    return load_tag_map(tag_map) if isinstance(tag_map, (str, os.PathLike)) else normalize_tag_map(dict(tag_map))
+
+
+def merged_tag_map(tag_map: TagMap | str | os.PathLike | None) -> dict[str, dict[str, str]]:
+    """The benchmarks' tags with a user map (dict or JSON file) laid over them; a flat user map wins in every domain."""
+    tags: dict[str, dict[str, str]] = default_tag_map()
+    for dom, m in user_tag_map(tag_map).items():
         if dom == "*":
             for dm in tags.values():
                 dm.update({k: v for k, v in m.items() if k in dm})
@@ -72,10 +96,83 @@ def merged_tag_map(tag_map: TagMap | str | os.PathLike | None) -> dict[str, dict
     return tags
 
 
+def kind_of_tag(tag: str | None, name: str) -> tuple[StepKind, bool]:
+    """(kind, irreversible) for a tag; None (untagged) is WRITE (held)."""
+    kind = TAG_TO_KIND[tag] if tag else StepKind.WRITE
+    return kind, kind == StepKind.WRITE or (kind == StepKind.GENERIC and name in IRREVERSIBLE_GENERIC)
+
+
 def tool_kind(name: str, domain: str, tags: TagMap, user_side: bool = False) -> tuple[StepKind, bool]:
     """(kind, irreversible) for a tool; unknown tools are WRITE (held)."""
     dom = f"{domain}_user" if user_side else domain
-    tag = tags.get(dom, {}).get(name) or tags.get("*", {}).get(name)
-    kind = TAG_TO_KIND[tag] if tag else StepKind.WRITE
-    irreversible = kind == StepKind.WRITE or (kind == StepKind.GENERIC and name in IRREVERSIBLE_GENERIC)
-    return kind, irreversible
+    return kind_of_tag(tags.get(dom, {}).get(name) or tags.get("*", {}).get(name), name)
+
+
+def annotation_tag(tool: Any) -> tuple[str, str] | None:
+    """(tool name, READ|WRITE) from a tool definition's MCP annotations, or None when it carries none.
+
+    Accepts an MCP ``Tool`` (``{name, inputSchema, annotations}``) and an OpenAI function tool
+    (``{type: function, function: {name, ..., annotations?}}``, annotations on either level)."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+    name = tool.get("name") or fn.get("name")
+    ann = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else fn.get("annotations")
+    if not isinstance(name, str) or not name or not isinstance(ann, dict):
+        return None
+    read_only = ann.get("readOnlyHint", ann.get("read_only_hint"))
+    return name, "READ" if read_only is True else "WRITE"
+
+
+class ToolTagger:
+    """Resolves each tool's kind from the best source there is (module docstring) and counts what it resolved.
+
+    ``sources`` counts tool calls by where their tag came from (``user``, ``benchmark:<domain>``, ``annotations``,
+    ``none``); ``untagged`` counts calls of tools no source tagged, by name (held as WRITEs)."""
+
+    def __init__(self, user: TagMap | str | os.PathLike | None = None, benchmark: TagMap | None = None):
+        self.user = user_tag_map(user)
+        self.benchmark = dict(benchmark) if benchmark is not None else default_tag_map()
+        self.sources: Counter[str] = Counter()
+        self.untagged: Counter[str] = Counter()
+        self.current: Counter[str] = Counter()  # this trajectory's calls by source, then "untagged:<name>"
+
+    def tag_domain(self, domain: str | None, tool_names: Iterable[str]) -> str | None:
+        """The benchmark domain whose tags apply: ``domain`` if the benchmarks tag it, else the one domain (not a
+        ``*_user`` one) that tags every tool called — None when no domain or several do (then no benchmark tag applies)."""
+        if domain in self.benchmark:
+            return domain
+        names = set(tool_names)
+        if not names:
+            return None
+        fits = [d for d, m in self.benchmark.items() if not d.endswith("_user") and names <= set(m)]
+        narrow = [d for d in fits if d != "vitabench"] or fits  # a VitaBench domain before the whole benchmark
+        return narrow[0] if len(narrow) == 1 else None
+
+    def resolve(self, name: str, domain: str | None, annotations: Mapping[str, str] | None = None,
+                user_side: bool = False) -> tuple[StepKind, bool]:
+        """(kind, irreversible) of one call of `name`, counted under its source."""
+        dom = f"{domain}_user" if user_side and domain else domain
+        tag = self.user.get(dom or "", {}).get(name) or self.user.get("*", {}).get(name)
+        src = "user"
+        if tag is None and dom is not None:
+            tag, src = self.benchmark.get(dom, {}).get(name), f"benchmark:{dom}"
+        if tag is None and annotations:
+            tag, src = annotations.get(name), "annotations"
+        if tag is None:
+            src = "none"
+            self.untagged[name] += 1
+            self.current[f"untagged:{name}"] += 1
+        self.sources[src] += 1
+        self.current[src] += 1
+        return kind_of_tag(tag, name)
+
+    def marks(self) -> dict[str, str]:
+        """What the trajectory just built owes its tags to, for its metadata, and a fresh start for the next one:
+        ``tag_sources`` (sources used, sorted) and, where any, ``untagged_tools`` (sorted names held by default)."""
+        cur, self.current = self.current, Counter()
+        out = {"tag_sources": ",".join(sorted(k for k in cur if not k.startswith("untagged:")))}
+        untagged = sorted(k.removeprefix("untagged:") for k in cur if k.startswith("untagged:"))
+        if untagged:
+            out["untagged_tools"] = ",".join(untagged)
+        return out if cur else {}

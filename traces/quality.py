@@ -1,0 +1,126 @@
+"""How much of a workload was measured and how much estimated: the data-quality summary.
+
+Why: a log without ``usage``, timestamps or tool tags still imports (its counts are
+estimated, its tools held as WRITEs), and the prediction it feeds is only as good as
+those estimates. The same summary is printed at import, by ``traces stats`` and on
+``predict``'s first screen, so nobody prices an estimate believing it measured.
+
+Everything is computed from the trajectories themselves (per-step ``token_source``,
+latencies that are ``None`` when not recorded, ``reasoning_tokens`` ``None`` when
+unknown) and from the marks importers leave in ``metadata`` (``untagged_tools``,
+``reasoning_source``), so a trace file carries its own quality wherever it goes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from .schema import Actor, StepKind, TokenSource, Trajectory
+
+#: Below this share a quantity is "mostly not measured" and the summary warns.
+MOSTLY = 0.5
+
+#: The text estimator's measured error (traces/tokens.py: 1,774 τ²-Bench messages against recorded usage).
+ESTIMATOR_ERROR = "per-message error 7.3% on replies, 5.6% on tool calls, 24% on user messages (tokens.py)"
+
+
+@dataclass(frozen=True)
+class DataQuality:
+    """Shares of a workload's steps whose figures were recorded rather than estimated, and its untagged tools."""
+
+    trajectories: int
+    steps: int
+    agent_steps: int
+    measured_tokens: float  # agent steps whose decoded tokens come from recorded usage
+    measured_context: float  # non-agent steps whose context tokens come from recorded usage
+    model_latency: float  # agent steps with a recorded model latency
+    waits: int  # tool results and user messages (the waits a workload can record)
+    waits_recorded: float  # of those, the share with a recorded latency
+    reasoning_known: float  # agent steps whose hidden reasoning is known (measured, derived or estimated)
+    reasoning_sources: dict[str, int]  # trajectories by how their reasoning was found
+    system_prompt_measured: float  # trajectories whose system prompt size was measured
+    tool_calls: int
+    untagged: dict[str, int] = field(default_factory=dict)  # tool -> calls held as WRITEs for want of a tag
+    zero_output_agent_steps: int = 0  # agent steps decoding nothing (a fixed greeting, an empty message)
+    importers: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def untagged_share(self) -> float:
+        return sum(self.untagged.values()) / self.tool_calls if self.tool_calls else 0.0
+
+    @property
+    def waits_unrecorded(self) -> bool:
+        """No wait recorded anywhere although the workload has tool results or user messages."""
+        return self.waits > 0 and self.waits_recorded == 0.0
+
+    def warnings(self) -> list[str]:
+        """One short sentence per way the workload is mostly estimated (none for a fully measured one)."""
+        out = []
+        if self.agent_steps and self.measured_tokens < MOSTLY:
+            out.append(f"token counts estimated from the text on {1 - self.measured_tokens:.0%} of agent steps "
+                       f"(the log has no usage; {ESTIMATOR_ERROR})")
+        if self.waits_unrecorded:
+            out.append("waits not recorded: the wall covers model time only (tool and user waits are unknown, not 0 s)")
+        elif self.waits and self.waits_recorded < MOSTLY:
+            out.append(f"waits recorded on {self.waits_recorded:.0%} of tool results and user messages only: "
+                       "the others count 0 s")
+        if self.untagged:
+            names = sorted(self.untagged, key=lambda k: (-self.untagged[k], k))
+            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            out.append(f"{len(names)} tool(s) untagged, held as WRITEs on {self.untagged_share:.0%} of tool calls: {shown} "
+                       "(tag them: `--tags tags.json`, see docs/traces.md)")
+        if self.agent_steps and self.reasoning_known < MOSTLY:
+            out.append(f"hidden reasoning unknown on {1 - self.reasoning_known:.0%} of agent steps: the verdicts' "
+                       "reasoning term uses none there")
+        return out
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["untagged_share"] = self.untagged_share
+        d["warnings"] = self.warnings()
+        return d
+
+
+def data_quality(trajs: Iterable[Trajectory]) -> DataQuality:
+    """The summary of a set of trajectories (one pass)."""
+    n = steps = agent = measured = ctx_steps = ctx_measured = lat = waits = waited = known = sys_measured = calls = zero = 0
+    untagged: Counter[str] = Counter()
+    importers: Counter[str] = Counter()
+    reasoning: Counter[str] = Counter()
+    for t in trajs:
+        n += 1
+        steps += len(t.steps)
+        sys_measured += t.system_prompt_source == TokenSource.MEASURED
+        importers[str(t.metadata.get("importer") or "unknown")] += 1
+        reasoning[str(t.metadata.get("reasoning_source") or ("unknown" if all(
+            s.reasoning_tokens is None for s in t.steps if s.actor == Actor.AGENT) else "recorded"))] += 1
+        held = set(str(t.metadata.get("untagged_tools") or "").split(",")) - {""}
+        for s in t.steps:
+            if s.actor == Actor.AGENT:
+                agent += 1
+                measured += s.token_source == TokenSource.MEASURED
+                lat += s.model_latency_s is not None
+                known += s.reasoning_tokens is not None
+                zero += s.output_tokens == 0
+                if s.kind != StepKind.REPLY:
+                    calls += 1
+                    if s.tool_name in held:
+                        untagged[s.tool_name] += 1
+            else:
+                ctx_steps += s.in_agent_context
+                ctx_measured += s.in_agent_context and s.token_source == TokenSource.MEASURED
+                if s.kind == StepKind.TOOL_RESULT or s.kind == StepKind.USER:
+                    waits += 1
+                    waited += (s.tool_latency_s if s.actor == Actor.TOOL else s.user_latency_s) is not None
+    return DataQuality(
+        trajectories=n, steps=steps, agent_steps=agent,
+        measured_tokens=measured / agent if agent else 1.0,
+        measured_context=ctx_measured / ctx_steps if ctx_steps else 1.0,
+        model_latency=lat / agent if agent else 0.0,
+        waits=waits, waits_recorded=waited / waits if waits else 0.0,
+        reasoning_known=known / agent if agent else 1.0, reasoning_sources=dict(sorted(reasoning.items())),
+        system_prompt_measured=sys_measured / n if n else 0.0, tool_calls=calls,
+        untagged=dict(sorted(untagged.items())), zero_output_agent_steps=zero, importers=dict(sorted(importers.items())),
+    )
