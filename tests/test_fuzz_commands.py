@@ -122,8 +122,8 @@ BASE: dict[str, list[str]] = {
     "models show": ["models", "show", "qwen3.5-4b", "--json"],
     "roofline": ["roofline", "--json"],
     "roofline balance": ["roofline", "balance", "--json"],
-    "traces import tau2": ["traces", "import", "tau2", str(DATA / "traces/data/tau2_airline_sample.json"), "-o", "{out}/t.jsonl"],
-    "traces import openai": ["traces", "import", "openai", str(DATA / "traces/data/openai_chat_sample.jsonl"), "-o", "{out}/o.jsonl"],
+    "traces import": ["traces", "import", str(DATA / "traces/data/tau2_airline_sample.json"), "-o", "{out}/t.jsonl"],
+    "traces formats": ["traces", "formats", "--json"],
     "traces stats": ["traces", "stats", "{small}", "--json"],
     "traces fit": ["traces", "fit", "{small}", "-o", "{out}/p.toml"],
     "traces synth": ["traces", "synth", "--profile", "tau2_airline", "-n", "3", "-o", "{out}/s.jsonl"],
@@ -293,7 +293,7 @@ def _flag_cases() -> list[FlagCase]:
 
 
 #: str parameters that name a file (or a shipped item by name): part 3 and the table give them files.
-PATH_LIKE = {"--trace", "--synthetic", "--scenario", "--profile", "model", "name", "--model", "--hardware", "--weak-model",
+PATH_LIKE = {"logs", "--trace", "--synthetic", "--scenario", "--profile", "model", "name", "--model", "--hardware", "--weak-model",
              "--strong-model", "--weak-hardware", "--strong-hardware", "--serving-engine", "--weak-serving-engine",
              "--strong-serving-engine"}
 

@@ -51,7 +51,7 @@ from .importing import PendingCalls, Timeline, iso_or_unix_time, usage_dips
 from .schema import Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, ToolTagger, annotation_tag, user_tag_map
 from .usage import Usage, cache_convention, read_usage, split_completion
-from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
+from .tokens import SYSTEM_TOKENS_PER_TOOL, compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 #: A message's own latency, where a log records one (seconds): specagent's ``latency_s`` (what converters from
@@ -197,7 +197,10 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
     pending: PendingCalls[tuple[str, int | None]] = PendingCalls.new()  # call id -> (name, group)
     group_counter = 0
     clock: Timeline[float] = Timeline(iso_or_unix_time, lambda a, b: b - a, "Unix seconds or an ISO-8601 time")
-    sys_est = estimate_text_tokens(compact_json(tools)) if tools else 0
+    # the tool schemas the prompt holds: as logged, else SYSTEM_TOKENS_PER_TOOL per tool (the benchmark domain's, or
+    # those called: a lower bound)
+    sys_est = estimate_text_tokens(compact_json(tools)) if tools else \
+        SYSTEM_TOKENS_PER_TOOL * (len(tagger.benchmark.get(tag_dom or "", {})) or len(called))
     sys_measured: int | None = None
     ctx_before_first = 0
     sources: set[str] = set()
@@ -359,7 +362,28 @@ def iter_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any
                 return
         except json.JSONDecodeError:
             pass  # the whole-document parse below names the error and its line
-    obj = files.parse_json(text, path, expected, want=want)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        if e.msg == "Extra data" and files.first_json_record(text) is not None:  # JSONL under a .json name (BFCL's)
+            first = True
+            for lineno, line in enumerate(text.split("\n"), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec: Any = files.parse_json_line(line, path, lineno)
+                except TraceFormatError as bad:
+                    rec = bad
+                if first and not isinstance(rec, TraceFormatError):
+                    err = files.wrong_format(path, expected, files.kind_of(rec), want)
+                    if err:
+                        raise err from None
+                first = False
+                yield f"line {lineno}", rec
+            return
+        obj = files.parse_json(text, path, expected, want=want)  # names the error and its line
+    except (ValueError, RecursionError):
+        obj = files.parse_json(text, path, expected, want=want)
     err = files.wrong_format(path, expected, files.kind_of(obj), want)
     if err:
         raise err

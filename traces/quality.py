@@ -34,7 +34,6 @@ class DataQuality:
     steps: int
     agent_steps: int
     measured_tokens: float  # agent steps whose decoded tokens come from recorded usage
-    measured_context: float  # non-agent steps whose context tokens come from recorded usage
     model_latency: float  # agent steps with a recorded model latency
     waits: int  # tool results and user messages (the waits a workload can record)
     waits_recorded: float  # of those, the share with a recorded latency
@@ -83,44 +82,58 @@ class DataQuality:
         return d
 
 
-def data_quality(trajs: Iterable[Trajectory]) -> DataQuality:
-    """The summary of a set of trajectories (one pass)."""
-    n = steps = agent = measured = ctx_steps = ctx_measured = lat = waits = waited = known = sys_measured = calls = zero = 0
-    untagged: Counter[str] = Counter()
-    importers: Counter[str] = Counter()
-    reasoning: Counter[str] = Counter()
-    for t in trajs:
-        n += 1
-        steps += len(t.steps)
-        sys_measured += t.system_prompt_source == TokenSource.MEASURED
-        importers[str(t.metadata.get("importer") or "unknown")] += 1
-        reasoning[str(t.metadata.get("reasoning_source") or ("unknown" if all(
+class QualityTally:
+    """The counts behind a DataQuality, added one trajectory at a time (an import streams; nothing is held)."""
+
+    def __init__(self) -> None:
+        self.c: Counter[str] = Counter()
+        self.untagged: Counter[str] = Counter()
+        self.importers: Counter[str] = Counter()
+        self.reasoning: Counter[str] = Counter()
+
+    def add(self, t: Trajectory) -> Trajectory:
+        c = self.c
+        c["n"] += 1
+        c["steps"] += len(t.steps)
+        c["sys"] += t.system_prompt_source == TokenSource.MEASURED
+        self.importers[str(t.metadata.get("importer") or "unknown")] += 1
+        self.reasoning[str(t.metadata.get("reasoning_source") or ("unknown" if all(
             s.reasoning_tokens is None for s in t.steps if s.actor == Actor.AGENT) else "recorded"))] += 1
         held = set(str(t.metadata.get("untagged_tools") or "").split(",")) - {""}
         for s in t.steps:
             if s.actor == Actor.AGENT:
-                agent += 1
-                measured += s.token_source == TokenSource.MEASURED
-                lat += s.model_latency_s is not None
-                known += s.reasoning_tokens is not None
-                zero += s.output_tokens == 0
+                c["agent"] += 1
+                c["measured"] += s.token_source == TokenSource.MEASURED
+                c["lat"] += s.model_latency_s is not None
+                c["known"] += s.reasoning_tokens is not None
+                c["zero"] += s.output_tokens == 0
                 if s.kind != StepKind.REPLY:
-                    calls += 1
+                    c["calls"] += 1
                     if s.tool_name in held:
-                        untagged[s.tool_name] += 1
-            else:
-                ctx_steps += s.in_agent_context
-                ctx_measured += s.in_agent_context and s.token_source == TokenSource.MEASURED
-                if s.kind == StepKind.TOOL_RESULT or s.kind == StepKind.USER:
-                    waits += 1
-                    waited += (s.tool_latency_s if s.actor == Actor.TOOL else s.user_latency_s) is not None
-    return DataQuality(
-        trajectories=n, steps=steps, agent_steps=agent,
-        measured_tokens=measured / agent if agent else 1.0,
-        measured_context=ctx_measured / ctx_steps if ctx_steps else 1.0,
-        model_latency=lat / agent if agent else 0.0,
-        waits=waits, waits_recorded=waited / waits if waits else 0.0,
-        reasoning_known=known / agent if agent else 1.0, reasoning_sources=dict(sorted(reasoning.items())),
-        system_prompt_measured=sys_measured / n if n else 0.0, tool_calls=calls,
-        untagged=dict(sorted(untagged.items())), zero_output_agent_steps=zero, importers=dict(sorted(importers.items())),
-    )
+                        self.untagged[s.tool_name] += 1
+            elif s.kind == StepKind.TOOL_RESULT or s.kind == StepKind.USER:
+                c["waits"] += 1
+                c["waited"] += (s.tool_latency_s if s.actor == Actor.TOOL else s.user_latency_s) is not None
+        return t
+
+    def result(self) -> DataQuality:
+        c = self.c
+        agent, waits, n = c["agent"], c["waits"], c["n"]
+        return DataQuality(
+            trajectories=n, steps=c["steps"], agent_steps=agent,
+            measured_tokens=c["measured"] / agent if agent else 1.0,
+            model_latency=c["lat"] / agent if agent else 0.0,
+            waits=waits, waits_recorded=c["waited"] / waits if waits else 0.0,
+            reasoning_known=c["known"] / agent if agent else 1.0, reasoning_sources=dict(sorted(self.reasoning.items())),
+            system_prompt_measured=c["sys"] / n if n else 0.0, tool_calls=c["calls"],
+            untagged=dict(sorted(self.untagged.items())), zero_output_agent_steps=c["zero"],
+            importers=dict(sorted(self.importers.items())),
+        )
+
+
+def data_quality(trajs: Iterable[Trajectory]) -> DataQuality:
+    """The summary of a set of trajectories (one pass)."""
+    tally = QualityTally()
+    for t in trajs:
+        tally.add(t)
+    return tally.result()

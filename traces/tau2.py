@@ -71,7 +71,7 @@ from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_v
 from .importing import PendingCalls, Timeline, iso_time, usage_dips
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, ToolTagger, default_tag_map, user_tag_map
-from .tokens import compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
+from .tokens import SYSTEM_TOKENS_PER_TOOL, compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 from .usage import Decoded, Usage, cache_convention, read_usage, split_completion
 
 #: USD per million tokens (input, output), xAI list prices as used by litellm's
@@ -91,13 +91,6 @@ USER_TEMPLATE_TOKENS = 8
 
 #: τ²-Bench's fixed first agent message (its orchestrator's default first message, cost 0): not decoded by a model.
 GREETING = "Hi! How can I help you today?"
-
-#: System-prompt tokens per agent tool beyond the policy text's estimate, for a log that measured no call and lists
-#: no tool schemas: (measured system prompt − the policy's estimate) ÷ the domain's agent tools, on the shared
-#: τ²-Bench files — airline 179 (4,093 − 1,592 over 14 tools, grok-3), telecom 98 (6,663 − 5,384 over 13) — their
-#: mean. The estimate this gives is 13% under the airline prompt and 8% over the telecom one
-#: (tests/test_traces_tau2.py pins both).
-SYSTEM_TOKENS_PER_TOOL = 139
 
 #: Simulations read to decide whether a model keeps its reasoning in the prompt (the decision is per file).
 RETENTION_SAMPLE = 200
@@ -430,8 +423,9 @@ def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str
         raise ctx.err("reward_info.reward", "a number or null", reward)
     if reward is not None and not 0.0 <= reward <= 1.0:  # τ²-Bench's reward is a product of [0, 1] checks (NaN too)
         raise ctx.err("reward_info.reward", "a reward in [0, 1] (τ²-Bench multiplies checks that each score 0 or 1)", reward)
-    if not isinstance(sim.get("task_id"), (str, int)) or isinstance(sim.get("task_id"), bool):
-        raise ctx.err("task_id", "the task's id (a string)", sim.get("task_id"))
+    task_id = sim.get("task_id", sid)  # a log without task ids (ToolOrchestra's): each run its own task
+    if not isinstance(task_id, (str, int)) or isinstance(task_id, bool):
+        raise ctx.err("task_id", "the task's id (a string)", task_id)
     meta = {
         "simulation_id": sid, "trial": sim.get("trial"), "seed": sim.get("seed"),
         "termination_reason": sim.get("termination_reason"), "duration_s": sim.get("duration"),
@@ -440,6 +434,8 @@ def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str
         "start_time": sim.get("start_time"), "importer": "tau2",
     }
     meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    if "task_id" not in sim:
+        meta["task_id_source"] = "simulation id"
     if any(dips):
         meta["usage_dips"] = sum(dips)
     if fc.domain_source != "log" or dom_source != "log":
@@ -454,7 +450,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str
         meta["reasoning_source"] = "no usage"
     meta.update(tagger.marks())
     d = dict(
-        task_id=str(sim.get("task_id")), domain=dom or "unknown", source=f"{Path(file).name}#simulation={sid}",
+        task_id=str(task_id), domain=dom or "unknown", source=f"{Path(file).name}#simulation={sid}",
         outcome=dict(reward=None if reward is None else float(reward),
                      success=None if reward is None else bool(abs(float(reward) - 1.0) < 1e-9)),
         system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta,
@@ -573,6 +569,12 @@ def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str |
         try:
             if not isinstance(sim, dict):
                 raise TraceFormatError(path, f"simulation {i}", "<simulation>", "an object", type(sim).__name__)
+            if sim.get("messages") == [] and sim.get("termination_reason"):  # a run that never started: reported
+                report_skipped(TraceFormatError(path, f"simulation {i} (id={sim.get('id')!r})", "messages",
+                                                "at least one message (a run that never started is left out)",
+                                                found=f"none, termination_reason {sim['termination_reason']!r}"),
+                               skipped_here)
+                continue
             sim_id = sim.get("id")
             if isinstance(sim_id, (str, int)) and not isinstance(sim_id, bool):
                 if sim_id in first_of:

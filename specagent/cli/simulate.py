@@ -121,9 +121,11 @@ def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[st
     return t
 
 
-def environment_line(summary: pd.DataFrame, preset: str = "recorded") -> str | None:
+def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True) -> str | None:
     """What the strategies cannot change: Strong-only's tool and user waits per task, as a share of its time per task;
-    then SpecAgent's wall and model-only ratios side by side (the environment preset decides how far apart they are)."""
+    then SpecAgent's wall and model-only ratios side by side (the environment preset decides how far apart they are).
+    A workload whose log recorded no wait (`waits_recorded` False, with the 'recorded' preset) says so instead of
+    reporting 0 s of waits."""
     if "strongonly" not in summary.index or "env_wall_time_s" not in summary:
         return None
     base = summary.loc["strongonly"]
@@ -131,8 +133,13 @@ def environment_line(summary: pd.DataFrame, preset: str = "recorded") -> str | N
     wall, env = float(base["wall_time_s"]) / n, float(base["env_wall_time_s"]) / n
     if wall <= 0:
         return None
-    line = (f"Agent time vs environment time (environment preset '{preset}'): tool and user waits are {BL.fmt_seconds(env)} "
-            f"of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.1%}); no strategy changes them.")
+    if preset == "recorded" and not waits_recorded:
+        line = ("Agent time vs environment time: waits not recorded (the log has no timestamps or latencies): the wall "
+                "covers model time only; give the waits with --tool-latency-s/--user-latency-s or another --environment.")
+    else:
+        line = (f"Agent time vs environment time (environment preset '{preset}'): tool and user waits are "
+                f"{BL.fmt_seconds(env)} of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.1%}); "
+                "no strategy changes them.")
     if "specagent" in summary.index and "model_wall_time_s_rel" in summary:
         spec = summary.loc["specagent"]
         line += (f" SpecAgent: wall {float(spec['wall_time_s_rel']):.3f}, model time alone {float(spec['model_wall_time_s_rel']):.3f}"
@@ -214,6 +221,15 @@ def _assumption_table(assumptions: dict) -> Table:
     if sa:
         t.add_row("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
     return t
+
+
+def workload_quality(trajs):
+    """The data-quality summary of a trace workload (traces/quality.py); None for a synthetic one (drawn, not logged)."""
+    if getattr(trajs, "n_traj", None) is not None:
+        return None
+    from specagent.traces.quality import data_quality
+
+    return data_quality(trajs)
 
 
 def _n_traj(trajs) -> int:
@@ -381,6 +397,12 @@ def predict(
     comp.assumptions["acceptance_applies"] = not_here or "yes: this run's models, GPUs and workload are those it was calibrated on"
     if not_here and not quiet and fmt == "table":  # json/csv carry it in assumptions.acceptance_applies
         console.print(not_here, highlight=False, markup=False)
+    quality = workload_quality(trajs)
+    if quality is not None:  # json/csv carry it in assumptions.data_quality
+        comp.assumptions["data_quality"] = quality.to_dict()
+        if not quiet and fmt == "table":
+            for w in quality.warnings():
+                console.print(f"warning: workload {name}: {w}", highlight=False, markup=False)
     line, pool_list = _bottom_line(comp, setting, prices)
     bl_iv, verdict = None, None
     if intervals is not None:
@@ -426,7 +448,8 @@ def predict(
         sys.stdout.write(_csv_frame(line, comp.summary, bl_iv).to_csv())
     else:
         _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief,
-                       intervals=intervals, bl_iv=bl_iv, verdict=verdict)
+                       intervals=intervals, bl_iv=bl_iv, verdict=verdict,
+                       waits_recorded=quality is None or not quality.waits_unrecorded)
         console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
     if written is not None:
         say = err.print if fmt != "table" else console.print
@@ -458,7 +481,8 @@ def _ratio_in_words(summary: pd.DataFrame) -> str:
 
 
 def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool,
-                   intervals=None, bl_iv: pd.DataFrame | None = None, verdict: str | None = None) -> None:
+                   intervals=None, bl_iv: pd.DataFrame | None = None, verdict: str | None = None,
+                   waits_recorded: bool = True) -> None:
     """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
     includes = intervals.includes() if intervals is not None else ""
     console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
@@ -471,7 +495,7 @@ def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, settin
             console.print(head, highlight=False)
     if verdict:
         console.print(verdict, highlight=False)
-    env = environment_line(comp.summary, scenario.environment.preset)
+    env = environment_line(comp.summary, scenario.environment.preset, waits_recorded)
     if env:
         console.print(env, highlight=False)
     if brief:

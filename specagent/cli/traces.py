@@ -16,19 +16,15 @@ from specagent.cli.progress import progress_bar
 from specagent.reports.bottom_line import fmt_seconds
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
-from specagent.traces.io import load_trajectories, save_synthetic, save_trajectories
-from specagent.traces.openai_chat import import_openai
+from specagent.traces.io import load_trajectories, save_synthetic
 from specagent.traces.profile import list_profiles, load_profile, save_profile
+from specagent.traces.quality import data_quality
 from specagent.traces.stats import trace_stats
 from specagent.traces.synth import MAX_TRAJECTORIES
-from specagent.traces.tau2 import import_tau2
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
                        "READ/WRITE/GENERIC, replies, user messages, tool results) with token counts and latencies.",
                   no_args_is_help=True)
-import_app = typer.Typer(help="Import recorded agent runs into the trace schema (JSONL or Parquet by -o suffix).",
-                         no_args_is_help=True)
-app.add_typer(import_app, name="import")
 
 
 def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = None) -> None:
@@ -44,7 +40,7 @@ def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = N
 
 
 OutOpt = Annotated[Optional[Path], typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per "
-                                                                   "step). Default: the first input's name with .jsonl, beside it.")]
+                                                                   "step). Without it: the first input's name with .jsonl, beside it.")]
 
 
 def _default_out(out: Optional[Path], files: list[Path]) -> Path:
@@ -56,43 +52,116 @@ def _default_out(out: Optional[Path], files: list[Path]) -> Path:
     p = files[0].with_suffix(".jsonl")
     return p if p != files[0] else files[0].with_name(files[0].stem + ".trace.jsonl")
 SkipOpt = Annotated[bool, typer.Option("--skip-bad", help="Leave out malformed records and report each one, instead of stopping at the first.")]
-TagsOpt = Annotated[Optional[Path], typer.Option("--tags", help="JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}), laid over τ²-Bench's tags. Untagged tools count as WRITE (held).")]
+TagsOpt = Annotated[Optional[Path], typer.Option("--tags", help="JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}): "
+                                                                "the first source of a tool's tag, before the benchmark's own (τ²-Bench, "
+                                                                "VitaBench) and MCP annotations. A tool no source tags is held as a WRITE "
+                                                                "and named (docs/traces.md#tool-tags).")]
+#: the format names `traces import FORMAT FILE...` took before detection (kept: scripts use them)
+FORMAT_ALIASES = {"openai": "openai-chat"}
 
 
-@import_app.command("tau2")
-def import_tau2_cmd(files: Annotated[list[Path], typer.Argument(help="τ²-Bench simulation-results JSON files.")],
-                    out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None) -> None:
-    """Import τ²-Bench results: measured tokens from usage, latencies from timestamps, reward."""
+def _split_format(args: list[str], fmt: Optional[str]) -> tuple[Optional[str], list[Path]]:
+    """`traces import [FORMAT] FILE...`: a first argument that names a format and no file is the format."""
+    from specagent.traces.importers import IMPORTERS
+
+    names = {i.name for i in IMPORTERS} | set(FORMAT_ALIASES)
+    if fmt is not None and FORMAT_ALIASES.get(fmt, fmt).lower().replace("_", "-") not in names:
+        fail(f"--format: expected one of {', '.join(sorted(names))}, got {fmt!r}")
+    if args and args[0] in names and not Path(args[0]).exists():
+        if fmt is not None and FORMAT_ALIASES.get(args[0], args[0]) != FORMAT_ALIASES.get(fmt, fmt):
+            fail(f"the format is given twice: '{args[0]}' and --format {fmt}")
+        fmt, args = args[0], args[1:]
+    if not args:
+        fail("give at least one input file (an agent log: `specagent traces formats` lists what is read)")
+    return (FORMAT_ALIASES.get(fmt, fmt) if fmt is not None else None), [Path(a) for a in args]
+
+
+@app.command("import")
+def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE...", help=(
+                   "Agent logs: τ²-Bench/VitaBench results, τ-bench runs, OpenAI chat logs, BFCL multi-turn results, "
+                   "MCP-Atlas CSV, … (`specagent traces formats`). The format is found from each file's content; "
+                   "a leading FORMAT (or --format) names it instead."))],
+               out: OutOpt = None, skip_bad: SkipOpt = False, tags: TagsOpt = None,
+               fmt: Annotated[Optional[str], typer.Option("--format", help="Read every file as this format instead of "
+                                                                           "detecting it (`traces formats`).")] = None,
+               domain: Annotated[Optional[str], typer.Option(help="Domain for logs that name none (τ²-Bench's domains "
+                                                                  "take their tool tags). Default: the log's own, else "
+                                                                  "the benchmark domain whose tools it calls.")] = None,
+               as_json: Annotated[bool, typer.Option("--json", help="Print the data-quality summary as JSON.")] = False) -> None:
+    """Import agent logs into the trace schema; say what was measured and what estimated.
+
+    Missing token counts are estimated from the text (never 0) and marked `estimated`; timestamps and recorded
+    latencies become model, tool and user waits; a tool no source tags is held as a WRITE and named. The
+    data-quality summary printed at the end (also by `traces stats`, and on `predict`'s first screen) says how
+    much of the workload was measured.
+    """
+    from specagent.common.paths import check_not_an_input
+    from specagent.common.errors import InputError
+    from specagent.traces.importers import ImportOptions, iter_import
+    from specagent.traces.io import write_trajectories
+    from specagent.traces.quality import QualityTally
+    from specagent.traces.tool_tags import ToolTagger
+
+    fmt_name, files = _split_format(logs, fmt)
     out = _default_out(out, files)
     skipped: list[SkippedRecord] = []
     repairs: list[Repair] = []
+    formats: list[tuple[str, str]] = []
+    tally = QualityTally()
     try:
-        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
-            trajs = import_tau2(files, tag_map=tags, skip_bad=skip_bad, skipped=skipped, repairs=repairs, progress=advance)
-        save_trajectories(trajs, out)
-    except (TraceFormatError, FileNotFoundError) as e:
+        check_not_an_input(out, files, "-o", InputError)
+        options = ImportOptions(tagger=ToolTagger(user=tags), domain=domain, skip_bad=skip_bad, skipped=skipped,
+                                repairs=repairs)
+
+        def stream():
+            with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
+                for path, imp, trajs in iter_import(files, options, fmt_name):
+                    formats.append((path, imp.name))
+                    yield from map(tally.add, trajs)
+                    advance(1)
+
+        n, steps = write_trajectories(stream(), out)
+    except (TraceFormatError, FileNotFoundError, InputError) as e:
         fail(e)
     _report_skips(skipped, repairs)
-    SafeConsole().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+    q = tally.result()
+    if as_json:
+        typer.echo(json_out({"out": str(out), "trajectories": n, "steps": steps, "formats": dict(formats),
+                             "quality": q.to_dict()}, indent=1))
+        return
+    c = SafeConsole()
+    for path, name in formats:
+        c.print(f"{escape(path)}: read as {name}")
+    c.print(f"wrote {n} trajectories ({steps} steps) to {escape(str(out))}")
+    print_quality(c, q)
 
 
-@import_app.command("openai")
-def import_openai_cmd(files: Annotated[list[Path], typer.Argument(help="OpenAI chat-completions logs (.json or .jsonl).")],
-                      out: OutOpt, skip_bad: SkipOpt = False, tags: TagsOpt = None,
-                      domain: Annotated[str, typer.Option(help="Domain for conversations that do not name one.")] = "unknown") -> None:
-    """Import OpenAI-chat message lists; counts without usage are estimated (marked `estimated`)."""
-    out = _default_out(out, files)
-    skipped: list[SkippedRecord] = []
-    repairs: list[Repair] = []
-    try:
-        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
-            trajs = import_openai(files, tag_map=tags, domain=domain, skip_bad=skip_bad, skipped=skipped, repairs=repairs,
-                                  progress=advance)
-        save_trajectories(trajs, out)
-    except (TraceFormatError, FileNotFoundError) as e:
-        fail(e)
-    _report_skips(skipped, repairs)
-    SafeConsole().print(f"wrote {len(trajs)} trajectories ({sum(len(t.steps) for t in trajs)} steps) to {out}")
+def print_quality(c: SafeConsole, q) -> None:
+    """The data-quality summary: one line of shares, then each warning."""
+    c.print(f"measured: tokens on {q.measured_tokens:.0%} of agent steps, model latency on {q.model_latency:.0%}, "
+            f"waits on {q.waits_recorded:.0%} of tool results and user messages; system prompt on "
+            f"{q.system_prompt_measured:.0%} of trajectories; hidden reasoning known on {q.reasoning_known:.0%}")
+    for w in q.warnings():
+        c.print(f"[yellow]warning: {escape(w)}[/yellow]")
+
+
+@app.command()
+def formats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The agent-log formats `traces import` reads: what each gives (tokens, latency, tags, reasoning, success)."""
+    from dataclasses import asdict
+
+    from specagent.traces.importers import IMPORTERS
+
+    rows = [{"name": i.name, "title": i.title, "spec": i.spec, **asdict(i.facts)} for i in IMPORTERS]
+    if as_json:
+        typer.echo(json_out(rows, indent=1))
+        return
+    c = SafeConsole()
+    for r in rows:
+        c.print(f"[bold]{r['name']}[/bold]: {escape(r['title'])}")
+        for k in ("tokens", "latency", "tags", "reasoning", "success"):
+            c.print(f"  {k}: {escape(r[k])}")
+    c.print("Where each format's runs come from, and how to export them: docs/traces.md")
 
 
 def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | None = None, show: bool = True):
@@ -118,9 +187,11 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
     try:
         trajs = _load(file, skip_bad, skipped, show=fmt == "table")
         s = trace_stats(trajs)
+        q = data_quality(trajs)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
     _report_skips(skipped)
+    s["data_quality"] = q.to_dict()
     if fmt == "json":
         typer.echo(json_out(s, indent=1))
         return
@@ -154,6 +225,7 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
     succ = "—" if s["success_rate"] is None else f"{s['success_rate']:.3f} (n={s['success_known']})"
     c.print(f"success rate: {succ}; measured token counts: {s['measured_token_share']:.1%} of steps; "
             f"parallel calls: {s['parallel_call_share']:.1%} of tool calls; protocol logs: {s['protocol_logs']}")
+    print_quality(c, q)
 
 
 @app.command()
