@@ -242,3 +242,23 @@ def test_dip_inside_a_tool_loop_is_repaired(tmp_path):
     repairs: list = []
     t = import_tau2(f, repairs=repairs)[0]
     assert len(repairs) == 1 and f"message {b}" in repairs[0].location and t.metadata["usage_dips"] == 1
+
+
+@needs_shared
+def test_system_tokens_per_tool_is_the_shared_files_residual_and_its_error_is_as_documented():
+    """tokens.SYSTEM_TOKENS_PER_TOOL: the mean over airline and telecom (grok-3) of (measured system prompt − the
+    policy's estimate) ÷ the domain's tagged tools; the estimate's error on every shared file within −24%..+7%."""
+    from specagent.traces.tokens import SYSTEM_TOKENS_PER_TOOL, estimate_text_tokens
+
+    tags = default_tag_map()
+    per_tool, errors = {}, []
+    for f in SHARED:
+        env = json.loads(f.read_text())["info"]["environment_info"]
+        dom, measured = env["domain_name"], import_tau2(f)[0].system_prompt_tokens
+        policy = estimate_text_tokens(env["policy"])
+        if "grok-3.json" in f.name:
+            per_tool[dom] = (measured - policy) / len(tags[dom])
+        errors.append((policy + SYSTEM_TOKENS_PER_TOOL * len(tags[dom])) / measured - 1)
+    assert round(per_tool["airline"], 1) == 166.7 and round(per_tool["telecom"], 1) == 98.4
+    assert SYSTEM_TOKENS_PER_TOOL == round(sum(per_tool.values()) / 2)
+    assert round(min(errors), 2) == -0.24 and round(max(errors), 2) == 0.07

@@ -83,13 +83,14 @@ def close_skips(n: int, file: str, skipped_here: list[SkippedRecord], skipped: l
         return
     if skipped_here:
         raise NoTrajectoriesError(file, "all records", "<records>", what,
-                                  found=f"all {len(skipped_here)} record(s) skipped as bad; first: {skipped_here[0].reason}")
+                                  found=f"all {len(skipped_here)} record(s) skipped as bad; first: "
+                                        f"{skipped_here[0].location}: {skipped_here[0].reason}")
     raise NoTrajectoriesError(file, "file", "<records>", what, found="no records")
 
 
 def report_skipped(e: TraceFormatError, skipped: list[SkippedRecord] | None) -> None:
     """Record a record left out under ``skip_bad``: into `skipped`, or as a warning — never silently."""
-    rec = SkippedRecord(e.file, e.location, str(e))
+    rec = SkippedRecord(e.file, e.location, str(e).removeprefix(f"{e.file}: {e.location}: "))  # said once, not twice
     if skipped is not None:
         skipped.append(rec)
     else:

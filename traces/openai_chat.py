@@ -131,6 +131,35 @@ def _visible_estimate(m: dict) -> int:
         estimate_call_tokens(tc["function"]["name"], _args(tc["function"])) for tc in m.get("tool_calls") or [])
 
 
+class _Estimates:
+    """The text estimate of each non-assistant message, computed when first asked for (a measured message never is)."""
+
+    def __init__(self, msgs: list[dict]):
+        self.msgs, self.cache = msgs, {}
+
+    def __getitem__(self, j: int) -> int:
+        if j not in self.cache:
+            m = self.msgs[j]
+            self.cache[j] = 0 if m["role"] == "assistant" else estimate_text_tokens(_text(m.get("content")))
+        return self.cache[j]
+
+
+def _keeps_reasoning(msgs: list[dict], calls: list[int], decoded: list, prompts: list[int], visible: list[int]) -> bool:
+    """Does the model keep its hidden reasoning in the prompt within a tool loop (gpt-oss's harmony format, Anthropic's
+    thinking blocks)? The majority of the conversation's tool-only gaps after a reasoning call: the prompt grew by at
+    least that reasoning beyond the visible completion (τ²-Bench's importer decides the same per file)."""
+    yes = no = 0
+    for i, (a, b) in enumerate(zip(calls, calls[1:])):
+        r = decoded[a].reasoning
+        if not r or b == a + 1 or not all(msgs[j]["role"] == "tool" for j in range(a + 1, b)):
+            continue
+        if prompts[i + 1] - prompts[i] - visible[i] >= r:
+            yes += 1
+        else:
+            no += 1
+    return yes > no
+
+
 def _latency(m: dict, gap: float | None) -> float | None:
     """A message's recorded latency: its own figure (``latency_s``, τ²-Bench's ``generation_time_seconds``) over the
     gap between timestamps."""
@@ -172,25 +201,27 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
 
     # visible-context estimate of each non-assistant message, and measured residuals
     n = len(msgs)
-    est = [0] * n
-    for j, m in enumerate(msgs):
-        if m["role"] != "assistant":
-            est[j] = estimate_text_tokens(_text(m.get("content")))
+    est = _Estimates(msgs)
     ctx_tok: list[int | None] = [None] * n
     calls = [j for j, u in enumerate(usages) if u is not None]
     visible = [decoded[a].visible for a in calls]  # type: ignore[union-attr]
     beside = cache_convention([usages[a] for a in calls], visible)  # type: ignore[misc]
     prompts = [usages[a].prompt_total(beside) for a in calls]  # type: ignore[union-attr]
-    dips = usage_dips(prompts, visible, [False] * len(calls))
+    retained = _keeps_reasoning(msgs, calls, decoded, prompts, visible)
+    user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls, calls[1:])]
+    # a model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
+    dips = usage_dips(prompts, visible, [retained and u for u in user_gap])
     for i, (a, b) in enumerate(zip(calls, calls[1:])):
         between = [j for j in range(a + 1, b) if msgs[j]["role"] in ("user", "tool")]
         if not between or any(msgs[j]["role"] == "assistant" for j in range(a + 1, b)):
             continue
         if dips[i] or dips[i + 1]:
             continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
-        resid = prompts[i + 1] - prompts[i] - visible[i]
+        if retained and user_gap[i + 1]:
+            continue  # retained reasoning is dropped at a user turn: the growth is not the messages' size
+        resid = prompts[i + 1] - prompts[i] - visible[i] - ((decoded[a].reasoning or 0) if retained else 0)  # type: ignore[union-attr]
         if resid >= len(between):
-            for j, t in zip(between, split_total(resid, [max(1, est[j]) for j in between])):
+            for j, t in zip(between, split_total(resid, [max(1, est[j]) for j in between] if len(between) > 1 else [1])):
                 ctx_tok[j] = t
 
     steps: list[dict] = []
@@ -295,6 +326,8 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
         raise w.err("metadata", "an object", meta)
     meta = {str(k): v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
     meta["importer"] = importer
+    if retained:
+        meta["reasoning_retained"] = True
     if any(dips):
         meta["usage_dips"] = sum(dips)
     if dom_source != "log":
@@ -345,23 +378,29 @@ def iter_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any
             first = False
             yield f"line {lineno}", obj
         return
+    w = jsonstream.Window.of_file(path)
+    head = None
+    try:
+        start = w.skip(0)
+        if w.char(start) == "[":
+            items = jsonstream.iter_array(w, start)
+            head = next(items, None)
+    except (ValueError, RecursionError):  # the whole-document parse below names the error (UnicodeDecodeError too)
+        head = None
+    if head is not None and not (isinstance(head[0], dict) and "role" in head[0]):  # a list of records, streamed
+        err = files.wrong_format(path, expected, files.kind_of([head[0]]), want)
+        if err:
+            raise err
+        yield "conversation 0", head[0]
+        try:
+            for i, (c, _) in enumerate(items, start=1):
+                yield f"conversation {i}", c
+        except json.JSONDecodeError as e:
+            raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+        return
+    w.close()
     text = files.read_text(path, expected)
     files.require_content(text, path, expected)
-    start = len(text) - len(text.lstrip())
-    if text[start:start + 1] == "[":
-        try:
-            items = jsonstream.iter_array(text, start)
-            head = next(items, None)
-            if head is not None and not (isinstance(head[0], dict) and "role" in head[0]):
-                err = files.wrong_format(path, expected, files.kind_of([head[0]]), want)
-                if err:
-                    raise err
-                yield "conversation 0", head[0]
-                for i, (c, _) in enumerate(items, start=1):
-                    yield f"conversation {i}", c
-                return
-        except json.JSONDecodeError:
-            pass  # the whole-document parse below names the error and its line
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:

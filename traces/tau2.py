@@ -296,7 +296,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str
         if fc.reasoning_retained:
             resid -= decoded[a].reasoning or 0  # type: ignore[union-attr]
         if resid >= len(seen):
-            weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in seen]
+            weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in seen] if len(seen) > 1 else [1]
             for j, t in zip(seen, split_total(resid, weights)):
                 ctx_tokens[j] = t
 
@@ -480,13 +480,15 @@ def _detect_retention(sims: Iterable[Any], model: str) -> bool:
         except TraceFormatError:
             continue
         calls = [j for j, u in enumerate(usages) if u is not None]
+        dec = {a: decoded_tokens(msgs[a], usages[a], model) for a in calls}  # type: ignore[arg-type]
+        beside = cache_convention([usages[a] for a in calls], [dec[a].visible for a in calls])  # type: ignore[misc]
         for a, b in zip(calls, calls[1:]):
             if not all(msgs[j].get("role") == "tool" for j in range(a + 1, b)) or b == a + 1:
                 continue
-            d = decoded_tokens(msgs[a], usages[a], model)  # type: ignore[arg-type]
+            d = dec[a]
             if not d.reasoning:
                 continue
-            resid = usages[b].prompt - usages[a].prompt - d.visible  # type: ignore[union-attr]
+            resid = usages[b].prompt_total(beside) - usages[a].prompt_total(beside) - d.visible  # type: ignore[union-attr]
             if resid >= d.reasoning:
                 yes += 1
             else:
@@ -504,19 +506,24 @@ def _info_str(info: dict, path: str, key: str, sub: str) -> str | None:
 
 def _open_results(path: str) -> tuple[dict, Iterator[Any]]:
     """(the file's other members, an iterator over its simulations): τ²-Bench's ``{info, tasks, simulations}`` object
-    or a bare JSON list of simulations, read one simulation at a time (jsonstream)."""
-    text = files.read_text(path, files.TAU2_FORMAT)
-    files.require_content(text, path, files.TAU2_FORMAT)
-    lead = text.lstrip()[:1]
+    or a bare JSON list of simulations, read from the file a window at a time, one simulation decoded at a time
+    (jsonstream). What is not such a document is named by a whole-document parse (the error path only)."""
+    files.check_input_path(path, files.TAU2_FORMAT)
+    w = jsonstream.Window.of_file(path)
     try:
+        i = w.skip(0)
+        lead = w.char(i)
         if lead == "[":
-            return {}, (item for item, _ in jsonstream.iter_array(text, len(text) - len(text.lstrip())))
+            return {}, (item for item, _ in jsonstream.iter_array(w, i))
         if lead == "{":
-            top, sims = jsonstream.members(text, "simulations", need=("info", "domain"))
+            top, sims = jsonstream.members(w, "simulations", need=("info", "domain"))
             if sims is not None:
                 return top, sims
-    except (ValueError, RecursionError):
-        pass  # the whole-document parse below names the error (and a JSONL file, or another format)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError: the whole-text read names its byte
+        pass
+    w.close()
+    text = files.read_text(path, files.TAU2_FORMAT)
+    files.require_content(text, path, files.TAU2_FORMAT)
     data = files.parse_json(text, path, files.TAU2_FORMAT, want="tau2")
     raise (files.wrong_format(path, files.TAU2_FORMAT, files.kind_of(data), "tau2")
            or TraceFormatError(path, "top level", "simulations", files.TAU2_FORMAT,
@@ -529,6 +536,9 @@ def _located(path: str, sims: Iterator[Any]) -> Iterator[Any]:
         yield from sims
     except json.JSONDecodeError as e:
         raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+    except UnicodeDecodeError:
+        files.read_text(path, files.TAU2_FORMAT)  # names the line and byte
+        raise
     except ValueError as e:  # e.g. an integer literal longer than Python's 4,300-digit conversion limit
         raise TraceFormatError(path, "file", "<json>", f"valid JSON ({e})") from None
 

@@ -41,8 +41,13 @@ IRREVERSIBLE_GENERIC = frozenset({"transfer_to_human_agents"})
 
 TAG_TO_KIND = {"READ": StepKind.READ, "WRITE": StepKind.WRITE, "GENERIC": StepKind.GENERIC, "THINK": StepKind.THINK}
 
-#: The benchmarks whose tags ship, each a packaged copy keyed by domain (provenance: traces/README.md, Data).
-BENCHMARK_TAG_FILES = ("tool_types.json", "vitabench_tool_types.json")
+#: The benchmarks whose tags ship, each a packaged copy keyed by domain (provenance: traces/README.md, Data); a domain
+#: in two files takes the tools of both (τ-bench v1's airline and retail are τ²-Bench's plus its `think` tool).
+BENCHMARK_TAG_FILES = ("tool_types.json", "tau_bench_tool_types.json", "vitabench_tool_types.json")
+
+#: A conversation naming no benchmark domain takes the one whose tags cover at least this share of the tools it
+#: calls (and more of them than any other domain's): τ-bench v1 logs call τ²-Bench's tools plus one of their own.
+DOMAIN_COVER = 0.75
 
 TagMap = Mapping[str, Mapping[str, str]]
 
@@ -52,7 +57,8 @@ def default_tag_map() -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name in BENCHMARK_TAG_FILES:
         with resources.files("specagent.traces").joinpath("data", name).open(encoding="utf-8") as fh:
-            out.update(json.load(fh))
+            for dom, tools in json.load(fh).items():
+                out.setdefault(dom, {}).update(tools)
     return out
 
 
@@ -138,16 +144,22 @@ class ToolTagger:
         self.current: Counter[str] = Counter()  # this trajectory's calls by source, then "untagged:<name>"
 
     def tag_domain(self, domain: str | None, tool_names: Iterable[str]) -> str | None:
-        """The benchmark domain whose tags apply: ``domain`` if the benchmarks tag it, else the one domain (not a
-        ``*_user`` one) that tags every tool called — None when no domain or several do (then no benchmark tag applies)."""
+        """The benchmark domain whose tags apply: ``domain`` if the benchmarks tag it, else the domain (not a ``*_user``
+        one) that tags the most of the tools called, when that is at least DOMAIN_COVER of them and no other domain
+        tags as many (a VitaBench domain before VitaBench as a whole) — None otherwise (no benchmark tag applies)."""
         if domain in self.benchmark:
             return domain
         names = set(tool_names)
         if not names:
             return None
-        fits = [d for d, m in self.benchmark.items() if not d.endswith("_user") and names <= set(m)]
-        narrow = [d for d in fits if d != "vitabench"] or fits  # a VitaBench domain before the whole benchmark
-        return narrow[0] if len(narrow) == 1 else None
+        cover = {d: len(names & set(m)) for d, m in self.benchmark.items() if not d.endswith("_user") and d != "vitabench"}
+        best = max(cover.values(), default=0)
+        if best == 0:
+            return "vitabench" if names <= set(self.benchmark.get("vitabench", {})) and names else None
+        top = [d for d, k in cover.items() if k == best]
+        if len(top) > 1:
+            return "vitabench" if names <= set(self.benchmark.get("vitabench", {})) else None
+        return top[0] if best >= DOMAIN_COVER * len(names) else None
 
     def resolve(self, name: str, domain: str | None, annotations: Mapping[str, str] | None = None,
                 user_side: bool = False) -> tuple[StepKind, bool]:

@@ -27,11 +27,18 @@ app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordere
                   no_args_is_help=True)
 
 
+#: Skipped records and repairs printed one per line, each kind; the rest are counted (a 100 MB log can hold 10^4).
+SHOWN = 10
+
+
 def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = None) -> None:
-    """Every skipped record and every repair, one line each, then the counts (stderr)."""
+    """The first SHOWN skipped records and repairs, one line each, then how many more and the counts (stderr)."""
     err = SafeConsole(stderr=True, highlight=False)
-    for s in [*skipped, *(repairs or [])]:
-        err.print(f"[yellow]{escape(str(s))}[/yellow]")
+    for what, items in (("skipped record", skipped), ("repair", repairs or [])):
+        for s in items[:SHOWN]:
+            err.print(f"[yellow]{escape(str(s))}[/yellow]")
+        if len(items) > SHOWN:
+            err.print(f"[yellow]... and {len(items) - SHOWN} more {what}s like these[/yellow]")
     if skipped:
         err.print(f"[yellow]{len(skipped)} record(s) skipped[/yellow]")
     if repairs:

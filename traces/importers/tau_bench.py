@@ -51,6 +51,7 @@ class TauBench(Importer):
         path = str(path)
         n = 0
         here: list[SkippedRecord] = []
+        file_domain: str | None = None  # a file holds one domain's runs: a run calling no tool takes it too
         for where, run in iter_records(path, FORMAT, "tau-bench"):
             try:
                 if isinstance(run, TraceFormatError):
@@ -63,8 +64,11 @@ class TauBench(Importer):
                         "success": None if not isinstance(reward, (int, float)) or isinstance(reward, bool)
                         else abs(float(reward) - 1.0) < 1e-9,
                         "metadata": {"trial": run.get("trial") if isinstance(run.get("trial"), int) else None}}
-                traj = conversation_to_trajectory(conv, file=path, where=where, domain=options.domain or "unknown",
+                traj = conversation_to_trajectory(conv, file=path, where=where,
+                                                  domain=options.domain or file_domain or "unknown",
                                                   repairs=options.repairs, tagger=options.tagger, importer=self.name)
+                if file_domain is None and traj.domain != "unknown":
+                    file_domain = traj.domain
             except TraceFormatError as e:
                 options.tagger.marks()
                 options.skip(e, here)

@@ -1,0 +1,88 @@
+"""`specagent traces import` on a 100 MB log: steps per second and peak memory against the file's size (issue #48).
+
+Goal: ≥ 50,000 steps/s with peak RSS ≤ 3× the file's size (the import streams: the log's text once, one record
+parsed at a time, the trace written as it goes). Two logs of about 100 MB are built from the packaged τ²-Bench
+sample (its three simulations repeated with fresh ids): a τ²-Bench results file (one JSON document) and the same
+simulations as OpenAI-chat JSONL. Each import runs in a fresh process (`specagent traces import FILE -o OUT.jsonl`,
+the CLI a user runs), timed whole, its peak RSS from the kernel (`wait4`); the figure subtracts the process's
+start-up (`specagent traces formats`, run the same way).
+
+Run: .venv/bin/python benchmarks/import_scale.py [--mb 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from specagent.traces.io import data_path
+from specagent.traces.openai_chat import tau2_simulation_to_openai
+
+SPECAGENT = Path(sys.executable).with_name("specagent")
+
+
+def run(argv: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS bytes) of one command in its own process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    err = p.stderr.read().decode() if p.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {err[-2000:]}")
+    return dt, usage.ru_maxrss * 1024
+
+
+def build(folder: Path, mb: int) -> tuple[Path, Path]:
+    sample = json.loads(data_path("tau2_airline_sample.json").read_text(encoding="utf-8"))
+    sims = sample["simulations"]
+    one = sum(len(json.dumps(s)) for s in sims)
+    copies = max(1, int(mb * 1e6 / one))
+    tau2 = folder / "big_tau2.json"
+    with open(tau2, "w", encoding="utf-8") as fh:
+        head = {k: v for k, v in sample.items() if k != "simulations"}
+        fh.write(json.dumps(head)[:-1] + ', "simulations": [')
+        for c in range(copies):
+            for k, s in enumerate(sims):
+                fh.write(("" if c == 0 and k == 0 else ",") + json.dumps(dict(s, id=f"{s['id']}-{c}")))
+        fh.write("]}")
+    chat = folder / "big_chat.jsonl"
+    with open(chat, "w", encoding="utf-8") as fh:
+        for c in range(copies):
+            for s in sims:
+                fh.write(json.dumps({"task_id": f"{s['task_id']}-{c}", "domain": "airline",
+                                     "messages": tau2_simulation_to_openai(s)}) + "\n")
+    return tau2, chat
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=100)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        logs = build(folder, args.mb)
+        base, base_rss = run([str(SPECAGENT), "traces", "formats"])
+        print(f"start-up: {base:.2f} s, {base_rss / 1e6:.0f} MB (specagent traces formats)")
+        for log in logs:
+            out = folder / (log.stem + ".trace.jsonl")
+            dt, rss = run([str(SPECAGENT), "traces", "import", str(log), "-o", str(out)])
+            steps = sum(len(json.loads(line)["steps"]) for line in open(out, encoding="utf-8"))
+            size = log.stat().st_size
+            rate = steps / max(dt - base, 1e-9)
+            print(f"{log.name}: {size / 1e6:.0f} MB, {steps:,} steps in {dt:.1f} s ({dt - base:.1f} s after start-up) -> "
+                  f"{rate:,.0f} steps/s (goal 50,000: {'met' if rate >= 50_000 else 'missed'}); peak RSS "
+                  f"{rss / 1e6:.0f} MB = {rss / size:.2f} x the file (goal <= 3: {'met' if rss <= 3 * size else 'missed'})")
+            out.unlink()
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} (1 min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
