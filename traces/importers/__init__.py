@@ -24,11 +24,12 @@ from ..schema import Trajectory
 from .base import FormatFacts, ImportOptions, Importer, Match, Probe
 from .atif import ATIF
 from .openai_chat import OpenAIChat
+from .openai_responses import OpenAIResponses
 from .otel_genai import OTelGenAI
 from .tau2 import Tau2Results
 
 #: Every format, most specific first.
-IMPORTERS: tuple[Importer, ...] = (Tau2Results(), ATIF(), OTelGenAI(), OpenAIChat())
+IMPORTERS: tuple[Importer, ...] = (Tau2Results(), ATIF(), OTelGenAI(), OpenAIResponses(), OpenAIChat())
 
 #: Bytes of a file every sniffer sees as text; a file up to WHOLE_BYTES is also parsed whole for them.
 HEAD_BYTES = 1 << 18

@@ -13,7 +13,8 @@ the attribute registry, as of their move to open-telemetry/semantic-conventions-
   the collector's file exporter writes (camelCase or proto field names). A trace's spans may sit in any
   batch, so the whole file's spans are read first (a compact record per GenAI span: the attributes this
   reader uses, never the rest) and then grouped.
-* Trajectories: spans grouped by ``gen_ai.conversation.id`` (on the span or an ancestor), else by trace;
+* Trajectories: spans grouped by ``gen_ai.conversation.id`` (on the span or an ancestor; a span without one
+  in a trace whose spans name exactly one takes it), else by trace;
   an agent invoked inside another agent (an ``invoke_agent`` span under another) is its own trajectory
   (``<group>/<agent name>``). Within a group, spans in start order.
 * A model-call span becomes one assistant message: its output (``gen_ai.output.messages``, or OpenLLMetry's
@@ -337,9 +338,14 @@ class _Store:
     def groups(self) -> Iterator[tuple[str, list[_Span]]]:
         """(trajectory key, its model-call, tool and agent spans in start order), keys in first-start order."""
         out: dict[str, list[_Span]] = defaultdict(list)
+        by_trace: dict[str, set[str]] = defaultdict(set)
+        for (trace, _), c in self.conv.items():
+            by_trace[trace].add(c)
         for key, rec in self.genai.items():
             chain = list(self._ancestors(key))
             conv = self.conv.get(key) or next((self.conv[a] for a in chain if a in self.conv), None)
+            if conv is None and len(by_trace[key[0]]) == 1:  # a tool span outside the tree that names it
+                conv = next(iter(by_trace[key[0]]))
             group = f"conversation {conv}" if conv else f"trace {key[0]}"
             agents = [self.genai[a] for a in chain if a in self.genai and self.genai[a].op == "invoke_agent"]
             if rec.op == "invoke_agent":
