@@ -79,6 +79,8 @@ _USAGE = {
                   "gen_ai.usage.output_tokens.reasoning"),
 }
 _JSONL = (".jsonl", ".ndjson")
+_LEAD = re.compile(r"\s*")
+_NONSPACE = re.compile(r"\S")
 
 
 def _get(d: dict, *keys: str) -> Any:
@@ -145,10 +147,11 @@ def _requests(path: str) -> Iterator[tuple[str, Any]]:
     if not jsonl:
         text = files.read_text(path, EXPECTED)
         files.require_content(text, path, EXPECTED)
-        head = text.lstrip().split("\n", 1)
-        try:
-            json.loads(head[0])
-            jsonl = len(head) > 1 and bool(head[1].strip())  # a whole object on the first line, more after it
+        start = _LEAD.match(text).end()
+        nl = text.find("\n", start)
+        try:  # a whole object on the first line and more after it: JSONL (the collector's file exporter)
+            json.loads(text[start:nl] if nl >= 0 else text[start:])
+            jsonl = nl >= 0 and _NONSPACE.search(text, nl) is not None
         except (ValueError, RecursionError):
             jsonl = False
         if not jsonl:
@@ -534,7 +537,8 @@ def _trajectory(key: str, spans: list[_Span], store: _Store, path: str, options:
                 msgs.append({"role": "system", "content": sys_text})
             new = [m for m in history if m.get("role") not in ("system", "developer")]
         else:
-            flush_tools(c.start) if not inputs else None
+            if not inputs:  # nothing captured: the tool spans since the last call are its calls and results
+                flush_tools(c.start)
             tail = inputs or []
             k = max((i for i, m in enumerate(tail) if m.get("role") == "assistant"), default=-1)
             new = tail[k + 1:]
