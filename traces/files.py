@@ -111,7 +111,8 @@ def kind_of(obj: Any) -> str | None:
     if isinstance(obj, dict):
         if isinstance(obj.get("simulations"), list):
             return "tau2"
-        if "steps" in obj and ("schema_version" in obj or "system_prompt_tokens" in obj):
+        # a specagent trace's schema_version is an integer; ATIF's ("ATIF-v1.6") is a string (an agent log)
+        if "steps" in obj and (isinstance(obj.get("schema_version"), int) or "system_prompt_tokens" in obj):
             return "trace"
         if isinstance(obj.get("messages"), list):
             return "openai"

@@ -50,7 +50,7 @@ from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_v
 from .importing import PendingCalls, Timeline, iso_or_unix_time, usage_dips
 from .schema import Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, ToolTagger, annotation_tag, user_tag_map
-from .usage import Usage, cache_convention, read_usage, split_completion
+from .usage import Decoded, Usage, cache_convention, read_usage, split_completion
 from .tokens import SYSTEM_TOKENS_PER_TOOL, compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -131,6 +131,15 @@ def _visible_estimate(m: dict) -> int:
         estimate_call_tokens(tc["function"]["name"], _args(tc["function"])) for tc in m.get("tool_calls") or [])
 
 
+def _decoded(m: dict, u: Usage) -> Decoded:
+    """A call's completion split into visible tokens and reasoning (usage.split_completion); a message whose text the
+    log did not capture (``text_captured: false``, OTel spans without content) has its reasoning unknown, not inferred
+    from an empty text."""
+    if m.get("text_captured") is False and u.reasoning is None:
+        return Decoded(u.completion, None, "unknown")
+    return split_completion(u, _visible_estimate(m), _reasoning_text(m))
+
+
 class _Estimates:
     """The text estimate of each non-assistant message, computed when first asked for (a measured message never is)."""
 
@@ -196,8 +205,7 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
         dom = tagger.tag_domain(None, called)
         dom_source = "tools" if dom else "none"
     tag_dom = tagger.tag_domain(dom, called) if dom is not None else None
-    decoded = [split_completion(u, _visible_estimate(m), _reasoning_text(m)) if u is not None else None
-               for m, u in zip(msgs, usages)]
+    decoded = [_decoded(m, u) if u is not None else None for m, u in zip(msgs, usages)]
 
     # visible-context estimate of each non-assistant message, and measured residuals
     n = len(msgs)

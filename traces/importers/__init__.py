@@ -22,14 +22,18 @@ from .. import files
 from ..errors import TraceFormatError
 from ..schema import Trajectory
 from .base import FormatFacts, ImportOptions, Importer, Match, Probe
+from .atif import ATIF
 from .bfcl import BFCLMultiTurn
 from .mcp_atlas import MCPAtlasCSV
 from .openai_chat import OpenAIChat
+from .openai_responses import OpenAIResponses
+from .otel_genai import OTelGenAI
 from .tau2 import Tau2Results
 from .tau_bench import TauBench
 
 #: Every format, most specific first.
-IMPORTERS: tuple[Importer, ...] = (Tau2Results(), TauBench(), BFCLMultiTurn(), MCPAtlasCSV(), OpenAIChat())
+IMPORTERS: tuple[Importer, ...] = (Tau2Results(), TauBench(), BFCLMultiTurn(), MCPAtlasCSV(), ATIF(), OTelGenAI(),
+                                   OpenAIResponses(), OpenAIChat())
 
 #: Bytes of a file every sniffer sees as text; a file up to WHOLE_BYTES is also parsed whole for them.
 HEAD_BYTES = 1 << 18

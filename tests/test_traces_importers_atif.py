@@ -1,0 +1,185 @@
+"""ATIF importer (Harbor's trajectory.json): detection, measured vs estimated counts, cached input on both sides,
+step-timestamp latencies, tags from tool annotations, subagents, the Harbor trial's reward, bad input."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from specagent.traces import Actor, StepKind, TokenSource, TraceFormatError
+from specagent.traces.errors import NoTrajectoriesError
+from specagent.traces.importers import IMPORTERS, ImportOptions, by_name, detect, iter_import
+from specagent.traces.quality import data_quality
+from specagent.traces.tokens import estimate_text_tokens
+
+FIX = Path(__file__).parent / "fixtures" / "trajectories" / "atif"
+TRIAL = FIX / "harbor-trial" / "agent" / "trajectory.json"
+CLAUDE = FIX / "claude-code.json"
+V17 = FIX / "subagents-v17.json"
+
+
+def _read(path, **kw):
+    opts = ImportOptions(repairs=[], skipped=[], **kw)
+    return list(by_name("atif").read(path, opts)), opts
+
+
+def _agent(t):
+    return [s for s in t.steps if s.actor == Actor.AGENT]
+
+
+@pytest.mark.parametrize("path", [TRIAL, CLAUDE, V17])
+def test_detect_picks_atif(path):
+    assert detect(path).name == "atif"
+
+
+def test_registry_order_puts_atif_before_chat_and_a_trace_is_still_refused(tmp_path):
+    names = [i.name for i in IMPORTERS]
+    assert names.index("atif") < names.index("openai-chat")
+    trace = tmp_path / "t.jsonl"  # a specagent trace (integer schema_version) is not an ATIF log
+    trace.write_text(json.dumps({"schema_version": 1, "task_id": "x", "domain": "d", "source": "s",
+                                 "system_prompt_tokens": 1, "steps": []}) + "\n")
+    with pytest.raises(TraceFormatError, match="specagent trace already"):
+        detect(trace)
+
+
+def test_harbor_trial_measured_counts_parallel_commands_and_reward():
+    (t,), opts = _read(TRIAL)
+    raw = json.loads(TRIAL.read_text())
+    # task and reward from the trial's result.json, nothing else from it
+    assert t.task_id == "hello-world" and t.outcome.reward == 1.0 and t.outcome.success is True
+    agent = _agent(t)
+    assert all(s.token_source == TokenSource.MEASURED for s in agent)
+    # every decoded token of the log is on an agent step (parallel calls split one message's count exactly)
+    assert sum(s.output_tokens for s in agent) == sum(st["metrics"]["completion_tokens"]
+                                                       for st in raw["steps"] if "metrics" in st) == 62 + 31 + 9
+    # two commands of one step: one parallel group; the batch's one terminal output answers the last command
+    assert agent[0].parallel_group == agent[1].parallel_group == 0
+    results = [s for s in t.steps if s.actor == Actor.TOOL]
+    assert [s.tool_name for s in results] == ["bash_command", "mark_task_complete"]
+    # cached_tokens are inside prompt_tokens (ATIF v1.2+): nothing added, the first prompt is the system prompt
+    # plus the user's instruction (measured)
+    assert t.metadata.get("cached_prompt") is None
+    assert t.system_prompt_tokens == 1210 - t.steps[0].new_context_tokens
+    assert t.system_prompt_source == TokenSource.MEASURED
+    assert not opts.repairs and not opts.skipped
+
+
+def test_step_timestamps_are_model_latency_upper_bounds_and_tool_waits_unrecorded():
+    (t,), _ = _read(TRIAL)
+    agent = _agent(t)
+    # 10:00:00 → 10:00:04.5 over the two parallel commands; 04.5 → 07.25; 07.25 → 09.0
+    assert sum(s.model_latency_s for s in agent[:2]) == pytest.approx(4.5)
+    assert agent[2].model_latency_s == pytest.approx(2.75) and agent[3].model_latency_s == pytest.approx(1.75)
+    assert all(s.tool_latency_s is None for s in t.steps if s.actor == Actor.TOOL)
+    assert "include the tool calls" in t.metadata["model_latency"]
+    q = data_quality([t])
+    assert q.model_latency == 1.0 and q.waits_unrecorded
+    assert any("waits not recorded" in w for w in q.warnings())
+
+
+def test_untagged_tools_are_named_and_held():
+    (t,), _ = _read(TRIAL)
+    assert t.metadata["untagged_tools"] == "bash_command,mark_task_complete"
+    assert all(s.kind == StepKind.WRITE and s.irreversible for s in _agent(t) if s.tool_name)
+    q = data_quality([t])
+    assert q.untagged == {"bash_command": 2, "mark_task_complete": 1} and q.untagged_share == 1.0
+
+
+def test_claude_code_annotations_cache_reads_reasoning_and_missing_metrics():
+    (t,), opts = _read(CLAUDE)
+    kinds = {s.tool_name: s.kind for s in _agent(t) if s.tool_name}
+    assert kinds == {"Read": StepKind.READ, "Grep": StepKind.READ, "Write": StepKind.WRITE}
+    assert t.metadata["tag_sources"] == "annotations" and "untagged_tools" not in t.metadata
+    agent = _agent(t)
+    # Harbor's converter counts cache reads and writes into prompt_tokens: read as inside, nothing added
+    assert t.metadata.get("cached_prompt") is None
+    assert t.system_prompt_tokens == 5493 - t.steps[0].new_context_tokens
+    # the Write step's metrics.extra.reasoning_tokens is measured reasoning
+    write = next(s for s in agent if s.tool_name == "Write")
+    assert write.reasoning_tokens == 40 and write.output_tokens == 120
+    # the last step has no metrics: estimated from its text, never 0
+    last = agent[-1]
+    assert last.token_source == TokenSource.ESTIMATED
+    assert last.output_tokens == estimate_text_tokens("Fixed: README.md now says 'the demo project'.") > 0
+    # the compaction step mid-run is not a message: left out and counted
+    assert t.metadata["system_steps_skipped"] == 1
+    # the system and user steps share a timestamp: the user message gets no wait (the system prompt is no event)
+    assert t.steps[0].actor == Actor.USER and t.steps[0].user_latency_s is None
+    assert not opts.repairs
+
+
+def test_cached_tokens_beside_prompt_aggregated_and_dispatch_steps_and_subagents():
+    (parent, sub), _ = _read(V17)
+    # prompt_tokens 120 then 80 with 4,000+ cached: only the cache-beside reading grows, so it is taken
+    assert parent.metadata["cached_prompt"] == "beside"
+    assert parent.system_prompt_tokens == 120 + 4000 - parent.steps[0].new_context_tokens
+    agent = _agent(parent)
+    assert [s.token_source for s in agent] == [TokenSource.MEASURED, TokenSource.MEASURED,
+                                               TokenSource.ESTIMATED, TokenSource.ESTIMATED]
+    assert parent.metadata["aggregated_metrics_steps"] == 1 and parent.metadata["dispatch_steps"] == 1
+    assert all(s.output_tokens > 0 for s in agent)
+    assert sub.task_id == "deploy-run-1/smoke-tester" and sub.metadata["parent_task"] == "deploy-run-1"
+    assert [s.tool_name for s in _agent(sub) if s.tool_name] == ["http_get"]
+    assert all(s.model_latency_s is None for s in sub.steps)  # the subagent logged no timestamps
+
+
+def test_no_credential_reaches_the_trace():
+    trajs = [t for p in (TRIAL, CLAUDE, V17) for t in _read(p)[0]]
+    dumped = "".join(t.model_dump_json() for t in trajs)
+    assert "PLANTED" not in dumped and "api_key" not in dumped.lower()
+    assert json.loads(TRIAL.parent.parent.joinpath("result.json").read_text())["config"]  # the secret is there
+
+
+def _bad_docs(tmp_path):
+    good = json.loads(CLAUDE.read_text())
+    bad = json.loads(CLAUDE.read_text())
+    bad["steps"][2]["observation"]["results"][0]["source_call_id"] = "toolu_99"
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    return p
+
+
+def test_bad_record_is_named_by_location(tmp_path):
+    with pytest.raises(TraceFormatError) as e:
+        _read(_bad_docs(tmp_path))
+    msg = str(e.value)
+    assert "line 2, step 3" in msg and "observation.results[0].source_call_id" in msg and "toolu_99" in msg
+
+
+def test_skip_bad_keeps_the_good_document(tmp_path):
+    trajs, opts = _read(_bad_docs(tmp_path), skip_bad=True)
+    assert len(trajs) == 1 and len(opts.skipped) == 1 and opts.skipped[0].location == "line 2, step 3"
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d.update(schema_version="ATIF-v2.0"), "schema_version"),
+    (lambda d: d["steps"][1].update(source="assistant"), "source"),
+    (lambda d: d["steps"][2]["metrics"].update(completion_tokens=-3), "metrics.completion_tokens"),
+    (lambda d: d["steps"][2]["tool_calls"][0].pop("function_name"), "tool_calls[0].function_name"),
+    (lambda d: d["steps"][1].update(timestamp="yesterday"), "timestamp"),
+])
+def test_each_bad_field_is_an_error_naming_it(tmp_path, mutate, field):
+    d = json.loads(CLAUDE.read_text())
+    mutate(d)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(TraceFormatError, match=re.escape(f"field '{field}'")):
+        _read(p)
+
+
+def test_a_file_that_yields_nothing_is_an_error(tmp_path):
+    only_system = {"schema_version": "ATIF-v1.6", "session_id": "s", "agent": {"name": "a", "version": "1"},
+                   "steps": [{"step_id": 1, "source": "system", "message": "You are an agent."}]}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(only_system))
+    with pytest.raises(TraceFormatError, match="at least one user or agent step"):
+        _read(p)
+    with pytest.raises(NoTrajectoriesError, match="all 1 record"):
+        _read(p, skip_bad=True)
+
+
+def test_iter_import_streams_each_file_through_its_detected_format():
+    got = [(Path(p).name, imp.name, len(list(ts))) for p, imp, ts in
+           iter_import([TRIAL, V17], ImportOptions(repairs=[], skipped=[]))]
+    assert got == [("trajectory.json", "atif", 1), ("subagents-v17.json", "atif", 2)]

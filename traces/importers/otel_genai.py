@@ -1,0 +1,627 @@
+"""OpenTelemetry GenAI spans exported as OTLP JSON: what the OpenAI Agents SDK, Pydantic AI, OpenLLMetry and most
+observability backends write when an agent is instrumented.
+
+Why its own reader: spans are not a conversation. A run is a tree of spans — ``invoke_agent`` (an agent
+invocation), ``chat``/``text_completion``/``generate_content`` (one model call: ``gen_ai.usage.*`` tokens, the
+span's duration), ``execute_tool`` (one tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, its
+duration) — scattered over export batches. Conventions followed: OpenTelemetry semantic conventions for
+GenAI (open-telemetry/semantic-conventions ``docs/gen-ai/gen-ai-spans.md``, ``gen-ai-agent-spans.md`` and
+the attribute registry, as of their move to open-telemetry/semantic-conventions-genai); OTLP/JSON encoding
+(open-telemetry/opentelemetry-proto ``docs/specification.md``: hex ids, integers possibly as strings).
+
+* Input: one ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``) or JSONL of them, one per line, as
+  the collector's file exporter writes (camelCase or proto field names). A trace's spans may sit in any
+  batch, so the whole file's spans are read first (a compact record per GenAI span: the attributes this
+  reader uses, never the rest) and then grouped.
+* Trajectories: spans grouped by ``gen_ai.conversation.id`` (on the span or an ancestor; a span without one
+  in a trace whose spans name exactly one takes it), else by trace;
+  an agent invoked inside another agent (an ``invoke_agent`` span under another) is its own trajectory
+  (``<group>/<agent name>``). Within a group, spans in start order.
+* A model-call span becomes one assistant message: its output (``gen_ai.output.messages``, or OpenLLMetry's
+  older ``gen_ai.completion.N.*``) as text, tool calls and reasoning; its tokens
+  ``gen_ai.usage.input_tokens``/``output_tokens`` (older ``prompt_tokens``/``completion_tokens``), cached input
+  ``gen_ai.usage.cache_read.input_tokens`` and ``cache_creation.input_tokens`` (also the older
+  ``cache_read_input_tokens`` names) and ``gen_ai.usage.reasoning.output_tokens`` — measured; the convention
+  counts cached input inside ``input_tokens`` and the shared builder checks that against the data
+  (usage.py); its duration is the model latency. A model-call span nested in another (a framework span
+  around a provider SDK's) is the same call: the outer one is kept, the inner one's counts fill its gaps.
+* What the next call's input adds after the last assistant message (``gen_ai.input.messages``) gives the
+  tool results and new user messages; an ``execute_tool`` span gives a tool call's latency (matched by
+  ``gen_ai.tool.call.id``) and, where no message content was captured, the call itself (name, id,
+  arguments) and its result. A user message that opens a later ``invoke_agent`` span waits the gap since
+  the previous model call ended (its user latency).
+* Content capture is off by default in most instrumentations: then a model call has counts and a latency
+  but no text — its output tokens are still measured (``usage``), the messages between calls are sized
+  from the prompt growth, and ``metadata.content`` says ``not captured``.
+
+What the format cannot know: usage on ``invoke_agent`` spans (a sum over its calls: not read); tool tags
+(no annotations in the conventions; ``gen_ai.tool.definitions`` with MCP annotations are read where an
+instrumentation adds them); task success; reasoning text (only counts, where reported); the system prompt
+when content is not captured (it is then measured as the first call's prompt minus what precedes it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import files, jsonstream
+from ..errors import SkippedRecord, TraceFormatError, close_skips
+from ..importing import check_count
+from ..openai_chat import conversation_to_trajectory
+from ..schema import Trajectory
+from .base import FormatFacts, ImportOptions, Importer, Match, Probe
+
+EXPECTED = "OTLP JSON trace export ({\"resourceSpans\": [...]}, or JSONL of such requests) with GenAI spans"
+MODEL_OPS = frozenset({"chat", "text_completion", "generate_content"})
+#: Span names instrumentations use where gen_ai.operation.name is missing (Pydantic AI's default names included).
+_NAME_OPS = (("chat ", "chat"), ("text_completion", "text_completion"), ("generate_content", "generate_content"),
+             ("execute_tool", "execute_tool"), ("running tool", "execute_tool"), ("invoke_agent", "invoke_agent"),
+             ("agent run", "invoke_agent"))
+#: Attribute keys kept from a span (everything else — resource attributes, headers, URLs — is dropped unread).
+_KEEP = re.compile(r"^(gen_ai\.|llm\.usage\.|llm\.request\.type$|tool_arguments$|tool_response$|error\.type$)")
+#: OpenLLMetry's older operation attribute (``llm.request.type``) on spans without gen_ai.operation.name.
+_LLM_REQUEST_TYPES = {"chat": "chat", "completion": "text_completion"}
+_USAGE = {
+    "input": ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens"),
+    "output": ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.usage.completion_tokens"),
+    "cache_read": ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                   "gen_ai.usage.input_tokens.cached"),
+    "cache_creation": ("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens",
+                       "gen_ai.usage.input_tokens.cache_write"),
+    "reasoning": ("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens",
+                  "gen_ai.usage.output_tokens.reasoning"),
+}
+_JSONL = (".jsonl", ".ndjson")
+_LEAD = re.compile(r"\s*")
+_NONSPACE = re.compile(r"\S")
+
+
+def _get(d: dict, *keys: str) -> Any:
+    for k in keys:
+        if k in d:
+            return d[k]
+    return None
+
+
+class OTelGenAI(Importer):
+    name = "otel-genai"
+    title = ("OpenTelemetry GenAI spans as OTLP JSON (collector file exporter; OpenAI Agents SDK, Pydantic AI, "
+             "OpenLLMetry instrumentations)")
+    spec = ("open-telemetry/semantic-conventions docs/gen-ai (gen-ai-spans.md, gen-ai-agent-spans.md, attribute "
+            "registry); open-telemetry/opentelemetry-proto docs/specification.md (OTLP/JSON)")
+    facts = FormatFacts(
+        tokens="gen_ai.usage.* per model-call span (cached input inside input_tokens per the conventions; the data "
+               "decides); spans without both counts: estimated from captured text",
+        latency="span durations: model calls (chat spans), tool calls (execute_tool spans), user gaps between "
+                "invoke_agent spans",
+        tags="MCP annotations in gen_ai.tool.definitions where an instrumentation adds them; else --tags",
+        reasoning="gen_ai.usage.reasoning.output_tokens; reasoning parts of captured output; else inferred",
+        success="not in the format",
+    )
+
+    def sniff(self, probe: Probe) -> Match | None:
+        first = probe.first
+        if isinstance(first, dict) and isinstance(_get(first, "resourceSpans", "resource_spans"), list):
+            if "gen_ai." in probe.head or probe.partial:
+                return Match(1.0, "an OTLP trace export with GenAI attributes")
+            return Match(0.6, "an OTLP trace export, but no gen_ai.* attribute in its first part")
+        if probe.partial and re.match(r'\s*\{\s*"resource_?[sS]pans"', probe.head):
+            return Match(1.0, "an OTLP trace export (resourceSpans)")
+        return None
+
+    def read(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Trajectory]:
+        path = str(path)
+        store = _Store(path)
+        skipped_here: list[SkippedRecord] = []
+        for where, req in _requests(path):
+            try:
+                if isinstance(req, TraceFormatError):
+                    raise req
+                store.add_request(req, where)
+            except TraceFormatError as e:
+                options.skip(e, skipped_here)
+        n = 0
+        for key, spans in store.groups():
+            try:
+                traj = _trajectory(key, spans, store, path, options, self.name)
+            except TraceFormatError as e:
+                options.tagger.marks()
+                options.skip(e, skipped_here)
+                continue
+            n += 1
+            yield traj
+        close_skips(n, path, skipped_here, options.skipped, "at least one trajectory of GenAI model-call spans")
+
+
+def _requests(path: str) -> Iterator[tuple[str, Any]]:
+    """(location, export request — or the located error) of each request: JSONL lines, or the `resourceSpans` items
+    of one JSON document (read one at a time)."""
+    jsonl = os.path.splitext(path)[1].lower() in _JSONL
+    if not jsonl:
+        text = files.read_text(path, EXPECTED)
+        files.require_content(text, path, EXPECTED)
+        start = _LEAD.match(text).end()
+        nl = text.find("\n", start)
+        try:  # a whole object on the first line and more after it: JSONL (the collector's file exporter)
+            json.loads(text[start:nl] if nl >= 0 else text[start:])
+            jsonl = nl >= 0 and _NONSPACE.search(text, nl) is not None
+        except (ValueError, RecursionError):
+            jsonl = False
+        if not jsonl:
+            try:
+                top, items = jsonstream.members(text, "resourceSpans")
+                if items is None:
+                    top, items = jsonstream.members(text, "resource_spans")
+                if items is None:
+                    raise TraceFormatError(path, "top level", "resourceSpans", "a list of resource spans (OTLP JSON)",
+                                           found=f"an object with keys {sorted(top)[:8]}")
+                for i, rs in enumerate(items):
+                    yield f"resourceSpans[{i}]", {"resourceSpans": [rs]}
+            except json.JSONDecodeError as e:
+                raise TraceFormatError(path, f"line {e.lineno}", "<json>", f"valid JSON ({e.msg} at column {e.colno})") from None
+            return
+        del text
+    for lineno, line in files.iter_lines(path, EXPECTED):
+        if line.strip():
+            try:
+                yield f"line {lineno}", files.parse_json_line(line, path, lineno)
+            except TraceFormatError as e:
+                yield f"line {lineno}", e
+
+
+def _any_value(v: Any) -> Any:
+    """An OTLP AnyValue as a Python value (int64 may come as a string: proto3 JSON mapping)."""
+    if not isinstance(v, dict):
+        return v
+    for k in ("stringValue", "string_value"):
+        if k in v:
+            return v[k]
+    for k in ("intValue", "int_value"):
+        if k in v:
+            try:
+                return int(v[k])
+            except (TypeError, ValueError):
+                return v[k]
+    for k in ("doubleValue", "double_value", "boolValue", "bool_value", "bytesValue", "bytes_value"):
+        if k in v:
+            return v[k]
+    arr = _get(v, "arrayValue", "array_value")
+    if isinstance(arr, dict):
+        return [_any_value(x) for x in arr.get("values") or []]
+    kv = _get(v, "kvlistValue", "kvlist_value")
+    if isinstance(kv, dict):
+        return {str(x.get("key")): _any_value(x.get("value")) for x in kv.get("values") or [] if isinstance(x, dict)}
+    return None
+
+
+def _attributes(raw: Any, err, field_name: str) -> dict[str, Any]:
+    """The kept attributes (``_KEEP``) of an OTLP key-value list."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise err(field_name, "a list of {key, value} attributes", type(raw).__name__)
+    out = {}
+    for kv in raw:
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise err(field_name, "attributes as {key, value} objects", kv)
+        if _KEEP.match(kv["key"]):
+            out[kv["key"]] = _any_value(kv.get("value"))
+    return out
+
+
+def _nanos(v: Any, err, field_name: str) -> int:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise err(field_name, "Unix nanoseconds (an integer or a decimal string)", v) from None
+    if isinstance(v, bool) or n < 0:
+        raise err(field_name, "Unix nanoseconds (an integer or a decimal string)", v)
+    return n
+
+
+@dataclass
+class _Span:
+    trace: str
+    sid: str
+    parent: str | None
+    name: str
+    op: str | None
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    where: str
+    error: bool | None = None
+    inner: list["_Span"] = field(default_factory=list)
+
+    def label(self) -> str:
+        return f"{self.where}, span {self.sid} ({self.name})"
+
+    def err(self, field_name: str, expected: str, got: Any = None, file: str = "") -> TraceFormatError:
+        return TraceFormatError(file, self.label(), field_name, expected, got)
+
+
+def _operation(name: str, attrs: dict) -> str | None:
+    op = attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op:
+        return op
+    if attrs.get("llm.request.type") in _LLM_REQUEST_TYPES:
+        return _LLM_REQUEST_TYPES[attrs["llm.request.type"]]
+    for prefix, o in _NAME_OPS:
+        if name.startswith(prefix):
+            return o
+    return None
+
+
+class _Store:
+    """Every span's parent and conversation id, and a compact record of each GenAI span."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.parent: dict[tuple[str, str], str | None] = {}
+        self.conv: dict[tuple[str, str], str] = {}
+        self.genai: dict[tuple[str, str], _Span] = {}
+
+    def add_request(self, req: Any, where: str) -> None:
+        def rerr(field_name: str, expected: str, got: Any = None) -> TraceFormatError:
+            return TraceFormatError(self.path, where, field_name, expected, got)
+
+        if not isinstance(req, dict):
+            raise rerr("<request>", "an OTLP export request object", type(req).__name__)
+        rss = _get(req, "resourceSpans", "resource_spans")
+        if not isinstance(rss, list):
+            raise rerr("resourceSpans", "a list of resource spans (OTLP JSON)", type(rss).__name__)
+        staged: list[tuple[tuple[str, str], Any, str | None, _Span | None]] = []
+        for i, rs in enumerate(rss):
+            scopes = _get(rs, "scopeSpans", "scope_spans", "instrumentationLibrarySpans") if isinstance(rs, dict) else None
+            if not isinstance(scopes, list):
+                raise rerr(f"resourceSpans[{i}].scopeSpans", "a list of scope spans", type(scopes).__name__)
+            for j, ss in enumerate(scopes):
+                spans = ss.get("spans") if isinstance(ss, dict) else None
+                if not isinstance(spans, list):
+                    raise rerr(f"resourceSpans[{i}].scopeSpans[{j}].spans", "a list of spans", type(spans).__name__)
+                for k, sp in enumerate(spans):
+                    staged.append(self._span(sp, f"{where}, resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"))
+        for key, parent, conv, rec in staged:  # the whole request parsed: commit it
+            self.parent[key] = parent
+            if conv:
+                self.conv[key] = conv
+            if rec is not None:
+                self.genai[key] = rec
+
+    def _span(self, sp: Any, where: str) -> tuple[tuple[str, str], str | None, str | None, _Span | None]:
+        def err(field_name: str, expected: str, got: Any = None) -> TraceFormatError:
+            return TraceFormatError(self.path, where, field_name, expected, got)
+
+        if not isinstance(sp, dict):
+            raise err("<span>", "a span object", type(sp).__name__)
+        trace, sid = _get(sp, "traceId", "trace_id"), _get(sp, "spanId", "span_id")
+        if not isinstance(trace, str) or not trace or not isinstance(sid, str) or not sid:
+            raise err("traceId/spanId", "hex trace and span ids", {"traceId": trace, "spanId": sid})
+        parent = _get(sp, "parentSpanId", "parent_span_id") or None
+        name = sp.get("name") if isinstance(sp.get("name"), str) else ""
+        attrs = _attributes(sp.get("attributes"), err, "attributes")
+        for e_i, ev in enumerate(sp.get("events") or []):  # the conventions' event carrying the messages
+            if isinstance(ev, dict) and ev.get("name") == "gen_ai.client.inference.operation.details":
+                for k, v in _attributes(ev.get("attributes"), err, f"events[{e_i}].attributes").items():
+                    attrs.setdefault(k, v)
+        conv = attrs.get("gen_ai.conversation.id")
+        conv = conv if isinstance(conv, str) and conv else None
+        op = _operation(name, attrs)
+        rec = None
+        if op in MODEL_OPS or op in ("execute_tool", "invoke_agent"):
+            start = _nanos(_get(sp, "startTimeUnixNano", "start_time_unix_nano"), err, "startTimeUnixNano")
+            end = _nanos(_get(sp, "endTimeUnixNano", "end_time_unix_nano"), err, "endTimeUnixNano")
+            if end < start:
+                raise err("endTimeUnixNano", f"a time no earlier than startTimeUnixNano ({start})", end)
+            status = sp.get("status") if isinstance(sp.get("status"), dict) else {}
+            code = status.get("code")
+            error = (True if code in (2, "STATUS_CODE_ERROR") or attrs.get("error.type")
+                     else False if code in (1, "STATUS_CODE_OK") else None)
+            rec = _Span(trace, sid, parent, name, op, start, end, attrs, where, error)
+        return (trace, sid), parent, conv, rec
+
+    def _ancestors(self, key: tuple[str, str]) -> Iterator[tuple[str, str]]:
+        seen = {key}
+        p = self.parent.get(key)
+        while p:
+            k = (key[0], p)
+            if k in seen:  # a cycle in hostile input
+                return
+            seen.add(k)
+            yield k
+            p = self.parent.get(k)
+
+    def groups(self) -> Iterator[tuple[str, list[_Span]]]:
+        """(trajectory key, its model-call, tool and agent spans in start order), keys in first-start order."""
+        out: dict[str, list[_Span]] = defaultdict(list)
+        by_trace: dict[str, set[str]] = defaultdict(set)
+        for (trace, _), c in self.conv.items():
+            by_trace[trace].add(c)
+        for key, rec in self.genai.items():
+            chain = list(self._ancestors(key))
+            conv = self.conv.get(key) or next((self.conv[a] for a in chain if a in self.conv), None)
+            if conv is None and len(by_trace[key[0]]) == 1:  # a tool span outside the tree that names it
+                conv = next(iter(by_trace[key[0]]))
+            group = f"conversation {conv}" if conv else f"trace {key[0]}"
+            agents = [self.genai[a] for a in chain if a in self.genai and self.genai[a].op == "invoke_agent"]
+            if rec.op == "invoke_agent":
+                agents = [rec] + agents
+            nested = [str(a.attrs.get("gen_ai.agent.name") or a.name) for a in reversed(agents)][1:]
+            if rec.op in MODEL_OPS and any(a in self.genai and self.genai[a].op in MODEL_OPS for a in chain):
+                outer = next(self.genai[a] for a in reversed(chain) if a in self.genai and self.genai[a].op in MODEL_OPS)
+                outer.inner.append(rec)
+                continue
+            out["/".join([group, *nested])].append(rec)
+        ordered = sorted(out.items(), key=lambda kv: min(s.start for s in kv[1]))
+        for k, spans in ordered:
+            spans.sort(key=lambda s: (s.start, s.end))
+            if any(s.op in MODEL_OPS for s in spans):
+                yield k, spans
+
+
+def _json_attr(v: Any) -> Any:
+    """A structured attribute recorded as a JSON string (allowed on spans by the conventions), parsed."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _legacy_messages(attrs: dict, prefix: str) -> list[dict] | None:
+    """OpenLLMetry's flattened ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` attributes as messages."""
+    pat = re.compile(rf"^{re.escape(prefix)}\.(\d+)\.(.+)$")
+    by: dict[int, dict[str, Any]] = defaultdict(dict)
+    for k, v in attrs.items():
+        m = pat.match(k)
+        if m:
+            by[int(m.group(1))][m.group(2)] = v
+    if not by:
+        return None
+    out = []
+    for i in sorted(by):
+        d = by[i]
+        parts: list[dict] = []
+        if d.get("content") is not None:
+            parts.append({"type": "text", "content": d["content"] if isinstance(d["content"], str) else json.dumps(d["content"])})
+        calls: dict[int, dict[str, Any]] = defaultdict(dict)
+        for k, v in d.items():
+            m = re.match(r"^tool_calls\.(\d+)\.(id|name|arguments)$", k)
+            if m:
+                calls[int(m.group(1))][m.group(2)] = v
+        for j in sorted(calls):
+            parts.append({"type": "tool_call", **calls[j]})
+        role = d.get("role") or ("assistant" if prefix.endswith("completion") else "user")
+        if role == "tool" and d.get("tool_call_id"):
+            parts = [{"type": "tool_call_response", "id": d["tool_call_id"], "response": d.get("content", "")}]
+        out.append({"role": role, "parts": parts})
+    return out
+
+
+def _messages(span: _Span, which: str, file: str) -> list[dict] | None:
+    """A span's input or output messages (``gen_ai.input.messages`` / ``output.messages``, else the legacy flattened
+    attributes), as [{role, parts}]; None when not captured."""
+    v = _json_attr(span.attrs.get(f"gen_ai.{which}.messages"))
+    if v is None:
+        v = _legacy_messages(span.attrs, "gen_ai.prompt" if which == "input" else "gen_ai.completion")
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(m, dict) for m in v):
+        raise span.err(f"gen_ai.{which}.messages", "a list of {role, parts} messages", v, file)
+    return v
+
+
+def _part_text(p: dict) -> str:
+    for k in ("content", "text"):
+        if isinstance(p.get(k), str):
+            return p[k]
+    return ""
+
+
+def _content(parts: Any) -> str:
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return ""
+    return "".join(_part_text(p) for p in parts if isinstance(p, dict) and p.get("type") in ("text", None))
+
+
+def _stringify(v: Any) -> str:
+    return v if isinstance(v, str) else "" if v is None else json.dumps(v, ensure_ascii=False)
+
+
+def _usage(span: _Span, file: str) -> dict | None:
+    """``usage`` for the shared builder from a model-call span (its nested duplicates fill missing counts)."""
+    vals: dict[str, int | None] = {}
+    for what, keys in _USAGE.items():
+        v, key = None, keys[0]
+        for s in [span, *span.inner]:
+            key = next((k for k in keys if s.attrs.get(k) is not None), None)
+            if key is not None:
+                v = s.attrs[key]
+                break
+        vals[what] = None if v is None else check_count(v, key, lambda f, e, g: span.err(f, e, g, file))
+    if vals["input"] is None or vals["output"] is None:
+        return None
+    u: dict[str, Any] = {"input_tokens": vals["input"], "output_tokens": vals["output"]}
+    if vals["cache_read"]:
+        u["cache_read_input_tokens"] = vals["cache_read"]
+    if vals["cache_creation"]:
+        u["cache_creation_input_tokens"] = vals["cache_creation"]
+    if vals["reasoning"] is not None:
+        if vals["reasoning"] > vals["output"]:
+            raise span.err(_USAGE["reasoning"][0], "at most gen_ai.usage.output_tokens", vals["reasoning"], file)
+        u["output_tokens_details"] = {"reasoning_tokens": vals["reasoning"]}
+    return u
+
+
+def _seconds(a: int, b: int) -> float:
+    return (b - a) / 1e9
+
+
+def _trajectory(key: str, spans: list[_Span], store: _Store, path: str, options: ImportOptions,
+                importer: str) -> Trajectory:
+    counts: Counter[str] = Counter()
+    models = [s for s in spans if s.op in MODEL_OPS]
+    tools = [s for s in spans if s.op == "execute_tool"]
+    agents = [s for s in spans if s.op == "invoke_agent"]
+    tool_by_id = {str(s.attrs["gen_ai.tool.call.id"]): s for s in tools if s.attrs.get("gen_ai.tool.call.id")}
+    used_tools: set[int] = set()
+    msgs: list[dict] = []
+    pending: list[str] = []  # call ids of the last assistant message still without a result
+    last: dict | None = None  # the last assistant message
+    last_end: int | None = None
+    captured = False
+    definitions: list = []
+
+    def tool_message(cid: str, content: str, span: _Span | None) -> dict:
+        m: dict[str, Any] = {"role": "tool", "tool_call_id": cid, "content": content}
+        if span is not None:
+            used_tools.add(id(span))
+            m["latency_s"] = _seconds(span.start, span.end)
+            if span.error is not None:
+                m["is_error"] = span.error
+        pending.remove(cid)
+        return m
+
+    def flush_tools(before: int | None) -> None:
+        """Tool spans that ran since the last model call (and before `before`) answer its calls; where its output
+        was not captured, they are its calls."""
+        nonlocal last
+        window = [s for s in tools if id(s) not in used_tools and (last_end is None or s.start >= last_start)
+                  and (before is None or s.start < before)]
+        for s in window:
+            if last is None:
+                counts["tool_spans_before_first_call"] += 1
+                used_tools.add(id(s))
+                continue
+            cid = str(s.attrs.get("gen_ai.tool.call.id") or f"call_{len(msgs)}_{s.sid}")
+            name = s.attrs.get("gen_ai.tool.name") or s.name.removeprefix("execute_tool ").strip() or "unknown_tool"
+            if cid not in pending:
+                if last.get("from_output"):
+                    counts["tool_spans_unmatched"] += 1
+                    used_tools.add(id(s))
+                    continue
+                args = _json_attr(s.attrs.get("gen_ai.tool.call.arguments", s.attrs.get("tool_arguments")))
+                last.setdefault("tool_calls", []).append({"id": cid, "type": "function", "function": {
+                    "name": str(name), "arguments": _stringify(args) or "{}"}})
+                pending.append(cid)
+            result = s.attrs.get("gen_ai.tool.call.result", s.attrs.get("tool_response"))
+            msgs.append(tool_message(cid, _stringify(_json_attr(result)), s))
+
+    last_start = 0
+    for c in models:
+        inputs = _messages(c, "input", path)
+        if inputs is None:
+            inputs = next((m for m in (_messages(i, "input", path) for i in c.inner) if m is not None), None)
+        outputs = _messages(c, "output", path)
+        if outputs is None:
+            outputs = next((m for m in (_messages(i, "output", path) for i in c.inner) if m is not None), None)
+        captured = captured or inputs is not None or outputs is not None
+        if not definitions:
+            defs = _json_attr(c.attrs.get("gen_ai.tool.definitions"))
+            definitions = defs if isinstance(defs, list) else []
+        if last is None:
+            sys_text = _content(_json_attr(c.attrs.get("gen_ai.system_instructions")))
+            history = inputs or []
+            sys_text += "".join(_content(m.get("parts")) for m in history if m.get("role") in ("system", "developer"))
+            if sys_text:
+                msgs.append({"role": "system", "content": sys_text})
+            new = [m for m in history if m.get("role") not in ("system", "developer")]
+        else:
+            if not inputs:  # nothing captured: the tool spans since the last call are its calls and results
+                flush_tools(c.start)
+            tail = inputs or []
+            k = max((i for i, m in enumerate(tail) if m.get("role") == "assistant"), default=-1)
+            new = tail[k + 1:]
+        for m in new:
+            role = m.get("role")
+            parts = m.get("parts") if isinstance(m.get("parts"), list) else []
+            if role == "tool" or any(isinstance(p, dict) and p.get("type") == "tool_call_response" for p in parts):
+                for p in parts:
+                    if not (isinstance(p, dict) and p.get("type") == "tool_call_response"):
+                        continue
+                    cid = str(p.get("id"))
+                    if cid not in pending:
+                        counts["tool_results_unmatched"] += 1
+                        continue
+                    msgs.append(tool_message(cid, _stringify(p.get("response")), tool_by_id.get(cid)))
+            elif role == "user":
+                um: dict[str, Any] = {"role": "user", "content": _content(parts)}
+                opener = [a for a in agents if last_end is not None and last_end <= a.start <= c.start]
+                if opener:
+                    um["latency_s"] = _seconds(last_end, opener[0].start)
+                msgs.append(um)
+            elif role == "assistant" and last is None:  # earlier turns replayed as history: no usage of theirs
+                counts["history_messages"] += 1
+                msgs.append(_assistant(parts, None, None))
+                pending[:] = [t["id"] for t in msgs[-1].get("tool_calls", [])]
+        if last is not None and inputs:
+            flush_tools(c.start)  # tool spans whose results the input did not show
+        out_parts = [p for m in outputs or [] if m.get("role", "assistant") == "assistant"
+                     for p in (m.get("parts") if isinstance(m.get("parts"), list) else [])]
+        usage = _usage(c, path)
+        if usage is None:
+            counts["model_spans_without_usage"] += 1
+        counts["nested_model_spans"] += len(c.inner)
+        last = _assistant(out_parts, usage, _seconds(c.start, c.end))
+        last["from_output"] = outputs is not None
+        if outputs is None:
+            last["text_captured"] = False  # its reasoning is unknown, not the whole output (usage.split_completion)
+        msgs.append(last)
+        pending[:] = [t["id"] for t in last.get("tool_calls", [])]
+        last_end, last_start = c.end, c.start
+    flush_tools(None)
+    for m in msgs:
+        m.pop("from_output", None)
+    first = models[0]
+    meta: dict[str, Any] = {k: v for k, v in counts.items() if v}
+    meta["grouped_by"] = key.split(" ", 1)[0]
+    meta["trace_id"] = first.trace
+    meta["content"] = "captured" if captured else "not captured"
+    for attr, name in (("gen_ai.request.model", "model"), ("gen_ai.response.model", "model"),
+                       ("gen_ai.provider.name", "provider"), ("gen_ai.system", "provider")):
+        v = first.attrs.get(attr)
+        if isinstance(v, str) and name not in meta:
+            meta[name] = v
+    if agents and isinstance(agents[0].attrs.get("gen_ai.agent.name"), str):
+        meta["agent"] = agents[0].attrs["gen_ai.agent.name"]
+    task = key.split(" ", 1)[1] if " " in key else key
+    conv = {"messages": msgs, "tools": [t for t in definitions if isinstance(t, dict)], "task_id": task,
+            "metadata": meta}
+    return conversation_to_trajectory(conv, file=path, where=key, domain=options.domain or "unknown",
+                                      repairs=options.repairs, tagger=options.tagger, importer=importer)
+
+
+def _assistant(parts: list, usage: dict | None, latency: float | None) -> dict:
+    """An assistant message from output parts (text, tool_call, reasoning)."""
+    text, reasoning, calls = [], [], []
+    for k, p in enumerate(parts):
+        if not isinstance(p, dict):
+            continue
+        t = p.get("type")
+        if t == "tool_call":
+            calls.append({"id": str(p.get("id") or f"call_{k}"), "type": "function", "function": {
+                "name": str(p.get("name") or "unknown_tool"), "arguments": _stringify(_json_attr(p.get("arguments"))) or "{}"}})
+        elif t == "reasoning":
+            reasoning.append(_part_text(p))
+        elif t in ("text", None):
+            text.append(_part_text(p))
+    m: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+    if calls:
+        m["tool_calls"] = calls
+    if reasoning:
+        m["reasoning_content"] = "".join(reasoning)
+    if usage is not None:
+        m["usage"] = usage
+    if latency is not None and math.isfinite(latency):
+        m["latency_s"] = latency
+    return m
