@@ -285,3 +285,19 @@ def test_streamed_trace_is_byte_identical_to_the_list_writer(tmp_path):
         assert load_trajectories(a) == load_trajectories(b) == trajs
         if suffix == ".jsonl":
             assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_file_too_big_to_parse_whole_is_detected_from_its_head(monkeypatch):
+    """Above WHOLE_BYTES the sniffers see the head's text (and a JSONL file's first line): every fixture of every
+    format, the other helpers' included, is still recognised."""
+    import specagent.traces.importers as reg
+
+    monkeypatch.setattr(reg, "WHOLE_BYTES", 64)
+    fixtures = {f: p for f, ps in FILES.items() for p in ps}
+    for name, folder in (("atif", "atif"), ("otel-genai", "otel-genai"), ("openai-responses", "openai-responses")):
+        for p in sorted((FIX / folder).rglob("*.json*")):
+            if p.name not in ("result.json", "meta.json"):
+                fixtures.setdefault(name + ":" + p.name, p)
+    for key, p in fixtures.items():
+        want = key.split(":")[0] if ":" in key else next(f for f, ps in FILES.items() if p in ps)
+        assert reg.detect(p).name == want, p

@@ -37,7 +37,7 @@ IMPORTERS: tuple[Importer, ...] = (Tau2Results(), TauBench(), BFCLMultiTurn(), M
 
 #: Bytes of a file every sniffer sees as text; a file up to WHOLE_BYTES is also parsed whole for them.
 HEAD_BYTES = 1 << 18
-WHOLE_BYTES = 32 << 20
+WHOLE_BYTES = 8 << 20
 
 __all__ = ["IMPORTERS", "FormatFacts", "ImportOptions", "Importer", "Match", "Probe", "by_name", "detect", "iter_import",
            "probe_file"]

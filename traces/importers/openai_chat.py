@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 from ..openai_chat import iter_openai_file
@@ -37,6 +38,9 @@ class OpenAIChat(Importer):
             return Match(1.0, "chat messages with roles (system/user/assistant/tool)")
         if isinstance(first, list) and first and all(_conversation(c) for c in first[:3]):
             return Match(1.0, "a JSON list of conversations with chat messages")
+        if probe.partial and probe.head.lstrip().startswith(("[", "{")) and re.search(r'"role"\s*:\s*"(user|assistant|system)"',
+                                                                                   probe.head):
+            return Match(1.0, "a JSON document of chat messages with roles (too big to parse whole for a look)")
         if isinstance(first, (dict, list)) and '"role"' in probe.head:
             return Match(0.3, "objects with 'role' keys, but not a list of chat messages with roles "
                               "system/user/assistant/tool")

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,6 +104,9 @@ class OpenAIResponses(Importer):
             return Match(1.0, "a JSON list of Responses API items (function_call, output_text …)")
         if isinstance(first, dict) and _is_items(first.get("items") or first.get("messages")):
             return Match(1.0, "an object holding Responses API items")
+        typed = re.search(r'"type"\s*:\s*"(function_call_output|function_call|output_text)"', probe.head)
+        if probe.partial and typed and probe.head.lstrip().startswith(("[", "{")):
+            return Match(1.0, "Responses API item types in a JSON document too big to parse whole for a look")
         if '"function_call_output"' in probe.head or '"output_text"' in probe.head:
             return Match(0.4, "Responses API item types, but not a list of items")
         return None

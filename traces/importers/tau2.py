@@ -11,7 +11,7 @@ from ..tau2 import iter_tau2_file
 from .base import FormatFacts, ImportOptions, Importer, Match, Probe
 
 #: Keys only a τ²-Bench results document has near its start (its `info` block) or in each simulation.
-_KEYS = re.compile(r'"(simulations|termination_reason|environment_info|user_info|agent_info)"\s*:')
+_KEYS = re.compile(r'"(simulations|termination_reason|environment_info|user_info|agent_info|reward_info|task_id)"\s*:')
 
 
 class Tau2Results(Importer):
@@ -34,6 +34,9 @@ class Tau2Results(Importer):
             return Match(1.0, "a JSON object with a 'simulations' list")
         if isinstance(first, list) and first and all(isinstance(s, dict) and "messages" in s and "task_id" in s
                                                      and ("termination_reason" in s or "reward_info" in s) for s in first[:3]):
+            return Match(1.0, "a JSON list of τ²-Bench simulations (messages, task_id, reward_info)")
+        if probe.partial and probe.head.lstrip().startswith("[") and {"reward_info", "task_id"} <= keys \
+                and '"messages"' in probe.head:
             return Match(1.0, "a JSON list of τ²-Bench simulations (messages, task_id, reward_info)")
         if probe.partial and probe.head.lstrip().startswith(("{", "[")) and (
                 "simulations" in keys or {"environment_info", "agent_info"} <= keys or "termination_reason" in keys):
