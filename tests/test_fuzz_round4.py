@@ -1,0 +1,270 @@
+"""The fourth round of hostile inputs and faults (2026-12-07): every case of its findings outside `traces import`, by
+its id, plus the mechanisms they asked for (issue #52).
+
+* keys: a planted key in a variable whose name says nothing (`$MYLLM` with --api-key-env MYLLM) and an `sk-` key in
+  `$OPENAI_API_KEY`, searched for in every output and file raw, JSON-, URL-, base64- and hex-encoded and as any
+  10-character window (`leaks`), over bench serve (hostile servers on 127.0.0.1 ephemeral ports), acceptance measure,
+  live and replay;
+* outputs: no command writes over one of its inputs, two outputs in one file, or a file the option did not write
+  (`GUARDED`: command x option);
+* measurements: usage against max_tokens and the streamed chunks, error events and cut streams, TP <= GPUs, each a
+  failed request or a refusal, never a CSV row; `latency fit` refusing impossible rows;
+* arithmetic: rates, timestamps and prices bounded where they enter; strict JSON;
+* bounded work: dataset lengths capped; SIGTERM kept like ^C; fits at the edge of their range say so.
+
+The case ids are the findings file's; docs/reliability.md maps each to its test here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chat_server import ChatServer  # noqa: E402
+from hostile_server import StreamServer  # noqa: E402
+
+from specagent.cli.app import app  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT / "tests" / "fixtures" / "datasets"
+SPECAGENT = str(Path(sys.executable).with_name("specagent"))
+#: an sk-shaped key (in $OPENAI_API_KEY) and one of no recognisable shape (in $MYLLM, a name the redactor's
+#: KEY/TOKEN/SECRET patterns do not match), as the findings planted them
+SECRET = "sk-planted-5f1c9e0b7a2d4c8e9f3a6b1d0e7c2a4b"
+SECRET2 = "Zq7vK2pLm9XwR4tB8nYc3HdF6s"
+ENV = {"OPENAI_API_KEY": SECRET, "MYLLM": SECRET2}
+runner = CliRunner()
+
+
+def encodings(secret: str) -> set[str]:
+    raw = secret.encode()
+    return {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret),
+            base64.b64encode(raw).decode().rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("="), raw.hex(),
+            raw.hex().upper()}
+
+
+def pieces(secret: str, width: int = 10) -> set[str]:
+    """Every encoding of the key and every `width`-character window of each: no part of a key either."""
+    return {e[i:i + width] for e in encodings(secret) for i in range(len(e) - width + 1)}
+
+
+def leaks(*texts: str, folder: Path | None = None, secrets: tuple[str, ...] = (SECRET, SECRET2)) -> list[str]:
+    """Where any piece of a planted key occurs: in the texts, or in any file under `folder` (bytes, and the text)."""
+    found = []
+    for secret in secrets:
+        ps = pieces(secret)
+        found += [f"output {i}: {p!r}" for i, t in enumerate(texts) for p in ps if p in (t or "")]
+        for f in (folder.rglob("*") if folder is not None else ()):
+            if f.is_file():
+                data = f.read_bytes()
+                found += [f"{f}: {p!r}" for p in ps if p.encode() in data]
+    return sorted(set(found))
+
+
+def invoke(argv: list[str], env: dict[str, str] | None = None, bound_s: float = 120) -> tuple[int, str]:
+    """Exit code and output (stdout and stderr together) of one in-process run, failing rather than hanging."""
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(runner.invoke(app, argv, env={**ENV, **(env or {})})), daemon=True)
+    t.start()
+    t.join(bound_s)
+    assert not t.is_alive(), f"still running after {bound_s} s: {argv}"
+    r = box[0]
+    return r.exit_code, r.output + (repr(r.exception) if r.exception and not isinstance(r.exception, SystemExit) else "")
+
+
+def error_line(out: str) -> str:
+    lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in out, out
+    return lines[0]
+
+
+# ================================================================================================ bench serve
+def bench(url: str, d: Path, *extra: str) -> list[str]:
+    """The findings' command line: two 8-word prompts asking for 4 tokens, --csv m.csv --requests-out r.jsonl."""
+    return ["bench", "serve", "--base-url", url, "--model", "m", "--num-prompts", "2", "--input-len", "8", "--output-len",
+            "4", "--warmup", "0", "--timeout", "3", "--csv", str(d / "m.csv"), "--requests-out", str(d / "r.jsonl"), *extra]
+
+
+def requests_of(d: Path) -> list[dict]:
+    return [json.loads(x) for x in (d / "r.jsonl").read_text().splitlines()]
+
+
+def test_an_honest_stream_is_measured_and_nothing_leaks(tmp_path):
+    """The base case the hostile ones differ from: exit 0, one CSV row, two requests, no key anywhere."""
+    with StreamServer() as s:
+        code, out = invoke(bench(s.url, tmp_path, "--api-key-env", "MYLLM", "--json"))
+        assert s.auth_seen == [f"Bearer {SECRET2}"] * 2
+    assert code == 0, out
+    assert [r["ok"] for r in requests_of(tmp_path)] == [True, True]
+    assert len((tmp_path / "m.csv").read_text().splitlines()) == 2
+    assert not leaks(out, folder=tmp_path)
+
+
+# -- K1, K2: the server's texts ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case, mode, key_env, shown", [
+    ("bs-model-echo-openai", "model_echo", None, "the server answered as m-Bearer "),
+    ("bs-model-echo-myllm", "model_echo", "MYLLM", "the server answered as m-Bearer "),
+    ("bs-models-echo-openai", "models_echo", None, "is not among the models the server lists (served-for-Bearer "),
+    ("bs-version-echo-openai", "version_echo", None, None),
+    ("bs-version-echo-myllm", "version_echo", "MYLLM", None),
+    ("bs-malformed-echo-myllm", "malformed_echo", "MYLLM", None),
+])
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_bench_serve_masks_every_text_the_server_sends(tmp_path, case, mode, key_env, shown, as_json):
+    """K1/K2: the stream's model field, a /v1/models id, the /version string and a quoted bad event echo the
+    Authorization header; none of the key (either variable) reaches the warning, --json, --requests-out or the CSV's
+    engine_version, and a quote is masked before it is cut (19 of 26 characters survived before)."""
+    with StreamServer(mode) as s:
+        argv = bench(s.url, tmp_path, *(["--api-key-env", key_env] if key_env else []), *(["--json"] if as_json else []))
+        code, out = invoke(argv)
+        key = SECRET2 if key_env else SECRET
+        assert s.auth_seen and all(a == f"Bearer {key}" for a in s.auth_seen)  # the key did reach the server
+    assert not leaks(out, folder=tmp_path), leaks(out, folder=tmp_path)
+    assert "Traceback" not in out
+    if mode == "malformed_echo":
+        assert code == 3 and all("a streamed event is not JSON: " + "p" * 60 in r["error"] for r in requests_of(tmp_path))
+        return
+    assert code == 0, out
+    if shown:
+        assert shown in " ".join(out.split()), out
+    if mode == "version_echo":
+        row = (tmp_path / "m.csv").read_text().splitlines()[1]
+        assert "0.9.9 (Bearer " in row, row
+
+
+# -- S1, S2: answers that contradict their request, error events, cut streams -----------------------------------------
+@pytest.mark.parametrize("case, mode, why", [
+    ("bs-usage-high", "usage_high", "usage.completion_tokens 10,000,000 is more than the max_tokens 4 asked"),
+    ("bs-usage-zero", "usage_zero", "usage.completion_tokens 0 is fewer than the 4 content chunks streamed"),
+    ("bs-usage-one", "usage_one", "usage.completion_tokens 1 is fewer than the 4 content chunks streamed"),
+    ("bs-usage-prompt-zero", "prompt_zero", "usage.prompt_tokens 0 for a prompt of 9 words"),
+    ("bs-usage-prompt-huge", "prompt_huge", "usage.prompt_tokens 10,000,000 for a prompt of"),
+    ("bs-million-chunks-over-max", "million_chunks", "more than 4 content chunks streamed for max_tokens 4"),
+    ("bs-error-event-mid", "error_mid", "the server reported an error mid-stream (CUDA out of memory"),
+    ("bs-error-event-typed", "error_typed", "the server reported an error mid-stream (CUDA out of memory"),
+    ("bs-truncated-clean-close", "cut_clean", "the stream was cut (the connection closed with neither a finish_reason nor [DONE]"),
+])
+def test_an_answer_that_cannot_be_right_is_a_failed_request_never_a_csv_row(tmp_path, case, mode, why):
+    """S1/S2: each request fails with its reason (in --requests-out and the notes); no serving_latency.csv row is
+    built on it, so `latency fit` never reads a 2.4e9 tok/s row; exit 3 (nothing completed)."""
+    with StreamServer(mode) as s:
+        code, out = invoke(bench(s.url, tmp_path, "--timeout", "60"))
+    assert code == 3 and "no request completed" in out and "Traceback" not in out, out
+    errors = [r["error"] for r in requests_of(tmp_path)]
+    assert len(errors) == 2 and all(why in e for e in errors), errors
+    assert not (tmp_path / "m.csv").exists()
+    assert "note: 2 request(s) failed: " in out and "stopped at max_tokens" not in out, out
+
+
+def test_one_contradicting_answer_among_honest_ones_is_kept_out_of_the_row(tmp_path):
+    """A failing request is reported and left out of the row's figures; the others make the row."""
+    from specagent.endpoints import bench as b
+
+    res = b.RequestResult(0, 8, 4, chunks=4, output_tokens=10_000_000, usage_reported=True, prompt_tokens=9)
+    with pytest.raises(b.Contradiction, match="more than the max_tokens 4"):
+        b.check_answer(res, "Continue this text for as long as you can: the of", 4)
+    ok = b.RequestResult(1, 8, 4, chunks=4, output_tokens=4, usage_reported=True, prompt_tokens=9)
+    b.check_answer(ok, "Continue this text for as long as you can: the of", 4)  # nothing raised
+
+
+# -- S3, H1: facts and requests outside bench serve's own bounds -------------------------------------------------------
+def test_bs_tp_gt_gpus_is_refused_before_any_request(tmp_path):
+    with StreamServer() as s:
+        code, out = invoke(bench(s.url, tmp_path, "--gpus", "1", "--tp", "8"))
+        sent = len(s.auth_seen)
+    assert code == 2 and "--tp 8" in error_line(out) and "--gpus is 1" in out and sent == 0, out
+    assert not (tmp_path / "m.csv").exists()
+
+
+@pytest.mark.parametrize("case, line, field", [("bs-dataset-input-1e12", "1000000000000,4", "input_tokens"),
+                                               ("bs-dataset-output-1e30", "8,1e30", "output_tokens")])
+def test_a_dataset_line_past_the_flags_bound_is_refused_at_its_line(tmp_path, case, line, field):
+    """H1 and S3: the bound --input-len and --output-len have (10,485,760) holds for a dataset's lines too: refused at
+    once, naming the line and the field (a 10^12-token prompt was built word by word: 2.2 GB at 60 s)."""
+    ds = tmp_path / "ds.csv"
+    ds.write_text(f"input_tokens,output_tokens\n{line}\n")
+    with StreamServer() as s:
+        t0 = time.monotonic()
+        code, out = invoke(bench(s.url, tmp_path, "--dataset", str(ds), "--num-prompts", "5"), bound_s=30)
+        took, sent = time.monotonic() - t0, len(s.auth_seen)
+    msg = error_line(out)
+    assert code == 2 and "line 2" in msg and field in msg and "10,485,760" in msg and sent == 0, out
+    assert took < 30
+
+
+# -- L1: outputs over inputs or over each other ------------------------------------------------------------------------
+def test_bs_out_requests_equals_csv_is_refused_and_the_earlier_rows_kept(tmp_path):
+    with StreamServer() as s:
+        assert invoke(bench(s.url, tmp_path))[0] == 0  # m.csv now holds an earlier serving-latency row
+        before = (tmp_path / "m.csv").read_bytes()
+        sent = len(s.auth_seen)
+        argv = bench(s.url, tmp_path)
+        argv[argv.index("--requests-out") + 1] = str(tmp_path / "m.csv")
+        code, out = invoke(argv)
+        assert len(s.auth_seen) == sent  # refused before any request
+    assert code == 2 and "two outputs cannot share one file" in error_line(out), out
+    assert (tmp_path / "m.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("case, flag", [("bs-out-requests-equals-dataset", "--requests-out"), ("note-dataset-is-csv", "--csv")])
+def test_an_output_over_the_dataset_is_refused_before_the_run(tmp_path, case, flag):
+    """`--requests-out ds.csv` replaced the dataset; `--csv ds.csv` was refused only after the whole run (and its
+    measurements dropped): both are refused before the first request now, the dataset kept."""
+    ds = tmp_path / "ds.csv"
+    ds.write_text("input_tokens,output_tokens\n8,4\n8,4\n")
+    before = ds.read_bytes()
+    with StreamServer() as s:
+        argv = bench(s.url, tmp_path, "--dataset", str(ds))
+        argv[argv.index(flag) + 1] = str(ds)
+        code, out = invoke(argv)
+        sent = len(s.auth_seen)
+    assert code == 2 and "it is the input --dataset" in error_line(out) and sent == 0, out
+    assert ds.read_bytes() == before
+
+
+def test_requests_out_over_a_file_it_did_not_write_is_refused_and_a_rerun_replaces_its_own(tmp_path):
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    with StreamServer() as s:
+        argv = bench(s.url, tmp_path)
+        argv[argv.index("--requests-out") + 1] = str(tmp_path / "notes.txt")
+        code, out = invoke(argv)
+        assert code == 2 and "is not a bench serve --requests-out file" in error_line(out), out
+        assert (tmp_path / "notes.txt").read_text() == "my notes\n"
+        assert invoke(bench(s.url, tmp_path))[0] == 0
+        assert invoke(bench(s.url, tmp_path))[0] == 0  # its own earlier output: replaced; the CSV: appended
+    assert len(requests_of(tmp_path)) == 2 and len((tmp_path / "m.csv").read_text().splitlines()) == 3
+
+
+# -- notes: SIGTERM ----------------------------------------------------------------------------------------------------
+def test_sigterm_keeps_what_finished_as_ctrl_c_does(tmp_path):
+    """SIGTERM (what `timeout`, CI runners and schedulers send) part-way through: the finished request is written to
+    the CSV and --requests-out, the notes say SIGTERM, and the exit status is 143 (^C: 130)."""
+    with ChatServer() as s:
+        s.hold_after = 1  # the first request is answered, every later one held
+        argv = [SPECAGENT, "bench", "serve", "--base-url", s.url, "--model", "weak-test", "--num-prompts", "3",
+                "--input-len", "8", "--output-len", "4", "--warmup", "0", "--max-concurrency", "1", "--timeout", "60",
+                "--csv", str(tmp_path / "m.csv"), "--requests-out", str(tmp_path / "r.jsonl")]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
+        deadline = time.monotonic() + 60
+        while sum(s.answered.values()) < 1 or s.received < 2:  # one answered, the next one held at the server
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        out, errs = p.communicate(timeout=60)
+    assert p.returncode == 143, (out, errs)
+    assert "interrupted: the figures are those of the requests that finished before SIGTERM" in " ".join(errs.split()), errs
+    assert [r["ok"] for r in requests_of(tmp_path)] == [True]
+    assert "interrupted by SIGTERM" in (tmp_path / "m.csv").read_text()
