@@ -49,7 +49,7 @@ MASK = "***"
 #: The shortest piece of a secret's form that is masked wherever it appears (a key quoted in part).
 WINDOW = 10
 #: Texts longer than this are searched for pieces of a secret with a vectorised rolling hash, not one slice per character.
-_LONG_TEXT = 100_000
+_LONG_TEXT = 4096
 
 _HEADER = re.compile(r"(?i)((?:proxy-)?authorization|x-api-key|api-key|apikey)(['\"]?\s*[:=]\s*['\"]?)"
                      r"((?:bearer|basic|token)\s+)?[^\s'\",;}]+")
@@ -109,7 +109,31 @@ def windows(secret_forms: Iterable[str]) -> frozenset[str]:
     return frozenset(f[i:i + WINDOW] for f in secret_forms if len(f) >= WINDOW for i in range(len(f) - WINDOW + 1))
 
 
-def _hits(text: str, pieces: frozenset[str]) -> list[int]:
+def _rolling(codes: Any, m: int) -> Any:
+    """The hash of each of the m windows of `WINDOW` code points (uint32, wrapping): equal windows, equal hashes."""
+    import numpy as np
+
+    h = np.zeros(m, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        for k in range(WINDOW):
+            h = h * np.uint32(1_000_003) + codes[k:k + m]
+    return h
+
+
+def _codes(text: str) -> Any:
+    import numpy as np
+
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def piece_hashes(pieces: frozenset[str]) -> Any:
+    """The sorted hashes of the pieces, for `_hits` on long texts (worked out once per `Redactor`)."""
+    import numpy as np
+
+    return np.unique(np.array([int(_rolling(_codes(p), 1)[0]) for p in pieces], dtype=np.uint32))
+
+
+def _hits(text: str, pieces: frozenset[str], want: Any = None) -> list[int]:
     """The positions where a piece starts: one set lookup per position, or (long texts) a rolling hash in numpy whose
     candidates are then checked by lookup, so a 10 MB answer costs a few vector passes, not 10^7 slices."""
     n = len(text) - WINDOW + 1
@@ -119,27 +143,19 @@ def _hits(text: str, pieces: frozenset[str]) -> list[int]:
         return [i for i in range(n) if text[i:i + WINDOW] in pieces]
     import numpy as np  # only for long texts: the console's error line never pays for it
 
-    def rolling(codes: "np.ndarray", m: int) -> "np.ndarray":
-        h = np.zeros(m, dtype=np.uint32)
-        with np.errstate(over="ignore"):
-            for k in range(WINDOW):
-                h = h * np.uint32(1_000_003) + codes[k:k + m]
-        return h
-
-    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    want = np.unique(np.concatenate([rolling(np.frombuffer(p.encode("utf-32-le", "surrogatepass"), dtype=np.uint32), 1)
-                                     for p in pieces]))
-    h = rolling(codes, n)
+    want = piece_hashes(pieces) if want is None else want
+    h = _rolling(_codes(text), n)
     at = np.minimum(np.searchsorted(want, h), len(want) - 1)  # want is small and sorted: no sort of the text's hashes
     cand = np.flatnonzero(want[at] == h)
     return [int(i) for i in cand if text[i:i + WINDOW] in pieces]
 
 
-def mask_pieces(text: str, pieces: frozenset[str]) -> str:
-    """`text` with every run covered by pieces of a secret (`windows`) written as MASK."""
+def mask_pieces(text: str, pieces: frozenset[str], want: Any = None) -> str:
+    """`text` with every run covered by pieces of a secret (`windows`) written as MASK (`want`: `piece_hashes(pieces)`,
+    when the caller keeps them)."""
     if not pieces:
         return text
-    starts = _hits(text, pieces)
+    starts = _hits(text, pieces, want)
     if not starts:
         return text
     out, pos, i = [], 0, 0
@@ -157,11 +173,11 @@ def _all_forms(secrets: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({f for s in secrets if s for f in forms(s)}, key=len, reverse=True))
 
 
-def _mask_forms(text: str, all_forms: tuple[str, ...], pieces: frozenset[str]) -> str:
+def _mask_forms(text: str, all_forms: tuple[str, ...], pieces: frozenset[str], want: Any = None) -> str:
     for sec in all_forms:
         if sec in text:
             text = text.replace(sec, mask(sec))
-    return mask_pieces(text, pieces)
+    return mask_pieces(text, pieces, want)
 
 
 def redact_values(text: str, secrets: Iterable[str]) -> str:
@@ -215,10 +231,17 @@ class Redactor:
     secrets: tuple[str, ...] = ()
     _forms: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _pieces: frozenset[str] = field(init=False, repr=False, compare=False)
+    #: the pieces' hashes for long texts, worked out on the first long text (numpy is not loaded before)
+    _want: list = field(init=False, repr=False, compare=False, default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_forms", _all_forms(self.secrets))
         object.__setattr__(self, "_pieces", windows(self._forms))
+
+    def _mask(self, x: str) -> str:
+        if self._pieces and len(x) > _LONG_TEXT and not self._want:
+            self._want.append(piece_hashes(self._pieces))
+        return _mask_forms(x, self._forms, self._pieces, self._want[0] if self._want else None)
 
     @classmethod
     def of(cls, *values: str | None, names: Iterable[str] = ()) -> "Redactor":
@@ -227,7 +250,7 @@ class Redactor:
 
     def text(self, x: object) -> str:
         """`x` as text with every secret, auth header, bearer token and URL credential masked, control characters escaped."""
-        return printable(_patterns(_mask_forms(str(x), self._forms, self._pieces)))
+        return printable(_patterns(self._mask(str(x))))
 
     def line(self, x: object, limit: int | None = None) -> str:
         """`x` as one line: masked first (`text`), then white space collapsed, then cut at `limit` characters (with '…')."""
@@ -236,17 +259,21 @@ class Redactor:
 
     def values(self, x: str) -> str:
         """`x` with the secrets' values masked and nothing else changed (data such as a model's answer or a file's text)."""
-        return _mask_forms(x, self._forms, self._pieces)
+        return self._mask(x)
 
-    def doc(self, obj: Any) -> Any:
+    def doc(self, obj: Any, values_only: bool = False) -> Any:
         """A JSON-like document (dicts, lists, tuples, scalars) with every string in it, keys included, passed through
-        `text`; numbers and other scalars unchanged."""
+        `text` (or, `values_only`, through `values`: a document of results, whose texts are not a server's); numbers and
+        other scalars unchanged. A document with no secret to mask is returned as it is."""
+        if not self._forms and values_only:
+            return obj
+        f = self.values if values_only else self.text
         if isinstance(obj, str):
-            return self.text(obj)
+            return f(obj)
         if isinstance(obj, dict):
-            return {self.text(k) if isinstance(k, str) else k: self.doc(v) for k, v in obj.items()}
+            return {f(k) if isinstance(k, str) else k: self.doc(v, values_only) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
-            return [self.doc(v) for v in obj]
+            return [self.doc(v, values_only) for v in obj]
         return obj
 
 

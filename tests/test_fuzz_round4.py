@@ -268,3 +268,163 @@ def test_sigterm_keeps_what_finished_as_ctrl_c_does(tmp_path):
     assert "interrupted: the figures are those of the requests that finished before SIGTERM" in " ".join(errs.split()), errs
     assert [r["ok"] for r in requests_of(tmp_path)] == [True]
     assert "interrupted by SIGTERM" in (tmp_path / "m.csv").read_text()
+
+
+# ================================================================================================ replay and datasets
+REPLAY = ["--strong-model", "meta-llama/Llama-3.1-8B", "--strong-hardware", "h20"]
+
+
+def replay(*args: str) -> tuple[int, str]:
+    r = runner.invoke(app, ["replay", *args, *REPLAY], env=ENV)
+    return r.exit_code, r.output + (repr(r.exception) if r.exception and not isinstance(r.exception, SystemExit) else "")
+
+
+def strict_json(text: str) -> dict:
+    """stdout's JSON document, parsed strictly: NaN and Infinity are not JSON."""
+    def refuse(name: str) -> None:
+        raise AssertionError(f"not JSON: {name}")
+
+    return json.loads(text[text.index("{"):text.rindex("}") + 1], parse_constant=refuse)
+
+
+@pytest.fixture
+def trace_csv(tmp_path) -> Path:
+    p = tmp_path / "t.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,20\n0.5,200,40\n1.0,50,8\n")
+    return p
+
+
+# -- L1 ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case, name", [("rp-out-is-trace", "t.csv"), ("rp-out-is-dataset", "c.jsonl")])
+def test_replay_refuses_an_output_that_is_its_trace(tmp_path, case, name):
+    src = DATASETS / "custom.jsonl" if name == "c.jsonl" else None
+    p = tmp_path / name
+    p.write_bytes(src.read_bytes() if src else b"arrival_s,prompt_tokens,output_tokens\n0,100,20\n0.5,200,40\n")
+    before = p.read_bytes()
+    extra = ["--request-rate", "2"] if src else []
+    code, out = replay(str(p), *extra, "-o", str(p))
+    assert code == 2 and "it is the input TRACE" in error_line(out), out
+    assert p.read_bytes() == before
+
+
+def test_replay_refuses_an_output_that_is_not_parquet_and_replaces_its_own(tmp_path, trace_csv):
+    other = tmp_path / "other.csv"
+    other.write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n")
+    code, out = replay(str(trace_csv), "-o", str(other), "--format", "json")
+    assert code == 2 and "is not Apache Parquet" in error_line(out), out
+    assert other.read_text() == "arrival_s,prompt_tokens,output_tokens\n0,1,1\n"
+    o = tmp_path / "o.parquet"
+    assert replay(str(trace_csv), "-o", str(o), "--format", "json")[0] == 0
+    assert replay(str(trace_csv), "-o", str(o), "--format", "json")[0] == 0  # a rerun replaces its own output
+
+
+# -- S4, S5: arrivals and prices bounded where they enter; strict JSON -------------------------------------------------
+@pytest.mark.parametrize("case, rate", [("rp-rate-1e-320", "1e-320"), ("rp-rate-5e-324", "5e-324"), ("rp-rate-1e-300", "1e-300")])
+def test_a_rate_with_no_finite_schedule_is_refused(tmp_path, case, rate):
+    """1e-320 gave gaps of inf, arrivals NaN and a mean E2E of -6e33 s; 1e-300 put requests 1e300 s apart, where a float
+    cannot hold a service time (E2E 0.0). Refused in one line naming the rate, nothing written."""
+    o = tmp_path / "o.parquet"
+    code, out = replay(str(DATASETS / "custom.jsonl"), "--format", "json", f"--request-rate={rate}", "-o", str(o))
+    msg = error_line(out)
+    assert code == 2 and "--request-rate" in msg and "1e+09 s" in msg and "RuntimeWarning" not in out, out
+    assert not o.exists()
+
+
+def test_a_rate_whose_draw_spans_past_the_clock_is_refused(tmp_path):
+    """A rate just above the bound, but too many requests for it: the draw spans past 1e9 s, refused too."""
+    code, out = replay(str(DATASETS / "custom.jsonl"), "--format", "json", "--request-rate=1.5e-9")
+    assert code == 2 and "would arrive over" in error_line(out), out
+
+
+@pytest.mark.parametrize("case, starts, where", [
+    ("ds-result-start-extreme", [-1e308, 1e308, 2, 3, 4], "request 3"),  # sorted by send time: 3 is 1e308 after -1e308
+    ("ds-result-start-1e300", [0, 1, 2, 3, 1e300], "request 4"),
+])
+def test_a_saved_result_with_start_times_no_clock_holds_is_refused_naming_the_request(tmp_path, case, starts, where):
+    doc = json.loads((DATASETS / "vllm_result.json").read_text())
+    doc["start_times"] = starts  # request 2 failed (dropped, as vLLM's own reader drops it)
+    p = tmp_path / "res.json"
+    p.write_text(json.dumps(doc))
+    o = tmp_path / "o.parquet"
+    code, out = replay(str(p), "--format", "json", "-o", str(o))
+    msg = error_line(out)
+    assert code == 2 and where in msg and "arrival_s" in msg and "RuntimeWarning" not in out, out
+    assert not o.exists()
+
+
+def test_rp_json_unpriced_is_strict_json_with_nulls_and_a_note(tmp_path, trace_csv):
+    from specagent.hardware.profile import load_hardware
+
+    text = Path(load_hardware("h20").path).read_text(encoding="utf-8")
+    free = tmp_path / "fzfree.toml"
+    free.write_text(text[:text.index("[price]")].replace('id = "h20"', 'id = "fzfree"')
+                    .replace('aliases = ["h20", "h20-96gb", "nvidia-h20"]', 'aliases = []'), encoding="utf-8")
+    r = runner.invoke(app, ["replay", str(trace_csv), "--format", "json", "--strong-model", "meta-llama/Llama-3.1-8B",
+                            "--strong-hardware", str(free)])
+    assert r.exit_code == 0, r.output
+    doc = strict_json(r.output)
+    assert doc["usd_per_hour"] is None and doc["usd_per_1k_requests"] is None and doc["gpus"] >= 1
+    assert any("no price" in n for n in doc["notes"]), doc["notes"]
+    table = runner.invoke(app, ["replay", str(trace_csv), "--strong-model", "meta-llama/Llama-3.1-8B", "--strong-hardware",
+                                str(free)])
+    assert table.exit_code == 0 and "nan" not in table.output.lower(), table.output
+
+
+def test_rp_json_output_1_is_strict_json_with_nulls_and_a_note(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,1\n0.5,200,1\n")
+    code, out = replay(str(p), "--format", "json")
+    assert code == 0, out
+    doc = strict_json(out)
+    assert doc["mean_tpot_ms"] is None and doc["p99_itl_ms"] is None and doc["mean_ttft_ms"] > 0
+    assert any("one output token" in n for n in doc["notes"]), doc["notes"]
+    code, out = replay(str(p))
+    assert code == 0 and "nan" not in out.lower() and "Mean TPOT (ms):                         n/a" in out, out
+
+
+@pytest.mark.parametrize("command", ["replay", "plan", "predict"])
+def test_rp_json_price_1e308_and_pl_price_1e308_are_refused_at_the_flag(trace_csv, command):
+    """A price past the profiles' own guard ($10,000/GPU-hour) is refused in one line by every command with --price:
+    it made replay's JSON hold Infinity and plan's table '$inf/task'."""
+    argv = {"replay": ["replay", str(trace_csv), "--format", "json", *REPLAY],
+            "plan": ["plan", "--rate", "1/s", "--tasks", "50", "--strategy", "strongonly", "--draws", "0", "--format", "json",
+                     "--gpu", "h20"],
+            "predict": ["predict", "--draws", "0", "--format", "json"]}[command]
+    r = runner.invoke(app, [*argv, "--price", "h20=1e308"])
+    msg = error_line(r.output)
+    assert r.exit_code == 2 and "--price" in msg and "10,000" in msg, r.output
+
+
+def test_pl_price_other_gpu_says_the_price_is_unused():
+    r = runner.invoke(app, ["plan", "--rate", "1/s", "--tasks", "50", "--strategy", "strongonly", "--draws", "0", "--format",
+                            "json", "--gpu", "h20", "--price", "h200=3", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    doc = strict_json(r.output)
+    assert any("--price h200=3: no pool of this plan runs on that GPU" in n for n in doc["notes"]), doc["notes"]
+
+
+# -- S6: two spellings of one field ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case, head, row", [
+    ("ds-csv-two-prompt-columns", "arrival_s,prompt_tokens,input_tokens,output_tokens", ["0,10,5000,5", "1,10,5000,5"]),
+    ("ds-csv-two-arrival-columns", "time,timestamp,prompt_tokens,output_tokens", ["0,0,10,5", "1,3600,10,5"]),
+])
+def test_a_csv_with_two_columns_for_one_field_is_refused_naming_both(tmp_path, case, head, row):
+    p = tmp_path / "t.csv"
+    p.write_text("\n".join([head, *row]) + "\n")
+    code, out = replay(str(p), "--format", "json")
+    msg = error_line(out)
+    cols = head.split(",")[:3] if "prompt_tokens,input" in head else ["time", "timestamp"]
+    assert code == 2 and "header" in msg and all(c in msg for c in cols if c != "arrival_s"), out
+
+
+def test_replay_masks_a_planted_key_that_a_dataset_quotes(tmp_path):
+    """replay prints text from its input (the notes name the dataset file): a file named after a key never gets the key
+    printed, in the table or the JSON."""
+    d = tmp_path / "k"
+    d.mkdir()
+    p = d / f"c-{SECRET}.jsonl"
+    p.write_bytes((DATASETS / "custom.jsonl").read_bytes())
+    for fmt in ("table", "json"):
+        code, out = replay(str(p), "--format", fmt, "--request-rate", "2", "-o", str(d / "o.parquet"))
+        assert code == 0 and "custom dataset" in out and "c-sk-" in out, out
+        assert not leaks(out, secrets=(SECRET,)), leaks(out, secrets=(SECRET,))

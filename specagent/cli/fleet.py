@@ -37,7 +37,7 @@ from specagent.simulator.plan_estimate import duration, estimate_plan
 from specagent.cli.plan_progress import HeartbeatPrinter
 from specagent.simulator.planner import SIZE_ON, SLO, PlanRequest, PlanResult, pairing, plan_capacity, probe_speed, search_keys
 from specagent.simulator.provenance import record_fleet_inputs
-from specagent.simulator.rates_prices import parse_prices, parse_rates
+from specagent.simulator.rates_prices import parse_prices, parse_rates, unused_prices
 from specagent.simulator.fleet.config import resolve_price
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.capacity.steady_state import SLICE_TASKS
@@ -176,6 +176,9 @@ def plan_command(
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace, search_gpus=counts, pairs=pairs, size_on=size_on)
         res = _run_plan(trajs, req, out, wl_path, quiet)
+        # a price no pool of this plan runs on is said, as predict and replay say it, never silently left out
+        res.notes += [f"--price {item}: no pool of this plan runs on that GPU (they run on {', '.join(gpus)}); the price is "
+                      "unused" for item in unused_prices(prices, [load_hardware(g) for g in gpus])]
     except typer.Exit:
         raise  # ^C, already reported (click's Exit is a RuntimeError)
     except (ValueError, RuntimeError) as exc:

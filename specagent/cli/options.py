@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 import warnings
 from dataclasses import dataclass, fields
@@ -213,6 +214,27 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
     # the files it was read from, which no output of the command may replace (`predict --report`)
     object.__setattr__(out, "_input_files", tuple(str(p) for p in (scenario_file, acceptance_file) if p is not None))
     return out
+
+
+def input_files(scenario: Scenario) -> tuple[str, ...]:
+    """Every file the scenario was read from or names (its TOML, --acceptance, a trace, a GPU, engine or model file, a
+    ranges file): what no output of the command may replace (`common.paths.check_outputs`). A name that is not a file
+    (`h20`, `Qwen/Qwen3-32B`) is not one."""
+    found: list[str] = list(getattr(scenario, "_input_files", ()))
+
+    def walk(obj: Any) -> None:
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                if not f.name.startswith("_"):
+                    walk(getattr(obj, f.name))
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+        elif isinstance(obj, (str, os.PathLike)) and str(obj) and os.path.isfile(obj):
+            found.append(str(obj))
+
+    walk(scenario)
+    return tuple(dict.fromkeys(found))
 
 
 def flags_given(scenario: Scenario) -> frozenset[str]:
