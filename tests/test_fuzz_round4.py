@@ -428,3 +428,91 @@ def test_replay_masks_a_planted_key_that_a_dataset_quotes(tmp_path):
         code, out = replay(str(p), "--format", fmt, "--request-rate", "2", "-o", str(d / "o.parquet"))
         assert code == 0 and "custom dataset" in out and "c-sk-" in out, out
         assert not leaks(out, secrets=(SECRET,)), leaks(out, secrets=(SECRET,))
+
+
+# ================================================================================================ latency fit, explain
+SERVING = ROOT / "measurements" / "serving_latency.csv"
+
+
+def serving_copy(tmp_path: Path, **first_row: str) -> Path:
+    """The shipped serving_latency.csv with fields of its first data row (line 2) replaced."""
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(SERVING.read_text(encoding="utf-8"))))
+    rows[0].update(first_row)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    p = tmp_path / "s.csv"
+    p.write_text(buf.getvalue(), encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("case, extra", [("lf-out-is-data", []), ("lf-engine-id-out-is-data", ["--engine-id", "mine",
+                                                                                              "--base-engine", "vllm"])])
+def test_latency_fit_refuses_an_output_that_is_its_data(tmp_path, case, extra):
+    s = serving_copy(tmp_path)
+    before = s.read_bytes()
+    r = runner.invoke(app, ["latency", "fit", "--data", str(s), *extra, "-o", str(s)])
+    assert r.exit_code == 2 and "it is the input --data" in error_line(r.output), r.output
+    assert s.read_bytes() == before
+
+
+def test_latency_outputs_over_files_they_did_not_write_are_refused(tmp_path):
+    s = serving_copy(tmp_path)
+    mine = tmp_path / "engine.toml"
+    mine.write_text('id = "mine"\n')  # a hand-written profile: not what -o writes
+    r = runner.invoke(app, ["latency", "fit", "--data", str(s), "-o", str(mine)])
+    assert r.exit_code == 2 and "is not a TOML file `specagent latency fit` wrote" in error_line(r.output), r.output
+    assert mine.read_text() == 'id = "mine"\n'
+    r = runner.invoke(app, ["latency", "validate", "--data", str(s), "--no-holdout", "--figure", str(s)])
+    assert r.exit_code == 2 and "it is the input --data" in error_line(r.output), r.output
+    r = runner.invoke(app, ["latency", "validate", "--data", str(s), "--no-holdout", "--rows", str(tmp_path / "x.csv"),
+                            "--figure", str(tmp_path / "x.csv")])
+    assert r.exit_code == 2 and "two outputs cannot share one file" in error_line(r.output), r.output
+
+
+@pytest.mark.parametrize("case, field, value, says", [
+    ("lf-tpot-1e300", "tpot_ms", "1e300", "field 'tpot_ms' is 1e+300, past 604,800,000 ms"),
+    ("lf-tp-gt-gpus", "tp", "8", "field 'tp' is 8, more than the 1 GPU(s) of one replica"),
+    ("lf-bench-tp8-gpus1", "tp", "8", "field 'tp' is 8, more than the 1 GPU(s) of one replica"),
+    ("lf-throughput-2.4e9", "output_throughput_tok_s", "2.4e9", "past 100,000,000 tokens/s"),
+    ("lf-ttft-after-e2e", "e2e_latency_ms", "10", "is more than 'e2e_latency_ms'"),
+    ("lf-tpot-zero", "tpot_ms", "0", "field 'tpot_ms' is 0"),
+])
+def test_latency_fit_refuses_a_row_no_server_produced_naming_its_line(tmp_path, case, field, value, says):
+    """S9: the row is refused in one line naming line 2 (it moved the coefficients: rows_used 224). lf-bench-tp8-gpus1 is
+    the row `bench serve --gpus 1 --tp 8` wrote; bench serve now refuses that flag pair itself (bs-tp-gt-gpus)."""
+    s = serving_copy(tmp_path, **{field: value})
+    r = runner.invoke(app, ["latency", "fit", "--data", str(s), "-o", str(tmp_path / "fit.toml")])
+    msg = error_line(r.output)
+    assert r.exit_code == 2 and "line 2" in msg and says in msg, r.output
+    assert not (tmp_path / "fit.toml").exists()
+
+
+def test_lf_statistic_p99_is_not_fitted_as_a_mean_and_says_so(tmp_path):
+    s = serving_copy(tmp_path, statistic="p99")
+    r = runner.invoke(app, ["latency", "fit", "--data", str(s), "-o", str(tmp_path / "fit.toml"), "--json"])
+    assert r.exit_code == 0, r.output
+    first = SERVING.read_text().splitlines()[1].split(",")[0]
+    assert f"note: line 2, row {first}: not fitted: statistic 'p99'" in r.output, r.output
+    doc = strict_json(r.output[r.output.index("{"):])
+    shipped = runner.invoke(app, ["latency", "fit", "--data", str(serving_copy(tmp_path)), "-o", str(tmp_path / "f2.toml"),
+                                  "--json"])
+    assert doc["provenance"]["rows_used"] == strict_json(shipped.output)["provenance"]["rows_used"] - 1
+
+
+@pytest.mark.parametrize("case, flag", [("ex-figure-is-scenario", "--scenario"), ("ex-figure-is-acceptance", "--acceptance")])
+def test_explain_refuses_a_figure_over_its_inputs(tmp_path, case, flag):
+    p = tmp_path / ("s.toml" if flag == "--scenario" else "acc.toml")
+    if flag == "--scenario":
+        p.write_text("seed = 0\n")
+    else:
+        r = runner.invoke(app, ["acceptance", "fit", str(ROOT / "traces" / "data" / "verdict_log_simulated.jsonl"), "-o", str(p)])
+        assert r.exit_code == 0, r.output
+    before = p.read_bytes()
+    r = runner.invoke(app, ["explain", flag, str(p), "--figure", str(p), "--no-counterfactuals"])
+    assert r.exit_code == 2 and f"it is the input {flag} {p}" in error_line(r.output), r.output
+    assert p.read_bytes() == before

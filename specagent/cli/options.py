@@ -213,14 +213,17 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
     object.__setattr__(out, "_flags_given", frozenset(values))
     # the files it was read from, which no output of the command may replace (`predict --report`)
     object.__setattr__(out, "_input_files", tuple(str(p) for p in (scenario_file, acceptance_file) if p is not None))
+    object.__setattr__(out, "_input_flags", {flag: str(p) for flag, p in (("--scenario", scenario_file),
+                                                                          ("--acceptance", acceptance_file)) if p is not None})
     return out
 
 
-def input_files(scenario: Scenario) -> tuple[str, ...]:
-    """Every file the scenario was read from or names (its TOML, --acceptance, a trace, a GPU, engine or model file, a
-    ranges file): what no output of the command may replace (`common.paths.check_outputs`). A name that is not a file
-    (`h20`, `Qwen/Qwen3-32B`) is not one."""
-    found: list[str] = list(getattr(scenario, "_input_files", ()))
+def input_files(scenario: Scenario) -> dict[str, tuple[str, ...]]:
+    """Every file the scenario was read from or names, by the flag that gave it (--scenario, --acceptance, --trace; a GPU,
+    engine, model or ranges file under 'the scenario's'): what no output of the command may replace
+    (`common.paths.check_outputs`). A name that is not a file (`h20`, `Qwen/Qwen3-32B`) is not one."""
+    given = getattr(scenario, "_input_flags", {})
+    found: list[str] = []
 
     def walk(obj: Any) -> None:
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -234,7 +237,10 @@ def input_files(scenario: Scenario) -> tuple[str, ...]:
             found.append(str(obj))
 
     walk(scenario)
-    return tuple(dict.fromkeys(found))
+    trace = str(scenario.workload.trace) if scenario.workload.trace is not None else None
+    return {**{flag: (str(p),) for flag, p in given.items()},
+            **({"--trace": (trace,)} if trace in found else {}),
+            "a file the scenario names": tuple(p for p in dict.fromkeys(found) if p != trace)}
 
 
 def flags_given(scenario: Scenario) -> frozenset[str]:

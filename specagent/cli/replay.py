@@ -184,7 +184,7 @@ def replay_command(
     except ValueError as exc:
         fail(f"--price: {exc}")
     try:  # before any work: -o over the trace (it was replaced by Parquet), a scenario file, or a file -o did not write
-        check_outputs({"-o": out}, {"TRACE": trace, "--scenario": input_files(scenario)}, InputError, kinds={"-o": PARQUET})
+        check_outputs({"-o": out}, {"TRACE": trace, **input_files(scenario)}, InputError, kinds={"-o": PARQUET})
     except InputError as exc:
         fail(str(exc))
     if out is not None:
