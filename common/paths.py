@@ -143,8 +143,8 @@ def check_outputs(outputs: Mapping[str, "str | os.PathLike | None"],
         out = Path(v)
         for in_flag, p in given_in:
             if same_file(out, p):
-                raise error(f"{flag} {out}: it is the input {in_flag} {p}; writing it would replace what was read. Name "
-                            "another file")
+                raise error(f"{flag} {out}: it is one of the inputs ({in_flag} {p}); writing it would replace what was "
+                            "read. Name another file")
         for other, q in seen:
             if same_file(out, q):
                 raise error(f"{flag} {out}: it is also {other}: two outputs cannot share one file (the second would "

@@ -231,7 +231,7 @@ def test_an_output_over_the_dataset_is_refused_before_the_run(tmp_path, case, fl
         argv[argv.index(flag) + 1] = str(ds)
         code, out = invoke(argv)
         sent = len(s.auth_seen)
-    assert code == 2 and "it is the input --dataset" in error_line(out) and sent == 0, out
+    assert code == 2 and "it is one of the inputs (--dataset" in error_line(out) and sent == 0, out
     assert ds.read_bytes() == before
 
 
@@ -303,7 +303,7 @@ def test_replay_refuses_an_output_that_is_its_trace(tmp_path, case, name):
     before = p.read_bytes()
     extra = ["--request-rate", "2"] if src else []
     code, out = replay(str(p), *extra, "-o", str(p))
-    assert code == 2 and "it is the input TRACE" in error_line(out), out
+    assert code == 2 and "it is one of the inputs (TRACE" in error_line(out), out
     assert p.read_bytes() == before
 
 
@@ -456,7 +456,7 @@ def test_latency_fit_refuses_an_output_that_is_its_data(tmp_path, case, extra):
     s = serving_copy(tmp_path)
     before = s.read_bytes()
     r = runner.invoke(app, ["latency", "fit", "--data", str(s), *extra, "-o", str(s)])
-    assert r.exit_code == 2 and "it is the input --data" in error_line(r.output), r.output
+    assert r.exit_code == 2 and "it is one of the inputs (--data" in error_line(r.output), r.output
     assert s.read_bytes() == before
 
 
@@ -468,7 +468,7 @@ def test_latency_outputs_over_files_they_did_not_write_are_refused(tmp_path):
     assert r.exit_code == 2 and "is not a TOML file `specagent latency fit` wrote" in error_line(r.output), r.output
     assert mine.read_text() == 'id = "mine"\n'
     r = runner.invoke(app, ["latency", "validate", "--data", str(s), "--no-holdout", "--figure", str(s)])
-    assert r.exit_code == 2 and "it is the input --data" in error_line(r.output), r.output
+    assert r.exit_code == 2 and "it is one of the inputs (--data" in error_line(r.output), r.output
     r = runner.invoke(app, ["latency", "validate", "--data", str(s), "--no-holdout", "--rows", str(tmp_path / "x.csv"),
                             "--figure", str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and "two outputs cannot share one file" in error_line(r.output), r.output
@@ -514,5 +514,41 @@ def test_explain_refuses_a_figure_over_its_inputs(tmp_path, case, flag):
         assert r.exit_code == 0, r.output
     before = p.read_bytes()
     r = runner.invoke(app, ["explain", flag, str(p), "--figure", str(p), "--no-counterfactuals"])
-    assert r.exit_code == 2 and f"it is the input {flag} {p}" in error_line(r.output), r.output
+    assert r.exit_code == 2 and f"it is one of the inputs ({flag} {p})" in error_line(r.output), r.output
     assert p.read_bytes() == before
+
+
+# ================================================================================================ acceptance fit edges
+def _verdicts(tasks: int = 10, each: int = 10) -> str:
+    """Tasks that always accept (even) or never accept (odd): one-step reads at positions 0, 1, ... of each task."""
+    lines = []
+    for t in range(tasks):
+        ok = t % 2 == 0
+        for j in range(each):
+            lines.append(json.dumps({
+                "schema": "specagent.verdict/1", "task": f"t{t}", "position": j,
+                "drafted": [{"kind": "read", "name": "r", "tokens": 30, "reference_tokens": 40}], "ended_by": "end",
+                "accepted_prefix": 1 if ok else 0, "verdict_tokens": 20 if ok else 60, "verify_reasoning_tokens": 0,
+                "thinking": False, "replacement_offered": False, "replacement_valid": None,
+                "repair_tokens": None if ok else 40, "repair_reasoning_tokens": None if ok else 0, "source": "hand-made"}))
+    return "\n".join(lines) + "\n"
+
+
+def test_a_fit_that_ends_at_the_edge_of_a_range_says_so(tmp_path):
+    """Notes: tasks that always or never accept gave task_sd = 6.0 [4.51, 6] and correlation = 1.0, the ends of their
+    ranges, reported as estimates. Each is now said to be at the edge, in the table, the JSON and the TOML's fit record."""
+    log = tmp_path / "v.jsonl"
+    log.write_text(_verdicts())
+    r = runner.invoke(app, ["acceptance", "fit", str(log), "-o", str(tmp_path / "a.toml")])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "note: task_sd = 6 is the upper end of its search range" in flat, r.output
+    assert "note: correlation = 1 is the edge of its range [0, 1]" in flat, r.output
+    doc = strict_json(runner.invoke(app, ["acceptance", "fit", str(log), "--json"]).output)
+    assert set(doc["at_edge"]) >= {"task_sd", "correlation"}, doc.get("at_edge")
+    assert "at_edge" in (tmp_path / "a.toml").read_text()
+
+
+def test_a_fit_inside_its_ranges_says_nothing_of_edges(tmp_path):
+    r = runner.invoke(app, ["acceptance", "fit", str(ROOT / "traces" / "data" / "verdict_log_simulated.jsonl"), "--json"])
+    assert r.exit_code == 0 and "at_edge" not in strict_json(r.output), r.output
