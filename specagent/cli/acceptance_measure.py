@@ -20,6 +20,7 @@ from specagent.cli.console import SafeConsole, error_line, fail
 from specagent.cli.progress import progress_bar
 from specagent.common.atomic import check_writable
 from specagent.common.errors import InputError
+from specagent.common.paths import check_outputs
 from specagent.endpoints.cache import ResponseCache
 from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, RetryPolicy
 from specagent.endpoints.transport import Cancelled
@@ -127,6 +128,12 @@ def measure(
             inferred.setdefault(task.domain, tl)
     tool_map = {d: given or tl for d, tl in inferred.items()}
     stems = dict(zip(tasks_by_file, unique_stems([Path(f) for f in tasks_by_file])))
+    try:  # no file this run writes in -o over a trace it reads or the --tools file
+        check_outputs([("-o", out / name) for name in (*(f"{s}.verdicts.jsonl" for s in stems.values()), "summary.json",
+                                                       "skips.jsonl", "calls.jsonl", "run.json")],
+                      {"TRACE": traces, "--tools": tools}, InputError)
+    except InputError as exc:
+        fail(str(exc))
     check_writable(out / "summary.json")
     cfg = MeasureConfig(k=k, seed=seed, temperature=temperature, max_tokens=max_tokens, response_format=response_format,
                         concurrency=concurrency, weak_max_tokens=weak_max_tokens, strong_max_tokens=strong_max_tokens)

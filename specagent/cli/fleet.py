@@ -23,10 +23,11 @@ from rich.table import Table
 
 from specagent import __version__
 from specagent.cli.console import SafeConsole, check_format, error_line, fail, json_out, legend
-from specagent.cli.options import deployment_flag, flags_given, scenario_options
+from specagent.cli.options import deployment_flag, flags_given, guard_outputs, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
+from specagent.common.paths import HTML, JSON_DOC
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
@@ -162,6 +163,9 @@ def plan_command(
         if not lo <= value <= hi:
             fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
     backend = _check_backend(backend, address)
+    guard_outputs([("--out", out / "plan.json" if out is not None else None, JSON_DOC),
+                   ("--out", out / "capacity_curve.html" if out is not None else None, HTML)],
+                  scenario=scenario, inputs={"--requests": requests})
     if out is not None:
         atomic.check_writable(out / "plan.json")
     quiet = quiet or fmt != "table"
@@ -638,6 +642,7 @@ def study_balance(
     counts = _search_gpus(search_gpus)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
         fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")
+    guard_outputs({"--out": out}, scenario=scenario)
     if out is not None:
         atomic.check_writable(out)
     trajs = load_workload(scenario)[0]

@@ -243,6 +243,19 @@ def input_files(scenario: Scenario) -> dict[str, tuple[str, ...]]:
             "a file the scenario names": tuple(p for p in dict.fromkeys(found) if p != trace)}
 
 
+def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any = (), kinds: Any = None) -> None:
+    """`common.paths.check_outputs` at a command's boundary, with the scenario's files among the inputs: one `error:`
+    line (exit 2) before any work for an output over an input, two outputs in one file, or a file the option did not
+    write."""
+    from specagent.common.paths import check_outputs
+
+    ins = [*(inputs.items() if isinstance(inputs, dict) else inputs), *(input_files(scenario).items() if scenario is not None else ())]
+    try:
+        check_outputs(outputs, ins, InputError, kinds=kinds)
+    except InputError as exc:
+        fail(str(exc))
+
+
 def flags_given(scenario: Scenario) -> frozenset[str]:
     """The scenario fields (dotted paths) set by a flag on this command line (`--hardware` sets both pools').
 

@@ -15,10 +15,11 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.console import fail, legend
-from specagent.cli.options import resolve, scenario_options
+from specagent.cli.options import guard_outputs, resolve, scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import HTML, JSON_DOC
 from specagent.reports.sensitivity_page import write_sensitivity_page
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.sensitivity import METRICS, sensitivity_study
@@ -44,6 +45,7 @@ def sensitivity(
     Weak/Strong time per token, and the line where SpecAgent's wall time equals Strong-only's.
     Ranges and their rationale: docs/uncertainty.md.
     """
+    guard_outputs([("-o", out / "sensitivity.json", JSON_DOC), ("-o", out / "sensitivity.html", HTML)], scenario=scenario)
     for target in (out / "sensitivity.json", out / "sensitivity.html"):
         atomic.check_writable(target)
     trajs, _, name = load_workload(scenario, show=not as_json)
