@@ -538,6 +538,7 @@ def sweep_command(
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
     backend = _check_backend(backend, address)
     out_dir = out or config.with_name(config.stem + "_results")
+    guard_outputs([("--out", out_dir / "config.json", JSON_DOC)], inputs={"CONFIG": config, "--scenario": scenario})
     hardware = None
     if weak_hardware is not None or strong_hardware is not None:  # one pairing for every cell, as [grid].hardware = ["W+S"]
         sc = Scenario()
