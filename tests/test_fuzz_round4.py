@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import signal
 import subprocess
@@ -659,3 +658,28 @@ def test_an_output_over_a_file_the_option_did_not_write_is_refused(tmp_path, cas
     r = runner.invoke(app, args, env=ENV)
     assert r.exit_code == 2 and f"is not {kind}" in error_line(r.output), (args, r.output)
     assert target.read_text() == "my notes, not a result\n"
+
+
+# ================================================================================================ keys over the endpoint commands
+@pytest.mark.parametrize("mode", ["echo_auth_200", "echo_auth_401", "echo_auth_500", "echo_auth_500_encoded"])
+@pytest.mark.parametrize("command", ["measure", "live"])
+def test_a_key_in_a_variable_whose_name_says_nothing_is_never_printed_or_written(tmp_path, mode, command):
+    """Issue #52's done-when: the planted keys ($MYLLM named by --*-api-key-env, and an sk- key in $OPENAI_API_KEY) over
+    `acceptance measure` and `live` (on served models: no torch model), against servers that echo the key raw,
+    URL-encoded, base64 and JSON-escaped: no piece of either key in any output or file."""
+    from hostile_server import HostileServer, on
+
+    with HostileServer(on("weak", mode)) as s:
+        if command == "measure":
+            args = ["acceptance", "measure", str(ROOT / "traces" / "data" / "tau2_airline_sample.json"), "--weak-url", s.url,
+                    "--weak-model", "weak-test", "--strong-url", s.url, "--strong-model", "strong-test", "-o",
+                    str(tmp_path / "o"), "--yes", "--limit", "2", "--retries", "2", "--backoff", "0.01", "--timeout", "5",
+                    "--weak-api-key-env", "MYLLM"]
+        else:
+            args = ["live", "--weak-url", s.url, "--weak-model", "weak-test", "--strong-url", s.url, "--strong-model",
+                    "strong-test", "-o", str(tmp_path / "o"), "--trajectories", "1", "--timeout", "5", "--retries", "2",
+                    "--backoff", "0.01", "--weak-api-key-env", "MYLLM"]
+        code, out = invoke(args)
+        assert f"Bearer {SECRET2}" in s.auth_seen  # the Weak key (in $MYLLM) did reach the server
+    assert "Traceback" not in out, out
+    assert not leaks(out, folder=tmp_path), leaks(out, folder=tmp_path)
