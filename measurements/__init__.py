@@ -46,7 +46,9 @@ MAX_THROUGHPUT_TOK_S = 1e8
 MAX_ROW_TOKENS = 10_485_760
 _FIGURE_BOUNDS = {**{c: (MAX_LATENCY_MS, "ms (one week)") for c in ("tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms")},
                   **{c: (MAX_THROUGHPUT_TOK_S, "tokens/s") for c in ("output_throughput_tok_s", "total_throughput_tok_s")},
-                  **{c: (float(MAX_ROW_TOKENS), "tokens (the largest public context window)") for c in ("input_tokens", "output_tokens")}}
+                  **{c: (float(MAX_ROW_TOKENS), "tokens (the largest public context window)") for c in ("input_tokens", "output_tokens")},
+                  # sequences in flight and requests per second: 2^20, the most sequences replay lets an iteration hold
+                  **{c: (float(1 << 20), "(requests in flight or per second)") for c in ("concurrency", "batch", "request_rate")}}
 
 
 class MeasurementError(ValueError):
