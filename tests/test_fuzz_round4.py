@@ -683,3 +683,22 @@ def test_a_key_in_a_variable_whose_name_says_nothing_is_never_printed_or_written
         assert f"Bearer {SECRET2}" in s.auth_seen  # the Weak key (in $MYLLM) did reach the server
     assert "Traceback" not in out, out
     assert not leaks(out, folder=tmp_path), leaks(out, folder=tmp_path)
+
+
+@pytest.mark.parametrize("rate", ["1e-320", "5e-324", "1e-10"])
+def test_bench_serve_refuses_a_rate_with_no_finite_schedule_before_any_request(tmp_path, rate):
+    """As replay's: 1e-320 requests/s drew send times of inf, which no thread can wait for."""
+    with StreamServer() as s:
+        code, out = invoke(bench(s.url, tmp_path, "--request-rate", rate))
+        sent = len(s.auth_seen)
+    assert code == 2 and "--request-rate" in error_line(out) and sent == 0, out
+
+
+def test_bench_serve_refuses_prompts_it_could_not_build_in_bounded_memory(tmp_path):
+    """Bounded work for bounded input: each flag is within its bound, their product (10^6 prompts of 10^7 words) is
+    not; refused at once, before any prompt is built or any request sent."""
+    with StreamServer() as s:
+        t0 = time.monotonic()
+        code, out = invoke(bench(s.url, tmp_path, "--num-prompts", "1000000", "--input-len", "10485760"), bound_s=30)
+        took, sent = time.monotonic() - t0, len(s.auth_seen)
+    assert code == 2 and "prompt words" in error_line(out) and sent == 0 and took < 30, out

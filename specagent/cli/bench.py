@@ -23,7 +23,7 @@ from specagent.common.errors import InputError, read_text
 from specagent.common.paths import check_outputs, starts_with
 from specagent.common.redact import Redactor
 from specagent.common.signals import exit_code, sigterm_as_interrupt
-from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, csv_rows, dataset_requests,
+from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, arrival_times, csv_rows, dataset_requests,
                                        format_summary, notes, random_requests, run_level, server_facts)
 from specagent.endpoints.client import Endpoint, EndpointError, same_model
 from specagent.endpoints.transport import Transport
@@ -96,7 +96,19 @@ def _write_csv(path: Path, rows: list[dict], append: bool) -> int:
         taken.add(rid)
         w.writerow({**r, "row_id": rid})
     text = (old if old.endswith("\n") or not old else old + "\n") + buf.getvalue()
-    atomic.atomic_write(path, atomic.text_writer(text))
+
+    temp: list[Path] = []
+
+    def write(t: Path) -> None:  # the rows checked as `latency fit` will read them before the file is replaced
+        temp.append(t)
+        atomic.text_writer(text)(t)
+        load_serving(t)
+
+    try:
+        atomic.atomic_write(path, write)
+    except MeasurementError as exc:  # a measured row no fit may read (a figure past its guard): kept out, said
+        fail(f"--csv {path}: a measured row is not one `latency fit` can read "
+             f"({str(exc).replace(str(temp[-1]), str(path)) if temp else exc}); the file was left as it was")
     return len(load_serving(path))
 
 
@@ -195,6 +207,10 @@ def serve(
         _check_csv_target(csv_out)
     reqs = (dataset_requests(dataset, num_prompts, seed) if dataset is not None
             else random_requests(num_prompts, input_len, output_len, seed, range_ratio))
+    try:  # the send times, bounded before any request (1e-320 requests/s gave times of inf)
+        arrival_times(len(reqs), rate, burstiness, seed)
+    except InputError as exc:
+        fail(str(exc))
     http = Transport(min(timeout, 10.0), 1)
     try:
         told = server_facts(http, ep, red)

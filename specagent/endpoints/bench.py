@@ -54,6 +54,7 @@ from specagent.common.signals import interrupted_by
 from specagent.endpoints.client import Endpoint, EndpointError, _refused, _short
 from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport, lines
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
+from specagent.traces.vocabulary import MAX_ARRIVAL_S
 
 #: Words of one token each in the common BPE vocabularies (GPT-2, Llama, Qwen: a space + a short English word),
 #: so a random prompt of N words is close to N tokens; the server's usage.prompt_tokens is what gets recorded.
@@ -109,10 +110,25 @@ class RequestResult:
 
 
 # ------------------------------------------------------------------------- workload
+#: Most prompt words one run builds (every prompt is built before the first request, so this bounds its memory: about
+#: 1.3 GB of text). Each flag is bounded on its own (--num-prompts 10^6, --input-len 10,485,760); their product was not,
+#: and 10^6 prompts of 10^7 words would be built word by word for hours.
+MAX_PROMPT_WORDS = 1 << 28
+
+
+def check_prompt_words(words: int, what: str) -> None:
+    """Refuse, before any prompt is built, a run whose prompts hold more than MAX_PROMPT_WORDS words."""
+    if words > MAX_PROMPT_WORDS:
+        raise InputError(f"{what} add up to {words:,} prompt words, past the {MAX_PROMPT_WORDS:,} one run builds before its "
+                         "first request (about 1.3 GB); fewer or shorter prompts per run (run it in parts)", "input_len")
+
+
 def random_requests(n: int, input_len: int, output_len: int, seed: int, range_ratio: float = 0.0) -> list[BenchRequest]:
     """`n` prompts of about `input_len` tokens asking for `output_len`; with range_ratio r, lengths uniform in [len(1-r), len(1+r)]."""
     if not 0.0 <= range_ratio < 1.0:
         raise InputError(f"--range-ratio: expected 0 <= r < 1, got {range_ratio}", "range_ratio")
+    check_prompt_words(math.ceil(n * input_len * (1 + range_ratio)), f"--num-prompts {n:,} x --input-len {input_len:,}"
+                       + (f" x (1 + --range-ratio {range_ratio:g})" if range_ratio else ""))
     rng = random.Random(f"bench:{seed}")
     out = []
     for i in range(n):
@@ -136,7 +152,7 @@ def dataset_requests(path: Path, n: int | None, seed: int) -> list[BenchRequest]
         raise InputError(f"{path}: line 1: expected columns input_tokens,output_tokens (one request per line), got "
                          f"{', '.join(sorted(cols)) or 'none'}", "dataset")
     rng = random.Random(f"bench:{seed}")
-    out: list[BenchRequest] = []
+    lengths: list[tuple[int, int]] = []
     for line, row in enumerate(reader, start=2):
         vals = []
         for c in ("input_tokens", "output_tokens"):
@@ -151,12 +167,13 @@ def dataset_requests(path: Path, n: int | None, seed: int) -> list[BenchRequest]
                                  "public context window, Llama 4 Scout's; --input-len and --output-len have the same bound)",
                                  "dataset")
             vals.append(int(v))
-        out.append(BenchRequest(len(out), _prompt(rng, vals[0]), vals[0], vals[1]))
-        if n is not None and len(out) >= n:
+        lengths.append((vals[0], vals[1]))
+        if n is not None and len(lengths) >= n:
             break
-    if not out:
+    if not lengths:
         raise InputError(f"{path}: no request (expected one input_tokens,output_tokens line per request)", "dataset")
-    return out
+    check_prompt_words(sum(i for i, _ in lengths), f"{path}: the first {len(lengths):,} lines' input_tokens")
+    return [BenchRequest(k, _prompt(rng, i), i, o) for k, (i, o) in enumerate(lengths)]
 
 
 def arrival_times(n: int, request_rate: float, burstiness: float, seed: int) -> list[float]:
@@ -169,9 +186,19 @@ def arrival_times(n: int, request_rate: float, burstiness: float, seed: int) -> 
         return [0.0] * n
     if not (request_rate > 0 and burstiness > 0):
         raise InputError(f"--request-rate and --burstiness must be > 0, got {request_rate}, {burstiness}", "request_rate")
+    # bounded where it enters, as replay's rates are (simulator/replay.resample_arrivals): 1e-320 requests/s drew
+    # arrival times of inf, which a thread cannot wait for
+    if not 1.0 / request_rate <= MAX_ARRIVAL_S:
+        raise InputError(f"--request-rate {request_rate:g}: one request every {1.0 / request_rate:g} s on average, past "
+                         f"{MAX_ARRIVAL_S:g} s (about 31.7 years); expected at least {1.0 / MAX_ARRIVAL_S:g} requests/s",
+                         "request_rate")
     gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (request_rate * burstiness), size=n)
     gaps[0] = 0.0
-    return [float(x) for x in np.cumsum(gaps)]
+    out = [float(x) for x in np.cumsum(gaps)]
+    if n and not out[-1] <= MAX_ARRIVAL_S:
+        raise InputError(f"--request-rate {request_rate:g}: the {n:,} requests would be sent over {out[-1]:g} s, past "
+                         f"{MAX_ARRIVAL_S:g} s; give a higher rate", "request_rate")
+    return out
 
 
 # ------------------------------------------------------------------------- one streamed request
