@@ -214,8 +214,8 @@ def _check_row(vals: dict[str, Any], where: str) -> None:
             raise MeasurementError(f"{where}: field '{c}' must be an integer >= 1 (or empty)")
     for c, (hi, unit) in _FIGURE_BOUNDS.items():
         v = vals[c]
-        if v is not None and v <= 0:
-            raise MeasurementError(f"{where}: field '{c}' is 0: a measured latency, throughput, length or load is > 0 "
+        if v is not None and c in LATENCY_FIGURES and v <= 0:  # a length of 0 is the fit's to skip, with its reason
+            raise MeasurementError(f"{where}: field '{c}' is 0: a latency or throughput that was measured is > 0 "
                                    "(leave the field empty where the source gives none)")
         if v is not None and v > hi:
             raise MeasurementError(f"{where}: field '{c}' is {v:g}, past {hi:,.0f} {unit}: a unit or typing error, not a "
