@@ -11,8 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def input_file_problem(path: str | os.PathLike) -> str | None:
@@ -70,13 +72,84 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_not_an_input(output: str | os.PathLike | None, inputs: Iterable[str | os.PathLike], flag: str,
-                       error: type[Exception]) -> None:
-    """Refuse an output path that is one of the inputs: writing it would replace the evidence it was computed from
-    (`acceptance fit -o LOG LOG` replaced a measured verdict log with the fitted table)."""
-    if output is None:
-        return
-    for p in inputs:
-        if same_file(output, p):
-            raise error(f"{flag} {output}: it is one of the inputs ({p}); writing it would replace what was read. "
-                        f"Name another file")
+#: How a command recognises a file it wrote itself in an earlier run (so a rerun may replace it): a test on the
+#: first bytes of the file, and what those bytes are, for the message.
+@dataclass(frozen=True)
+class Kind:
+    """What an output option writes, and how to tell an earlier output of that option from anything else."""
+
+    what: str  # "Parquet", "a serving-engine profile TOML written by `specagent latency fit`", ...
+    mine: Callable[[bytes], bool]  # given the file's first HEAD_BYTES bytes
+
+
+HEAD_BYTES = 4096
+
+
+def starts_with(*prefixes: bytes, what: str) -> Kind:
+    """A kind recognised by its first bytes (after a UTF-8 byte-order mark and leading white space)."""
+    low = tuple(p.lower() for p in prefixes)
+    return Kind(what, lambda head: head.removeprefix(b"\xef\xbb\xbf").lstrip().lower().startswith(low))
+
+
+PARQUET = Kind("Apache Parquet", lambda head: head[:4] == b"PAR1")
+HTML = starts_with(b"<!doctype html", b"<html", what="an HTML page")
+JSON_DOC = starts_with(b"{", what="a JSON document")
+
+
+def _head(p: Path) -> bytes | None:
+    """The first bytes of a regular, non-empty file; None for anything else (nothing there, a device, an empty file)."""
+    try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
+        with open(p, "rb") as f:
+            return f.read(HEAD_BYTES)
+    except OSError:
+        return None
+
+
+Outputs = "Mapping[str, str | os.PathLike | None] | Iterable[tuple]"
+
+
+def _pairs(items: Any) -> list[tuple]:
+    return list(items.items()) if isinstance(items, Mapping) else [tuple(x) for x in items]
+
+
+def check_outputs(outputs: Outputs, inputs: "Mapping[str, Any] | Iterable[tuple]", error: type[Exception], *,
+                  kinds: Mapping[str, Kind] | None = None) -> None:
+    """The one output guard, called once at a command's boundary before any work: refuse (``error(message)``, one line)
+
+    * an output that is one of the inputs (through links, ``..`` and case-folding file systems): writing it would
+      replace what was read (`replay t.csv -o t.csv` replaced the trace with Parquet);
+    * two outputs that name one file: the second would replace the first (`bench serve --csv m.csv --requests-out
+      m.csv` turned the earlier serving-latency rows into JSONL);
+    * an output that exists, is not empty, and is not what that option writes (its `Kind`, recognised by its first
+      bytes): a file this command did not create, which a rerun would silently replace. An earlier output of the same
+      option (a rerun) is replaced as before; devices (/dev/null) and empty files are written as ever.
+
+    ``outputs``: each output flag as the user typed it (``-o``, ``--requests-out``) with its path (None: not given),
+    as a mapping or as (flag, path) or (flag, path, kind) tuples (a folder output is given as the files the command
+    writes in it, each with its own kind). ``inputs``: each input flag or argument name (``TRACE``, ``--dataset``) with
+    a path or a list of paths (None: not given). ``kinds``: the kind of each output flag given as a mapping."""
+    given_in = [(flag, Path(p)) for flag, v in _pairs(inputs) if v is not None
+                for p in ([v] if isinstance(v, (str, os.PathLike)) else v) if p is not None and str(p)]
+    seen: list[tuple[str, Path]] = []
+    for item in _pairs(outputs):
+        flag, v = item[0], item[1]
+        if v is None:
+            continue
+        kind = item[2] if len(item) > 2 else (kinds or {}).get(flag)
+        out = Path(v)
+        for in_flag, p in given_in:
+            if same_file(out, p):
+                raise error(f"{flag} {out}: it is one of the inputs ({in_flag} {p}); writing it would replace what was "
+                            "read. Name another file")
+        for other, q in seen:
+            if same_file(out, q):
+                raise error(f"{flag} {out}: it is also {other} {q}: two outputs cannot share one file (the second would "
+                            "replace the first). Name another file")
+        seen.append((flag, out))
+        head = _head(out) if kind is not None else None
+        if kind is not None and head is not None and not kind.mine(head):
+            raise error(f"{flag} {out}: the file exists and is not {kind.what} (what {flag} writes), so this command did not "
+                        "write it; it would be replaced. Name another file, or remove it first if it is meant to go")

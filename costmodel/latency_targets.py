@@ -225,8 +225,15 @@ def mean_lengths(row: ServingRow) -> tuple[float, float]:
     return i, o
 
 
+#: The statistics a row's figures are fitted as: a mean (or not stated), and a median where a TPOT is one.
+FITTED_STATISTICS = ("", "mean", "median")
+
+
 def _row_targets(row: ServingRow, engines: dict[str, EngineProfile], profiles: dict[str, HardwareProfile | None],
                  catalog: EngineCatalog) -> list[Target]:
+    if row.statistic.strip().lower() not in FITTED_STATISTICS:  # a p99 fitted as a mean moved the coefficients
+        raise Skip(f"statistic {row.statistic!r}: the fit reads means (and a median TPOT), not a percentile or other "
+                   "statistic")
     if QUEUED_TAG in row.notes:
         raise Skip(f"{QUEUED_TAG}: requests waited behind an admission limit the source does not state, so the running batch "
                    "(on which TPOT and TTFT both depend) is unknown")

@@ -115,13 +115,16 @@ PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8", "int
 #: a factor of ~100 beyond any accelerator shipped or announced (an RTX 5090's 32 GB to an MI355X's 288 GB;
 #: 0.05 TB/s for a CPU's DRAM to 8 TB/s for a B200), not physical limits; the advice for a deployment that does
 #: not fit is capped at MAX_GPUS whatever the capacity (costmodel.deployment).
+#: The typo guard on a price, in a profile and in every `--price` flag alike: a dollar figure past it (1e308 made
+#: replay's cost per request infinite) is a slip of the keyboard, not a rental.
+MAX_USD_PER_GPU_HOUR = 10_000.0
 _RANGES: dict[tuple[str, str], tuple[float, float, str]] = {
     ("memory", "capacity_gb"): (1e-6, 100_000.0, "GB"),  # from a kilobyte: calibration's fake devices are that small
     ("memory", "bandwidth_tb_s"): (0.001, 1_000.0, "TB/s"),
     ("interconnect", "bandwidth_gb_s"): (0.01, 1_000_000.0, "GB/s"),
     ("interconnect", "unidirectional_gb_s"): (0.01, 1_000_000.0, "GB/s"),
     ("efficiency", "pass_overhead_us"): (0.0, 1_000_000.0, "us"),
-    ("price", "usd_per_gpu_hour"): (0.0, 10_000.0, "USD per GPU-hour"),
+    ("price", "usd_per_gpu_hour"): (0.0, MAX_USD_PER_GPU_HOUR, "USD per GPU-hour"),
     # from a megaFLOP/s: a calibration measures what its device runs, and a CPU emulating fp8 GEMMs (torch._scaled_mm,
     # 256-cubed, this project's 2-core test machine) measured 5.7e-5 TFLOP/s
     ("peak_tflops", "*"): (1e-6, 1_000_000.0, "TFLOP/s"),

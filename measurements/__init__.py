@@ -36,6 +36,19 @@ _INTS = ("gpus", "tp", "ep", "dp")
 _FLOATS = ("concurrency", "batch", "input_tokens", "output_tokens", "tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms",
            "output_throughput_tok_s", "total_throughput_tok_s", "request_rate")
 LATENCY_FIGURES = ("tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms", "output_throughput_tok_s", "total_throughput_tok_s")
+#: Typo guards on a row's figures (a row past one is refused naming its line; the fit never reads it): a latency of more
+#: than one week (as traces' longest recorded wait) is a unit or clock error, and a throughput past 10^8 tokens/s,
+#: about 4,000 times the largest figure in the shipped rows (25,447 tok/s), is a slip, not a server (bench serve once
+#: wrote 2.4e9 tok/s from a usage count no server gives). Token counts share the traces' bound (Llama 4 Scout's
+#: 10,485,760-token window, `traces.vocabulary.MAX_CONTEXT_TOKENS`; this module sits below traces, so it is repeated).
+MAX_LATENCY_MS = 604_800_000.0
+MAX_THROUGHPUT_TOK_S = 1e8
+MAX_ROW_TOKENS = 10_485_760
+_FIGURE_BOUNDS = {**{c: (MAX_LATENCY_MS, "ms (one week)") for c in ("tpot_ms", "itl_ms", "ttft_ms", "e2e_latency_ms")},
+                  **{c: (MAX_THROUGHPUT_TOK_S, "tokens/s") for c in ("output_throughput_tok_s", "total_throughput_tok_s")},
+                  **{c: (float(MAX_ROW_TOKENS), "tokens (the largest public context window)") for c in ("input_tokens", "output_tokens")},
+                  # sequences in flight and requests per second: 2^20, the most sequences replay lets an iteration hold
+                  **{c: (float(1 << 20), "(requests in flight or per second)") for c in ("concurrency", "batch", "request_rate")}}
 
 
 class MeasurementError(ValueError):
@@ -183,10 +196,34 @@ def load_serving(path: str | Path | None = None) -> list[ServingRow]:
                 vals[f.name] = text.strip()
         if vals["gpus"] is None or vals["gpus"] < 1:
             raise MeasurementError(f"{where}: field 'gpus' must be an integer >= 1")
+        _check_row(vals, where)
         if all(vals[c] is None for c in LATENCY_FIGURES):
             raise MeasurementError(f"{where}: no latency or throughput figure (one of {', '.join(LATENCY_FIGURES)})")
         out.append(ServingRow(**vals, line=line))
     return out
+
+
+def _check_row(vals: dict[str, Any], where: str) -> None:
+    """A row's figures against each other and their typo guards: what no server produced is refused, naming the line
+    (`latency fit` fitted a TPOT of 1e300 ms and rows of TP 8 on one GPU, as bench serve wrote them)."""
+    for c in ("tp", "ep"):
+        if vals[c] is not None and vals[c] > vals["gpus"]:
+            raise MeasurementError(f"{where}: field '{c}' is {vals[c]}, more than the {vals['gpus']} GPU(s) of one replica "
+                                   f"(field 'gpus'): {c.upper()} splits a replica over its own GPUs")
+        if vals[c] is not None and vals[c] < 1:
+            raise MeasurementError(f"{where}: field '{c}' must be an integer >= 1 (or empty)")
+    for c, (hi, unit) in _FIGURE_BOUNDS.items():
+        v = vals[c]
+        if v is not None and c in LATENCY_FIGURES and v <= 0:  # a length of 0 is the fit's to skip, with its reason
+            raise MeasurementError(f"{where}: field '{c}' is 0: a latency or throughput that was measured is > 0 "
+                                   "(leave the field empty where the source gives none)")
+        if v is not None and v > hi:
+            raise MeasurementError(f"{where}: field '{c}' is {v:g}, past {hi:,.0f} {unit}: a unit or typing error, not a "
+                                   "measurement")
+    if vals["ttft_ms"] is not None and vals["e2e_latency_ms"] is not None and vals["ttft_ms"] > vals["e2e_latency_ms"]:
+        raise MeasurementError(f"{where}: field 'ttft_ms' ({vals['ttft_ms']:g}) is more than 'e2e_latency_ms' "
+                               f"({vals['e2e_latency_ms']:g}): a request's first token cannot come after its last (for a "
+                               "mean, a median or any percentile alike)")
 
 
 def load_collectives(path: str | Path | None = None) -> list[CollectiveRow]:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specagent.hardware.profile import HardwareProfile, HardwareProfileError, load_hardware
+from specagent.hardware.profile import MAX_USD_PER_GPU_HOUR, HardwareProfile, HardwareProfileError, load_hardware
 
 _UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
 _RATE = r"\s*([0-9.]+(?:e-?\d+)?)\s*(?:/\s*(s|sec|min|h|hour))?\s*"
@@ -75,6 +75,9 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
             raise ValueError(f"price '{it}': '{v}' is not a number of USD per GPU-hour") from exc
         if not 0 <= out[key] < math.inf:
             raise ValueError(f"price '{it}' must be a finite number >= 0 of USD per GPU-hour")
+        if out[key] > MAX_USD_PER_GPU_HOUR:  # the profiles' own typo guard: 1e308 made a replay's cost infinite
+            raise ValueError(f"price '{it}': {out[key]:g} USD per GPU-hour is past the {MAX_USD_PER_GPU_HOUR:,.0f} a GPU "
+                             "profile may state (a typo guard, not a market limit)")
         if not _PRICE.fullmatch(v):
             raise ValueError(f"price '{it}': write '{v.strip()}' in ASCII digits (e.g. 12 or 1.5e3): other digits and "
                              "underscores are refused, not guessed")

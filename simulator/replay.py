@@ -28,6 +28,7 @@ from specagent.simulator.capacity.fleet_build import build_fleet, check_requests
 from specagent.simulator.fleet.config import Scheduler
 from specagent.simulator.fleet.sim import _CALL_DTYPE
 from specagent.traces.requests import RequestTrace
+from specagent.traces.vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S
 
 #: Per-request result columns (what the Parquet output holds), each with its unit.
 COLUMNS = ("request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "queue_s", "replica")
@@ -147,9 +148,19 @@ def resample_arrivals(n: int, rate: float, burstiness: float = 1.0, seed: int = 
         raise ValueError(f"--request-rate must be a finite rate > 0 requests/s, got {rate}")
     if not (burstiness > 0 and math.isfinite(burstiness)):
         raise ValueError(f"--burstiness must be > 0, got {burstiness}")
+    # bounded where it enters: a mean gap past the trace clock's span (1e-320 requests/s gave gaps of inf, then
+    # arrivals inf - inf = NaN and a mean E2E of -6e33 s) is refused, as is a draw that spans more than it
+    if not 1.0 / rate <= MAX_ARRIVAL_S or not rate * burstiness > 0 or not math.isfinite(1.0 / (rate * burstiness)):
+        raise ValueError(f"--request-rate {rate:g}: one request every {1.0 / rate:g} s on average, past the "
+                         f"{MAX_ARRIVAL_S:g} s ({LIMIT_REASONS[MAX_ARRIVAL_S]}); expected a rate of at least "
+                         f"{1.0 / MAX_ARRIVAL_S:g} requests/s")
     gaps = np.random.default_rng([int(seed), 4099, 3]).gamma(burstiness, 1.0 / (rate * burstiness), n)
     out = np.cumsum(gaps)
-    return out - out[0] if n else out
+    out = out - out[0] if n else out
+    if n and not out[-1] <= MAX_ARRIVAL_S:
+        raise ValueError(f"--request-rate {rate:g} (burstiness {burstiness:g}): the {n:,} requests would arrive over "
+                         f"{out[-1]:g} s, past the {MAX_ARRIVAL_S:g} s ({LIMIT_REASONS[MAX_ARRIVAL_S]}); give a higher rate")
+    return out
 
 
 def concurrency_starts(arrival_s: np.ndarray, e2e_s: np.ndarray, limit: int) -> np.ndarray:

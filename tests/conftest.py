@@ -40,6 +40,7 @@ SLOW_FILES = {
     "test_calibration.py": "acceptance calibrate's candidate sweeps",
     "test_fuzz_endpoints.py": "fuzz suite (scripted hostile servers)", "test_fuzz_fit.py": "fuzz suite",
     "test_fuzz_replay.py": "fuzz suite", "test_fuzz_bench.py": "fuzz suite (hostile streaming servers)",
+    "test_fuzz_round4.py": "fuzz suite (round four: hostile servers, inputs and outputs, a real SIGTERM)",
     "test_fuzz_tables_predict.py": "fuzz suite (predict runs and an HTML report)",
     "test_real_server.py": "a real transformers server",
     "test_endpoint_defects.py": "scripted servers, end to end", "test_bench.py": "load runs against a scripted server",

@@ -308,3 +308,110 @@ class RawServer:
                 conn.close()
             except OSError:
                 pass
+
+
+#: `StreamServer`'s scripted misbehaviours (the round-four findings' bench-serve cases): the server's texts that echo
+#: the Authorization header (model_echo, models_echo, version_echo, malformed_echo), error events and a cut stream
+#: (error_mid, error_typed, cut_clean), usage that contradicts the request or the stream (usage_high, usage_zero,
+#: usage_one, prompt_zero, prompt_huge, million_chunks). None: an honest vLLM-like stream.
+STREAM_MODES = ("model_echo", "models_echo", "version_echo", "malformed_echo", "error_mid", "error_typed", "cut_clean",
+                "usage_high", "usage_zero", "usage_one", "prompt_zero", "prompt_huge", "million_chunks")
+
+
+class StreamServer:
+    """A close-delimited streaming chat server on 127.0.0.1 (an ephemeral port) for `bench serve`: /v1/models lists 'm'
+    (owned_by vllm), /version says 0.9.9, and every POST streams `max_tokens` one-word content events, the last with
+    finish_reason 'length', then the usage event and [DONE] — unless `mode` scripts one misbehaviour."""
+
+    def __init__(self, mode: str | None = None):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        assert mode is None or mode in STREAM_MODES, mode
+        self.mode = mode
+        self.auth_seen: list[str] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # every answer ends with the connection: a close-delimited stream
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server._get(self)
+
+            def do_POST(self) -> None:
+                server._post(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> "StreamServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _json(self, h, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _get(self, h) -> None:
+        auth = h.headers.get("Authorization") or ""
+        if h.path.rstrip("/").endswith("/v1/models"):
+            mid = f"served-for-{auth}" if self.mode == "models_echo" else "m"
+            return self._json(h, {"object": "list", "data": [{"id": mid, "object": "model", "owned_by": "vllm"}]})
+        if h.path.rstrip("/").endswith("/version"):
+            return self._json(h, {"version": f"0.9.9 ({auth})" if self.mode == "version_echo" else "0.9.9"})
+        h.send_error(404)
+
+    def _post(self, h) -> None:
+        body = json.loads(h.rfile.read(int(h.headers.get("Content-Length") or 0)))
+        auth = h.headers.get("Authorization") or ""
+        with self.lock:
+            self.auth_seen.append(auth)
+        cap = int(body.get("max_tokens") or 4)
+        words = len((body["messages"][-1].get("content") or "").split())
+        mode = self.mode
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        model = f"m-{auth}" if mode == "model_echo" else body.get("model")
+
+        def event(content: str | None, finish: str | None = None, **extra: Any) -> bytes:
+            choices = [] if content is None else [{"index": 0, "delta": {"content": content}, "finish_reason": finish}]
+            return f"data: {json.dumps({'id': 'x', 'object': 'chat.completion.chunk', 'model': model, 'choices': choices, **extra})}\n\n".encode()
+
+        usage = {"prompt_tokens": words + 1, "completion_tokens": cap}
+        try:
+            if mode == "malformed_echo":  # a non-JSON event: 60 bytes of padding, then the key
+                h.wfile.write(event("word ") + f"data: {'p' * 60}{auth.removeprefix('Bearer ')}\n\n".encode())
+                return
+            if mode in ("error_mid", "error_typed", "cut_clean"):
+                h.wfile.write(event("word ") + event("word "))
+                err = {"error": {"object": "error", "message": "CUDA out of memory. Tried to allocate 2.00 GiB", "type":
+                                 "InternalServerError", "param": None, "code": 500}}
+                if mode == "error_mid":
+                    h.wfile.write(f"data: {json.dumps(err)}\n\ndata: [DONE]\n\n".encode())
+                elif mode == "error_typed":
+                    h.wfile.write(f"event: error\ndata: {json.dumps(err)}\n\n".encode())
+                return  # cut_clean: the connection closes after two whole events
+            n = 1_000_000 if mode == "million_chunks" else cap
+            usage = {"usage_high": {**usage, "completion_tokens": 10_000_000}, "usage_zero": {**usage, "completion_tokens": 0},
+                     "usage_one": {**usage, "completion_tokens": 1}, "prompt_zero": {**usage, "prompt_tokens": 0},
+                     "prompt_huge": {**usage, "prompt_tokens": 10_000_000},
+                     "million_chunks": {**usage, "completion_tokens": n}}.get(mode or "", usage)
+            for i in range(n):
+                h.wfile.write(event("word ", "length" if i == n - 1 else None))
+            h.wfile.write(event(None, usage=usage) + b"data: [DONE]\n\n")
+        except OSError:
+            return  # the client stopped reading: what it should do

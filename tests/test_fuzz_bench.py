@@ -47,9 +47,10 @@ def run_cli(argv: list[str], env: dict[str, str] | None = None, bound_s: float =
 @pytest.mark.parametrize("mode", ["sse_drip", "sse_endless", "drip_headers", "drip_body", "hang"])
 def test_a_stream_that_never_ends_is_a_deadline_not_a_hang(tmp_path, mode):
     """A server that drips events (slowloris on SSE), streams forever, drips its headers or never answers: each request
-    fails at --timeout (1 s) as a counted failure; the run ends with exit 3 (nothing completed)."""
+    fails at --timeout (1 s) as a counted failure; the run ends with exit 3 (nothing completed). (--output-len 10^6:
+    with 4, the fifth content chunk already fails the request, as more chunks than max_tokens.)"""
     with HostileServer(on("weak", mode), drip_s=0.05) as s:
-        code, out = run_cli(args(s.url, "--timeout", "1", "--requests-out", str(tmp_path / "r.jsonl")))
+        code, out = run_cli(args(s.url, "--timeout", "1", "--requests-out", str(tmp_path / "r.jsonl"), "--output-len", "1000000"))
     assert code == 3 and "Traceback" not in out and "no request completed" in out, out
     errors = [json.loads(x)["error"] for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert len(errors) == 2 and all(e.startswith(("no whole answer within 1 s", "the stream broke")) for e in errors), errors

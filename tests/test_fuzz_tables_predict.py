@@ -148,11 +148,13 @@ def test_a_bad_predict_flag_is_one_line_naming_it_and_nothing_is_written(tmp_pat
     assert not (tmp_path / "o").exists()
 
 
-def test_a_price_of_1e308_gives_the_output_guards_defect_report_and_writes_nothing(tmp_path):
-    """pr-price-1e308: finite, so it passes --price, but GPU-seconds times it overflow: the guard stops the run."""
+def test_a_price_of_1e308_is_refused_at_the_flag_and_writes_nothing(tmp_path):
+    """pr-price-1e308: finite, but GPU-seconds times it overflow. It reached the output guard's defect report; since
+    issue #52 every --price is held to the profiles' own guard ($10,000/GPU-hour), so it is refused at the flag, as
+    replay and plan refuse it (they printed Infinity and '$inf/task')."""
     line = one_line_error(["-o", str(tmp_path / "o"), *FAST, "--price", "h20=1e308"])
-    assert line.startswith("error: defect: predict's ") and "gpu_usd_per_task = inf (not a finite number)" in line, line
-    assert "nothing was printed or written" in line and not (tmp_path / "o").exists()
+    assert line.startswith("error: --price: ") and "past the 10,000 a GPU profile may state" in line, line
+    assert not (tmp_path / "o").exists()
 
 
 def _csv(text: str) -> pd.DataFrame:

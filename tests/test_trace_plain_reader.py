@@ -108,13 +108,18 @@ def test_seconds_of_up_to_15_digits_parse_bit_for_bit_as_pandas_does(tmp_path, m
         text = "".join(str(d) for d in rng.integers(0, 10, digits))
         point = int(rng.integers(0, digits))  # 0: a whole number
         spelled.append(text if point == 0 else f"{text[:point]}.{text[point:]}")
-    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{s},1,1" for s in sorted(spelled, key=float)]
+    ordered = sorted(spelled, key=float)
+    want = pd.to_numeric(pd.Series(ordered)).to_numpy(dtype=np.float64)
+    assert rq._plain_seconds([x.encode() for x in ordered]).tobytes() == (want - want[0]).tobytes()
+    # as a file: the times a trace may hold (RequestTrace refuses arrivals past MAX_ARRIVAL_S, 1e9 s after the first)
+    kept = [x for x in ordered if float(x) <= 1e9]
+    lines = ["arrival_s,prompt_tokens,output_tokens"] + [f"{s},1,1" for s in kept]
     path = tmp_path / "t.csv"
     path.write_text("\n".join(lines) + "\n")
     plain = rq._read_plain(str(path))
-    assert plain is not None
+    assert plain is not None and len(plain) > 2000
     _same(plain, _pandas_read(path, monkeypatch))
-    want = pd.to_numeric(pd.Series(sorted(spelled, key=float))).to_numpy(dtype=np.float64)
+    want = pd.to_numeric(pd.Series(kept)).to_numpy(dtype=np.float64)
     assert plain.arrival_s.tobytes() == (want - want[0]).tobytes()
 
 

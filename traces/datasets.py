@@ -274,13 +274,14 @@ def _result(doc: dict, path: str) -> RequestTrace:
         t = np.asarray(times, dtype=np.float64)
         order = np.argsort(t, kind="stable")
         note = "arrival times: the result's start_times, seconds from the first request sent"
-        if (np.diff(t) < 0).any():
+        if (t[1:] < t[:-1]).any():
             note += "; out of order (concurrent sends): requests sorted by their send time"
             rec.prompt = [rec.prompt[k] for k in order]
             rec.output = [rec.output[k] for k in order]
             rec.names = [rec.names[k] for k in order]
             t = t[order]
-        arrivals = t - t[0]
+        with np.errstate(over="ignore"):  # -1e308 to 1e308 is inf: RequestTrace refuses it, naming the request
+            arrivals = t - t[0]
         if doc.get("max_concurrency") is not None:
             note += f" (sent under --max-concurrency {doc['max_concurrency']}: send times after the wait for a slot)"
     elif isinstance(doc.get("request_rate"), (int, float, str)) and not isinstance(doc["request_rate"], bool):

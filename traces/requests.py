@@ -27,7 +27,7 @@ from specagent.common.lazy_import import lazy_module
 from specagent.common.paths import input_file_problem
 
 from .errors import TraceFormatError
-from .vocabulary import LIMIT_REASONS, MAX_CONTEXT_TOKENS
+from .vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S, MAX_CONTEXT_TOKENS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,6 +67,13 @@ class RequestTrace:
             raise ValueError("a request trace needs as many output lengths (and arrival times) as prompt lengths")
         if n == 0:
             raise ValueError(f"{self.source or 'request trace'}: no requests")
+        if self.arrival_s is not None:  # bounded where it enters: no inf, NaN or 1e300 s reaches the engine's clock
+            bad = np.flatnonzero(~((self.arrival_s >= 0) & (self.arrival_s <= MAX_ARRIVAL_S)))
+            if len(bad):
+                i = int(bad[0])
+                raise TraceFormatError(self.source or "request trace", self.location(i), "arrival_s",
+                                       f"a finite time in [0, {MAX_ARRIVAL_S:g}] s after the first request "
+                                       f"({LIMIT_REASONS[MAX_ARRIVAL_S]})", got=float(self.arrival_s[i]))
 
     def __len__(self) -> int:
         return len(self.prompt_tokens)
@@ -92,6 +99,11 @@ class RequestTrace:
 
 def _column(frame: pd.DataFrame, field: str, path: str, required: bool) -> str | None:
     lower = {c.strip().lower(): c for c in frame.columns}
+    hits = [lower[name] for name in COLUMNS[field] if name in lower]
+    if len(hits) > 1:  # two spellings of one field (prompt_tokens and input_tokens): which one the trace means is a guess
+        raise TraceFormatError(path, "header", field, "one column for it (its accepted names: "
+                               f"{', '.join(COLUMNS[field])})", found=f"{len(hits)} columns: {', '.join(map(str, hits))}; "
+                               "keep the one that holds it and rename or drop the others")
     for name in COLUMNS[field]:
         if name in lower:
             return lower[name]
@@ -158,12 +170,13 @@ def _arrivals(frame: pd.DataFrame, col: str, path: str) -> np.ndarray:
     if not np.isfinite(t).all():
         i = int(np.flatnonzero(~np.isfinite(t))[0])
         raise TraceFormatError(path, f"line {i + 2}", "arrival_s", "a finite number of seconds", got=raw.iloc[i])
-    back = np.flatnonzero(np.diff(t) < 0)
+    back = np.flatnonzero(t[1:] < t[:-1])
     if len(back):
         i = int(back[0]) + 1
         raise TraceFormatError(path, f"line {i + 2}", "arrival_s", f"times in arrival order (not before line {i + 1}'s "
                                f"{t[i - 1]:g})", got=raw.iloc[i])
-    return t - t[0]
+    with np.errstate(over="ignore"):  # -1e308 to 1e308 overflows to inf: RequestTrace refuses it, naming the line
+        return t - t[0]
 
 
 #: What the plain-numbers reader takes: whole token counts, and arrival seconds of at most 15 digits (one point
@@ -197,7 +210,7 @@ def _plain_seconds(values: list[bytes]) -> np.ndarray | None:
     if max(map(len, values)) > _MAX_SECONDS_DIGITS and any(len(v) - v.count(b".") > _MAX_SECONDS_DIGITS for v in values):
         return None
     t = np.array(list(map(float, values)), dtype=np.float64)
-    return None if (np.diff(t) < 0).any() else t - t[0]
+    return None if (t[1:] < t[:-1]).any() else t - t[0]
 
 
 def _read_plain(p: str) -> RequestTrace | None:
@@ -230,6 +243,8 @@ def _read_plain(p: str) -> RequestTrace | None:
     where = {}
     for field, names in COLUMNS.items():
         hit = [keys.index(n) for n in names if n in keys]
+        if len(hit) > 1:
+            return None  # two columns for one field: pandas' reader refuses it, naming both
         if hit:
             where[field] = hit[0]
     if "prompt_tokens" not in where or "output_tokens" not in where:

@@ -19,6 +19,11 @@ MAX_STEPS = 100_000
 #: Longest single recorded wait (one week); the shared τ²-Bench files' longest is 105 s.
 MAX_STEP_LATENCY_S = 604_800.0
 
+#: Latest arrival a request trace may hold, in seconds after its first request (about 31.7 years): past it a float64
+#: clock cannot hold a request's service time (its step at 1e9 s is 1.2e-7 s; at 1e300 s it is 1e284 s, so a request
+#: sent there finished the instant it was sent), so a later arrival is a unit or clock error, not a trace.
+MAX_ARRIVAL_S = 1e9
+
 #: Most trajectories one run generates: a guard against a typo (1e12 for 1e2), not a limit of the method. At the
 #: measured 25-30 k trajectories/s (README, benchmarks/simulate.py) 10^8 already takes about an hour; split larger runs.
 MAX_TRAJECTORIES = 100_000_000
@@ -28,6 +33,7 @@ LIMIT_REASONS: dict[float, str] = {
     MAX_CONTEXT_TOKENS: "the largest public context window, Llama 4 Scout's 10,485,760 tokens",
     MAX_STEPS: "500x tau2-bench's cap of 200 steps per simulation",
     MAX_STEP_LATENCY_S: "one week; a longer gap is a clock error, not a wait",
+    MAX_ARRIVAL_S: "about 31.7 years after the first request; a float64 clock cannot hold a request's service time much later",
 }
 
 class StepKind(str, enum.Enum):

@@ -653,6 +653,33 @@ def _goodness(theta: np.ndarray, segs: Sequence[Segment]) -> dict[str, dict]:
     return out
 
 
+#: Where an estimate sits at the end of its range, what that end is: the search's own cap (no finite estimate exists
+#: past it) or the natural edge of a probability (the logs hold no evidence against the edge). The nulls (decay 1,
+#: correlation 0, task_sd 0) are tested, not flagged.
+_EDGES = {"task_sd": ((MAX_FIT_SD, "the upper end of its search range: the logs push it further (tasks that all accept "
+                                   "or all reject); no finite estimate exists, so this is the range's end, not an estimate"),),
+          "correlation": ((1.0, "the edge of its range [0, 1]: every first step after a rejection in a task was rejected; "
+                                "the estimate is that edge, its interval one-sided"),),
+          "position_decay": ((1e-3, "the lower end of its search range: acceptance falls to nothing past a segment's first "
+                                    "position; the value is the range's end, not an estimate"),)}
+
+
+def at_edge(params: list[ParamFit], tol: float = 1e-6) -> dict[str, str]:
+    """The parameters whose estimate is at an end of its range, each with what that end means: a fit that ends there
+    says so instead of reporting the end as an estimate (task_sd 6.0 and correlation 1.0 were shown as estimates)."""
+    out: dict[str, str] = {}
+    for p in params:
+        ends = _EDGES.get(p.name, ())
+        if p.name.startswith("accept."):
+            ends = ((0.0, "the edge of its range [0, 1]: no drafted step of this kind was accepted; its interval is one-sided"),
+                    (1.0, "the edge of its range [0, 1]: every drafted step of this kind was accepted; its interval is "
+                          "one-sided"))
+        for end, why in ends:
+            if abs(p.estimate - end) <= tol * max(1.0, abs(end)):
+                out[p.name] = f"{p.name} = {p.estimate:.6g} is {why}"
+    return out
+
+
 def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitResult:
     """The MLE of every parameter the logs inform, with 95% intervals; the others stay at `base` and are listed."""
     base = base or AcceptanceModel()
@@ -787,6 +814,9 @@ def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitRes
         fields["thinking"] = any(data.thinking)
         if any(data.thinking) and not all(data.thinking):
             diagnostics["thinking_share"] = round(sum(data.thinking) / len(data.thinking), 4)
+    edges = at_edge(params)
+    if edges:
+        diagnostics["at_edge"] = edges
     goodness = _goodness(np.append(theta[:7], te.sd if te is not None else 0.0), data.segments)
     source = (f"fitted by `specagent acceptance fit` (maximum likelihood) from {'; '.join(data.logs)}; "
               f"parameters not in the logs keep their defaults: {', '.join(sorted(not_fitted)) or 'none'}")

@@ -124,7 +124,9 @@ class TaskEffectLikelihood:
         a = np.clip(theta[:5], _A_EPS, 1.0 - _A_EPS)
         decay, corr, sd = float(theta[5]), float(theta[6]), float(theta[7])
         logit_a = np.log(a / (1.0 - a))
-        m = decay ** b.pos * np.where(b.after, 1.0 - corr, 1.0)
+        # the optimiser may step a hair past correlation 1 (SLSQP's bounds are kept only at its iterates): 1 - corr < 0
+        # would make log(m) NaN, so m is held in [0, 1] as the model defines it
+        m = decay ** b.pos * np.where(b.after, min(max(1.0 - corr, 0.0), 1.0), 1.0)
         nodes, logw = self._nodes(b, mode, logit_a, m, sd)
         zc = nodes[b.cell_task]  # cells × nodes: each cell's task's nodes
         eta = logit_a[b.kind][:, None] + sd * zc

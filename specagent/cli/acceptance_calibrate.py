@@ -18,7 +18,7 @@ from rich.table import Table
 from specagent.cli.console import SafeConsole, fail
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
-from specagent.common.paths import check_not_an_input
+from specagent.common.paths import check_outputs
 from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
@@ -138,14 +138,14 @@ def calibrate(
         fail(f"--workers: expected a whole number in [0, {MAX_WORKERS:,}], got {workers}")
     if api_mode is not None and api_mode not in API_VERIFY_SENDS:
         fail(f"--api-verify-sends: expected one of {', '.join(API_VERIFY_SENDS)}, got {api_mode!r}")
-    inputs = [p for p in (figures, h20_scenario, edge_scenario) if p is not None]
-    for target, flag in ((out / "summary.json", "-o"), (acceptance_out, "--acceptance-out"), (edge_acceptance_out, "--edge-acceptance-out"),
-                         (points_out, "--points-out")):
+    outputs = [("-o", out / "summary.json"), ("-o", out / "candidates.csv"), ("--acceptance-out", acceptance_out),
+               ("--edge-acceptance-out", edge_acceptance_out), ("--points-out", points_out)]
+    try:  # an output over an input, or two outputs in one file (--acceptance-out and --edge-acceptance-out alike)
+        check_outputs(outputs, {"--figures": figures, "--h20-scenario": h20_scenario, "--edge-scenario": edge_scenario}, InputError)
+    except InputError as exc:
+        fail(str(exc))
+    for _flag, target in outputs:
         if target is not None:
-            try:
-                check_not_an_input(target, inputs, flag, InputError)
-            except InputError as exc:
-                fail(str(exc))
             atomic.check_writable(target)
     try:
         figs = load_protocol_figures(figures)

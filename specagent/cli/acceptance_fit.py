@@ -7,7 +7,6 @@ table (atomically) that `--acceptance FILE` and scenarios take (docs/acceptance-
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -15,12 +14,16 @@ import typer
 
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail, legend
+from specagent.cli.console import SafeConsole, fail, json_out, legend
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.common.paths import check_not_an_input
+from specagent.common.paths import check_outputs, starts_with
 from specagent.simulator.acceptance.fit import FitResult, acceptance_toml, fit_acceptance, read_logs
 from specagent.traces.errors import TraceFormatError
+
+
+#: What -o writes: the [acceptance] table with its header (a rerun may replace such a file, nothing else).
+ACCEPTANCE_TOML = starts_with(b"# The acceptance and verdict model fitted by", what="an [acceptance] table `acceptance fit` wrote")
 
 
 def fit(
@@ -31,7 +34,7 @@ def fit(
     """Fit the acceptance and verdict model to logs by maximum likelihood, with 95% intervals and tests."""
     names = ", ".join(map(str, logs))
     try:
-        check_not_an_input(output, logs, "-o", InputError)
+        check_outputs({"-o": output}, {"LOGS": logs}, InputError, kinds={"-o": ACCEPTANCE_TOML})
         data = read_logs(logs)
     except (TraceFormatError, InputError) as exc:
         fail(str(exc))
@@ -48,9 +51,10 @@ def fit(
         fail(f"{names}: {exc}")
     if output is not None:
         atomic.write_text(output, acceptance_toml(result))
-    if as_json:
-        typer.echo(json.dumps({"acceptance": result.model.describe(), "estimates": [p.row() for p in result.params],
-                               "written": str(output) if output else None}, indent=2, default=float))
+    if as_json:  # strict JSON through the output guard (common/guard.py), as every command's
+        typer.echo(json_out({"acceptance": result.model.describe(), "estimates": [p.row() for p in result.params],
+                             **({"at_edge": result.diagnostics["at_edge"]} if "at_edge" in result.diagnostics else {}),
+                             "written": str(output) if output else None}, indent=2, default=float))
         return
     _print(result)
     SafeConsole().print(f"wrote {output}" if output else "not written: give -o FILE to write the [acceptance] table",
@@ -78,6 +82,8 @@ def _print(r: FitResult) -> None:
         t.add_row(p.name, _num(p.estimate), f"[{_num(p.low)}, {_num(p.high)}]", f"{p.n:,}", _SHORT.get(p.how, p.how))
     t.caption = legend([(s, how) for how, s in _SHORT.items() if any(p.how == how for p in r.params)])
     c.print(t)
+    for why in r.diagnostics.get("at_edge", {}).values():  # an end of a range is not an estimate: said, every time
+        c.print(f"note: {why}", highlight=False, markup=False)
     if r.not_fitted:
         c.print("not fitted (the defaults stay): " + "; ".join(f"{k} ({why})" for k, why in r.not_fitted.items()),
                 highlight=False)

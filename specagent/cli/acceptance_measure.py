@@ -17,9 +17,12 @@ import typer
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, error_line, fail
+from specagent.cli.console import json_out as json_doc  # `json_out` is this command's --json flag
 from specagent.cli.progress import progress_bar
 from specagent.common.atomic import check_writable
 from specagent.common.errors import InputError
+from specagent.common.paths import check_outputs
+from specagent.common.redact import Redactor
 from specagent.endpoints.cache import ResponseCache
 from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, RetryPolicy
 from specagent.endpoints.transport import Cancelled
@@ -127,6 +130,12 @@ def measure(
             inferred.setdefault(task.domain, tl)
     tool_map = {d: given or tl for d, tl in inferred.items()}
     stems = dict(zip(tasks_by_file, unique_stems([Path(f) for f in tasks_by_file])))
+    try:  # no file this run writes in -o over a trace it reads or the --tools file
+        check_outputs([("-o", out / name) for name in (*(f"{s}.verdicts.jsonl" for s in stems.values()), "summary.json",
+                                                       "skips.jsonl", "calls.jsonl", "run.json")],
+                      {"TRACE": traces, "--tools": tools}, InputError)
+    except InputError as exc:
+        fail(str(exc))
     check_writable(out / "summary.json")
     cfg = MeasureConfig(k=k, seed=seed, temperature=temperature, max_tokens=max_tokens, response_format=response_format,
                         concurrency=concurrency, weak_max_tokens=weak_max_tokens, strong_max_tokens=strong_max_tokens)
@@ -164,7 +173,8 @@ def measure(
             raise typer.Exit(130) from None
         stats = client.stats.as_dict()
     if json_out:
-        typer.echo(json.dumps({"summary": summary, "client": stats, "outputs": [str(p) for p in paths]}, indent=2, sort_keys=True))
+        typer.echo(json_doc({"summary": summary, "client": stats, "outputs": [str(p) for p in paths]}, indent=2, sort_keys=True,
+                            red=Redactor.of(*weak.secrets, *strong.secrets)))
     else:
         _table(summary, stats, paths)
     if summary["records"] == 0:  # nothing to fit: a run that measured nothing must not look like one that did

@@ -19,13 +19,19 @@ from specagent.cli.acceptance_measure import MAX_TIMEOUT_S, extra_body
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
-from specagent.common.errors import read_text
-from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, csv_rows, dataset_requests,
+from specagent.common.errors import InputError, read_text
+from specagent.common.paths import check_outputs, starts_with
+from specagent.common.redact import Redactor
+from specagent.common.signals import exit_code, sigterm_as_interrupt
+from specagent.endpoints.bench import (MAX_CONCURRENCY, BenchRun, Interrupted, ServerFacts, arrival_times, csv_rows, dataset_requests,
                                        format_summary, notes, random_requests, run_level, server_facts)
 from specagent.endpoints.client import Endpoint, EndpointError, same_model
 from specagent.endpoints.transport import Transport
 from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_serving
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
+
+#: What --requests-out writes (one JSON object per request, `max_concurrency` first): a rerun may replace such a file.
+REQUESTS_JSONL = starts_with(b'{"max_concurrency"', what="a bench serve --requests-out file (JSONL of requests)")
 
 app = typer.Typer(help="Load generators against your own servers (their figures feed `latency fit --data`).", no_args_is_help=True)
 err = SafeConsole(stderr=True)
@@ -56,12 +62,26 @@ def _rate(text: str) -> float:
     return v
 
 
-def _write_csv(path: Path, rows: list[dict], append: bool) -> int:
-    """Write (or append to) a serving_latency.csv; returns the rows now in it. An existing file must be one."""
-    old = ""
-    if append and path.exists():
+def _check_csv_target(path: Path) -> None:
+    """An existing --csv file must be a serving-latency CSV to append to: checked before the run, so a wrong file
+    (the --dataset, a trace) is refused before any request, not after the measurements were made."""
+    if path.exists() and not atomic.is_special(path):
         try:
             load_serving(path)
+        except MeasurementError as exc:
+            fail(f"--csv {path}: not a serving-latency CSV to append to ({exc}); nothing was sent")
+
+
+def _write_csv(path: Path, rows: list[dict], append: bool) -> int:
+    """Write (or append to) a serving_latency.csv; returns the rows now in it. An existing file must be one.
+
+    A row id already in the file (a rerun within the same second) gets a suffix (-2, -3, ...): a repeated id would make
+    the whole file unreadable to `latency fit`."""
+    old = ""
+    taken: set[str] = set()
+    if append and path.exists():
+        try:
+            taken = {r.row_id for r in load_serving(path)}
         except MeasurementError as exc:
             fail(f"--csv {path}: not a serving-latency CSV to append to ({exc})")
         old = read_text(path, ValueError, "serving-latency CSV")
@@ -70,9 +90,25 @@ def _write_csv(path: Path, rows: list[dict], append: bool) -> int:
     if not old:
         w.writeheader()
     for r in rows:
-        w.writerow(r)
+        rid, k = r["row_id"], 2
+        while rid in taken:
+            rid, k = f"{r['row_id']}-{k}", k + 1
+        taken.add(rid)
+        w.writerow({**r, "row_id": rid})
     text = (old if old.endswith("\n") or not old else old + "\n") + buf.getvalue()
-    atomic.atomic_write(path, atomic.text_writer(text))
+
+    temp: list[Path] = []
+
+    def write(t: Path) -> None:  # the rows checked as `latency fit` will read them before the file is replaced
+        temp.append(t)
+        atomic.text_writer(text)(t)
+        load_serving(t)
+
+    try:
+        atomic.atomic_write(path, write)
+    except MeasurementError as exc:  # a measured row no fit may read (a figure past its guard): kept out, said
+        fail(f"--csv {path}: a measured row is not one `latency fit` can read "
+             f"({str(exc).replace(str(temp[-1]), str(path)) if temp else exc}); the file was left as it was")
     return len(load_serving(path))
 
 
@@ -145,6 +181,9 @@ def serve(
             fail(f"{flag}: expected a finite number, got {value}")
     rate = _rate(request_rate)
     levels = _levels(max_concurrency)
+    if tp is not None and tp > gpus:  # the CSV row would describe a deployment no server runs, and `latency fit` reads it
+        fail(f"--tp {tp}: tensor parallelism splits one replica over its GPUs, and --gpus is {gpus}: give --gpus {tp} "
+             "(the GPUs of one replica) or a --tp of at most --gpus")
     _check_row_facts(model_spec, gpu, weight_dtype, engine, engine_version)
     import re
 
@@ -153,63 +192,80 @@ def serve(
     if not model.strip():
         fail(f"--model: expected the model name the server serves, got {model!r}")
     ep = Endpoint("base", base_url, model, api_key_env, extra_body("--extra-body", extra))
+    # one redaction for everything this command prints or writes: the endpoint's key (whatever its variable is called)
+    # and the environment's, applied to every text the server or the user supplied before it is cut or kept
+    red = Redactor.of(*ep.secrets)
+    try:  # before any request: an output over the dataset, two outputs in one file, a file --requests-out did not write
+        check_outputs({"--csv": csv_out, "--requests-out": requests_out}, {"--dataset": dataset}, InputError,
+                      kinds={"--requests-out": REQUESTS_JSONL})
+    except InputError as exc:
+        fail(str(exc))
     for target in (csv_out, requests_out):
         if target is not None:
             atomic.check_writable(target)
+    if csv_out is not None:
+        _check_csv_target(csv_out)
     reqs = (dataset_requests(dataset, num_prompts, seed) if dataset is not None
             else random_requests(num_prompts, input_len, output_len, seed, range_ratio))
+    try:  # the send times, bounded before any request (1e-320 requests/s gave times of inf)
+        arrival_times(len(reqs), rate, burstiness, seed)
+    except InputError as exc:
+        fail(str(exc))
     http = Transport(min(timeout, 10.0), 1)
     try:
-        told = server_facts(http, ep)
+        told = server_facts(http, ep, red)
     finally:
         http.close()
     eng = engine or (told["owned_by"] if told.get("owned_by") in ("vllm", "sglang", "tensorrt-llm") else "unknown")
     facts = ServerFacts(base_url=ep.shown_url, model=model_spec or model, served_model=model, gpu=gpu, gpus=gpus, tp=tp, engine=eng,
-                        engine_version=engine_version or told.get("version", ""), weight_dtype=weight_dtype,
+                        engine_version=red.line(engine_version) if engine_version else told.get("version", ""),
+                        weight_dtype=weight_dtype,
                         note="" if (engine and engine_version) else
                         f"engine {'given' if engine else 'from /v1/models owned_by ' + repr(told.get('owned_by'))}, version "
                         f"{'given' if engine_version else ('from the server' if 'version' in told else 'not reported')}")
     if told.get("models") and not any(same_model(model, name) for name in told["models"].split(",")):
-        err.print(f"warning: --model {model!r} is not among the models the server lists ({told['models']})",
+        err.print(red.line(f"warning: --model {model!r} is not among the models the server lists ({told['models']})"),
                   highlight=False, markup=False)
     runs: list[BenchRun] = []
-    interrupted = False
+    interrupted: int | None = None  # the exit status a signal asks for
     when = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     for level in levels:
         try:
-            with progress_bar(len(reqs), f"c={level or '∞'}", show=not as_json, plain=True) as advance:
+            with sigterm_as_interrupt(), progress_bar(len(reqs), f"c={level or '∞'}", show=not as_json, plain=True) as advance:
                 runs.append(run_level(ep, reqs, max_concurrency=level, request_rate=rate, burstiness=burstiness, seed=seed,
                                       timeout_s=timeout, ignore_eos=ignore_eos, temperature=temperature, warmup=warmup,
-                                      progress=advance))
-        except Interrupted as exc:
+                                      progress=advance, red=red))
+        except Interrupted as exc:  # ^C or SIGTERM: what finished is kept, written and printed
             runs.append(exc.run)
-            interrupted = True
+            interrupted = exit_code(exc.cause) if exc.cause is not None else 130
         except EndpointError as exc:
             fail(str(exc))
         if not as_json:
             print(format_summary(runs[-1]))
             for n in notes(runs[-1]):
-                err.print(f"note: {n}", highlight=False, markup=False)
+                err.print(red.line(f"note: {n}"), highlight=False, markup=False)
         served = runs[-1].summary()["served_models"]
         if served and not all(same_model(model, name) for name in served):
-            err.print(f"warning: asked for model {model!r}; the server answered as {', '.join(served)}", highlight=False, markup=False)
-        if interrupted:
+            err.print(red.line(f"warning: asked for model {model!r}; the server answered as {', '.join(served)}"),
+                      highlight=False, markup=False)
+        if interrupted is not None:
             break
-    rows = [r for run in runs for r in csv_rows(run, facts, seed, ignore_eos, when)]
+    rows = red.doc([r for run in runs for r in csv_rows(run, facts, seed, ignore_eos, when)])
     written = []
     if csv_out is not None and rows:
         total = _write_csv(csv_out, rows, append=True)
         written.append(f"{csv_out} ({len(rows)} rows added, {total} in all)")
     if requests_out is not None:
-        lines = "".join(json.dumps({"max_concurrency": run.max_concurrency, **r.record()}) + "\n" for run in runs for r in run.results)
+        lines = "".join(json.dumps(red.doc({"max_concurrency": run.max_concurrency, **r.record()})) + "\n"
+                        for run in runs for r in run.results)
         atomic.atomic_write(requests_out, atomic.text_writer(lines))
         written.append(str(requests_out))
     if as_json:
-        print(json_out({"levels": [run.summary() for run in runs], "rows": rows, "server": told}, indent=2))
+        print(json_out(red.doc({"levels": [run.summary() for run in runs], "rows": rows, "server": told}), indent=2))
     for w in written:
         err.print(f"wrote {w}", highlight=False, markup=False)
     if not any(run.ok for run in runs):
         err.print("error: no request completed", highlight=False, markup=False)
         raise typer.Exit(code=3)
-    if interrupted:
-        raise typer.Exit(code=130)
+    if interrupted is not None:
+        raise typer.Exit(code=interrupted)

@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from specagent.common.errors import InputError
 from specagent.common.guard import check_output
-from specagent.common.redact import clean
+from specagent.common.redact import Redactor, clean
 
 try:  # typer >= 0.2x bundles its own click
     from typer._click import exceptions as click_errors
@@ -130,8 +130,10 @@ def error_line(msg: object) -> None:
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(clean(msg))}", highlight=False)
 
 
-def json_out(obj: Any, **kw: Any) -> str:
-    """The JSON a command prints, after the last check that no impossible number is in it (`common.guard`)."""
+def json_out(obj: Any, *, red: Redactor | None = None, **kw: Any) -> str:
+    """The JSON a command prints, after the last check that no impossible number is in it (`common.guard`): strict (no
+    NaN or Infinity, which the guard refuses anyway), and with every secret value masked (`red`: the command's endpoints'
+    keys and the environment's; default the environment's), wherever in the document it sits."""
     import json
 
     try:  # typer >= 0.2x bundles its own click, whose context stack is the one commands run in
@@ -141,7 +143,7 @@ def json_out(obj: Any, **kw: Any) -> str:
 
     ctx = get_current_context(silent=True)
     check_output(obj, f"'{ctx.command_path}'" if ctx is not None else "this command")
-    return json.dumps(obj, **kw)
+    return json.dumps((red or Redactor.of()).doc(obj, values_only=True), allow_nan=False, **kw)
 
 
 def fail(msg: object) -> NoReturn:

@@ -16,10 +16,11 @@ import typer
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.cli.options import resolve, scenario_options
+from specagent.cli.options import input_files, resolve, scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import HTML, check_outputs
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.reports import bottom_line as BL
 from specagent.simulator import explain as X
@@ -137,6 +138,10 @@ def explain(
         fail(f"--price: {exc}")
     except HardwareProfileError as exc:
         fail(f"--price: {exc}")
+    try:  # before the run: --figure over the scenario, the acceptance table or the trace (HTML replaced the TOML)
+        check_outputs({"--figure": figure}, input_files(scenario), InputError, kinds={"--figure": HTML})
+    except InputError as exc:
+        fail(str(exc))
     if figure is not None:
         atomic.check_writable(figure)
     scenario = scenario.replace(strategies=("strongonly", "specagent"))

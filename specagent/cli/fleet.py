@@ -23,10 +23,11 @@ from rich.table import Table
 
 from specagent import __version__
 from specagent.cli.console import SafeConsole, check_format, error_line, fail, json_out, legend
-from specagent.cli.options import deployment_flag, flags_given, scenario_options
+from specagent.cli.options import deployment_flag, flags_given, guard_outputs, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
+from specagent.common.paths import HTML, JSON_DOC
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows, sized_by
 from specagent.hardware.profile import HardwareProfileError, load_hardware
@@ -37,7 +38,7 @@ from specagent.simulator.plan_estimate import duration, estimate_plan
 from specagent.cli.plan_progress import HeartbeatPrinter
 from specagent.simulator.planner import SIZE_ON, SLO, PlanRequest, PlanResult, pairing, plan_capacity, probe_speed, search_keys
 from specagent.simulator.provenance import record_fleet_inputs
-from specagent.simulator.rates_prices import parse_prices, parse_rates
+from specagent.simulator.rates_prices import parse_prices, parse_rates, unused_prices
 from specagent.simulator.fleet.config import resolve_price
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.capacity.steady_state import SLICE_TASKS
@@ -162,6 +163,9 @@ def plan_command(
         if not lo <= value <= hi:
             fail(f"{name}: expected a whole number in [{lo:,}, {hi:,}], got {value}")
     backend = _check_backend(backend, address)
+    guard_outputs([("--out", out / "plan.json" if out is not None else None, JSON_DOC),
+                   ("--out", out / "capacity_curve.html" if out is not None else None, HTML)],
+                  scenario=scenario, inputs={"--requests": requests})
     if out is not None:
         atomic.check_writable(out / "plan.json")
     quiet = quiet or fmt != "table"
@@ -176,6 +180,9 @@ def plan_command(
                           slice_replicas=slice_replicas, workers=workers or default_workers(), backend=backend, address=address,
                           requests=trace, search_gpus=counts, pairs=pairs, size_on=size_on)
         res = _run_plan(trajs, req, out, wl_path, quiet)
+        # a price no pool of this plan runs on is said, as predict and replay say it, never silently left out
+        res.notes += [f"--price {item}: no pool of this plan runs on that GPU (they run on {', '.join(gpus)}); the price is "
+                      "unused" for item in unused_prices(prices, [load_hardware(g) for g in gpus])]
     except typer.Exit:
         raise  # ^C, already reported (click's Exit is a RuntimeError)
     except (ValueError, RuntimeError) as exc:
@@ -531,6 +538,7 @@ def sweep_command(
         fail(f"--workers: expected a count in [1, {MAX_WORKERS}], got {workers}")
     backend = _check_backend(backend, address)
     out_dir = out or config.with_name(config.stem + "_results")
+    guard_outputs([("--out", out_dir / "config.json", JSON_DOC)], inputs={"CONFIG": config, "--scenario": scenario})
     hardware = None
     if weak_hardware is not None or strong_hardware is not None:  # one pairing for every cell, as [grid].hardware = ["W+S"]
         sc = Scenario()
@@ -635,6 +643,7 @@ def study_balance(
     counts = _search_gpus(search_gpus)
     if not 1 <= tasks <= MAX_STUDY_TASKS:
         fail(f"--tasks: expected tasks per rate in [1, {MAX_STUDY_TASKS:,}], got {tasks}")
+    guard_outputs({"--out": out}, scenario=scenario)
     if out is not None:
         atomic.check_writable(out)
     trajs = load_workload(scenario)[0]

@@ -19,6 +19,8 @@ from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.common.paths import JSON_DOC, check_outputs
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, SCALES, strong_spec, weak_spec
 from specagent.simulator.scenario import Scenario, ScenarioError
@@ -309,6 +311,14 @@ def live_cmd(
             acceptance = dataclasses.replace(acceptance, weak_token_ratio=1.0)
     k = DEFAULT_K if k is None else k
     seed = 0 if seed is None else seed
+    # the files the run writes in -o (torch and served runs alike) never replace its --trace or --scenario: replaying
+    # out/live/protocol_log.jsonl into out/live would overwrite the log it reads
+    try:
+        check_outputs([("-o", out / name, kind) for name, kind in (("protocol_log.jsonl", None), ("verdict_log.jsonl", None),
+                                                                    ("verdicts.jsonl", None), ("comparison.json", JSON_DOC))],
+                      {"--trace": trace, "--scenario": scenario}, InputError)
+    except InputError as exc:
+        fail(str(exc))
     served_only = {"--strong-url": strong_url, "--weak-model": weak_model, "--strong-model": strong_model,
                    "--weak-api-key-env": weak_api_key_env, "--strong-api-key-env": strong_api_key_env, "--timeout": timeout,
                    "--weak-extra-body": weak_extra_body, "--strong-extra-body": strong_extra_body, "--max-tokens": max_tokens,

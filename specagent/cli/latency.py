@@ -10,11 +10,36 @@ from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.common.paths import HTML, check_outputs, starts_with
 
 app = typer.Typer(help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv).",
                   no_args_is_help=True)
 console = SafeConsole()
 err = SafeConsole(stderr=True)
+
+#: What `latency fit -o` writes (the fitted tables, or with --engine-id a whole engine profile): a rerun may replace it.
+FIT_TOML = starts_with(b"# Engine coefficients fitted by `specagent latency fit`", b"# Serving-engine profile ",
+                       what="a TOML file `specagent latency fit` wrote")
+
+
+def _guard(outputs: dict, data: Optional[Path], kernels: Optional[Path], kinds: dict) -> None:
+    """No output over --data or --kernels (the measurements became the fitted TOML), over another output, or over a
+    file the option did not write: refused before the fit."""
+    try:
+        check_outputs(outputs, {"--data": data, "--kernels": kernels}, InputError, kinds=kinds)
+    except InputError as exc:
+        fail(str(exc))
+
+
+def _not_fitted_note(skipped) -> None:
+    """Rows left out for their statistic (a p99 was fitted as a mean) are named on stderr: never a silent exclusion."""
+    for s in skipped:
+        if s.reason.startswith("statistic "):
+            at = f"line {s.row.line}, " if s.row.line else ""
+            err.print(f"note: {at}row {s.row.row_id}: not fitted: {s.reason}",
+                      highlight=False, markup=False)
+
 
 DATA = typer.Option(None, "--data", help="serving_latency.csv to use (default: the shipped one).")
 KERNELS = typer.Option(None, "--kernels", help="moe_kernels.csv whose fit gives the MoE terms their priors (default: the shipped one).")
@@ -125,6 +150,7 @@ def validate_cmd(
     from specagent.costmodel.latency_targets import skipped_by_reason
     from specagent.costmodel.latency_validation import PAIR_TOLERANCE, TARGETS, validate
 
+    _guard({"--rows": rows_out, "--figure": figure}, data, kernels, {"--figure": HTML})
     for target in (rows_out, figure):
         if target is not None:
             atomic.check_writable(target)
@@ -280,12 +306,15 @@ def fit_cmd(
     from specagent.costmodel.latency_fit import figures_by_gpu, fit, fitted_tables, provenance
 
     output = output or Path(f"{engine_id}.toml" if engine_id else "latency_fit.toml")
+    _guard({"-o": output, **({"--write-profiles": profiles / "vllm.toml"} if profiles is not None else {})}, data, kernels,
+           {"-o": FIT_TOML})
     atomic.check_writable(output)
     if profiles is not None:
         if engine_id is not None:
             fail("--write-profiles: not with --engine-id (which writes one whole profile to -o)")
         atomic.check_writable(profiles / "vllm.toml")
     path, rows, targets, skipped = _load(data, engine_id, base_engine, max_num_seqs=max_num_seqs)
+    _not_fitted_note(skipped)
     params, kfit = _params(kernels)
     if engine_id is not None:
         params = _own_params(engine_id, kfit, targets)

@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.acceptance_measure import extra_body, request_status, resume_hint, unreported
-from specagent.cli.console import error_line, fail
+from specagent.cli.console import error_line, fail, json_out
 from specagent.cli.options import resolve
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
+from specagent.common.redact import Redactor
 from specagent.endpoints.cache import ResponseCache
 from specagent.endpoints.client import ChatClient, Endpoint, EndpointError, RetryPolicy, TransientFailure
 from specagent.endpoints.live import LiveError, LiveRun, compare_phases
@@ -81,7 +82,7 @@ def live_on_endpoints(weak_url: str, weak_model: str | None, strong_url: str | N
                            out / "verdicts.jsonl": atomic.text_writer(verdicts),
                            out / "comparison.json": atomic.text_writer(atomic.json_text(report))})
     if as_json:
-        typer.echo(json.dumps(report, indent=2, sort_keys=True))
+        typer.echo(json_out(report, indent=2, sort_keys=True, red=Redactor.of(*weak.secrets, *strong.secrets)))
         return
     t = Table(title=f"live on endpoints: {tasks} airline tasks, K={k} (measured vs simulated on the scenario's deployments)")
     for col in ("phase", "measured s", "predicted s", "error"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 import warnings
 from dataclasses import dataclass, fields
@@ -212,7 +213,47 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
     object.__setattr__(out, "_flags_given", frozenset(values))
     # the files it was read from, which no output of the command may replace (`predict --report`)
     object.__setattr__(out, "_input_files", tuple(str(p) for p in (scenario_file, acceptance_file) if p is not None))
+    object.__setattr__(out, "_input_flags", {flag: str(p) for flag, p in (("--scenario", scenario_file),
+                                                                          ("--acceptance", acceptance_file)) if p is not None})
     return out
+
+
+def input_files(scenario: Scenario) -> dict[str, tuple[str, ...]]:
+    """Every file the scenario was read from or names, by the flag that gave it (--scenario, --acceptance, --trace; a GPU,
+    engine, model or ranges file under 'the scenario's'): what no output of the command may replace
+    (`common.paths.check_outputs`). A name that is not a file (`h20`, `Qwen/Qwen3-32B`) is not one."""
+    given = getattr(scenario, "_input_flags", {})
+    found: list[str] = []
+
+    def walk(obj: Any) -> None:
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                if not f.name.startswith("_"):
+                    walk(getattr(obj, f.name))
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+        elif isinstance(obj, (str, os.PathLike)) and str(obj) and os.path.isfile(obj):
+            found.append(str(obj))
+
+    walk(scenario)
+    trace = str(scenario.workload.trace) if scenario.workload.trace is not None else None
+    return {**{flag: (str(p),) for flag, p in given.items()},
+            **({"--trace": (trace,)} if trace in found else {}),
+            "a file the scenario names": tuple(p for p in dict.fromkeys(found) if p != trace)}
+
+
+def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any = (), kinds: Any = None) -> None:
+    """`common.paths.check_outputs` at a command's boundary, with the scenario's files among the inputs: one `error:`
+    line (exit 2) before any work for an output over an input, two outputs in one file, or a file the option did not
+    write."""
+    from specagent.common.paths import check_outputs
+
+    ins = [*(inputs.items() if isinstance(inputs, dict) else inputs), *(input_files(scenario).items() if scenario is not None else ())]
+    try:
+        check_outputs(outputs, ins, InputError, kinds=kinds)
+    except InputError as exc:
+        fail(str(exc))
 
 
 def flags_given(scenario: Scenario) -> frozenset[str]:

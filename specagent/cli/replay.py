@@ -12,7 +12,6 @@ is built or priced.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -22,11 +21,14 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from specagent.cli.console import check_format, error_line, fail
-from specagent.cli.options import resolve, scenario_options
+from specagent.cli.console import check_format, error_line, fail, json_out
+from specagent.cli.options import input_files, resolve, scenario_options
 from specagent.cli.progress import progress_bar
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import PARQUET, check_outputs
+from specagent.common.redact import Redactor
+from specagent.common.signals import exit_code, sigterm_as_interrupt
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
 from specagent.simulator.rates_prices import parse_prices, unused_prices
 from specagent.simulator.replay import COLUMNS, ReplayResult, replay, replay_limited, resample_arrivals
@@ -61,6 +63,29 @@ def _scheduler(dep, max_seqs: Optional[int], max_tokens: Optional[int]) -> Sched
     return Scheduler(seqs, tokens, f"--max-seqs {seqs} / --max-tokens {tokens} over {base.source}")
 
 
+def _fig(v: float, fmt: str = ",.2f") -> str:
+    """A figure as the table prints it; 'n/a' where the run defines none (TPOT of one-token answers, no price)."""
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+def undefined_notes(stats: dict) -> list[str]:
+    """Why a figure is null in the JSON (n/a in the table): each undefined figure is said, never left as NaN."""
+    out = []
+    if isinstance(stats.get("usd_per_hour"), float) and math.isnan(stats["usd_per_hour"]):
+        out.append("usd_per_hour and usd_per_1k_requests are null: the GPU profile states no price (pass --price GPU=USD)")
+    if isinstance(stats.get("mean_tpot_ms"), float) and math.isnan(stats["mean_tpot_ms"]):
+        out.append("TPOT and ITL figures are null: every request has one output token (TPOT is the time per output token "
+                   "after the first)")
+    if isinstance(stats.get("request_throughput_per_s"), float) and math.isnan(stats["request_throughput_per_s"]):
+        out.append("throughputs are null: the replay took no time (every request finished as it arrived)")
+    return out
+
+
+def strict(stats: dict) -> dict:
+    """`stats` with NaN (a figure the run does not define) as None: JSON has no NaN, and `undefined_notes` says why."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in stats.items()}
+
+
 def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Scheduler, estimated: bool = False) -> None:
     """As `vllm bench serve` prints its result block, plus the deployment and its price."""
     s = res.stats()
@@ -77,12 +102,12 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
          f"{rate:,.2f}" + ("" if s["burstiness"] == 1.0 else f" (gamma arrivals, burstiness {s['burstiness']:g})"))
     if s["max_concurrency"] is not None:
         line("Maximum request concurrency:", f"{s['max_concurrency']:,}")
-    line("Replay duration (s):", f"{s['duration_s']:,.2f}")
+    line("Replay duration (s):", _fig(s["duration_s"]))
     line("Total input tokens:", f"{s['input_tokens']:,}")
     line("Total generated tokens:", f"{s['output_tokens']:,}")
-    line("Request throughput (req/s):", f"{s['request_throughput_per_s']:,.2f}")
-    line("Output token throughput (tok/s):", f"{s['output_throughput_tok_s']:,.2f}")
-    line("Total token throughput (tok/s):", f"{s['total_throughput_tok_s']:,.2f}")
+    line("Request throughput (req/s):", _fig(s["request_throughput_per_s"]))
+    line("Output token throughput (tok/s):", _fig(s["output_throughput_tok_s"]))
+    line("Total token throughput (tok/s):", _fig(s["total_throughput_tok_s"]))
     usd = "unpriced (pass --price GPU=USD)" if math.isnan(s["usd_per_hour"]) else f"${s['usd_per_hour']:,.2f}/hour"
     line("GPUs / price:", f"{s['gpus']:,} GPUs, {usd}")
     if not math.isnan(s["usd_per_1k_requests"]):
@@ -92,18 +117,19 @@ def _print(res: ReplayResult, out: Optional[Path], label: str, scheduler: Schedu
         c.print(f"{title:-^50}")
         short = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "E2E"}[key]
         for stat, name in (("mean", "Mean"), ("median", "Median"), ("p95", "P95"), ("p99", "P99")):
-            line(f"{name} {short} ({unit}):", f"{s[f'{stat}_{key}']:,.2f}")
+            line(f"{name} {short} ({unit}):", _fig(s[f"{stat}_{key}"]))
     c.print(f"{'Inter-token Latency':-^50}")
     for stat, name in (("mean", "Mean"), ("median", "Median"), ("p99", "P99")):
-        line(f"{name} ITL (ms):", f"{s[f'{stat}_itl_ms']:,.2f}")
+        line(f"{name} ITL (ms):", _fig(s[f"{stat}_itl_ms"]))
     c.print("=" * 50)
     c.print("ITL: each request's gaps at its mean gap (the engine records first and last tokens): the mean is exact, the "
             "median and P99 miss the spread within a request")
     if res.chunks > 1:
         c.print(f"served in {res.chunks} chunks; overlap agreement at the boundaries: within {100 * res.boundary_gap:.2f}% "
                 "(mean and p90 end-to-end)")
-    for n in res.notes:
-        c.print(f"note: {n}")
+    red = Redactor.of()  # the notes quote the user's files (names, records): no key in them is printed
+    for n in [*res.notes, *undefined_notes(s)]:
+        c.print(red.line(f"note: {n}"), markup=False)
     if out is not None:
         c.print(f"wrote {out} (one row per request)")
 
@@ -157,6 +183,10 @@ def replay_command(
         prices = parse_prices(price)
     except ValueError as exc:
         fail(f"--price: {exc}")
+    try:  # before any work: -o over the trace (it was replaced by Parquet), a scenario file, or a file -o did not write
+        check_outputs({"-o": out}, {"TRACE": trace, **input_files(scenario)}, InputError, kinds={"-o": PARQUET})
+    except InputError as exc:
+        fail(str(exc))
     if out is not None:
         atomic.check_writable(out)
     try:
@@ -203,7 +233,8 @@ def replay_command(
         writer[0].write_table(table)
 
     try:
-        with progress_bar(len(requests), f"replaying {len(requests):,} requests", show=fmt == "table" and not quiet) as advance:
+        with sigterm_as_interrupt(), \
+                progress_bar(len(requests), f"replaying {len(requests):,} requests", show=fmt == "table" and not quiet) as advance:
             kw = dict(chunk=chunk, overlap=overlap, sink=sink if out is not None else None, progress=advance)
             if max_concurrency is not None:
                 res = replay_limited(requests, strong, replicas, sched, setting.weight_mode, prices, max_concurrency, **kw)
@@ -219,9 +250,9 @@ def replay_command(
         if writer:
             writer[0].close()
             os.replace(tmp, out)  # type: ignore[arg-type]
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # ^C, or SIGTERM (common.signals): the temp file goes, the earlier output stays
         error_line("interrupted: nothing written" + (f" ({out} untouched)" if out is not None else ""))
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_code(exc)) from None
     except (ValueError, RuntimeError) as exc:
         fail(str(exc))
     finally:
@@ -235,9 +266,9 @@ def replay_command(
     stats["deployment"] = strong.describe()
     stats["scheduler"] = {"max_num_seqs": sched.max_num_seqs, "max_batched_tokens": sched.max_batched_tokens, "source": sched.source}
     stats["token_counts"] = "estimated from text" if requests.estimated else "as the trace gives them"
-    stats["notes"] = res.notes
-    if fmt == "json":
-        print(json.dumps(stats, indent=1, default=str))
+    stats["notes"] = [*res.notes, *undefined_notes(stats)]
+    if fmt == "json":  # strict JSON, through the output guard every command's JSON passes (common/guard.py)
+        print(json_out(strict(stats), indent=1, default=str))
     elif fmt == "csv":
         import pandas as pd
         sys.stdout.write(pd.DataFrame([{k: v for k, v in stats.items() if not isinstance(v, (dict, list))}]).to_csv(index=False))

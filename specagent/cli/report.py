@@ -11,6 +11,8 @@ from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common import atomic
+from specagent.common.errors import InputError
+from specagent.common.paths import HTML, check_outputs
 from specagent.reports.data import BALANCE_COLUMNS, CALIBRATION_COLUMNS, LATENCY_COLUMNS, PLAN_COLUMNS, ReportInputError, load_results
 from specagent.reports.html import write_report
 
@@ -55,6 +57,10 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """Write one self-contained HTML report (plotly.js embedded, works offline) from results files."""
+    try:  # before any work: -o over one of the results (a summary.json replaced by HTML), or over a file it did not write
+        check_outputs({"-o": output}, {"RESULTS": results}, InputError, kinds={"-o": HTML})
+    except InputError as exc:
+        fail(exc)
     atomic.check_writable(output)
     try:
         data = load_results(results)

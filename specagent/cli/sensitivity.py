@@ -6,7 +6,6 @@ sensitivity.json (what `specagent report` reads) and an HTML page with both figu
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -14,11 +13,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail, legend
-from specagent.cli.options import resolve, scenario_options
+from specagent.cli.console import fail, json_out, legend
+from specagent.cli.options import guard_outputs, resolve, scenario_options
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.paths import HTML, JSON_DOC
 from specagent.reports.sensitivity_page import write_sensitivity_page
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.sensitivity import METRICS, sensitivity_study
@@ -44,6 +44,7 @@ def sensitivity(
     Weak/Strong time per token, and the line where SpecAgent's wall time equals Strong-only's.
     Ranges and their rationale: docs/uncertainty.md.
     """
+    guard_outputs([("-o", out / "sensitivity.json", JSON_DOC), ("-o", out / "sensitivity.html", HTML)], scenario=scenario)
     for target in (out / "sensitivity.json", out / "sensitivity.html"):
         atomic.check_writable(target)
     trajs, _, name = load_workload(scenario, show=not as_json)
@@ -56,7 +57,7 @@ def sensitivity(
     atomic.write_text(out / "sensitivity.json", atomic.json_text(doc))
     write_sensitivity_page(doc, out / "sensitivity.html", f"specagent sensitivity study · {name}")
     if as_json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_out(doc, indent=2, default=str))
         return
     tor = study.tornado
     t = Table(title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {name}", show_edge=False)

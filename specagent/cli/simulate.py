@@ -18,13 +18,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
-from specagent.cli.options import resolve, scenario_options
+from specagent.cli.options import guard_outputs, resolve, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import intervals_records, ranges_tables
 from specagent.common import atomic
 from specagent.common.errors import InputError
-from specagent.common.paths import check_input_file, same_file
+from specagent.common.paths import HTML, JSON_DOC, PARQUET, check_input_file, same_file
 from specagent.costmodel.deployment import Deployment
 from specagent.reports import bottom_line as BL
 from specagent.simulator.rates_prices import parse_prices, unused_prices
@@ -364,6 +364,9 @@ def predict(
                             *((Path(p), "one of the inputs") for p in inputs if p)):
             if same_file(report, other):
                 fail(f"--report {report}: it is {what} ({other}); the report would replace it. Name another file")
+    # the one output guard (common.paths.check_outputs): no file of -o over an input or another output's file
+    guard_outputs([("-o", out / "per_trajectory.parquet", PARQUET), ("-o", out / "summary.json", JSON_DOC), ("--report", report, HTML)],
+                  scenario=scenario, inputs={"--success": success})
     try:  # a bad ranges file fails before the run, not after it
         dist = scenario.uncertainty.distribution(scenario.acceptance) if scenario.uncertainty.draws else None
     except InputError as exc:
@@ -523,6 +526,7 @@ def simulate_cmd(
     as_json: bool = O(False, "--json", help="Print the totals and the whole scenario (K, acceptance, seed, engine, ...) as JSON."),
 ) -> None:
     """Run one strategy on a trace with every parameter as a flag; print per-model totals."""
+    guard_outputs({"-o": out}, scenario=scenario, kinds={"-o": PARQUET})
     if out is not None:
         atomic.check_writable(out)
     try:
@@ -594,6 +598,7 @@ def predictor_validate(
     unknown = [s for s in names if s not in STRATEGY_NAMES]
     if unknown or not names:
         fail(f"--strategies: expected a comma-separated list of {', '.join(STRATEGY_NAMES)}; got {strategies!r}")
+    guard_outputs({"-o": out}, scenario=scenario, inputs={"--trace": trace or ()}, kinds={"-o": JSON_DOC})
     if out is not None:
         atomic.check_writable(out)
     paths = trace or [default_workload_path()]

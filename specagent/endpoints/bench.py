@@ -17,6 +17,14 @@ the client's one-line error; the API key is only ever sent as a header (`Endpoin
 Requests go through `transport.Transport`, as the client's do: ``--timeout`` bounds each whole
 streamed answer (connect to last byte, so a server that drips events cannot hold a slot), and ^C
 cancels the requests in flight.
+
+An answer is checked against its request and itself before it counts (`check_answer`): more content chunks than
+``max_tokens``, a ``usage.completion_tokens`` above ``max_tokens`` or below the chunks streamed, a
+``usage.prompt_tokens`` of 0 or more than the prompt's bytes (a token holds at least one byte) plus
+`TEMPLATE_ALLOWANCE`, an error event mid-stream (vLLM's ``data: {"error": ...}``, or ``event: error``) and a stream
+that stops with neither a ``finish_reason`` nor ``[DONE]`` (a cut connection) are each a failed request with the
+reason, never a figure. Every text the server supplies (the answering model's name, error events, a quoted bad
+event) is masked with the endpoint's key and the environment's (`common.redact.Redactor`) before it is cut or kept.
 """
 
 from __future__ import annotations
@@ -41,9 +49,12 @@ import httpx
 import numpy as np
 
 from specagent.common.errors import InputError, read_text
+from specagent.common.redact import Redactor
+from specagent.common.signals import interrupted_by
 from specagent.endpoints.client import Endpoint, EndpointError, _refused, _short
 from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport, lines
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
+from specagent.traces.vocabulary import MAX_ARRIVAL_S
 
 #: Words of one token each in the common BPE vocabularies (GPT-2, Llama, Qwen: a space + a short English word),
 #: so a random prompt of N words is close to N tokens; the server's usage.prompt_tokens is what gets recorded.
@@ -54,6 +65,10 @@ _WORDS = ("the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "was"
 #: The instruction before the filler: a model told to continue writes until max_tokens more often than one asked a question.
 _LEAD = "Continue this text for as long as you can:"
 MAX_CONCURRENCY = 1024
+#: Tokens a chat template may add around a prompt (role markers, a default system prompt): room for an answer's
+#: usage.prompt_tokens beyond the prompt itself before the count is called impossible. Generous on purpose: the
+#: check is there for counts no tokenizer gives (10^7 for an 8-word prompt), not to police templates.
+TEMPLATE_ALLOWANCE = 8192
 
 
 @dataclass(frozen=True)
@@ -95,10 +110,25 @@ class RequestResult:
 
 
 # ------------------------------------------------------------------------- workload
+#: Most prompt words one run builds (every prompt is built before the first request, so this bounds its memory: about
+#: 1.3 GB of text). Each flag is bounded on its own (--num-prompts 10^6, --input-len 10,485,760); their product was not,
+#: and 10^6 prompts of 10^7 words would be built word by word for hours.
+MAX_PROMPT_WORDS = 1 << 28
+
+
+def check_prompt_words(words: int, what: str) -> None:
+    """Refuse, before any prompt is built, a run whose prompts hold more than MAX_PROMPT_WORDS words."""
+    if words > MAX_PROMPT_WORDS:
+        raise InputError(f"{what} add up to {words:,} prompt words, past the {MAX_PROMPT_WORDS:,} one run builds before its "
+                         "first request (about 1.3 GB); fewer or shorter prompts per run (run it in parts)", "input_len")
+
+
 def random_requests(n: int, input_len: int, output_len: int, seed: int, range_ratio: float = 0.0) -> list[BenchRequest]:
     """`n` prompts of about `input_len` tokens asking for `output_len`; with range_ratio r, lengths uniform in [len(1-r), len(1+r)]."""
     if not 0.0 <= range_ratio < 1.0:
         raise InputError(f"--range-ratio: expected 0 <= r < 1, got {range_ratio}", "range_ratio")
+    check_prompt_words(math.ceil(n * input_len * (1 + range_ratio)), f"--num-prompts {n:,} x --input-len {input_len:,}"
+                       + (f" x (1 + --range-ratio {range_ratio:g})" if range_ratio else ""))
     rng = random.Random(f"bench:{seed}")
     out = []
     for i in range(n):
@@ -122,7 +152,7 @@ def dataset_requests(path: Path, n: int | None, seed: int) -> list[BenchRequest]
         raise InputError(f"{path}: line 1: expected columns input_tokens,output_tokens (one request per line), got "
                          f"{', '.join(sorted(cols)) or 'none'}", "dataset")
     rng = random.Random(f"bench:{seed}")
-    out: list[BenchRequest] = []
+    lengths: list[tuple[int, int]] = []
     for line, row in enumerate(reader, start=2):
         vals = []
         for c in ("input_tokens", "output_tokens"):
@@ -132,13 +162,18 @@ def dataset_requests(path: Path, n: int | None, seed: int) -> list[BenchRequest]
                 raise InputError(f"{path}: line {line}: {c} {row[c]!r} is not a number", "dataset") from None
             if not (math.isfinite(v) and v >= 1 and v == int(v)):
                 raise InputError(f"{path}: line {line}: {c} must be a whole number >= 1, got {row[c]!r}", "dataset")
+            if v > MAX_CONTEXT_TOKENS:  # as --input-len / --output-len: a 10^12-token prompt would be built word by word
+                raise InputError(f"{path}: line {line}: {c} {row[c]!r} is past {MAX_CONTEXT_TOKENS:,} tokens (the largest "
+                                 "public context window, Llama 4 Scout's; --input-len and --output-len have the same bound)",
+                                 "dataset")
             vals.append(int(v))
-        out.append(BenchRequest(len(out), _prompt(rng, vals[0]), vals[0], vals[1]))
-        if n is not None and len(out) >= n:
+        lengths.append((vals[0], vals[1]))
+        if n is not None and len(lengths) >= n:
             break
-    if not out:
+    if not lengths:
         raise InputError(f"{path}: no request (expected one input_tokens,output_tokens line per request)", "dataset")
-    return out
+    check_prompt_words(sum(i for i, _ in lengths), f"{path}: the first {len(lengths):,} lines' input_tokens")
+    return [BenchRequest(k, _prompt(rng, i), i, o) for k, (i, o) in enumerate(lengths)]
 
 
 def arrival_times(n: int, request_rate: float, burstiness: float, seed: int) -> list[float]:
@@ -151,65 +186,148 @@ def arrival_times(n: int, request_rate: float, burstiness: float, seed: int) -> 
         return [0.0] * n
     if not (request_rate > 0 and burstiness > 0):
         raise InputError(f"--request-rate and --burstiness must be > 0, got {request_rate}, {burstiness}", "request_rate")
+    # bounded where it enters, as replay's rates are (simulator/replay.resample_arrivals): 1e-320 requests/s drew
+    # arrival times of inf, which a thread cannot wait for
+    if not 1.0 / request_rate <= MAX_ARRIVAL_S:
+        raise InputError(f"--request-rate {request_rate:g}: one request every {1.0 / request_rate:g} s on average, past "
+                         f"{MAX_ARRIVAL_S:g} s (about 31.7 years); expected at least {1.0 / MAX_ARRIVAL_S:g} requests/s",
+                         "request_rate")
     gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (request_rate * burstiness), size=n)
     gaps[0] = 0.0
-    return [float(x) for x in np.cumsum(gaps)]
+    out = [float(x) for x in np.cumsum(gaps)]
+    if n and not out[-1] <= MAX_ARRIVAL_S:
+        raise InputError(f"--request-rate {request_rate:g}: the {n:,} requests would be sent over {out[-1]:g} s, past "
+                         f"{MAX_ARRIVAL_S:g} s; give a higher rate", "request_rate")
+    return out
 
 
 # ------------------------------------------------------------------------- one streamed request
-def _sse_events(text_lines: Any) -> Any:
-    """The stream's events, each checked by `_chunk`: a malformed one fails its request (a ValueError), never the run."""
+#: What `_sse_events` yields for ``data: [DONE]``: the server said the stream is whole.
+DONE = object()
+
+
+class ErrorEvent(ValueError):
+    """The server reported a failure inside the stream (its text, masked and cut): the request failed."""
+
+
+def _sse_events(text_lines: Any, red: Redactor = Redactor()) -> Any:
+    """The stream's events, each checked by `_chunk`, then `DONE` at ``data: [DONE]``: a malformed event or an error
+    event fails its request (a ValueError, its text masked by `red` before it is cut), never the run."""
+    typed_error = False
     for line in text_lines:
+        if line.startswith("event:"):
+            typed_error = line[6:].strip().lower() == "error"
+            continue
         if not line.startswith("data:"):
+            if not line.strip():  # a blank line ends an event: its `event:` type with it
+                typed_error = False
             continue
         data = line[5:].strip()
         if data == "[DONE]":
+            yield DONE
             return
         try:
             ev = json.loads(data)
         except (ValueError, RecursionError):
-            raise ValueError(f"a streamed event is not JSON: {_short(data, 80)}") from None
-        yield _chunk(ev, data)
+            if typed_error:
+                raise ErrorEvent(red.line(data, 200)) from None
+            raise ValueError(f"a streamed event is not JSON: {red.line(data, 80)}") from None
+        problem = _error_event(ev, typed_error)
+        if problem is not None:
+            raise ErrorEvent(red.line(problem, 200))
+        yield _chunk(ev, data, red)
 
 
-def _chunk(ev: Any, data: str) -> dict[str, Any]:
+def _error_event(ev: Any, typed: bool) -> str | None:
+    """The server's error text when `ev` is an error event (vLLM writes ``data: {"error": {...}}`` when generation fails
+    mid-stream, older versions ``{"object": "error", "message": ...}``; ``event: error`` marks any data as one), else None."""
+    if not isinstance(ev, dict):
+        return json.dumps(ev)[:400] if typed else None
+    err = ev.get("error")
+    if err is not None and err is not False:
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        return str(msg)[:4000]
+    if ev.get("object") == "error":
+        return str(ev.get("message", ev))[:4000]
+    return json.dumps(ev)[:400] if typed else None
+
+
+def _chunk(ev: Any, data: str, red: Redactor = Redactor()) -> dict[str, Any]:
     """`ev` if it has the shape `stream_one` reads (an object; choices a list of objects with an object delta; usage
     counts whole numbers within any context), else a ValueError naming what is wrong."""
     if not isinstance(ev, dict) or not isinstance(ev.get("choices") or [], list) or not all(
             isinstance(ch, dict) and isinstance(ch.get("delta") or {}, dict) for ch in ev.get("choices") or []):
-        raise ValueError(f"a streamed event is not a chat-completion chunk: {_short(data, 80)}")
+        raise ValueError(f"a streamed event is not a chat-completion chunk: {red.line(data, 80)}")
     u = ev.get("usage")
     for name in ("prompt_tokens", "completion_tokens"):
         v = u.get(name) if isinstance(u, dict) else None
         if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT_TOKENS):
-            raise ValueError(f"usage.{name} {_short(v, 40)} is not a token count (0 to {MAX_CONTEXT_TOKENS:,})")
+            raise ValueError(f"usage.{name} {red.line(v, 40)} is not a token count (0 to {MAX_CONTEXT_TOKENS:,})")
     return ev
 
 
+class Contradiction(ValueError):
+    """An answer whose counts contradict its request or its own stream: a failed request, never a figure."""
+
+
+def check_answer(res: "RequestResult", prompt: str, max_tokens: Any) -> None:
+    """Raise `Contradiction` when the answer's counts cannot be right for the request it answers.
+
+    * more content chunks than ``max_tokens`` (every chunk holds at least one token);
+    * ``usage.completion_tokens`` above ``max_tokens``, or below the content chunks streamed;
+    * ``usage.prompt_tokens`` of 0 for a prompt of words, or above the prompt's bytes (a token of a byte-level BPE
+      holds at least one byte) plus `TEMPLATE_ALLOWANCE` for the chat template."""
+    cap = max_tokens if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0 else None
+    if cap is not None and res.chunks > cap:
+        raise Contradiction(f"{res.chunks} content chunks streamed for max_tokens {cap} (a chunk holds at least one token)")
+    if res.usage_reported:
+        if cap is not None and res.output_tokens > cap:
+            raise Contradiction(f"usage.completion_tokens {res.output_tokens:,} is more than the max_tokens {cap:,} asked")
+        if res.output_tokens < res.chunks:
+            raise Contradiction(f"usage.completion_tokens {res.output_tokens:,} is fewer than the {res.chunks:,} content "
+                                "chunks streamed")
+    if res.prompt_tokens is not None:
+        most = len(prompt.encode("utf-8")) + TEMPLATE_ALLOWANCE
+        if res.prompt_tokens < 1:
+            raise Contradiction(f"usage.prompt_tokens {res.prompt_tokens} for a prompt of {len(prompt.split()):,} words")
+        if res.prompt_tokens > most:
+            raise Contradiction(f"usage.prompt_tokens {res.prompt_tokens:,} for a prompt of {len(prompt.encode('utf-8')):,} "
+                                f"bytes (at most {most:,} with a chat template's {TEMPLATE_ALLOWANCE:,})")
+
+
 def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: bool, temperature: float,
-               t_start: float, clock: Callable[[], float] = time.perf_counter) -> RequestResult:
-    """Send `req` streamed and time every content chunk; a failure is returned in the result, a refusal raised."""
+               t_start: float, clock: Callable[[], float] = time.perf_counter, red: Redactor | None = None) -> RequestResult:
+    """Send `req` streamed and time every content chunk; a failure is returned in the result, a refusal raised.
+
+    Every text from the server kept in the result (the answering model's name, an error) is masked by `red` (default:
+    the endpoint's key and the environment's) before it is cut."""
+    red = red or Redactor.of(*ep.secrets)
     body: dict[str, Any] = {"model": ep.model, "messages": [{"role": "user", "content": req.prompt}], "stream": True,
                             "stream_options": {"include_usage": True}, "max_tokens": req.output_len,
                             "temperature": temperature, **ep.extra_body}
     if ignore_eos:
         body["ignore_eos"] = True
+    cap = body.get("max_tokens")
     res = RequestResult(req.index, req.input_len, req.output_len)
     t0 = clock()
     res.start_s = t0 - t_start
     last = None
+    whole = False  # [DONE] seen
     try:
         with http.stream("POST", ep.chat_url, json.dumps(body).encode("utf-8"), ep.headers()) as (status, headers, chunks):
             if status != 200:
                 text = b"".join(chunks).decode("utf-8", "replace")
                 if status == 429 or status >= 500:
-                    res.error = f"HTTP {status} {_short(text, secrets=ep.secrets)}"
+                    res.error = f"HTTP {status} {_short(text, secrets=red.secrets)}"
                     return res
                 raise _refused(ep, status, text, headers.get("location"))
-            for ev in _sse_events(lines(chunks)):
+            for ev in _sse_events(lines(chunks), red):
+                if ev is DONE:
+                    whole = True
+                    break
                 now = clock()
                 if isinstance(ev.get("model"), str):
-                    res.model = ev["model"]
+                    res.model = red.line(ev["model"], 200)
                 if isinstance(ev.get("usage"), dict):
                     u = ev["usage"]
                     if isinstance(u.get("completion_tokens"), int):
@@ -219,7 +337,7 @@ def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: 
                 for ch in ev.get("choices") or []:
                     delta = ch.get("delta") or {}
                     if ch.get("finish_reason"):
-                        res.finish_reason = ch["finish_reason"]
+                        res.finish_reason = red.line(ch["finish_reason"], 40)
                     if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
                         res.chunks += 1
                         if last is None:
@@ -227,6 +345,9 @@ def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: 
                         else:
                             res.itl_s.append(now - last)
                         last = now
+                if isinstance(cap, int) and res.chunks > cap:  # no need to read a million more: the answer is broken
+                    raise Contradiction(f"more than {cap:,} content chunks streamed for max_tokens {cap:,} (a chunk holds "
+                                        "at least one token)")
     except EndpointError:
         raise
     except (DeadlineExceeded, Cancelled) as exc:
@@ -236,12 +357,27 @@ def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: 
         res.error = f"no whole answer within {http.timeout_s:g} s"
         return res
     except httpx.ConnectError as exc:
-        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({_short(exc, secrets=ep.secrets)})", "base_url") from None
+        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({_short(exc, secrets=red.secrets)})", "base_url") from None
+    except Contradiction as exc:
+        res.error = f"the answer contradicts its request ({red.line(exc)})"
+        return res
+    except ErrorEvent as exc:
+        res.error = f"the server reported an error mid-stream ({exc})"
+        return res
     except (httpx.HTTPError, ValueError, BodyTooLarge) as exc:
-        res.error = f"the stream broke ({_short(exc, secrets=ep.secrets)})"
+        res.error = f"the stream broke ({_short(exc, secrets=red.secrets)})"
         return res
     if last is None:
         res.error = "the stream held no content"
+        return res
+    if not whole and res.finish_reason is None:
+        res.error = ("the stream was cut (the connection closed with neither a finish_reason nor [DONE]: the answer may be "
+                     "incomplete)")
+        return res
+    try:
+        check_answer(res, req.prompt, cap)
+    except Contradiction as exc:
+        res.error = f"the answer contradicts its request ({red.line(exc)})"
         return res
     res.e2e_s = last - t0
     if not res.usage_reported:
@@ -260,6 +396,8 @@ class BenchRun:
     results: list[RequestResult]
     duration_s: float
     interrupted: bool = False
+    #: what interrupted it: '^C' or 'SIGTERM' (treated alike: what finished is kept)
+    interrupted_by: str = "^C"
 
     @property
     def ok(self) -> list[RequestResult]:
@@ -294,20 +432,22 @@ class BenchRun:
 
 
 class Interrupted(Exception):
-    """^C during a run: what was measured is in `run`."""
+    """^C (or SIGTERM) during a run: what was measured is in `run`, the signal's KeyboardInterrupt in `cause`."""
 
-    def __init__(self, run: BenchRun):
+    def __init__(self, run: BenchRun, cause: BaseException | None = None):
         super().__init__("interrupted")
         self.run = run
+        self.cause = cause
 
 
 def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency: int | None, request_rate: float,
               burstiness: float, seed: int, timeout_s: float, ignore_eos: bool, temperature: float, warmup: int = 1,
-              progress: Callable[[int], None] = lambda k: None) -> BenchRun:
+              progress: Callable[[int], None] = lambda k: None, red: Redactor | None = None) -> BenchRun:
     """Send `requests` at their arrival times, at most `max_concurrency` in flight; ^C → `Interrupted` with what finished."""
     if max_concurrency is not None and not 1 <= max_concurrency <= MAX_CONCURRENCY:
         raise InputError(f"--max-concurrency: expected 1..{MAX_CONCURRENCY}, got {max_concurrency}", "max_concurrency")
     workers = min(max_concurrency or len(requests), len(requests), MAX_CONCURRENCY) or 1
+    red = red or Redactor.of(*ep.secrets)
     arrivals = arrival_times(len(requests), request_rate, burstiness, seed)
     stop = threading.Event()
     results: list[RequestResult] = []
@@ -316,16 +456,16 @@ def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency
     try:
         try:
             for w in requests[:warmup]:  # not measured: loads the model, fills the caches the first request would pay for
-                stream_one(http, ep, w, ignore_eos=ignore_eos, temperature=temperature, t_start=time.perf_counter())
-        except KeyboardInterrupt:
+                stream_one(http, ep, w, ignore_eos=ignore_eos, temperature=temperature, t_start=time.perf_counter(), red=red)
+        except KeyboardInterrupt as exc:
             http.cancel()
-            raise Interrupted(BenchRun(max_concurrency, request_rate, [], 0.0, True)) from None
+            raise Interrupted(BenchRun(max_concurrency, request_rate, [], 0.0, True, interrupted_by(exc)), exc) from None
         t_start = time.perf_counter()
 
         def task(req: BenchRequest, at: float) -> None:
             if stop.wait(max(0.0, t_start + at - time.perf_counter())):
                 return
-            r = stream_one(http, ep, req, ignore_eos=ignore_eos, temperature=temperature, t_start=t_start)
+            r = stream_one(http, ep, req, ignore_eos=ignore_eos, temperature=temperature, t_start=t_start, red=red)
             if stop.is_set():
                 return  # cut by ^C: not a measurement
             with lock:
@@ -342,13 +482,14 @@ def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency
                         break
                     except TimeoutError:
                         continue
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # ^C, or SIGTERM under common.signals.sigterm_as_interrupt
             stop.set()
             http.cancel()  # the requests in flight end within a slice, so the exit does not wait on a stalled server
             pool.shutdown(wait=False, cancel_futures=True)
             with lock:
                 done = sorted(results, key=lambda r: r.index)
-            raise Interrupted(BenchRun(max_concurrency, request_rate, done, time.perf_counter() - t_start, True)) from None
+            raise Interrupted(BenchRun(max_concurrency, request_rate, done, time.perf_counter() - t_start, True,
+                                       interrupted_by(exc)), exc) from None
         except BaseException:
             stop.set()
             http.cancel()
@@ -411,7 +552,7 @@ def notes(run: BenchRun) -> list[str]:
     for f, c in sorted(s["failures"].items()):
         out.append(f"{c} request(s) failed: {f}")
     if s["interrupted"]:
-        out.append("interrupted: the figures are those of the requests that finished before ^C")
+        out.append(f"interrupted: the figures are those of the requests that finished before {run.interrupted_by}")
     return out
 
 
@@ -457,7 +598,7 @@ def csv_rows(run: BenchRun, facts: ServerFacts, seed: int, ignore_eos: bool, whe
     if facts.note:
         extra.append(facts.note)
     if run.interrupted:
-        extra.append("interrupted by ^C")
+        extra.append(f"interrupted by {run.interrupted_by}")
 
     def f(key: str) -> str:
         return "" if s[key] is None else f"{s[key]['mean']:.4g}"
@@ -476,9 +617,12 @@ def csv_rows(run: BenchRun, facts: ServerFacts, seed: int, ignore_eos: bool, whe
     }]
 
 
-def server_facts(http: Transport, ep: Endpoint) -> dict[str, str]:
+def server_facts(http: Transport, ep: Endpoint, red: Redactor | None = None) -> dict[str, str]:
     """What the server says about itself, where it says it: /v1/models' owned_by, and /version (vLLM) or
-    /get_server_info (SGLang); {} for what it does not answer. Never raises: a benchmark does not need it."""
+    /get_server_info (SGLang); {} for what it does not answer. Never raises: a benchmark does not need it.
+    Every value is the server's text, so each is masked (`red`: the endpoint's key and the environment's) and cut
+    to 200 characters as it is read: a server that answers with the Authorization header it got never has it shown."""
+    red = red or Redactor.of(*ep.secrets)
     out: dict[str, str] = {}
     base = ep.url.rstrip("/")
     root = base[: -len("/v1")] if base.endswith("/v1") else base
@@ -487,10 +631,10 @@ def server_facts(http: Transport, ep: Endpoint) -> dict[str, str]:
         if status == 200:
             data = json.loads(raw).get("data") or []
             ids = [m.get("id") for m in data if isinstance(m, dict)]
-            out["models"] = ",".join(str(i) for i in ids if i)
+            out["models"] = ",".join(red.line(i, 200) for i in ids if i)
             mine = next((m for m in data if isinstance(m, dict) and m.get("id") == ep.model), data[0] if data else {})
             if isinstance(mine.get("owned_by"), str):
-                out["owned_by"] = mine["owned_by"]
+                out["owned_by"] = red.line(mine["owned_by"], 200)
     except (httpx.HTTPError, ValueError, AttributeError, RecursionError, DeadlineExceeded, BodyTooLarge):
         pass
     for path in ("/version", "/get_server_info"):
@@ -498,7 +642,7 @@ def server_facts(http: Transport, ep: Endpoint) -> dict[str, str]:
             status, _, raw = http.get(root + path, ep.headers())
             version = json.loads(raw).get("version") if status == 200 else None
             if isinstance(version, str):
-                out["version"] = version
+                out["version"] = red.line(version, 200)
                 break
         except (httpx.HTTPError, ValueError, AttributeError, RecursionError, DeadlineExceeded, BodyTooLarge):
             continue
