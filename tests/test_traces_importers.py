@@ -301,3 +301,66 @@ def test_a_file_too_big_to_parse_whole_is_detected_from_its_head(monkeypatch):
     for key, p in fixtures.items():
         want = key.split(":")[0] if ":" in key else next(f for f, ps in FILES.items() if p in ps)
         assert reg.detect(p).name == want, p
+
+
+# ---------------------------------------------------------------- hostile cases ti-* (2026-12-07, round four)
+def _sample_file(tmp_path: Path, name: str, edit) -> Path:
+    data = json.loads((Path(__file__).parents[1] / "traces/data/tau2_airline_sample.json").read_text())
+    edit(data)
+    f = tmp_path / name
+    f.write_text(json.dumps(data))
+    return f
+
+
+def test_ti_tau2_missing_domain_takes_the_domain_of_its_tools(tmp_path):
+    """ti-tau2-missing-domain: no domain_name, a file name that is no domain: the calls are not all held as writes."""
+    f = _sample_file(tmp_path, "results.json", lambda d: d["info"]["environment_info"].pop("domain_name"))
+    trajs, _ = read(f)
+    kinds = [s.kind for t in trajs for s in t.steps if s.actor == Actor.AGENT and s.tool_name]
+    assert {t.domain for t in trajs} == {"airline"} and kinds.count(StepKind.WRITE) < len(kinds) / 2
+    assert data_quality(trajs).untagged == {}
+
+
+def test_ti_tau2_no_usage_estimates_and_warns(tmp_path):
+    """ti-tau2-no-usage and ti-tau2-no-usage-predict: every usage and cost removed."""
+    def strip(d):
+        for sim in d["simulations"]:
+            for m in sim["messages"]:
+                m.pop("usage", None)
+                m.pop("cost", None)
+    f = _sample_file(tmp_path, "airline__x.json", strip)
+    out = tmp_path / "o.jsonl"
+    r = runner.invoke(app, ["traces", "import", "tau2", str(f), "-o", str(out)])
+    assert r.exit_code == 0 and "token counts estimated from the text on 100%" in " ".join(r.output.split())
+    trajs = load_trajectories(out)
+    agent = [s for t in trajs for s in t.steps if s.actor == Actor.AGENT]
+    assert sum(s.output_tokens == 0 for s in agent) == len(trajs)  # the greetings only
+    assert all(t.system_prompt_tokens > 1000 for t in trajs)  # the policy and the airline tools' schemas, estimated
+    r = runner.invoke(app, ["predict", "--trace", str(out), "-o", str(tmp_path / "p"), "--draws", "0"])
+    assert r.exit_code == 0 and "token counts estimated from the text" in " ".join(r.output.split())
+
+
+def test_ti_oa_all_empty_is_said(tmp_path):
+    """ti-oa-all-empty: every message empty or null, no usage: the agent steps decode 0 tokens, and the import says so."""
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps([{"role": "user", "content": ""}, {"role": "assistant", "content": None},
+                             {"role": "user", "content": None}, {"role": "assistant", "content": ""}]))
+    out = tmp_path / "o.jsonl"
+    r = runner.invoke(app, ["traces", "import", "openai", str(f), "-o", str(out)])
+    assert r.exit_code == 0 and "every agent step(s) decode 0 tokens" in " ".join(r.output.split())
+
+
+def test_ti_oa_unknown_domain_names_the_untagged_tools_and_the_flag(tmp_path):
+    """ti-oa-unknown-domain: tools no source tags are named, with --tags."""
+    f = tmp_path / "c.jsonl"
+    msgs = [{"role": "user", "content": "where is order 7?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {
+                "name": "lookup_order", "arguments": "{}"}}, {"id": "b", "type": "function", "function": {
+                    "name": "get_customer", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "shipped"}, {"role": "tool", "tool_call_id": "b", "content": "Ann"},
+            {"role": "assistant", "content": "It has shipped, Ann."}]
+    f.write_text(json.dumps({"messages": msgs}) + "\n")
+    r = runner.invoke(app, ["traces", "import", "openai", str(f), "-o", str(tmp_path / "o.jsonl")])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and "2 tool(s) untagged, held as WRITEs on 100% of tool calls" in text
+    assert "get_customer, lookup_order" in text and "--tags" in text

@@ -43,6 +43,7 @@ class DataQuality:
     tool_calls: int
     untagged: dict[str, int] = field(default_factory=dict)  # tool -> calls held as WRITEs for want of a tag
     zero_output_agent_steps: int = 0  # agent steps decoding nothing (a fixed greeting, an empty message)
+    empty_agent_steps: int = 0  # of those, the ones that are not τ²-Bench's fixed greeting: empty in the log
     importers: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -70,6 +71,11 @@ class DataQuality:
             shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
             out.append(f"{len(names)} tool(s) untagged, held as WRITEs on {self.untagged_share:.0%} of tool calls: {shown} "
                        "(tag them: `--tags tags.json`, see docs/traces.md)")
+        if self.empty_agent_steps:
+            every = self.empty_agent_steps == self.agent_steps
+            out.append(f"{'every' if every else f'{self.empty_agent_steps} of {self.agent_steps}'} agent step(s) decode "
+                       "0 tokens: their messages are empty in the log" + (
+                           " (nothing to price: the ratios would be meaningless)" if every else ""))
         if self.agent_steps and self.reasoning_known < MOSTLY:
             out.append(f"hidden reasoning unknown on {1 - self.reasoning_known:.0%} of agent steps: the verdicts' "
                        "reasoning term uses none there")
@@ -100,6 +106,7 @@ class QualityTally:
         self.reasoning[str(t.metadata.get("reasoning_source") or ("unknown" if all(
             s.reasoning_tokens is None for s in t.steps if s.actor == Actor.AGENT) else "recorded"))] += 1
         held = set(str(t.metadata.get("untagged_tools") or "").split(",")) - {""}
+        greeting = t.metadata.get("importer") == "tau2"  # its first message is the benchmark's fixed greeting
         for s in t.steps:
             if s.actor == Actor.AGENT:
                 c["agent"] += 1
@@ -107,6 +114,7 @@ class QualityTally:
                 c["lat"] += s.model_latency_s is not None
                 c["known"] += s.reasoning_tokens is not None
                 c["zero"] += s.output_tokens == 0
+                c["empty"] += s.output_tokens == 0 and not (s.index == 0 and s.kind == StepKind.REPLY and greeting)
                 if s.kind != StepKind.REPLY:
                     c["calls"] += 1
                     if s.tool_name in held:
@@ -126,7 +134,7 @@ class QualityTally:
             waits=waits, waits_recorded=c["waited"] / waits if waits else 0.0,
             reasoning_known=c["known"] / agent if agent else 1.0, reasoning_sources=dict(sorted(self.reasoning.items())),
             system_prompt_measured=c["sys"] / n if n else 0.0, tool_calls=c["calls"],
-            untagged=dict(sorted(self.untagged.items())), zero_output_agent_steps=c["zero"],
+            untagged=dict(sorted(self.untagged.items())), zero_output_agent_steps=c["zero"], empty_agent_steps=c["empty"],
             importers=dict(sorted(self.importers.items())),
         )
 

@@ -50,6 +50,25 @@ OutOpt = Annotated[Optional[Path], typer.Option("-o", "--out", help="Output file
                                                                    "step). Without it: the first input's name with .jsonl, beside it.")]
 
 
+def trace_kind(out: Path):
+    """What a trace output holds, by its suffix (common.paths.check_outputs: an existing file of another kind is not
+    replaced): JSONL trajectories (each line starts with the schema version) or a Parquet step table."""
+    from specagent.common.paths import PARQUET, starts_with
+
+    return PARQUET if out.suffix.lower() in (".parquet", ".pq") else starts_with(b'{"schema_version"', what="a specagent trace (JSONL)")
+
+
+def _guard(outputs: dict, inputs: dict, kinds: dict) -> None:
+    """The output guard (common.paths.check_outputs) before any work: one `error:` line."""
+    from specagent.common.errors import InputError
+    from specagent.common.paths import check_outputs
+
+    try:
+        check_outputs(outputs, inputs, InputError, kinds=kinds)
+    except InputError as exc:
+        fail(exc)
+
+
 def _default_out(out: Optional[Path], files: list[Path]) -> Path:
     """-o, or the first input's name with `.jsonl` (never the input itself)."""
     if out is not None:
@@ -102,7 +121,6 @@ def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE.
     data-quality summary printed at the end (also by `traces stats`, and on `predict`'s first screen) says how
     much of the workload was measured.
     """
-    from specagent.common.paths import check_not_an_input
     from specagent.common.errors import InputError
     from specagent.traces.importers import ImportOptions, iter_import
     from specagent.traces.io import write_trajectories
@@ -115,8 +133,8 @@ def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE.
     repairs: list[Repair] = []
     formats: list[tuple[str, str]] = []
     tally = QualityTally()
+    _guard({"-o": out}, {"FILE": files, "--tags": tags}, {"-o": trace_kind(out)})
     try:
-        check_not_an_input(out, files, "-o", InputError)
         options = ImportOptions(tagger=ToolTagger(user=tags), domain=domain, skip_bad=skip_bad, skipped=skipped,
                                 repairs=repairs)
 
@@ -242,6 +260,9 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
     """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
     if out.suffix.lower() != ".toml":
         fail(f"-o {out}: a workload profile is a TOML file: expected a name ending in .toml")
+    from specagent.common.paths import starts_with
+
+    _guard({"-o": out}, {"FILES": files}, {"-o": starts_with(b"name = ", what="a workload profile (TOML)")})
     try:
         trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
@@ -257,6 +278,7 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
           n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1, max=MAX_TRAJECTORIES)] = 1000,
           seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.", min=0, max=2**63 - 1)] = 0) -> None:
     """Generate synthetic trajectories from a workload profile."""
+    _guard({"-o": out}, {"--profile": profile if Path(profile).suffix.lower() == ".toml" else None}, {"-o": trace_kind(out)})
     try:
         prof = load_profile(profile)
         with progress_bar(n, f"generating {n:,} trajectories") as advance:
