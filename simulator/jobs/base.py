@@ -1,0 +1,91 @@
+"""What every job is: a Request (a Scenario plus the job's own fields) run into a Result.
+
+A job module (one per command: predict, explain, plan, …) provides
+
+* a ``Request`` subclass: the job's own fields beside ``scenario``, each with its default (the default
+  everywhere: Python, the generated CLI flags, the docs) and its metadata — ``help`` (the flag's text),
+  ``flag`` (the CLI name when it is not ``--field-name``), ``short`` (``-o``), ``cli: False`` (not a flag);
+  ``check()`` raises a ``JobError`` naming the field of a bad value (the CLI turns the field into its flag);
+* a ``Result`` subclass: everything any view shows, computed once — ``to_dict()`` is the plain JSON data the
+  job stores (``summary.json``, ``plan.json``) and reports read, ``write(folder)`` writes the job's files
+  atomically and returns their paths;
+* ``run(request, progress=None) -> Result``: the work, reporting through ``progress`` (a ``Progress``
+  callback: what is being done, how much of it) so that a Python caller and the CLI see the same
+  stages; resume, estimates and clean interruption belong to the job, not to its caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specagent.common.errors import InputError
+from specagent.simulator.scenario import Scenario
+
+
+class JobError(InputError):
+    """A request field with a value the job cannot take; `field` is its name (the CLI names the flag instead)."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a request's scenario came from: the scenario file (a value read from it is named as its key, not as a
+    flag the user never gave), the scenario fields set on the command line (dotted paths), and every file the
+    request reads, by the flag or argument that named it (no output of the job may replace one)."""
+
+    scenario_file: str | None = None
+    given: frozenset[str] = frozenset()
+    inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def with_inputs(self, **more: Any) -> "Provenance":
+        """A copy with more input files (flag → a path or paths; None and '' left out)."""
+        extra = {k.replace("_", "-"): tuple(str(p) for p in ((v,) if isinstance(v, (str, Path)) else v) if p)
+                 for k, v in more.items() if v}
+        return dataclasses.replace(self, inputs={**self.inputs, **{k: v for k, v in extra.items() if v}})
+
+
+@dataclass(frozen=True)
+class Request:
+    """A job's input: the Scenario (models, deployments, workload, acceptance, …) and where it came from. A subclass
+    adds the job's own fields (see the module docstring)."""
+
+    scenario: Scenario = field(default_factory=Scenario, metadata={"cli": False})
+    provenance: Provenance = field(default_factory=Provenance, metadata={"cli": False})
+
+    def check(self) -> None:
+        """Raise a JobError naming the field of a value this job cannot take (run() calls it first)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One progress report: what the job is doing, how much of it is done and of how much (None: not known)."""
+
+    what: str
+    done: float = 0.0
+    total: float | None = None
+
+
+Progress = Callable[[Step], None]
+
+
+def report(progress: Progress | None, what: str, done: float = 0.0, total: float | None = None) -> None:
+    """Tell `progress` (if any) where the job is."""
+    if progress is not None:
+        progress(Step(what, done, total))
+
+
+class Result:
+    """What a job returns: a subclass holds everything any view shows (the terminal, the report, a notebook)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def write(self, folder: str | Path) -> list[Path]:
+        raise NotImplementedError
