@@ -796,7 +796,8 @@ def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_p
 #: Recorded by `validate` as it stood before the fit reused unchanged deployments' predictions (commit e3316f1): the
 #: fast path must give the same fit. Relative tolerance 1e-6: far below any printed digit; bit-equal on the machine
 #: that recorded it, the slack is for another LAPACK under least_squares' trust-region steps. Re-pinned for issue 49: the
-#: per-layer floors now overlap weight kernels' reads (`latency.hidden_floor_s`), a change of the priced pass time.
+#: per-layer floors now overlap weight kernels' reads (`latency.hidden_floor_s`), a change of the priced pass time,
+#: and a fit from the priors keeps the better of two starts (`fit`).
 PINNED_SOURCES = ("sgl-project/sglang#10404", "sgl-project/sglang#10467", "vLLM CI performance benchmark")
 PINNED_PREDICTED = [
     2491.8583353342665,
@@ -894,3 +895,16 @@ def test_pricer_equals_predict_and_reuses_only_unchanged_keys():
     assert calls and set(calls) == {"vllm"}  # only the vLLM deployments priced again
     np.testing.assert_array_equal(got, predict(targets, engine_for_values(moved)))
     assert not np.array_equal(got, first)
+
+
+def test_a_fit_from_the_priors_keeps_the_better_of_its_two_starts():
+    """`fit` from the priors also continues from a decode-side-only first solve and keeps the lower loss (issue 49): it
+    is never worse than the single solve from the priors (`x0` given: one solve), on the same figures."""
+    from specagent.costmodel.latency_fit import fit, serving_params
+
+    targets = _pinned_targets()
+    params = serving_params()[0]
+    two = fit(targets, params)
+    one = fit(targets, params, x0=[p.prior for p in params])
+    assert two.cost <= one.cost + 1e-12
+    assert len(two.values) == len(one.values) == len(params)
