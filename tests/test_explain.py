@@ -214,4 +214,4 @@ def test_explain_prints_the_published_gap_only_in_the_evaluated_setting(tmp_path
     default = CliRunner().invoke(app, ["explain", "--no-counterfactuals"], terminal_width=400)
     assert default.exit_code == 0, default.output
     text = " ".join(default.stdout.split())
-    assert "tau2_wall_ratio" not in text and "--scenario wang2026-tau2" in text
+    assert "Against the published" not in text and "--scenario wang2026-tau2" in text
