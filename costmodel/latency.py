@@ -114,6 +114,8 @@ def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: fl
     term divides them) at a one-token decode step (top-k experts); a larger pass reads at least as many, so its
     hidden part is at least this one (FLOP-bound GEMMs take longer still): the subtraction never exceeds what a pass
     hides. Kernels without weights (norms, RoPE, the attention and recurrent kernels, activations) keep their floor.
+    Applied where the engine profile says its floors overlap reads (`floor_overlaps_reads`: the GPU engines); a CPU's
+    eager per-op dispatch runs before its op, serially, and adds.
     """
     counts = layer_counts(dep)
     rate = dep.hardware.bandwidth_bytes_s * bandwidth_efficiency
@@ -242,7 +244,8 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         weight_kernels += counts["moe"] * SHARED_EXPERT_KERNELS
     half_bytes = float(eng.bandwidth_half_mb.value) * 1e6
     moe = moe_efficiency(eng, hw.peak_flops(dep.compute_dtype))
-    hidden = hidden_floor_s(dep, eng, bw_eff, half_bytes)
+    overlaps = eng.floor_overlaps_reads is not None and bool(eng.floor_overlaps_reads.value)
+    hidden = hidden_floor_s(dep, eng, bw_eff, half_bytes) if overlaps else 0.0
     layers_s = floors_s - hidden if hidden > 0.0 else floors_s
     return LatencyTerms(
         iteration_s=float((eng.iteration_us or hw.pass_overhead_us).value) * us,

@@ -181,6 +181,10 @@ def test_a_weight_kernel_pays_its_floor_or_its_bytes_whichever_binds():
     assert small.time_s[0] >= max(small.memory_s[0], small.compute_s[0])
     ideal = decode(dataclasses.replace(dep, serving_engine=IDEAL), context=0)
     assert ideal.fixed["layers"][0] == 0.0
+    # a profile that does not say its floors overlap reads (a CPU's calibrate profile, every profile before issue 49) adds them
+    serial = dataclasses.replace(huge, floor_overlaps_reads=None)
+    assert decode(dataclasses.replace(dep, serving_engine=serial), context=0).fixed["layers"][0] == pytest.approx(floors, rel=1e-12)
+    assert VLLM.floor_overlaps_reads.value is True and load_engine("sglang-0.4").floor_overlaps_reads.value is True
 
 
 def test_engine_without_iteration_term_uses_the_hardware_pass_overhead():
