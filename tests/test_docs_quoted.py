@@ -182,6 +182,8 @@ def quotes(t: dict) -> dict[str, list[str]]:
     p, exp = t["predict"], t["explain"]
     pe, ee = t["predict_eval"], t["explain_eval"]
     re_ = {k: d["ratio"] for k, d in ee["decompositions"].items()}
+    term_e = {(k, t_["phase"]): t_ for k, d in ee["decompositions"].items() for t_ in d["terms"]}
+    fac_e = {key: [f["value"] for f in t_["factors"]] for key, t_ in term_e.items()}
     cfe = ee["counterfactuals"]
     so = {c: bottom(p, "strongonly", c) for c in ("wall_s_per_task", "model_s_per_task", "usd_per_task")}
     sa = {c: bottom(p, "specagent", c) for c in ("wall_s_per_task", "model_s_per_task", "usd_per_task")}
@@ -220,6 +222,20 @@ def quotes(t: dict) -> dict[str, list[str]]:
             f"waits ({f3(env)} of Strong-only's wall, a floor), the Weak/Strong time per token ({f3(wr)} on H20) and the "
             f"verdicts' reasoning (thinking off: wall {f3(off['wall'])})",
             f"on τ² the recorded waits ({f3(env)} of wall), the Weak/Strong time per token ({f3(wr)}) and the verdicts'",
+            # the like-for-like paragraph: the evaluated setting's comparison and explain's parts (issue 49)
+            f"a wall of 0.54 would need a model-time ratio of {f3((0.54 - env) / (1 - env))}; with that verifier FLOPs "
+            f"fall to {f3(r['flops'])} where they report a rise",
+            f"meets memory ({f3(published(pe, 'tau2_memory_ratio')['point'])} against 0.43–0.57), the Strong share "
+            f"({f3(published(pe, 'tau2_strong_share')['point'])} against 0.39–0.66) and FLOPs "
+            f"({f3(published(pe, 'tau2_flops_ratio')['point'])} against 1.30–1.87), and misses the wall by "
+            f"{published(pe, 'tau2_wall_ratio')['point'] - 0.54:.3f} ({f3(published(pe, 'tau2_wall_ratio')['point'])} "
+            f"against 0.41–0.54; interval {published(pe, 'tau2_wall_ratio')['low']:.2f}–"
+            f"{published(pe, 'tau2_wall_ratio')['high']:.2f})",
+            f"Weak drafting, {f3(term_e['wall', 'weak_decode']['specagent'])} of Strong-only's wall "
+            f"({f3(fac_e['wall', 'weak_decode'][1])} Weak tokens per Strong-only token at {f3(fac_e['wall', 'weak_decode'][2])} "
+            f"of the Strong model's time per token on H20), and the verdicts' reasoning, "
+            f"{f3(term_e['wall', 'strong_verdict']['specagent'])} (thinking off: {f3(cfe['thinking off']['wall'])}); "
+            f"acceptance barely (at 0: {f3(cfe['zero acceptance']['wall'])})",
         ],
         "docs/explain.md": [
             f"wall **{f3(r['wall'])}**, model time {f3(r['model'])}, memory {f3(r['memory'])}, FLOPs {f3(r['flops'])}, "
