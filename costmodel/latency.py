@@ -264,8 +264,8 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
-        request_s=float(eng.request_us.value) * us,
         layers_hidden_s=hidden,
+        request_s=float(eng.request_us.value) * us,
     )
 
 
