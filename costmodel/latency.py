@@ -56,6 +56,7 @@ from typing import TypeVar
 import numpy as np
 
 from specagent.costmodel.deployment import Deployment
+from specagent.costmodel.model_spec import ModelSpec
 from specagent.hardware.serving_engine import LAYER_KINDS, EngineProfile
 
 #: Weight-streaming GEMM kernels per layer by kind, as vLLM and SGLang fuse them (fused QKV
@@ -66,13 +67,79 @@ WEIGHT_KERNELS = {"full_attention": 2, "linear_attention": 3, "dense_mlp": 2, "m
 SHARED_EXPERT_KERNELS = 3
 
 
+def weight_kernel_params(model: ModelSpec) -> dict[str, tuple[tuple[float, bool], ...]]:
+    """Per layer kind, the weights each weight-streaming kernel of `WEIGHT_KERNELS` reads in a one-token decode step.
+
+    Each entry is (parameters, high precision): the fused QKV(+output gate) and output GEMMs of attention; Gated
+    DeltaNet's fused qkvz, fused ba and output; a dense MLP's gate/up and down; an MoE layer's router (kept in high
+    precision, as the roofline counts it), grouped w13 and w2 over the top-k experts a single token routes to (the
+    union of experts a one-token pass touches), then the shared expert's gate/up, down and its scalar gate. The kernel
+    grouping is the one `WEIGHT_KERNELS` counts (vLLM's and SGLang's fused linear layers).
+    """
+    h = model.hidden
+    a = model.attention.matmul_shapes(h)
+    out: dict[str, tuple[tuple[float, bool], ...]] = {
+        "full_attention": ((float(sum(i * o for i, o in a[:3])), False), (float(a[3][0] * a[3][1]), False)),
+        "dense_mlp": ((2.0 * h * model.dense_intermediate, False), (float(h * model.dense_intermediate), False)),
+    }
+    if model.linear:
+        la = model.linear.matmul_shapes(h)
+        out["linear_attention"] = ((float(sum(i * o for i, o in la[:2])), False), (float(la[2][0] * la[2][1]), False),
+                                   (float(la[3][0] * la[3][1]), False))
+    else:
+        out["linear_attention"] = ()
+    if model.moe:
+        m = model.moe
+        moe = [(float(h * m.num_experts), True), (2.0 * h * m.expert_intermediate * m.top_k, False),
+               (float(h * m.expert_intermediate * m.top_k), False)]
+        if m.shared_intermediate:
+            moe += [(2.0 * h * m.shared_intermediate, False), (float(h * m.shared_intermediate), False),
+                    (float(h if m.shared_gate else 0), False)]
+        out["moe"] = tuple(moe)
+    else:
+        out["moe"] = ()
+    return out
+
+
+def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: float, half_bytes: float) -> float:
+    """Per-layer fixed time that weight-streaming kernels hide behind their own weight reads (seconds per pass).
+
+    A kernel takes max(its floor, its bytes ÷ achieved bandwidth, its FLOPs ÷ achieved peak), not their sum: the
+    floor (the few microseconds every kernel takes however little it does, `[per_layer_us]` ÷ `[kernels_per_layer]`)
+    and the memory traffic overlap inside one kernel. The roofline's memory term already prices every weight byte, so
+    what a weight kernel adds beyond it is max(floor − bytes time, 0): this returns Σ min(floor, bytes time) over the
+    weight kernels of every layer, which the layers term subtracts from its floors. A 4B dense model's GEMMs stream
+    20–95 MB each (tens of microseconds on an H200), so their floors vanish; an MoE model split over 8 GPUs moves
+    1–20 MB per kernel and per GPU, so its floors mostly stay. Bytes are per GPU (tensor-parallel shards, as the memory
+    term divides them) at a one-token decode step (top-k experts); a larger pass reads at least as many, so its
+    hidden part is at least this one (FLOP-bound GEMMs take longer still): the subtraction never exceeds what a pass
+    hides. Kernels without weights (norms, RoPE, the attention and recurrent kernels, activations) keep their floor.
+    Applied where the engine profile says its floors overlap reads (`floor_overlaps_reads`: the GPU engines); a CPU's
+    eager per-op dispatch runs before its op, serially, and adds.
+    """
+    counts = layer_counts(dep)
+    rate = dep.hardware.bandwidth_bytes_s * bandwidth_efficiency
+    wb, hp, g = dep.weight_bytes_per_param, dep.high_precision_bytes, dep.gpus
+    total = 0.0
+    for kind, kernels in weight_kernel_params(dep.model).items():
+        n_kern = float(eng.layer_kernels[kind].value)
+        if not counts[kind] or n_kern <= 0 or not kernels:
+            continue
+        floor = float(eng.layer_us[kind].value) * 1e-6 / n_kern
+        if floor <= 0.0:
+            continue
+        per_layer = sum(min(floor, (params * (hp if high else wb) / g + half_bytes) / rate) for params, high in kernels)
+        total += counts[kind] * min(per_layer, floor * n_kern)
+    return total
+
+
 @dataclass(frozen=True)
 class LatencyTerms:
     """One deployment's fixed-cost terms in seconds (engine profile resolved for its GPU)."""
 
     iteration_s: float
     per_sequence_s: float
-    layers_s: float  # sum over layers of the per-kind fixed time
+    layers_s: float  # sum over layers of the per-kind fixed time, less what weight kernels hide (`hidden_floor_s`)
     launch_s: float  # CPU time to launch every kernel of one pass one by one (overlaps the GPU's work: exposed_launch)
     allreduces: int  # tensor-parallel all-reduces per pass
     all_to_alls: int  # expert-parallel all-to-alls per pass
@@ -90,6 +157,9 @@ class LatencyTerms:
     #: detokenised chunk; the engine profile's request_us): it enters a call's first token, never a pass time. The fit
     #: adds it to every TTFT (latency_targets.closed_loop), the fleet delays each prefilling call's admission by it.
     request_s: float = 0.0
+    #: The part of the per-layer floors that weight-streaming kernels hide behind their own reads (`hidden_floor_s`):
+    #: layers_s is the floors' sum less this, so a kernel pays max(floor, bytes time), not both.
+    layers_hidden_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -165,7 +235,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
     hw = dep.hardware
     counts = layer_counts(dep)
     us = 1e-6
-    layers_s = sum(counts[k] * float(eng.layer_us[k].value) for k in LAYER_KINDS) * us
+    floors_s = sum(counts[k] * float(eng.layer_us[k].value) for k in LAYER_KINDS) * us
     kernels = int(eng.pass_kernels.value) + sum(counts[k] * int(eng.layer_kernels[k].value) for k in LAYER_KINDS)
     ar, a2a = collective_counts(dep)
     bw_eff = float((eng.bandwidth or hw.bandwidth_efficiency).value)
@@ -174,6 +244,9 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         weight_kernels += counts["moe"] * SHARED_EXPERT_KERNELS
     half_bytes = float(eng.bandwidth_half_mb.value) * 1e6
     moe = moe_efficiency(eng, hw.peak_flops(dep.compute_dtype))
+    overlaps = eng.floor_overlaps_reads is not None and bool(eng.floor_overlaps_reads.value)
+    hidden = hidden_floor_s(dep, eng, bw_eff, half_bytes) if overlaps else 0.0
+    layers_s = floors_s - hidden if hidden > 0.0 else floors_s
     return LatencyTerms(
         iteration_s=float((eng.iteration_us or hw.pass_overhead_us).value) * us,
         per_sequence_s=float(eng.per_sequence_us.value) * us,
@@ -191,6 +264,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
+        layers_hidden_s=hidden,
         request_s=float(eng.request_us.value) * us,
     )
 

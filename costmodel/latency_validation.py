@@ -15,6 +15,12 @@ from specagent.costmodel.latency_fit import FitResult, Param, fit, fitted_engine
 #: ratio, not either time, is what sets a speculative strategy's drafting cost.
 PAIR_TOLERANCE = 0.15
 
+#: The pair the evaluated setting prices (Weak, Strong: Wang et al., arXiv:2610.21463) and how far its Weak's batch-1
+#: TPOT may miss a measurement (issue 49): the Weak's own time is what its drafting costs, the pair's ratio what the
+#: saving depends on, so both are scored apart (`Validation.pair_slice`).
+DEFAULT_PAIR = ("Qwen/Qwen3.5-4B", "Qwen/Qwen3.5-397B-A17B")
+SMALL_MODEL_TOLERANCE = 0.10
+
 #: Held-out MAPE targets (issue 12): TPOT at concurrency <= 16, TPOT above that, TTFT.
 TARGETS = {"tpot_c<=16": 0.20, "tpot_c>16": 0.30, "ttft": 0.30}
 #: Figures scored apart as well as in the whole (issue 28): the paper's GPU, whose per-token times size every default plan,
@@ -156,6 +162,42 @@ class Validation:
                                     measured_ratio=measured, predicted_ratio=predicted, error=err,
                                     within=abs(err) <= PAIR_TOLERANCE))
         return out
+
+    def pair_slice(self, faster: str = DEFAULT_PAIR[0], slower: str = DEFAULT_PAIR[1]) -> dict[str, Any]:
+        """One pair of models scored apart: every same-source pairing of their per-token times, and the faster one's own.
+
+        `model_pairs` pairs two models only when every condition matches, engine version included; a publication that
+        ran one model of a pair on a point release and the other on the next (sglang#32323's Qwen3.5-397B-A17B FP8 on
+        0.5.16 beside the 4B on 0.5.15.post1, on H200) would leave the pair unchecked. Here the condition is the same
+        source, GPU, engine, lengths, concurrency and batch; a version that differs is named in the row (`versions`).
+        `faster_alone` is the faster model's own TPOT at concurrency 1 by GPU, within SMALL_MODEL_TOLERANCE or not.
+        """
+        groups: dict[tuple, dict[str, list[tuple[Target, float]]]] = defaultdict(lambda: defaultdict(list))
+        alone = []
+        for t, p in zip(self.targets, self.predicted):
+            if t.metric != "tpot" or t.row.model not in (faster, slower):
+                continue
+            r = t.row
+            groups[(r.source, r.gpu, r.engine, t.input_tokens, t.output_tokens, t.concurrency, t.batch)][r.model].append((t, float(p)))
+            if r.model == faster and t.concurrency <= 1:
+                err = float(p) / t.measured - 1.0
+                alone.append(dict(row_id=r.row_id, source=r.source, gpu=r.gpu, engine=f"{r.engine} {r.engine_version}".strip(),
+                                  measured_ms=t.measured * 1e3, predicted_ms=float(p) * 1e3, error=err,
+                                  within=abs(err) <= SMALL_MODEL_TOLERANCE))
+        pairs = []
+        for key, by_model in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+            for a, pa in by_model.get(faster, []):
+                for b, pb in by_model.get(slower, []):
+                    measured, predicted = a.measured / b.measured, pa / pb
+                    err = predicted / measured - 1.0
+                    versions = sorted({a.row.engine_version, b.row.engine_version})
+                    pairs.append(dict(source=key[0], gpu=key[1], engine=key[2], versions=" / ".join(versions),
+                                      concurrency=key[5], slower=f"{b.row.gpus}x {b.row.weight_dtype}",
+                                      measured_ratio=measured, predicted_ratio=predicted, error=err,
+                                      within=abs(err) <= PAIR_TOLERANCE))
+        return {"faster": faster, "slower": slower, "pair_tolerance": PAIR_TOLERANCE, "pairs": pairs,
+                "within": sum(p["within"] for p in pairs), "small_model_tolerance": SMALL_MODEL_TOLERANCE,
+                "faster_alone": alone}
 
     def targets_met(self) -> dict[str, dict[str, Any]]:
         m = self.mape("load_class")

@@ -100,6 +100,7 @@ _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "moe_tflops": ("kernels", "moe_tflops", "tflops", False),
     "gemm_mfu": ("kernels", "gemm_mfu", "fraction", False),
     "bandwidth": ("kernels", "bandwidth", "fraction", False),
+    "floor_overlaps_reads": ("kernels", "floor_overlaps_reads", "bool", False),
 }
 _PER_KIND = {"layer_us": ("per_layer_us", "us"), "layer_kernels": ("kernels_per_layer", "count")}
 #: Collective latencies: a profile limited to one GPU ([limits] max_gpus = 1, e.g. one calibrated
@@ -171,6 +172,11 @@ class EngineProfile:
     moe_tflops: Sourced | None = None
     gemm_mfu: Sourced | None = None
     bandwidth: Sourced | None = None
+    #: bool: a weight-streaming kernel's per-layer floor overlaps its own weight reads (it takes max(floor, bytes time),
+    #: `costmodel.latency.hidden_floor_s`), as a GPU kernel's fixed latency and its memory traffic do; None or false: they
+    #: add, as a CPU's eager per-op dispatch does before the op runs (the `calibrate` profiles of a CPU), and as every
+    #: profile was priced before this field.
+    floor_overlaps_reads: Sourced | None = None
     #: Batching limits the engine uses when none are given, by GPU class (first match wins; the last row matches any GPU).
     scheduler: tuple[SchedulerDefault, ...] = ()
     overrides: dict[str, dict[str, Sourced]] = field(default_factory=dict)  # gpu id -> field name -> value

@@ -245,6 +245,7 @@ COUNTERFACTUALS = {
     "environment none": "tool and user waits removed (environment preset 'none': model time only)",
     "environment recorded": "the trace's recorded tool and user waits (environment preset 'recorded')",
     "verifier fresh": "each review re-reads the verifier's prompt and the whole history (--verifier-prompt fresh)",
+    "verifier cached": "each review prefills only the drafted segment, the history from the prefix cache (--verifier-prompt cached)",
 }
 
 
@@ -268,14 +269,61 @@ def counterfactual(name: str, scenario: Any, setting: Any) -> tuple[Any, Any]:
         return scenario.replace(acceptance=replace(acc, thinking=False)), setting
     if name.startswith("environment "):
         return scenario.replace(environment=Environment(preset=name.split(" ", 1)[1])), setting
-    if name == "verifier fresh":
-        return scenario.replace(verifier_prompt="fresh"), replace(setting, verifier_prompt="fresh")
+    if name in ("verifier fresh", "verifier cached"):
+        mode = name.split(" ", 1)[1]
+        return scenario.replace(verifier_prompt=mode), replace(setting, verifier_prompt=mode)
     raise ValueError(f"unknown counterfactual {name!r}; expected one of {', '.join(COUNTERFACTUALS)}")
 
 
 def default_counterfactuals(scenario: Any) -> tuple[str, ...]:
-    """Every counterfactual but the environment preset the scenario already prices."""
-    return tuple(n for n in COUNTERFACTUALS if n != f"environment {scenario.environment.preset}")
+    """Every counterfactual but the environment preset and the verifier prompt the scenario already prices."""
+    return tuple(n for n in COUNTERFACTUALS
+                 if n not in (f"environment {scenario.environment.preset}", f"verifier {scenario.verifier_prompt}"))
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One published range against this run's ratio, and the parts of the ratio that separate them.
+
+    `parts`: the phases adding most to SpecAgent's share, largest first, each with its factors and, per factor of
+    SpecAgent's own (tokens per reference token, cost per token against it; not Strong-only's share), the value it alone
+    would need to reach the range's nearer end (None: no non-negative value does);
+    `closes`: the counterfactuals (COUNTERFACTUALS) whose rerun lands inside the range, with their ratio. Nothing here
+    is applied to the prediction: it says what separates it from the figure, in numbers.
+    """
+
+    resource: str
+    figure_id: str
+    ratio: float
+    low: float
+    high: float
+    gap: float  # ratio minus the nearer end of the range (0: inside)
+    parts: tuple[tuple[str, float, tuple[Factor, ...], tuple[float | None, ...]], ...]
+    closes: tuple[tuple[str, float], ...]
+
+
+def published_gaps(result: Explanation, ranges: Mapping[str, tuple[str, float, float]], top: int = 2) -> list[Gap]:
+    """Per resource with a published range (`ranges`: resource -> (figure id, low, high)), the gap and its parts."""
+    out = []
+    for res, (fid, low, high) in ranges.items():
+        dec = result.decompositions.get(res)
+        if dec is None:
+            continue
+        r = dec.ratio
+        gap = r - high if r > high else r - low if r < low else 0.0
+        parts = []
+        if gap:
+            grow = [t for t in dec.terms if t.factors and t.specagent > 0]
+            for t in sorted(grow, key=lambda t: -abs(t.specagent))[:top]:
+                needs = []
+                for i in range(1, len(t.factors)):  # the first factor is Strong-only's own share: not SpecAgent's to move
+                    rest = math.prod(f.value for j, f in enumerate(t.factors) if j != i)
+                    need = t.factors[i].value - gap / rest if rest > 0 else -1.0
+                    needs.append(need if need >= 0 else None)
+                parts.append((t.label, t.specagent, t.factors, tuple(needs)))
+        closes = tuple((n, c[res]) for n, c in result.counterfactuals.items() if res in c and low <= c[res] <= high) if gap else ()
+        out.append(Gap(res, fid, r, low, high, gap, tuple(parts), closes))
+    return out
 
 
 def explain(comp: Any, trajectories: Any, pools: Sequence[Any], counterfactuals: Sequence[str] | None = None,

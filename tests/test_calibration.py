@@ -223,15 +223,20 @@ def test_cli_bad_figures_file_is_one_located_line(tmp_path):
 
 
 def test_shipped_defaults_are_points_that_meet_their_figures():
-    """The default scenario's acceptance meets every scored τ²-Bench figure but the one no candidate meets; the edge
-    scenario's meets every MCP-Atlas figure (the claims of their `source` and of docs/protocol-calibration.md)."""
+    """Scored in the publication's evaluated setting (`--scenario wang2026-tau2`), the default acceptance meets every
+    τ²-Bench figure but the one no candidate meets (retail exact-step FLOPs) and the wall time, which no candidate meets
+    together with the rest; the edge scenario's meets every MCP-Atlas figure (the claims of their `source` and of
+    docs/protocol-calibration.md)."""
     figs = load_protocol_figures()
     v = evaluate_scenarios(figs)
     scored = [f for f in figs if figure_status(f) == "scored"]
     missed = [f.figure_id for f in scored if not f.contains(v[f.figure_id])]
-    # the τ² wall and FLOPs figures (held back until issue 32) are missed for structural reasons docs/explain.md names:
-    # the recorded waits (0.489 of Strong-only's wall) and the verifier's cached context
-    assert missed == ["tau2_wall_ratio", "tau2_flops_ratio", "retail_exact_flops"]
+    assert missed == ["tau2_wall_ratio", "retail_exact_flops"]
+    assert 0.54 < v["tau2_wall_ratio"] < 0.9 and 1.30 <= v["tau2_flops_ratio"] <= 1.87  # FLOPs met: the verifier re-reads
+    # in the default scenario (recorded waits, cached verifier) the FLOPs figure is missed too: why the comparison
+    # with the publication runs in its evaluated setting
+    default = evaluate_scenarios(figs, {"h20": Scenario(), "edge": Scenario.load("edge")})
+    assert not next(f for f in figs if f.figure_id == "tau2_flops_ratio").contains(default["tau2_flops_ratio"])
     assert "calibrated" in Scenario().acceptance.source and "calibrated" in Scenario.load("edge").acceptance.source
     assert Scenario().acceptance.verify_reasoning_tokens is None and Scenario().acceptance.thinking
 

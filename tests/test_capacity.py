@@ -386,7 +386,8 @@ def test_fleets_sharing_a_slice_each_name_their_own(episodes):
                     "acceptance.p_valid_replacement": 0.5,
                     "acceptance.accept": {"read": 0.90, "write": 0.75, "generic": 0.80, "think": 0.95, "reply": 0.85},
                     "acceptance.exact": {"read": 0.55, "write": 0.45, "generic": 0.50, "think": 0.40, "reply": 0.10}}
-    req = PlanRequest(rates=(18.0,), slo=SLO.parse("p95-task=400s"), strategies=("specagent",), gpus=("h200",),
+    # at 17 tasks/s (18 until the fixed-cost refit of issue 49, after which the search at 18/s no longer visits (9, 3))
+    req = PlanRequest(rates=(17.0,), slo=SLO.parse("p95-task=400s"), strategies=("specagent",), gpus=("h200",),
                       slice_tasks=300, scenario=SC.override(illustrative), search_gpus=GPU_COUNTS)
     ev = plan_capacity(episodes, req).evaluations
     named = 0

@@ -131,13 +131,60 @@ def test_per_layer_fixed_time_by_kind_and_per_iteration_and_sequence_terms():
     eng = _engine(iteration_us=100.0, per_sequence_us=3.0)
     eng = dataclasses.replace(eng, layer_us={"full_attention": Sourced(11.0, "t"), "linear_attention": Sourced(7.0, "t"),
                                              "dense_mlp": Sourced(5.0, "t"), "moe": Sourced(13.0, "t")})
+    rate = 4.0e12 * float(eng.for_hardware("h20").bandwidth.value)  # achieved bytes/s of weight streaming on one H20
     dense = decode(Deployment(Q35_4B, H20, serving_engine=eng), context=50, batch=7)
-    assert dense.fixed["layers"][0] == pytest.approx((8 * 11 + 24 * 7 + 32 * 5) * 1e-6, rel=1e-12)
+    # each weight kernel pays max(floor, bytes time): its floor is hidden up to its bytes time (hidden_floor_s). Qwen3.5-4B,
+    # BF16 on one GPU, by hand from SPEC §3: attention QKV+gate 2560 x (8192 + 2 x 1024), output 4096 x 2560; Gated
+    # DeltaNet qkvz 2560 x (8192 + 4096), ba 2560 x 64, output 4096 x 2560; MLP gate/up 2 x 2560 x 9216, down 9216 x 2560
+    def hidden(floor_us: float, params: list[float], bytes_per: float, gpus: int = 1) -> float:
+        return sum(min(floor_us * 1e-6, n * bytes_per / gpus / rate) for n in params)
+
+    want = (8 * 11e-6 - 8 * hidden(11 / 9, [2560 * 10240, 4096 * 2560], 2)
+            + 24 * 7e-6 - 24 * hidden(7 / 11, [2560 * 12288, 2560 * 64, 4096 * 2560], 2)
+            + 32 * 5e-6 - 32 * hidden(5 / 4, [2 * 2560 * 9216, 9216 * 2560], 2))
+    assert dense.fixed["layers"][0] == pytest.approx(want, rel=1e-12)
+    # the 4B's GEMMs stream 5-94 MB each, microseconds beyond any of these floors: every weight kernel's floor is hidden
+    # but the tiny ba projection's (0.33 MB, 0.15 us on an H20)
+    assert want == pytest.approx((8 * 11 + 24 * 7 + 32 * 5) * 1e-6 - (8 * 2 * 11 / 9 + 24 * 2 * 7 / 11 + 32 * 2 * 5 / 4) * 1e-6
+                                 - 24 * 2560 * 64 * 2 / rate, rel=1e-12)
     assert dense.fixed["iteration"][0] == pytest.approx(100e-6, rel=1e-12)
     assert dense.fixed["per_sequence"][0] == pytest.approx(7 * 3e-6, rel=1e-12)
     moe = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=eng), context=50)
-    assert moe.fixed["layers"][0] == pytest.approx((15 * 11 + 45 * 7 + 60 * 13) * 1e-6, rel=1e-12)
+    # Qwen3.5-397B-A17B FP8 over 8 GPUs: attention QKV+gate 4096 x (16384 + 2 x 512), output 8192 x 4096; Gated DeltaNet
+    # qkvz 4096 x (12288 + 8192), ba 4096 x 128, output 8192 x 4096; MoE router 4096 x 512 (BF16), top-10 w13 and w2,
+    # shared expert gate/up, down and its scalar gate; bytes per GPU
+    moe_fp8 = [2 * 4096 * 1024 * 10, 1024 * 4096 * 10, 2 * 4096 * 1024, 1024 * 4096, 4096]
+    want = (15 * 11e-6 - 15 * hidden(11 / 9, [4096 * 17408, 8192 * 4096], 1, 8)
+            + 45 * 7e-6 - 45 * hidden(7 / 11, [4096 * 20480, 4096 * 128, 8192 * 4096], 1, 8)
+            + 60 * 13e-6 - 60 * (hidden(13 / 14, [4096 * 512], 2, 8) + hidden(13 / 14, moe_fp8, 1, 8)))
+    assert moe.fixed["layers"][0] == pytest.approx(want, rel=1e-12)
     assert moe.overhead_s[0] == pytest.approx(sum(v[0] for v in moe.fixed.values()), rel=1e-12)
+
+
+def test_a_weight_kernel_pays_its_floor_or_its_bytes_whichever_binds():
+    """The per-layer floor and a weight kernel's own reads overlap (issue 49): with floors far above every kernel's bytes
+    time the layers term hides exactly the weights' memory time (GPU-busy = floors, as if each kernel took its floor);
+    with floors far below it hides every weight kernel's floor (GPU-busy = the roofline + the weightless kernels' floors)."""
+    dep = Deployment(Q35_4B, H20, serving_engine=VLLM)
+    huge = dataclasses.replace(VLLM, overrides={}, layer_us={k: Sourced(1e5 * float(VLLM.layer_kernels[k].value), "t") for k in LAYER_KINDS})
+    tiny = dataclasses.replace(VLLM, overrides={}, layer_us={k: Sourced(1e-6 * float(VLLM.layer_kernels[k].value), "t") for k in LAYER_KINDS})
+    rate = 4.0e12 * float(VLLM.bandwidth.value)
+    weights = 8 * (2560 * 10240 + 4096 * 2560) + 24 * (2560 * 12288 + 2560 * 64 + 4096 * 2560) + 32 * 3 * 2560 * 9216
+    floors = sum(n * 1e5 * float(VLLM.layer_kernels[k].value) for k, n in
+                 (("full_attention", 8), ("linear_attention", 24), ("dense_mlp", 32))) * 1e-6
+    big = decode(dataclasses.replace(dep, serving_engine=huge), context=0)
+    assert big.fixed["layers"][0] == pytest.approx(floors - weights * 2 / rate, rel=1e-12)
+    small = decode(dataclasses.replace(dep, serving_engine=tiny), context=0)
+    weight_kernels = 8 * 2 + 24 * 3 + 32 * 2
+    assert small.fixed["layers"][0] == pytest.approx(floors / 1e11 - weight_kernels * 1e-12, rel=1e-9)  # floors 1e-6 us each
+    # never below the roofline, and the ideal engine (no floors) is the roofline as before
+    assert small.time_s[0] >= max(small.memory_s[0], small.compute_s[0])
+    ideal = decode(dataclasses.replace(dep, serving_engine=IDEAL), context=0)
+    assert ideal.fixed["layers"][0] == 0.0
+    # a profile that does not say its floors overlap reads (a CPU's calibrate profile, every profile before issue 49) adds them
+    serial = dataclasses.replace(huge, floor_overlaps_reads=None)
+    assert decode(dataclasses.replace(dep, serving_engine=serial), context=0).fixed["layers"][0] == pytest.approx(floors, rel=1e-12)
+    assert VLLM.floor_overlaps_reads.value is True and load_engine("sglang-0.4").floor_overlaps_reads.value is True
 
 
 def test_engine_without_iteration_term_uses_the_hardware_pass_overhead():

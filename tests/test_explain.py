@@ -63,7 +63,7 @@ def test_the_default_waits_are_a_floor(run):
 def test_counterfactuals_change_one_thing(run):
     comp, trajs = run
     result = X.explain(comp, trajs, POOLS)
-    assert set(result.counterfactuals) == set(X.COUNTERFACTUALS) - {"environment recorded"}  # the one it runs under
+    assert set(result.counterfactuals) == set(X.COUNTERFACTUALS) - {"environment recorded", "verifier cached"}  # as run
     given_ = {k: d.ratio for k, d in result.decompositions.items()}
     none = result.counterfactuals["environment none"]
     assert none["wall"] == pytest.approx(given_["model"], rel=1e-9)  # no waits: wall is model time
@@ -183,3 +183,35 @@ def test_explain_edge_leaves_out_what_a_hosted_strong_model_hides(tmp_path):
     usd = data["decompositions"]["usd"]
     assert sum(t["specagent"] for t in usd["terms"]) == pytest.approx(usd["ratio"], rel=1e-9)
     assert any(t["phase"] == "rest" and t["strongonly"] > 0 for t in usd["terms"])  # the API charges
+
+
+def test_published_gaps_are_the_ratio_against_the_range_and_each_factor_alone_reaches_it(run):
+    """`published_gaps`: the gap is the ratio minus the range's nearer end; each part's factors multiply to its share;
+    each factor set to the value printed for it (the others held) moves the ratio exactly onto that end (issue 49)."""
+    comp, trajs = run
+    result = X.explain(comp, trajs, POOLS, ())
+    wall = result.decompositions["wall"].ratio
+    low, high = 0.2, wall - 0.1  # a range the ratio lies above
+    (g,) = X.published_gaps(result, {"wall": ("test_wall", low, high)})
+    assert g.gap == pytest.approx(wall - high, rel=1e-12) and g.parts
+    for label, share, factors, needs in g.parts:
+        assert math.prod(f.value for f in factors) == pytest.approx(share, rel=1e-9)
+        for i, need in enumerate(needs, start=1):
+            if need is None:
+                continue
+            moved = share * need / factors[i].value
+            assert wall - share + moved == pytest.approx(high, rel=1e-9), (label, factors[i].name)
+    (inside,) = X.published_gaps(result, {"wall": ("test_wall", 0.0, 2.0)})
+    assert inside.gap == 0.0 and inside.parts == () and inside.closes == ()
+
+
+def test_explain_prints_the_published_gap_only_in_the_evaluated_setting(tmp_path):
+    ev = CliRunner().invoke(app, ["explain", "--scenario", "wang2026-tau2", "--no-counterfactuals"],  # the shipped trace: its setting
+                            terminal_width=400)
+    assert ev.exit_code == 0, ev.output
+    text = " ".join(ev.stdout.split())
+    assert "in their evaluated setting (this run's)" in text and "tau2_wall_ratio" in text
+    default = CliRunner().invoke(app, ["explain", "--no-counterfactuals"], terminal_width=400)
+    assert default.exit_code == 0, default.output
+    text = " ".join(default.stdout.split())
+    assert "Against the published" not in text and "--scenario wang2026-tau2" in text

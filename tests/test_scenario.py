@@ -193,3 +193,32 @@ def test_a_new_deployment_field_needs_one_line(monkeypatch):
     with pytest.raises(ScenarioError) as e:
         Spec(model="qwen3.5-4b", hardware="h20", scheduler_name=3)
     assert e.value.where == "scheduler_name"
+
+
+# ------------------------------------------------------------------------- the evaluated setting (issue 49)
+def test_the_evaluated_tau2_setting_ships_as_a_named_scenario_with_its_reasons():
+    """`wang2026-tau2` is Wang et al.'s evaluated τ²-Bench setting: their pair on H20 (4B BF16 on 1, 397B FP8 on 8),
+    agent-side time and a verifier re-reading its context, each choice with the arithmetic written beside it."""
+    from specagent.simulator.scenario import EVALUATED_TAU2, SHIPPED
+
+    assert EVALUATED_TAU2 in SHIPPED
+    sc = Scenario.load(EVALUATED_TAU2)
+    assert (sc.weak.model, sc.weak.hardware, sc.weak.gpus, sc.weak.weight_dtype) == ("qwen3.5-4b", "h20", 1, "bf16")
+    assert (sc.strong.model, sc.strong.hardware, sc.strong.gpus, sc.strong.weight_dtype) == ("qwen3.5-397b-a17b", "h20", 8, "fp8")
+    assert sc.environment.preset == "none" and sc.verifier_prompt == "fresh" and sc.prefix_caching
+    assert sc.acceptance == Scenario().acceptance  # the calibrated point, not a second one
+    text = shipped_path(EVALUATED_TAU2).read_text(encoding="utf-8")
+    for reason in ("gpt-4.1-2025-04-14", "(0.54 − 0.508) / (1 − 0.508) = 0.065", "1.30–1.87", "0.928", "1.437", "768 GB"):
+        assert reason in text, reason
+
+
+def test_evaluated_differences_name_what_separates_a_run_from_the_evaluated_setting():
+    from specagent.simulator.applicability import evaluated_differences, evaluated_note
+
+    assert evaluated_differences(Scenario.load("wang2026-tau2")) == []
+    diff = {k: (want, here) for k, want, here in evaluated_differences(Scenario())}
+    assert diff == {"environment": ("none", "recorded"), "verifier prompt": ("fresh", "cached")}
+    assert "--scenario wang2026-tau2" in evaluated_note(Scenario())
+    other = Scenario.load("wang2026-tau2").replace(strong=dataclasses.replace(Scenario().strong, gpus=16))
+    assert [k for k, *_ in evaluated_differences(other)] == ["Strong GPUs"]
+    assert evaluated_differences(Scenario.load("edge")) == []  # a hosted Strong model: the edge figures, its own scenario

@@ -258,3 +258,24 @@ def test_predict_on_a_fitted_acceptance_draws_from_its_intervals(tmp_path):
     iv = json.loads((out / "summary.json").read_text())["intervals"]
     kinds = {x["parameter"]: x["range"] for x in iv["ranges"]}
     assert "(normal, 95%)" in kinds["accept.read"] and "fitted intervals" in iv["source"]
+
+
+def test_predict_compares_the_published_figures_only_in_the_evaluated_setting_and_says_which(tmp_path):
+    """The default run (recorded waits, cached verifier) prints no published range and names the setting the
+    comparison uses; `--scenario wang2026-tau2` prints the table and says it is in the evaluated setting (issue 49)."""
+    from typer.testing import CliRunner
+
+    from specagent.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["predict", "--strategies", "specagent", "--draws", "4", "-o", str(tmp_path / "a")],
+                        terminal_width=250)
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "published protocol figures" not in text and "--scenario wang2026-tau2" in text
+    assert "environment recorded, not none; verifier prompt cached, not fresh" in text
+    ev = runner.invoke(app, ["predict", "--scenario", "wang2026-tau2", "--strategies", "specagent", "--draws", "4",
+                             "-o", str(tmp_path / "b")], terminal_width=250)
+    assert ev.exit_code == 0, ev.output
+    text = " ".join(ev.output.split())
+    assert "published protocol figures" in text and "tau2_flops_ratio" in text and "evaluated setting (this run's)" in text

@@ -23,7 +23,8 @@ from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance.io import acceptance_table
-from specagent.simulator.calibration import PARAMETERS, TIED, Calibration, calibrate as run_calibration, candidate_acceptance
+from specagent.simulator.calibration import (PARAMETERS, TIED, Calibration, calibrate as run_calibration, candidate_acceptance,
+                                             evaluated_scenarios)
 from specagent.simulator.parallel import MAX_WORKERS, default_workers
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.protocol.setting import API_VERIFY_SENDS
@@ -55,16 +56,18 @@ def _rounded(v):
 
 
 def _acceptance_toml(cal: Calibration, row: int, scenario: Scenario, samples: int, seed: int, which: str,
-                     aside: list[str]) -> str:
-    """A scenario file holding only [acceptance]: candidate `row`, its source saying where it comes from."""
+                     aside: list[str], but: str | None = None, ids: list[str] | None = None) -> str:
+    """A scenario file holding only [acceptance]: candidate `row`, its source saying where it comes from (`ids`: the
+    set's figures, where it is not a setting's; `but`: the τ² figure set aside because no candidate meets it with the rest)."""
     acc = candidate_acceptance(cal.candidates.loc[row].to_dict(), scenario.acceptance)
     d = acceptance_table(acc, _rounded)  # None = tied to the workload: left out
     setting_of = {f.figure_id: f.setting for f in cal.figures}
-    mine = [f for f in aside if which in ("all", "reachable") or setting_of[f] == which]
+    mine = [f for f in aside if which in ("all", "reachable") or setting_of[f] == which.split("_")[0]]
+    ids = ids if ids is not None else cal.figure_ids(None if which in ('all', 'reachable') else which, aside)
     d["source"] = (f"specagent acceptance calibrate --samples {samples} --seed {seed}: candidate {row}, the central point of "
-                   f"the {int(cal.accepted(None, cal.figure_ids(None if which in ('all', 'reachable') else which, aside)).sum())} "
-                   f"candidates meeting every scored published figure of set '{which}'"
+                   f"the {int(cal.accepted(None, ids).sum())} candidates meeting every scored published figure of set '{which}'"
                    + (f" (met by no candidate, set aside: {', '.join(mine)})" if mine else "")
+                   + (f" (met by some candidates but never with every other τ²-Bench figure, set aside: {but})" if but else "")
                    + "; docs/protocol-calibration.md")
     return tomli_w.dumps({"acceptance": d})
 
@@ -74,7 +77,7 @@ _NOT_A_POINT = ("source", "fit", "calibrated_on")
 
 
 def _points_toml(cal: Calibration, mode: str, ids: list[str], scenario: Scenario, samples: int, seed: int,
-                 aside: list[str]) -> str:
+                 aside: list[str], but: str | None = None) -> str:
     """A ranges file of [[points]]: every candidate meeting every τ²-Bench figure (reasoning tied to the workload where
     any such candidate is accepted, as the point is chosen), each as the acceptance fields it sets."""
     ok = cal.accepted(mode, ids)
@@ -87,6 +90,7 @@ def _points_toml(cal: Calibration, mode: str, ids: list[str], scenario: Scenario
     source = (f"specagent acceptance calibrate --samples {samples} --seed {seed} --points-out: the {len(rows)} candidates "
               f"meeting every scored τ²-Bench figure of Wang et al., arXiv:2610.21463"
               + (f" (met by no candidate, set aside: {', '.join(aside)})" if aside else "")
+              + (f" (met by some candidates but never with every other τ²-Bench figure, set aside: {but})" if but else "")
               + ("; reasoning tied to the workload" if tied.any() else "") + "; each equally consistent with the figures")
     head = "# Written by `specagent acceptance calibrate --points-out`: do not edit by hand.\n"
     return head + tomli_w.dumps({"source": source, "points": points})
@@ -110,7 +114,7 @@ def calibrate(
     figures: Optional[Path] = O(None, "--figures", help="Published figures CSV (default: the shipped measurements/protocol_figures.csv)."),
     samples: int = O(256, "--samples", "-n", help="Latin-hypercube candidates to simulate (a batch at a time; 512 take about 25 s of CPU on a 2-core machine)."),
     seed: int = O(0, help="Seed of the Latin hypercube (0 to 2^32 - 1)."),
-    h20_scenario: Optional[Path] = O(None, "--h20-scenario", help="Scenario for the τ²-Bench figures (default: the built-in default)."),
+    h20_scenario: Optional[Path] = O(None, "--h20-scenario", help="Scenario for the τ²-Bench figures (default: the publication's evaluated setting, the shipped wang2026-tau2)."),
     edge_scenario: Optional[Path] = O(None, "--edge-scenario", help="Scenario for the MCP-Atlas figures (default: the shipped edge scenario)."),
     api_mode: Optional[str] = O(None, "--api-verify-sends", help="Judge the API-cost figure under this send mode (" + ", ".join(API_VERIFY_SENDS)
                                 + "; default: the edge scenario's)."),
@@ -125,8 +129,9 @@ def calibrate(
 ) -> None:
     """Search acceptance and verdict parameters that reproduce every published protocol range (Wang et al., arXiv:2610.21463).
 
-    Forward model: this tool's own simulator, τ²-Bench figures on the default scenario, MCP-Atlas
-    figures on the edge scenario's MCP-like workload. Hardware and latency terms are never moved.
+    Forward model: this tool's own simulator, τ²-Bench figures in the publication's evaluated setting (the shipped
+    scenario wang2026-tau2: agent-side time, a verifier re-reading its context), MCP-Atlas figures on the edge
+    scenario's MCP-like workload. Hardware and latency terms are never moved.
     Prints the accepted set (count, per-parameter ranges), what each figure's simulated value is
     for a documented point of the set, and, when no candidate meets every figure, which conflict.
     """
@@ -149,8 +154,9 @@ def calibrate(
             atomic.check_writable(target)
     try:
         figs = load_protocol_figures(figures)
-        scenarios = {"h20": Scenario.load(h20_scenario) if h20_scenario else Scenario(),
-                     "edge": Scenario.load(edge_scenario) if edge_scenario else Scenario.load("edge")}
+        evaluated = evaluated_scenarios()
+        scenarios = {"h20": Scenario.load(h20_scenario) if h20_scenario else evaluated["h20"],
+                     "edge": Scenario.load(edge_scenario) if edge_scenario else evaluated["edge"]}
         if api_mode is not None:
             scenarios["edge"] = scenarios["edge"].replace(api_verify_sends=api_mode)
         with progress_bar(samples, "simulating candidates") as advance:
@@ -173,8 +179,18 @@ def calibrate(
             "h20": cal.figure_ids("h20", exclude=aside), "edge": cal.figure_ids("edge", exclude=aside)}
     sets = {k: ids for k, ids in sets.items() if ids or k == "all"}  # a setting without scored figures has no set
     counts = {k: int(cal.accepted(mode, ids).sum()) for k, ids in sets.items()}
+    # no candidate meets every τ² figure: set aside the one whose removal admits the most candidates (first in file
+    # order on a tie), so that the set and its central point are those of every other τ² figure, the one named
+    dropped = None
+    if counts.get("h20") == 0 and len(sets.get("h20", [])) > 1:
+        admits = {f: int(cal.accepted(mode, [g for g in sets["h20"] if g != f]).sum()) for f in sets["h20"]}
+        best = max(admits.values())
+        if best > 0:
+            dropped = next(f for f in sets["h20"] if admits[f] == best)
+            sets["h20_but_one"] = [g for g in sets["h20"] if g != dropped]
+            counts["h20_but_one"] = best
     points = {k: cal.central(mode, ids) for k, ids in sets.items()}
-    chosen = next((k for k in ("all", "reachable", "h20") if points.get(k, -1) >= 0), None)
+    chosen = next((k for k in ("all", "reachable", "h20", "h20_but_one") if points.get(k, -1) >= 0), None)
     row = points[chosen] if chosen else conflicts["best_candidate"]
 
     console.print(f"{counts['all']} of {len(accepted)} candidates meet every scored figure "
@@ -190,6 +206,11 @@ def calibrate(
             console.print(f"Setting aside the figures no candidate meets: {counts['reachable']} meet all the others"
                           + "".join(f"; {counts[k]} meet every {label} figure" for k, label in
                                     (("h20", "τ²-Bench (h20)"), ("edge", "MCP-Atlas (edge)")) if k in counts) + ".")
+    if dropped is not None:
+        console.print(f"Setting aside {dropped} as well (the τ²-Bench figure whose removal admits the most candidates): "
+                      f"{counts['h20_but_one']} meet every other τ²-Bench figure; their central point is candidate "
+                      f"{points['h20_but_one']}, which gives {dropped} {cal.values.at[points['h20_but_one'], dropped]:.3f} "
+                      f"(published {next(f for f in cal.scored if f.figure_id == dropped).range_text()}).")
     meets = cal.meets(mode)
     cross = {}
     for mine, other in (("h20", "edge"), ("edge", "h20")):
@@ -252,12 +273,15 @@ def calibrate(
             missing.append(f"{target}: not written: no candidate meets every figure of the set '{which or 'h20'}' "
                            f"(more --samples, or see the conflicts above)")
             continue
-        writes[target] = atomic.text_writer(_acceptance_toml(cal, at, scenarios["h20"], samples, seed, which, aside))
+        writes[target] = atomic.text_writer(_acceptance_toml(cal, at, scenarios["h20"], samples, seed, which, aside,
+                                                             dropped if which == "h20_but_one" else None, sets.get(which)))
     if points_out is not None:
-        if counts.get("h20", 0) == 0:
+        tau = "h20" if counts.get("h20", 0) else "h20_but_one" if counts.get("h20_but_one", 0) else None
+        if tau is None:
             missing.append(f"{points_out}: not written: no candidate meets every τ²-Bench figure (more --samples)")
         else:
-            writes[points_out] = atomic.text_writer(_points_toml(cal, mode, sets["h20"], scenarios["h20"], samples, seed, aside))
+            writes[points_out] = atomic.text_writer(_points_toml(cal, mode, sets[tau], scenarios["h20"], samples, seed, aside,
+                                                                 dropped if tau == "h20_but_one" else None))
     atomic.write_together(writes)
     console.print(f"wrote {', '.join(str(p) for p in writes)}")
     if missing:

@@ -106,8 +106,58 @@ def where_saving_comes_from(result: X.Explanation, review: str) -> list[str]:
     return out
 
 
-def to_json(result: X.Explanation) -> dict:
+def published_ranges(comp) -> dict[str, tuple[str, float, float]]:
+    """resource -> (figure id, low, high) of the publication's SpecAgent ranges, where this run is their setting
+    (`ranges.comparable`: the evaluated setting, `--scenario wang2026-tau2`); {} elsewhere."""
+    from specagent.cli.ranges import comparable
+    from specagent.simulator.uncertainty import published_for
+
+    if not comparable(comp):
+        return {}
+    pub = published_for(comp)
+    out = {}
+    for res, (_, column) in X.RESOURCES.items():
+        r = pub.get((X.SPEC, column))
+        if r is not None:
+            out[res] = (r.figure_id, r.low, r.high)
+    return out
+
+
+def gap_lines(gaps: list[X.Gap]) -> list[str]:
+    """What separates each ratio from its published range, in numbers (`explain.published_gaps`)."""
+    if not gaps:
+        return []
+    out = ["Against the published τ² figures (Wang et al., arXiv:2610.21463), in their evaluated setting (this run's):"]
+    for g in gaps:
+        rng = f"{g.low:.2f}–{g.high:.2f}"
+        if not g.gap:
+            out.append(f"  {g.resource} {g.ratio:.3f}: inside the published {rng} ({g.figure_id}).")
+            continue
+        side = "above" if g.gap > 0 else "below"
+        line = f"  {g.resource} {g.ratio:.3f}: {abs(g.gap):.3f} {side} the published {rng} ({g.figure_id}). Its largest parts:"
+        for label, share, factors, needs in g.parts:
+            prod = " × ".join(f"{f.value:.3f} {f.name}" for f in factors)
+            alone = [f"{f.name} {n:.3f}" for f, n in zip(factors[1:], needs) if n is not None]
+            line += (f" {label} {share:.3f} (= {prod}"
+                     + (f"; to reach the range alone: {' or '.join(alone)}" if alone else "; no one of its factors alone reaches it")
+                     + ");")
+        if g.closes:
+            line += " rerun with one thing changed, inside the range: " + ", ".join(f"{n} {v:.3f}" for n, v in g.closes) + "."
+        else:
+            line += " no single change rerun here brings it inside."
+        out.append(line)
+    out.append("  Nothing above is applied to the prediction: no hardware, latency or acceptance term is moved to meet a "
+               "published figure (docs/protocol-calibration.md).")
+    return out
+
+
+def to_json(result: X.Explanation, gaps: list[X.Gap] | None = None) -> dict:
     return {
+        "published": [{"resource": g.resource, "figure_id": g.figure_id, "ratio": g.ratio, "low": g.low, "high": g.high,
+                       "gap": g.gap, "closes": dict(g.closes),
+                       "parts": [{"phase": label, "share": share, "factors": [{"name": f.name, "value": f.value} for f in fs],
+                                  "alone_needed": list(needs)} for label, share, fs, needs in g.parts]}
+                      for g in gaps or []],
         "decompositions": {k: {"meaning": d.meaning, "ratio": d.ratio, "terms": [
             {"phase": t.phase, "label": t.label, "strongonly": t.strongonly, "specagent": t.specagent, "change": t.delta,
              "factors": [{"name": f.name, "value": f.value} for f in t.factors]} for t in d.terms]}
@@ -160,8 +210,9 @@ def explain(
         from specagent.reports.explain_figure import waterfall_figure
 
         atomic.write_text(figure, waterfall_figure(result.decompositions["wall"]).to_html(include_plotlyjs=True, full_html=True))
+    gaps = X.published_gaps(result, published_ranges(comp))
     if as_json:
-        print(json_out(to_json(result), indent=2))
+        print(json_out(to_json(result, gaps), indent=2))
         return
     for dec in result.decompositions.values():
         console.print(decomposition_table(dec))
@@ -171,6 +222,13 @@ def explain(
         console.print(counterfactual_table(result))
     for line in where_saving_comes_from(result, scenario.review):
         console.print(line, highlight=False)
+    for line in gap_lines(gaps):
+        console.print(line, highlight=False)
+    from specagent.cli.ranges import setting_note
+
+    note = setting_note(comp)
+    if note:
+        console.print(note + ".", highlight=False)
     console.print("Sources: " + "; ".join(f"{k}: {v}" for k, v in result.sources.items()), highlight=False)
     if figure is not None:
         console.print(f"wrote {figure}", highlight=False)

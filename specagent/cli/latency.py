@@ -178,6 +178,7 @@ def validate_cmd(
         "source_offsets": val.source_offsets(),
         "slices": val.slices(),
         "model_pairs": val.model_pairs(),
+        "default_pair": val.pair_slice(),
         "fit": ({p.name: float(v) for p, v in zip(val.full_fit.params, val.full_fit.values)} if val.full_fit else None),
         "moe_kernels": kfit.summary(),
     }
@@ -217,6 +218,7 @@ def validate_cmd(
                        end_section=k == len(v["sources"]) - 1)
     console.print(sl)
     _print_pairs(out["model_pairs"], kind, PAIR_TOLERANCE)
+    _print_default_pair(out["default_pair"], kind)
     for key, title in (("gpu", "GPU"), ("engine", "engine"), ("model_class", "model class")):
         s = Table(title=f"MAPE by {title}")
         s.add_column(title)
@@ -276,6 +278,23 @@ def _print_pairs(pairs: list[dict], kind: str, tol: float) -> None:
                       f"{_short(p['faster'])} / {_short(p['slower'])}): measured {p['measured_ratio']:.3f}, predicted "
                       f"{p['predicted_ratio']:.3f} ({p['error']:+.0%}, {'within' if p['within'] else 'OUTSIDE'} {tol:.0%})",
                       highlight=False, soft_wrap=True)
+
+
+def _print_default_pair(sl: dict, kind: str) -> None:
+    """The evaluated setting's pair scored apart (`Validation.pair_slice`): each same-source pairing, then the Weak alone."""
+    a, b = _short(sl["faster"]), _short(sl["slower"])
+    t = Table(title=f"The evaluated pair, {a} / {b}, same source ({kind}): per-token time ratio, predicted vs measured; within "
+                    f"{sl['pair_tolerance']:.0%}: {sl['within']} of {len(sl['pairs'])} (engine versions may differ: named)")
+    for c in ("GPU", "engine", "C", b, "measured", "predicted", "error", "within"):
+        t.add_column(c, justify="left" if c in ("GPU", "engine", b) else "right", overflow="fold")
+    for p in sl["pairs"]:
+        t.add_row(p["gpu"], f"{p['engine']} {p['versions']}", f"{p['concurrency']:g}", p["slower"], f"{p['measured_ratio']:.3f}",
+                  f"{p['predicted_ratio']:.3f}", f"{p['error']:+.1%}", "yes" if p["within"] else "NO")
+    console.print(t)
+    for r in sl["faster_alone"]:
+        console.print(f"  {a} alone (concurrency 1) on {r['gpu']} ({r['engine']}): TPOT measured {r['measured_ms']:.2f} ms, "
+                      f"predicted {r['predicted_ms']:.2f} ms ({r['error']:+.1%}, {'within' if r['within'] else 'OUTSIDE'} "
+                      f"{sl['small_model_tolerance']:.0%})", highlight=False, soft_wrap=True)
 
 
 def _short(label: str) -> str:

@@ -13,7 +13,7 @@ import math
 
 from rich.table import Table
 
-from specagent.simulator.applicability import applies
+from specagent.simulator.applicability import applies, evaluated_differences, evaluated_note
 from specagent.simulator.run import Comparison
 from specagent.simulator.uncertainty import Intervals, published_for
 
@@ -36,8 +36,14 @@ def calibration_targets(comp: Comparison) -> set[str]:
 
 
 def comparable(comp: Comparison) -> bool:
-    """The published figures apply to this run: its setting is the one the acceptance was calibrated on."""
-    return comp.scenario is None or applies(comp.scenario)
+    """The published figures apply to this run: its setting is the one the acceptance was calibrated on, and (τ²) the
+    publication's evaluated setting (`--scenario wang2026-tau2`: `applicability.evaluated_differences`)."""
+    return comp.scenario is None or (applies(comp.scenario) and not evaluated_differences(comp.scenario))
+
+
+def setting_note(comp: Comparison) -> str | None:
+    """Which setting the published comparison uses, when this run is not it (`applicability.evaluated_note`)."""
+    return None if comp.scenario is None or not applies(comp.scenario) else evaluated_note(comp.scenario)
 
 #: (metric, short name, meaning) in print order; a metric the run lacks (Strong bytes behind an API) is skipped.
 SHOWN = (
@@ -93,6 +99,11 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
             p = pub.get((focus, metric))
             t.add_row(head, fmt_interval(*got), p.text() if p else "-")
         t.caption = what + stretched({focus}) + " (see the assumptions). S share = the Strong model's share of its memory traffic"
+        note = setting_note(comp)
+        if note:
+            t.caption += ". " + note
+        elif pub:
+            t.caption += ". Published figures compared in the publication's evaluated setting (this run's)"
         tables.append(t)
     others = [s for s in comp.summary.index if s not in (focus, "strongonly")]
     cols = [(m, h) for m, h, _ in SHOWN if any(iv.get(s, m) is not None for s in others)][:COMPACT]
@@ -142,4 +153,5 @@ def intervals_records(iv: Intervals, comp: Comparison) -> dict:
                        "source": CITATION, "source_locator": f"measurements/protocol_figures.csv, row {p.figure_id}", "fitted": p.figure_id in targets}
                       for (s, m), p in pub.items()],
         "published_compared": comparable(comp),
+        "published_setting_note": setting_note(comp),
     }
