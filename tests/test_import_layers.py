@@ -45,6 +45,7 @@ SIMULATOR = [
     {"run", "synthetic", "provenance", "applicability"},
     {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty", "explain"},
     {"planner", "plan_estimate", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
+    {"jobs", "jobs.base"},  # the jobs layer: every module under jobs/ (a job composes everything below it)
 ]
 
 
@@ -72,6 +73,7 @@ def rank(module: str) -> tuple[int, int]:
         if module == pkg or module.startswith(pkg + "."):
             if pkg == "specagent.simulator" and module != pkg:
                 sub = module.removeprefix(pkg + ".")
+                sub = "jobs" if sub.startswith("jobs.") and sub != "jobs.base" else sub
                 return i, next(j for j, group in enumerate(SIMULATOR) if sub in group)
             return i, 0
     raise KeyError(module)

@@ -30,6 +30,7 @@ from specagent.simulator.scenario import (
     load_acceptance,
 )
 from specagent.simulator.protocol.setting import Setting
+from specagent.simulator.jobs.base import Provenance
 
 
 @dataclass(frozen=True)
@@ -137,43 +138,62 @@ _HARDWARE = inspect.Parameter("hardware", inspect.Parameter.KEYWORD_ONLY, annota
                              "--strong-hardware override it per pool."))
 
 
-def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command gets the generated flags and is called with `scenario=` the Scenario they describe."""
+def scenario_parameters(exclude: Iterable[str] = ()) -> tuple[list[inspect.Parameter], Callable[[dict[str, Any]], tuple[Scenario, Provenance]]]:
+    """The scenario's command parameters (--scenario, --edge, --acceptance, --accept, --hardware and the generated
+    flags, minus `exclude`), and a function that pops their values from a command's keyword arguments and builds the
+    Scenario they describe with its Provenance."""
     flags = scenario_flags(exclude)
     both = {"weak.hardware", "strong.hardware"} <= {fl.path for fl in flags}  # --hardware sets both pools' GPU type
+    with_acc = "acceptance" not in tuple(exclude)
+    gen = [inspect.Parameter(fl.param, inspect.Parameter.KEYWORD_ONLY, default=fl.option(), annotation=Optional[fl.type])
+           for fl in flags]
+    params = [_SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if with_acc else []), *([_HARDWARE] if both else []), *gen]
+
+    def build(kw: dict[str, Any]) -> tuple[Scenario, Provenance]:
+        given = {fl.path: kw.pop(fl.param) for fl in flags if not fl.deprecated}
+        used_old: list[Flag] = []  # an error in a value given by its old spelling names the flag as typed
+        for fl in (f for f in flags if f.deprecated):
+            old = kw.pop(fl.param)
+            if old is None:
+                continue
+            new = next(f for f in flags if f.path == fl.path and not f.deprecated)
+            if given[fl.path] is not None:
+                fail(f"give {new.names[0]} or its old spelling {fl.names[0]}, not both")
+            warnings.warn(f"{fl.names[0]} is now {new.names[0]}; the old spelling is read for one release",
+                          DeprecatedSpelling, stacklevel=3)
+            given[fl.path] = old
+            used_old.append(fl)
+        hw = kw.pop("hardware", None)
+        if hw is not None:
+            for path in ("weak.hardware", "strong.hardware"):
+                given[path] = given[path] if given[path] is not None else hw
+        return scenario_and_provenance({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
+                                       kw.pop("edge"), kw.pop("accept") if with_acc else None, [*used_old, *flags],
+                                       kw.pop("acceptance_file") if with_acc else None)
+
+    return params, build
+
+
+def build_scenario_for_request(build: Callable[[dict[str, Any]], tuple[Scenario, Provenance]],
+                               kw: dict[str, Any]) -> tuple[Scenario, Provenance]:
+    """The scenario and provenance of a command's scenario parameters (popped from `kw`)."""
+    return build(kw)
+
+
+def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command gets the generated flags and is called with `scenario=` the Scenario they describe
+    (commands not yet on the jobs layer; specagent/cli/requests.py builds a job's Request)."""
+    params_, build = scenario_parameters(exclude)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "scenario"]
-        gen = [inspect.Parameter(fl.param, inspect.Parameter.KEYWORD_ONLY, default=fl.option(), annotation=Optional[fl.type])
-               for fl in flags]
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
-            given = {fl.path: kw.pop(fl.param) for fl in flags if not fl.deprecated}
-            used_old: list[Flag] = []  # an error in a value given by its old spelling names the flag as typed
-            for fl in (f for f in flags if f.deprecated):
-                old = kw.pop(fl.param)
-                if old is None:
-                    continue
-                new = next(f for f in flags if f.path == fl.path and not f.deprecated)
-                if given[fl.path] is not None:
-                    fail(f"give {new.names[0]} or its old spelling {fl.names[0]}, not both")
-                warnings.warn(f"{fl.names[0]} is now {new.names[0]}; the old spelling is read for one release",
-                              DeprecatedSpelling, stacklevel=2)
-                given[fl.path] = old
-                used_old.append(fl)
-            hw = kw.pop("hardware", None)
-            if hw is not None:
-                for path in ("weak.hardware", "strong.hardware"):
-                    given[path] = given[path] if given[path] is not None else hw
-            with_acc = "acceptance" not in tuple(exclude)
-            scenario = build_scenario({p: v for p, v in given.items() if v is not None}, kw.pop("scenario_file"),
-                                      kw.pop("edge"), kw.pop("accept") if with_acc else None, [*used_old, *flags],
-                                      kw.pop("acceptance_file") if with_acc else None)
-            return fn(scenario=scenario, **kw)
+            scenario, prov = build(kw)
+            return fn(scenario=_with_provenance(scenario, prov), **kw)
 
-        params = [*own, _SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if "acceptance" not in tuple(exclude) else []),
-                  *([_HARDWARE] if both else []), *gen]
+        params = [*own, *params_]
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command
@@ -181,10 +201,28 @@ def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any
     return decorate
 
 
-def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: bool, accept: float | None,
-                   flags: list[Flag], acceptance_file: Path | None = None) -> Scenario:
-    """The scenario file (or shipped edge / built-in default), then `--acceptance FILE`, then `--accept`, then every
-    flag given."""
+def _with_provenance(out: Scenario, prov: Provenance) -> Scenario:
+    """The provenance carried on the scenario itself, for the commands not yet on the jobs layer (`provenance_of`)."""
+    if prov.scenario_file is not None:  # where each value came from, for errors found when it is resolved (`resolve`)
+        object.__setattr__(out, "_origin", (prov.scenario_file, prov.given))
+    object.__setattr__(out, "_flags_given", frozenset(prov.given - ({"acceptance"} if prov.scenario_file else set())))
+    # the files it was read from, which no output of the command may replace (`predict --report`)
+    object.__setattr__(out, "_input_files", tuple(v[0] for v in prov.inputs.values()))
+    object.__setattr__(out, "_input_flags", {flag: v[0] for flag, v in prov.inputs.items()})
+    return out
+
+
+def provenance_of(scenario: Scenario) -> Provenance:
+    """The Provenance `build_scenario` left on a scenario (an empty one for a scenario built otherwise)."""
+    origin = getattr(scenario, "_origin", None)
+    return Provenance(origin[0] if origin else None, getattr(scenario, "_flags_given", frozenset()),
+                      {k: (v,) for k, v in getattr(scenario, "_input_flags", {}).items()})
+
+
+def scenario_and_provenance(values: dict[str, Any], scenario_file: Path | None, edge: bool, accept: float | None,
+                            flags: list[Flag], acceptance_file: Path | None = None) -> tuple[Scenario, Provenance]:
+    """`build_scenario`'s scenario, and its Provenance: the scenario file, the fields given (``acceptance`` too for
+    --accept), the --scenario and --acceptance files among the inputs."""
     if scenario_file is not None and edge:
         fail("give --scenario or --edge, not both")
     try:
@@ -208,14 +246,9 @@ def build_scenario(values: dict[str, Any], scenario_file: Path | None, edge: boo
         out = base.override(values)
     except ScenarioError as exc:
         fail(_located(exc, flags))
-    if scenario_file is not None:  # where each value came from, for errors found when it is resolved (`resolve`)
-        object.__setattr__(out, "_origin", (str(scenario_file), frozenset(values) | ({"acceptance"} if accept is not None else set())))
-    object.__setattr__(out, "_flags_given", frozenset(values))
-    # the files it was read from, which no output of the command may replace (`predict --report`)
-    object.__setattr__(out, "_input_files", tuple(str(p) for p in (scenario_file, acceptance_file) if p is not None))
-    object.__setattr__(out, "_input_flags", {flag: str(p) for flag, p in (("--scenario", scenario_file),
-                                                                          ("--acceptance", acceptance_file)) if p is not None})
-    return out
+    given = frozenset(values) | ({"acceptance"} if accept is not None and scenario_file is not None else frozenset())
+    inputs = {flag: (str(p),) for flag, p in (("--scenario", scenario_file), ("--acceptance", acceptance_file)) if p is not None}
+    return out, Provenance(str(scenario_file) if scenario_file is not None else None, given, inputs)
 
 
 def input_files(scenario: Scenario) -> dict[str, tuple[str, ...]]:

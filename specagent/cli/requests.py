@@ -1,0 +1,120 @@
+"""Command-line options generated from a job's Request, so a job's defaults and help live in one place.
+
+`@request_options(PredictRequest, exclude=...)` gives a command the Scenario's generated flags (options.py:
+`--scenario`, `--weak-gpus`, …, minus `exclude`) and one flag per field of the Request that has no
+``cli: False`` in its metadata: ``--field-name`` (or the ``flag`` metadata), ``short`` (``-o``), its
+``help``, its default shown. The command is called with ``request=`` the Request they describe, its
+``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails as one
+line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag.
+
+Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
+repeatable option whose values may also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import typer
+
+from specagent.cli.console import fail
+from specagent.cli.options import build_scenario_for_request, scenario_parameters
+from specagent.simulator.jobs.base import JobError, Request
+
+
+@dataclass(frozen=True)
+class JobFlag:
+    """One generated option of a Request field."""
+
+    field: str
+    names: tuple[str, ...]
+    type: Any
+    default: Any
+    help: str
+    panel: str | None
+
+    @property
+    def repeated(self) -> bool:
+        return self.type is tuple
+
+    def parameter(self) -> inspect.Parameter:
+        if self.type is bool:
+            decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
+        else:
+            decls = self.names
+        annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
+        default = [] if self.repeated else self.default
+        return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                 default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
+                                                      show_default=self.default not in (None, (), "")))
+
+
+def _base_type(t: Any) -> Any:
+    """The flag type of a field annotation: X | None is X; tuple[str, ...] is tuple."""
+    args = [a for a in typing.get_args(t) if a is not type(None)]
+    if type(None) in typing.get_args(t) and len(args) == 1:
+        t = args[0]
+    if typing.get_origin(t) is tuple:
+        return tuple
+    return t
+
+
+def job_flags(request_type: type[Request]) -> list[JobFlag]:
+    """The options of a Request's own fields (the scenario and provenance are not options)."""
+    hints = typing.get_type_hints(request_type)
+    out = []
+    for f in fields(request_type):
+        if f.metadata.get("cli") is False:
+            continue
+        typ = _base_type(hints[f.name])
+        if typ not in (str, int, float, bool, Path, tuple):
+            raise TypeError(f"{request_type.__name__}.{f.name}: a {hints[f.name]} field cannot be a flag (cli: False)")
+        name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
+        names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel")))
+    return out
+
+
+def flag_of(request_type: type[Request], field_name: str) -> str:
+    """The flag a Request field is set by (its name when it has none)."""
+    return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), field_name)
+
+
+def _values(fl: JobFlag, v: Any) -> Any:
+    if fl.repeated:
+        return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip())
+    return v
+
+
+def request_options(request_type: type[Request], exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command gets the scenario's flags and the Request's, and is called with `request=`."""
+    own_flags = job_flags(request_type)
+    scenario_params, build = scenario_parameters(exclude)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
+
+        @functools.wraps(fn)
+        def command(**kw: Any) -> Any:
+            scenario, provenance = build_scenario_for_request(build, kw)
+            values = {fl.field: _values(fl, kw.pop(f"job__{fl.field}")) for fl in own_flags}
+            try:
+                request = request_type(scenario=scenario, provenance=provenance, **values)
+                request.check()
+            except JobError as exc:
+                fail(f"{flag_of(request_type, exc.field)}: {exc}" if exc.field else str(exc))
+            return fn(request=request, **kw)
+
+        params = [*own, *(fl.parameter() for fl in own_flags), *scenario_params]
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
