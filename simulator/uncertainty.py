@@ -44,7 +44,7 @@ else:  # loaded on first use: this module is on the CLI's start-up path
 BASELINE = "strongonly"
 #: Ratios an interval is given for: the summary's `<col>_rel`, plus the Strong model's share of the strategy's own memory traffic.
 RATIO_METRICS = tuple(f"{c}_rel" for c in HEADLINE) + ("strong_bytes_share",)
-#: Columns summed per draw: what the ratios need, and what the per-task bottom line needs (`reports.bottom_line`).
+#: Columns summed per draw: what the ratios need, and what the per-task bottom line needs (`jobs.bottom_line`).
 _TOTALS = tuple(HEADLINE) + ("env_wall_time_s", "weak_model_time_s", "strong_model_time_s")
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from specagent.cli.app import app
-from specagent.reports import bottom_line as BL
+from specagent.simulator.jobs import bottom_line as JB
 from specagent.simulator import explain as X
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.protocol.workload import Action, Episode
@@ -20,7 +20,7 @@ from specagent.simulator.scenario import Scenario, default_setting
 from tests.test_simulator_invariants import episodes
 
 SETTING = default_setting()
-POOLS = BL.pools(SETTING)
+POOLS = JB.pools(SETTING)
 #: A slice of the shipped workload: the accounting is the same per trajectory, the test faster.
 N_TRAJ = 24
 
@@ -38,7 +38,7 @@ def test_factors_add_back_to_predicts_ratios(run):
     comp, _ = run
     decs = X.decompose(comp.summary, POOLS)
     spec = comp.summary.loc["specagent"]
-    line = BL.bottom_line(comp.summary, POOLS)
+    line = JB.bottom_line(comp.summary, POOLS)
     printed = {k: float(spec[col]) for k, (_, col) in X.RESOURCES.items() if col in spec}
     printed["usd"] = float(line.loc["specagent", "usd_per_task"] / line.loc["strongonly", "usd_per_task"])
     assert set(decs) == set(printed)

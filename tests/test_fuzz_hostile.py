@@ -373,7 +373,7 @@ def test_the_output_guard_refuses_impossible_numbers():
 
 def test_predict_turns_an_impossible_result_into_a_defect_report(small, tmp_path, monkeypatch):
     """F1's symptom (wall 0.0 next to 14.8 s of user waits) as a defect injected after the simulator: one line, no file."""
-    import specagent.cli.simulate as sim_cli
+    import specagent.simulator.jobs.predict as sim_cli
 
     real = sim_cli.run_predict
 

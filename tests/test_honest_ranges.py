@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specagent.common.errors import InputError
-from specagent.reports import bottom_line as BL
+from specagent.simulator.jobs import bottom_line as JB
 from specagent.simulator.acceptance.io import acceptance_table, acceptance_toml
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution, ParameterRange, Uncertainty, _two_piece_normal
@@ -159,15 +159,15 @@ def test_bottom_line_intervals_and_the_verdict():
                          "usd_per_task": 0.2})
     fast = base.assign(usd_per_task=0.05, wall_s_per_task=base["wall_s_per_task"] * rng.uniform(0.8, 1.1, 100))
     line = pd.DataFrame([base.mean(), fast.mean()], index=["strongonly", "specagent"])
-    iv = BL.bottom_line_intervals({"strongonly": base, "specagent": fast}, line, 0.9)
+    iv = JB.bottom_line_intervals({"strongonly": base, "specagent": fast}, line, 0.9)
     saving = iv[(iv.strategy == "specagent") & (iv.column == "$ saving %")].iloc[0]
     assert saving.low == pytest.approx(75) and saving.high == pytest.approx(75)
-    v = BL.verdict({"strongonly": base, "specagent": fast}, 0.9)
+    v = JB.verdict({"strongonly": base, "specagent": fast}, 0.9)
     k = int((fast["wall_s_per_task"] < base["wall_s_per_task"]).sum())
     assert v == (f"specagent vs strongonly: cheaper in 100/100 draws; faster in {k}/100 draws — the time saving is not "
                  "established at this uncertainty")
     sure = fast.assign(wall_s_per_task=base["wall_s_per_task"] * 0.5)
-    assert BL.verdict({"strongonly": base, "specagent": sure}, 0.9).endswith("faster in 100/100 draws")
+    assert JB.verdict({"strongonly": base, "specagent": sure}, 0.9).endswith("faster in 100/100 draws")
 
 
 @settings(max_examples=60, deadline=None)
@@ -188,7 +188,7 @@ def test_a_point_in_the_draws_tail_is_inside_its_bottom_line_interval_and_flagge
     base = pd.DataFrame({"wall_s_per_task": np.linspace(50, 70, 20), "model_s_per_task": 30.0, "gpu_h_per_task": 0.1,
                          "usd_per_task": 0.2})
     line = pd.DataFrame([{**base.mean().to_dict(), "wall_s_per_task": 80.0}], index=["strongonly"])  # above every draw
-    iv = BL.bottom_line_intervals({"strongonly": base}, line, 0.9)
+    iv = JB.bottom_line_intervals({"strongonly": base}, line, 0.9)
     row = iv[iv.column == "wall_s_per_task"].iloc[0]
     assert row.high == 80.0 and row.low == pytest.approx(np.quantile(base["wall_s_per_task"], 0.05)) and row.widened
     assert not iv[iv.column == "usd_per_task"].iloc[0].widened

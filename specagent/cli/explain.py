@@ -22,7 +22,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import HTML, check_outputs
 from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.reports import bottom_line as BL
+from specagent.simulator.jobs import bottom_line as JB
 from specagent.simulator import explain as X
 from specagent.simulator.protocol.environment import Environment
 from specagent.simulator.rates_prices import parse_prices
@@ -109,7 +109,7 @@ def where_saving_comes_from(result: X.Explanation, review: str) -> list[str]:
 def published_ranges(comp) -> dict[str, tuple[str, float, float]]:
     """resource -> (figure id, low, high) of the publication's SpecAgent ranges, where this run is their setting
     (`ranges.comparable`: the evaluated setting, `--scenario wang2026-tau2`); {} elsewhere."""
-    from specagent.cli.ranges import comparable
+    from specagent.simulator.jobs.predict import comparable
     from specagent.simulator.uncertainty import published_for
 
     if not comparable(comp):
@@ -200,7 +200,7 @@ def explain(
     setting = resolve(scenario)
     try:
         comp = run_predict(scenario, trajs, name, setting=setting)
-        pools = BL.pools(setting, prices)
+        pools = JB.pools(setting, prices)
         with err.status("explaining") as status:
             result = X.explain(comp, trajs, pools, () if no_counterfactuals else None,
                                progress=lambda n: status.update(f"rerunning: {n}"), recorded=raw)
@@ -224,7 +224,7 @@ def explain(
         console.print(line, highlight=False)
     for line in gap_lines(gaps):
         console.print(line, highlight=False)
-    from specagent.cli.ranges import setting_note
+    from specagent.simulator.jobs.predict import setting_note
 
     note = setting_note(comp)
     if note:

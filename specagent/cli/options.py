@@ -245,17 +245,17 @@ def scenario_and_provenance(values: dict[str, Any], scenario_file: Path | None, 
     try:
         out = base.override(values)
     except ScenarioError as exc:
-        fail(_located(exc, flags))
+        fail(located_error(exc, flags))
     given = frozenset(values) | ({"acceptance"} if accept is not None and scenario_file is not None else frozenset())
     inputs = {flag: (str(p),) for flag, p in (("--scenario", scenario_file), ("--acceptance", acceptance_file)) if p is not None}
     return out, Provenance(str(scenario_file) if scenario_file is not None else None, given, inputs)
 
 
-def input_files(scenario: Scenario) -> dict[str, tuple[str, ...]]:
+def input_files(scenario: Scenario, provenance: Provenance | None = None) -> dict[str, tuple[str, ...]]:
     """Every file the scenario was read from or names, by the flag that gave it (--scenario, --acceptance, --trace; a GPU,
     engine, model or ranges file under 'the scenario's'): what no output of the command may replace
     (`common.paths.check_outputs`). A name that is not a file (`h20`, `Qwen/Qwen3-32B`) is not one."""
-    given = getattr(scenario, "_input_flags", {})
+    given = {k: v[0] for k, v in (provenance or provenance_of(scenario)).inputs.items()}
     found: list[str] = []
 
     def walk(obj: Any) -> None:
@@ -276,13 +276,15 @@ def input_files(scenario: Scenario) -> dict[str, tuple[str, ...]]:
             "a file the scenario names": tuple(p for p in dict.fromkeys(found) if p != trace)}
 
 
-def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any = (), kinds: Any = None) -> None:
+def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any = (), kinds: Any = None,
+                  provenance: Provenance | None = None) -> None:
     """`common.paths.check_outputs` at a command's boundary, with the scenario's files among the inputs: one `error:`
     line (exit 2) before any work for an output over an input, two outputs in one file, or a file the option did not
     write."""
     from specagent.common.paths import check_outputs
 
-    ins = [*(inputs.items() if isinstance(inputs, dict) else inputs), *(input_files(scenario).items() if scenario is not None else ())]
+    ins = [*(inputs.items() if isinstance(inputs, dict) else inputs),
+           *(input_files(scenario, provenance).items() if scenario is not None else ())]
     try:
         check_outputs(outputs, ins, InputError, kinds=kinds)
     except InputError as exc:
@@ -297,7 +299,7 @@ def flags_given(scenario: Scenario) -> frozenset[str]:
     return getattr(scenario, "_flags_given", frozenset())
 
 
-def _located(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset[str]] | None = None) -> str:
+def located_error(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset[str]] | None = None) -> str:
     """The error prefixed with the flag that sets its field (the longest matching path), if any.
 
     With `origin` (the scenario file and the fields flags set), a field no flag set is named as
@@ -324,7 +326,7 @@ def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Ite
     except DoesNotFit as exc:
         fail(does_not_fit(str(exc), exc.where))
     except ScenarioError as exc:
-        fail(_located(exc, scenario_flags(exclude), origin))
+        fail(located_error(exc, scenario_flags(exclude), origin))
 
 
 def does_not_fit(message: str, role: str) -> str:

@@ -9,41 +9,12 @@ The intervals come from `simulator.uncertainty.ratio_intervals`; this module onl
 
 from __future__ import annotations
 
-import math
 
 from rich.table import Table
 
-from specagent.simulator.applicability import applies, evaluated_differences, evaluated_note
+from specagent.simulator.jobs.predict import CITATION, SHORT_CITATION, calibration_targets, comparable, setting_note
 from specagent.simulator.run import Comparison
 from specagent.simulator.uncertainty import Intervals, published_for
-
-#: How every table cites the published protocol figures (never a file users do not have).
-CITATION = ("Wang et al., Trajectory-Level Speculation with Semantic Verification for Tool-Using Agents, "
-            "arXiv:2610.21463")
-SHORT_CITATION = "Wang et al., arXiv:2610.21463"
-
-
-def calibration_targets(comp: Comparison) -> set[str]:
-    """Figure ids the scenario's acceptance was calibrated to meet: every scored figure of its setting, when the
-    acceptance records a calibration setting (a fitted or user-given acceptance has none)."""
-    from specagent.measurements.protocol_figures import load_protocol_figures
-    from specagent.simulator.calibration import figure_status
-
-    sc = comp.scenario
-    if sc is None or not getattr(sc.acceptance, "calibrated_on", None):
-        return set()
-    return {f.figure_id for f in load_protocol_figures() if figure_status(f) == "scored"}
-
-
-def comparable(comp: Comparison) -> bool:
-    """The published figures apply to this run: its setting is the one the acceptance was calibrated on, and (τ²) the
-    publication's evaluated setting (`--scenario wang2026-tau2`: `applicability.evaluated_differences`)."""
-    return comp.scenario is None or (applies(comp.scenario) and not evaluated_differences(comp.scenario))
-
-
-def setting_note(comp: Comparison) -> str | None:
-    """Which setting the published comparison uses, when this run is not it (`applicability.evaluated_note`)."""
-    return None if comp.scenario is None or not applies(comp.scenario) else evaluated_note(comp.scenario)
 
 #: (metric, short name, meaning) in print order; a metric the run lacks (Strong bytes behind an API) is skipped.
 SHOWN = (
@@ -136,22 +107,3 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
                      "not a validation")
         tables.append(t)
     return tables
-
-
-def intervals_records(iv: Intervals, comp: Comparison) -> dict:
-    """What summary.json stores: every interval, and every published range with the matching prediction."""
-    pub = published_for(comp) if comparable(comp) else {}
-    targets = calibration_targets(comp)
-    return {
-        "draws": iv.n_draws, "level": iv.level, "source": iv.source, "sources": list(iv.sources), "includes": iv.includes(),
-        "widened": [{"strategy": s, "metric": m} for s, m in iv.widened],
-        "ranges": [{"parameter": p, "range": r, "source": src} for p, r, src in iv.ranges],
-        "intervals": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-                      for r in iv.table.to_dict(orient="records")],
-        "published": [{"figure_id": p.figure_id, "strategy": s, "metric": m, "figure": p.figure, "published": p.text(),
-                       "low": None if math.isinf(p.low) else p.low, "high": None if math.isinf(p.high) else p.high,
-                       "source": CITATION, "source_locator": f"measurements/protocol_figures.csv, row {p.figure_id}", "fitted": p.figure_id in targets}
-                      for (s, m), p in pub.items()],
-        "published_compared": comparable(comp),
-        "published_setting_note": setting_note(comp),
-    }

@@ -83,8 +83,8 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
 
 
 def flag_of(request_type: type[Request], field_name: str) -> str:
-    """The flag a Request field is set by (its name when it has none)."""
-    return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), field_name)
+    """The flag a Request field is set by (`--field-name` for a field of the scenario's flags, e.g. acceptance_ranges)."""
+    return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), "--" + field_name.replace("_", "-"))
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
@@ -118,3 +118,28 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = ()) ->
         return command
 
     return decorate
+
+
+def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = (), show: bool = True, **kw: Any) -> Any:
+    """`run(request, progress, **kw)` with a progress line on stderr (`show`), every error of the request turned into
+    one line naming what to change: a JobError its field's flag, a ScenarioError its scenario flag (or the scenario
+    file's key when the value came from the file), a deployment that does not fit the flags that fix it."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    from specagent.cli.console import SafeConsole
+    from specagent.cli.options import located_error, does_not_fit, scenario_flags
+    from specagent.simulator.scenario import DoesNotFit, ScenarioError
+
+    prov = request.provenance
+    origin = (prov.scenario_file, prov.given) if prov.scenario_file is not None else None
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=SafeConsole(stderr=True), transient=True,
+                  disable=not show) as bar:
+        task = bar.add_task("starting", total=None)
+        try:
+            return run(request, lambda step: bar.update(task, description=step.what), **kw)
+        except JobError as exc:
+            fail(f"{flag_of(type(request), exc.field)}: {exc}" if exc.field else str(exc))
+        except DoesNotFit as exc:
+            fail(does_not_fit(str(exc), exc.where))
+        except ScenarioError as exc:
+            fail(located_error(exc, scenario_flags(exclude), origin))

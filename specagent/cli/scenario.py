@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from specagent.cli.console import fail, json_out
-from specagent.cli.options import _located
+from specagent.cli.options import located_error
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 from specagent.costmodel.deployment import Deployment
@@ -55,7 +55,7 @@ def _resolve(sc: Scenario, where: str) -> Setting:
     except DoesNotFit as exc:
         fail(f"{where}: {exc.where}: {exc}; set {exc.where}.gpus or {exc.where}.weight_dtype")
     except ScenarioError as exc:
-        fail(_located(exc, [], (where, frozenset())))
+        fail(located_error(exc, [], (where, frozenset())))
     w = sc.workload
     try:
         if w.trace is not None:

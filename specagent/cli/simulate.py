@@ -6,11 +6,10 @@ Scenario, runs it, and stores it whole with its results.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 import typer
 from rich import box
@@ -21,23 +20,19 @@ from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, lege
 from specagent.cli.options import guard_outputs, resolve, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import progress_bar
-from specagent.cli.ranges import intervals_records, ranges_tables
+from specagent.cli.ranges import ranges_tables
+from specagent.cli.requests import request_options, run_job
 from specagent.common import atomic
-from specagent.common.errors import InputError
-from specagent.common.paths import HTML, JSON_DOC, PARQUET, check_input_file, same_file
-from specagent.costmodel.deployment import Deployment
+from specagent.common.paths import HTML, JSON_DOC, PARQUET, same_file
 from specagent.reports import bottom_line as BL
-from specagent.simulator.rates_prices import parse_prices, unused_prices
-from specagent.simulator.provenance import record_inputs
+from specagent.simulator.jobs import bottom_line as JB
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
-from specagent.simulator.run import check_success_rates, scenario_strategies
-from specagent.simulator.run import predict as run_predict
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.synthetic import simulate_synthetic, totals_of
-from specagent.simulator.applicability import warning as applicability_warning
-from specagent.simulator.uncertainty import ratio_intervals
+from specagent.simulator.jobs.predict import PredictRequest, PredictResult
+from specagent.simulator.jobs.predict import run as predict_job
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
 from specagent.common.lazy_import import lazy_module
@@ -223,15 +218,6 @@ def _assumption_table(assumptions: dict) -> Table:
     return t
 
 
-def workload_quality(trajs):
-    """The data-quality summary of a trace workload (traces/quality.py); None for a synthetic one (drawn, not logged)."""
-    if getattr(trajs, "n_traj", None) is not None:
-        return None
-    from specagent.traces.quality import data_quality
-
-    return data_quality(trajs)
-
-
 def _n_traj(trajs) -> int:
     """Trajectories in a workload: a synthetic UnitTable's len() counts its units, not its trajectories."""
     n = getattr(trajs, "n_traj", None)
@@ -243,7 +229,7 @@ def _n_traj(trajs) -> int:
 def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
     t = Table(title=title, show_edge=False)
     _strategy_column(t, line.index)
-    columns = list(BL.COLUMNS)
+    columns = list(JB.COLUMNS)
     if not any(p.role == "strong" for p in pool_list):  # a hosted Strong model: its API charges instead of its GPU-seconds
         columns[3] = ("api_usd_per_task", "API $", "API charges per task for the hosted Strong model")
     cells = [[BL.fmt_cell(c, float(row[c])) if c != "api_usd_per_task" else BL.fmt_usd(float(row[c])) for c, _, _ in columns]
@@ -297,19 +283,14 @@ def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Tabl
     return t
 
 
-def _bottom_line(comp, setting, prices: dict) -> tuple[pd.DataFrame, list]:
-    pool_list = BL.pools(setting, prices)
-    return BL.bottom_line(comp.summary, pool_list), pool_list
-
-
 def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame, iv: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per strategy: the per-task figures (with `<col>_low`/`<col>_high` where intervals were drawn), then the
     ratios to Strong-only."""
     rel = [c for c, _, _ in REL_COLUMNS if c in summary]
-    cols = [c for c, _, _ in BL.COLUMNS] + list(BL.EXTRA)
+    cols = [c for c, _, _ in JB.COLUMNS] + list(JB.EXTRA)
     out = line[cols].copy()
     if iv is not None:
-        for col in BL.INTERVAL_COLUMNS:
+        for col in JB.INTERVAL_COLUMNS:
             sub = iv[iv["column"] == col].set_index("strategy")
             out[f"{col}_low"], out[f"{col}_high"] = sub["low"], sub["high"]
     out = out.join(summary[rel])
@@ -317,14 +298,11 @@ def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame, iv: pd.DataFrame | Non
     return out
 
 
-@scenario_options()
+@request_options(PredictRequest)
 def predict(
-    scenario: Scenario,
+    request: PredictRequest,
     out: Path = O(Path("out/predict"), "-o", "--out", help="Directory for per_trajectory.parquet and summary.json."),
     report: Optional[Path] = O(None, "--report", help="Also write a self-contained HTML report here."),
-    success: Optional[Path] = O(None, help="JSON {strategy: measured success rate} to carry into the outputs (never invented)."),
-    price: List[str] = O([], "--price", help="$/GPU-hour per GPU type for the bottom line, one or a comma list: --price h20=1.85,h200=3.5 "
-                         "(default: each hardware profile's sourced price)."),
     phases: bool = O(False, "--phases", help="Also print the memory-traffic, time and FLOPs tables by phase."),
     brief: bool = O(False, "--brief", help="One screen: the bottom line and the headline only."),
     fmt: str = O("table", "--format", help="table (for people), json (the whole summary) or csv (one row per strategy: per-task "
@@ -340,6 +318,26 @@ def predict(
     GPU-seconds by pool, dollars), then the ratios; every assumption is printed with the
     results, and summary.json carries the whole scenario (`--scenario` reads it back).
     """
+    fmt = _predict_format(fmt, as_json, brief, phases, quiet)
+    table = fmt == "table" and not quiet
+    _guard_predict(request, out, report)
+    result = run_job(predict_job, request, show=table, workload=load_workload(request.scenario, show=table))
+    for note in (result.applies, *(f"warning: workload {result.name}: {w}" for w in (result.quality.warnings() if result.quality else ())),
+                 f"note: {result.unused_prices}" if result.unused_prices else ""):
+        if note and table:  # json/csv carry them in assumptions (acceptance_applies, data_quality, unused_prices)
+            console.print(note, highlight=False, markup=False)
+    result.write(out)
+    if report:
+        from specagent.reports.html import write_report  # plotly: only when a report is asked for
+    written = write_report(result.comparison, report, images=True) if report else None
+    if not quiet:
+        _show_predict(result, fmt, phases=phases, brief=brief, out=out)
+    if written is not None:
+        _say_report(written, report, err.print if fmt != "table" else console.print)
+
+
+def _predict_format(fmt: str, as_json: bool, brief: bool, phases: bool, quiet: bool) -> str:
+    """--format/--json, and the combinations that would lose what was asked for."""
     fmt = check_format(fmt, as_json)
     if brief and phases:  # --brief drops the phase tables: asking for both would lose one without a word
         fail("--brief and --phases: not both (--brief prints the bottom line only; --phases adds the phase tables)")
@@ -350,15 +348,16 @@ def predict(
         fail("--quiet and --phases: not both (--quiet prints nothing, so the phase tables asked for would be lost)" if quiet else
              "--format csv and --phases: not both (the CSV holds one row per strategy, no phase tables; --format json "
              "carries them, as summary.json does)")
-    try:
-        prices = parse_prices(price)
-    except ValueError as exc:
-        fail(f"--price: {exc}")
+    return fmt
+
+
+def _guard_predict(request: PredictRequest, out: Path, report: Optional[Path]) -> None:
+    """The outputs checked before the run: writable, none over an input or over another's file."""
     for target in (out / "summary.json", report):
         if target is not None:
             atomic.check_writable(target)  # before the run, not after it
     if report is not None:  # `--report OUT/summary.json` replaced the summary just written with the HTML, exit 0
-        inputs = (scenario.workload.trace, success, *getattr(scenario, "_input_files", ()))
+        inputs = (request.scenario.workload.trace, request.success, *(v[0] for v in request.provenance.inputs.values()))
         for other, what in ((out / "summary.json", "the summary this run writes"),
                             (out / "per_trajectory.parquet", "the per-trajectory file this run writes"),
                             *((Path(p), "one of the inputs") for p in inputs if p)):
@@ -366,113 +365,26 @@ def predict(
                 fail(f"--report {report}: it is {what} ({other}); the report would replace it. Name another file")
     # the one output guard (common.paths.check_outputs): no file of -o over an input or another output's file
     guard_outputs([("-o", out / "per_trajectory.parquet", PARQUET), ("-o", out / "summary.json", JSON_DOC), ("--report", report, HTML)],
-                  scenario=scenario, inputs={"--success": success})
-    try:  # a bad ranges file fails before the run, not after it
-        dist = scenario.uncertainty.distribution(scenario.acceptance) if scenario.uncertainty.draws else None
-    except InputError as exc:
-        fail(f"--acceptance-ranges: {exc}")
-    trajs, path, name = load_workload(scenario, show=fmt == "table" and not quiet)
-    setting = resolve(scenario)
-    rates = None
-    if success:
-        try:
-            check_input_file(success, InputError, "success rates")
-            rates = check_success_rates(json.loads(success.read_text(encoding="utf-8")), scenario_strategies(scenario), str(success))
-        except json.JSONDecodeError as exc:
-            fail(f"{success}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"{success}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc})")
-        except InputError as exc:
-            fail(exc)
-    with Progress(console=err, transient=True, disable=quiet or fmt != "table") as prog:
-        task = prog.add_task(f"simulating {len(scenario.strategies)} strategies × {_n_traj(trajs):,} trajectories", total=None)
-        comp = run_predict(scenario, trajs, name, success_rates=rates, setting=setting)
-        prog.update(task, completed=1)
-        if scenario.uncertainty.draws:
-            prog.update(task, description=f"intervals: {scenario.uncertainty.draws} draws of {scenario.uncertainty.sources} × "
-                                          f"{len(scenario.strategies)} strategies")
-        intervals = ratio_intervals(comp, trajs, dist)
-        comp.intervals = intervals_records(intervals, comp) if intervals is not None else None
-        if intervals is not None:
-            comp.assumptions["intervals"] = (f"{intervals.level:.0%} of {intervals.n_draws} seeded draws of "
-                                             f"{intervals.includes()} ({len(intervals.ranges)} ranges): {intervals.source}")
-    not_here = applicability_warning(scenario)
-    comp.assumptions["acceptance_applies"] = not_here or "yes: this run's models, GPUs and workload are those it was calibrated on"
-    if not_here and not quiet and fmt == "table":  # json/csv carry it in assumptions.acceptance_applies
-        console.print(not_here, highlight=False, markup=False)
-    quality = workload_quality(trajs)
-    if quality is not None:  # json/csv carry it in assumptions.data_quality
-        comp.assumptions["data_quality"] = quality.to_dict()
-        if not quiet and fmt == "table":
-            for w in quality.warnings():
-                console.print(f"warning: workload {name}: {w}", highlight=False, markup=False)
-    line, pool_list = _bottom_line(comp, setting, prices)
-    bl_iv, verdict = None, None
-    if intervals is not None:
-        bl_draws = BL.bottom_line_draws(intervals.totals, comp.summary, pool_list)
-        bl_iv = BL.bottom_line_intervals(bl_draws, line, intervals.level)
-        verdict = BL.verdict(bl_draws, intervals.level)
-        comp.intervals["bottom_line"] = bl_iv.to_dict(orient="records")  # type: ignore[index]
-        comp.intervals["verdict"] = verdict  # type: ignore[index]
-    comp.assumptions["prices"] = {p.gpu: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source} for p in pool_list}
-    unused = _unused_prices(prices, pool_list, setting)
-    if unused:
-        comp.assumptions["unused_prices"] = unused
-        # a price for a GPU no pool runs on: a typo of the pool's GPU, or a run on other GPUs than meant (json/csv: in
-        # assumptions.unused_prices, as the applicability warning, so that stdout and stderr stay what a script reads)
-        if not quiet and fmt == "table":
-            console.print(f"note: {unused}", highlight=False, markup=False)
-    summary_obj = {
-        "bottom_line": line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
-        "summary": comp.summary.reset_index().to_dict(orient="records"),
-        "phase_time": comp.phase_time.reset_index().to_dict(orient="records"),
-        "phase_bytes": comp.phase_bytes.reset_index().to_dict(orient="records"),
-        "phase_flops": comp.phase_flops.reset_index().to_dict(orient="records"),
-        "assumptions": comp.assumptions,
-        "intervals": comp.intervals,
-        "scenario": comp.scenario.to_dict(),  # type: ignore[union-attr]
-        "trace": path,
-        "per_trajectory": "per_trajectory.parquet",
-    }
-    # both or neither: a summary whose per-trajectory file is missing (or stale) would mislead `report`
-    # the file also carries copies of the model configs and profiles it was priced with (reports price from them)
-    stored = {**summary_obj, "inputs": record_inputs(setting)}
-    atomic.write_together({out / "per_trajectory.parquet": atomic.parquet_writer(comp.per_trajectory),
-                           out / "summary.json": atomic.text_writer(atomic.json_text(stored, f"predict's {out / 'summary.json'}"))})
-    if report:
-        from specagent.reports.html import write_report  # plotly: only when a report is asked for
+                  provenance=request.provenance, scenario=request.scenario, inputs={"--success": request.success})
 
-    written = write_report(comp, report, images=True) if report else None
-    if quiet:
-        return
+
+def _show_predict(result: PredictResult, fmt: str, *, phases: bool, brief: bool, out: Path) -> None:
+    """The result in the format asked for."""
     if fmt == "json":
-        print(json_out(summary_obj, indent=2, default=str))
+        print(json_out(result.to_dict(), indent=2, default=str))
     elif fmt == "csv":
-        sys.stdout.write(_csv_frame(line, comp.summary, bl_iv).to_csv())
+        sys.stdout.write(_csv_frame(result.bottom_line, result.comparison.summary, result.bottom_line_intervals).to_csv())
     else:
-        _print_predict(comp, line, pool_list, trajs, name, setting, scenario, phases=phases, brief=brief,
-                       intervals=intervals, bl_iv=bl_iv, verdict=verdict,
-                       waits_recorded=quality is None or not quality.waits_unrecorded)
+        _print_predict(result, phases=phases, brief=brief)
         console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
-    if written is not None:
-        say = err.print if fmt != "table" else console.print
-        say(f"wrote report {report} ({len(written.included)} figures)", highlight=False)
-        if written.images is not None:
-            say(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files", highlight=False)
-        for key, reason in written.omitted.items():
-            say(f"  figure {key} left out: {reason}", highlight=False)
 
 
-def _unused_prices(prices: Mapping[str, float], pool_list, setting) -> str:
-    """The --price entries no pool of this run is priced by, in words ('' if every one is used)."""
-    gpus = {p.gpu for p in pool_list}
-    unused = unused_prices(dict(prices), [d.hardware for d in (setting.weak, setting.strong)
-                                            if isinstance(d, Deployment) and d.hardware.id in gpus])
-    if not unused:
-        return ""
-    pools = ", ".join(f"{p.role.capitalize()} {p.gpu}" for p in pool_list) or "none (a hosted Strong model only)"
-    return (f"--price {','.join(unused)}: no pool of this run runs on {'that GPU' if len(unused) == 1 else 'those GPUs'} "
-            f"(pools: {pools}), so {'it is' if len(unused) == 1 else 'they are'} unused")
+def _say_report(written, report: Path, say) -> None:
+    say(f"wrote report {report} ({len(written.included)} figures)", highlight=False)
+    if written.images is not None:
+        say(written.images.message or f"wrote {len(written.images.written)} PNG/SVG figure files", highlight=False)
+    for key, reason in written.omitted.items():
+        say(f"  figure {key} left out: {reason}", highlight=False)
 
 
 def _ratio_in_words(summary: pd.DataFrame) -> str:
@@ -483,39 +395,36 @@ def _ratio_in_words(summary: pd.DataFrame) -> str:
     return f"{strat} wall {v:.3f} = {BL.percent_of_baseline(v)}"
 
 
-def _print_predict(comp, line: pd.DataFrame, pool_list, trajs, name: str, setting, scenario: Scenario, *, phases: bool, brief: bool,
-                   intervals=None, bl_iv: pd.DataFrame | None = None, verdict: str | None = None,
-                   waits_recorded: bool = True) -> None:
+def _print_predict(result: PredictResult, *, phases: bool, brief: bool) -> None:
     """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
-    includes = intervals.includes() if intervals is not None else ""
-    console.print(_bottom_line_table(line, comp.summary.get("label"), f"Bottom line per task — {_n_traj(trajs):,} trajectories from {name}, "
-                                     "batch 1", pool_list))
-    if bl_iv is not None:
-        console.print(_ranges_table(bl_iv, intervals.level, intervals.n_draws, includes))
-    for strat in ("specagent",):
-        head = BL.headline(line, strat, iv=bl_iv)
-        if head:
-            console.print(head, highlight=False)
-    if verdict:
-        console.print(verdict, highlight=False)
-    env = environment_line(comp.summary, scenario.environment.preset, waits_recorded)
-    if env:
-        console.print(env, highlight=False)
+    comp, iv, sc = result.comparison, result.intervals, result.request.scenario
+    console.print(_bottom_line_table(result.bottom_line, comp.summary.get("label"), f"Bottom line per task — "
+                                     f"{result.n_trajectories:,} trajectories from {result.name}, batch 1", result.pools))
+    if result.bottom_line_intervals is not None:
+        console.print(_ranges_table(result.bottom_line_intervals, iv.level, iv.n_draws, iv.includes()))
+    for line in (BL.headline(result.bottom_line, "specagent", iv=result.bottom_line_intervals), result.verdict,
+                 environment_line(comp.summary, sc.environment.preset, result.waits_recorded)):
+        if line:
+            console.print(line, highlight=False)
     if brief:
         return
     console.print(_rel_table(comp.summary, f"Relative to Strong-only ({_ratio_in_words(comp.summary)}; lower is cheaper) — "
-                                           f"[{setting.weight_mode} weight reads, {scenario.pricing_engine} engine]"))
-    for table in ranges_tables(comp, intervals) if intervals is not None else ():
+                                           f"[{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine]"))
+    for table in ranges_tables(comp, iv) if iv is not None else ():
         console.print(table)
-    base = comp.summary.loc["strongonly"]
     if phases:
-        n = int(base["trajectories"])
-        console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads", n, "bytes"))
-        console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time", n, "s"))
-        console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs", n, "flops"))
+        _print_phases(comp)
     else:
         console.print("Phase tables (memory traffic, time and FLOPs by phase): add --phases.", highlight=False)
     console.print(_assumption_table(comp.assumptions))
+
+
+def _print_phases(comp) -> None:
+    base = comp.summary.loc["strongonly"]
+    n = int(base["trajectories"])
+    console.print(_phase_table(comp.phase_bytes, float(base["total_bytes_read"]), "Memory traffic by phase", "memory reads", n, "bytes"))
+    console.print(_phase_table(comp.phase_time, float(base["wall_time_s"]), "Wall time by phase", "wall time", n, "s"))
+    console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs", n, "flops"))
 
 
 @scenario_options(exclude=("strategies",))

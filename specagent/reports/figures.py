@@ -184,7 +184,7 @@ def bottom_line_figure(line: pd.DataFrame, ranges: pd.DataFrame | None = None, l
     """The report's first figure: seconds and dollars per task per strategy, each with its range where drawn.
 
     Why first: the question a reader brings is "how long does a task take and what does it cost", not HBM
-    bytes. `line` is `reports.bottom_line.bottom_line()` (indexed by strategy; columns wall_s_per_task,
+    bytes. `line` is `jobs.bottom_line.bottom_line()` (indexed by strategy; columns wall_s_per_task,
     model_s_per_task, env_s_per_task, usd_per_task); `ranges` its intervals (columns strategy, column, low,
     high), drawn as error bars on the totals. A strategy with no price has no dollar bar, never a zero one.
     """

@@ -24,6 +24,7 @@ from plotly.offline import get_plotlyjs
 from specagent.common import atomic
 from specagent.costmodel.balance import balance_point, verify_saving_curve
 from specagent.reports import bottom_line as BL
+from specagent.simulator.jobs import bottom_line as JB
 from specagent.reports import figures as F
 from specagent.reports.plan_table import COLUMNS as PLAN_TABLE_COLUMNS
 from specagent.reports.plan_table import curve_rows
@@ -231,7 +232,7 @@ def _explain_html(data: ReportData) -> list[str]:
     if not {"specagent", "strongonly"} <= set(s.index) or "time_s_weak_decode" not in s:
         return []
     weak, strong, _ = deployments(data)
-    decs = decompose(s, BL.pools_of(weak, strong, data.runs[0].assumptions.get("prices")) if weak is not None else [])
+    decs = decompose(s, JB.pools_of(weak, strong, data.runs[0].assumptions.get("prices")) if weak is not None else [])
     labels = {t.phase: t.label for d in decs.values() for t in d.terms}
     table = pd.DataFrame({k: {labels[t.phase]: t.delta for t in d.terms} for k, d in decs.items()})
     cells = table[(table.abs() > 5e-4).any(axis=1)].map(lambda v: f"{v:+.3f}")
@@ -252,7 +253,7 @@ def _explain_figure(data: ReportData) -> go.Figure:
     if not {"specagent", "strongonly"} <= set(s.index) or "time_s_weak_decode" not in s:
         raise F.FigureNotSupported("the results have no SpecAgent and Strong-only rows with per-phase totals")
     weak, strong, _ = deployments(data)
-    pools = BL.pools_of(weak, strong, data.runs[0].assumptions.get("prices")) if weak is not None else []
+    pools = JB.pools_of(weak, strong, data.runs[0].assumptions.get("prices")) if weak is not None else []
     return waterfall_figure(decompose(s, pools)["wall"])
 
 
@@ -376,9 +377,9 @@ BOTTOM_LINE_COLUMNS = (
 
 def _run_bottom_line(r, weak, strong) -> tuple[list, pd.DataFrame, pd.DataFrame]:
     """One run's priced pools, per-task bottom line and its drawn ranges (empty where none were drawn)."""
-    pool_list = BL.pools_of(weak, strong, r.assumptions.get("prices"))
+    pool_list = JB.pools_of(weak, strong, r.assumptions.get("prices"))
     ranges = pd.DataFrame((r.intervals or {}).get("bottom_line") or [], columns=["strategy", "column", "point", "low", "high"])
-    return pool_list, BL.bottom_line(r.summary, pool_list), ranges
+    return pool_list, JB.bottom_line(r.summary, pool_list), ranges
 
 
 def _bottom_line_figure(data: ReportData):

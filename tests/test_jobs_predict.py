@@ -1,0 +1,53 @@
+"""The predict job (simulator/jobs/predict.py): Python callers get what `specagent predict` prints, from one place."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from specagent.cli.app import app
+from specagent.cli.requests import flag_of, job_flags
+from specagent.simulator.jobs.base import JobError
+from specagent.simulator.jobs.predict import PredictRequest, run
+from specagent.simulator.scenario import Scenario
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    from specagent.traces import load_trajectories, save_trajectories
+    from specagent.traces.io import default_workload_path
+
+    p = tmp_path_factory.mktemp("w") / "small.jsonl"
+    save_trajectories(load_trajectories(default_workload_path())[:6], p)
+    return p
+
+
+def test_the_job_returns_the_bottom_line_intervals_and_verdict_the_command_prints(small, tmp_path):
+    sc = Scenario().override({"workload.trace": str(small), "strategies": ("strongonly", "specagent"),
+                              "uncertainty.draws": 20})
+    result = run(PredictRequest(sc))
+    out = tmp_path / "p"
+    r = runner.invoke(app, ["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "--draws", "20",
+                            "--json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    printed = json.loads(r.output)
+    assert printed["bottom_line"] == json.loads(json.dumps(result.to_dict()["bottom_line"]))
+    assert printed["intervals"]["verdict"] == result.verdict and result.verdict.startswith("specagent vs strongonly")
+    assert set(result.bottom_line_intervals["strategy"]) == {"strongonly", "specagent"}
+    stored = json.loads((out / "summary.json").read_text())
+    assert stored["bottom_line"] == printed["bottom_line"] and "inputs" in stored
+
+
+def test_request_fields_are_flags_with_their_defaults_in_one_place():
+    flags = {f.field: f for f in job_flags(PredictRequest)}
+    assert set(flags) == {"success", "price"} and flags["price"].default == ()
+    assert flag_of(PredictRequest, "price") == "--price" and flag_of(PredictRequest, "acceptance_ranges") == "--acceptance-ranges"
+    with pytest.raises(JobError) as e:
+        PredictRequest(price=("nope=1",)).check()
+    assert e.value.field == "price"
+    r = runner.invoke(app, ["predict", "--price", "nope=1"])
+    assert r.exit_code == 2 and r.output.startswith("error: --price:")
