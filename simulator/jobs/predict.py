@@ -94,6 +94,7 @@ class PredictResult(Result):
     quality: DataQuality | None = None
     applies: str = ""
     unused_prices: str = ""
+    views: dict[str, Any] = field(default_factory=dict)  # what the report draws, computed here (`report_views`)
 
     @property
     def waits_recorded(self) -> bool:
@@ -113,6 +114,7 @@ class PredictResult(Result):
             "scenario": comp.scenario.to_dict(),  # type: ignore[union-attr]
             "trace": self.trace,
             "per_trajectory": "per_trajectory.parquet",
+            "views": self.views,
         }
 
     def write(self, folder: str | Path) -> list[Path]:
@@ -168,7 +170,74 @@ def run(request: PredictRequest, progress: Progress | None = None, workload: Any
     if unused:
         comp.assumptions["unused_prices"] = unused
     return PredictResult(request, comp, str(path), name, n, line, pool_list, intervals, bl_iv, verdict, quality,
-                         not_here or "", unused)
+                         not_here or "", unused, report_views(comp, pool_list))
+
+
+def report_views(comp: Comparison, pool_list: list[JB.Pool]) -> dict[str, Any]:
+    """What the report draws beyond the totals, priced here so that reports price nothing: SpecAgent's ratios taken
+    apart by phase (`explain`), the Strong replica's verification saving against its decode batch with the balance
+    point (figure 4), and the serving engine's derates on the Strong GPU (figure 5's dashed roofline)."""
+    from specagent.costmodel.deployment import Deployment
+    from specagent.simulator.explain import decompose
+
+    s = comp.summary
+    out: dict[str, Any] = {}
+    if {"specagent", "strongonly"} <= set(s.index) and "time_s_weak_decode" in s:
+        out["decompositions"] = decompositions_dict(decompose(s, pool_list))
+    strong, weak = comp.setting.strong, comp.setting.weak  # type: ignore[union-attr]
+    if isinstance(strong, Deployment):
+        out["balance"] = balance_view(s, strong, comp.setting.weight_mode)  # type: ignore[union-attr]
+    dep = strong if isinstance(strong, Deployment) else weak
+    if isinstance(dep, Deployment):
+        from specagent.costmodel.latency import latency_terms
+
+        lt = latency_terms(dep)
+        out["roofline"] = {"hardware": dep.hardware.id, "derate": [lt.gemm_mfu, lt.bandwidth_efficiency],
+                           "gpus": {r: d.gpus for r, d in (("weak", weak), ("strong", strong))
+                                    if isinstance(d, Deployment) and d.hardware.id == dep.hardware.id},
+                           "compute_dtypes": {r: d.compute_dtype for r, d in (("weak", weak), ("strong", strong))
+                                              if isinstance(d, Deployment) and d.hardware.id == dep.hardware.id}}
+    return out
+
+
+def decompositions_dict(decs: dict) -> dict[str, Any]:
+    """`explain.decompose`'s decompositions as plain data (what summary.json's views and `explain --json` store)."""
+    return {k: {"meaning": d.meaning, "ratio": d.ratio, "terms": [
+        {"phase": t.phase, "label": t.label, "strongonly": t.strongonly, "specagent": t.specagent, "change": t.delta,
+         "factors": [{"name": f.name, "value": f.value} for f in t.factors]} for t in d.terms]}
+        for k, d in decs.items()}
+
+
+def segment_and_context(s: pd.DataFrame) -> tuple[float, float, str]:
+    """SpecAgent's mean verified segment and mean context in this run (figure 4's inputs), and how they were found."""
+    row = next((s.loc[n] for n in ("specagent", *[i for i in s.index if str(i).startswith("specagent")]) if n in s.index), None)
+    seg, ctx, how = 256.0, 8192.0, "no SpecAgent run in the results: assumed segment 256 tokens, context 8,192 tokens"
+    if row is not None and float(row.get("reviews", 0) or 0) > 0 and float(row.get("tokens_strong_verify", 0) or 0) > 0:
+        seg = float(row["tokens_strong_verify"]) / float(row["reviews"])
+        how = f"verification prefill = mean of {row.get('label', 'SpecAgent')} ({seg:,.0f} tokens)"
+        trajs = float(row.get("trajectories", 0) or 0)
+        if trajs > 0 and float(row.get("committed_context_tokens", 0) or 0) > 0:
+            # The context grows from the system prompt to the final committed context; its mean over the run is about half.
+            ctx = 0.5 * float(row["committed_context_tokens"]) / trajs
+            how += f", context = half the mean final context ({ctx:,.0f} tokens)"
+        else:
+            how += ", context 8,192 tokens (assumed: no committed-context counts in the results)"
+    return seg, ctx, how
+
+
+def balance_view(s: pd.DataFrame, strong: Any, weight_mode: str) -> dict[str, Any]:
+    """Figure 4 from the cost model: the per-token saving of a verification prefill against decoding the same tokens,
+    as the Strong replica's decode batch grows, and the roofline balance batch."""
+    from specagent.costmodel.balance import balance_point, verify_saving_curve
+
+    seg, ctx, how = segment_and_context(s)
+    curve = verify_saving_curve(strong, seg, ctx, weight_mode)
+    bp = balance_point(strong, context=int(round(ctx)), weight_mode=weight_mode)
+    note = f"roofline of {strong.describe()}; weights read in '{weight_mode}' mode; {how}"
+    if bp.balance_batch_effective is None:
+        note += f"; decode stays bandwidth-bound up to batch {bp.max_batch_searched:,}"
+    return {"curve": curve.to_dict(orient="records"), "balance_batch": {strong.hardware.name: bp.balance_batch_effective},
+            "note": note}
 
 
 def workload_quality(trajs: Any) -> DataQuality | None:
