@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.cli.options import input_files, resolve, scenario_options
+from specagent.cli.console import SafeConsole, json_out
+from specagent.cli.options import guard_outputs
+from specagent.cli.requests import request_options, run_job
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
-from specagent.common.errors import InputError
-from specagent.common.paths import HTML, check_outputs
-from specagent.hardware.profile import HardwareProfileError, load_hardware
-from specagent.simulator.jobs import bottom_line as JB
+from specagent.common.paths import HTML
 from specagent.simulator import explain as X
+from specagent.simulator.jobs.explain import ExplainRequest, ExplainResult
+from specagent.simulator.jobs.explain import run as explain_job
 from specagent.simulator.protocol.environment import Environment
-from specagent.simulator.rates_prices import parse_prices
-from specagent.simulator.run import predict as run_predict
-from specagent.simulator.scenario import Scenario
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -106,23 +103,6 @@ def where_saving_comes_from(result: X.Explanation, review: str) -> list[str]:
     return out
 
 
-def published_ranges(comp) -> dict[str, tuple[str, float, float]]:
-    """resource -> (figure id, low, high) of the publication's SpecAgent ranges, where this run is their setting
-    (`ranges.comparable`: the evaluated setting, `--scenario wang2026-tau2`); {} elsewhere."""
-    from specagent.simulator.jobs.predict import comparable
-    from specagent.simulator.uncertainty import published_for
-
-    if not comparable(comp):
-        return {}
-    pub = published_for(comp)
-    out = {}
-    for res, (_, column) in X.RESOURCES.items():
-        r = pub.get((X.SPEC, column))
-        if r is not None:
-            out[res] = (r.figure_id, r.low, r.high)
-    return out
-
-
 def gap_lines(gaps: list[X.Gap]) -> list[str]:
     """What separates each ratio from its published range, in numbers (`explain.published_gaps`)."""
     if not gaps:
@@ -151,27 +131,10 @@ def gap_lines(gaps: list[X.Gap]) -> list[str]:
     return out
 
 
-def to_json(result: X.Explanation, gaps: list[X.Gap] | None = None) -> dict:
-    return {
-        "published": [{"resource": g.resource, "figure_id": g.figure_id, "ratio": g.ratio, "low": g.low, "high": g.high,
-                       "gap": g.gap, "closes": dict(g.closes),
-                       "parts": [{"phase": label, "share": share, "factors": [{"name": f.name, "value": f.value} for f in fs],
-                                  "alone_needed": list(needs)} for label, share, fs, needs in g.parts]}
-                      for g in gaps or []],
-        "decompositions": {k: {"meaning": d.meaning, "ratio": d.ratio, "terms": [
-            {"phase": t.phase, "label": t.label, "strongonly": t.strongonly, "specagent": t.specagent, "change": t.delta,
-             "factors": [{"name": f.name, "value": f.value} for f in t.factors]} for t in d.terms]}
-            for k, d in result.decompositions.items()},
-        "facts": result.facts, "sources": result.sources, "counterfactuals": result.counterfactuals,
-    }
-
-
-@scenario_options(exclude=("strategies",))
+@request_options(ExplainRequest, exclude=("strategies",))
 def explain(
-    scenario: Scenario,
-    price: List[str] = O([], "--price", help="$/GPU-hour per GPU type, as predict's --price (default: each profile's sourced price)."),
+    request: ExplainRequest,
     figure: Optional[Path] = O(None, "--figure", help="Also write the wall-time waterfall as a self-contained HTML file here."),
-    no_counterfactuals: bool = O(False, "--no-counterfactuals", help="Skip the reruns with one thing changed (faster)."),
     as_json: bool = O(False, "--json", help="Print the decomposition as JSON."),
 ) -> None:
     """Why SpecAgent's ratios to Strong-only (wall, model time, memory, FLOPs, $) are what they are.
@@ -180,55 +143,33 @@ def explain(
     factors (Strong-only's share of the reference phase × tokens per reference token × cost per token against
     it), and reruns show the ratios with zero acceptance, thinking off, no environment and a fresh verifier prompt.
     """
-    try:
-        prices = parse_prices(price)
-        for key in prices:
-            load_hardware(key)
-    except ValueError as exc:
-        fail(f"--price: {exc}")
-    except HardwareProfileError as exc:
-        fail(f"--price: {exc}")
-    try:  # before the run: --figure over the scenario, the acceptance table or the trace (HTML replaced the TOML)
-        check_outputs({"--figure": figure}, input_files(scenario), InputError, kinds={"--figure": HTML})
-    except InputError as exc:
-        fail(str(exc))
+    # before the run: --figure over the scenario, the acceptance table or the trace (HTML replaced the TOML)
+    guard_outputs({"--figure": figure}, provenance=request.provenance, scenario=request.scenario, kinds={"--figure": HTML})
     if figure is not None:
         atomic.check_writable(figure)
-    scenario = scenario.replace(strategies=("strongonly", "specagent"))
-    raw, _path, name = load_workload(scenario.replace(environment=Environment()), show=not as_json)
-    trajs = scenario.environment.apply(raw)
-    setting = resolve(scenario)
-    try:
-        comp = run_predict(scenario, trajs, name, setting=setting)
-        pools = JB.pools(setting, prices)
-        with err.status("explaining") as status:
-            result = X.explain(comp, trajs, pools, () if no_counterfactuals else None,
-                               progress=lambda n: status.update(f"rerunning: {n}"), recorded=raw)
-    except (InputError, ValueError) as exc:
-        fail(exc)
+    raw = load_workload(request.scenario.replace(environment=Environment()), show=not as_json, provenance=request.provenance)
+    result = run_job(explain_job, request, exclude=("strategies",), show=not as_json, workload=raw)
     if figure is not None:
         from specagent.reports.explain_figure import waterfall_figure
 
-        atomic.write_text(figure, waterfall_figure(result.decompositions["wall"]).to_html(include_plotlyjs=True, full_html=True))
-    gaps = X.published_gaps(result, published_ranges(comp))
+        atomic.write_text(figure, waterfall_figure(result.explanation.decompositions["wall"]).to_html(
+            include_plotlyjs=True, full_html=True))
     if as_json:
-        print(json_out(to_json(result, gaps), indent=2))
+        print(json_out(result.to_dict(), indent=2))
         return
-    for dec in result.decompositions.values():
-        console.print(decomposition_table(dec))
-    facts = "; ".join(f"{k} {_cell(v)}" for k, v in result.facts.items())
-    console.print(f"Protocol facts: {facts}.", highlight=False)
-    if result.counterfactuals:
-        console.print(counterfactual_table(result))
-    for line in where_saving_comes_from(result, scenario.review):
-        console.print(line, highlight=False)
-    for line in gap_lines(gaps):
-        console.print(line, highlight=False)
-    from specagent.simulator.jobs.predict import setting_note
-
-    note = setting_note(comp)
-    if note:
-        console.print(note + ".", highlight=False)
-    console.print("Sources: " + "; ".join(f"{k}: {v}" for k, v in result.sources.items()), highlight=False)
+    _print_explain(result)
     if figure is not None:
         console.print(f"wrote {figure}", highlight=False)
+
+
+def _print_explain(result: ExplainResult) -> None:
+    x = result.explanation
+    for dec in x.decompositions.values():
+        console.print(decomposition_table(dec))
+    console.print("Protocol facts: " + "; ".join(f"{k} {_cell(v)}" for k, v in x.facts.items()) + ".", highlight=False)
+    if x.counterfactuals:
+        console.print(counterfactual_table(x))
+    for line in (*where_saving_comes_from(x, result.request.scenario.review), *gap_lines(result.gaps),
+                 *((result.setting_note + ".",) if result.setting_note else ())):
+        console.print(line, highlight=False)
+    console.print("Sources: " + "; ".join(f"{k}: {v}" for k, v in x.sources.items()), highlight=False)

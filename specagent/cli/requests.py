@@ -8,7 +8,7 @@
 line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag.
 
 Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
-repeatable option whose values may also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``).
+repeatable option; each value is passed as given, comma lists included: ``--price h20=1.8,h200=3.5 --price b200=5``).
 """
 
 from __future__ import annotations
@@ -38,19 +38,23 @@ class JobFlag:
     default: Any
     help: str
     panel: str | None
+    argument: bool = False  # a positional argument (metadata ``argument: True``), named by the field in upper case
 
     @property
     def repeated(self) -> bool:
         return self.type is tuple
 
     def parameter(self) -> inspect.Parameter:
+        if self.argument:
+            return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=self.type,
+                                     default=typer.Argument(self.default, metavar=self.field.upper(), help=self.help))
         if self.type is bool:
             decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
         else:
             decls = self.names
         annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
         default = [] if self.repeated else self.default
-        return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+        return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                  default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
                                                       show_default=self.default not in (None, (), "")))
 
@@ -78,18 +82,23 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel")))
+        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
+                           bool(f.metadata.get("argument"))))
     return out
 
 
 def flag_of(request_type: type[Request], field_name: str) -> str:
-    """The flag a Request field is set by (`--field-name` for a field of the scenario's flags, e.g. acceptance_ranges)."""
-    return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), "--" + field_name.replace("_", "-"))
+    """The flag a Request field is set by (`--field-name` for a field of the scenario's flags, e.g. acceptance_ranges; an
+    argument's metavar, e.g. STRATEGY)."""
+    fl = next((fl for fl in job_flags(request_type) if fl.field == field_name), None)
+    if fl is None:
+        return "--" + field_name.replace("_", "-")
+    return fl.field.upper() if fl.argument else fl.names[0]
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
-    if fl.repeated:
-        return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip())
+    if fl.repeated:  # each item as given: the Request splits comma lists, and says what is wrong with an empty one
+        return tuple(str(item) for item in (v or []))
     return v
 
 
@@ -100,11 +109,14 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = ()) ->
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
+        clash = {p.name for p in own} & {fl.field for fl in own_flags}
+        if clash:
+            raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} are also fields of {request_type.__name__}")
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
             scenario, provenance = build_scenario_for_request(build, kw)
-            values = {fl.field: _values(fl, kw.pop(f"job__{fl.field}")) for fl in own_flags}
+            values = {fl.field: _values(fl, kw.pop(fl.field)) for fl in own_flags}
             try:
                 request = request_type(scenario=scenario, provenance=provenance, **values)
                 request.check()

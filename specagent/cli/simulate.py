@@ -17,7 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
-from specagent.cli.options import guard_outputs, resolve, scenario_options
+from specagent.cli.options import guard_outputs, provenance_of, resolve, scenario_options
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import ranges_tables
@@ -27,11 +27,12 @@ from specagent.common.paths import HTML, JSON_DOC, PARQUET, same_file
 from specagent.reports import bottom_line as BL
 from specagent.simulator.jobs import bottom_line as JB
 from specagent.simulator.predictor import protocol_log_k, validate_predictor
-from specagent.simulator.run import simulate
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES
-from specagent.simulator.synthetic import simulate_synthetic, totals_of
+from specagent.simulator.jobs.base import Provenance
 from specagent.simulator.jobs.predict import PredictRequest, PredictResult
+from specagent.simulator.jobs.simulate import SimulateRequest
+from specagent.simulator.jobs.simulate import run as simulate_job
 from specagent.simulator.jobs.predict import run as predict_job
 from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
 from specagent.traces.synth import MAX_TRAJECTORIES
@@ -50,8 +51,9 @@ predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdi
 O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 
-def load_workload(scenario: Scenario, show: bool = True):
-    """The scenario's trajectories, where they came from, and their short name; a failure names the flag."""
+def load_workload(scenario: Scenario, show: bool = True, provenance: Provenance | None = None):
+    """The scenario's trajectories, where they came from, and their short name; a failure names the flag (or the
+    scenario file's key, when the value came from the file: `provenance`, else what the scenario carries)."""
     w = scenario.workload
     p = Path(w.trace) if w.trace is not None else default_workload_path()
     size = p.stat().st_size if w.synthetic is None and p.is_file() else 0
@@ -60,9 +62,9 @@ def load_workload(scenario: Scenario, show: bool = True):
             return scenario.load_workload(progress=advance)
     except ScenarioError as exc:
         where = exc.where if exc.where == "workload.synthetic" else "workload.trace"
-        origin = getattr(scenario, "_origin", None)  # (scenario file, the fields flags set): a file's value names its key
-        if origin is not None and where not in origin[1]:
-            fail(f"{origin[0]}: {where}: {exc}")
+        prov = provenance or provenance_of(scenario)  # a value read from the scenario file names the file's key
+        if prov.scenario_file is not None and where not in prov.given:
+            fail(f"{prov.scenario_file}: {where}: {exc}")
         fail(f"{'--synthetic' if where == 'workload.synthetic' else '--trace'}: {exc}")
 
 
@@ -321,7 +323,7 @@ def predict(
     fmt = _predict_format(fmt, as_json, brief, phases, quiet)
     table = fmt == "table" and not quiet
     _guard_predict(request, out, report)
-    result = run_job(predict_job, request, show=table, workload=load_workload(request.scenario, show=table))
+    result = run_job(predict_job, request, show=table, workload=load_workload(request.scenario, show=table, provenance=request.provenance))
     for note in (result.applies, *(f"warning: workload {result.name}: {w}" for w in (result.quality.warnings() if result.quality else ())),
                  f"note: {result.unused_prices}" if result.unused_prices else ""):
         if note and table:  # json/csv carry them in assumptions (acceptance_applies, data_quality, unused_prices)
@@ -427,51 +429,28 @@ def _print_phases(comp) -> None:
     console.print(_phase_table(comp.phase_flops, float(base["total_flops"]), "FLOPs by phase", "FLOPs", n, "flops"))
 
 
-@scenario_options(exclude=("strategies",))
+@request_options(SimulateRequest, exclude=("strategies",))
 def simulate_cmd(
-    scenario: Scenario,
-    strategy: str = typer.Argument("specagent", help="Strategy: " + ", ".join(STRATEGY_NAMES)),
+    request: SimulateRequest,
     out: Optional[Path] = O(None, "-o", "--out", help="Write the per-trajectory results as Parquet here."),
     as_json: bool = O(False, "--json", help="Print the totals and the whole scenario (K, acceptance, seed, engine, ...) as JSON."),
 ) -> None:
     """Run one strategy on a trace with every parameter as a flag; print per-model totals."""
-    guard_outputs({"-o": out}, scenario=scenario, kinds={"-o": PARQUET})
+    guard_outputs({"-o": out}, provenance=request.provenance, scenario=request.scenario, kinds={"-o": PARQUET})
     if out is not None:
         atomic.check_writable(out)
-    try:
-        scenario = scenario.replace(strategies=(strategy,))
-    except ScenarioError as exc:
-        fail(f"STRATEGY: {exc}")
-    setting = resolve(scenario)
-    w = scenario.workload
-    try:
-        if w.synthetic is not None:
-            try:
-                prof = scenario.synthetic_profile()
-            except ScenarioError as exc:
-                fail(f"--synthetic: {exc}")
-            path = name = scenario.synthetic_name(prof)
-            with progress_bar(w.trajectories, f"simulating {w.trajectories:,} synthetic trajectories", show=not as_json) as advance:
-                run = simulate_synthetic(prof, w.trajectories, scenario.seed, strategy, setting, scenario.acceptance,
-                                         scenario.pricing_engine, scenario.k, scenario.review, out=out, progress=advance,
-                                         environment=scenario.environment)
-            label, n_traj, totals = run.label, run.n_traj, run.totals
-        else:
-            trajs, path, name = load_workload(scenario, show=not as_json)
-            frame = simulate(trajs, strategy, setting, scenario.acceptance, scenario.seed, scenario.pricing_engine, scenario.k, scenario.review)
-            if out:
-                atomic.write_parquet(out, frame)
-            label, n_traj, totals = frame["label"].iloc[0], len(frame), totals_of(frame)
-    except ValueError as exc:
-        fail(str(exc))
+    sc = request.scenario
+    workload = None if sc.workload.synthetic is not None else load_workload(sc, show=not as_json, provenance=request.provenance)
+    result = run_job(simulate_job, request, exclude=("strategies",), show=not as_json, workload=workload, out=out)
+    if out and result.frame is not None:
+        atomic.write_parquet(out, result.frame)
     if as_json:
-        print(json_out({"strategy": strategy, "trace": path, "setting": setting.describe(), "totals": totals,
-                          "scenario": scenario.to_dict()}, indent=2))
+        print(json_out(result.to_dict(), indent=2))
         return
-    t = Table(title=f"{label} — {n_traj:,} trajectories from {name} [{scenario.weight_mode}, {scenario.pricing_engine}]")
+    t = Table(title=f"{result.label} — {result.n_traj:,} trajectories from {result.name} [{sc.weight_mode}, {sc.pricing_engine}]")
     t.add_column("total")
     t.add_column("value", justify="right")
-    for c, v in totals.items():
+    for c, v in result.totals.items():
         t.add_row(c, f"{v:,.4g}" if abs(v) >= 1e6 else f"{v:,.0f}" if v.is_integer() else f"{v:,.2f}")
     console.print(t)
     if out:
