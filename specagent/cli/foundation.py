@@ -248,6 +248,15 @@ def roofline(
         fail(_pass_does_not_fit(dep, batch, context, new, exc))
     fn = PHASE_FUNCTIONS[phase]
     cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
+    out = _roofline_record(dep, cost, phase, batch, context, new, weight_mode)
+    if as_json:
+        print(json_out(out, indent=2))
+        return
+    _print_roofline(dep, cost, out, phase, batch, context, new, weight_mode)
+
+
+def _roofline_record(dep, cost, phase: str, batch: int, context: int, new: int, weight_mode: str) -> dict:
+    """The pass's figures and where its efficiencies come from (what --json prints)."""
     row = cost.to_frame().iloc[0].to_dict()
     hw = dep.hardware
     lt = coefficients(dep).terms
@@ -264,9 +273,11 @@ def roofline(
         engine_terms={name: value for name, value, _ in eng.figures()},
         **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
     )
-    if as_json:
-        print(json_out(out, indent=2))
-        return
+    return out
+
+
+def _print_roofline(dep, cost, out: dict, phase: str, batch: int, context: int, new: int, weight_mode: str) -> None:
+    """The components' FLOPs and bytes, then the pass's time and bound."""
     from rich.table import Table  # only where a table is printed: off every other command's start-up
     t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]; "
                     f"served by {dep.serving_engine.describe()}")
@@ -280,6 +291,7 @@ def roofline(
                   _fmt_bytes(cost.bytes_written[k][0]) if k in cost.bytes_written else "")
     t.add_row("[b]total[/b]", _fmt_flops(cost.total_flops[0]), _fmt_bytes(cost.total_bytes_read[0]), _fmt_bytes(cost.total_bytes_written[0]))
     console.print(t)
+    lt = coefficients(dep).terms
     s = Table(show_header=False, title="time (per replica)")
     s.add_column("k")
     s.add_column("v", justify="right")

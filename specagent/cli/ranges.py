@@ -49,61 +49,72 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
     """SpecAgent's ratios with intervals and published ranges; the other strategies' intervals; the published figures
     against this run (only where the setting matches the calibration's)."""
     pub = published_for(comp) if comparable(comp) else {}
-    targets = calibration_targets(comp)
     tables = []
-    origin = iv.source.split(":", 1)[0]
-    what = f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of {iv.includes()} (acceptance from {origin})"
-
-    def stretched(strategies) -> str:
-        w = [f"{s} {m}" for s, m in iv.widened if s in strategies]
-        return (f"; {len(w)} stretched to reach the point estimate, which lies in the draws' tail "
-                f"({', '.join(w[:3])}{', …' if len(w) > 3 else ''})") if w else ""
-
     if focus in comp.summary.index:
-        t = Table(title=f"{focus}: every ratio with its range", show_edge=False)
-        for col in ("ratio", "predicted [interval]", f"published ({SHORT_CITATION})" if pub else "published"):
-            t.add_column(col, justify="left" if col == "ratio" else "right")
-        for metric, head, _ in SHOWN:
-            got = iv.get(focus, metric)
-            if got is None:
-                continue
-            p = pub.get((focus, metric))
-            t.add_row(head, fmt_interval(*got), p.text() if p else "-")
-        t.caption = what + stretched({focus}) + " (see the assumptions). S share = the Strong model's share of its memory traffic"
-        note = setting_note(comp)
-        if note:
-            t.caption += ". " + note
-        elif pub:
-            t.caption += ". Published figures compared in the publication's evaluated setting (this run's)"
-        tables.append(t)
+        tables.append(_focus_table(comp, iv, focus, pub))
     others = [s for s in comp.summary.index if s not in (focus, "strongonly")]
     cols = [(m, h) for m, h, _ in SHOWN if any(iv.get(s, m) is not None for s in others)][:COMPACT]
     if others and cols:
-        t = Table(title="the other strategies' intervals (point estimates above)", show_edge=False)
-        t.add_column("strategy", no_wrap=True)
-        for _, h in cols:
-            t.add_column(h, justify="right")
-        for s in others:
-            cells = []
-            for m, _ in cols:
-                got = iv.get(s, m)
-                cells.append("-" if got is None else f"{got[1]:.2f}–{got[2]:.2f}")
-            t.add_row(str(s), *cells)
-        t.caption = f"{iv.level:.0%} intervals, same draws for every strategy" + stretched(set(others))
-        tables.append(t)
+        tables.append(_others_table(iv, others, cols))
     if pub:
-        t = Table(title=f"published protocol figures ({SHORT_CITATION}) against this run", show_edge=False)
-        for col in ("figure", "published", "predicted [interval]", "verdict"):
-            t.add_column(col, justify="left" if col in ("figure", "verdict") else "right", overflow="fold")
-        for (strategy, metric), p in pub.items():
-            got = iv.get(strategy, metric)
-            if got is None:
-                t.add_row(p.figure_id, p.text(), "not run", "-")
-                continue
-            t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got, fitted=p.figure_id in targets))
-        t.caption = (f"figures: {CITATION}, transcribed in measurements/protocol_figures.csv (aggregates over models or "
-                     "benchmarks; '-vs-' figures are relative to SpecAgent). 'inside': the point estimate lies in the "
-                     "published range; 'fitted': the acceptance was calibrated to meet that figure, so it is a fit, "
-                     "not a validation")
-        tables.append(t)
+        tables.append(_published_table(iv, pub, calibration_targets(comp)))
     return tables
+
+
+def _stretched(iv: Intervals, strategies) -> str:
+    w = [f"{s} {m}" for s, m in iv.widened if s in strategies]
+    return (f"; {len(w)} stretched to reach the point estimate, which lies in the draws' tail "
+            f"({', '.join(w[:3])}{', …' if len(w) > 3 else ''})") if w else ""
+
+
+def _focus_table(comp: Comparison, iv: Intervals, focus: str, pub: dict) -> Table:
+    t = Table(title=f"{focus}: every ratio with its range", show_edge=False)
+    for col in ("ratio", "predicted [interval]", f"published ({SHORT_CITATION})" if pub else "published"):
+        t.add_column(col, justify="left" if col == "ratio" else "right")
+    for metric, head, _ in SHOWN:
+        got = iv.get(focus, metric)
+        if got is None:
+            continue
+        p = pub.get((focus, metric))
+        t.add_row(head, fmt_interval(*got), p.text() if p else "-")
+    origin = iv.source.split(":", 1)[0]
+    t.caption = (f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of {iv.includes()} (acceptance from {origin})"
+                 + _stretched(iv, {focus}) + " (see the assumptions). S share = the Strong model's share of its memory traffic")
+    note = setting_note(comp)
+    if note:
+        t.caption += ". " + note
+    elif pub:
+        t.caption += ". Published figures compared in the publication's evaluated setting (this run's)"
+    return t
+
+
+def _others_table(iv: Intervals, others: list, cols: list) -> Table:
+    t = Table(title="the other strategies' intervals (point estimates above)", show_edge=False)
+    t.add_column("strategy", no_wrap=True)
+    for _, h in cols:
+        t.add_column(h, justify="right")
+    for s in others:
+        cells = []
+        for m, _ in cols:
+            got = iv.get(s, m)
+            cells.append("-" if got is None else f"{got[1]:.2f}–{got[2]:.2f}")
+        t.add_row(str(s), *cells)
+    t.caption = f"{iv.level:.0%} intervals, same draws for every strategy" + _stretched(iv, set(others))
+    return t
+
+
+def _published_table(iv: Intervals, pub: dict, targets: set[str]) -> Table:
+    t = Table(title=f"published protocol figures ({SHORT_CITATION}) against this run", show_edge=False)
+    for col in ("figure", "published", "predicted [interval]", "verdict"):
+        t.add_column(col, justify="left" if col in ("figure", "verdict") else "right", overflow="fold")
+    for (strategy, metric), p in pub.items():
+        got = iv.get(strategy, metric)
+        if got is None:
+            t.add_row(p.figure_id, p.text(), "not run", "-")
+            continue
+        t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got, fitted=p.figure_id in targets))
+    t.caption = (f"figures: {CITATION}, transcribed in measurements/protocol_figures.csv (aggregates over models or "
+                 "benchmarks; '-vs-' figures are relative to SpecAgent). 'inside': the point estimate lies in the "
+                 "published range; 'fitted': the acceptance was calibrated to meet that figure, so it is a fit, "
+                 "not a validation")
+    return t
