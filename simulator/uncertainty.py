@@ -186,7 +186,11 @@ def ratio_intervals(comp: Comparison, trajectories, dist: AcceptanceDistribution
             point = _point(point_row, metric)
             add(name, metric, point, x)
             if specagent is not None and metric in specagent and name != "specagent" and metric != "strong_bytes_share":
-                add(name, f"{metric}_vs_specagent", point / _point(summary.loc["specagent"], metric), x / specagent[metric])
+                ref = _point(summary.loc["specagent"], metric)
+                # relative to SpecAgent only where SpecAgent has some of it in every draw (a workload of replies only
+                # gives SpecAgent no Strong call: the ratio is undefined, not infinite)
+                if ref > 0 and (specagent[metric] > 0).all():
+                    add(name, f"{metric}_vs_specagent", point / ref, x / specagent[metric])
     table = pd.DataFrame(rows, columns=["strategy", "metric", "point", "low", "high"])
     described = (dist.describe() if dist is not None else []) + (lat.describe() if lat is not None else [])
     source = "; ".join(([dist.source] if dist is not None else []) + ([f"latency error: {lat.source}"] if lat is not None else []))

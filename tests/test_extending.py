@@ -159,43 +159,54 @@ source = "a test of the latency-term recipe (tests/test_extending.py)"
 
 
 def test_recipe_d_a_trace_format(stage):
-    """An importer module returning Trajectory objects, exported from specagent.traces: predict reads what it writes."""
-    (stage / "specagent" / "traces" / "tsv.py").write_text(textwrap.dedent('''
-        """A toy format for the recipe test: one trajectory per JSONL line of the shipped schema, tab-separated id first."""
+    """The recipe's four touch points (a module, one IMPORTERS entry, fixtures/tests, a docs row) in a staged copy: the
+    format is detected by content, listed by `traces formats`, imported by `traces import`, and predict reads it."""
+    (stage / "specagent" / "traces" / "importers" / "tsv.py").write_text(textwrap.dedent('''
+        """A toy format for the recipe test: a task id, a tab, then OpenAI-chat messages as JSON, one task per line."""
         from __future__ import annotations
 
         import json
-        from pathlib import Path
 
-        from specagent.traces.schema import Trajectory
+        from ..errors import SkippedRecord, TraceFormatError, close_skips
+        from ..files import iter_lines
+        from ..openai_chat import conversation_to_trajectory
+        from .base import FormatFacts, Importer, Match
 
 
-        def load_tsv(path: str | Path) -> list[Trajectory]:
-            out = []
-            for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-                ident, _, body = line.partition("\\t")
-                try:
-                    out.append(Trajectory.model_validate(json.loads(body)))
-                except ValueError as exc:
-                    raise ValueError(f"{path}: line {i} ({ident}): {exc}") from None
-            return out
+        class TSV(Importer):
+            name = "tsv"
+            title = "task id TAB chat messages (JSON), one task per line"
+            spec = "this recipe"
+            facts = FormatFacts("estimated", "none", "--tags", "unknown", "none")
+
+            def sniff(self, probe):
+                line = probe.head.split("\\n", 1)[0]
+                return Match(1.0, "a tab, then a JSON list") if "\\t[" in line else None
+
+            def read(self, path, options):
+                here: list[SkippedRecord] = []
+                n = 0
+                for i, line in iter_lines(path, "TSV chat"):
+                    ident, _, body = line.partition("\\t")
+                    try:
+                        msgs = json.loads(body)
+                    except ValueError:
+                        options.skip(TraceFormatError(str(path), f"line {i}", "messages", "JSON chat messages"), here)
+                        continue
+                    n += 1
+                    yield conversation_to_trajectory({"messages": msgs, "task_id": ident}, file=str(path), where=f"line {i}",
+                                                     tagger=options.tagger, importer=self.name)
+                close_skips(n, str(path), here, options.skipped, "at least one task")
     '''), encoding="utf-8")
-    init = stage / "specagent" / "traces" / "__init__.py"
-    init.write_text(init.read_text(encoding="utf-8") + "\nfrom specagent.traces.tsv import load_tsv  # noqa: E402,F401\n",
-                    encoding="utf-8")
-    code = """
-        from specagent.traces import default_workload_path, load_trajectories, load_tsv, save_trajectories
-        ts = load_trajectories(default_workload_path())[:3]
-        tsv = sys.argv[2]
-        with open(tsv, "w", encoding="utf-8") as f:
-            for t in ts:
-                f.write(t.task_id + "\\t" + t.model_dump_json() + "\\n")
-        back = load_tsv(tsv)
-        assert [t.model_dump() for t in back] == [t.model_dump() for t in ts]
-        save_trajectories(back, sys.argv[3])
-        print(len(back))
-    """
+    reg = stage / "specagent" / "traces" / "importers" / "__init__.py"
+    text = reg.read_text(encoding="utf-8")
+    reg.write_text(text.replace("IMPORTERS: tuple[Importer, ...] = (", "from .tsv import TSV  # noqa: E402\n"
+                                "IMPORTERS: tuple[Importer, ...] = (TSV(), ", 1), encoding="utf-8")
+    log = stage.parent / "t.tsv"
+    msgs = [{"role": "user", "content": "where is my order?"}, {"role": "assistant", "content": "It shipped yesterday."}]
+    log.write_text("".join(f"task{k}\t{json.dumps(msgs)}\n" for k in range(3)), encoding="utf-8")
+    assert "tsv" in _cli(stage, "traces", "formats")
     out = stage.parent / "via_tsv.jsonl"
-    assert _py(stage, code, str(stage.parent / "t.tsv"), str(out)).stdout.strip() == "3"
+    assert "read as tsv" in _cli(stage, "traces", "import", str(log), "-o", str(out))
     doc = json.loads(_cli(stage, "predict", "--trace", str(out), "--strategies", "specagent", "--json", "-o", str(stage.parent / "o")))
     assert doc["assumptions"]["trajectories"] == 3

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import ast
 import functools
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: package -> folder, as pyproject.toml maps them
-FOLDERS = {
-    "specagent.common": "common", "specagent.hardware": "hardware", "specagent.measurements": "measurements", "specagent.costmodel": "costmodel",
-    "specagent.traces": "traces", "specagent.simulator": "simulator", "specagent.kernels": "kernels",
-    "specagent.endpoints": "specagent/endpoints", "specagent.reports": "specagent/reports", "specagent.cli": "specagent/cli",
-}
+#: package -> folder: pyproject.toml's package-dir mapping (the one place it is written), top-level packages only
+FOLDERS = {pkg: folder for pkg, folder in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+           ["tool"]["setuptools"]["package-dir"].items() if pkg.count(".") == 1}
+FOLDERS.update({p: f"specagent/{p.split('.')[1]}" for p in ("specagent.endpoints", "specagent.reports", "specagent.cli")})
 LAYERS = ["specagent.common", "specagent.hardware", "specagent.measurements", "specagent.costmodel", "specagent.traces", "specagent.simulator",
           "specagent.kernels", "specagent.endpoints", "specagent.reports", "specagent.cli"]
 #: The package root re-exports the public API lazily; only the command line may import it.

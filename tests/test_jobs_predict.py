@@ -51,3 +51,18 @@ def test_request_fields_are_flags_with_their_defaults_in_one_place():
     assert e.value.field == "price"
     r = runner.invoke(app, ["predict", "--price", "nope=1"])
     assert r.exit_code == 2 and r.output.startswith("error: --price:")
+
+
+def test_a_workload_of_replies_only_predicts(tmp_path):
+    """No tool call anywhere: SpecAgent makes no Strong call, so the ratios relative to SpecAgent are undefined and
+    left out (they divided by zero)."""
+    from specagent.traces import save_trajectories
+    from specagent.traces.openai_chat import conversation_to_trajectory
+
+    msgs = [{"role": "user", "content": "where is my order?"}, {"role": "assistant", "content": "It shipped yesterday."}]
+    trajs = [conversation_to_trajectory({"messages": msgs, "task_id": f"t{k}"}, file="x", where=str(k)) for k in range(3)]
+    p = tmp_path / "replies.jsonl"
+    save_trajectories(trajs, p)
+    result = run(PredictRequest(Scenario().override({"workload.trace": str(p), "uncertainty.draws": 10})))
+    metrics = set(result.intervals.table["metric"])
+    assert "wall_time_s_rel" in metrics and not any(m.startswith("strong_calls_rel_vs") for m in metrics)

@@ -75,7 +75,15 @@ def package_layout(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, Path]
     """Installed package name -> source folder, from [tool.setuptools] packages and package-dir."""
     tool = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]
     dirs = tool.get("package-dir", {})
-    return {pkg: pyproject.parent / dirs.get(pkg, pkg.replace(".", "/")) for pkg in tool["packages"]}
+
+    def folder(pkg: str) -> str:  # as setuptools resolves it: the nearest mapped parent, then the rest of the name
+        parts = pkg.split(".")
+        for i in range(len(parts), 0, -1):
+            if ".".join(parts[:i]) in dirs:
+                return "/".join([dirs[".".join(parts[:i])], *parts[i:]])
+        return pkg.replace(".", "/")
+
+    return {pkg: pyproject.parent / folder(pkg) for pkg in tool["packages"]}
 
 
 def stage(dest: Path, pyproject: Path = ROOT / "pyproject.toml") -> Path:
@@ -87,7 +95,9 @@ def stage(dest: Path, pyproject: Path = ROOT / "pyproject.toml") -> Path:
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "_native_build.json", "*.egg-info")
     for pkg, src in sorted(layout.items()):  # a package inside another's folder (specagent/cli) is copied twice, identically
         if not (src / "__init__.py").is_file():
-            raise FileNotFoundError(f"{pyproject}: package {pkg} maps to {src}, which has no __init__.py")
+            if src.is_dir():
+                continue  # a data folder listed as a package: copied with its parent
+            raise FileNotFoundError(f"{pyproject}: package {pkg} maps to {src}, which does not exist")
         shutil.copytree(src, dest.joinpath(*pkg.split(".")), ignore=skip, dirs_exist_ok=True)
     return dest
 
