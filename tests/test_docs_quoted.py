@@ -51,7 +51,7 @@ def _outputs(out: str) -> dict:
         "roofline_strong6k": ("roofline", "--context", "6000", "--serving-engine", "vllm", "--json"),
     }
     got = {k: _cli(*v) for k, v in runs.items()}
-    got["brief"] = _text("predict", "--brief", "--draws", "0", "-o", f"{out}/b")
+    got["brief"] = _text("predict", "-o", f"{out}/b")  # the first screen, as README pastes it
     got["sensitivity_text"] = _text("study", "sensitivity", "-o", f"{out}/s")
     got["sensitivity"] = json.loads(Path(f"{out}/s/sensitivity.json").read_text(encoding="utf-8"))
     got["pairs"] = _default_pair_on_h200()
@@ -209,7 +209,7 @@ def quotes(t: dict) -> dict[str, list[str]]:
     pair = t["pairs"]
     s = _signed
     brief = [ln.rstrip() for ln in t["brief"].splitlines()]
-    readme_block = (ROOT / "README.md").read_text(encoding="utf-8").split("```text\n", 1)[1].split("Agent time", 1)[0]
+    readme_block = (ROOT / "README.md").read_text(encoding="utf-8").split("```text\n", 1)[1].split("```", 1)[0]
     readme_rows = [ln.rstrip() for ln in readme_block.splitlines() if ln.strip() and ln.strip() != "..."]
     return {
         "README.md": [
@@ -372,11 +372,11 @@ def _total(run: dict, strategy: str) -> float:
 
 
 def test_the_readme_pastes_predicts_bottom_line(tool):
-    """Every line of the README's pasted bottom line (up to the agent-time sentence) is a line predict prints."""
-    block = (ROOT / "README.md").read_text(encoding="utf-8").split("```text\n", 1)[1].split("Agent time", 1)[0]
+    """Every line of the README's pasted first screen is a line predict prints (the last: where it wrote, for out/)."""
+    block = (ROOT / "README.md").read_text(encoding="utf-8").split("```text\n", 1)[1].split("```", 1)[0]
     rows = [ln.rstrip() for ln in block.splitlines() if ln.strip() and ln.strip() != "..."]
     brief = {ln.rstrip() for ln in tool["brief"].splitlines()}
-    assert len(rows) >= 9 and [row for row in rows if row not in brief] == []
+    assert len(rows) >= 18 and [row for row in rows[:-1] if row not in brief] == [] and rows[-1].startswith("wrote ")
 
 
 def test_every_quoted_figure_is_what_the_tool_prints(tool):

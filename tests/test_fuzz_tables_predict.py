@@ -131,7 +131,8 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "pr-json-format-csv": (["--json", "--format", "csv"], "error: give --json or --format csv, not both"),
     "pr-format-upper": (["--format", "CSV"], "error: --format: expected one of table, json, csv, got 'CSV'"),  # by hand
     "pr-format-unknown": (["--format", "xml"], "error: --format: expected one of table, json, csv, got 'xml'"),
-    "pr-brief-phases": (["--brief", "--phases"], "error: --brief and --phases: not both"),  # F3-18
+    "pr-brief-phases": (["--brief", "--phases"], "error: --phases needs --details"),  # F3-18: the answer has no phase tables
+    "pr-brief-details": (["--brief", "--details"], "error: --brief and --details: not both"),
     "pr-quiet-json": (["--quiet", "--json"], "error: --quiet and --format json: not both"),  # F3-18
     "pr-quiet-csv": (["--quiet", "--format", "csv"], "error: --quiet and --format csv: not both"),
     # as F3-18's two: the phase tables asked for were dropped without a word
@@ -201,11 +202,11 @@ def test_format_csv_with_report_keeps_stdout_csv_and_says_the_report_on_stderr(t
 
 def test_phases_prints_the_three_phase_tables(tmp_path):
     """pr-phases: memory traffic, wall time and FLOPs by phase; without the flag, a line saying how to get them."""
-    r = run(["-o", str(tmp_path / "o"), *FAST, "--phases"])
+    r = run(["-o", str(tmp_path / "o"), *FAST, "--details", "--phases"])
     assert r.exit_code == 0, r.output
     for title in ("Memory traffic by phase", "Wall time by phase", "FLOPs by phase"):
         assert title in r.stdout, title
-    plain = run(["-o", str(tmp_path / "o2"), *FAST])
+    plain = run(["-o", str(tmp_path / "o2"), *FAST, "--details"])
     assert "Memory traffic by phase" not in plain.stdout and "add --phases" in plain.stdout
 
 

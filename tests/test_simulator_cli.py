@@ -25,10 +25,13 @@ def small_trace(tmp_path_factory):
 
 def test_predict_writes_outputs_and_shows_assumptions(small_trace, tmp_path):
     out = tmp_path / "out"
-    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(out), "--strategies", "strongonly,specagent,weakonly"])
+    r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(out), "--strategies", "strongonly,specagent,weakonly",
+                            "--details"])
     assert r.exit_code == 0, r.output
     for text in ("Bottom line per task", "Relative to Strong-only", "add --phases", "Assumptions", "calibrated to the published", "K=4"):
         assert text in r.output
+    assert r.output.rstrip().splitlines()[-1].startswith("wrote ")  # the answer still comes last
+    assert "Per task, batch 1" in r.output.split("Assumptions", 1)[1]
     wall = json.loads((out / "summary.json").read_text())["summary"][1]["wall_time_s_rel"]
     assert f"specagent wall {wall:.3f} = {100 * wall:.1f}% of Strong-only" in " ".join(r.output.split())
     assert "Memory traffic by phase" not in r.output  # phase tables only with --phases
@@ -161,12 +164,12 @@ def test_predict_formats_brief_and_80_columns(small_trace, tmp_path):
     frame = pd.read_csv(io.StringIO(r.output), index_col="strategy")
     assert list(frame.index) == ["strongonly", "specagent"] and frame.loc["strongonly", "wall_time_s_rel"] == 1.0
     assert frame.loc["specagent", "usd_per_task"] < frame.loc["strongonly", "usd_per_task"]
-    r = runner.invoke(app, base + ["--brief"], env={"COLUMNS": "80"})
-    assert r.exit_code == 0, r.output
-    assert "Bottom line per task" in r.output and "specagent vs strongonly:" in r.output and "Assumptions" not in r.output
-    body = r.output.split("acceptance measure`\n", 1)[-1]  # after the not-calibrated-here warning (a subset of the trace)
-    assert len(body.splitlines()) <= 40  # one screen
-    r = runner.invoke(app, base + ["--phases"], env={"COLUMNS": "80"})
+    for flags in ([], ["--brief"]):  # the answer is the default view; --brief, kept for scripts, is the same
+        r = runner.invoke(app, base + flags, env={"COLUMNS": "80"})
+        assert r.exit_code == 0, r.output
+        assert "Per task, batch 1" in r.output and "specagent vs strongonly:" in r.output and "Assumptions" not in r.output
+        assert len(r.output.splitlines()) <= 24  # one screen, the not-calibrated-here warning included
+    r = runner.invoke(app, base + ["--details", "--phases"], env={"COLUMNS": "80"})
     assert r.exit_code == 0 and "Memory traffic by phase" in r.output
     assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
     r = runner.invoke(app, base + ["--quiet"])
@@ -187,7 +190,7 @@ def test_predict_hardware_sets_both_pools(small_trace, tmp_path):
 
 def test_predict_edge_shows_api_dollars_and_absolute_phases_in_human_units_at_80_columns(small_trace, tmp_path):
     r = runner.invoke(app, ["predict", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies", "specagent", "--edge",
-                            "--phases"], env={"COLUMNS": "80"})
+                            "--details", "--phases"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
     assert "API $" in r.output and "S GPU·s" not in r.output

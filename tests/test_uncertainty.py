@@ -275,7 +275,7 @@ def test_predict_compares_the_published_figures_only_in_the_evaluated_setting_an
     assert "published protocol figures" not in text and "--scenario wang2026-tau2" in text
     assert "environment recorded, not none; verifier prompt cached, not fresh" in text
     ev = runner.invoke(app, ["predict", "--scenario", "wang2026-tau2", "--strategies", "specagent", "--draws", "4",
-                             "-o", str(tmp_path / "b")], terminal_width=250)
+                             "--details", "-o", str(tmp_path / "b")], terminal_width=250)
     assert ev.exit_code == 0, ev.output
     text = " ".join(ev.output.split())
     assert "published protocol figures" in text and "tau2_flops_ratio" in text and "evaluated setting (this run's)" in text

@@ -118,7 +118,7 @@ def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[st
     return t
 
 
-def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True) -> str | None:
+def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True, short: bool = False) -> str | None:
     """What the strategies cannot change: Strong-only's tool and user waits per task, as a share of its time per task;
     then SpecAgent's wall and model-only ratios side by side (the environment preset decides how far apart they are).
     A workload whose log recorded no wait (`waits_recorded` False, with the 'recorded' preset) says so instead of
@@ -131,8 +131,13 @@ def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_reco
     if wall <= 0:
         return None
     if preset == "recorded" and not waits_recorded:
+        if short:
+            return "Waits not recorded in the log: the times cover the models only (--user-latency-s, --tool-latency-s)."
         line = ("Agent time vs environment time: waits not recorded (the log has no timestamps or latencies): the wall "
                 "covers model time only; give the waits with --tool-latency-s/--user-latency-s or another --environment.")
+    elif short:
+        return (f"Waits: {BL.fmt_seconds(env)} of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.0%}) are tool "
+                "and user waits, which no strategy shortens (`specagent explain`).")
     else:
         line = (f"Agent time vs environment time (environment preset '{preset}'): tool and user waits are "
                 f"{BL.fmt_seconds(env)} of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.1%}); "
@@ -305,8 +310,10 @@ def predict(
     request: PredictRequest,
     out: Path = O(Path("out/predict"), "-o", "--out", help="Directory for per_trajectory.parquet and summary.json."),
     report: Optional[Path] = O(None, "--report", help="Also write a self-contained HTML report here."),
-    phases: bool = O(False, "--phases", help="Also print the memory-traffic, time and FLOPs tables by phase."),
-    brief: bool = O(False, "--brief", help="One screen: the bottom line and the headline only."),
+    details: bool = O(False, "--details", help="Before the answer, every table: the bottom line with its ranges, the ratios to "
+                      "Strong-only with their intervals, the published figures and every assumption (the report has them too)."),
+    phases: bool = O(False, "--phases", help="With --details: also the memory-traffic, time and FLOPs tables by phase."),
+    brief: bool = O(False, "--brief", help="The answer only (the default; kept for scripts that pass it).", hidden=True),
     fmt: str = O("table", "--format", help="table (for people), json (the whole summary) or csv (one row per strategy: per-task "
                  "figures, then ratios)."),
     as_json: bool = O(False, "--json", help="Same as --format json."),
@@ -320,29 +327,27 @@ def predict(
     GPU-seconds by pool, dollars), then the ratios; every assumption is printed with the
     results, and summary.json carries the whole scenario (`--scenario` reads it back).
     """
-    fmt = _predict_format(fmt, as_json, brief, phases, quiet)
+    fmt = _predict_format(fmt, as_json, brief and details, phases, details, quiet)
     table = fmt == "table" and not quiet
     _guard_predict(request, out, report)
     result = run_job(predict_job, request, show=table, workload=load_workload(request.scenario, show=table, provenance=request.provenance))
-    for note in (result.applies, *(f"warning: workload {result.name}: {w}" for w in (result.quality.warnings() if result.quality else ())),
-                 f"note: {result.unused_prices}" if result.unused_prices else ""):
-        if note and table:  # json/csv carry them in assumptions (acceptance_applies, data_quality, unused_prices)
-            console.print(note, highlight=False, markup=False)
     result.write(out)
     if report:
         from specagent.reports.html import write_report  # plotly: only when a report is asked for
     written = write_report(result.comparison, report, images=True) if report else None
-    if not quiet:
-        _show_predict(result, fmt, phases=phases, brief=brief, out=out)
     if written is not None:
         _say_report(written, report, err.print if fmt != "table" else console.print)
+    if not quiet:
+        _show_predict(result, fmt, phases=phases, details=details, out=out, report=report)
 
 
-def _predict_format(fmt: str, as_json: bool, brief: bool, phases: bool, quiet: bool) -> str:
+def _predict_format(fmt: str, as_json: bool, brief_and_details: bool, phases: bool, details: bool, quiet: bool) -> str:
     """--format/--json, and the combinations that would lose what was asked for."""
     fmt = check_format(fmt, as_json)
-    if brief and phases:  # --brief drops the phase tables: asking for both would lose one without a word
-        fail("--brief and --phases: not both (--brief prints the bottom line only; --phases adds the phase tables)")
+    if brief_and_details:
+        fail("--brief and --details: not both (--brief prints the answer only; --details every table before it)")
+    if phases and not details and fmt == "table" and not quiet:  # the phase tables are among the details
+        fail("--phases needs --details (the phase tables are printed with the other tables, before the answer)")
     if quiet and fmt != "table":
         fail(f"--quiet and --format {fmt}: not both (--quiet prints nothing, so the {fmt.upper()} asked for would be lost; "
              "the files are written either way)")
@@ -370,15 +375,56 @@ def _guard_predict(request: PredictRequest, out: Path, report: Optional[Path]) -
                   provenance=request.provenance, scenario=request.scenario, inputs={"--success": request.success})
 
 
-def _show_predict(result: PredictResult, fmt: str, *, phases: bool, brief: bool, out: Path) -> None:
-    """The result in the format asked for."""
+def _show_predict(result: PredictResult, fmt: str, *, phases: bool, details: bool, out: Path, report: Optional[Path]) -> None:
+    """The result in the format asked for; for people, the answer last (the first screen a terminal keeps)."""
     if fmt == "json":
         print(json_out(result.to_dict(), indent=2, default=str))
     elif fmt == "csv":
         sys.stdout.write(_csv_frame(result.bottom_line, result.comparison.summary, result.bottom_line_intervals).to_csv())
     else:
-        _print_predict(result, phases=phases, brief=brief)
-        console.print(f"wrote {out / 'per_trajectory.parquet'} and {out / 'summary.json'}", highlight=False)
+        if details:
+            _print_predict(result, phases=phases)
+        _print_answer(result, out, report, details)
+
+
+def _print_answer(result: PredictResult, out: Path, report: Optional[Path], details: bool) -> None:
+    """The answer in at most 24 lines of 80 columns: the warnings about the inputs, every strategy per task with its change
+    against Strong-only, SpecAgent's changes with their intervals and the verdict, the waits, and where the rest is."""
+    for note in (result.applies, *(f"warning: workload {result.name}: {w}" for w in (result.quality.warnings() if result.quality else ())),
+                 f"note: {result.unused_prices}" if result.unused_prices else ""):
+        if note:  # json/csv carry them in assumptions (acceptance_applies, data_quality, unused_prices)
+            console.print(note, highlight=False, markup=False)
+    console.print(_answer_table(result))
+    iv = result.intervals
+    head = BL.change_line(result.bottom_line, "specagent", iv=result.bottom_line_intervals, level=iv.level if iv else None)
+    note = result.comparison.intervals and result.comparison.intervals.get("published_setting_note")
+    for line in (head, result.verdict, environment_line(result.comparison.summary, result.request.scenario.environment.preset,
+                                                        result.waits_recorded, short=True),
+                 "The published τ² figures are compared in their evaluated setting only (`--scenario wang2026-tau2 "
+                 "--details`); this run's setting differs." if note else ""):
+        if line:
+            console.print(line, highlight=False)
+    more = [*(() if details else ("every table: --details",)), *(() if report else ("a report: --report FILE",))]
+    console.print(f"wrote {out}/" + (f" and {report}" if report else "") + (f"; {', '.join(more)}" if more else ""),
+                  highlight=False)
+
+
+def _answer_table(result: PredictResult) -> Table:
+    """Every strategy per task: seconds, GPU-hours and dollars, each with its change against Strong-only."""
+    line = result.bottom_line
+    t = Table(title=f"Per task, batch 1 — {result.n_trajectories:,} trajectories of {result.name}",
+              show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
+    t.add_column("strategy", no_wrap=True)
+    for head in ("s/task", "GPU·h/task", "$/task"):
+        t.add_column(head, justify="right", no_wrap=True)
+    for strat, row in line.iterrows():
+        ch = BL.changes(line, str(strat)) if strat != "strongonly" and "strongonly" in line.index else {}
+        t.add_row(str(strat), *(f"{fmt(float(row[c]))}{' ' + ch[c].split(' ')[0] if c in ch else ''}"
+                                for c, fmt in (("wall_s_per_task", lambda v: f"{v:,.1f}"),
+                                               ("gpu_h_per_task", lambda v: f"{v:.3g}"), ("usd_per_task", BL.fmt_usd))))
+    pools = ", ".join(f"{p.role.capitalize()} {p.gpus}x {p.gpu}" for p in result.pools)
+    t.caption = f"vs Strong-only: negative = less; {pools or 'a hosted Strong model'}"
+    return t
 
 
 def _say_report(written, report: Path, say) -> None:
@@ -397,19 +443,13 @@ def _ratio_in_words(summary: pd.DataFrame) -> str:
     return f"{strat} wall {v:.3f} = {BL.percent_of_baseline(v)}"
 
 
-def _print_predict(result: PredictResult, *, phases: bool, brief: bool) -> None:
-    """The bottom line first, then the ratios in words, then (unless --brief) phases on request and the assumptions."""
+def _print_predict(result: PredictResult, *, phases: bool) -> None:
+    """Every table (--details): the bottom line with its ranges, the ratios, phases on request and the assumptions."""
     comp, iv, sc = result.comparison, result.intervals, result.request.scenario
     console.print(_bottom_line_table(result.bottom_line, comp.summary.get("label"), f"Bottom line per task — "
                                      f"{result.n_trajectories:,} trajectories from {result.name}, batch 1", result.pools))
     if result.bottom_line_intervals is not None:
         console.print(_ranges_table(result.bottom_line_intervals, iv.level, iv.n_draws, iv.includes()))
-    for line in (BL.headline(result.bottom_line, "specagent", iv=result.bottom_line_intervals), result.verdict,
-                 environment_line(comp.summary, sc.environment.preset, result.waits_recorded)):
-        if line:
-            console.print(line, highlight=False)
-    if brief:
-        return
     console.print(_rel_table(comp.summary, f"Relative to Strong-only ({_ratio_in_words(comp.summary)}; lower is cheaper) — "
                                            f"[{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine]"))
     for table in ranges_tables(comp, iv) if iv is not None else ():

@@ -33,6 +33,41 @@ def percent_of_baseline(value: float) -> str:
     return f"{100 * value:.1f}% of Strong-only"
 
 
+def fmt_change(point: float, low: float | None = None, high: float | None = None) -> str:
+    """A change against the baseline in percent, with its interval where known: `-13.0% [-29.9% to +2.2%]`
+    (negative: less time, fewer GPU-hours, fewer dollars than the baseline; the one sign convention of every view)."""
+    if not math.isfinite(point):
+        return "—"
+    rng = f" [{low:+.1f}% to {high:+.1f}%]" if low is not None and high is not None and math.isfinite(low) and math.isfinite(high) else ""
+    return f"{point:+.1f}%{rng}"
+
+
+def changes(line: pd.DataFrame, strategy: str, baseline: str = "strongonly", iv: pd.DataFrame | None = None) -> dict[str, str]:
+    """The strategy's change against the baseline in time, GPU-hours and dollars per task, each with its interval (the
+    negated saving of `bottom_line_intervals`, where `iv` has one)."""
+    a, b = line.loc[strategy], line.loc[baseline]
+    saving = {} if iv is None else {r.column: (r.low, r.high) for r in iv.itertuples() if r.strategy == strategy}
+    out = {}
+    for col, label in SAVINGS:
+        x, y = float(a[col]), float(b[col])
+        if not (y and math.isfinite(x) and math.isfinite(y)):
+            out[col] = "—"
+            continue
+        r = saving.get(label)
+        out[col] = fmt_change(100 * (x / y - 1), *((-r[1], -r[0]) if r else (None, None)))
+    return out
+
+
+def change_line(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "strongonly",
+                iv: pd.DataFrame | None = None, level: float | None = None) -> str | None:
+    """The strategy's changes against the baseline per task, each with its interval: the first screen's sentence."""
+    if strategy not in line.index or baseline not in line.index:
+        return None
+    ch = changes(line, strategy, baseline, iv)
+    head = f"{strategy} vs {baseline}" + (f", {level:.0%} intervals" if iv is not None and level else "")
+    return (f"{head}: time {ch['wall_s_per_task']}; GPU·h {ch['gpu_h_per_task']}; $ {ch['usd_per_task']}")
+
+
 def headline(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "strongonly",
              iv: pd.DataFrame | None = None) -> str | None:
     """One sentence: the strategy against the baseline in s/task, GPU-h/task and $/task, with the change in percent
@@ -40,22 +75,10 @@ def headline(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "s
     if strategy not in line.index or baseline not in line.index:
         return None
     a, b = line.loc[strategy], line.loc[baseline]
-    saving = {} if iv is None else {r.column: (r.low, r.high) for r in iv.itertuples() if r.strategy == strategy}
-    label = {col: lab for col, lab in SAVINGS}
-
-    def change(x: float, y: float) -> str:
-        if not (y and math.isfinite(x) and math.isfinite(y)):
-            return ""
-        r = saving.get(label.get(col, ""))
-        rng = f" [{-r[1]:+.1f}% to {-r[0]:+.1f}%]" if r and math.isfinite(r[0]) else ""
-        return f" ({100 * (x / y - 1):+.1f}%{rng})"
-
-    col = "wall_s_per_task"
-    parts = [f"{fmt_seconds(a[col])}/task vs {fmt_seconds(b[col])}{change(a[col], b[col])}"]
-    col = "gpu_h_per_task"
-    parts.append(f"{fmt_gpu_hours(a[col])}/task vs {fmt_gpu_hours(b[col])}{change(a[col], b[col])}")
-    col = "usd_per_task"
-    parts.append(f"{fmt_usd(a[col])}/task vs {fmt_usd(b[col])}{change(a[col], b[col])}")
+    ch = changes(line, strategy, baseline, iv)
+    parts = [f"{fmt_seconds(a['wall_s_per_task'])}/task vs {fmt_seconds(b['wall_s_per_task'])} ({ch['wall_s_per_task']})",
+             f"{fmt_gpu_hours(a['gpu_h_per_task'])}/task vs {fmt_gpu_hours(b['gpu_h_per_task'])} ({ch['gpu_h_per_task']})",
+             f"{fmt_usd(a['usd_per_task'])}/task vs {fmt_usd(b['usd_per_task'])} ({ch['usd_per_task']})"]
     return f"{strategy} vs {baseline}: " + "; ".join(parts)
 
 
