@@ -5,7 +5,8 @@
 ``cli: False`` in its metadata: ``--field-name`` (or the ``flag`` metadata), ``short`` (``-o``), its
 ``help``, its default shown. The command is called with ``request=`` the Request they describe, its
 ``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails as one
-line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag.
+line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag (`error_text`: a field
+the message names in backticks, `price` or `scenario.weak.hardware`, is named by its flag too).
 
 Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
 repeatable option whose values may also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.cli.options import build_scenario_for_request, scenario_parameters
+from specagent.cli.options import build_scenario_for_request, scenario_flags, scenario_parameters
 from specagent.simulator.jobs.base import JobError, Request
 
 
@@ -50,9 +52,10 @@ class JobFlag:
             decls = self.names
         annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
         default = [] if self.repeated else self.default
+        shown = ",".join(self.default) if self.repeated else self.default not in (None, "")
         return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                  default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
-                                                      show_default=self.default not in (None, (), "")))
+                                                      show_default=shown or False))
 
 
 def _base_type(t: Any) -> Any:
@@ -83,13 +86,27 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
 
 
 def flag_of(request_type: type[Request], field_name: str) -> str:
-    """The flag a Request field is set by (its name when it has none)."""
-    return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), field_name)
+    """The flag a Request field is set by (its name when it has none); `scenario.weak.hardware` names a scenario field."""
+    return _flag_or_none(request_type, field_name) or field_name
+
+
+def _flag_or_none(request_type: type[Request], name: str) -> str | None:
+    if name.startswith("scenario."):
+        path = name.removeprefix("scenario.")
+        found = [fl for fl in scenario_flags() if not fl.deprecated and (path == fl.path or path.startswith(fl.path + "."))]
+        return max(found, key=lambda fl: len(fl.path)).names[0] if found else None
+    return next((fl.names[0] for fl in job_flags(request_type) if fl.field == name), None)
+
+
+def error_text(request_type: type[Request], exc: JobError) -> str:
+    """A JobError as the command line says it: its field's flag first, and every field it names in backticks by its flag."""
+    text = re.sub(r"`([A-Za-z_][\w.]*)`", lambda m: _flag_or_none(request_type, m.group(1)) or m.group(0), str(exc))
+    return f"{flag_of(request_type, exc.field)}: {text}" if exc.field else text
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
-    if fl.repeated:
-        return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip())
+    if fl.repeated:  # not given: the field's default
+        return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip()) or fl.default
     return v
 
 
@@ -109,7 +126,7 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = ()) ->
                 request = request_type(scenario=scenario, provenance=provenance, **values)
                 request.check()
             except JobError as exc:
-                fail(f"{flag_of(request_type, exc.field)}: {exc}" if exc.field else str(exc))
+                fail(error_text(request_type, exc))
             return fn(request=request, **kw)
 
         params = [*own, *(fl.parameter() for fl in own_flags), *scenario_params]
