@@ -93,7 +93,7 @@ class PlanRequest(Request):
     of them that fit)."""
 
     #: text as on the command line, or a number (or numbers) of tasks/s
-    rate: str = field(default="", metadata={"help": (
+    rate: str = field(default="", metadata={"required": True, "help": (
         "Arrival rate of tasks (Poisson): one (2/s, 120/min), a list (2/s,50/s,1000/s) or a range LO..HI (0.5/s..1000/s, "
         "--points rates log-spaced): several rates draw a capacity curve.")})
     points: int = field(default=6, metadata={"help": "Rates in a LO..HI range."})

@@ -3,7 +3,7 @@
 `@request_options(PredictRequest, exclude=...)` gives a command the Scenario's generated flags (options.py:
 `--scenario`, `--weak-gpus`, …, minus `exclude`) and one flag per field of the Request that has no
 ``cli: False`` in its metadata: ``--field-name`` (or the ``flag`` metadata), ``short`` (``-o``), its
-``help``, its default shown. The command is called with ``request=`` the Request they describe, its
+``help``, its default shown (``required: True``: the flag must be given). The command is called with ``request=`` the Request they describe, its
 ``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails as one
 line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag (`error_text`: a field
 the message names in backticks, `price` or `scenario.weak.hardware`, is named by its flag too).
@@ -40,6 +40,7 @@ class JobFlag:
     default: Any
     help: str
     panel: str | None
+    required: bool = False
 
     @property
     def repeated(self) -> bool:
@@ -51,11 +52,10 @@ class JobFlag:
         else:
             decls = self.names
         annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
-        default = [] if self.repeated else self.default
-        shown = ",".join(self.default) if self.repeated else self.default not in (None, "")
+        default = ... if self.required else list(self.default) if self.repeated else self.default
         return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                  default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
-                                                      show_default=shown or False))
+                                                      show_default=self.default not in (None, (), "")))
 
 
 def _base_type(t: Any) -> Any:
@@ -81,7 +81,8 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel")))
+        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
+                           bool(f.metadata.get("required"))))
     return out
 
 
