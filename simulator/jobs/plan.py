@@ -76,6 +76,11 @@ def _items(v: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(s.strip() for item in ((v,) if isinstance(v, str) else v) for s in str(item).split(",") if s.strip())
 
 
+def _blank(v: str | Sequence[str]) -> str | None:
+    """The first value given blank ('' or only commas: a mistake, never 'the default'), if any."""
+    return next((str(x) for x in ((v,) if isinstance(v, str) else v) if not str(x).replace(",", "").strip()), None)
+
+
 def _whole(name: str, value: Any, lo: int, hi: int) -> None:
     if not (isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi):
         raise JobError(f"expected a whole number in [{lo:,}, {hi:,}], got {value}", name)
@@ -216,9 +221,10 @@ class PlanRequest(Request):
     @cached_property
     def strategies(self) -> tuple[str, ...]:
         names = _items(self.strategy)
-        if not names or any(s not in STRATEGY_NAMES for s in names):
+        bad = _blank(self.strategy)
+        if bad is not None or not names or any(s not in STRATEGY_NAMES for s in names):
             raise JobError(f"expected comma-separated strategies from {', '.join(STRATEGY_NAMES)}, got "
-                           f"{','.join(names)!r}", "strategy")
+                           f"{bad if bad is not None else ','.join(names)!r}", "strategy")
         return names
 
     @cached_property
@@ -226,6 +232,8 @@ class PlanRequest(Request):
         """Every GPU type a pool of this plan may run on."""
         if self.pairings:
             return tuple(dict.fromkeys(g for pair in self.pairings for g in pair))
+        if (bad := _blank(self.gpu)) is not None:
+            raise JobError(f"expected a comma-separated list of GPU types, got {bad!r}", "gpu")
         gpus = _items(self.gpu) or DEFAULT_GPUS
         for g in gpus:
             try:
@@ -238,7 +246,7 @@ class PlanRequest(Request):
     def prices(self) -> dict[str, float]:
         """$/GPU-hour by GPU type as given (`price`): they override the profiles' sourced prices."""
         try:
-            return parse_prices(_items(self.price))
+            return parse_prices((self.price,) if isinstance(self.price, str) else self.price)
         except ValueError as exc:
             raise JobError(str(exc), "price") from None
 

@@ -106,8 +106,10 @@ def error_text(request_type: type[Request], exc: JobError) -> str:
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
-    if fl.repeated:  # not given: the field's default
-        return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip()) or fl.default
+    if fl.repeated:  # not given: the field's default; a value given blank stays, as '', for the job to refuse
+        if not v:
+            return fl.default
+        return tuple(p for item in v for p in (tuple(q.strip() for q in str(item).split(",") if q.strip()) or ("",)))
     return v
 
 
