@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli.fleet import app
-from specagent.simulator.planner import SLO, _search
+from specagent.simulator.jobs.plan_search import SLO, smallest_count
 from specagent.simulator.rates_prices import parse_prices, parse_rate
 
 runner = CliRunner()
@@ -37,9 +37,9 @@ def test_search_finds_the_smallest_feasible_count(threshold):
         calls.append(n)
         return n >= threshold
 
-    assert _search(ok, 0, 64) == threshold
+    assert smallest_count(ok, 0, 64) == threshold
     assert len(calls) <= 2 * 7 + 1
-    assert _search(lambda n: False, 0, 16) is None
+    assert smallest_count(lambda n: False, 0, 16) is None
 
 
 def test_plan_command_answers_with_prices_and_savings():

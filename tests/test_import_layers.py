@@ -33,7 +33,7 @@ ROOT_RANK = LAYERS.index("specagent.cli")
 #: strategies/, capacity/; the entry points sit at the top of the package. A subpackage's __init__ is listed as itself.
 SIMULATOR = [
     {"protocol", "acceptance", "pricing", "strategies", "capacity", "fleet", "fleet.native",
-     "protocol.phases", "protocol.plan", "acceptance.model", "acceptance.io", "acceptance.task_effect", "parallel", "plan_store",
+     "protocol.phases", "protocol.plan", "acceptance.model", "acceptance.io", "acceptance.task_effect", "parallel",
      "rates_prices"},
     {"protocol.workload", "protocol.decisions", "protocol.setting", "protocol.environment",
      "acceptance.verdict_records", "acceptance.fit", "acceptance.ranges", "latency_error"},
@@ -43,7 +43,7 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic", "provenance", "applicability"},
     {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty", "explain"},
-    {"planner", "plan_estimate", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
+    {"study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
     {"jobs", "jobs.base"},  # the jobs layer: every module under jobs/ (a job composes everything below it)
 ]
 

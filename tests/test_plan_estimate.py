@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from specagent.cli import app
-from specagent.simulator import planner
-from specagent.simulator.plan_estimate import PILOT_TASKS, duration, engine_speed, estimate_plan
+from specagent.simulator.jobs import plan, plan_search
+from specagent.simulator.jobs.plan_estimate import PILOT_TASKS, duration, engine_speed, estimate_plan
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 runner = CliRunner()
@@ -50,18 +50,18 @@ def test_the_estimate_is_printed_first_and_brackets_the_tasks_a_plan_simulates(t
 
 
 def test_without_a_probe_the_estimate_reads_the_recorded_engine_speed():
-    req = planner.PlanRequest(rate=1.0, strategies=("strongonly",), gpus=("h20",))
+    req = plan.PlanRequest(rate=1.0, strategy=("strongonly",), gpu=("h20",))
     steps_s = engine_speed(True)[0]
-    est = estimate_plan(req, planner.search_keys(req), None, 1, True)
+    est = estimate_plan(req, plan.search_keys(req), None, 1, True)
     assert f"{steps_s:,.0f} steps/s" in est.basis and "docs/benchmarks.md" in est.basis
-    probed = estimate_plan(req, planner.search_keys(req), None, 1, True, probe=(2e-3, 0.4))
+    probed = estimate_plan(req, plan.search_keys(req), None, 1, True, probe=(2e-3, 0.4))
     assert "500 tasks/s measured by a 0.40 s probe now" in probed.basis
     # the same tasks either way; the time is tasks x seconds per task
     assert probed.low_tasks == est.low_tasks and probed.high_s == pytest.approx(probed.high_tasks * 2e-3)
 
 
 def test_the_model_counts_the_planners_own_pilot():
-    assert PILOT_TASKS == planner.PILOT_TASKS
+    assert PILOT_TASKS == plan_search.PILOT_TASKS
 
 
 def test_durations_read_as_a_person_reads_them():

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from specagent.cli import app
 from specagent.simulator.capacity.fleet_build import episodes_of
-from specagent.simulator.planner import (
-    PLATEAU_SHARE, SLO, FileHeartbeat, Heartbeat, PlanRequest, Plateau, _search, plan_capacity, search_keys, why_this_size,
-)
+from specagent.simulator.jobs.plan import PlanRequest, plan_capacity, search_keys
+from specagent.simulator.jobs.plan_progress import FileHeartbeat
+from specagent.simulator.jobs.plan_search import PLATEAU_SHARE, SLO, Heartbeat, Plateau, smallest_count, why_this_size
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
 RUN = CliRunner()
@@ -42,14 +42,14 @@ def test_per_pool_hardware_is_one_pairing_one_search_named_weak_and_strong(small
 
 
 def test_one_pool_flag_keeps_the_other_pools_scenario_gpu_and_hardware_sets_both():
-    base = dict(rate=1.0, strategies=("specagent",))
+    base = dict(rate=1.0, strategy=("specagent",))
     from specagent.cli.options import flags_given
     from specagent.simulator.scenario import Scenario
 
     assert flags_given(Scenario()) == frozenset()
     req = PlanRequest(**base, pairs=(("l40s", "h100"),))
     assert search_keys(req) == [("specagent", "l40s", "h100", 1.0)] and req.gpus == ("l40s", "h100")
-    assert len(search_keys(PlanRequest(**base, gpus=("l40s", "h100"), mix_gpus=True))) == 4  # --gpu a,b --mix-gpus keep searching
+    assert len(search_keys(PlanRequest(**base, gpu=("l40s", "h100"), mix_gpus=True))) == 4  # --gpu a,b --mix-gpus keep searching
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -105,7 +105,7 @@ def test_an_slo_below_the_plateau_stops_long_before_the_replica_cap(floor, exces
         seen.append(n)
         return f(n) <= target
 
-    assert _search(evaluate, start, 100_000, 0.01, f, target, Plateau(floor)) is None
+    assert smallest_count(evaluate, start, 100_000, 0.01, f, target, Plateau(floor)) is None
     assert max(seen) < 100_000 and len(seen) < 60
 
 
@@ -115,15 +115,15 @@ def test_a_reachable_slo_is_found_as_without_the_plateau_rule(target, a, start):
     """Where each growth step lowers the metric by more than PLATEAU_SHARE until it meets the SLO, the plateau rule
     changes nothing: p95(n) = target x (a / n)^0.5 crosses the target at n = a."""
     f = lambda n: target * math.sqrt(a / n)  # noqa: E731
-    plain = _search(lambda n: f(n) <= target, start, 100_000, 0.01, f, target)
-    assert _search(lambda n: f(n) <= target, start, 100_000, 0.01, f, target, Plateau(0.0)) == plain
+    plain = smallest_count(lambda n: f(n) <= target, start, 100_000, 0.01, f, target)
+    assert smallest_count(lambda n: f(n) <= target, start, 100_000, 0.01, f, target, Plateau(0.0)) == plain
     assert PLATEAU_SHARE == 0.01
 
 
 # ------------------------------------------------------------------------------------------------ heartbeat
 def test_every_search_sends_beats_from_start_to_done(small):
     beats: list[Heartbeat] = []
-    req = PlanRequest(rate=0.5, strategies=("specagent",), pairs=(("h20", "h200"),), n_tasks=6)
+    req = PlanRequest(rate=0.5, strategy=("specagent",), pairs=(("h20", "h200"),), n_tasks=6, workers=1)  # in this process
     res = plan_capacity(episodes_of(load_trajectories(small)), req, heartbeat=beats.append)
     assert beats[0].stage == "pilot" and beats[-1].stage == "done" and beats[-1].tried == len(res.evaluations)
     assert {b.key for b in beats} == {("specagent", "h20", "h200", 0.5)}
@@ -135,7 +135,7 @@ def test_every_search_sends_beats_from_start_to_done(small):
 
 
 def test_file_heartbeats_round_trip_and_print_as_one_line_each(tmp_path):
-    from specagent.cli.plan_progress import beat_line
+    from specagent.simulator.jobs.plan_progress import beat_line
 
     sink = FileHeartbeat(str(tmp_path))
     b = Heartbeat(("specagent", "l40s", "h100", 5.0), "Weak replicas", 12, 8, 5, 231.25, 100.0, 130.0)
@@ -150,8 +150,8 @@ def test_file_heartbeats_round_trip_and_print_as_one_line_each(tmp_path):
 
 
 def test_the_printer_says_the_plans_time_left_against_the_estimates_range(tmp_path):
-    from specagent.cli.plan_progress import HeartbeatPrinter
-    from specagent.simulator.plan_estimate import PlanEstimate
+    from specagent.simulator.jobs.plan_estimate import PlanEstimate
+    from specagent.simulator.jobs.plan_progress import HeartbeatPrinter
 
     est = PlanEstimate(1, 1, 10.0, 100.0, 30.0, 120.0, "test")
     lines: list[str] = []
@@ -197,14 +197,15 @@ def test_plan_defines_utilisation_and_says_why_each_pool_has_its_size(small):
 
 def test_sizing_on_the_cis_upper_end_never_gives_a_smaller_fleet(small):
     trajs = episodes_of(load_trajectories(small))
-    base = dict(rate=0.5, strategies=("strongonly",), pairs=(("h20", "h20"),), n_tasks=6, slo=SLO.parse("p95-task=25s"))
+    base = dict(rate=0.5, strategy=("strongonly",), pairs=(("h20", "h20"),), n_tasks=6, slo=SLO.parse("p95-task=25s"))
     point = plan_capacity(trajs, PlanRequest(**base)).best.iloc[0]
     high = plan_capacity(trajs, PlanRequest(**base, size_on="ci-high")).best.iloc[0]
     assert high["strong_replicas"] >= point["strong_replicas"] and high["slo_ci_high_s"] <= 25.0
     assert high["slo_met_at"] == "ci"
     assert point["slo_met_at"] == ("ci" if point["slo_ci_high_s"] <= 25.0 else "point estimate only")
-    with pytest.raises(ValueError, match="--size-on"):
+    with pytest.raises(ValueError, match="expected one of point, ci-high") as e:  # the field named, not a flag
         PlanRequest(**base, size_on="ci")
+    assert e.value.field == "size_on"
 
 
 # ------------------------------------------------------------------------------------------------ sweep
@@ -232,7 +233,7 @@ def test_sweep_per_pool_hardware_replaces_the_grids_gpus_with_one_pairing(tmp_pa
 def test_plan_prints_live_lines_inside_a_search(small, monkeypatch):
     """The searches run in a worker process (the compiled engine holds the GIL), so the printer's thread keeps its
     clock: here every 0.1 s, on a plan of a few seconds."""
-    from specagent.cli import plan_progress
+    from specagent.simulator.jobs import plan_progress
 
     monkeypatch.setattr(plan_progress, "HEARTBEAT_S", 0.1)
     r = _plan(small, "--strategy", "specagent", "--hardware", "h20", "--tasks", "200")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specagent.simulator import plan_store
+from specagent.simulator.jobs import plan_store
 
 ARGS = ["plan", "--rate", "0.5/s,1/s", "--gpu", "h20", "--tasks", "60", "--strategy", "strongonly,specagent", "--workers", "2"]
 
@@ -72,16 +72,17 @@ def test_sigint_mid_plan_keeps_finished_searches_and_a_rerun_runs_only_the_rest(
 
 def test_a_changed_flag_never_reuses_a_stored_search(tmp_path):
     """A stored search is reused only under the same fingerprint (scenario, SLO, prices, settings, workload, version)."""
-    from specagent.simulator.planner import SLO, PlanRequest, search_keys
+    from specagent.simulator.jobs.plan import PlanRequest, search_keys
+    from specagent.simulator.jobs.plan_search import SLO
 
-    req = PlanRequest(rates=(0.5, 1.0), slo=SLO.parse("p95-task=300s"), gpus=("h20",), n_tasks=60)
+    req = PlanRequest(rate=(0.5, 1.0), slo=SLO.parse("p95-task=300s"), gpu=("h20",), n_tasks=60)
     store = plan_store.PlanStore(tmp_path, plan_store.fingerprint(req, "w", "1"))
     key = search_keys(req)[0]
     store.save(key, {"row": {"x": 1.5}, "evaluations": [], "prices": {}})
     assert store.load(search_keys(req)) == {key: {"row": {"x": 1.5}, "evaluations": [], "prices": {}}}
-    for other in (PlanRequest(rates=(0.5,), slo=SLO.parse("p95-task=200s"), gpus=("h20",), n_tasks=60),
-                  PlanRequest(rates=(0.5,), slo=SLO.parse("p95-task=300s"), gpus=("h20",), n_tasks=61),
-                  PlanRequest(rates=(0.5,), slo=SLO.parse("p95-task=300s"), gpus=("h20",), n_tasks=60, prices={"h20": 2.0})):
+    for other in (PlanRequest(rate=(0.5,), slo=SLO.parse("p95-task=200s"), gpu=("h20",), n_tasks=60),
+                  PlanRequest(rate=(0.5,), slo=SLO.parse("p95-task=300s"), gpu=("h20",), n_tasks=61),
+                  PlanRequest(rate=(0.5,), slo=SLO.parse("p95-task=300s"), gpu=("h20",), n_tasks=60, price=("h20=2.0",))):
         assert plan_store.PlanStore(tmp_path, plan_store.fingerprint(other, "w", "1")).load([key]) == {}
     assert plan_store.PlanStore(tmp_path, plan_store.fingerprint(req, "other workload", "1")).load([key]) == {}
     assert plan_store.PlanStore(tmp_path, plan_store.fingerprint(req, "w", "2")).load([key]) == {}

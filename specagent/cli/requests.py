@@ -3,9 +3,10 @@
 `@request_options(PredictRequest, exclude=...)` gives a command the Scenario's generated flags (options.py:
 `--scenario`, `--weak-gpus`, …, minus `exclude`) and one flag per field of the Request that has no
 ``cli: False`` in its metadata: ``--field-name`` (or the ``flag`` metadata), ``short`` (``-o``), its
-``help``, its default shown. The command is called with ``request=`` the Request they describe, its
+``help``, its default shown (``required: True``: the flag must be given). The command is called with ``request=`` the Request they describe, its
 ``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails as one
-line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag.
+line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag (`error_text`: a field
+the message names in backticks, `price` or `scenario.weak.hardware`, is named by its flag too).
 
 Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
 repeatable option; each value is passed as given, comma lists included: ``--price h20=1.8,h200=3.5 --price b200=5``).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.cli.options import build_scenario_for_request, scenario_parameters
+from specagent.cli.options import build_scenario_for_request, scenario_flags, scenario_parameters
 from specagent.simulator.jobs.base import JobError, Request
 
 
@@ -39,6 +41,7 @@ class JobFlag:
     help: str
     panel: str | None
     argument: bool = False  # a positional argument (metadata ``argument: True``), named by the field in upper case
+    required: bool = False  # metadata ``required: True``: the flag must be given
 
     @property
     def repeated(self) -> bool:
@@ -53,7 +56,7 @@ class JobFlag:
         else:
             decls = self.names
         annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
-        default = [] if self.repeated else self.default
+        default = ... if self.required else list(self.default) if self.repeated else self.default
         return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                  default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
                                                       show_default=self.default not in (None, (), "")))
@@ -83,22 +86,36 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
-                           bool(f.metadata.get("argument"))))
+                           bool(f.metadata.get("argument")), bool(f.metadata.get("required"))))
     return out
 
 
 def flag_of(request_type: type[Request], field_name: str) -> str:
     """The flag a Request field is set by (`--field-name` for a field of the scenario's flags, e.g. acceptance_ranges; an
-    argument's metavar, e.g. STRATEGY)."""
-    fl = next((fl for fl in job_flags(request_type) if fl.field == field_name), None)
-    if fl is None:
-        return "--" + field_name.replace("_", "-")
-    return fl.field.upper() if fl.argument else fl.names[0]
+    argument's metavar, e.g. STRATEGY); `scenario.weak.hardware` names a scenario field."""
+    return _flag_or_none(request_type, field_name) or "--" + field_name.replace("_", "-")
+
+
+def _flag_or_none(request_type: type[Request], name: str) -> str | None:
+    if name.startswith("scenario."):
+        path = name.removeprefix("scenario.")
+        found = [fl for fl in scenario_flags() if not fl.deprecated and (path == fl.path or path.startswith(fl.path + "."))]
+        return max(found, key=lambda fl: len(fl.path)).names[0] if found else None
+    fl = next((fl for fl in job_flags(request_type) if fl.field == name), None)
+    return None if fl is None else fl.field.upper() if fl.argument else fl.names[0]
+
+
+def error_text(request_type: type[Request], exc: JobError) -> str:
+    """A JobError as the command line says it: its field's flag first, and every field it names in backticks by its flag."""
+    text = re.sub(r"`([A-Za-z_][\w.]*)`", lambda m: _flag_or_none(request_type, m.group(1)) or m.group(0), str(exc))
+    return f"{flag_of(request_type, exc.field)}: {text}" if exc.field else text
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
-    if fl.repeated:  # each item as given: the Request splits comma lists, and says what is wrong with an empty one
-        return tuple(str(item) for item in (v or []))
+    if fl.repeated:  # not given: the field's default; a value given blank stays, as '', for the job to refuse
+        if not v:
+            return fl.default
+        return tuple(p for item in v for p in (tuple(q.strip() for q in str(item).split(",") if q.strip()) or ("",)))
     return v
 
 
@@ -121,7 +138,7 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = ()) ->
                 request = request_type(scenario=scenario, provenance=provenance, **values)
                 request.check()
             except JobError as exc:
-                fail(f"{flag_of(request_type, exc.field)}: {exc}" if exc.field else str(exc))
+                fail(error_text(request_type, exc))
             return fn(request=request, **kw)
 
         params = [*own, *(fl.parameter() for fl in own_flags), *scenario_params]
@@ -150,7 +167,7 @@ def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = 
         try:
             return run(request, lambda step: bar.update(task, description=step.what), **kw)
         except JobError as exc:
-            fail(f"{flag_of(type(request), exc.field)}: {exc}" if exc.field else str(exc))
+            fail(error_text(type(request), exc))
         except DoesNotFit as exc:
             fail(does_not_fit(str(exc), exc.where))
         except ScenarioError as exc:

@@ -36,12 +36,22 @@ def fingerprint(req: Any, workload_digest: str, version: str) -> str:
     Not included: the rates, strategies and GPU types (each search's own key) and the workers,
     backend and address (the searches are deterministic wherever they run).
     """
-    parts = {"slo": str(req.slo), "scenario": req.scenario.to_dict(), "prices": dict(sorted(req.prices.items())),
+    parts = {"slo": str(req.objective), "scenario": req.scenario.to_dict(), "prices": dict(sorted(req.prices.items())),
              "n_tasks": req.n_tasks, "router": req.router, "max_replicas": req.max_replicas, "max_refine": req.max_refine,
-             "scheduler": repr(req.scheduler), "slice_tasks": req.slice_tasks, "slice_replicas": req.slice_replicas,
-             "precision": req.precision, "requests": req.requests is not None, "workload": workload_digest, "version": version,
-             **({"size_on": req.size_on} if getattr(req, "size_on", "point") != "point" else {})}
+             "scheduler": repr(req.scheduler), "slice_tasks": req.slice_size, "slice_replicas": req.slice_replicas,
+             "precision": req.precision, "requests": req.serving, "workload": workload_digest, "version": version,
+             **({"size_on": req.size_on} if req.size_on != "point" else {})}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def code_version() -> str:
+    """The installed specagent's version (a stored search is reused by the same code only)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("specagent")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree that was never installed
+        return "source"
 
 
 def file_digest(path: str | Path) -> str:

@@ -1,26 +1,59 @@
-"""plan's live line inside each search: the planner's Heartbeats, printed at least every HEARTBEAT_S seconds.
+"""The plan job's live lines inside each search: the searches' Heartbeats, told at least every HEARTBEAT_S seconds.
 
 Why: a search can take minutes (issue #34: nothing was printed for up to 10 minutes between
 finished searches). Searches run in worker processes, so each sends its beats to a
-`FileHeartbeat` folder; a thread here reads it on its own clock and prints one line per
-running search: the candidate being measured, the candidates tried, the best percentile so
-far, how long it has run, and the plan's time left against the estimate's range.
+`FileHeartbeat` folder; a thread here reads it on its own clock and tells one line per
+running search (to the job's progress: the CLI prints it, a notebook may too): the candidate
+being measured, the candidates tried, the best percentile so far, how long it has run, and
+the plan's time left against the estimate's range.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
+import os
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from specagent.simulator.plan_estimate import PlanEstimate, duration
-from specagent.simulator.planner import FileHeartbeat, Heartbeat, pairing
+from specagent.simulator.jobs.plan_estimate import PlanEstimate, duration
+from specagent.simulator.jobs.plan_search import Heartbeat, pairing
 
 #: The longest the printer stays silent while a search runs (the issue's bound is 10 s).
 HEARTBEAT_S = 8.0
+
+
+class FileHeartbeat:
+    """A Heartbeat sink that pickles to worker processes: each search's latest beat is one small JSON file in `folder`
+    (written whole, then renamed), which the caller reads on its own clock."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def __call__(self, beat: Heartbeat) -> None:
+        name = os.path.join(self.folder, hashlib.sha256(repr(beat.key).encode()).hexdigest()[:16] + ".json")
+        tmp = f"{name}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({**dataclasses.asdict(beat), "key": list(beat.key)}, f)
+        os.replace(tmp, name)
+
+    def read(self) -> list[Heartbeat]:
+        """Every search's latest beat (a file being replaced is skipped this time)."""
+        out = []
+        for n in sorted(os.listdir(self.folder)):
+            if n.endswith(".json"):
+                try:
+                    with open(os.path.join(self.folder, n), encoding="utf-8") as f:
+                        d = json.load(f)
+                except (OSError, ValueError):
+                    continue
+                out.append(Heartbeat(**{**d, "key": tuple(d["key"])}))
+        return out
 
 
 def beat_line(b: Heartbeat, metric: str, now: float) -> str:
@@ -37,7 +70,7 @@ def beat_line(b: Heartbeat, metric: str, now: float) -> str:
 
 
 class HeartbeatPrinter:
-    """Prints the running searches' beats every HEARTBEAT_S seconds (a context manager: a daemon thread)."""
+    """Tells `say` the running searches' beats every HEARTBEAT_S seconds (a context manager: a daemon thread)."""
 
     def __init__(self, say: Callable[[str], None], metric: str, estimate: PlanEstimate | None, every: float | None = None):
         self._say, self._metric, self._estimate = say, metric, estimate

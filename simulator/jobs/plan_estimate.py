@@ -10,7 +10,7 @@ reference latency (the tasks' uncontended percentile), which is only known once 
 has run its pilot: the low end takes the shortest window the planner uses (a reference
 near zero: the minimum task count and the SLO's tail), the high end the SLO itself (a
 search whose reference exceeds the SLO is infeasible). Tasks times steps per task over the
-fleet engine's speed is the time: measured by a short probe on this machine as it is now (`planner.probe_speed`; a
+fleet engine's speed is the time: measured by a short probe on this machine as it is now (`plan.probe_speed`; a
 figure recorded on a quiet machine, data/plan_speed.toml, only without one); searches share the
 workers. The answer is a range, printed with its basis; tests/test_plan_estimate.py checks
 the task counts against what plans really simulate. Once searches finish, the progress
@@ -26,13 +26,13 @@ from typing import Any, Sequence
 
 from specagent.simulator.capacity.steady_state import size_window
 
-#: Candidate fleets a search measures, low and high (planner.py: from the bound up, doubling, then bisecting to 1%).
+#: Candidate fleets a search measures, low and high (plan_search.py: from the bound up, doubling, then bisecting to 1%).
 #: 16, not 8: a two-pool search that refines its Strong count runs its Weak search again (issue #34's SpecAgent plan
 #: at 5 tasks/s simulated 183,000 tasks, over the 145,000 that 8 candidates gave).
 CANDIDATES = (1, 16)
 #: The reference latency as a share of the SLO, low and high (see the module docstring; 0 is the shortest window).
 REF_SHARE = (0.0, 1.0)
-#: The uncontended pilot each search runs first (planner.PILOT_TASKS; kept equal by tests/test_plan_estimate.py).
+#: The uncontended pilot each search runs first (plan_search.PILOT_TASKS; kept equal by tests/test_plan_estimate.py).
 PILOT_TASKS = 1000
 
 
@@ -72,9 +72,10 @@ def engine_speed(compiled: bool) -> tuple[float, float, str]:
 
 def candidate_tasks(rate: float, req: Any, ref_share: float) -> float:
     """Tasks one candidate fleet simulates at `rate`: its steady-state window's arrivals (at most two slices)."""
-    w = size_window(rate, max(ref_share * req.slo.seconds, 1e-9), req.slo.percentile, req.n_tasks, req.slo.seconds)
+    slo = req.objective
+    w = size_window(rate, max(ref_share * slo.seconds, 1e-9), slo.percentile, req.n_tasks, slo.seconds)
     n = rate * w.horizon_s
-    return min(n, 2.0 * req.slice_tasks) if req.slice_tasks else n
+    return min(n, 2.0 * req.slice_size) if req.slice_size else n
 
 
 def mean_steps(workload: Any) -> float:
@@ -91,13 +92,13 @@ def estimate_plan(req: Any, keys: Sequence[tuple], workload: Any, workers: int, 
                   probe: tuple[float, float] | None = None) -> PlanEstimate:
     """The range of tasks and wall time the searches `keys` (those still to run) take on `workers`; see the module docstring.
 
-    `probe`: (seconds per task, seconds taken) measured on this machine now (`planner.probe_speed`); it replaces the
+    `probe`: (seconds per task, seconds taken) measured on this machine now (`plan.probe_speed`); it replaces the
     engine speed recorded in data/plan_speed.toml, which holds only for the quiet machine it was measured on."""
     steps_s, requests_s, source = engine_speed(compiled)
     if probe is not None:
         per_task_s, unit = probe[0], f"{1.0 / max(probe[0], 1e-12):,.0f} tasks/s measured by a {probe[1]:.2f} s probe now"
         source = "this machine, now"
-    elif req.requests is not None:
+    elif req.serving:
         per_task_s, unit = 1.0 / requests_s, f"{requests_s:,.0f} requests/s"
     else:
         steps = mean_steps(workload)
