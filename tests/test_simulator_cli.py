@@ -30,7 +30,7 @@ def test_predict_writes_outputs_and_shows_assumptions(small_trace, tmp_path):
     assert r.exit_code == 0, r.output
     for text in ("Bottom line per task", "Relative to Strong-only", "add --phases", "Assumptions", "calibrated to the published", "K=4"):
         assert text in r.output
-    assert r.output.rstrip().splitlines()[-1].startswith("wrote ")  # the answer still comes last
+    assert "wrote " in " ".join(r.output.rstrip().splitlines()[-3:])  # the answer still comes last (long tmp paths wrap)
     assert "Per task, batch 1" in r.output.split("Assumptions", 1)[1]
     wall = json.loads((out / "summary.json").read_text())["summary"][1]["wall_time_s_rel"]
     assert f"specagent wall {wall:.3f} = {100 * wall:.1f}% of Strong-only" in " ".join(r.output.split())
