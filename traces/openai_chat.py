@@ -185,176 +185,202 @@ def conversation_to_trajectory(conv: Any, *, file: str, where: str, tags: TagMap
 
     `tagger` (a ToolTagger: user tags, benchmark tags, the conversation's tool annotations) or `tags` (a merged
     tag map, taken as the benchmark's); `importer` names the format in the trajectory's metadata."""
-    w = _Where(file, where)
-    if isinstance(conv, list):
-        conv = {"messages": conv}
-    if not isinstance(conv, dict):
-        raise w.err("<conversation>", "a list of messages or an object with 'messages'", type(conv).__name__)
-    tagger = tagger or ToolTagger(benchmark=tags)
-    msgs, usages = _validate(conv.get("messages"), w)
-    tools = conv.get("tools") or []
-    if not isinstance(tools, list):
-        raise w.err("tools", "a list of tool definitions", type(tools).__name__)
-    annotations = dict(filter(None, (annotation_tag(t) for t in tools)))
-    called = {tc["function"]["name"] for m in msgs for tc in m.get("tool_calls") or []}
-    named = conv.get("domain")
-    if named is not None and not isinstance(named, str):
-        raise w.err("domain", "a string or null", named)
-    dom, dom_source = (named, "log") if named else (domain, "flag") if domain and domain != "unknown" else (None, "none")
-    if dom is None:
-        dom = tagger.tag_domain(None, called)
-        dom_source = "tools" if dom else "none"
-    tag_dom = tagger.tag_domain(dom, called) if dom is not None else None
-    decoded = [_decoded(m, u) if u is not None else None for m, u in zip(msgs, usages)]
+    return _Conversation(conv, file, where, tagger or ToolTagger(benchmark=tags), domain, task_id, importer).build(repairs)
 
-    # visible-context estimate of each non-assistant message, and measured residuals
-    n = len(msgs)
-    est = _Estimates(msgs)
-    ctx_tok: list[int | None] = [None] * n
-    calls = [j for j, u in enumerate(usages) if u is not None]
-    visible = [decoded[a].visible for a in calls]  # type: ignore[union-attr]
-    beside = cache_convention([usages[a] for a in calls], visible)  # type: ignore[misc]
-    prompts = [usages[a].prompt_total(beside) for a in calls]  # type: ignore[union-attr]
-    retained = _keeps_reasoning(msgs, calls, decoded, prompts, visible)
-    user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls, calls[1:])]
-    # a model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
-    dips = usage_dips(prompts, visible, [retained and u for u in user_gap])
-    for i, (a, b) in enumerate(zip(calls, calls[1:])):
-        between = [j for j in range(a + 1, b) if msgs[j]["role"] in ("user", "tool")]
-        if not between or any(msgs[j]["role"] == "assistant" for j in range(a + 1, b)):
-            continue
-        if dips[i] or dips[i + 1]:
-            continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
-        if retained and user_gap[i + 1]:
-            continue  # retained reasoning is dropped at a user turn: the growth is not the messages' size
-        resid = prompts[i + 1] - prompts[i] - visible[i] - ((decoded[a].reasoning or 0) if retained else 0)  # type: ignore[union-attr]
-        if resid >= len(between):
-            for j, t in zip(between, split_total(resid, [max(1, est[j]) for j in between] if len(between) > 1 else [1])):
-                ctx_tok[j] = t
 
-    steps: list[dict] = []
-    pending: PendingCalls[tuple[str, int | None]] = PendingCalls.new()  # call id -> (name, group)
-    group_counter = 0
-    clock: Timeline[float] = Timeline(iso_or_unix_time, lambda a, b: b - a, "Unix seconds or an ISO-8601 time")
-    # the tool schemas the prompt holds: as logged, else SYSTEM_TOKENS_PER_TOOL per tool (the benchmark domain's, or
-    # those called: a lower bound)
-    sys_est = estimate_text_tokens(compact_json(tools)) if tools else \
-        SYSTEM_TOKENS_PER_TOOL * (len(tagger.benchmark.get(tag_dom or "", {})) or len(called))
-    sys_measured: int | None = None
-    ctx_before_first = 0
-    sources: set[str] = set()
-    for j, m in enumerate(msgs):
-        role = m["role"]
-        mw = _Where(file, f"{where}, message {j}")
-        gap = clock.gap(m.get("timestamp"), "timestamp", mw.err)
-        if role in ("system", "developer"):
-            if steps:
-                raise mw.err("role", "system/developer messages only before the first user or assistant message", role)
-            sys_est += est[j]
-            continue
-        lat = _latency(m, gap)
-        if role == "assistant":
-            tcs = m.get("tool_calls") or []
-            content = _text(m.get("content"))
-            dec = decoded[j]
-            if dec is not None:
-                r, vis, src = dec.reasoning, dec.visible, TokenSource.MEASURED
-                sources.add(dec.source)
-                if sys_measured is None:
-                    sys_measured = prompts[calls.index(j)] - ctx_before_first
+class _Conversation:
+    """One conversation's conversion, its state named: the messages and their usage, the context each message adds
+    where the prompt growth measures it, then the steps, the system prompt and the metadata."""
+
+    def __init__(self, conv: Any, file: str, where: str, tagger: ToolTagger, domain: str, task_id: str | None, importer: str):
+        self.file, self.where, self.tagger, self.importer, self.task_id = file, where, tagger, importer, task_id
+        self.w = _Where(file, where)
+        if isinstance(conv, list):
+            conv = {"messages": conv}
+        if not isinstance(conv, dict):
+            raise self.w.err("<conversation>", "a list of messages or an object with 'messages'", type(conv).__name__)
+        self.conv = conv
+        self.msgs, self.usages = _validate(conv.get("messages"), self.w)
+        tools = conv.get("tools") or []
+        if not isinstance(tools, list):
+            raise self.w.err("tools", "a list of tool definitions", type(tools).__name__)
+        self.tools = tools
+        self.annotations = dict(filter(None, (annotation_tag(t) for t in tools)))
+        self.called = {tc["function"]["name"] for m in self.msgs for tc in m.get("tool_calls") or []}
+        self._domain(domain)
+        self.est = _Estimates(self.msgs)
+        self.steps: list[dict] = []
+        self.sources: set[str] = set()
+
+    def _domain(self, domain: str) -> None:
+        named = self.conv.get("domain")
+        if named is not None and not isinstance(named, str):
+            raise self.w.err("domain", "a string or null", named)
+        dom, how = (named, "log") if named else (domain, "flag") if domain and domain != "unknown" else (None, "none")
+        if dom is None:
+            dom = self.tagger.tag_domain(None, self.called)
+            how = "tools" if dom else "none"
+        self.domain, self.domain_source = dom, how
+        self.tag_domain = self.tagger.tag_domain(dom, self.called) if dom is not None else None
+
+    def _measure(self) -> None:
+        """Each call's decoded tokens and whole prompt, and the context the messages between two calls add where the
+        prompt growth measures it (not around a dip, nor across a user turn that drops retained reasoning)."""
+        msgs, usages = self.msgs, self.usages
+        self.decoded = [_decoded(m, u) if u is not None else None for m, u in zip(msgs, usages)]
+        self.calls = calls = [j for j, u in enumerate(usages) if u is not None]
+        self.visible = visible = [self.decoded[a].visible for a in calls]  # type: ignore[union-attr]
+        self.beside = cache_convention([usages[a] for a in calls], visible)  # type: ignore[misc]
+        self.prompts = prompts = [usages[a].prompt_total(self.beside) for a in calls]  # type: ignore[union-attr]
+        self.retained = retained = _keeps_reasoning(msgs, calls, self.decoded, prompts, visible)
+        user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls, calls[1:])]
+        # a model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
+        self.dips = dips = usage_dips(prompts, visible, [retained and u for u in user_gap])
+        self.ctx_tok: list[int | None] = [None] * len(msgs)
+        for i, (a, b) in enumerate(zip(calls, calls[1:])):
+            between = [j for j in range(a + 1, b) if msgs[j]["role"] in ("user", "tool")]
+            if not between or any(msgs[j]["role"] == "assistant" for j in range(a + 1, b)):
+                continue
+            if dips[i] or dips[i + 1] or (retained and user_gap[i + 1]):
+                continue  # the prompt growth around a dip, or across dropped reasoning, is not these messages' size
+            resid = prompts[i + 1] - prompts[i] - visible[i] - ((self.decoded[a].reasoning or 0) if retained else 0)  # type: ignore[union-attr]
+            if resid >= len(between):
+                weights = [max(1, self.est[j]) for j in between] if len(between) > 1 else [1]
+                for j, t in zip(between, split_total(resid, weights)):
+                    self.ctx_tok[j] = t
+
+    def build(self, repairs: list[Repair] | None) -> Trajectory:
+        self._measure()
+        self.pending: PendingCalls[tuple[str, int | None]] = PendingCalls.new()  # call id -> (name, group)
+        self.groups = 0
+        clock: Timeline[float] = Timeline(iso_or_unix_time, lambda a, b: b - a, "Unix seconds or an ISO-8601 time")
+        # the tool schemas the prompt holds: as logged, else SYSTEM_TOKENS_PER_TOOL per tool (the benchmark domain's, or
+        # those called: a lower bound)
+        self.sys_est = estimate_text_tokens(compact_json(self.tools)) if self.tools else \
+            SYSTEM_TOKENS_PER_TOOL * (len(self.tagger.benchmark.get(self.tag_domain or "", {})) or len(self.called))
+        self.sys_measured: int | None = None
+        self.before_first = 0
+        for j, m in enumerate(self.msgs):
+            mw = _Where(self.file, f"{self.where}, message {j}")
+            gap = clock.gap(m.get("timestamp"), "timestamp", mw.err)
+            if m["role"] in ("system", "developer"):
+                if self.steps:
+                    raise mw.err("role", "system/developer messages only before the first user or assistant message", m["role"])
+                self.sys_est += self.est[j]
+            elif m["role"] == "assistant":
+                self._assistant(j, m, _latency(m, gap), mw)
             else:
-                text = _reasoning_text(m)
-                r = estimate_text_tokens(text) if text else None
-                if text:
-                    sources.add("estimated")
-                vis = _visible_estimate(m)
-                src = TokenSource.ESTIMATED
-            if not tcs:
-                steps.append(dict(actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=vis,
-                                  output_tokens=vis + (r or 0), reasoning_tokens=r, token_source=src,
-                                  model_latency_s=lat))
-            else:
-                weights = [len(tc["function"]["name"]) + len(compact_json(_args(tc["function"]))) for tc in tcs]
-                weights[0] += len(content)
-                vs = split_total(vis, weights)
-                rs = split_total(r, weights) if r is not None else [None] * len(tcs)
-                ls = split_float(lat, weights) if lat is not None else [None] * len(tcs)
-                group = None
-                if len(tcs) > 1:
-                    group, group_counter = group_counter, group_counter + 1
-                for k, (tc, vk, rk, lk) in enumerate(zip(tcs, vs, rs, ls)):
-                    name = tc["function"]["name"]
-                    kind, irrev = tagger.resolve(name, tag_dom, annotations)
-                    pending.call(tc.get("id") or f"__call_{j}_{k}", (name, group), f"tool_calls[{k}].id", mw.err)
-                    steps.append(dict(actor=Actor.AGENT, kind=kind, tool_name=name, irreversible=irrev,
-                                      new_context_tokens=vk, output_tokens=vk + (rk or 0), reasoning_tokens=rk,
-                                      token_source=src, model_latency_s=lk, parallel_group=group))
-            if sys_measured is None:
-                ctx_before_first += vis
-        elif role == "user":
-            tok, src = (ctx_tok[j], TokenSource.MEASURED) if ctx_tok[j] is not None else (est[j], TokenSource.ESTIMATED)
-            steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok, token_source=src,
-                              user_latency_s=lat))
-            if sys_measured is None:
-                ctx_before_first += tok
-        else:  # tool
-            name, group = pending.result(m["tool_call_id"], "tool_call_id", mw.err)
-            tok, src = (ctx_tok[j], TokenSource.MEASURED) if ctx_tok[j] is not None else (est[j], TokenSource.ESTIMATED)
+                self._context_message(j, m, _latency(m, gap), mw)
+        for i, s in enumerate(self.steps):
+            s["index"] = i
+        return self._finish(repairs)
+
+    def _assistant(self, j: int, m: dict, lat: float | None, mw: _Where) -> None:
+        tcs = m.get("tool_calls") or []
+        dec = self.decoded[j]
+        if dec is not None:
+            r, vis, src = dec.reasoning, dec.visible, TokenSource.MEASURED
+            self.sources.add(dec.source)
+            if self.sys_measured is None:
+                self.sys_measured = self.prompts[self.calls.index(j)] - self.before_first
+        else:
+            text = _reasoning_text(m)
+            r = estimate_text_tokens(text) if text else None
+            if text:
+                self.sources.add("estimated")
+            vis, src = _visible_estimate(m), TokenSource.ESTIMATED
+        if not tcs:
+            self.steps.append(dict(actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=vis, output_tokens=vis + (r or 0),
+                                   reasoning_tokens=r, token_source=src, model_latency_s=lat))
+        else:
+            weights = [len(tc["function"]["name"]) + len(compact_json(_args(tc["function"]))) for tc in tcs]
+            weights[0] += len(_text(m.get("content")))
+            vs = split_total(vis, weights)
+            rs = split_total(r, weights) if r is not None else [None] * len(tcs)
+            ls = split_float(lat, weights) if lat is not None else [None] * len(tcs)
+            group = None
+            if len(tcs) > 1:
+                group, self.groups = self.groups, self.groups + 1
+            for k, (tc, vk, rk, lk) in enumerate(zip(tcs, vs, rs, ls)):
+                name = tc["function"]["name"]
+                kind, irrev = self.tagger.resolve(name, self.tag_domain, self.annotations)
+                self.pending.call(tc.get("id") or f"__call_{j}_{k}", (name, group), f"tool_calls[{k}].id", mw.err)
+                self.steps.append(dict(actor=Actor.AGENT, kind=kind, tool_name=name, irreversible=irrev, new_context_tokens=vk,
+                                       output_tokens=vk + (rk or 0), reasoning_tokens=rk, token_source=src,
+                                       model_latency_s=lk, parallel_group=group))
+        if self.sys_measured is None:
+            self.before_first += vis
+
+    def _context_message(self, j: int, m: dict, lat: float | None, mw: _Where) -> None:
+        """A user message or a tool result: the context it adds, measured or estimated."""
+        measured = self.ctx_tok[j]
+        tok, src = (measured, TokenSource.MEASURED) if measured is not None else (self.est[j], TokenSource.ESTIMATED)
+        if m["role"] == "user":
+            self.steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok, token_source=src,
+                                   user_latency_s=lat))
+        else:
+            name, group = self.pending.result(m["tool_call_id"], "tool_call_id", mw.err)
             err = m.get("error", m.get("is_error"))
-            steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name, new_context_tokens=tok,
-                              token_source=src, tool_latency_s=lat, parallel_group=group,
-                              tool_error=err if isinstance(err, bool) else None))
-            if sys_measured is None:
-                ctx_before_first += tok
-    for i, s in enumerate(steps):
-        s["index"] = i
-    fixes: list[Repair] = []
-    if sys_measured is not None and sys_measured >= 0:
-        sys_tok, sys_src = sys_measured, TokenSource.MEASURED
-    else:
-        sys_tok, sys_src = sys_est, TokenSource.ESTIMATED
-        if sys_measured is not None:
-            fixes.append(Repair(file, f"{where}, message {calls[0]}", (
-                f"usage.prompt_tokens {prompts[0]} is smaller than the messages before "
-                f"it ({ctx_before_first} tokens): the system prompt keeps its estimate ({sys_est} tokens)")))
-    for i, dip in enumerate(dips):
-        if dip:
-            fixes.append(Repair(file, f"{where}, message {calls[i]}", (
-                f"usage.prompt_tokens {prompts[i]} is below the previous call's prompt + "
-                f"visible completion ({prompts[i - 1] + visible[i - 1]}): the messages on both sides of it "
-                "keep estimated counts")))
-    reward = conv.get("reward")
-    success = conv.get("success")
-    if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool) or not math.isfinite(reward)):
-        raise w.err("reward", "a finite number or null", reward)
-    if success is not None and not isinstance(success, bool):
-        raise w.err("success", "true, false or null", success)
-    meta = conv.get("metadata") or {}
-    if not isinstance(meta, dict):
-        raise w.err("metadata", "an object", meta)
-    meta = {str(k): v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
-    meta["importer"] = importer
-    if retained:
-        meta["reasoning_retained"] = True
-    if any(dips):
-        meta["usage_dips"] = sum(dips)
-    if dom_source != "log":
-        meta["domain_source"] = dom_source
-    if beside:
-        meta["cached_prompt"] = "beside"
-    meta["reasoning_source"] = "+".join(sorted(sources)) or ("unknown" if calls else "no usage")
-    meta.update(tagger.marks())
-    tid = conv.get("task_id") or conv.get("id") or task_id or where
-    d = dict(task_id=str(tid), domain=dom or "unknown", source=f"{Path(file).name}#{where}",
-             outcome=dict(reward=None if reward is None else float(reward), success=success),
-             system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta)
-    try:
-        traj = Trajectory.model_validate(d)
-    except ValidationError as e:
-        raise from_validation_error(file, where, e) from None
-    for r in fixes:
-        report_repair(r, repairs)
-    return traj
+            self.steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name, new_context_tokens=tok,
+                                   token_source=src, tool_latency_s=lat, parallel_group=group,
+                                   tool_error=err if isinstance(err, bool) else None))
+        if self.sys_measured is None:
+            self.before_first += tok
+
+    def _repairs(self) -> list[Repair]:
+        fixes = []
+        if self.sys_measured is not None and self.sys_measured < 0:
+            fixes.append(Repair(self.file, f"{self.where}, message {self.calls[0]}", (
+                f"usage.prompt_tokens {self.prompts[0]} is smaller than the messages before "
+                f"it ({self.before_first} tokens): the system prompt keeps its estimate ({self.sys_est} tokens)")))
+        for i, dip in enumerate(self.dips):
+            if dip:
+                fixes.append(Repair(self.file, f"{self.where}, message {self.calls[i]}", (
+                    f"usage.prompt_tokens {self.prompts[i]} is below the previous call's prompt + "
+                    f"visible completion ({self.prompts[i - 1] + self.visible[i - 1]}): the messages on both sides of it "
+                    "keep estimated counts")))
+        return fixes
+
+    def _metadata(self) -> dict:
+        meta = self.conv.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise self.w.err("metadata", "an object", meta)
+        meta = {str(k): v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        meta["importer"] = self.importer
+        if self.retained:
+            meta["reasoning_retained"] = True
+        if any(self.dips):
+            meta["usage_dips"] = sum(self.dips)
+        if self.domain_source != "log":
+            meta["domain_source"] = self.domain_source
+        if self.beside:
+            meta["cached_prompt"] = "beside"
+        meta["reasoning_source"] = "+".join(sorted(self.sources)) or ("unknown" if self.calls else "no usage")
+        meta.update(self.tagger.marks())
+        return meta
+
+    def _finish(self, repairs: list[Repair] | None) -> Trajectory:
+        if self.sys_measured is not None and self.sys_measured >= 0:
+            sys_tok, sys_src = self.sys_measured, TokenSource.MEASURED
+        else:
+            sys_tok, sys_src = self.sys_est, TokenSource.ESTIMATED
+        conv, w = self.conv, self.w
+        reward, success = conv.get("reward"), conv.get("success")
+        if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool) or not math.isfinite(reward)):
+            raise w.err("reward", "a finite number or null", reward)
+        if success is not None and not isinstance(success, bool):
+            raise w.err("success", "true, false or null", success)
+        tid = conv.get("task_id") or conv.get("id") or self.task_id or self.where
+        d = dict(task_id=str(tid), domain=self.domain or "unknown", source=f"{Path(self.file).name}#{self.where}",
+                 outcome=dict(reward=None if reward is None else float(reward), success=success),
+                 system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=self.steps, metadata=self._metadata())
+        try:
+            traj = Trajectory.model_validate(d)
+        except ValidationError as e:
+            raise from_validation_error(self.file, self.where, e) from None
+        for r in self._repairs():
+            report_repair(r, repairs)
+        return traj
 
 
 def _is_single_conversation(obj: Any) -> bool:

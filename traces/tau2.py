@@ -257,216 +257,225 @@ def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str
     `context` (a FileContext) or the loose `domain`/`model`/`reasoning_retained`; `tagger` (a ToolTagger) or `tags`
     (a merged tag map, taken as the benchmark's)."""
     fc = context or FileContext(domain, "log" if domain else "none", model or "", reasoning_retained)
-    tagger = tagger or ToolTagger(benchmark=tags)
-    sid = sim.get("id")
-    ctx = _Ctx(file, f"simulation {sim_index} (id={sid!r})")
-    msgs = _check_messages(sim, ctx)
-    model = fc.model
-    called = {t["name"] for m in msgs if m["role"] == "assistant" for t in m.get("tool_calls") or []}
-    dom = fc.domain
-    dom_source = fc.domain_source
-    if dom is None:
-        dom = tagger.tag_domain(None, called)
-        dom_source = "tools" if dom else "none"
-    tag_dom = tagger.tag_domain(dom, called) if dom is not None else None
-    usages: list[Usage | None] = [_usage(m, _Ctx(file, f"{ctx.where}, message {j}")) if m["role"] != "tool" else None
-                                  for j, m in enumerate(msgs)]
-    decoded: list[Decoded | None] = [decoded_tokens(m, u, model) if u is not None and m["role"] == "assistant" else None
-                                     for m, u in zip(msgs, usages)]
-    # ---- per-message visible-context tokens for non-assistant messages ----
-    n = len(msgs)
-    ctx_tokens: list[int | None] = [None] * n  # tokens added to agent context by message j
-    calls_idx = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and usages[j] is not None]
-    visible = [decoded[a].visible for a in calls_idx]  # type: ignore[union-attr]
-    beside = cache_convention([usages[a] for a in calls_idx], visible)  # type: ignore[misc]
-    prompts = [usages[a].prompt_total(beside) for a in calls_idx]  # type: ignore[union-attr]
-    user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls_idx, calls_idx[1:])]
-    # a reasoning model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
-    dips = usage_dips(prompts, visible, [fc.reasoning_retained and u for u in user_gap])
-    for i, (a, b) in enumerate(zip(calls_idx, calls_idx[1:])):
-        seen = [j for j in range(a + 1, b) if _agent_visible(msgs[j])]
-        if not seen:
-            continue
-        if dips[i] or dips[i + 1]:
-            continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
-        has_user = any(msgs[j]["role"] == "user" for j in seen)
-        if has_user and fc.reasoning_retained:
-            continue  # retained reasoning is dropped at a user turn: the residual is not the messages' size
-        resid = prompts[i + 1] - prompts[i] - visible[i]
-        if fc.reasoning_retained:
-            resid -= decoded[a].reasoning or 0  # type: ignore[union-attr]
-        if resid >= len(seen):
-            weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in seen] if len(seen) > 1 else [1]
-            for j, t in zip(seen, split_total(resid, weights)):
-                ctx_tokens[j] = t
+    return _Simulation(sim, file, sim_index, fc, tagger or ToolTagger(benchmark=tags)).build(repairs)
 
-    # ---- build steps ----
-    steps: list[dict] = []
-    calls: PendingCalls[tuple[str, int | None, bool]] = PendingCalls.new()  # call id -> (name, group, user_side)
-    group_counter = 0
-    clock: Timeline[datetime] = Timeline(iso_time, _gap_s, "an ISO-8601 time (e.g. 2025-06-01T12:00:00.123456)")
-    clock.gap(sim.get("start_time"), "start_time", ctx.err)
-    first_call_prompt: int | None = None
-    ctx_before_first_call = 0
-    sources: set[str] = set()
-    for j, m in enumerate(msgs):
-        role = m["role"]
-        mc = _Ctx(file, f"{ctx.where}, message {j}")
-        gap = clock.gap(m.get("timestamp"), "timestamp", mc.err)
-        if role == "assistant":
-            tcs = m.get("tool_calls") or []
-            content = m.get("content") or ""
-            d = decoded[j]
-            greeting = _is_greeting(j, m)
-            if d is not None:
-                if d.reasoning is not None and d.reasoning > MAX_CONTEXT_TOKENS:
-                    raise mc.err("cost", f"a cost implying at most {MAX_CONTEXT_TOKENS:,} hidden reasoning tokens at "
-                                         f"{model}'s list prices ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it implies "
-                                         f"{d.reasoning:,}", m.get("cost"))
-                c, r, out, src = d.visible, d.reasoning, d.output, TokenSource.MEASURED
-                sources.add(d.source)
-                if first_call_prompt is None:
-                    first_call_prompt = prompts[calls_idx.index(j)]
-            else:  # no usage: the fixed greeting decodes nothing; any other message decodes its text (estimated)
-                c = _visible_estimate(m)
-                r = None
-                out = 0 if greeting else c
-                src = TokenSource.ESTIMATED
-            g = m.get("generation_time_seconds")
-            lat = None if greeting else (float(g) if g is not None else gap)
-            if not tcs:
-                steps.append(dict(
-                    actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=c, output_tokens=out, reasoning_tokens=r,
-                    token_source=src, model_latency_s=lat,
-                ))
+
+class _Simulation:
+    """One simulation's conversion, its state named: the messages and their usage, the context each message adds
+    where the prompt growth measures it, then the steps, the system prompt and the metadata."""
+
+    def __init__(self, sim: dict, file: str, sim_index: int, fc: FileContext, tagger: ToolTagger):
+        self.sim, self.file, self.fc, self.tagger = sim, file, fc, tagger
+        self.ctx = _Ctx(file, f"simulation {sim_index} (id={sim.get('id')!r})")
+        self.msgs = msgs = _check_messages(sim, self.ctx)
+        self.called = {t["name"] for m in msgs if m["role"] == "assistant" for t in m.get("tool_calls") or []}
+        self.domain, self.domain_source = fc.domain, fc.domain_source
+        if self.domain is None:
+            self.domain = tagger.tag_domain(None, self.called)
+            self.domain_source = "tools" if self.domain else "none"
+        self.tag_domain = tagger.tag_domain(self.domain, self.called) if self.domain is not None else None
+        self.usages: list[Usage | None] = [_usage(m, self._at(j)) if m["role"] != "tool" else None for j, m in enumerate(msgs)]
+        self.decoded: list[Decoded | None] = [decoded_tokens(m, u, fc.model) if u is not None and m["role"] == "assistant"
+                                              else None for m, u in zip(msgs, self.usages)]
+        self.steps: list[dict] = []
+        self.sources: set[str] = set()
+
+    def _at(self, j: int) -> _Ctx:
+        return _Ctx(self.file, f"{self.ctx.where}, message {j}")
+
+    def _measure(self) -> None:
+        """Each call's whole prompt, and the context the agent-visible messages between two calls add where the prompt
+        growth measures it (not around a dip, nor across a user turn that drops retained reasoning)."""
+        msgs, retained = self.msgs, self.fc.reasoning_retained
+        self.calls = calls = [j for j, m in enumerate(msgs) if m["role"] == "assistant" and self.usages[j] is not None]
+        self.visible = visible = [self.decoded[a].visible for a in calls]  # type: ignore[union-attr]
+        self.beside = cache_convention([self.usages[a] for a in calls], visible)  # type: ignore[misc]
+        self.prompts = prompts = [self.usages[a].prompt_total(self.beside) for a in calls]  # type: ignore[union-attr]
+        user_gap = [False] + [any(msgs[j]["role"] == "user" for j in range(a + 1, b)) for a, b in zip(calls, calls[1:])]
+        # a reasoning model that keeps its reasoning inside tool loops drops it at a user turn: a dip there is by design
+        self.dips = dips = usage_dips(prompts, visible, [retained and u for u in user_gap])
+        self.ctx_tokens: list[int | None] = [None] * len(msgs)  # tokens added to the agent's context by message j
+        for i, (a, b) in enumerate(zip(calls, calls[1:])):
+            seen = [j for j in range(a + 1, b) if _agent_visible(msgs[j])]
+            if not seen or dips[i] or dips[i + 1]:
+                continue  # the prompt growth around a dip is not the size of these messages: keep the estimates
+            if retained and any(msgs[j]["role"] == "user" for j in seen):
+                continue  # retained reasoning is dropped at a user turn: the residual is not the messages' size
+            resid = prompts[i + 1] - prompts[i] - visible[i] - ((self.decoded[a].reasoning or 0) if retained else 0)  # type: ignore[union-attr]
+            if resid >= len(seen):
+                weights = [max(1, estimate_text_tokens(msgs[j].get("content"))) for j in seen] if len(seen) > 1 else [1]
+                for j, t in zip(seen, split_total(resid, weights)):
+                    self.ctx_tokens[j] = t
+
+    def build(self, repairs: list[Repair] | None) -> Trajectory:
+        self._measure()
+        self.pending: PendingCalls[tuple[str, int | None, bool]] = PendingCalls.new()  # call id -> (name, group, user side)
+        self.groups = 0
+        clock: Timeline[datetime] = Timeline(iso_time, _gap_s, "an ISO-8601 time (e.g. 2025-06-01T12:00:00.123456)")
+        clock.gap(self.sim.get("start_time"), "start_time", self.ctx.err)
+        self.first_prompt: int | None = None
+        self.before_first = 0
+        for j, m in enumerate(self.msgs):
+            mc = self._at(j)
+            gap = clock.gap(m.get("timestamp"), "timestamp", mc.err)
+            if m["role"] == "assistant":
+                self._assistant(j, m, gap, mc)
+            elif m["role"] == "user" and m.get("tool_calls"):
+                self._user_tools(m, gap, mc)
+            elif m["role"] == "user":
+                self._user(j, m, gap)
             else:
-                weights = [len(t["name"]) + len(compact_json(t.get("arguments"))) for t in tcs]
-                weights[0] += len(content)
-                cs = split_total(c, weights)
-                rs = split_total(r, weights) if r is not None else [None] * len(tcs)
-                outs = [ck + (rk or 0) for ck, rk in zip(cs, rs)]  # a greeting never calls a tool: every call decodes
-                lats = split_float(lat, weights) if lat is not None else [None] * len(tcs)
-                group = None
-                if len(tcs) > 1:
-                    group = group_counter
-                    group_counter += 1
-                for t, ck, ok, rk, lk in zip(tcs, cs, outs, rs, lats):
-                    kind, irrev = tagger.resolve(t["name"], tag_dom)
-                    calls.call(t["id"], (t["name"], group, False), "tool_calls.id", mc.err)
-                    steps.append(dict(
-                        actor=Actor.AGENT, kind=kind, tool_name=t["name"], irreversible=irrev,
-                        new_context_tokens=ck, output_tokens=ok, reasoning_tokens=rk, token_source=src,
-                        model_latency_s=lk, parallel_group=group,
-                    ))
-        elif role == "user" and m.get("tool_calls"):
-            tcs = m["tool_calls"]
-            group = None
-            if len(tcs) > 1:
-                group = group_counter
-                group_counter += 1
-            lats = split_float(gap, [1] * len(tcs)) if gap is not None else [None] * len(tcs)
-            for t, lk in zip(tcs, lats):
-                kind, irrev = tagger.resolve(t["name"], tag_dom, user_side=True)
-                calls.call(t["id"], (t["name"], group, True), "tool_calls.id", mc.err)
-                steps.append(dict(
-                    actor=Actor.USER, kind=kind, tool_name=t["name"], irreversible=irrev,
-                    in_agent_context=False, new_context_tokens=0, output_tokens=0,
-                    token_source=TokenSource.MEASURED if m.get("usage") else TokenSource.ESTIMATED,
-                    user_latency_s=lk, parallel_group=group,
-                ))
-        elif role == "user":
-            tok = ctx_tokens[j]
-            src = TokenSource.MEASURED
-            if tok is None and usages[j] is not None:
-                tok = usages[j].completion + USER_TEMPLATE_TOKENS  # type: ignore[union-attr]
+                self._tool_result(j, m, gap, mc)
+        for i, s in enumerate(self.steps):
+            s["index"] = i
+        return self._finish(repairs)
+
+    def _group(self, n: int) -> int | None:
+        if n < 2:
+            return None
+        self.groups += 1
+        return self.groups - 1
+
+    def _assistant(self, j: int, m: dict, gap: float | None, mc: _Ctx) -> None:
+        tcs = m.get("tool_calls") or []
+        d, greeting = self.decoded[j], _is_greeting(j, m)
+        if d is not None:
+            if d.reasoning is not None and d.reasoning > MAX_CONTEXT_TOKENS:
+                raise mc.err("cost", f"a cost implying at most {MAX_CONTEXT_TOKENS:,} hidden reasoning tokens at "
+                                     f"{self.fc.model}'s list prices ({LIMIT_REASONS[MAX_CONTEXT_TOKENS]}); it implies "
+                                     f"{d.reasoning:,}", m.get("cost"))
+            c, r, out, src = d.visible, d.reasoning, d.output, TokenSource.MEASURED
+            self.sources.add(d.source)
+            if self.first_prompt is None:
+                self.first_prompt = self.prompts[self.calls.index(j)]
+        else:  # no usage: the fixed greeting decodes nothing; any other message decodes its text (estimated)
+            c = _visible_estimate(m)
+            r, out, src = None, 0 if greeting else c, TokenSource.ESTIMATED
+        g = m.get("generation_time_seconds")
+        lat = None if greeting else (float(g) if g is not None else gap)
+        if not tcs:
+            self.steps.append(dict(actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=c, output_tokens=out,
+                                   reasoning_tokens=r, token_source=src, model_latency_s=lat))
+        else:
+            weights = [len(t["name"]) + len(compact_json(t.get("arguments"))) for t in tcs]
+            weights[0] += len(m.get("content") or "")
+            cs = split_total(c, weights)
+            rs = split_total(r, weights) if r is not None else [None] * len(tcs)
+            lats = split_float(lat, weights) if lat is not None else [None] * len(tcs)
+            group = self._group(len(tcs))
+            for t, ck, rk, lk in zip(tcs, cs, rs, lats):  # a greeting never calls a tool: every call decodes
+                kind, irrev = self.tagger.resolve(t["name"], self.tag_domain)
+                self.pending.call(t["id"], (t["name"], group, False), "tool_calls.id", mc.err)
+                self.steps.append(dict(actor=Actor.AGENT, kind=kind, tool_name=t["name"], irreversible=irrev,
+                                       new_context_tokens=ck, output_tokens=ck + (rk or 0), reasoning_tokens=rk,
+                                       token_source=src, model_latency_s=lk, parallel_group=group))
+        if self.first_prompt is None:
+            self.before_first += c if not tcs else sum(s["new_context_tokens"] for s in self.steps[-len(tcs):])
+
+    def _user_tools(self, m: dict, gap: float | None, mc: _Ctx) -> None:
+        """User-side tool calls (telecom's device tools): outside the agent's context."""
+        tcs = m["tool_calls"]
+        group = self._group(len(tcs))
+        lats = split_float(gap, [1] * len(tcs)) if gap is not None else [None] * len(tcs)
+        for t, lk in zip(tcs, lats):
+            kind, irrev = self.tagger.resolve(t["name"], self.tag_domain, user_side=True)
+            self.pending.call(t["id"], (t["name"], group, True), "tool_calls.id", mc.err)
+            self.steps.append(dict(actor=Actor.USER, kind=kind, tool_name=t["name"], irreversible=irrev,
+                                   in_agent_context=False, new_context_tokens=0, output_tokens=0,
+                                   token_source=TokenSource.MEASURED if m.get("usage") else TokenSource.ESTIMATED,
+                                   user_latency_s=lk, parallel_group=group))
+
+    def _user(self, j: int, m: dict, gap: float | None) -> None:
+        tok, src = self.ctx_tokens[j], TokenSource.MEASURED
+        if tok is None and self.usages[j] is not None:
+            tok = self.usages[j].completion + USER_TEMPLATE_TOKENS  # type: ignore[union-attr]
+        if tok is None:
+            tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
+        self.steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok, token_source=src, user_latency_s=gap))
+        if self.first_prompt is None:
+            self.before_first += tok
+
+    def _tool_result(self, j: int, m: dict, gap: float | None, mc: _Ctx) -> None:
+        name, group, user_side = self.pending.result(m["id"], "id", mc.err)
+        tok, src, inctx = 0, TokenSource.MEASURED, False
+        if not user_side:
+            inctx, tok = True, self.ctx_tokens[j]
             if tok is None:
                 tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
-            steps.append(dict(actor=Actor.USER, kind=StepKind.USER, new_context_tokens=tok,
-                              token_source=src, user_latency_s=gap))
-            if first_call_prompt is None:
-                ctx_before_first_call += tok
-        else:  # tool result
-            name, group, user_side = calls.result(m["id"], "id", mc.err)
-            if user_side:
-                tok, src, inctx = 0, TokenSource.MEASURED, False
-            else:
-                inctx = True
-                tok = ctx_tokens[j]
-                src = TokenSource.MEASURED
-                if tok is None:
-                    tok, src = estimate_text_tokens(m.get("content")), TokenSource.ESTIMATED
-            err = m.get("error")
-            steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name,
-                              in_agent_context=inctx, new_context_tokens=tok, token_source=src,
-                              tool_latency_s=gap, parallel_group=group,
-                              tool_error=bool(err) if err is not None else None))
-        if role == "assistant" and first_call_prompt is None:
-            ctx_before_first_call += steps[-1]["new_context_tokens"] if not m.get("tool_calls") else sum(
-                s["new_context_tokens"] for s in steps[-len(m["tool_calls"]):])
+        err = m.get("error")
+        self.steps.append(dict(actor=Actor.TOOL, kind=StepKind.TOOL_RESULT, tool_name=name, in_agent_context=inctx,
+                               new_context_tokens=tok, token_source=src, tool_latency_s=gap, parallel_group=group,
+                               tool_error=bool(err) if err is not None else None))
 
-    for i, s in enumerate(steps):
-        s["index"] = i
-    fixes: list[Repair] = []
-    sys_tok = None if first_call_prompt is None else first_call_prompt - ctx_before_first_call
-    if sys_tok is not None and sys_tok >= 0:
-        sys_src = TokenSource.MEASURED
-    else:
-        est = _system_estimate(fc, tag_dom or dom or "", tagger, called)
+    def _system_prompt(self, fixes: list[Repair]) -> tuple[int, TokenSource]:
+        """Measured (the first call's prompt less the messages before it), else estimated (and a repair if the
+        measurement was impossible)."""
+        sys_tok = None if self.first_prompt is None else self.first_prompt - self.before_first
+        if sys_tok is not None and sys_tok >= 0:
+            return sys_tok, TokenSource.MEASURED
+        est = _system_estimate(self.fc, self.tag_domain or self.domain or "", self.tagger, self.called)
         if sys_tok is not None:
-            fixes.append(Repair(file, f"{ctx.where}, message {calls_idx[0]}", (
-                f"usage.prompt_tokens {first_call_prompt} is smaller than the {ctx_before_first_call} tokens of the "
+            fixes.append(Repair(self.file, f"{self.ctx.where}, message {self.calls[0]}", (
+                f"usage.prompt_tokens {self.first_prompt} is smaller than the {self.before_first} tokens of the "
                 f"messages before it: the system prompt keeps its estimate ({est} tokens)")))
-        sys_tok, sys_src = est, TokenSource.ESTIMATED
-    ri = sim.get("reward_info") or {}
-    reward = ri.get("reward") if isinstance(ri, dict) else None
-    if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
-        raise ctx.err("reward_info.reward", "a number or null", reward)
-    if reward is not None and not 0.0 <= reward <= 1.0:  # τ²-Bench's reward is a product of [0, 1] checks (NaN too)
-        raise ctx.err("reward_info.reward", "a reward in [0, 1] (τ²-Bench multiplies checks that each score 0 or 1)", reward)
-    task_id = sim.get("task_id", sid)  # a log without task ids (ToolOrchestra's): each run its own task
-    if not isinstance(task_id, (str, int)) or isinstance(task_id, bool):
-        raise ctx.err("task_id", "the task's id (a string)", task_id)
-    meta = {
-        "simulation_id": sid, "trial": sim.get("trial"), "seed": sim.get("seed"),
-        "termination_reason": sim.get("termination_reason"), "duration_s": sim.get("duration"),
-        "agent_cost_usd": sim.get("agent_cost"), "user_cost_usd": sim.get("user_cost"),
-        "agent_llm": model or None, "reasoning_retained": fc.reasoning_retained,
-        "start_time": sim.get("start_time"), "importer": "tau2",
-    }
-    meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
-    if "task_id" not in sim:
-        meta["task_id_source"] = "simulation id"
-    if any(dips):
-        meta["usage_dips"] = sum(dips)
-    if fc.domain_source != "log" or dom_source != "log":
-        meta["domain_source"] = dom_source
-    if beside:
-        meta["cached_prompt"] = "beside"  # the cached input was logged beside prompt_tokens and is added to it
-    if sources:
-        meta["reasoning_source"] = "+".join(sorted(sources))
-    elif calls_idx:
-        meta["reasoning_source"] = "unknown"
-    else:
-        meta["reasoning_source"] = "no usage"
-    meta.update(tagger.marks())
-    d = dict(
-        task_id=str(task_id), domain=dom or "unknown", source=f"{Path(file).name}#simulation={sid}",
-        outcome=dict(reward=None if reward is None else float(reward),
-                     success=None if reward is None else bool(abs(float(reward) - 1.0) < 1e-9)),
-        system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=steps, metadata=meta,
-    )
-    try:
-        traj = Trajectory.model_validate(d)
-    except ValidationError as e:
-        raise from_validation_error(file, ctx.where, e) from None
-    for i, dip in enumerate(dips):
-        if dip:
-            fixes.append(Repair(file, f"{ctx.where}, message {calls_idx[i]}", (
-                f"usage.prompt_tokens {prompts[i]} is below the previous call's prompt + completion "
-                f"({prompts[i - 1] + visible[i - 1]}): the messages on both sides of it keep estimated counts")))
-    for r in fixes:
-        report_repair(r, repairs)
-    return traj
+        return est, TokenSource.ESTIMATED
+
+    def _outcome(self) -> tuple[dict, str]:
+        sim, ctx = self.sim, self.ctx
+        ri = sim.get("reward_info") or {}
+        reward = ri.get("reward") if isinstance(ri, dict) else None
+        if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
+            raise ctx.err("reward_info.reward", "a number or null", reward)
+        if reward is not None and not 0.0 <= reward <= 1.0:  # τ²-Bench's reward is a product of [0, 1] checks (NaN too)
+            raise ctx.err("reward_info.reward", "a reward in [0, 1] (τ²-Bench multiplies checks that each score 0 or 1)", reward)
+        task_id = sim.get("task_id", sim.get("id"))  # a log without task ids (ToolOrchestra's): each run its own task
+        if not isinstance(task_id, (str, int)) or isinstance(task_id, bool):
+            raise ctx.err("task_id", "the task's id (a string)", task_id)
+        return (dict(reward=None if reward is None else float(reward),
+                     success=None if reward is None else bool(abs(float(reward) - 1.0) < 1e-9)), str(task_id))
+
+    def _metadata(self) -> dict:
+        sim, fc = self.sim, self.fc
+        meta = {
+            "simulation_id": sim.get("id"), "trial": sim.get("trial"), "seed": sim.get("seed"),
+            "termination_reason": sim.get("termination_reason"), "duration_s": sim.get("duration"),
+            "agent_cost_usd": sim.get("agent_cost"), "user_cost_usd": sim.get("user_cost"),
+            "agent_llm": fc.model or None, "reasoning_retained": fc.reasoning_retained,
+            "start_time": sim.get("start_time"), "importer": "tau2",
+        }
+        meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
+        if "task_id" not in sim:
+            meta["task_id_source"] = "simulation id"
+        if any(self.dips):
+            meta["usage_dips"] = sum(self.dips)
+        if fc.domain_source != "log" or self.domain_source != "log":
+            meta["domain_source"] = self.domain_source
+        if self.beside:
+            meta["cached_prompt"] = "beside"  # the cached input was logged beside prompt_tokens and is added to it
+        meta["reasoning_source"] = "+".join(sorted(self.sources)) if self.sources else \
+            "unknown" if self.calls else "no usage"
+        meta.update(self.tagger.marks())
+        return meta
+
+    def _finish(self, repairs: list[Repair] | None) -> Trajectory:
+        fixes: list[Repair] = []
+        sys_tok, sys_src = self._system_prompt(fixes)
+        outcome, task_id = self._outcome()
+        d = dict(task_id=task_id, domain=self.domain or "unknown", source=f"{Path(self.file).name}#simulation={self.sim.get('id')}",
+                 outcome=outcome, system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=self.steps,
+                 metadata=self._metadata())
+        try:
+            traj = Trajectory.model_validate(d)
+        except ValidationError as e:
+            raise from_validation_error(self.file, self.ctx.where, e) from None
+        for i, dip in enumerate(self.dips):
+            if dip:
+                fixes.append(Repair(self.file, f"{self.ctx.where}, message {self.calls[i]}", (
+                    f"usage.prompt_tokens {self.prompts[i]} is below the previous call's prompt + completion "
+                    f"({self.prompts[i - 1] + self.visible[i - 1]}): the messages on both sides of it keep estimated counts")))
+        for r in fixes:
+            report_repair(r, repairs)
+        return traj
 
 
 def _detect_retention(sims: Iterable[Any], model: str) -> bool:
