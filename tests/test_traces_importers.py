@@ -364,3 +364,40 @@ def test_ti_oa_unknown_domain_names_the_untagged_tools_and_the_flag(tmp_path):
     text = " ".join(r.output.split())
     assert r.exit_code == 0 and "2 tool(s) untagged, held as WRITEs on 100% of tool calls" in text
     assert "get_customer, lookup_order" in text and "--tags" in text
+
+
+@pytest.mark.parametrize("path", [*FILES["tau2"], FILES["openai-chat"][0], FILES["openai-chat"][2]], ids=lambda p: p.name)
+def test_a_parallel_import_writes_the_bytes_one_process_writes(path, tmp_path, monkeypatch):
+    """Two workers, each converting every other record (importers/parallel.py), against one process: the same trace
+    bytes, repairs, skips and data-quality summary."""
+    import specagent.traces.importers.parallel as par
+    from specagent.simulator.jobs.import_traces import ImportRequest
+    from specagent.simulator.jobs.import_traces import run as import_job
+
+    monkeypatch.setattr(par, "MIN_BYTES", 0)
+    one = import_job(ImportRequest(files=(str(path),), workers=1), out=tmp_path / "one.jsonl")
+    two = import_job(ImportRequest(files=(str(path),), workers=2), out=tmp_path / "two.jsonl")
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+    assert [str(r) for r in one.repairs] == [str(r) for r in two.repairs]
+    assert [str(s) for s in one.skipped] == [str(s) for s in two.skipped]
+    assert one.quality == two.quality
+
+
+def test_a_parallel_import_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
+    import specagent.traces.importers.parallel as par
+    from specagent.simulator.jobs.import_traces import ImportRequest
+    from specagent.simulator.jobs.import_traces import run as import_job
+
+    monkeypatch.setattr(par, "MIN_BYTES", 0)
+    lines = FILES["openai-chat"][0].read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], "{not json", lines[1], "[1, 2]", *lines[2:]]) + "\n")
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(TraceFormatError) as e:
+            import_job(ImportRequest(files=(str(bad),), workers=workers), out=tmp_path / f"o{workers}.jsonl")
+        errors.append(str(e.value))
+        got = import_job(ImportRequest(files=(str(bad),), workers=workers, skip_bad=True), out=tmp_path / f"s{workers}.jsonl")
+        assert [s.location for s in got.skipped] == ["line 2", "line 4, message 0"]
+    assert errors[0] == errors[1] and "line 2" in errors[0]
+    assert (tmp_path / "s1.jsonl").read_bytes() == (tmp_path / "s2.jsonl").read_bytes()

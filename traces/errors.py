@@ -27,11 +27,16 @@ class TraceFormatError(ValueError):
         self.field = field
         self.expected = expected
         self.got = got
+        self.found = found
         got_s = "" if got is None else f"; got {_short(got)}"
         if found is not None:  # a description, printed as it is
             got_s += f"; found {found}"
         # one line, whatever a decoder or library put into the parts
         super().__init__(" ".join(f"{self.file}: {location}: field '{field}': expected {expected}{got_s}".split("\n")))
+
+    def __reduce__(self) -> tuple:  # rebuilt from its parts where it crosses a process (a parallel import's worker)
+        got = self.got if isinstance(self.got, (str, int, float, bool, type(None))) else _short(self.got)
+        return type(self), (self.file, self.location, self.field, self.expected, got, self.found)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,21 @@ def save_trajectories(trajs: Sequence[Trajectory], path: str | os.PathLike) -> P
 STREAM_CHUNK = 2048
 
 
+def write_jsonl_lines(lines: Iterable[tuple[str, int]], path: str | os.PathLike) -> tuple[int, int]:
+    """(JSONL line, its trajectory's steps) pairs written as a trace file, atomically: what `write_trajectories` writes
+    for the trajectories they are (a parallel import's workers send their lines, not objects)."""
+    counts = [0, 0]
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            for line, steps in lines:
+                fh.write(line + "\n")
+                counts[0] += 1
+                counts[1] += steps
+    atomic_write(path, write)
+    return counts[0], counts[1]
+
+
 def write_trajectories(trajs: Iterable[Trajectory], path: str | os.PathLike) -> tuple[int, int]:
     """Write trajectories to ``path`` (.jsonl or .parquet) as they come (atomically: a failure part-way leaves no
     file), holding at most STREAM_CHUNK of them; (trajectories, steps) written. For what fits in one chunk the bytes

@@ -387,15 +387,20 @@ def _is_single_conversation(obj: Any) -> bool:
     return isinstance(obj, list) and bool(obj) and all(isinstance(m, dict) and "role" in m for m in obj)
 
 
-def iter_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any]]:
+def iter_records(path: str, expected: str, want: str, keep: Callable[[int], bool] | None = None) -> Iterator[tuple[str, Any]]:
     """(location, value — or the TraceFormatError to report there) of each record of a JSON or JSONL file, read one
     record at a time: each line of a `.jsonl`/`.ndjson` file; each item of a top-level JSON list (the list itself
     when its items are chat messages: one conversation); a top-level object. A file of another known format
-    (`files.kind_of`) is named as such on its first record."""
+    (`files.kind_of`) is named as such on its first record. `keep(i)` (a share of a parallel import): the lines of a
+    JSONL file it refuses are not even parsed."""
     if Path(path).suffix.lower() in (".jsonl", ".ndjson"):
         first = True
+        index = -1
         for lineno, line in files.iter_lines(path, expected):
             if not line.strip():
+                continue
+            index += 1
+            if keep is not None and not first and not keep(index):
                 continue
             try:
                 obj = files.parse_json_line(line, path, lineno)
@@ -410,8 +415,16 @@ def iter_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any
                 if err:
                     raise err
             first = False
-            yield f"line {lineno}", obj
+            if keep is None or keep(index):
+                yield f"line {lineno}", obj
         return
+    for i, rec in enumerate(_document_records(path, expected, want)):
+        if keep is None or keep(i):
+            yield rec
+
+
+def _document_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any]]:
+    """`iter_records` of a file that is not named JSONL: a list streamed item by item, else the document parsed whole."""
     w = jsonstream.Window.of_file(path)
     head = None
     try:
@@ -469,12 +482,15 @@ def iter_records(path: str, expected: str, want: str) -> Iterator[tuple[str, Any
 
 
 def iter_openai_file(path: str | os.PathLike, tagger: ToolTagger, domain: str = "unknown", skip_bad: bool = False,
-                     skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> Iterator[Trajectory]:
-    """Every conversation of one file, one at a time (at least one must import)."""
+                     skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None,
+                     options: Any = None) -> Iterator[Trajectory]:
+    """Every conversation of one file, one at a time (at least one must import). With `options` (an
+    importers.ImportOptions), only its share of a JSONL file's conversations is read, and the end is its `close`."""
     path = str(path)
     n = 0
     skipped_here: list[SkippedRecord] = []
-    for where, conv in iter_records(path, files.OPENAI_FORMAT, "openai"):
+    keep = options.mine if options is not None and options.share is not None else None
+    for where, conv in iter_records(path, files.OPENAI_FORMAT, "openai", keep):
         try:
             if isinstance(conv, TraceFormatError):
                 raise conv
@@ -487,7 +503,10 @@ def iter_openai_file(path: str | os.PathLike, tagger: ToolTagger, domain: str = 
             continue
         n += 1
         yield traj
-    close_skips(n, path, skipped_here, skipped, "at least one conversation")
+    if options is not None:
+        options.close(n, path, skipped_here, "at least one conversation")
+    else:
+        close_skips(n, path, skipped_here, skipped, "at least one conversation")
 
 
 def read_openai_file(path: str | os.PathLike, tags: TagMap, domain: str = "unknown", skip_bad: bool = False,

@@ -124,6 +124,13 @@ class QualityTally:
                 c["waited"] += (s.tool_latency_s if s.actor == Actor.TOOL else s.user_latency_s) is not None
         return t
 
+    def merge(self, other: "QualityTally") -> None:
+        """Add another tally's counts (a parallel import's shares)."""
+        self.c.update(other.c)
+        self.untagged.update(other.untagged)
+        self.importers.update(other.importers)
+        self.reasoning.update(other.reasoning)
+
     def result(self) -> DataQuality:
         c = self.c
         agent, waits, n = c["agent"], c["waits"], c["n"]

@@ -572,10 +572,12 @@ def file_context(path: str, top: dict, first_sims: list[Any], domain: str | None
 
 
 def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str | None = None, skip_bad: bool = False,
-                   skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None) -> Iterator[Trajectory]:
+                   skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None,
+                   options: Any = None) -> Iterator[Trajectory]:
     """Every simulation of one τ²-Bench results file (or a bare list of simulations), one at a time; at least one
-    must import (``NoTrajectoriesError`` otherwise). The file's text is held once; each simulation is parsed when
-    reached."""
+    must import (``NoTrajectoriesError`` otherwise). The file is read a window at a time; each simulation is parsed
+    when reached. With `options` (an importers.ImportOptions), only its share of the simulations is converted (every
+    one is still checked for a repeated id) and the end of the file is its `close`."""
     path = str(path)
     top, sims = _open_results(path)
     sims = _located(path, sims)
@@ -588,7 +590,7 @@ def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str |
         try:
             if not isinstance(sim, dict):
                 raise TraceFormatError(path, f"simulation {i}", "<simulation>", "an object", type(sim).__name__)
-            if sim.get("messages") == [] and sim.get("termination_reason"):  # a run that never started: reported
+            if sim.get("messages") == [] and sim.get("termination_reason") and (options is None or options.mine(i)):
                 report_skipped(TraceFormatError(path, f"simulation {i} (id={sim.get('id')!r})", "messages",
                                                 "at least one message (a run that never started is left out)",
                                                 found=f"none, termination_reason {sim['termination_reason']!r}"),
@@ -601,6 +603,8 @@ def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str |
                                            f"{first_of[sim_id]} has it: the same run listed twice would be imported twice)",
                                            sim_id)
                 first_of[sim_id] = i
+            if options is not None and not options.mine(i):
+                continue
             traj = simulation_to_trajectory(sim, file=path, sim_index=i, repairs=repairs, tagger=tagger, context=fc)
         except TraceFormatError as e:
             tagger.marks()  # a skipped simulation's tags count for nothing
@@ -610,7 +614,10 @@ def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str |
             continue
         n += 1
         yield traj
-    close_skips(n, path, skipped_here, skipped, "at least one simulation")
+    if options is not None:
+        options.close(n, path, skipped_here, "at least one simulation")
+    else:
+        close_skips(n, path, skipped_here, skipped, "at least one simulation")
 
 
 def read_tau2_file(path: str | os.PathLike, tags: TagMap | None = None, skip_bad: bool = False,

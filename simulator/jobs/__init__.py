@@ -13,4 +13,4 @@ and prints the Result) and Python callers (the notebooks) run, so they cannot di
 from __future__ import annotations
 
 #: job name -> its module under specagent.simulator.jobs
-JOBS = {"predict": "predict", "explain": "explain", "simulate": "simulate", "plan": "plan"}
+JOBS = {"predict": "predict", "explain": "explain", "simulate": "simulate", "plan": "plan", "import_traces": "import_traces"}

@@ -113,6 +113,8 @@ def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE.
                domain: Annotated[Optional[str], typer.Option(help="Domain for logs that name none (τ²-Bench's domains "
                                                                   "take their tool tags). Default: the log's own, else "
                                                                   "the benchmark domain whose tools it calls.")] = None,
+               workers: Annotated[int, typer.Option(min=0, help="Processes that convert a big file (0: one per core; a "
+                                                                "file under 4 MB, or a format without shares, uses one).")] = 0,
                as_json: Annotated[bool, typer.Option("--json", help="Print the data-quality summary as JSON.")] = False) -> None:
     """Import agent logs into the trace schema; say what was measured and what estimated.
 
@@ -122,43 +124,31 @@ def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE.
     much of the workload was measured.
     """
     from specagent.common.errors import InputError
-    from specagent.traces.importers import ImportOptions, iter_import
-    from specagent.traces.io import write_trajectories
-    from specagent.traces.quality import QualityTally
-    from specagent.traces.tool_tags import ToolTagger
+    from specagent.simulator.jobs.base import JobError
+    from specagent.simulator.jobs.import_traces import ImportRequest
+    from specagent.simulator.jobs.import_traces import run as import_job
 
     fmt_name, files = _split_format(logs, fmt)
     out = _default_out(out, files)
-    skipped: list[SkippedRecord] = []
-    repairs: list[Repair] = []
-    formats: list[tuple[str, str]] = []
-    tally = QualityTally()
     _guard({"-o": out}, {"FILE": files, "--tags": tags}, {"-o": trace_kind(out)})
+    request = ImportRequest(files=tuple(str(f) for f in files), format=fmt_name, tags=tags, domain=domain,
+                            skip_bad=skip_bad, workers=workers)
     try:
-        options = ImportOptions(tagger=ToolTagger(user=tags), domain=domain, skip_bad=skip_bad, skipped=skipped,
-                                repairs=repairs)
-
-        def stream():
-            with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
-                for path, imp, trajs in iter_import(files, options, fmt_name):
-                    formats.append((path, imp.name))
-                    yield from map(tally.add, trajs)
-                    advance(1)
-
-        n, steps = write_trajectories(stream(), out)
+        with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
+            result = import_job(request, lambda step: advance(1) if step.done else None, out=out)
+    except JobError as e:
+        fail(f"--{e.field.replace('_', '-')}: {e}" if e.field and e.field != "files" else e)
     except (TraceFormatError, FileNotFoundError, InputError) as e:
         fail(e)
-    _report_skips(skipped, repairs)
-    q = tally.result()
+    _report_skips(result.skipped, result.repairs)
     if as_json:
-        typer.echo(json_out({"out": str(out), "trajectories": n, "steps": steps, "formats": dict(formats),
-                             "quality": q.to_dict()}, indent=1))
+        typer.echo(json_out({k: v for k, v in result.to_dict().items() if k not in ("skipped", "repairs")}, indent=1))
         return
     c = SafeConsole()
-    for path, name in formats:
+    for path, name in result.formats:
         c.print(f"{escape(path)}: read as {name}")
-    c.print(f"wrote {n} trajectories ({steps} steps) to {escape(str(out))}")
-    print_quality(c, q)
+    c.print(f"wrote {result.trajectories} trajectories ({result.steps} steps) to {escape(str(out))}")
+    print_quality(c, result.quality)
 
 
 def print_quality(c: SafeConsole, q) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import Repair, SkippedRecord, TraceFormatError, report_skipped
+from ..errors import Repair, SkippedRecord, TraceFormatError, close_skips, report_skipped
 from ..schema import Trajectory
 from ..tool_tags import ToolTagger
 
@@ -77,6 +77,22 @@ class ImportOptions:
     skip_bad: bool = False
     skipped: list[SkippedRecord] | None = None
     repairs: list[Repair] | None = None
+    #: (k, n): convert only records whose index is k modulo n (one of n workers of a parallel import; importers that
+    #: support it say so with `Importer.shares`); None: every record
+    share: tuple[int, int] | None = None
+    index: int = -1  # the record being converted (set by an importer that supports shares)
+
+    def mine(self, i: int) -> bool:
+        """Whether record `i` is this reader's to convert (every record, unless this is one share of several)."""
+        self.index = i
+        return self.share is None or i % self.share[1] == self.share[0]
+
+    def close(self, n: int, path: str, here: list[SkippedRecord], what: str) -> None:
+        """The end of one file: its skips handed on, and (a whole file, not a share) an error when nothing came out."""
+        if self.share is None:
+            close_skips(n, path, here, self.skipped, what)
+        elif self.skipped is not None:
+            self.skipped.extend(here)
 
     def skip(self, error: TraceFormatError, here: list[SkippedRecord]) -> None:
         """A bad record: raised, or (``skip_bad``) reported into `here`."""
@@ -92,6 +108,8 @@ class Importer:
     title: ClassVar[str]
     spec: ClassVar[str]
     facts: ClassVar[FormatFacts]
+    #: `read` honours `options.share` (a big file of it is imported on several cores: importers/parallel.py)
+    shares: ClassVar[bool] = False
 
     def sniff(self, probe: Probe) -> Match | None:
         raise NotImplementedError

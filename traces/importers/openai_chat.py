@@ -46,6 +46,8 @@ class OpenAIChat(Importer):
                               "system/user/assistant/tool")
         return None
 
+    shares = True
+
     def read(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Trajectory]:
         return iter_openai_file(path, options.tagger, domain=options.domain or "unknown", skip_bad=options.skip_bad,
-                                skipped=options.skipped, repairs=options.repairs)
+                                skipped=options.skipped, repairs=options.repairs, options=options)

@@ -45,6 +45,8 @@ class Tau2Results(Importer):
             return Match(0.3, f"τ²-Bench's keys ({', '.join(sorted(keys))}) but no 'simulations' list")
         return None
 
+    shares = True
+
     def read(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Trajectory]:
         return iter_tau2_file(path, options.tagger, domain=options.domain, skip_bad=options.skip_bad,
-                              skipped=options.skipped, repairs=options.repairs)
+                              skipped=options.skipped, repairs=options.repairs, options=options)

@@ -1,0 +1,131 @@
+"""Import one big log on several cores, with the bytes a single process writes.
+
+Why this way: converting a record costs about ten times parsing it, and records are independent, so each of n
+worker processes reads the whole file (every record parsed, or for JSONL only its own lines, so that checks across
+records — a simulation listed twice — still see them all) and converts every n-th record; the parent puts the
+trajectories back in file order. A record's repairs and skips keep its index, so what is reported, and in what
+order, is what one process reports; the first error in file order is the one raised. Only formats whose reader
+honours `ImportOptions.share` run this way (`Importer.shares`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import NoTrajectoriesError, Repair, SkippedRecord, TraceFormatError, report_repair
+from ..quality import QualityTally
+from ..tool_tags import ToolTagger
+from .base import ImportOptions
+
+#: Below this size a file is imported in one process (the workers' start-up would cost more than they save).
+MIN_BYTES = 4 << 20
+
+
+@dataclass
+class ShareResult:
+    """What one worker made of its share of a file: the file its trajectories went to (one line each: record index,
+    steps, JSONL, tab-separated), the counts behind the data-quality summary, its repairs and skips by record index,
+    and the first error it met (with its index)."""
+
+    lines: str = ""
+    tally: QualityTally = field(default_factory=QualityTally)
+    repairs: list[tuple[int, Repair]] = field(default_factory=list)
+    skipped: list[tuple[int, SkippedRecord]] = field(default_factory=list)
+    error: tuple[int, TraceFormatError] | None = None
+
+
+def convert_share(name: str, path: str, k: int, n: int, user_tags: dict, domain: str | None, skip_bad: bool,
+                  folder: str) -> ShareResult:
+    """One worker: the importer `name` reads `path` and converts the records whose index is k modulo n, writing them
+    to a file in `folder` (memory stays a window of the log and one record)."""
+    from . import by_name
+
+    out = ShareResult(str(Path(folder) / f"share{k}.tsv"))
+    repairs: list[Repair] = []
+    skipped: list[SkippedRecord] = []
+    opts = ImportOptions(ToolTagger(user=user_tags), domain, skip_bad, skipped, repairs, share=(k, n))
+    seen_repairs = seen_skips = 0
+    fh = open(out.lines, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed below, the error path too
+    try:
+        for traj in by_name(name).read(path, opts):
+            fh.write(f"{opts.index}\t{len(traj.steps)}\t{traj.model_dump_json()}\n")
+            out.tally.add(traj)
+            out.repairs += [(opts.index, r) for r in repairs[seen_repairs:]]
+            seen_repairs = len(repairs)
+            out.skipped += [(opts.index, r) for r in skipped[seen_skips:]]
+            seen_skips = len(skipped)
+    except TraceFormatError as e:
+        out.error = (opts.index, e)
+    finally:
+        fh.close()
+    out.repairs += [(opts.index, r) for r in repairs[seen_repairs:]]
+    out.skipped += [(opts.index, r) for r in skipped[seen_skips:]]
+    return out
+
+
+def worth_it(paths: Iterable[str | os.PathLike], shares: bool, workers: int) -> bool:
+    """Whether an import runs in `workers` processes: its format supports shares, and a file is big enough."""
+    return shares and workers > 1 and any(Path(p).stat().st_size >= MIN_BYTES for p in paths)
+
+
+def _share_lines(path: str) -> Iterator[tuple[int, str, int]]:
+    with open(path, encoding="utf-8") as fh:
+        for row in fh:
+            i, steps, line = row.rstrip("\n").split("\t", 2)
+            yield int(i), line, int(steps)
+
+
+def import_file(name: str, path: str, options: ImportOptions, workers: int) -> tuple[Iterator[tuple[str, int]], QualityTally]:
+    """Every trajectory of one file as (JSONL line, steps) in file order (an iterator over the workers' files, merged),
+    and their quality counts, converted by `workers` processes; repairs and skips are handed to `options` (or warned)
+    in file order; errors as one process raises them."""
+    folder = tempfile.mkdtemp(prefix="specagent-import-")
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(convert_share, name, str(path), k, workers, options.tagger.user, options.domain,
+                                   options.skip_bad, folder) for k in range(workers)]
+            parts = [f.result() for f in futures]
+        errors = [p.error for p in parts if p.error is not None]
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
+        for _, r in sorted((x for p in parts for x in p.repairs), key=lambda x: x[0]):
+            report_repair(r, options.repairs)
+        # a reader hands its skips on at the end of the file: their record (a simulation's index, a JSONL line number)
+        # is the first number of their location, which orders them as one process finds them
+        skips = sorted((s for p in parts for _, s in p.skipped), key=lambda s: int(re.search(r"\d+", s.location).group()))
+        if options.skipped is not None:
+            options.skipped.extend(skips)
+        else:
+            for s in skips:
+                warnings.warn(str(s), stacklevel=2)
+        if not any(p.tally.c["n"] for p in parts):
+            shutil.rmtree(folder, ignore_errors=True)
+            if skips:
+                raise NoTrajectoriesError(str(path), "all records", "<records>", "at least one trajectory",
+                                          found=f"all {len(skips)} record(s) skipped as bad; first: {skips[0].location}: "
+                                                f"{skips[0].reason}")
+            raise NoTrajectoriesError(str(path), "file", "<records>", "at least one trajectory", found="no records")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    tally = QualityTally()
+    for p in parts:
+        tally.merge(p.tally)
+
+    def merged() -> Iterator[tuple[str, int]]:
+        try:
+            for _, line, steps in heapq.merge(*(_share_lines(p.lines) for p in parts), key=lambda x: x[0]):
+                yield line, steps
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    return merged(), tally
