@@ -57,6 +57,10 @@ def _details(u: dict, key: str, field: str, err: ErrFn) -> int | None:
 
 def read_usage(u: Any, err: ErrFn) -> Usage:
     """A ``usage`` object under OpenAI's, Anthropic's or the Responses API's names; a located error otherwise."""
+    if type(u) is dict and len(u) == 2:  # the common case, {prompt_tokens, completion_tokens}, checked quickly
+        p, c = u.get("prompt_tokens"), u.get("completion_tokens")
+        if type(p) is int and type(c) is int and 0 <= p and 0 <= c and p + c <= MAX_CONTEXT_TOKENS:
+            return Usage(p, c)
     if not isinstance(u, dict):
         raise err("usage", "an object with prompt_tokens and completion_tokens (or input_tokens and output_tokens)", u)
     for pk, ck in _NAMES:
