@@ -3,7 +3,7 @@
 They are the only public measurements of the protocol itself, so they are what
 `specagent acceptance calibrate` holds the acceptance and verdict model to. This module
 only reads and checks `protocol_figures.csv` (bottom layer, beside the serving rows); the
-mapping from a row's `metric` to a simulated quantity lives in `simulator/calibration.py`.
+mapping from a row's `metric` to a simulated quantity lives in `simulator/jobs/acceptance_candidates.py`.
 """
 
 from __future__ import annotations

@@ -12,5 +12,10 @@ and prints the Result) and Python callers (the notebooks) run, so they cannot di
 
 from __future__ import annotations
 
-#: job name -> its module under specagent.simulator.jobs
-JOBS = {"predict": "predict"}
+#: job name -> its module under specagent.simulator.jobs (a dotted path from ``specagent.``: a job that drives torch or
+#: the network lives beside what it drives, above the simulator: kernels/jobs/, endpoints/jobs/)
+JOBS = {
+    "predict": "predict",
+    "acceptance_search": "acceptance_search",
+    "acceptance_fit": "acceptance_fit",
+}

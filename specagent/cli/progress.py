@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -89,3 +90,19 @@ def _lines(total: int, what: str, status: Callable[[], str] | None, heartbeat_s:
     finally:
         stop.set()
         t.join(timeout=1.0)
+
+
+@contextmanager
+def step_bar(total: int, what: str, show: bool = True, status: Callable[[], str] | None = None,
+             plain: bool = False) -> Iterator[Callable[[Any], None]]:
+    """`progress_bar` driven by a job's progress steps (`simulator.jobs.base.Step`: each says how much is done so
+    far): yields the callback a job's `run(request, progress=...)` takes."""
+    with progress_bar(total, what, show, status, plain) as advance:
+        seen = [0]
+
+        def told(step: Any) -> None:
+            done = int(step.done)
+            advance(done - seen[0])
+            seen[0] = done
+
+        yield told

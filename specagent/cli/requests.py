@@ -9,6 +9,10 @@ line naming the flag: a ScenarioError by its scenario flag, a JobError by the fi
 
 Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
 repeatable option whose values may also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``).
+More metadata: ``argument: True`` makes the field a positional argument (a ``tuple[Path, ...]`` one takes several
+files); ``min``/``max`` bound a number (typer refuses a value outside them with its usage error; the job's own
+``check`` holds Python callers to the same bounds); a field without a default (a ``kw_only`` Request) is required.
+A job that runs no scenario (``request_options(..., scenario=False)``) has none of the scenario's flags.
 """
 
 from __future__ import annotations
@@ -38,31 +42,43 @@ class JobFlag:
     default: Any
     help: str
     panel: str | None
+    item: Any = str  # the type of a tuple's items (str, or Path for files)
+    argument: bool = False
+    bounds: tuple[Any, Any] = (None, None)  # (min, max) of a number, None: unbounded
 
     @property
     def repeated(self) -> bool:
         return self.type is tuple
 
+    @property
+    def required(self) -> bool:
+        return self.default is dataclasses.MISSING
+
     def parameter(self) -> inspect.Parameter:
-        if self.type is bool:
+        if self.type is bool and not self.argument:
             decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
         else:
             decls = self.names
-        annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
-        default = [] if self.repeated else self.default
-        return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                 default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
-                                                      show_default=self.default not in (None, (), "")))
+        annotation = {tuple: Optional[list[self.item]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[name-defined]
+        default = ... if self.required else [] if self.repeated else self.default
+        lo, hi = self.bounds
+        extra = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        if self.argument:
+            make = typer.Argument(default, help=self.help, rich_help_panel=self.panel, show_default=False, **extra)
+        else:
+            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
+                                show_default=not self.required and self.default not in (None, (), ""), **extra)
+        return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
 
 
-def _base_type(t: Any) -> Any:
-    """The flag type of a field annotation: X | None is X; tuple[str, ...] is tuple."""
+def _base_type(t: Any) -> tuple[Any, Any]:
+    """The flag type of a field annotation and its items' type: X | None is X; tuple[str, ...] is (tuple, str)."""
     args = [a for a in typing.get_args(t) if a is not type(None)]
     if type(None) in typing.get_args(t) and len(args) == 1:
         t = args[0]
     if typing.get_origin(t) is tuple:
-        return tuple
-    return t
+        return tuple, typing.get_args(t)[0]
+    return t, str
 
 
 def job_flags(request_type: type[Request]) -> list[JobFlag]:
@@ -72,13 +88,15 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
     for f in fields(request_type):
         if f.metadata.get("cli") is False:
             continue
-        typ = _base_type(hints[f.name])
-        if typ not in (str, int, float, bool, Path, tuple):
+        typ, item = _base_type(hints[f.name])
+        if typ not in (str, int, float, bool, Path, tuple) or item not in (str, Path):
             raise TypeError(f"{request_type.__name__}.{f.name}: a {hints[f.name]} field cannot be a flag (cli: False)")
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel")))
+        default = (f.default if f.default is not dataclasses.MISSING else
+                   f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)  # type: ignore[misc]
+        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"), item,
+                           bool(f.metadata.get("argument")), (f.metadata.get("min"), f.metadata.get("max"))))
     return out
 
 
@@ -88,15 +106,27 @@ def flag_of(request_type: type[Request], field_name: str) -> str:
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
+    if fl.repeated and fl.item is Path:  # files: each as given (a file name may hold a comma)
+        return tuple(Path(p) for p in (v or []))
     if fl.repeated:
         return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip())
     return v
 
 
-def request_options(request_type: type[Request], exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command gets the scenario's flags and the Request's, and is called with `request=`."""
+def _no_scenario(kw: dict[str, Any]) -> tuple[Any, Any]:
+    """A job that runs no scenario: the Request's defaults."""
+    from specagent.simulator.jobs.base import Provenance
+    from specagent.simulator.scenario import Scenario
+
+    return Scenario(), Provenance()
+
+
+def request_options(request_type: type[Request], exclude: Iterable[str] = (),
+                    scenario: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command gets the scenario's flags (none with `scenario=False`) and the Request's, and is called
+    with `request=`."""
     own_flags = job_flags(request_type)
-    scenario_params, build = scenario_parameters(exclude)
+    scenario_params, build = scenario_parameters(exclude) if scenario else ([], _no_scenario)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
