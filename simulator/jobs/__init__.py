@@ -18,4 +18,6 @@ JOBS = {
     "predict": "predict",
     "acceptance_search": "acceptance_search",
     "acceptance_fit": "acceptance_fit",
+    "acceptance_measure": "specagent.endpoints.jobs.acceptance_measure",
+    "bench_serve": "specagent.endpoints.jobs.bench_serve",
 }

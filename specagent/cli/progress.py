@@ -106,3 +106,30 @@ def step_bar(total: int, what: str, show: bool = True, status: Callable[[], str]
             seen[0] = done
 
         yield told
+
+
+class StepBars:
+    """A bar per stage of a job (a Step's `what`, e.g. each load level of `bench serve`): a step of a new stage closes
+    the bar of the one before and opens its own, of the step's total. `close()` closes the last (before printing)."""
+
+    def __init__(self, show: bool = True, plain: bool = False):
+        self.show, self.plain = show, plain
+        self.what: str | None = None
+        self.bar: Any = None
+        self.advance: Callable[[int], None] = lambda k: None
+        self.seen = 0
+
+    def __call__(self, step: Any) -> None:
+        if step.what != self.what:
+            self.close()
+            self.what, self.seen = step.what, 0
+            self.bar = progress_bar(int(step.total or 0), step.what, show=self.show, plain=self.plain)
+            self.advance = self.bar.__enter__()
+        done = int(step.done)
+        self.advance(done - self.seen)
+        self.seen = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+        self.bar, self.what = None, None
