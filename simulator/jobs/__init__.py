@@ -20,4 +20,9 @@ JOBS = {
     "acceptance_fit": "acceptance_fit",
     "acceptance_measure": "specagent.endpoints.jobs.acceptance_measure",
     "bench_serve": "specagent.endpoints.jobs.bench_serve",
+    "latency_fit": "latency_fit",
+    "latency_validate": "latency_validate",
+    "predictor_validate": "predictor_validate",
+    "calibrate": "specagent.kernels.jobs.calibrate",
+    "live": "specagent.endpoints.jobs.live",
 }

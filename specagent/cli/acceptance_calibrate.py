@@ -17,7 +17,7 @@ from rich.table import Table
 from specagent.cli.console import SafeConsole, fail
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import step_bar
-from specagent.cli.requests import request_options
+from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.measurements import MeasurementError
@@ -151,7 +151,7 @@ def calibrate(
         with step_bar(request.samples, "simulating candidates") as progress:
             res = run(request, progress)
     except (MeasurementError, InputError, ScenarioError) as exc:
-        fail(exc)
+        fail_job(AcceptanceSearchRequest, exc)
     _print(res)
     written = res.write(out, acceptance_out, edge_acceptance_out, points_out)
     console.print(f"wrote {', '.join(str(p) for p in written)}")

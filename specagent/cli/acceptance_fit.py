@@ -15,9 +15,9 @@ import typer
 
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail, json_out, legend
+from specagent.cli.console import SafeConsole, json_out, legend
 from specagent.cli.options import guard_outputs
-from specagent.cli.requests import request_options
+from specagent.cli.requests import fail_job, request_options
 from specagent.common.errors import InputError
 from specagent.common.paths import starts_with
 from specagent.simulator.acceptance.fit import FitResult
@@ -42,7 +42,7 @@ def fit(
     try:
         result = run(request)
     except (TraceFormatError, InputError) as exc:  # the job's errors name the logs (a format error, its file and field)
-        fail(str(exc))
+        fail_job(AcceptanceFitRequest, exc)
     if output is not None:
         result.write(output)
     if as_json:  # strict JSON through the output guard (common/guard.py), as every command's

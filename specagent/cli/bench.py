@@ -14,7 +14,7 @@ import typer
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import StepBars
-from specagent.cli.requests import request_options
+from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import starts_with
@@ -46,7 +46,7 @@ def _prepared(request: BenchServeRequest, csv_out: Optional[Path], requests_out:
     try:
         return ServeBenchmark(request)
     except InputError as exc:
-        fail(str(exc))
+        fail_job(BenchServeRequest, exc)
 
 
 def _write(res: BenchServeResult, csv_out: Optional[Path], requests_out: Optional[Path]) -> list[str]:

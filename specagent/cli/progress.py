@@ -133,3 +133,18 @@ class StepBars:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
         self.bar, self.what = None, None
+
+
+@contextmanager
+def spinner(what: str) -> Iterator[Callable[[Any], None]]:
+    """A transient line on stderr whose text follows a job's steps (a bar once a step says its total): for jobs whose
+    stages are of unknown length (calibrating, a live run)."""
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(what, total=None)
+
+        def told(step: Any) -> None:
+            prog.update(task, description=step.what, **({"completed": step.done, "total": step.total} if step.total else {}))
+
+        yield told

@@ -23,7 +23,7 @@ import inspect
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NoReturn, Optional
 
 import typer
 
@@ -101,8 +101,21 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
 
 
 def flag_of(request_type: type[Request], field_name: str) -> str:
-    """The flag a Request field is set by (its name when it has none)."""
+    """The flag a Request field is set by (its name when it has none); ``scenario.<path>`` is a field of the request's
+    scenario, named by its scenario flag."""
+    if field_name.startswith("scenario."):
+        from specagent.cli.options import scenario_flags
+
+        path = field_name.removeprefix("scenario.")
+        return next((fl.names[0] for fl in scenario_flags() if fl.path == path and not fl.deprecated), f"scenario field {path}")
     return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), field_name)
+
+
+def fail_job(request_type: type[Request], exc: BaseException) -> NoReturn:
+    """One error line (exit 2) for a job's failure: a JobError about a field names the field's flag."""
+    if isinstance(exc, JobError) and exc.field:
+        fail(f"{flag_of(request_type, exc.field)}: {exc}")
+    fail(str(exc))
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
@@ -139,7 +152,7 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = (),
                 request = request_type(scenario=scenario, provenance=provenance, **values)
                 request.check()
             except JobError as exc:
-                fail(f"{flag_of(request_type, exc.field)}: {exc}" if exc.field else str(exc))
+                fail_job(request_type, exc)
             return fn(request=request, **kw)
 
         params = [*own, *(fl.parameter() for fl in own_flags), *scenario_params]

@@ -137,6 +137,10 @@ class MeasureResult(Result):
 
     summary: dict[str, Any]
     client: dict[str, Any]
+    stems: dict[str, str]  # trace file -> the name of its verdict log
+    positions: list[tuple[RecordedTask, int]]
+    results: list[Any]  # per position: its record or why it was skipped, and the calls it made
+    run_info: dict[str, Any]  # run.json: what this run sent, retried and found in the cache
     paths: list[Path] = field(default_factory=list)
 
     @property
@@ -148,8 +152,10 @@ class MeasureResult(Result):
         return {"summary": self.summary, "client": self.client, "outputs": [str(p) for p in self.paths]}
 
     def write(self, folder: str | Path) -> list[Path]:
-        """The run writes its files in `request.out` as it ends (the cache beside them): they are those."""
-        return list(self.paths)
+        """The verdict logs (one per trace, even when empty), skips, calls, summary and run info, together; `run`
+        writes them in `request.out`, beside the cache."""
+        self.paths = write_outputs(Path(folder), self.stems, self.positions, self.results, self.summary, self.run_info)
+        return self.paths
 
 
 class ShadowMeasurement:
@@ -232,8 +238,9 @@ class ShadowMeasurement:
         info = {"client": client.stats.as_dict(),
                 "endpoints": {ep.role: {"url": ep.shown_url, "model": ep.model, "served_models": client.stats.served_models(ep.role),
                                         "max_tokens": run.cfg.cap(ep.role)} for ep in (self.weak, self.strong)}}
-        paths = write_outputs(self.request.out, self.stems, self.positions, results, summary, info)
-        return MeasureResult(summary, client.stats.as_dict(), paths)
+        result = MeasureResult(summary, client.stats.as_dict(), self.stems, self.positions, results, info)
+        result.write(self.request.out)
+        return result
 
 
 def run(request: MeasureRequest, progress: Progress | None = None) -> MeasureResult:
