@@ -120,7 +120,7 @@ def _print(res: AcceptanceSearchResult) -> None:
 
 
 @request_options(AcceptanceSearchRequest, scenario=False)
-def calibrate(
+def acceptance_search(
     request: AcceptanceSearchRequest,
     out: Path = O(Path("out/calibrate"), "-o", "--out", help="Directory for candidates.csv and summary.json."),
     acceptance_out: Optional[Path] = O(None, "--acceptance-out", help="Also write the chosen point (of every figure's set, else of the "

@@ -94,15 +94,18 @@ class LiveRequest(TorchLiveRequest):
             except InputError as exc:
                 raise JobError(str(exc), name) from None
         try:
-            return (Endpoint("weak", self.weak_url or "", self.weak_model, self.weak_api_key_env or DEFAULT_KEY_ENV,
-                             extra["weak_extra_body"]),
-                    Endpoint("strong", self.strong_url, self.strong_model, self.strong_api_key_env or DEFAULT_KEY_ENV,
-                             extra["strong_extra_body"]))
+            return (Endpoint("weak", self.weak_url or "", self.weak_model, _key_env(self.weak_api_key_env), extra["weak_extra_body"]),
+                    Endpoint("strong", self.strong_url, self.strong_model, _key_env(self.strong_api_key_env), extra["strong_extra_body"]))
         except InputError as exc:  # an Endpoint's error already names its option
             raise JobError(str(exc)) from None
 
     def retry(self) -> RetryPolicy:
         return RetryPolicy(**{k: v for k, v in (("attempts", self.retries), ("base_s", self.backoff)) if v is not None})
+
+
+def _key_env(given: str | None) -> str:
+    """The key's variable as given (an empty name is refused by the Endpoint, not replaced), else the default."""
+    return DEFAULT_KEY_ENV if given is None else given
 
 
 class LiveInterrupted(Exception):
