@@ -44,7 +44,7 @@ class LatencyDataRequest(Request):
         if self.engine_id is None:
             for name in ("base_engine", "max_num_seqs"):
                 if getattr(self, name) is not None:
-                    raise JobError("only with --engine-id (the id of the profile fitted to your data)", name)
+                    raise JobError("only with `engine_id` (the id of the profile fitted to your data)", name)
         elif not ENGINE_ID.fullmatch(self.engine_id):
             raise JobError(f"expected a name of letters, digits, '-', '_' or '.', got {self.engine_id!r}", "engine_id")
 
@@ -58,13 +58,13 @@ class LatencyDataRequest(Request):
         named = sorted({r.engine for r in rows})
         name = self.base_engine or (named[0] if len(named) == 1 else None)
         if name is None:
-            raise JobError(f"the rows name several engines ({', '.join(named)}); say which shipped profile --engine-id starts from",
+            raise JobError(f"the rows name several engines ({', '.join(named)}); say which shipped profile `engine_id` starts from",
                            "base_engine")
         try:
             base = load_engine(name)
         except EngineProfileError as exc:
-            raise JobError(f"--base-engine {name}: {exc}"
-                           + ("" if self.base_engine else " (the rows' engine; pass --base-engine vllm, sglang, ...)")) from None
+            raise JobError(f"`base_engine` {name}: {exc}"
+                           + ("" if self.base_engine else " (the rows' engine; pass `base_engine` vllm, sglang, ...)")) from None
         eng = own_engine(base, self.engine_id, max_num_seqs)
         return {e: eng for e in named}, base
 

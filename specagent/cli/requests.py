@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -112,10 +113,15 @@ def flag_of(request_type: type[Request], field_name: str) -> str:
 
 
 def fail_job(request_type: type[Request], exc: BaseException) -> NoReturn:
-    """One error line (exit 2) for a job's failure: a JobError about a field names the field's flag."""
-    if isinstance(exc, JobError) and exc.field:
-        fail(f"{flag_of(request_type, exc.field)}: {exc}")
-    fail(str(exc))
+    """One error line (exit 2) for a job's failure: a JobError about a field names the field's flag, and a field its
+    message names as `` `name` `` is shown as that field's flag too (a Python caller reads the field names)."""
+    text = str(exc)
+    if isinstance(exc, JobError):
+        fields_ = {fl.field for fl in job_flags(request_type)}
+        text = re.sub(r"`(\w+)`", lambda m: flag_of(request_type, m.group(1)) if m.group(1) in fields_ else m.group(0), text)
+        if exc.field:
+            fail(f"{flag_of(request_type, exc.field)}: {text}")
+    fail(text)
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
