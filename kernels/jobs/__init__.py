@@ -33,6 +33,6 @@ def setup_device(device: str, threads: int) -> None:
     """Refuse a CUDA device this machine lacks; set torch's threads (0: its default)."""
     torch, _, _ = torch_backend()
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise JobError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+        raise JobError(f"`device` {device}: CUDA is not available on this machine (use `device` cpu)")
     if threads > 0:
         torch.set_num_threads(threads)

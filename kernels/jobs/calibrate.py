@@ -40,15 +40,15 @@ def check_device_flags(device: str, dtype: str, threads: int, repeats: int, cloc
     if clock not in clocks:
         raise JobError(f"expected one of {', '.join(clocks)}, got '{clock}'", "clock")
     if clock == "cpu" and not device.startswith("cpu"):
-        raise JobError(f"--clock cpu times this thread's CPU work; models on {device} need --clock wall")
+        raise JobError(f"`clock` cpu times this thread's CPU work; models on {device} need `clock` wall")
 
 
 def model_spec(which: str, scale: str) -> Any:
     """The scaled Weak or Strong model (kernels/configs.py)."""
     if which not in ("weak", "strong"):
-        raise JobError(f"--model must be 'weak' or 'strong', got '{which}'")
+        raise JobError(f"`model` must be 'weak' or 'strong', got '{which}'")
     if scale not in SCALES:
-        raise JobError(f"--scale must be one of {', '.join(SCALES)}, got '{scale}'")
+        raise JobError(f"`scale` must be one of {', '.join(SCALES)}, got '{scale}'")
     return weak_spec(scale) if which == "weak" else strong_spec(scale)
 
 
@@ -86,7 +86,7 @@ class CalibrateRequest(Request):
         if self.engine_terms is False and self.engine_output is not None:
             raise JobError("names the engine profile that --no-engine-terms skips; drop one of them", "engine_output")
         if self.measures_engine and self.engine_path.resolve() == self.output.resolve():
-            raise JobError(f"{self.engine_path} is the hardware profile's --output; give another path", "engine_output")
+            raise JobError(f"{self.engine_path} is the hardware profile's `output`; give another path", "engine_output")
 
     @property
     def measures_engine(self) -> bool:
@@ -141,7 +141,7 @@ def run(request: CalibrateRequest, progress: Progress | None = None) -> Calibrat
         cfg = mb.TimingConfig(repeats=request.repeats, statistic=request.statistic, clock=request.clock)
         cfg.timer(request.device)
     except ValueError as exc:
-        raise JobError(f"--statistic/--clock: {exc}") from None
+        raise JobError(f"`statistic`/`clock`: {exc}") from None
     request.check_engine_output()
     spec = model_spec(request.model, request.scale)
 

@@ -75,7 +75,7 @@ class TorchLiveRequest(Request):
     def resolved(self) -> tuple[Scenario, int, int, AcceptanceModel | None]:
         """The scenario, K, seed and (a named scenario's) acceptance model the run takes."""
         if self.strategy != "specagent":
-            raise JobError(f"--strategy {self.strategy}: only 'specagent' runs live (the simulator prices the others)")
+            raise JobError(f"`strategy` {self.strategy}: only 'specagent' runs live (the simulator prices the others)")
         sc = self.scenario
         if self.scenario_file is not None:
             try:
@@ -83,7 +83,7 @@ class TorchLiveRequest(Request):
             except ScenarioError as exc:
                 raise JobError(str(exc), "scenario_file") from None
             if sc.review != DEFAULT_REVIEW:
-                raise JobError(f"--scenario {self.scenario_file}: review policy '{sc.review}'; the live runner implements "
+                raise JobError(f"`scenario_file` {self.scenario_file}: review policy '{sc.review}'; the live runner implements "
                                f"'{DEFAULT_REVIEW}' only")
         acceptance = sc.acceptance if self.scenario_file is not None and self.accept is None else None
         if acceptance is not None and acceptance.weak_token_ratio != 1.0:
@@ -112,7 +112,7 @@ class TorchLiveRequest(Request):
         if not 0 <= seed < 2**63:
             raise JobError(f"expected a whole number in [0, 2^63), got {seed}", "seed")
         if self.synthetic and self.trace is not None:
-            raise JobError("give --trace or --synthetic, not both", "synthetic")
+            raise JobError("give `trace` or `synthetic`, not both", "synthetic")
         model_spec("weak", self.scale)
         for name in ("weak_hardware", "strong_hardware"):
             if getattr(self, name) is not None:

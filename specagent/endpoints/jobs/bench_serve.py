@@ -79,8 +79,8 @@ class BenchServeRequest(Request):
         self.rate()
         self.levels()
         if self.tp is not None and self.tp > self.gpus:  # the row would describe a deployment no server runs
-            raise JobError(f"--tp {self.tp}: tensor parallelism splits one replica over its GPUs, and --gpus is {self.gpus}: give "
-                           f"--gpus {self.tp} (the GPUs of one replica) or a --tp of at most --gpus")
+            raise JobError(f"`tp` {self.tp}: tensor parallelism splits one replica over its GPUs, and `gpus` is {self.gpus}: give "
+                           f"`gpus` {self.tp} (the GPUs of one replica) or a `tp` of at most `gpus`")
         self._check_row_facts()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             raise JobError(f"expected an environment variable name, got {self.api_key_env!r}", "api_key_env")
@@ -133,12 +133,12 @@ class BenchServeRequest(Request):
             try:
                 load_model_spec(self.model_spec)
             except ModelSpecError as exc:
-                raise JobError(f"--model-spec {self.model_spec!r}: {exc}") from None
+                raise JobError(f"`model_spec` {self.model_spec!r}: {exc}") from None
         if self.gpu != "unknown":
             try:
                 load_hardware(self.gpu)
             except HardwareProfileError as exc:
-                raise JobError(f"--gpu {self.gpu!r}: {exc} (or 'unknown': the fit then skips the rows)") from None
+                raise JobError(f"`gpu` {self.gpu!r}: {exc} (or 'unknown': the fit then skips the rows)") from None
         if self.weight_dtype:
             try:
                 dtype_bytes(canonical_dtype(self.weight_dtype))

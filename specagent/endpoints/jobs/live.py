@@ -72,7 +72,7 @@ class LiveRequest(TorchLiveRequest):
         if not self.served:
             given = [name for name in SERVED_ONLY if getattr(self, name) is not None]
             if given:
-                raise JobError("only for a live run on served models, with --weak-url (docs/endpoints.md)", given[0])
+                raise JobError("only for a live run on served models, with `weak_url` (docs/endpoints.md)", given[0])
             super().check()
             return
         for name in ("timeout", "backoff"):
@@ -86,7 +86,7 @@ class LiveRequest(TorchLiveRequest):
     def endpoints(self) -> tuple[Endpoint, Endpoint]:
         """The Weak and Strong endpoints of a served run."""
         if not (self.strong_url and self.weak_model and self.strong_model):
-            raise JobError("a live run on endpoints needs --weak-url, --weak-model, --strong-url and --strong-model", "weak_url")
+            raise JobError("a live run on endpoints needs `weak_url`, `weak_model`, `strong_url` and `strong_model`", "weak_url")
         extra = {}
         for name in ("weak_extra_body", "strong_extra_body"):
             try:
