@@ -7,7 +7,7 @@ Two parts:
    workers), peak RSS (the largest process), the 1-minute load before and after, and the SHA-256 of
    candidates.csv and summary.json. The runs must write the same bytes whatever the workers (exit 1 if not).
 2. In this process, the per-candidate loop the sweep ran before the rewrite (`evaluate` once per candidate and
-   context: a lockstep plan per strategy, every send mode priced in full) against `calibrate` (candidates planned
+   context: a lockstep plan per strategy, every send mode priced in full) against `simulate_candidates` (candidates planned
    and priced a batch at a time) on the first `--reference-samples` candidates: CPU seconds per candidate of
    each, and whether every value is the same float (exit 1 if not).
 
@@ -52,16 +52,17 @@ def run_cli(samples: int, workers: int, folder: Path) -> dict:
 
 
 def reference(samples: int) -> dict:
-    """The pre-rewrite per-candidate loop vs `calibrate`, in this process, on the same candidates."""
+    """The pre-rewrite per-candidate loop vs `simulate_candidates`, in this process, on the same candidates."""
     from specagent.measurements.protocol_figures import load_protocol_figures
-    from specagent.simulator.calibration import (
-        WORKLOADS, _strategies_needed, calibrate, candidate_acceptance, evaluate, figure_status, latin_hypercube, load_context,
+    from specagent.simulator.jobs.acceptance_candidates import (
+        WORKLOADS, candidate_acceptance, evaluate, figure_status, latin_hypercube, load_context, simulate_candidates,
+        strategies_needed,
     )
     from specagent.simulator.scenario import Scenario
 
     figs = load_protocol_figures()
     scenarios = {"h20": Scenario(), "edge": Scenario.load("edge")}
-    contexts = [load_context(n, scenarios[n], _strategies_needed(figs, n)) for n in WORKLOADS
+    contexts = [load_context(n, scenarios[n], strategies_needed(figs, n)) for n in WORKLOADS
                 if any(f.setting == n and figure_status(f) == "scored" for f in figs)]
     t0 = time.process_time()
     old = []
@@ -72,7 +73,7 @@ def reference(samples: int) -> dict:
         old.append(rec)
     t_old = time.process_time() - t0
     t0 = time.process_time()
-    new = calibrate(figs, samples=samples, seed=0, scenarios=scenarios).values
+    new = simulate_candidates(figs, samples=samples, seed=0, scenarios=scenarios).values
     t_new = time.process_time() - t0
     same = list(new.columns) == list(old[0]) and all(
         v == rec[k] or (math.isnan(v) and math.isnan(rec[k])) for i, rec in enumerate(old) for k, v in new.loc[i].items())

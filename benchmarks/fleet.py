@@ -42,7 +42,7 @@ from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.fleet.native import PURE_ENV
 from specagent.simulator.fleet.sim import FleetSim, compile_steps
 from specagent.simulator.capacity.fleet_build import sample_tasks
-from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.fleet.config import Arrivals, Fleet, ReplicaPool, Scheduler
 from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import default_setting
 from specagent.simulator.strategies.catalog import make_strategy
@@ -62,8 +62,8 @@ def fleet_throughput(n_tasks: int, all_rates: bool = False, repeat: int = 3) -> 
     prep_s = time.perf_counter() - t0
 
     def timed_run(rate: float):
-        fleet = Fleet(weak=Pool(setting.weak, max(1, int(rate * 2)), scheduler=Scheduler(max_num_seqs=256)),
-                      strong=Pool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=256)))
+        fleet = Fleet(weak=ReplicaPool(setting.weak, max(1, int(rate * 2)), scheduler=Scheduler(max_num_seqs=256)),
+                      strong=ReplicaPool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=256)))
         t0 = time.perf_counter()
         res = FleetSim(plan, fleet, Arrivals(rate=rate, seed=0).sample(n_tasks), steps=steps).run()
         return res, time.perf_counter() - t0

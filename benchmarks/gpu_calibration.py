@@ -285,7 +285,7 @@ def live_size(predict: Callable[[int], float], room_s: float, sizes=LIVE_SIZES, 
 
 
 def live_stage(run: Run, cals: dict[str, dict], engine: dict | None) -> dict:
-    from specagent.kernels.live import compare
+    from specagent.kernels.live import compare_live
     from specagent.kernels.live_compare import live_comparison, live_workload, print_report
     from specagent.kernels.configs import strong_spec, weak_spec
 
@@ -312,7 +312,7 @@ def live_stage(run: Run, cals: dict[str, dict], engine: dict | None) -> dict:
     print_report(report)
     out = {"report": report.as_dict(), "predicted_repeat_s": predict(n)}
     if engine is not None and report.comparison is not None:
-        c = compare(report.runs, weak_spec(p.scale), strong_spec(p.scale), hw_w, hw_s, p.live_dtype, p.k, engine["engine"])
+        c = compare_live(report.runs, weak_spec(p.scale), strong_spec(p.scale), hw_w, hw_s, p.live_dtype, p.k, engine["engine"])
         out["engine_comparison"] = c.as_dict()
         run.say(f"  priced with the engine terms ({engine['id']}): total {c.predicted_s:.3f} s vs measured {c.measured_s:.3f} s ({c.error:+.1%})")
     return out
@@ -466,9 +466,9 @@ def markdown(rec: dict, cals: list[dict], engines: list[dict], live: dict | None
 def write_record(run: Run, rec: dict, md: str) -> Path:
     """The record folder `<root>/<date>-<device>/` (profiles, record.json, record.md); with --out, also a tarball of it there."""
     from specagent.common import atomic
-    from specagent.kernels.calibrate import _slug
+    from specagent.kernels.calibrate import slug
 
-    name = f"{rec['date'][:10]}-{_slug(rec['device']['name'].removeprefix('NVIDIA '))}"
+    name = f"{rec['date'][:10]}-{slug(rec['device']['name'].removeprefix('NVIDIA '))}"
     folder = run.plan.record_root / name
     folder.mkdir(parents=True, exist_ok=True)
     for fname, text in run.files.items():

@@ -34,7 +34,7 @@ from specagent.hardware.serving_engine import (LAYER_KINDS, EngineProfile, Engin
                                                toml_location, with_base)
 from specagent.hardware.profile import HardwareProfile, HardwareProfileError, Sourced, load_hardware
 from specagent.measurements import MoeKernelRow, ServingRow, file_sha256, load_serving
-from specagent.costmodel.latency_targets import FIT_ENGINES, Pricer, Target, predict
+from specagent.costmodel.latency_targets import FIT_ENGINES, Target, TargetPredictor, predict
 from specagent.costmodel.moe_kernel_fit import KERNEL_TERMS, PRIOR_SCALE, KernelFit, fit_moe_kernels
 
 # ------------------------------------------------------------------------- parameters
@@ -233,9 +233,9 @@ def _solve(targets: Sequence[Target], params: Sequence[Param], fixed: Sequence[P
     bases = {t.dep.serving_engine.id: t.dep.serving_engine for t in targets}
     every = [*fixed, *params]
     # a deployment's engine depends only on the parameters that apply to its engine and GPU: their values key the
-    # predictions `Pricer` keeps, so a trial that moves none of them (most Jacobian columns) reuses them exactly
+    # predictions `TargetPredictor` keeps, so a trial that moves none of them (most Jacobian columns) reuses them exactly
     applies: dict[tuple[str, str, bool], tuple[int, ...]] = {}
-    pricer = Pricer(targets)
+    pricer = TargetPredictor(targets)
 
     def residuals(z: np.ndarray) -> np.ndarray:
         vals = [*fixed_values, *np.exp(z)]
@@ -271,7 +271,7 @@ def moves_price(params: Sequence[Param], engine_id: str | Sequence[str], gpu_id:
     """Indices of the `params` a deployment's price can depend on: those that apply to its engine and GPU, less those a
     later one overwrites in `engine_with` (a per-GPU term after its engine-wide one: later parameters win) and, for a
     model without MoE layers, the MoE fields. What is left out cannot change a bit of its prediction, so a fit's
-    trial that moves only those reuses the prediction (`Pricer`) — the same numbers, fewer repricings."""
+    trial that moves only those reuses the prediction (`TargetPredictor`) — the same numbers, fewer repricings."""
     on = [i for i, p in enumerate(params) if p.applies(engine_id, gpu_id) and (moe or p.field not in MOE_FIELDS)]
 
     def overwritten(i: int) -> bool:  # a later absolute value of its field replaces it (a later factor multiplies it)

@@ -124,7 +124,7 @@ class Skipped:
 
 
 # ------------------------------------------------------------------------- rows -> targets
-def _hardware(gpu: str, cache: dict[str, HardwareProfile | None]) -> HardwareProfile | None:
+def cached_hardware(gpu: str, cache: dict[str, HardwareProfile | None]) -> HardwareProfile | None:
     """`gpu`'s profile, loaded once per GPU for a whole file of rows; None: no such profile."""
     if gpu not in cache:
         try:
@@ -140,7 +140,7 @@ def _deployment(row: ServingRow, engines: dict[str, EngineProfile], profiles: di
         spec = load_model_spec(row.model)
     except ModelSpecError as exc:
         raise Skip(f"model not describable: {exc}") from None
-    hw = _hardware(row.gpu, profiles)
+    hw = cached_hardware(row.gpu, profiles)
     if hw is None:
         raise Skip(f"no hardware profile for GPU '{row.gpu}'")
     name = ENGINE_BACKENDS.get(row.engine, (row.engine, ""))[0]
@@ -442,7 +442,7 @@ def predict(targets: Sequence[Target], engine_for: Callable[[Deployment], Engine
     return out
 
 
-class Pricer:
+class TargetPredictor:
     """`predict` over one fixed list of targets, called many times (a fit's trials): the same numbers, computed once where
     they do not change.
 

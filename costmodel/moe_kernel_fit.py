@@ -12,7 +12,7 @@ from specagent.costmodel.latency import capped_efficiency
 from specagent.costmodel.moe import moe_union_experts
 from specagent.hardware.profile import HardwareProfile
 from specagent.measurements import MoeKernelRow
-from specagent.costmodel.latency_targets import _hardware
+from specagent.costmodel.latency_targets import cached_hardware
 
 PRIOR_SCALE = math.log(4.0)  # a parameter 4x from its prior costs as much as one row off by e
 
@@ -68,7 +68,7 @@ def kernel_targets(rows: Iterable[MoeKernelRow]) -> tuple[list[KernelTarget], li
         if r.hidden is None or r.top_k is None:
             skipped.append((r, "hidden size (K) or top-k not stated"))
             continue
-        hw = _hardware(r.gpu, profiles)
+        hw = cached_hardware(r.gpu, profiles)
         if hw is None:
             skipped.append((r, f"no hardware profile for GPU '{r.gpu}'"))
             continue

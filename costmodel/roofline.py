@@ -44,10 +44,6 @@ if TYPE_CHECKING:  # pandas only for to_frame: the CLI's foundation commands imp
 
 WEIGHT_MODES = ("union", "active")
 
-FLOP_COMPONENTS = ("dense", "experts", "attention", "linear_attention", "lm_head")
-READ_COMPONENTS = ("dense_weights", "expert_weights", "embedding", "lm_head", "kv", "state", "activations")
-WRITE_COMPONENTS = ("kv", "state", "activations")
-
 
 @dataclass(frozen=True)
 class Coefficients:

@@ -150,7 +150,7 @@ def peak_gemm_sizes(facts: DeviceFacts, dtypes: Sequence[str]) -> dict[str, int]
         return {d: 1024 if d == "fp32" else 384 for d in dtypes}
     out = {}
     for d in dtypes:
-        size = mb.dtype_bytes(d)
+        size = mb.element_bytes(d)
         n = GPU_PEAK_GEMM_MAX
         while n > 256 and 3 * 3 * n * n * max(size, 2) > GPU_PEAK_GEMM_MEMORY_SHARE * facts.memory_bytes:
             n //= 2
@@ -158,7 +158,8 @@ def peak_gemm_sizes(facts: DeviceFacts, dtypes: Sequence[str]) -> dict[str, int]
     return out
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A profile id from free text (a device or machine name): lower-case letters and digits joined by single dashes."""
     s = "".join(ch.lower() if ch.isalnum() else "-" for ch in text)
     while "--" in s:
         s = s.replace("--", "-")
@@ -213,7 +214,7 @@ def measure_passes(model: Model, points: Sequence[tuple[int, int, int]], cfg: mb
     for i in range(cfg.warmup + cfg.repeats):
         probe = mb.ForeignLoad.start()
         for j, (cache, c, ids) in enumerate(setups):
-            _restore(cache, c)
+            restore_cache(cache, c)
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             t0 = now()
@@ -229,7 +230,7 @@ def measure_passes(model: Model, points: Sequence[tuple[int, int, int]], cfg: mb
     return [cfg.summarise([s[r] for r in keep]) for s in samples]
 
 
-def _restore(cache, c: int) -> None:
+def restore_cache(cache, c: int) -> None:
     """Reset the cache to exactly its snapshot at c (also when it already has length c)."""
     if cache.length != c:
         cache.rollback(c)
@@ -399,7 +400,7 @@ def _profile_dict(cal: Calibration, machine: str, stamp: str, facts: DeviceFacts
     big = cal.curve[-1][1] if cal.curve else 1.0
     return {
         "schema_version": 1,
-        "id": _slug(f"calibrated-{machine}-{cal.dtype}-{cal.model}"),
+        "id": slug(f"calibrated-{machine}-{cal.dtype}-{cal.model}"),
         "name": f"{machine} ({cal.dtype}, calibrated for {cal.model})",
         "vendor": "measured",
         "peak_tflops": peaks,

@@ -110,11 +110,11 @@ def build_part(spec: ModelSpec, kind: str, dtype: str, device: str, sets: int = 
     g = torch.Generator().manual_seed(seed)
     blk = Block(one, 0, dt, g).to(dev).requires_grad_(False)
     cache = Cache(batch=1)
-    xs = [mb._randn(g, 1, 1, spec.hidden, dtype=dt, device=dev) for _ in range(sets)]
+    xs = [mb.seeded_randn(g, 1, 1, spec.hidden, dtype=dt, device=dev) for _ in range(sets)]
     counts: list[list[int]] = []
     with torch.inference_mode():
         if role == "mixer" and context:
-            blk.mixer(mb._randn(g, 1, context, spec.hidden, dtype=dt, device=dev), cache, 0)
+            blk.mixer(mb.seeded_randn(g, 1, context, spec.hidden, dtype=dt, device=dev), cache, 0)
         if mk == "moe":
             counts = [blk.ffn.route_counts(blk.norm2(x)) for x in xs]
 
@@ -473,7 +473,7 @@ def pass_kernel_count(model: Model, context: int, device: str, seed: int = 0) ->
     cache.snapshot()
     ids = torch.randint(0, model.spec.vocab, (1, 1), generator=g).to(model.device)
     model.forward_tokens(cache, ids)  # grows the KV buffer outside the counted call
-    cal._restore(cache, context)
+    cal.restore_cache(cache, context)
     return count_kernels(lambda: model.forward_tokens(cache, ids), device)
 
 
@@ -555,7 +555,7 @@ def _g(x: float, digits: int = 5) -> float:
 
 
 def engine_id(device_name: str, dtype: str) -> str:
-    return cal._slug(f"calibrated-{device_name.removeprefix('NVIDIA ')}-{dtype}")
+    return cal.slug(f"calibrated-{device_name.removeprefix('NVIDIA ')}-{dtype}")
 
 
 def engine_profile_dict(t: EngineTerms) -> dict:

@@ -601,7 +601,7 @@ def measure(runs: Sequence[Sequence[LiveResult]]) -> Measured:
 
 
 @dataclass
-class Comparison:
+class LiveComparison:
     """Measured live run next to the simulator's prediction for the same protocol logs."""
 
     rows: list[dict]  # one per phase: measured_s, spread_s (min, max over repeats), predicted_s, measured_tokens, predicted_tokens
@@ -630,8 +630,8 @@ def total_counts(results: Sequence[LiveResult]) -> dict[str, int]:
     return dict(out)
 
 
-def compare(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_spec, strong_spec, weak_hw, strong_hw, dtype: str,
-            k: int, engine=None) -> Comparison:
+def compare_live(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_spec, strong_spec, weak_hw, strong_hw, dtype: str,
+                 k: int, engine=None) -> LiveComparison:
     """Price the protocol logs with `specagent.simulator.simulate` and line them up with the measurements.
 
     `runs`: the repeats of one live run (or a single run's results); `engine`: the serving-engine
@@ -660,5 +660,5 @@ def compare(runs: Sequence[Sequence[LiveResult]] | Sequence[LiveResult], weak_sp
         per = [rep[ph] for rep in m.repeats]
         rows.append({"phase": ph, "measured_s": m.seconds[ph], "spread_s": (min(per), max(per)), "predicted_s": pred_s,
                      "measured_tokens": meas_t, "predicted_tokens": pred_t if col_t in df else None})
-    return Comparison(rows=rows, measured_s=m.total_s, predicted_s=float(df["wall_time_s"].sum()), repeat_totals=m.repeat_totals,
+    return LiveComparison(rows=rows, measured_s=m.total_s, predicted_s=float(df["wall_time_s"].sum()), repeat_totals=m.repeat_totals,
                       tokens_exact=exact, clock=m.clock, counts=total_counts(first))  # type: ignore[arg-type]

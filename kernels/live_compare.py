@@ -31,7 +31,8 @@ from specagent.hardware.profile import HardwareProfile, load_hardware
 from specagent.kernels import calibrate as cal
 from specagent.kernels import microbench as mb
 from specagent.kernels.configs import LIVE_ACCEPT, LIVE_TOKEN_SCALE, LIVE_TRAJECTORIES, LIVE_VERDICT_TOKENS, strong_spec, weak_spec
-from specagent.kernels.live import PHASES, Comparison, LiveConfig, LiveResult, check_tools, compare, run_trajectory, scale_trajectory
+from specagent.kernels.live import (PHASES, LiveComparison, LiveConfig, LiveResult, check_tools, compare_live, run_trajectory,
+                                    scale_trajectory)
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.traces.schema import StepKind, Trajectory
@@ -64,7 +65,7 @@ class LiveReport:
     """A live run (R repeats), its comparison with the simulator, and how it was set up."""
 
     runs: list[list[LiveResult]]
-    comparison: Comparison | None
+    comparison: LiveComparison | None
     setup: dict
     profiles: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -202,7 +203,7 @@ def live_comparison(trajs: Sequence[Trajectory] | None = None, *, trajectories: 
     report.seconds["live_runs"] = time.monotonic() - t0
     if compare_with_simulator:
         tick("pricing the protocol logs")
-        report.comparison = compare(report.runs, ws, ss, hw["weak"], hw["strong"], dtype, k)
+        report.comparison = compare_live(report.runs, ws, ss, hw["weak"], hw["strong"], dtype, k)
     return report
 
 

@@ -41,8 +41,9 @@ def dtype_size(dt: torch.dtype) -> int:
     return torch.empty((), dtype=dt).element_size()
 
 
-def dtype_bytes(name: str) -> int:
-    """Bytes per element of a dtype name, fp8 included (a GEMM dtype for the peak, not a model dtype)."""
+def element_bytes(name: str) -> int:
+    """Bytes per element of a dtype name, fp8 included (a GEMM dtype for the peak, not a model dtype: the cost model's
+    `costmodel.dtypes.dtype_bytes` knows the weight formats, int4 included)."""
     return 1 if name.lower() == "fp8" else dtype_size(torch_dtype(name))
 
 
@@ -139,7 +140,7 @@ def time_call(fn: Callable[[int], object], device: torch.device | str, cfg: Timi
     return cfg.summarise(samples), tuple(samples)
 
 
-def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, device: torch.device, scale: float = 1.0) -> torch.Tensor:
+def seeded_randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, device: torch.device, scale: float = 1.0) -> torch.Tensor:
     """Random normal, never exactly zero (zeros could take fast paths)."""
     t = torch.randn(*shape, generator=gen, dtype=torch.float32)
     t = torch.where(t == 0, torch.full_like(t, 1e-3), t) * scale
@@ -203,8 +204,8 @@ def bench_gemm(tokens: int, k: int, n: int, dtype: str = "fp32", device: str = "
     """x[tokens, k] @ W[n, k]ᵀ via F.linear (what the model calls). Bytes: W once, x read, y written."""
     dev, dt = torch.device(device), torch_dtype(dtype)
     g = torch.Generator().manual_seed(seed)
-    xs = [_randn(g, tokens, k, dtype=dt, device=dev) for _ in range(cfg.rotate)]
-    ws = [_randn(g, n, k, dtype=dt, device=dev, scale=k**-0.5) for _ in range(cfg.rotate)]
+    xs = [seeded_randn(g, tokens, k, dtype=dt, device=dev) for _ in range(cfg.rotate)]
+    ws = [seeded_randn(g, n, k, dtype=dt, device=dev, scale=k**-0.5) for _ in range(cfg.rotate)]
     med, samples = time_call(lambda i: F.linear(xs[i], ws[i]), dev, cfg)
     es = dtype_size(dt)
     return Measurement("gemm", {"tokens": tokens, "k": k, "n": n, "dtype": dtype}, 2.0 * tokens * k * n,
@@ -223,9 +224,9 @@ def bench_gemm_fp8(tokens: int, k: int, n: int, device: str = "cpu", cfg: Timing
         raise ValueError(f"FP8 GEMM dimensions must be multiples of 16, got {tokens}x{k}x{n}")
     dev, f8 = torch.device(device), torch.float8_e4m3fn
     g = torch.Generator().manual_seed(seed)
-    xs = [_randn(g, tokens, k, dtype=torch.float32, device=dev).to(f8) for _ in range(cfg.rotate)]
+    xs = [seeded_randn(g, tokens, k, dtype=torch.float32, device=dev).to(f8) for _ in range(cfg.rotate)]
     # _scaled_mm wants the second operand column-major: W[n, k] row-major, transposed
-    ws = [_randn(g, n, k, dtype=torch.float32, device=dev).to(f8).t() for _ in range(cfg.rotate)]
+    ws = [seeded_randn(g, n, k, dtype=torch.float32, device=dev).to(f8).t() for _ in range(cfg.rotate)]
     one = torch.ones((), dtype=torch.float32, device=dev)
     med, samples = time_call(lambda i: torch._scaled_mm(xs[i], ws[i], scale_a=one, scale_b=one, out_dtype=torch.bfloat16), dev, cfg)
     return Measurement("gemm", {"tokens": tokens, "k": k, "n": n, "dtype": "fp8"}, 2.0 * tokens * k * n,
@@ -238,9 +239,9 @@ def bench_attention(new_tokens: int, context: int, heads: int, kv_heads: int, he
     dev, dt = torch.device(device), torch_dtype(dtype)
     g = torch.Generator().manual_seed(seed)
     L = context + new_tokens
-    qs = [_randn(g, batch, heads, new_tokens, head_dim, dtype=dt, device=dev) for _ in range(cfg.rotate)]
-    ks = [_randn(g, batch, kv_heads, L, head_dim, dtype=dt, device=dev) for _ in range(cfg.rotate)]
-    vs = [_randn(g, batch, kv_heads, L, head_dim, dtype=dt, device=dev) for _ in range(cfg.rotate)]
+    qs = [seeded_randn(g, batch, heads, new_tokens, head_dim, dtype=dt, device=dev) for _ in range(cfg.rotate)]
+    ks = [seeded_randn(g, batch, kv_heads, L, head_dim, dtype=dt, device=dev) for _ in range(cfg.rotate)]
+    vs = [seeded_randn(g, batch, kv_heads, L, head_dim, dtype=dt, device=dev) for _ in range(cfg.rotate)]
     mask = None
     if new_tokens > 1 and context > 0:
         mask = torch.ones(new_tokens, L, dtype=torch.bool, device=dev).tril(diagonal=context)
@@ -268,12 +269,12 @@ def bench_gdn(tokens: int, heads: int, key_dim: int, value_dim: int, batch: int 
     g = torch.Generator().manual_seed(seed)
     sets = []
     for _ in range(cfg.rotate):
-        q = _randn(g, batch, heads, tokens, key_dim, dtype=torch.float32, device=dev, scale=key_dim**-0.5)
-        k = F.normalize(_randn(g, batch, heads, tokens, key_dim, dtype=torch.float32, device=dev), dim=-1)
-        v = _randn(g, batch, heads, tokens, value_dim, dtype=torch.float32, device=dev)
+        q = seeded_randn(g, batch, heads, tokens, key_dim, dtype=torch.float32, device=dev, scale=key_dim**-0.5)
+        k = F.normalize(seeded_randn(g, batch, heads, tokens, key_dim, dtype=torch.float32, device=dev), dim=-1)
+        v = seeded_randn(g, batch, heads, tokens, value_dim, dtype=torch.float32, device=dev)
         gd = -torch.rand(batch, heads, tokens, generator=g).to(dev) - 1e-3
         beta = torch.rand(batch, heads, tokens, generator=g).to(dev) + 1e-3
-        s0 = _randn(g, batch, heads, key_dim, value_dim, dtype=torch.float32, device=dev)
+        s0 = seeded_randn(g, batch, heads, key_dim, value_dim, dtype=torch.float32, device=dev)
         sets.append((q, k, v, gd, beta, s0))
     fn = recurrent_gated_delta_rule if tokens == 1 else chunked_gated_delta_rule
     med, samples = time_call(lambda i: fn(*sets[i]), dev, cfg)
@@ -291,10 +292,10 @@ def bench_moe(tokens: int, hidden: int, experts: int, top_k: int, inter: int, dt
 
     dev, dt = torch.device(device), torch_dtype(dtype)
     g = torch.Generator().manual_seed(seed)
-    router = _randn(g, experts, hidden, dtype=dt, device=dev, scale=hidden**-0.5)
-    w1 = _randn(g, experts, 2 * inter, hidden, dtype=dt, device=dev, scale=hidden**-0.5)
-    w2 = _randn(g, experts, hidden, inter, dtype=dt, device=dev, scale=inter**-0.5)
-    xs = [_randn(g, tokens, hidden, dtype=dt, device=dev) for _ in range(cfg.rotate)]
+    router = seeded_randn(g, experts, hidden, dtype=dt, device=dev, scale=hidden**-0.5)
+    w1 = seeded_randn(g, experts, 2 * inter, hidden, dtype=dt, device=dev, scale=hidden**-0.5)
+    w2 = seeded_randn(g, experts, hidden, inter, dtype=dt, device=dev, scale=inter**-0.5)
+    xs = [seeded_randn(g, tokens, hidden, dtype=dt, device=dev) for _ in range(cfg.rotate)]
 
     def run(i: int):
         x = xs[i]
@@ -428,9 +429,9 @@ def bench_layer(spec, kind: str, tokens: int, batch: int = 1, context: int = 0, 
     with torch.inference_mode():
         if context:
             for j, blk in enumerate(blocks):
-                blk.mixer(_randn(g, batch, context, spec.hidden, dtype=dt, device=dev), base, j)
+                blk.mixer(seeded_randn(g, batch, context, spec.hidden, dtype=dt, device=dev), base, j)
             base.length = context
-        xs = [_randn(g, batch, tokens, spec.hidden, dtype=dt, device=dev) for _ in range(cfg.rotate)]
+        xs = [seeded_randn(g, batch, tokens, spec.hidden, dtype=dt, device=dev) for _ in range(cfg.rotate)]
 
     def run(i: int):
         base.length = context  # KV beyond the context is overwritten; recurrent state drift is harmless for timing

@@ -150,7 +150,7 @@ def _number(text: str, where: str, integer: bool = False) -> Any:
     return v
 
 
-def _read(path: Path, columns: tuple[str, ...], required: tuple[str, ...]) -> list[tuple[int, str, dict[str, str]]]:
+def read_rows(path: Path, columns: tuple[str, ...], required: tuple[str, ...]) -> list[tuple[int, str, dict[str, str]]]:
     """(line, "file: line N", raw row) of every data row: columns present, required fields filled, row ids unique."""
     text = read_text(path, MeasurementError, "measurements")
     reader = csv.DictReader(text.splitlines())
@@ -180,7 +180,7 @@ def load_serving(path: str | Path | None = None) -> list[ServingRow]:
     """Rows of `serving_latency.csv`, validated: sources present, numbers numeric, ids unique, a latency figure given."""
     p = Path(path) if path else default_path("serving_latency.csv")
     out: list[ServingRow] = []
-    for line, where, raw in _read(p, SERVING_COLUMNS, _REQUIRED):
+    for line, where, raw in read_rows(p, SERVING_COLUMNS, _REQUIRED):
         vals: dict[str, Any] = {}
         for f in fields(ServingRow):
             if f.name == "line":
@@ -231,7 +231,7 @@ def load_collectives(path: str | Path | None = None) -> list[CollectiveRow]:
     p = Path(path) if path else default_path("collectives.csv")
     out: list[CollectiveRow] = []
     required = ("row_id", "op", "gpu", "gpus", "implementation", "message_bytes", "latency_us", "source", "source_url")
-    for line, where, raw in _read(p, COLLECTIVE_COLUMNS, required):
+    for line, where, raw in read_rows(p, COLLECTIVE_COLUMNS, required):
         out.append(CollectiveRow(
             row_id=raw["row_id"].strip(), op=raw["op"].strip(), gpu=raw["gpu"].strip(), gpus=_number(raw["gpus"], f"{where}: field 'gpus'", True),
             interconnect=raw["interconnect"].strip(), implementation=raw["implementation"].strip(),
@@ -280,7 +280,7 @@ def load_moe_kernels(path: str | Path | None = None) -> list[MoeKernelRow]:
     out: list[MoeKernelRow] = []
     required = ("row_id", "gpu", "num_experts", "shard_intermediate", "dtype", "tokens", "kernel_us", "source",
                 "source_url", "source_locator")
-    for line, where, raw in _read(p, MOE_KERNEL_COLUMNS, required):
+    for line, where, raw in read_rows(p, MOE_KERNEL_COLUMNS, required):
         ints = {c: _number(raw[c], f"{where}: field '{c}'", True) for c in ("num_experts", "shard_intermediate", "hidden", "top_k", "tokens")}
         for c, v in ints.items():
             if v is not None and v < 1:

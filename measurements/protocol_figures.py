@@ -3,7 +3,7 @@
 They are the only public measurements of the protocol itself, so they are what
 `specagent acceptance calibrate` holds the acceptance and verdict model to. This module
 only reads and checks `protocol_figures.csv` (bottom layer, beside the serving rows); the
-mapping from a row's `metric` to a simulated quantity lives in `simulator/calibration.py`.
+mapping from a row's `metric` to a simulated quantity lives in `simulator/jobs/acceptance_candidates.py`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from specagent.measurements import MeasurementError, _read, default_path
+from specagent.measurements import MeasurementError, default_path, read_rows
 
 PROTOCOL_COLUMNS = (
     "row_id", "benchmark", "setting", "strategy", "metric", "low", "high", "unit", "relative_to", "source",
@@ -92,7 +92,7 @@ def load_protocol_figures(path: str | Path | None = None) -> list[ProtocolFigure
     """Rows of `protocol_figures.csv`, validated: known setting and metric, low <= high, a source on every row."""
     p = Path(path) if path else default_path("protocol_figures.csv")
     out: list[ProtocolFigure] = []
-    for line, where, raw in _read(p, PROTOCOL_COLUMNS, _REQUIRED):
+    for line, where, raw in read_rows(p, PROTOCOL_COLUMNS, _REQUIRED):
         setting, metric = raw["setting"].strip(), raw["metric"].strip()
         if setting not in PROTOCOL_SETTINGS:
             raise MeasurementError(f"{where}: field 'setting': expected one of {', '.join(PROTOCOL_SETTINGS)}, got {setting!r}")

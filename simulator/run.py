@@ -20,7 +20,7 @@ from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.pricing.results import per_trajectory, phase_split, summarize
 from specagent.simulator.scenario import ENGINES, Scenario
 from specagent.simulator.protocol.setting import Setting
-from specagent.simulator.strategies.catalog import STRATEGY_NAMES, ServingPolicy, Strategy, make_strategy
+from specagent.simulator.strategies.catalog import ServingPolicy, Strategy, make_strategy
 from specagent.simulator.protocol.workload import Episode, UnitTable, episode_from_trajectory, unit_positions
 from specagent.traces.schema import Trajectory
 from specagent.common.lazy_import import lazy_module
@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     import pandas as pd
 else:  # loaded on first use: this module is on the CLI's start-up path
     pd = lazy_module("pandas")
-
-
-DEFAULT_STRATEGIES = STRATEGY_NAMES
 
 
 Workload = Sequence[Episode] | UnitTable

@@ -49,6 +49,7 @@ SLOW_FILES = {
 }
 #: Single slow tests (node id prefixes) in files that are otherwise fast.
 SLOW_TESTS = {
+    "test_jobs_tools.py::test_a_job_error_found_while_running_names_its_flag": "imports torch",
     "test_docs_flags.py::test_shell_completion": "shell completion in subprocesses",
     "test_docs_quoted.py::test_the_edge_figures_quoted": "predict --edge with its intervals",
     "test_docs_quoted.py::test_the_calibration_search_figures_quoted": "acceptance calibrate -n 512 (~20 s CPU)",

@@ -17,10 +17,10 @@ from specagent.cli import app
 from specagent.measurements import default_path
 from specagent.measurements.protocol_figures import load_protocol_figures
 from specagent.simulator.acceptance.model import AcceptanceModel
-from specagent.simulator import calibration
-from specagent.simulator.calibration import (
-    PARAMETERS, TIED, _strategies_needed, calibrate, candidate_acceptance, evaluate, evaluate_batch, evaluate_point,
-    evaluate_scenarios, figure_status, latin_hypercube, load_context,
+from specagent.simulator.jobs import acceptance_candidates
+from specagent.simulator.jobs.acceptance_candidates import (
+    PARAMETERS, TIED, candidate_acceptance, evaluate, evaluate_batch, evaluate_point, evaluate_scenarios, figure_status,
+    latin_hypercube, load_context, simulate_candidates, strategies_needed,
 )
 from specagent.simulator.run import simulate, to_episodes
 from specagent.simulator.scenario import Scenario
@@ -37,7 +37,7 @@ def _scenarios() -> dict[str, Scenario]:
 @pytest.fixture(scope="module")
 def small():
     figs = load_protocol_figures()
-    return figs, calibrate(figs, samples=5, seed=3, scenarios=_scenarios())
+    return figs, simulate_candidates(figs, samples=5, seed=3, scenarios=_scenarios())
 
 
 def test_claimed_memberships_hold_when_re_simulated(small):
@@ -92,7 +92,7 @@ def test_api_send_modes_order_the_bill(small):
 
 def test_same_seed_same_candidates_and_values(small):
     figs, cal = small
-    again = calibrate(figs, samples=5, seed=3, scenarios=_scenarios())
+    again = simulate_candidates(figs, samples=5, seed=3, scenarios=_scenarios())
     assert again.candidates.equals(cal.candidates) and again.values.equals(cal.values)
     other = latin_hypercube(5, 4)
     assert not other.equals(cal.candidates)
@@ -106,7 +106,7 @@ def test_impossible_range_is_reported_as_conflicting(small):
     figs, _ = small
     h20 = [f for f in figs if f.setting == "h20"]
     bad = _figure_rows(h20, tau2_memory_ratio={"low": 0.0, "high": 0.01})
-    cal = calibrate(bad, samples=3, seed=0, scenarios=_scenarios())
+    cal = simulate_candidates(bad, samples=3, seed=0, scenarios=_scenarios())
     c = cal.conflicts()
     assert "tau2_memory_ratio" in c["unreachable"] and not cal.accepted().any()
     assert "tau2_memory_ratio" in c["best_misses"]
@@ -114,7 +114,7 @@ def test_impossible_range_is_reported_as_conflicting(small):
     vals = cal.values["tau2_below_strong_bytes"]
     cut = float(np.median(vals))
     pair = _figure_rows(h20, tau2_memory_ratio={"low": 0.0, "high": cut}, tau2_below_strong_bytes={"low": cut + 1e-9, "high": 10.0})
-    cal2 = calibrate(pair, samples=3, seed=0, scenarios=_scenarios())
+    cal2 = simulate_candidates(pair, samples=3, seed=0, scenarios=_scenarios())
     assert ("tau2_memory_ratio", "tau2_below_strong_bytes") in cal2.conflicts()["conflicting_pairs"]
 
 
@@ -124,7 +124,7 @@ def test_a_range_set_around_a_candidate_accepts_it(small):
     mine = [f for f in cal.scored if f.setting == "h20"]
     changes = {f.figure_id: {"low": cal.values.at[2, f.figure_id] * 0.999, "high": cal.values.at[2, f.figure_id] * 1.001}
                for f in mine}
-    cal2 = calibrate(_figure_rows(mine, **changes), samples=5, seed=3, scenarios=_scenarios())
+    cal2 = simulate_candidates(_figure_rows(mine, **changes), samples=5, seed=3, scenarios=_scenarios())
     assert bool(cal2.accepted().iloc[2]) and cal2.central() == 2
     r = cal2.parameter_ranges()
     assert r.at["accept_scale", "accepted_low"] <= cal.candidates.at[2, "accept_scale"] <= r.at["accept_scale", "accepted_high"]
@@ -266,7 +266,7 @@ def test_batched_candidates_equal_each_candidate_alone(monkeypatch):
     cands = latin_hypercube(7, 11).to_dict(orient="records")
     alone_of = {}
     for name, sc in scs.items():
-        ctx = load_context(name, sc, _strategies_needed(figs, name))
+        ctx = load_context(name, sc, strategies_needed(figs, name))
         accs = [candidate_acceptance(v, sc.acceptance) for v in cands]
         alone = alone_of[name] = [evaluate(ctx, a, figs) for a in accs]
         batched = evaluate_batch(ctx, accs, figs) + evaluate_batch(ctx, accs[:1], figs)
@@ -277,11 +277,11 @@ def test_batched_candidates_equal_each_candidate_alone(monkeypatch):
                 assert got[k] == v or (math.isnan(got[k]) and math.isnan(v)), (name, k, got[k], v)
         assert name != "edge" or any("@" in k for k in alone[0])  # the API bill of every send mode is among them
     # chunks of 4 candidates in batches of 3 (partial ones too): the same calibration, progress told per chunk
-    ref = calibrate(figs, samples=7, seed=11, scenarios=scs)
+    ref = simulate_candidates(figs, samples=7, seed=11, scenarios=scs)
     seen = []
-    monkeypatch.setattr(calibration, "CHUNK", 4)
-    monkeypatch.setattr(calibration, "BATCH_UNITS", 3 * max(load_context(n, s, ["specagent"]).units for n, s in scs.items()))
-    again = calibrate(figs, samples=7, seed=11, scenarios=scs, progress=lambda i, n: seen.append((i, n)))
+    monkeypatch.setattr(acceptance_candidates, "CHUNK", 4)
+    monkeypatch.setattr(acceptance_candidates, "BATCH_UNITS", 3 * max(load_context(n, s, ["specagent"]).units for n, s in scs.items()))
+    again = simulate_candidates(figs, samples=7, seed=11, scenarios=scs, progress=lambda i, n: seen.append((i, n)))
     assert again.values.equals(ref.values) and seen == [(4, 7), (7, 7)]
     assert ref.values.loc[3].to_dict() == {**alone_of["h20"][3], **alone_of["edge"][3]}
 
@@ -289,14 +289,14 @@ def test_batched_candidates_equal_each_candidate_alone(monkeypatch):
 def test_workers_give_the_same_calibration(monkeypatch):
     """Chunks of candidates on two processes: the same values, in candidate order, as on one."""
     figs = [f for f in load_protocol_figures() if f.setting == "h20"]
-    one = calibrate(figs, samples=7, seed=2, scenarios=_scenarios())
-    monkeypatch.setattr(calibration, "CHUNK", 3)  # three jobs
+    one = simulate_candidates(figs, samples=7, seed=2, scenarios=_scenarios())
+    monkeypatch.setattr(acceptance_candidates, "CHUNK", 3)  # three jobs
     seen = []
-    two = calibrate(figs, samples=7, seed=2, scenarios=_scenarios(), workers=2, progress=lambda i, n: seen.append(i))
+    two = simulate_candidates(figs, samples=7, seed=2, scenarios=_scenarios(), workers=2, progress=lambda i, n: seen.append(i))
     assert two.values.equals(one.values) and two.candidates.equals(one.candidates)
     assert sorted(seen) == seen and seen[-1] == 7 and len(seen) == 3
     with pytest.raises(ValueError, match="workers must be at least 1"):
-        calibrate(figs, samples=1, workers=0)
+        simulate_candidates(figs, samples=1, workers=0)
     r = runner.invoke(app, ["acceptance", "calibrate", "-n", "1", "--workers", "-1"])
     assert r.exit_code == 2 and "--workers: expected a whole number in [0, 1,024], got -1" in r.output
     assert "Traceback" not in r.output

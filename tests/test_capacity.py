@@ -24,7 +24,7 @@ from specagent.simulator.capacity.bounds import pool_capacity, pool_work
 from specagent.simulator.capacity.fleet_build import (
     GPU_COUNTS, build_fleet, episodes_of, fitting_deployment, plan_tasks, request_tasks, sized_deployment,
 )
-from specagent.simulator.fleet.config import STRONG_POOL, Pool, Scheduler, engine_scheduler
+from specagent.simulator.fleet.config import STRONG_POOL, ReplicaPool, Scheduler, engine_scheduler
 from specagent.simulator.jobs.plan import PlanRequest, plan_capacity
 from specagent.simulator.jobs.plan_search import SLO
 from specagent.simulator.rates_prices import parse_rates
@@ -70,10 +70,10 @@ def test_pools_run_the_engines_own_scheduler_defaults_per_gpu_class():
     assert sgl.scheduler_for(load_hardware("b200")).max_batched_tokens == 16384 + 4096
     assert sgl.scheduler_for(load_hardware("h200")).max_batched_tokens == 8192 + 4096
     dep = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("h200"))
-    pool = Pool(dep, 2)
+    pool = ReplicaPool(dep, 2)
     assert (pool.limits.max_num_seqs, pool.limits.max_batched_tokens) == (1024, 8192)
     assert "<= 1024 seqs, 8192 tokens/iteration" in pool.describe()
-    assert Pool(dep, 2, scheduler=Scheduler(8, 256)).limits == Scheduler(8, 256)  # an explicit one wins
+    assert ReplicaPool(dep, 2, scheduler=Scheduler(8, 256)).limits == Scheduler(8, 256)  # an explicit one wins
     a100 = Deployment(load_model_spec("qwen3.5-4b"), load_hardware("a100_80gb_sxm"))
     assert engine_scheduler(a100).max_num_seqs == 256
 

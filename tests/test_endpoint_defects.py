@@ -165,7 +165,7 @@ def test_live_says_what_the_server_does_not_report(tmp_path: Path):
 
 
 def test_what_the_server_does_not_report_is_said():
-    from specagent.cli.acceptance_measure import unreported
+    from specagent.endpoints.measure import unreported
 
     s = {"usage": {"weak_draft": {"calls": 3, "cached_tokens_reported_calls": 1, "reasoning_estimated_calls": 0},
                    "strong_verify": {"calls": 2, "cached_tokens_reported_calls": 2, "reasoning_estimated_calls": 2}}}

@@ -16,7 +16,7 @@ from specagent.costmodel.roofline import estimate
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.fleet.sim import C_CTX, C_DECODE, C_NEW, C_PHASE, C_POOL, CALL, KIND, P_LANES, PARALLEL, FleetSim, compile_steps
 from specagent.simulator.capacity.fleet_build import fleet_from_setting, simulate_fleet
-from specagent.simulator.fleet.config import Arrivals, Fleet, FleetError, Pool, Scheduler
+from specagent.simulator.fleet.config import Arrivals, Fleet, FleetError, ReplicaPool, Scheduler
 from specagent.simulator.fleet.itercost import IterationCost, max_affine_sum, max_affine_sum3
 from specagent.simulator.protocol.phases import PHASE_NAMES, STRONG_DECODE, STRONG_PREFILL
 from specagent.simulator.protocol.plan import PlanBuilder
@@ -146,7 +146,7 @@ def test_single_replica_fifo_matches_pollaczek_khinchine(setting):
     s_type = np.array([svc[np.flatnonzero(kinds == k)[0]] for k in range(len(types))])
     es, es2 = float(probs @ s_type), float(probs @ s_type**2)
     lam = 0.6 / es
-    fleet = Fleet(weak=None, strong=Pool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=1, max_batched_tokens=None)))
+    fleet = Fleet(weak=None, strong=ReplicaPool(setting.strong, 1, scheduler=Scheduler(max_num_seqs=1, max_batched_tokens=None)))
     res = FleetSim(plan, fleet, Arrivals(rate=lam, seed=4).sample(n), warmup=0.0).run()
     pk = lam * es2 / (2 * (1 - lam * es))
     wq = float(res.calls["queue_s"].mean())
@@ -327,12 +327,12 @@ def test_arrival_processes_have_the_stated_rate_and_burstiness():
 def test_missing_pool_and_oversized_call_are_clear_errors(setting, episodes):
     plan = plan_strategy(episodes[:2], make_strategy("specagent"), setting, AcceptanceModel(), 0)
     with pytest.raises(FleetError, match="no weak pool"):
-        FleetSim(plan, Fleet(weak=None, strong=Pool(setting.strong, 1)), np.zeros(2))
+        FleetSim(plan, Fleet(weak=None, strong=ReplicaPool(setting.strong, 1)), np.zeros(2))
     b = PlanBuilder()
     b.add(0, STRONG_PREFILL, 50_000_000, 0)
     b.stats.append({})
     with pytest.raises(FleetError, match="strong pool: a call of task 0 needs"):
-        FleetSim(b.build(), Fleet(weak=None, strong=Pool(setting.strong, 1)), np.zeros(1)).run()
+        FleetSim(b.build(), Fleet(weak=None, strong=ReplicaPool(setting.strong, 1)), np.zeros(1)).run()
     with pytest.raises(ValueError, match="max_batched_tokens"):
         Scheduler(max_num_seqs=256, max_batched_tokens=128)
 

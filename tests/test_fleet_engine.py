@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 from specagent.hardware.serving_engine import load_engine
 from specagent.simulator.fleet import sim as fleet_mod
 from specagent.simulator.fleet.sim import FleetSim
-from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.fleet.config import Arrivals, Fleet, ReplicaPool, Scheduler
 from specagent.simulator.fleet.itercost import IterationCost
 from specagent.simulator.scenario import default_setting
 
@@ -82,7 +82,7 @@ def test_decode_run_is_decode_segment_then_elapsed_bit_for_bit(which, batch, ctx
 def test_session_affinity_scan_picks_what_the_lazy_heap_picks(monkeypatch):
     """Scanning for the least-loaded replica (small pools) routes every call as the heap does (large pools)."""
     plan = synthetic_plan(40, 21)
-    fleet = Fleet(Pool(SETTING.weak, 5, scheduler=Scheduler(16, 512)), Pool(SETTING.strong, 3, scheduler=Scheduler(16, 512)))
+    fleet = Fleet(ReplicaPool(SETTING.weak, 5, scheduler=Scheduler(16, 512)), ReplicaPool(SETTING.strong, 3, scheduler=Scheduler(16, 512)))
     arr = Arrivals(rate=4.0, seed=9).sample(40)
     scan = FleetSim(plan, fleet, arr).run()
     monkeypatch.setattr(fleet_mod, "_SCAN_REPLICAS", 0)
@@ -98,7 +98,7 @@ def test_session_affinity_scan_picks_what_the_lazy_heap_picks(monkeypatch):
 
 def test_packed_frames_have_the_inferred_dtypes():
     """Records packed as structs come back with the dtypes pandas infers from the same Python values."""
-    res = FleetSim(synthetic_plan(6, 3), Fleet(Pool(SETTING.weak, 1), Pool(SETTING.strong, 1)), Arrivals(rate=1.0, seed=2).sample(6)).run()
+    res = FleetSim(synthetic_plan(6, 3), Fleet(ReplicaPool(SETTING.weak, 1), ReplicaPool(SETTING.strong, 1)), Arrivals(rate=1.0, seed=2).sample(6)).run()
     seg, calls = res.segments, res.calls
     assert {c: str(seg[c].dtype) for c in ("replica", "iterations", "batch", "prefill_tokens")} == dict.fromkeys(
         ("replica", "iterations", "batch", "prefill_tokens"), "int64")
@@ -114,7 +114,7 @@ def test_advancing_in_steps_gives_the_run_bit_for_bit(cut):
     """`FleetSim.advance` pauses between events (the planner's sequential stop looks there): paused at several clocks,
     then run, the engine gives the same frames as one run, and at each pause every task ended is one that ended by then."""
     plan = synthetic_plan(40, 21)
-    fleet = Fleet(Pool(SETTING.weak, 2, scheduler=Scheduler(16, 512)), Pool(SETTING.strong, 1, scheduler=Scheduler(16, 512)))
+    fleet = Fleet(ReplicaPool(SETTING.weak, 2, scheduler=Scheduler(16, 512)), ReplicaPool(SETTING.strong, 1, scheduler=Scheduler(16, 512)))
     arr = Arrivals(rate=4.0, seed=9).sample(40)
     horizon = float(np.median(FleetSim(plan, fleet, arr).run().tasks["end_s"])) if cut else np.inf  # half the tasks end
     whole = FleetSim(plan, fleet, arr, horizon=horizon).run()

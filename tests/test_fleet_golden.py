@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from specagent.simulator.fleet.sim import FleetSim
-from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
+from specagent.simulator.fleet.config import Arrivals, Fleet, ReplicaPool, Scheduler
 from specagent.simulator.protocol.phases import (
     STRONG_DECODE, STRONG_PREFILL, STRONG_VERDICT, STRONG_VERIFY, TOOL, USER, WEAK_DECODE, WEAK_PREFILL,
 )
@@ -82,14 +82,14 @@ def _cases(engine=None):
     edge = dataclasses.replace(edge, strong=dataclasses.replace(edge.strong, ttft_s=1.0, output_tokens_per_s=50.0))
     tight = dataclasses.replace(s.weak, memory_utilization=0.16)  # a few calls' KV at once: admission waits
     return {
-        "contended_chunked": (s, Fleet(Pool(s.weak, 2, scheduler=Scheduler(8, 256)), Pool(s.strong, 1, scheduler=Scheduler(8, 256))),
+        "contended_chunked": (s, Fleet(ReplicaPool(s.weak, 2, scheduler=Scheduler(8, 256)), ReplicaPool(s.strong, 1, scheduler=Scheduler(8, 256))),
                               Arrivals(rate=2.0, seed=1), 24, 11, False),
-        "routers_bursty": (s, Fleet(Pool(s.weak, 3, "round_robin", Scheduler(16, None)), Pool(s.strong, 2, "least_outstanding")),
+        "routers_bursty": (s, Fleet(ReplicaPool(s.weak, 3, "round_robin", Scheduler(16, None)), ReplicaPool(s.strong, 2, "least_outstanding")),
                            Arrivals("bursty", rate=1.5, cv=2.5, seed=2), 30, 12, False),
-        "memory_ties": (s, Fleet(Pool(tight, 1, scheduler=Scheduler(32, 512)), Pool(s.strong, 1)),
+        "memory_ties": (s, Fleet(ReplicaPool(tight, 1, scheduler=Scheduler(32, 512)), ReplicaPool(s.strong, 1)),
                         Arrivals("trace", times=tuple(float(x) for x in np.repeat(np.arange(10), 2))), 20, 13, False),
-        "api_unlimited": (edge, Fleet(Pool(edge.weak, None), Pool(edge.strong, None)), Arrivals(rate=3.0, seed=4), 16, 14, False),
-        "token_stepping": (s, Fleet(Pool(s.weak, 1, scheduler=Scheduler(4, 128)), Pool(s.strong, 1, scheduler=Scheduler(4, 128))),
+        "api_unlimited": (edge, Fleet(ReplicaPool(edge.weak, None), ReplicaPool(edge.strong, None)), Arrivals(rate=3.0, seed=4), 16, 14, False),
+        "token_stepping": (s, Fleet(ReplicaPool(s.weak, 1, scheduler=Scheduler(4, 128)), ReplicaPool(s.strong, 1, scheduler=Scheduler(4, 128))),
                            Arrivals(rate=1.0, seed=5), 8, 15, True),
     }
 

@@ -19,7 +19,7 @@ from specagent.costmodel.roofline import estimate
 from specagent.costmodel.latency_targets import predict, targets_from_rows
 from specagent.measurements import load_serving
 from specagent.simulator.capacity.fleet_build import request_tasks
-from specagent.simulator.fleet.config import Fleet, Pool
+from specagent.simulator.fleet.config import Fleet, ReplicaPool
 from specagent.simulator.fleet.sim import FleetSim
 from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.pricing.des import run_des
@@ -35,7 +35,7 @@ from tests.test_latency_fit import _csv
 def _fleet_ttft(dep, prompt: int, output: int) -> float:
     """TTFT of one request served alone on one replica of `dep` (the fleet engine, plain serving)."""
     tasks = request_tasks(RequestTrace(np.array([prompt]), np.array([output])))
-    res = tasks.serve(Fleet(weak=None, strong=Pool(dep, 1)), np.array([0.0]), warmup=0.0)
+    res = tasks.serve(Fleet(weak=None, strong=ReplicaPool(dep, 1)), np.array([0.0]), warmup=0.0)
     calls = res.calls
     assert len(calls) == 1
     return float(calls["t_first_token_s"].iloc[0] - calls["t_submit_s"].iloc[0])
@@ -66,7 +66,7 @@ def test_the_overhead_delays_the_call_not_the_engine(tmp_path):
     (target,) = [t for t in targets_from_rows(rows)[0] if t.metric == "ttft"]
     dep = target.dep
     res = request_tasks(RequestTrace(np.array([500]), np.array([32]))).serve(
-        Fleet(weak=None, strong=Pool(dep, 1)), np.array([0.0]), warmup=0.0)
+        Fleet(weak=None, strong=ReplicaPool(dep, 1)), np.array([0.0]), warmup=0.0)
     call, seg = res.calls.iloc[0], res.segments
     request_s = latency_terms(dep).request_s
     assert call["t_admit_s"] == pytest.approx(request_s, rel=1e-12)
@@ -100,7 +100,7 @@ def test_predicts_call_time_is_the_fleets_and_the_fits(tmp_path, row):
     costs = Pricer(setting).price(plan)
     predicted = float(per_trajectory(plan, costs)["wall_time_s"].iloc[0])
     start, end = run_des(plan, costs.time_s, strong_slots=1)
-    fleet = FleetSim(plan, Fleet(weak=None, strong=Pool(dep, 1)), np.array([0.0]), warmup=0.0).run()
+    fleet = FleetSim(plan, Fleet(weak=None, strong=ReplicaPool(dep, 1)), np.array([0.0]), warmup=0.0).run()
     fit = float(predict([target])[0]) + sum(float(estimate(dep, Passes.uniform(1, prompt + j, 1)).time_s[0]) for j in range(decode))
     assert predicted == pytest.approx(float(fleet.tasks["latency_s"].iloc[0]), rel=1e-9)
     assert predicted == pytest.approx(fit, rel=1e-9)

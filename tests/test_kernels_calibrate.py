@@ -239,7 +239,7 @@ def test_fp8_gemm_benchmark_counts():
     assert m.bytes == 48 * 32 + 16 * 32 + 2 * 16 * 48  # 1-byte operands, bf16 output
     with pytest.raises(ValueError, match="multiples of 16"):
         mb.bench_gemm_fp8(1, 32, 48, "cpu", FAST)
-    assert mb.dtype_bytes("fp8") == 1 and mb.dtype_bytes("bf16") == 2
+    assert mb.element_bytes("fp8") == 1 and mb.element_bytes("bf16") == 2
 
 
 def test_cpu_clock_times_only_this_threads_work():

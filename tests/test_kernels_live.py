@@ -11,7 +11,7 @@ import torch
 from specagent.hardware.profile import load_hardware
 from specagent.kernels.airline_env import KINDS, AirlineEnv, ToolError, UnreviewedWrite, result_tokens
 from specagent.kernels.configs import strong_spec, weak_spec
-from specagent.kernels.live import LiveConfig, compare, run_trajectory, scale_trajectory, synthetic_airline_trajectory, units_of
+from specagent.kernels.live import LiveConfig, compare_live, run_trajectory, scale_trajectory, synthetic_airline_trajectory, units_of
 from specagent.kernels.modules import Model
 from specagent.simulator.acceptance.model import AcceptanceModel
 
@@ -124,7 +124,7 @@ def test_accept_all_strong_decodes_only_verdicts(models, thinking, reasoning):
 def test_simulator_prices_the_same_tokens(mixed_run, models):
     w, s = models
     hw = load_hardware("h20")
-    comp = compare(mixed_run, w.spec, s.spec, hw, hw, "fp32", 3)
+    comp = compare_live(mixed_run, w.spec, s.spec, hw, hw, "fp32", 3)
     assert comp.tokens_exact, comp.rows
     by = {r["phase"]: r for r in comp.rows}
     assert by["weak_decode"]["measured_tokens"] > 0 and by["strong_verify"]["measured_tokens"] > 0
@@ -135,7 +135,7 @@ def test_simulator_prices_the_same_tokens(mixed_run, models):
     # tool time in the log is the measured one, so the simulator's tool phase matches it exactly when every tool
     # call ran once (acceptance 1: no rejected draft re-runs a read; with re-runs the log keeps the last latency)
     once = run_trajectory(_traj(4), w, s, LiveConfig(k=4, seed=1, acceptance=AcceptanceModel.constant(1.0)), index=0)
-    tool = {r["phase"]: r for r in compare([once], w.spec, s.spec, hw, hw, "fp32", 4).rows}["tool"]
+    tool = {r["phase"]: r for r in compare_live([once], w.spec, s.spec, hw, hw, "fp32", 4).rows}["tool"]
     assert tool["measured_s"] > 0
     assert tool["predicted_s"] == pytest.approx(tool["measured_s"], rel=1e-6, abs=1e-8)  # logged to 1 ns per step
 

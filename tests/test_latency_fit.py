@@ -792,7 +792,7 @@ def test_a_long_static_run_is_priced_at_span_midpoints_within_a_hundredth_of_a_p
         assert w * estimate(dep, Passes.uniform(1, ctx, b)).time_s.sum() == pytest.approx(exact, rel=1e-4)
 
 
-# --- pinned: leave-one-source-out on three small sources, numbers of the code before `Pricer` (issue 34, item 6) ---
+# --- pinned: leave-one-source-out on three small sources, numbers of the code before `TargetPredictor` (issue 34, item 6) ---
 #: Recorded by `validate` as it stood before the fit reused unchanged deployments' predictions (commit e3316f1): the
 #: fast path must give the same fit. Relative tolerance 1e-6: far below any printed digit; bit-equal on the machine
 #: that recorded it, the slack is for another LAPACK under least_squares' trust-region steps. Re-pinned for issue 49: the
@@ -866,11 +866,11 @@ def test_validate_pinned_to_the_numbers_before_the_fast_path():
 
 def test_pricer_equals_predict_and_reuses_only_unchanged_keys():
     from specagent.costmodel.latency_fit import engine_with, serving_params
-    from specagent.costmodel.latency_targets import Pricer, predict
+    from specagent.costmodel.latency_targets import TargetPredictor, predict
 
     targets = _pinned_targets()
     params = serving_params()[0]
-    pricer = Pricer(targets)
+    pricer = TargetPredictor(targets)
     calls = []
 
     def engine_for_values(vals):

@@ -119,13 +119,13 @@ DIGEST = textwrap.dedent("""
     import specagent.simulator as pkg
     from test_fleet_golden import synthetic_plan
     from specagent.simulator.fleet.sim import FleetSim
-    from specagent.simulator.fleet.config import Arrivals, Fleet, Pool, Scheduler
+    from specagent.simulator.fleet.config import Arrivals, Fleet, ReplicaPool, Scheduler
     from specagent.simulator.scenario import default_setting
     s = default_setting()
     h = hashlib.sha256()
     plan = synthetic_plan(60, 5)
-    for fleet in (Fleet(Pool(s.weak, 2, scheduler=Scheduler(8, 256)), Pool(s.strong, 1, scheduler=Scheduler(16, 512))),
-                  Fleet(Pool(s.weak, None), Pool(s.strong, 2, router="least_outstanding"))):
+    for fleet in (Fleet(ReplicaPool(s.weak, 2, scheduler=Scheduler(8, 256)), ReplicaPool(s.strong, 1, scheduler=Scheduler(16, 512))),
+                  Fleet(ReplicaPool(s.weak, None), ReplicaPool(s.strong, 2, router="least_outstanding"))):
         res = FleetSim(plan, fleet, Arrivals(rate=3.0, seed=2).sample(60)).run()
         for frame in (res.tasks, res.calls, res.turns, res.segments, res.replicas):
             h.update(frame.to_csv(float_format="%.17g").encode())

@@ -80,7 +80,7 @@ def test_bad_environment_flags_are_one_line(flag, value, needle, tmp_path):
 
 def test_the_environment_and_the_api_latency_are_named_in_the_assumptions(small_trace, tmp_path):
     r = runner.invoke(app, ["predict", "--edge", "--trace", str(small_trace), "-o", str(tmp_path), "--strategies",
-                            "strongonly,specagent", "--draws", "3", "--user-latency-scale", "0.5"])
+                            "strongonly,specagent", "--draws", "3", "--user-latency-scale", "0.5", "--details"])
     assert r.exit_code == 0, r.output
     assert "×0.5" in r.output
     assert "TTFT 0.6 s" in r.output and "output tokens/s" in r.output

@@ -13,7 +13,7 @@ from specagent.common.errors import InputError
 from specagent.measurements.published_ranges import load_published_ranges
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution, ParameterRange, RangesError, Uncertainty, value_of
-from specagent.simulator.strategies.lockstep import plan_specagent, plan_specagent_replicas
+from specagent.simulator.strategies.lockstep import plan_specagent_replicas
 from specagent.simulator.run import plan_strategy, predict, to_episodes
 from specagent.simulator.scenario import Scenario, ScenarioError
 from specagent.simulator.strategies.catalog import make_strategy
@@ -133,7 +133,7 @@ def test_replicas_in_one_lockstep_run_equal_each_model_planned_alone(trajs):
     big = plan_specagent_replicas(table, strat, models, 0, setting)
     n = table.n_traj
     for r, m in enumerate(models):
-        one = plan_specagent(table, strat, m, 0, setting)
+        one = plan_specagent_replicas(table, strat, [m], 0, setting)  # the model planned alone
         sel = big.traj // n == r
         for col in ("phase", "tokens", "context", "wait_s"):
             assert np.array_equal(getattr(one, col), getattr(big, col)[sel]), col

@@ -131,10 +131,6 @@ def to_frame(trajs: Sequence[Trajectory]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.array(v, dtype=FRAME_DTYPES[c]) for c, v in cols.items()})
 
 
-def _none(x):
-    return None if x is pd.NA or x is None or (isinstance(x, float) and np.isnan(x)) else x
-
-
 def from_frame(df: pd.DataFrame, file: str = "<frame>", validate: bool = True,
                skip_bad: bool = False, skipped: list | None = None) -> list[Trajectory]:
     """Inverse of ``to_frame``. Rows are grouped by ``traj`` in order of first appearance.

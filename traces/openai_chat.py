@@ -59,7 +59,8 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 LATENCY_KEYS = ("latency_s", "generation_time_seconds")
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's text: its string, or its parts' texts joined (the OpenAI list-of-parts form); '' for none."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -69,7 +70,8 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _args(fn: dict) -> Any:
+def call_arguments(fn: dict) -> Any:
+    """A tool call's arguments: the JSON object its string holds, else the string as recorded."""
     a = fn.get("arguments")
     if isinstance(a, str):
         try:
@@ -127,8 +129,8 @@ def _reasoning_text(m: dict) -> str:
 
 
 def _visible_estimate(m: dict) -> int:
-    return estimate_text_tokens(_text(m.get("content"))) + sum(
-        estimate_call_tokens(tc["function"]["name"], _args(tc["function"])) for tc in m.get("tool_calls") or [])
+    return estimate_text_tokens(content_text(m.get("content"))) + sum(
+        estimate_call_tokens(tc["function"]["name"], call_arguments(tc["function"])) for tc in m.get("tool_calls") or [])
 
 
 def _decoded(m: dict, u: Usage) -> Decoded:
@@ -149,7 +151,7 @@ class _Estimates:
     def __getitem__(self, j: int) -> int:
         if j not in self.cache:
             m = self.msgs[j]
-            self.cache[j] = 0 if m["role"] == "assistant" else estimate_text_tokens(_text(m.get("content")))
+            self.cache[j] = 0 if m["role"] == "assistant" else estimate_text_tokens(content_text(m.get("content")))
         return self.cache[j]
 
 
@@ -293,8 +295,8 @@ class _Conversation:
             self.steps.append(dict(actor=Actor.AGENT, kind=StepKind.REPLY, new_context_tokens=vis, output_tokens=vis + (r or 0),
                                    reasoning_tokens=r, token_source=src, model_latency_s=lat))
         else:
-            weights = [len(tc["function"]["name"]) + len(compact_json(_args(tc["function"]))) for tc in tcs]
-            weights[0] += len(_text(m.get("content")))
+            weights = [len(tc["function"]["name"]) + len(compact_json(call_arguments(tc["function"]))) for tc in tcs]
+            weights[0] += len(content_text(m.get("content")))
             vs = split_total(vis, weights)
             rs = split_total(r, weights) if r is not None else [None] * len(tcs)
             ls = split_float(lat, weights) if lat is not None else [None] * len(tcs)

@@ -45,7 +45,7 @@ WRITE call and on GENERIC calls that end or hand off the conversation
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -212,8 +212,3 @@ class Trajectory(BaseModel):
                 seen_groups.add(s.parallel_group)
             n += 1
         return n
-
-
-def step_summary(s: Step) -> dict[str, Any]:
-    """Plain dict of a step (JSON mode) — handy for error messages and tables."""
-    return s.model_dump(mode="json")

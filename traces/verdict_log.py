@@ -184,10 +184,6 @@ def iter_verdict_log(path: str | os.PathLike) -> Iterator[tuple[int, VerdictReco
     _check_order(order, str(p))
 
 
-def read_verdict_logs(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, list[VerdictRecord]]]:
-    return [(Path(x), read_verdict_log(x)) for x in paths]
-
-
 def _check_order(order: Sequence[tuple[str, int, int, int]], file: str) -> None:
     by_task: dict[str, list[int]] = {}
     for i, o in enumerate(order):

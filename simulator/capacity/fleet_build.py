@@ -20,7 +20,7 @@ from specagent.common.alloc import paused_gc
 from specagent.costmodel.deployment import Deployment, tp_problem
 from specagent.simulator.fleet.sim import CALL, FleetSim, compile_steps
 from specagent.simulator.fleet.config import (
-    STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Fleet, Pool, Scheduler, resolve_price,
+    STRONG_POOL, WARMUP_SHARE, WEAK_POOL, Arrivals, Fleet, ReplicaPool, Scheduler, resolve_price,
 )
 from specagent.simulator.fleet.results import FleetResult
 from specagent.simulator.fleet.trace import write_chrome_trace
@@ -127,13 +127,13 @@ def gpus_sizing(search_gpus: Sequence[int] | None) -> str:
 
 
 def build_pool(dep: Deployment | ApiModel, replicas: int | None, router: str = ROUTER, scheduler: Scheduler | None = None,
-               prices: dict[str, float] | None = None) -> Pool:
+               prices: dict[str, float] | None = None) -> ReplicaPool:
     """A priced pool of `replicas` replicas of `dep` (an API model is one unlimited pool); `scheduler` None: the
     serving engine's own limits on dep's GPU."""
     if isinstance(dep, ApiModel):
-        return Pool(dep, None, router, scheduler)
+        return ReplicaPool(dep, None, router, scheduler)
     price, source = resolve_price(dep.hardware, prices)
-    return Pool(dep, replicas, router, scheduler, price, source)
+    return ReplicaPool(dep, replicas, router, scheduler, price, source)
 
 
 def build_fleet(weak: Deployment | ApiModel | None, strong: Deployment | ApiModel | None, weak_replicas: int | None = 1,

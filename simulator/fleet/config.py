@@ -32,7 +32,7 @@ class FleetError(ValueError):
 
 @dataclass(frozen=True)
 class Scheduler:
-    """Per-replica batching limits. A pool given none runs its engine's own defaults for its GPU (`Pool.limits`)."""
+    """Per-replica batching limits. A pool given none runs its engine's own defaults for its GPU (`ReplicaPool.limits`)."""
 
     max_num_seqs: int = 128
     #: Token budget per iteration shared by decodes and prefill chunks; None: whole prefills in one pass.
@@ -48,7 +48,7 @@ class Scheduler:
 
 
 @dataclass(frozen=True)
-class Pool:
+class ReplicaPool:
     """Identical replicas of one model behind one router; `replicas=None` is unlimited (no contention)."""
 
     deployment: Deployment | ApiModel
@@ -106,11 +106,11 @@ class Pool:
 class Fleet:
     """The Weak and the Strong pool (either may be None when a strategy never calls it)."""
 
-    weak: Pool | None
-    strong: Pool | None
+    weak: ReplicaPool | None
+    strong: ReplicaPool | None
     weight_mode: str = "union"
 
-    def pool(self, i: int) -> Pool | None:
+    def pool(self, i: int) -> ReplicaPool | None:
         return self.weak if i == WEAK_POOL else self.strong
 
     @property

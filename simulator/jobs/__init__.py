@@ -12,5 +12,22 @@ and prints the Result) and Python callers (the notebooks) run, so they cannot di
 
 from __future__ import annotations
 
-#: job name -> its module under specagent.simulator.jobs
-JOBS = {"predict": "predict", "explain": "explain", "simulate": "simulate", "plan": "plan", "import_traces": "import_traces"}
+#: job name -> its module under specagent.simulator.jobs (a dotted path from ``specagent.``: a job that drives torch or
+#: the network lives beside what it drives, above the simulator: kernels/jobs/, endpoints/jobs/)
+JOBS = {
+    "predict": "predict",
+    "acceptance_search": "acceptance_search",
+    "acceptance_fit": "acceptance_fit",
+    "acceptance_measure": "specagent.endpoints.jobs.acceptance_measure",
+    "bench_serve": "specagent.endpoints.jobs.bench_serve",
+    "latency_fit": "latency_fit",
+    "latency_validate": "latency_validate",
+    "predictor_validate": "predictor_validate",
+    "calibrate": "specagent.kernels.jobs.calibrate",
+    "live": "specagent.endpoints.jobs.live",
+    "live_torch": "specagent.kernels.jobs.live",
+    "explain": "explain",
+    "simulate": "simulate",
+    "plan": "plan",
+    "import_traces": "import_traces",
+}

@@ -268,7 +268,7 @@ def calibration_targets(comp: Comparison) -> set[str]:
     """Figure ids the scenario's acceptance was calibrated to meet: every scored figure of its setting, when the
     acceptance records a calibration setting (a fitted or user-given acceptance has none)."""
     from specagent.measurements.protocol_figures import load_protocol_figures
-    from specagent.simulator.calibration import figure_status
+    from specagent.simulator.jobs.acceptance_candidates import figure_status
 
     sc = comp.scenario
     if sc is None or not getattr(sc.acceptance, "calibrated_on", None):

@@ -103,7 +103,7 @@ class _State:
 class Strategy:
     """Base: a named way of running an episode; subclasses implement `run`.
 
-    `lockstep` says whether `lockstep.plan_specagent` plans this very strategy: a subclass
+    `lockstep` says whether `lockstep.plan_specagent_replicas` plans this very strategy: a subclass
     that changes how an episode runs must plan through its own `run`, so it is False
     unless a class says otherwise for itself.
     """

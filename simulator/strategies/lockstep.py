@@ -87,21 +87,13 @@ def _row_order(traj: np.ndarray, rnd: np.ndarray, slot: np.ndarray, n_traj: int)
     return np.argsort((traj * n_rnd + rnd) * n_slot + slot, kind="stable")
 
 
-def plan_specagent(table: UnitTable, strategy: SpecAgent, acc: AcceptanceModel, seed: int, setting: ServingPolicy) -> CallPlan:
-    """The plan `strategy.run` makes for each episode of `table`, row for row (`strategy.lockstep` must hold)."""
-    if not strategy.lockstep:
-        raise ValueError(f"{type(strategy).__name__} plans through its own run(), not the lockstep planner")
-    return _Lockstep(table, strategy.k, strategy.review, strategy.verifier == "exact", [acc], seed, setting.prefix_caching,
-                     setting.verifier_prompt == "cached", setting.verifier_system_tokens).run()
-
-
 def plan_specagent_replicas(table: UnitTable, strategy: SpecAgent, models: Sequence[AcceptanceModel], seed: int,
                             setting: ServingPolicy) -> CallPlan:
     """The workload planned once per acceptance model, all replicas in one lockstep run.
 
     Replica r's trajectory t is trajectory r * n + t of the plan (n = table.n_traj). Every
     replica reads the draws of the original trajectory (common random numbers), so replica
-    r's rows equal `plan_specagent(table, strategy, models[r], ...)`'s: what differs between
+    r's rows equal those of a run of `models[r]` alone: what differs between
     replicas is the acceptance model alone, never the luck of the draw.
     """
     if not strategy.lockstep:

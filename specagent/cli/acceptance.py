@@ -18,5 +18,5 @@ from specagent.cli import acceptance_fit as _fit  # noqa: E402
 from specagent.cli import acceptance_measure as _measure  # noqa: E402
 
 app.command("fit")(_fit.fit)
-app.command("calibrate")(_calibrate.calibrate)
+app.command("calibrate")(_calibrate.acceptance_search)  # the acceptance search, under the name users know
 app.command("measure")(_measure.measure)

@@ -1,24 +1,27 @@
 """`specagent acceptance fit LOG... -o acceptance.toml`: the acceptance and verdict model fitted to logs.
 
-Thin: reading and fitting are `simulator/acceptance/fit.py`; this prints the estimates with their
-95% intervals, the likelihood-ratio tests and the goodness of fit, and writes the `[acceptance]`
-table (atomically) that `--acceptance FILE` and scenarios take (docs/acceptance-fit.md).
+Prints only: reading and fitting are the job `simulator/jobs/acceptance_fit.py` (the fit itself
+`simulator/acceptance/fit.py`); this prints the estimates with their 95% intervals, the likelihood-ratio tests and
+the goodness of fit, and has the job write the `[acceptance]` table (atomically) that `--acceptance FILE` and
+scenarios take (docs/acceptance-fit.md).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, fail, json_out, legend
-from specagent.common import atomic
+from specagent.cli.console import SafeConsole, json_out, legend
+from specagent.cli.options import guard_outputs
+from specagent.cli.requests import fail_job, request_options
 from specagent.common.errors import InputError
-from specagent.common.paths import check_outputs, starts_with
-from specagent.simulator.acceptance.fit import FitResult, acceptance_toml, fit_acceptance, read_logs
+from specagent.common.paths import starts_with
+from specagent.simulator.acceptance.fit import FitResult
+from specagent.simulator.jobs.acceptance_fit import AcceptanceFitRequest
 from specagent.traces.errors import TraceFormatError
 
 
@@ -26,39 +29,28 @@ from specagent.traces.errors import TraceFormatError
 ACCEPTANCE_TOML = starts_with(b"# The acceptance and verdict model fitted by", what="an [acceptance] table `acceptance fit` wrote")
 
 
+@request_options(AcceptanceFitRequest, scenario=False)
 def fit(
-    logs: List[Path] = typer.Argument(..., help="Verdict logs (docs/verdict-log.md) and/or `specagent live` protocol logs."),
+    request: AcceptanceFitRequest,
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the fitted [acceptance] table here (TOML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the fitted model and every estimate as JSON."),
 ) -> None:
     """Fit the acceptance and verdict model to logs by maximum likelihood, with 95% intervals and tests."""
-    names = ", ".join(map(str, logs))
+    from specagent.simulator.jobs.acceptance_fit import run
+
+    guard_outputs({"-o": output}, inputs={"LOGS": request.logs}, kinds={"-o": ACCEPTANCE_TOML})
     try:
-        check_outputs({"-o": output}, {"LOGS": logs}, InputError, kinds={"-o": ACCEPTANCE_TOML})
-        data = read_logs(logs)
-    except (TraceFormatError, InputError) as exc:
-        fail(str(exc))
-    except FileNotFoundError as exc:
-        fail(str(exc).strip("'\""))
-    except ValueError as exc:
-        fail(f"{names}: {exc}")
-    try:
-        result = fit_acceptance(data)
-    except InputError as exc:  # the model's own guard on a fitted value: the logs are the cause, not a setting
-        fail(f"{names}: the fitted {exc.where or 'model'} is outside the model's range, so nothing was written ({exc}); "
-             "check the logs' token counts")
-    except ValueError as exc:
-        fail(f"{names}: {exc}")
+        result = run(request)
+    except (TraceFormatError, InputError) as exc:  # the job's errors name the logs (a format error, its file and field)
+        fail_job(AcceptanceFitRequest, exc)
     if output is not None:
-        atomic.write_text(output, acceptance_toml(result))
+        result.write(output)
     if as_json:  # strict JSON through the output guard (common/guard.py), as every command's
-        typer.echo(json_out({"acceptance": result.model.describe(), "estimates": [p.row() for p in result.params],
-                             **({"at_edge": result.diagnostics["at_edge"]} if "at_edge" in result.diagnostics else {}),
-                             "written": str(output) if output else None}, indent=2, default=float))
+        typer.echo(json_out({**result.to_dict(), "written": str(output) if output else None}, indent=2, default=float))
         return
-    _print(result)
+    _print(result.fit)
     SafeConsole().print(f"wrote {output}" if output else "not written: give -o FILE to write the [acceptance] table",
-                    highlight=False)
+                        highlight=False)
 
 
 _SHORT = {"profile likelihood": "profile", "Fisher information (NB2, log scale)": "Fisher NB2",

@@ -133,7 +133,7 @@ LAZY_COMMANDS = (
     LazyCommand("scenario", "specagent.cli.scenario", "app", group=True,
                 short_help="Scenarios: everything a run depends on (models, deployments, workload, strategies, acceptance, caching, "
                            "verifier prompt, weight reads, seed, engine) in one TOML file."),
-    LazyCommand("predictor", "specagent.cli.simulate", "predictor_app", group=True,
+    LazyCommand("predictor", "specagent.cli.predictor", "predictor_app", group=True,
                 short_help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic."),
     LazyCommand("study", "specagent.cli.fleet", "study_app", group=True, short_help="Studies built on the fleet simulator."),
     LazyCommand("latency", "specagent.cli.latency", "app", group=True,

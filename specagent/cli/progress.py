@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -89,3 +90,61 @@ def _lines(total: int, what: str, status: Callable[[], str] | None, heartbeat_s:
     finally:
         stop.set()
         t.join(timeout=1.0)
+
+
+@contextmanager
+def step_bar(total: int, what: str, show: bool = True, status: Callable[[], str] | None = None,
+             plain: bool = False) -> Iterator[Callable[[Any], None]]:
+    """`progress_bar` driven by a job's progress steps (`simulator.jobs.base.Step`: each says how much is done so
+    far): yields the callback a job's `run(request, progress=...)` takes."""
+    with progress_bar(total, what, show, status, plain) as advance:
+        seen = [0]
+
+        def told(step: Any) -> None:
+            done = int(step.done)
+            advance(done - seen[0])
+            seen[0] = done
+
+        yield told
+
+
+class StepBars:
+    """A bar per stage of a job (a Step's `what`, e.g. each load level of `bench serve`): a step of a new stage closes
+    the bar of the one before and opens its own, of the step's total. `close()` closes the last (before printing)."""
+
+    def __init__(self, show: bool = True, plain: bool = False):
+        self.show, self.plain = show, plain
+        self.what: str | None = None
+        self.bar: Any = None
+        self.advance: Callable[[int], None] = lambda k: None
+        self.seen = 0
+
+    def __call__(self, step: Any) -> None:
+        if step.what != self.what:
+            self.close()
+            self.what, self.seen = step.what, 0
+            self.bar = progress_bar(int(step.total or 0), step.what, show=self.show, plain=self.plain)
+            self.advance = self.bar.__enter__()
+        done = int(step.done)
+        self.advance(done - self.seen)
+        self.seen = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+        self.bar, self.what = None, None
+
+
+@contextmanager
+def spinner(what: str) -> Iterator[Callable[[Any], None]]:
+    """A transient line on stderr whose text follows a job's steps (a bar once a step says its total): for jobs whose
+    stages are of unknown length (calibrating, a live run)."""
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(what, total=None)
+
+        def told(step: Any) -> None:
+            prog.update(task, description=step.what, **({"completed": step.done, "total": step.total} if step.total else {}))
+
+        yield told

@@ -1,15 +1,19 @@
 """Command-line options generated from a job's Request, so a job's defaults and help live in one place.
 
 `@request_options(PredictRequest, exclude=...)` gives a command the Scenario's generated flags (options.py:
-`--scenario`, `--weak-gpus`, …, minus `exclude`) and one flag per field of the Request that has no
-``cli: False`` in its metadata: ``--field-name`` (or the ``flag`` metadata), ``short`` (``-o``), its
-``help``, its default shown (``required: True``: the flag must be given). The command is called with ``request=`` the Request they describe, its
-``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails as one
-line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag (`error_text`: a field
-the message names in backticks, `price` or `scenario.weak.hardware`, is named by its flag too).
+`--scenario`, `--weak-gpus`, …, minus `exclude`; none with ``scenario=False``, for a job that runs no scenario) and
+one flag per field of the Request that has no ``cli: False`` in its metadata: ``--field-name`` (or the ``flag``
+metadata), ``short`` (``-o``), its ``help``, its default shown. The command is called with ``request=`` the Request
+they describe, its ``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails
+as one line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag (`error_text`: a
+field the message names in backticks, `price` or `scenario.weak.hardware`, is named by its flag too).
 
-Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
-repeatable option; each value is passed as given, comma lists included: ``--price h20=1.8,h200=3.5 --price b200=5``).
+Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` /
+``tuple[Path, ...]`` (a repeatable option; string values may also be comma lists: ``--price h20=1.8,h200=3.5
+--price b200=5``; a value given blank stays, as '', for the Request to refuse). More metadata: ``argument: True``
+makes the field a positional argument (a ``tuple[Path, ...]`` one takes several files); ``min``/``max`` bound a
+number (typer refuses a value outside them with its usage error; the Request's own ``check`` holds Python callers to
+the same bounds); ``required: True`` — or a field without a default — makes the flag required.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import re
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NoReturn, Optional
 
 import typer
 
@@ -32,44 +36,53 @@ from specagent.simulator.jobs.base import JobError, Request
 
 @dataclass(frozen=True)
 class JobFlag:
-    """One generated option of a Request field."""
+    """One generated option (or argument) of a Request field."""
 
     field: str
     names: tuple[str, ...]
     type: Any
-    default: Any
+    default: Any  # dataclasses.MISSING: the field has none
     help: str
     panel: str | None
+    item: Any = str  # the type of a tuple's items (str, or Path for files)
     argument: bool = False  # a positional argument (metadata ``argument: True``), named by the field in upper case
-    required: bool = False  # metadata ``required: True``: the flag must be given
+    bounds: tuple[Any, Any] = (None, None)  # (min, max) of a number, None: unbounded
+    must: bool = False  # metadata ``required: True``
 
     @property
     def repeated(self) -> bool:
         return self.type is tuple
 
+    @property
+    def required(self) -> bool:
+        return self.must or self.default is dataclasses.MISSING
+
     def parameter(self) -> inspect.Parameter:
-        if self.argument:
-            return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=self.type,
-                                     default=typer.Argument(self.default, metavar=self.field.upper(), help=self.help))
-        if self.type is bool:
+        if self.type is bool and not self.argument:
             decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
         else:
             decls = self.names
-        annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
-        default = ... if self.required else list(self.default) if self.repeated else self.default
-        return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                 default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
-                                                      show_default=self.default not in (None, (), "")))
+        annotation = {tuple: Optional[list[self.item]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[name-defined]
+        default = ... if self.required else [] if self.repeated else self.default
+        lo, hi = self.bounds
+        extra = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        if self.argument:
+            make = typer.Argument(default, metavar=self.field.upper(), help=self.help, rich_help_panel=self.panel,
+                                  show_default=not self.required and self.default not in (None, (), ""), **extra)
+        else:
+            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
+                                show_default=not self.required and self.default not in (None, (), ""), **extra)
+        return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
 
 
-def _base_type(t: Any) -> Any:
-    """The flag type of a field annotation: X | None is X; tuple[str, ...] is tuple."""
+def _base_type(t: Any) -> tuple[Any, Any]:
+    """The flag type of a field annotation and its items' type: X | None is X; tuple[str, ...] is (tuple, str)."""
     args = [a for a in typing.get_args(t) if a is not type(None)]
     if type(None) in typing.get_args(t) and len(args) == 1:
         t = args[0]
     if typing.get_origin(t) is tuple:
-        return tuple
-    return t
+        return tuple, typing.get_args(t)[0]
+    return t, str
 
 
 def job_flags(request_type: type[Request]) -> list[JobFlag]:
@@ -79,20 +92,23 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
     for f in fields(request_type):
         if f.metadata.get("cli") is False:
             continue
-        typ = _base_type(hints[f.name])
-        if typ not in (str, int, float, bool, Path, tuple):
+        typ, item = _base_type(hints[f.name])
+        if typ not in (str, int, float, bool, Path, tuple) or item not in (str, Path):
             raise TypeError(f"{request_type.__name__}.{f.name}: a {hints[f.name]} field cannot be a flag (cli: False)")
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
-        names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
-                           bool(f.metadata.get("argument")), bool(f.metadata.get("required"))))
+        short = f.metadata.get("short", ())
+        names = (name, *(short if isinstance(short, tuple) else (short,)))
+        default = (f.default if f.default is not dataclasses.MISSING else
+                   f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)  # type: ignore[misc]
+        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"), item,
+                           bool(f.metadata.get("argument")), (f.metadata.get("min"), f.metadata.get("max")),
+                           bool(f.metadata.get("required"))))
     return out
 
 
 def flag_of(request_type: type[Request], field_name: str) -> str:
-    """The flag a Request field is set by (`--field-name` for a field of the scenario's flags, e.g. acceptance_ranges; an
-    argument's metavar, e.g. STRATEGY); `scenario.weak.hardware` names a scenario field."""
+    """The flag a Request field is set by (`--field-name` for a field of the scenario's flags, e.g. acceptance_ranges;
+    an argument's metavar, e.g. STRATEGY); ``scenario.<path>`` names a scenario field by its scenario flag."""
     return _flag_or_none(request_type, field_name) or "--" + field_name.replace("_", "-")
 
 
@@ -111,18 +127,35 @@ def error_text(request_type: type[Request], exc: JobError) -> str:
     return f"{flag_of(request_type, exc.field)}: {text}" if exc.field else text
 
 
+def fail_job(request_type: type[Request], exc: BaseException) -> NoReturn:
+    """One error line (exit 2) for a job's failure: a JobError names its field's flag (`error_text`)."""
+    fail(error_text(request_type, exc) if isinstance(exc, JobError) else str(exc))
+
+
 def _values(fl: JobFlag, v: Any) -> Any:
-    if fl.repeated:  # not given: the field's default; a value given blank stays, as '', for the job to refuse
-        if not v:
-            return fl.default
-        return tuple(p for item in v for p in (tuple(q.strip() for q in str(item).split(",") if q.strip()) or ("",)))
-    return v
+    if not fl.repeated:
+        return v
+    if not v:  # not given: the field's default
+        return fl.default
+    if fl.item is Path:  # files: each as given (a file name may hold a comma)
+        return tuple(Path(p) for p in v)
+    return tuple(p for item in v for p in (tuple(q.strip() for q in str(item).split(",") if q.strip()) or ("",)))
 
 
-def request_options(request_type: type[Request], exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command gets the scenario's flags and the Request's, and is called with `request=`."""
+def _no_scenario(kw: dict[str, Any]) -> tuple[Any, Any]:
+    """A job that runs no scenario: the Request's defaults."""
+    from specagent.simulator.jobs.base import Provenance
+    from specagent.simulator.scenario import Scenario
+
+    return Scenario(), Provenance()
+
+
+def request_options(request_type: type[Request], exclude: Iterable[str] = (),
+                    scenario: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command gets the scenario's flags (none with `scenario=False`) and the Request's, and is called
+    with `request=`."""
     own_flags = job_flags(request_type)
-    scenario_params, build = scenario_parameters(exclude)
+    scenario_params, build = scenario_parameters(exclude) if scenario else ([], _no_scenario)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
@@ -132,16 +165,19 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = ()) ->
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
-            scenario, provenance = build_scenario_for_request(build, kw)
+            scenario_, provenance = build_scenario_for_request(build, kw)
             values = {fl.field: _values(fl, kw.pop(fl.field)) for fl in own_flags}
             try:
-                request = request_type(scenario=scenario, provenance=provenance, **values)
+                request = request_type(scenario=scenario_, provenance=provenance, **values)
                 request.check()
             except JobError as exc:
-                fail(error_text(request_type, exc))
+                fail_job(request_type, exc)
             return fn(request=request, **kw)
 
-        params = [*own, *(fl.parameter() for fl in own_flags), *scenario_params]
+        # typer wants positional arguments before options in the signature it reads
+        mine = [fl.parameter() for fl in own_flags]
+        params = [*own, *[p for p, fl in zip(mine, own_flags) if fl.argument], *[p for p, fl in zip(mine, own_flags)
+                                                                                 if not fl.argument], *scenario_params]
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command
@@ -155,8 +191,8 @@ def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = 
     file's key when the value came from the file), a deployment that does not fit the flags that fix it."""
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
+    from specagent.cli.options import does_not_fit, located_error
     from specagent.cli.console import SafeConsole
-    from specagent.cli.options import located_error, does_not_fit, scenario_flags
     from specagent.simulator.scenario import DoesNotFit, ScenarioError
 
     prov = request.provenance
@@ -167,7 +203,7 @@ def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = 
         try:
             return run(request, lambda step: bar.update(task, description=step.what), **kw)
         except JobError as exc:
-            fail(error_text(type(request), exc))
+            fail_job(type(request), exc)
         except DoesNotFit as exc:
             fail(does_not_fit(str(exc), exc.where))
         except ScenarioError as exc:

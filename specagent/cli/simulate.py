@@ -1,4 +1,4 @@
-"""`specagent predict`, `specagent simulate` and `specagent predictor validate`: a scenario, run and shown.
+"""`specagent predict` and `specagent simulate`: a scenario, run and shown.
 
 Their scenario flags are generated from the Scenario (options.py); each command builds one
 Scenario, runs it, and stores it whole with its results.
@@ -13,12 +13,10 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import typer
 from rich import box
-from rich.progress import Progress
 from rich.table import Table
 
 from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
-from specagent.cli.options import guard_outputs, provenance_of, resolve, scenario_options
-from specagent.cli.panels import PanelCommand
+from specagent.cli.options import guard_outputs, provenance_of
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import ranges_tables
 from specagent.cli.requests import request_options, run_job
@@ -26,16 +24,13 @@ from specagent.common import atomic
 from specagent.common.paths import HTML, JSON_DOC, PARQUET, same_file
 from specagent.reports import bottom_line as BL
 from specagent.simulator.jobs import bottom_line as JB
-from specagent.simulator.predictor import protocol_log_k, validate_predictor
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.strategies.catalog import STRATEGY_NAMES
 from specagent.simulator.jobs.base import Provenance
 from specagent.simulator.jobs.predict import PredictRequest, PredictResult
 from specagent.simulator.jobs.simulate import SimulateRequest
 from specagent.simulator.jobs.simulate import run as simulate_job
 from specagent.simulator.jobs.predict import run as predict_job
-from specagent.traces import default_workload_path, load_profile, load_trajectories, list_profiles, synthesize
-from specagent.traces.synth import MAX_TRAJECTORIES
+from specagent.traces import default_workload_path
 from specagent.common.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -47,7 +42,6 @@ else:  # loaded on first use: this module is on the CLI's start-up path
 console = SafeConsole()
 err = SafeConsole(stderr=True)
 
-predictor_app = typer.Typer(help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic.", no_args_is_help=True)
 O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 
@@ -118,11 +112,13 @@ def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[st
     return t
 
 
-def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True, short: bool = False) -> str | None:
+def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True, short: bool = False,
+                     changed: str | None = None) -> str | None:
     """What the strategies cannot change: Strong-only's tool and user waits per task, as a share of its time per task;
     then SpecAgent's wall and model-only ratios side by side (the environment preset decides how far apart they are).
     A workload whose log recorded no wait (`waits_recorded` False, with the 'recorded' preset) says so instead of
-    reporting 0 s of waits."""
+    reporting 0 s of waits. `changed` (the environment's description when it is not the log's) names the waits the
+    short line reports."""
     if "strongonly" not in summary.index or "env_wall_time_s" not in summary:
         return None
     base = summary.loc["strongonly"]
@@ -136,7 +132,7 @@ def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_reco
         line = ("Agent time vs environment time: waits not recorded (the log has no timestamps or latencies): the wall "
                 "covers model time only; give the waits with --tool-latency-s/--user-latency-s or another --environment.")
     elif short:
-        return (f"Waits: {BL.fmt_seconds(env)} of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.0%}) are tool "
+        return (f"Waits{f' ({changed})' if changed else ''}: {BL.fmt_seconds(env)} of Strong-only's {BL.fmt_seconds(wall)} per task ({env / wall:.0%}) are tool "
                 "and user waits, which no strategy shortens (`specagent explain`).")
     else:
         line = (f"Agent time vs environment time (environment preset '{preset}'): tool and user waits are "
@@ -398,10 +394,9 @@ def _print_answer(result: PredictResult, out: Path, report: Optional[Path], deta
     iv = result.intervals
     head = BL.change_line(result.bottom_line, "specagent", iv=result.bottom_line_intervals, level=iv.level if iv else None)
     note = result.comparison.intervals and result.comparison.intervals.get("published_setting_note")
-    for line in (head, result.verdict, environment_line(result.comparison.summary, result.request.scenario.environment.preset,
-                                                        result.waits_recorded, short=True),
-                 "The published τ² figures are compared in their evaluated setting only (`--scenario wang2026-tau2 "
-                 "--details`); this run's setting differs." if note else ""):
+    env = result.request.scenario.environment
+    for line in (head, result.verdict, environment_line(result.comparison.summary, env.preset, result.waits_recorded, short=True,
+                                                        changed=None if env.recorded else env.describe()), note):
         if line:
             console.print(line, highlight=False)
     more = [*(() if details else ("every table: --details",)), *(() if report else ("a report: --report FILE",))]
@@ -423,7 +418,10 @@ def _answer_table(result: PredictResult) -> Table:
                                 for c, fmt in (("wall_s_per_task", lambda v: f"{v:,.1f}"),
                                                ("gpu_h_per_task", lambda v: f"{v:.3g}"), ("usd_per_task", BL.fmt_usd))))
     pools = ", ".join(f"{p.role.capitalize()} {p.gpus}x {p.gpu}" for p in result.pools)
-    t.caption = f"vs Strong-only: negative = less; {pools or 'a hosted Strong model'}"
+    if not any(p.role == "strong" for p in result.pools):
+        pools += (", " if pools else "") + "Strong a hosted API"
+    t.caption = f"vs Strong-only: negative = less; {pools}"
+    t.min_width = min(max(len(t.title), len(t.caption)), console.width)  # a narrow table keeps its title and caption on a line
     return t
 
 
@@ -495,72 +493,3 @@ def simulate_cmd(
     console.print(t)
     if out:
         console.print(f"wrote {out}")
-
-
-@predictor_app.command("validate", cls=PanelCommand)
-@scenario_options(exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
-def predictor_validate(
-    scenario: Scenario,
-    trace: list[Path] = O(None, "--trace", help="One or more traces (each a workload), protocol logs of `specagent live` included (checked "
-                          "under SpecAgent with their recorded verdicts and K). Default: the shipped τ²-Bench airline workload."),
-    synthetic: int = O(60, help="Also validate on this many synthetic trajectories from every shipped workload profile (0: none)."),
-    strategies: str = O("specagent,specagent_every_chunk,specagent_hold_replies,collab,router", help="Comma-separated strategies to check."),
-    out: Optional[Path] = O(None, "-o", "--out", help="Write the validation table as JSON here."),
-    as_json: bool = O(False, "--json"),
-) -> None:
-    """Predict the Strong share of memory traffic from verdict + repair tokens alone; report its error.
-
-    Live protocol logs (`specagent live -o DIR` writes DIR/protocol_log.jsonl) are checked
-    next to the simulated workloads, on the decisions the live run recorded.
-
-    The error is shown under both weight-read modes: 'union' (a verification prefill reads
-    every expert its tokens touch) and 'active' (only active parameters), since the
-    predictor's accuracy depends on which one describes your serving stack.
-    """
-    if scenario.strong_api is not None:
-        fail(f"--strong-api {scenario.strong_api}: the predictor needs a self-hosted Strong deployment (an API hides its memory "
-             "traffic)")
-    if not 0 <= synthetic <= MAX_TRAJECTORIES:
-        fail(f"--synthetic: expected trajectories per profile in [0, {MAX_TRAJECTORIES:,}], got {synthetic}")
-    names = [s.strip() for s in strategies.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STRATEGY_NAMES]
-    if unknown or not names:
-        fail(f"--strategies: expected a comma-separated list of {', '.join(STRATEGY_NAMES)}; got {strategies!r}")
-    guard_outputs({"-o": out}, scenario=scenario, inputs={"--trace": trace or ()}, kinds={"-o": JSON_DOC})
-    if out is not None:
-        atomic.check_writable(out)
-    paths = trace or [default_workload_path()]
-    workloads = {}
-    for p in paths:
-        try:
-            workloads[p.name] = load_trajectories(p)
-        except (OSError, ValueError) as exc:
-            fail(f"{p}: {exc}")
-        try:
-            protocol_log_k(str(p), workloads[p.name])
-        except ValueError as exc:
-            fail(str(exc))
-    if synthetic > 0:
-        for name in list_profiles():
-            workloads[f"synthetic:{name}"] = synthesize(load_profile(name), synthetic, scenario.seed)
-    setting = resolve(scenario, exclude=("workload", "strategies", "weight_mode", "pricing_engine"))
-    with Progress(console=err, transient=True) as prog:
-        prog.add_task(f"validating on {len(workloads)} workloads", total=None)
-        table = validate_predictor(workloads, scenario, strategies=names, setting=setting)
-    if out:
-        atomic.write_json(out, table.to_dict(orient="records"))
-    if as_json:
-        print(table.to_json(orient="records", indent=2))
-        return
-    t = Table(title="Verdict-token predictor: Strong share of memory reads (both models)")
-    for c in ("workload", "strategy", "weight mode"):
-        t.add_column(c, overflow="fold")
-    for c in ("predicted", "accounted", "abs error", "mean |err| per traj"):
-        t.add_column(c, justify="right")
-    for _, r in table.iterrows():
-        name = f"{r['workload']} (protocol log)" if r["source"].startswith("protocol log") else r["workload"]
-        t.add_row(name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
-                  f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}")
-    console.print(t)
-    worst = table.groupby("weight_mode")["abs_error"].max()
-    console.print("largest absolute error of the share: " + ", ".join(f"{m} {v:.4f}" for m, v in worst.items()))

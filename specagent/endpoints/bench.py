@@ -51,7 +51,7 @@ import numpy as np
 from specagent.common.errors import InputError, read_text
 from specagent.common.redact import Redactor
 from specagent.common.signals import interrupted_by
-from specagent.endpoints.client import Endpoint, EndpointError, _refused, _short
+from specagent.endpoints.client import Endpoint, EndpointError, one_line, refusal
 from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport, lines
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 from specagent.traces.vocabulary import MAX_ARRIVAL_S
@@ -318,9 +318,9 @@ def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: 
             if status != 200:
                 text = b"".join(chunks).decode("utf-8", "replace")
                 if status == 429 or status >= 500:
-                    res.error = f"HTTP {status} {_short(text, secrets=red.secrets)}"
+                    res.error = f"HTTP {status} {one_line(text, secrets=red.secrets)}"
                     return res
-                raise _refused(ep, status, text, headers.get("location"))
+                raise refusal(ep, status, text, headers.get("location"))
             for ev in _sse_events(lines(chunks), red):
                 if ev is DONE:
                     whole = True
@@ -357,7 +357,7 @@ def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: 
         res.error = f"no whole answer within {http.timeout_s:g} s"
         return res
     except httpx.ConnectError as exc:
-        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({_short(exc, secrets=red.secrets)})", "base_url") from None
+        raise EndpointError(f"--base-url {ep.shown_url}: cannot connect ({one_line(exc, secrets=red.secrets)})", "base_url") from None
     except Contradiction as exc:
         res.error = f"the answer contradicts its request ({red.line(exc)})"
         return res
@@ -365,7 +365,7 @@ def stream_one(http: Transport, ep: Endpoint, req: BenchRequest, *, ignore_eos: 
         res.error = f"the server reported an error mid-stream ({exc})"
         return res
     except (httpx.HTTPError, ValueError, BodyTooLarge) as exc:
-        res.error = f"the stream broke ({_short(exc, secrets=red.secrets)})"
+        res.error = f"the stream broke ({one_line(exc, secrets=red.secrets)})"
         return res
     if last is None:
         res.error = "the stream held no content"

@@ -387,7 +387,7 @@ class ChatClient:
             payload = json.dumps(body, allow_nan=False, ensure_ascii=False).encode("utf-8")
         except (ValueError, RecursionError) as exc:
             self._count(failed=1)
-            raise EndpointError(f"{ep.where}: the request cannot be sent as JSON ({_short(exc, secrets=secrets)}; a NaN or "
+            raise EndpointError(f"{ep.where}: the request cannot be sent as JSON ({one_line(exc, secrets=secrets)}; a NaN or "
                                 "infinity, or nesting too deep, in the recorded trace, the tools or an extra body)",
                                 f"{ep.role}_url") from None
         for attempt in range(self.retry.attempts):
@@ -408,11 +408,11 @@ class ChatClient:
                 except httpx.TimeoutException:
                     reason, last = "timeout", f"no whole answer within {self.timeout_s:g} s"
                 except httpx.ConnectError as exc:
-                    reason, last = "connect", f"cannot connect ({_short(exc, secrets=secrets)})"
+                    reason, last = "connect", f"cannot connect ({one_line(exc, secrets=secrets)})"
                 except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                    reason, last = "broken_body", f"the connection broke mid-answer ({_short(exc, secrets=secrets)})"
+                    reason, last = "broken_body", f"the connection broke mid-answer ({one_line(exc, secrets=secrets)})"
                 except httpx.HTTPError as exc:
-                    reason, last = "http", _short(exc, secrets=secrets)
+                    reason, last = "http", one_line(exc, secrets=secrets)
                 else:
                     if status == 200:
                         raw = None
@@ -429,13 +429,13 @@ class ChatClient:
                                               "again cannot add them: serve with usage reporting on, or without the proxy "
                                               "that strips it)", f"{ep.role}_url") from None
                             why = "nested too deep" if isinstance(exc, RecursionError) else exc
-                            reason, last = "bad_body", f"the answer is not a chat completion ({_short(why, secrets=secrets)})"
+                            reason, last = "bad_body", f"the answer is not a chat completion ({one_line(why, secrets=secrets)})"
                     elif status == 429 or status >= 500:
-                        reason, last = f"http_{status}", f"HTTP {status} {_short(text, secrets=secrets)}"
+                        reason, last = f"http_{status}", f"HTTP {status} {one_line(text, secrets=secrets)}"
                         after = retry_after_s(headers.get("retry-after"))
                     else:
                         self._count(failed=1)
-                        raise _refused(ep, status, text, headers.get("location"))
+                        raise refusal(ep, status, text, headers.get("location"))
             with self._lock:
                 self.stats.retries[reason] += 1
             if attempt + 1 < self.retry.attempts:
@@ -448,7 +448,7 @@ class ChatClient:
         raise TransientFailure(f"{ep.where}: {last} (after {self.retry.attempts} attempts)")
 
 
-def _short(x: object, n: int = 160, secrets: tuple[str, ...] = ()) -> str:
+def one_line(x: object, n: int = 160, secrets: tuple[str, ...] = ()) -> str:
     """Server or library text as one safe line: keys masked (before any cut), control characters escaped, at most n chars."""
     s = " ".join(clean(x, (*secrets, *env_secrets())).split())
     return s if len(s) <= n else s[:n - 1] + "…"
@@ -481,14 +481,15 @@ def _check_json(obj: Any, flag: str, depth: int = 0) -> None:
             _check_json(v, flag, depth + 1)
 
 
-def _refused(ep: Endpoint, status: int, text: str, location: str | None = None) -> EndpointError:
+def refusal(ep: Endpoint, status: int, text: str, location: str | None = None) -> EndpointError:
+    """The error a server's refusal (a status that is not a retryable failure) raises: its message, and a hint per status."""
     try:
         detail = json.loads(text).get("error", text)
         detail = detail.get("message", detail) if isinstance(detail, dict) else detail
     except (ValueError, AttributeError, RecursionError):
         detail = text
     where = f"{ep.where} (model {ep.model!r})"
-    short = _short(detail, secrets=ep.secrets)
+    short = one_line(detail, secrets=ep.secrets)
     if status in (400, 422) and re.search(r"response_format|json_schema|guided", str(detail), re.I):
         return ResponseFormatUnsupported(f"{where}: HTTP {status}: {short}", f"{ep.role}_url")
     hint = {401: f" (is ${ep.api_key_env} set to a valid key?)", 403: f" (is ${ep.api_key_env} allowed to use this model?)",
@@ -497,6 +498,41 @@ def _refused(ep: Endpoint, status: int, text: str, location: str | None = None) 
         hint = " (not a chat completion, which comes with HTTP 200: is the URL the server's /v1 and not a proxy's or a health check's?)"
     short = short or "(no body)"
     if 300 <= status < 400:
-        to = f" to {_short(redact_url(location), 120)}" if location else ""
+        to = f" to {one_line(redact_url(location), 120)}" if location else ""
         hint = f" (a redirect{to}: redirects are not followed, so the key goes nowhere else; give the URL it names)"
     return EndpointError(f"{where}: HTTP {status}: {short}{hint}", f"{ep.role}_url")
+
+
+def parse_extra_body(value: str | None) -> dict[str, Any]:
+    """Fields to add to every request body, given as a JSON object on the command line ({} for None); an InputError
+    says what is wrong (the caller names the option)."""
+    if value is None:
+        return {}
+
+    def no_constant(name: str) -> None:
+        raise InputError(f"{name} is not JSON (JSON has no NaN or infinity)")
+
+    try:
+        obj = json.loads(value, parse_constant=no_constant)
+    except RecursionError:
+        raise InputError("nested too deep to be a request's fields") from None
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise InputError(f"expected a JSON object, got {value!r} ({exc})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"expected a JSON object, got a JSON {type(obj).__name__}")
+    return obj
+
+
+def token_prices(value: str | None) -> tuple[float, float] | None:
+    """`IN,OUT` in USD per million tokens (None for None); an InputError says what is wrong (the caller names the option)."""
+    if value is None:
+        return None
+    try:
+        a, b = (float(x) for x in value.split(","))
+    except ValueError:
+        raise InputError(f"expected IN,OUT in USD per million tokens (e.g. 0.243,1.736), got {value!r}") from None
+    if not (a >= 0 and b >= 0 and a < float("inf") and b < float("inf")):
+        raise InputError(f"prices must be finite and >= 0, got {value!r}")
+    return a, b

@@ -19,9 +19,8 @@ from typing import Any
 
 from specagent.common.atomic import json_text, text_writer, write_together
 from specagent.endpoints.cache import request_key
-from specagent.endpoints.client import ChatClient, Endpoint
 from specagent.endpoints.recorded import RecordedTask
-from specagent.endpoints.shadow import MeasureConfig, PositionResult, ShadowRun
+from specagent.endpoints.shadow import PositionResult, ShadowRun
 from specagent.traces.tokens import estimate_text_tokens
 
 #: Drafted tokens assumed per Weak call and verdict tokens per Strong call when the trace records none (estimate only).
@@ -78,7 +77,7 @@ def estimate(positions: list[tuple[RecordedTask, int]], k: int, run: ShadowRun,
     cached = 0
     wp = sp = out = wp1 = sp1 = 0
     for t, p in positions:
-        body = run._body([{"role": "system", "content": t.system}, *t.prefix(p)], run._tools(t))
+        body = run.request_body([{"role": "system", "content": t.system}, *t.prefix(p)], run.task_tools(t))
         ctx = _context_tokens(body)
         steps = [s for s in t.trajectory.steps[t.step_of[p]:] if s.actor.value == "agent"][:k]
         step_out = sum(s.output_tokens for s in steps) or FALLBACK_OUTPUT_TOKENS * k
@@ -164,14 +163,15 @@ def write_outputs(out: Path, stems: dict[str, str], positions: list[tuple[Record
     return write_together(writes)
 
 
-def run_measure(client: ChatClient, weak: Endpoint, strong: Endpoint, tasks_by_file: dict[str, list[RecordedTask]],
-                tools: dict[str, list[dict]], tags, cfg: MeasureConfig, positions: list[tuple[RecordedTask, int]],
-                out: Path, stems: dict[str, str], advance=lambda k: None) -> tuple[dict[str, Any], list[Path]]:
-    run = ShadowRun(client, weak, strong, tools, tags, cfg)
-    results = run.run(positions, advance)
-    summary = summarize(positions, results, run.format.used())
-    info = {"client": client.stats.as_dict(),
-            "endpoints": {ep.role: {"url": ep.shown_url, "model": ep.model, "served_models": client.stats.served_models(ep.role),
-                                    "max_tokens": cfg.cap(ep.role)} for ep in (weak, strong)}}
-    paths = write_outputs(out, stems, positions, results, summary, info)
-    return summary, paths
+def unreported(summary: dict[str, Any]) -> list[str]:
+    """What the server did not report, said rather than silently taken as zero (issue 36, item 5): a line per role
+    whose answers carried no cached prompt tokens, or reasoning tokens only as text (estimated)."""
+    out = []
+    for role, u in summary["usage"].items():
+        if u["calls"] and u.get("cached_tokens_reported_calls", 0) < u["calls"]:
+            out.append(f"{role}: {u['calls'] - u['cached_tokens_reported_calls']} of {u['calls']} answers reported no cached "
+                       "prompt tokens (usage.prompt_tokens_details.cached_tokens): prefix-cache reuse is unknown there, not 0")
+        if u["calls"] and u["reasoning_estimated_calls"]:
+            out.append(f"{role}: reasoning tokens of {u['reasoning_estimated_calls']} of {u['calls']} answers are estimated from "
+                       "their reasoning text (the server reported no completion_tokens_details.reasoning_tokens)")
+    return out

@@ -32,7 +32,7 @@ from typing import Any
 from specagent.common.errors import InputError
 from specagent.traces import files
 from specagent.traces.schema import Trajectory
-from specagent.traces.openai_chat import _args, _text, read_openai_file
+from specagent.traces.openai_chat import call_arguments, content_text, read_openai_file
 from specagent.traces.tau2 import read_tau2_file
 from specagent.traces.tool_tags import TagMap, default_tag_map
 
@@ -183,10 +183,10 @@ def _conversations(path: str | os.PathLike, text: str) -> list[Any]:
 def _tau2_form(m: dict) -> dict:
     """An OpenAI message in the recorded form shadow verification reads (τ²-Bench's: calls with parsed arguments)."""
     if m["role"] == "tool":
-        return {"role": "tool", "id": m.get("tool_call_id"), "content": _text(m.get("content"))}
-    out: dict[str, Any] = {"role": m["role"], "content": _text(m.get("content"))}
+        return {"role": "tool", "id": m.get("tool_call_id"), "content": content_text(m.get("content"))}
+    out: dict[str, Any] = {"role": m["role"], "content": content_text(m.get("content"))}
     if m["role"] == "assistant":
-        out["tool_calls"] = [{"id": tc.get("id") or f"call_{k}", "name": tc["function"]["name"], "arguments": _args(tc["function"])}
+        out["tool_calls"] = [{"id": tc.get("id") or f"call_{k}", "name": tc["function"]["name"], "arguments": call_arguments(tc["function"])}
                              for k, tc in enumerate(m.get("tool_calls") or [])] or None
         if m.get("usage"):
             out["usage"] = m["usage"]
@@ -199,7 +199,7 @@ def _read_openai(path: str | os.PathLike, tags: TagMap, text: str) -> tuple[list
     for i, (conv, traj) in enumerate(zip(_conversations(path, text), trajs)):
         conv = {"messages": conv} if isinstance(conv, list) else conv
         msgs = conv["messages"]
-        system = "\n\n".join(_text(m.get("content")) for m in msgs if m["role"] in ("system", "developer"))
+        system = "\n\n".join(content_text(m.get("content")) for m in msgs if m["role"] in ("system", "developer"))
         raw = [_tau2_form(m) for m in msgs if m["role"] not in ("system", "developer")]
         step_of, s = [], 0
         for m in raw:

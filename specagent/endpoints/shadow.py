@@ -134,11 +134,14 @@ class ShadowRun:
         self.prompt = verifier_prompt()
         self.format = _Format(cfg.response_format, client, strong)
 
-    def _tools(self, task: RecordedTask) -> list[dict]:
+    def task_tools(self, task: RecordedTask) -> list[dict]:
+        """The tools a task's requests offer: its own, else its domain's (given or inferred from the recorded calls)."""
         return list(task.tools) if task.tools else self.tools[task.domain]
 
     # -- requests ------------------------------------------------------------------------------------------------
-    def _body(self, messages: list[dict], tools: list[dict] | None, role: str = "weak", **extra: Any) -> dict[str, Any]:
+    def request_body(self, messages: list[dict], tools: list[dict] | None, role: str = "weak", **extra: Any) -> dict[str, Any]:
+        """A chat-completions body as this run sends it (temperature, seed, the role's max_tokens): the estimate keys
+        its cache look-ups on the same body."""
         body: dict[str, Any] = {"messages": messages, "temperature": self.cfg.temperature, "seed": self.cfg.seed}
         if tools:
             body["tools"] = tools
@@ -199,12 +202,12 @@ class ShadowRun:
             return res
         n, a = len(steps), verdict.accepted_prefix
         offered = verdict.replacement is not None
-        valid = replacement_valid(verdict.replacement, self._tools(task)) if offered else None
+        valid = replacement_valid(verdict.replacement, self.task_tools(task)) if offered else None
         repair_tokens = repair_reasoning = None
         repair_s = 0.0
         if a < n and not valid:
             try:
-                r = self.client.chat(self.strong, self._body(self._context(task, p, steps[:a]), self._tools(task), "strong"))
+                r = self.client.chat(self.strong, self.request_body(self._context(task, p, steps[:a]), self.task_tools(task), "strong"))
             except TransientFailure as exc:
                 res.skip = Skip(task.task, pos, "repair", "transient", str(exc))
                 return res
@@ -286,7 +289,7 @@ class ShadowRun:
         seconds = 0.0
         group = 0
         while True:
-            r = self.client.chat(self.weak, self._body(msgs, self._tools(task)))
+            r = self.client.chat(self.weak, self.request_body(msgs, self.task_tools(task)))
             res.usage.append(("weak_draft", r))
             seconds += r.latency_s
             if r.finish_reason == "length":  # a cut answer is not the step the model meant: no draft to verify
@@ -353,7 +356,7 @@ class ShadowRun:
         segment = "\n".join(f"{i + 1}. {s.note}" for i, s in enumerate(steps))
         msgs = [{"role": "system", "content": task.system}, *task.prefix(p),
                 {"role": "user", "content": fill_prompt(self.prompt, segment, len(steps))}]
-        tools = self._tools(task)
+        tools = self.task_tools(task)
         seconds = 0.0
         error = ""
         for attempt in range(2):
@@ -363,11 +366,11 @@ class ShadowRun:
                 extra["response_format"] = {"type": "json_schema",
                                             "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}}
             try:
-                r = self.client.chat(self.strong, self._body(msgs, tools, "strong", **extra))
+                r = self.client.chat(self.strong, self.request_body(msgs, tools, "strong", **extra))
             except ResponseFormatUnsupported as exc:
                 self.format.refused(exc)
                 extra.pop("response_format")
-                r = self.client.chat(self.strong, self._body(msgs, tools, "strong", **extra))
+                r = self.client.chat(self.strong, self.request_body(msgs, tools, "strong", **extra))
             res.usage.append(("strong_verify", r))
             seconds += r.latency_s
             if r.finish_reason == "length":  # asking again under the same cap cuts it again

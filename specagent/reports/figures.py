@@ -110,7 +110,7 @@ def _fmt_rel(v: float) -> str:
     return f"{v:.2f}×" if np.isfinite(v) else ""
 
 
-def _finish(fig: go.Figure, title: str, height: int = 480, top: int = 110, legend: str = "top", bottom: int = 60) -> go.Figure:
+def finish_layout(fig: go.Figure, title: str, height: int = 480, top: int = 110, legend: str = "top", bottom: int = 60) -> go.Figure:
     """Shared look: title at the top left; legend above the plot, below it (figures with subplot
     titles) or to its right; white template."""
     if "<br>" in title:
@@ -156,7 +156,7 @@ def memory_reads_figure(summary: pd.DataFrame, intervals: Mapping | None = None)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444", annotation_text="Strong-only = 1", annotation_position="top right")
     fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_title="strategy", xaxis_tickangle=0)
     fig.update_yaxes(rangemode="tozero")
-    return _finish(fig, "1 · HBM memory reads relative to Strong-only (lower is better)" + _bars_note(intervals), height=560)
+    return finish_layout(fig, "1 · HBM memory reads relative to Strong-only (lower is better)" + _bars_note(intervals), height=560)
 
 
 def _bar_intervals(intervals: Mapping | None, strategies: Iterable[str], metric: str, points: Sequence[float]) -> dict | None:
@@ -226,7 +226,7 @@ def bottom_line_figure(line: pd.DataFrame, ranges: pd.DataFrame | None = None, l
     fig.update_xaxes(title_text="$ per task", rangemode="tozero", row=1, col=2)
     sub = (f"bars: {level:.0%} intervals over {_e_text(includes or 'the drawn sources')}" if lohi and level
            else "no intervals were drawn for this run: points only")
-    return _finish(fig, f"Time and cost per task (shorter is better)<br><sup>{sub}</sup>",
+    return finish_layout(fig, f"Time and cost per task (shorter is better)<br><sup>{sub}</sup>",
                    height=200 + 52 * max(len(keys), 3), top=100, legend="bottom", bottom=100)
 
 
@@ -274,7 +274,7 @@ def operating_points_figure(summary: pd.DataFrame, intervals: Mapping | None = N
         missing = list(dict.fromkeys(df[df["measured_success"].isna()]["label"]))
         if missing:
             title += f"<br><sup>{len(missing)} strateg{'y' if len(missing) == 1 else 'ies'} without measured success not shown</sup>"
-        return _finish(fig, title, height=560, top=80, legend="bottom", bottom=110)
+        return finish_layout(fig, title, height=560, top=80, legend="bottom", bottom=110)
     fig = go.Figure()
     for _, r in df.iterrows():
         name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
@@ -290,7 +290,7 @@ def operating_points_figure(summary: pd.DataFrame, intervals: Mapping | None = N
     fig.update_layout(xaxis_title="Memory traffic (HBM reads) ÷ Strong-only", yaxis_title="Wall time ÷ Strong-only")
     bars = (f"; bars: {float(intervals.get('level', 0)):.0%} intervals over {_e_text(intervals.get('includes', 'the acceptance parameters'))}"
             if intervals and intervals.get("intervals") else "")
-    return _finish(fig, "2 · Operating points relative to Strong-only (lower left is better)"
+    return finish_layout(fig, "2 · Operating points relative to Strong-only (lower left is better)"
                    f"<br><sup>quality not shown: no measured success rates were supplied, and none are invented{bars}</sup>",
                    height=560, top=150)
 
@@ -329,7 +329,7 @@ def agent_time_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -
     fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", yaxis_title="strategy", bargap=0.25)
     fig.update_yaxes(autorange="reversed")
     bars = _bars_note(intervals).replace("<br><sup>", "; ").replace("</sup>", "")
-    return _finish(fig, "Agent time vs environment time, relative to Strong-only's wall time"
+    return finish_layout(fig, "Agent time vs environment time, relative to Strong-only's wall time"
                    f"<br><sup>a strategy changes model time only; tool and user waits are the workload's{bars}</sup>",
                    height=200 + 52 * max(len(df), 3), top=90, legend="bottom", bottom=100)
 
@@ -380,7 +380,7 @@ def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phas
     title = "3 · Cost by phase relative to Strong-only (bars sum to each strategy's total)"
     if workload:
         title += f" · {workload}"
-    return _finish(fig, title, height=260 + 36 * max(n_rows, 3), top=80, legend="bottom", bottom=150)
+    return finish_layout(fig, title, height=260 + 36 * max(n_rows, 3), top=80, legend="bottom", bottom=150)
 
 
 # ----------------------------------------------------------------------------- figure 4
@@ -447,7 +447,7 @@ def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
     title = f"4 · Saving against the Strong replica's decode batch (from the {source})"
     if note:
         title += f"<br><sup>{note}</sup>"
-    return _finish(fig, title, height=540)
+    return finish_layout(fig, title, height=540)
 
 
 # ----------------------------------------------------------------------------- figure 5
@@ -568,7 +568,7 @@ def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True,
                         hovertemplate=f"{name}<br>%{{x:.2f}} FLOP/B<br>%{{y:.2f}} TFLOP/s per GPU<extra></extra>")
     fig.update_xaxes(type="log", title_text="Arithmetic intensity (FLOP per HBM byte)", range=[np.log10(lo), np.log10(hi)])
     fig.update_yaxes(type="log", title_text="Achieved TFLOP/s per GPU")
-    return _finish(fig, f"5 · Roofline of {profile.name} with each phase's operating point (aggregate over the run)",
+    return finish_layout(fig, f"5 · Roofline of {profile.name} with each phase's operating point (aggregate over the run)",
                    height=620, top=70, legend="right")
 
 
@@ -602,7 +602,7 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(type="log", title_text="predicted (s)", row=1, col=1)
     fig.update_yaxes(title_text="error (%)", ticksuffix="%", row=1, col=2)
     fig.update_xaxes(tickangle=-40, title_text="pass", row=1, col=2)
-    return _finish(fig, f"6 · Calibration: predicted vs measured pass times — MAPE {mape:.1f}% over {len(df)} points", height=560, top=80, legend="bottom", bottom=140)
+    return finish_layout(fig, f"6 · Calibration: predicted vs measured pass times — MAPE {mape:.1f}% over {len(df)} points", height=560, top=80, legend="bottom", bottom=140)
 
 
 # ----------------------------------------------------------------------------- figure 7
@@ -639,7 +639,7 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
     title = "7 · Capacity plan: cheapest fleet meeting the SLO, per strategy"
     if rate:
         title += f" (rate {rate})"
-    return _finish(fig, title, height=480, top=80)
+    return finish_layout(fig, title, height=480, top=80)
 
 
 def log_ticks(lo: float, hi: float, prefix: str = "", suffix: str = "") -> tuple[list[float], list[str]]:
@@ -697,7 +697,7 @@ def _capacity_curve(df: pd.DataFrame) -> go.Figure:
         y = pd.to_numeric(df[ycol], errors="coerce")
         yv, yt = log_ticks(y[y > 0].min() if (y > 0).any() else 1, y.max() if (y > 0).any() else 10, prefix)
         fig.update_yaxes(type="log", title_text=unit, tickvals=yv, ticktext=yt, row=1, col=col)
-    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy "
+    return finish_layout(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy "
                         "(labels: the GPU type that won; hover: the fleet)", height=520, top=80, legend="bottom", bottom=110)
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specagent.reports.figures import FigureNotSupported, _finish
+from specagent.reports.figures import FigureNotSupported, finish_layout
 
 KIND = "specagent.sensitivity/1"
 TORNADO_NEEDS = ("assumption", "metric", "label", "base", "at_low", "at_high", "low_value", "high_value")
@@ -52,7 +52,7 @@ def tornado_figure(doc: Mapping[str, Any]) -> go.Figure:
         fig.add_vline(x=b, line_dash="dot", line_color="#555", row=1, col=j)
         fig.add_vline(x=1.0, line_color="#999", row=1, col=j)
     fig.update_layout(barmode="overlay")
-    return _finish(fig, "Sensitivity · SpecAgent's ratios to Strong-only as each assumption moves over its range<br>"
+    return finish_layout(fig, "Sensitivity · SpecAgent's ratios to Strong-only as each assumption moves over its range<br>"
                         "<sup>dotted: the scenario's value; solid: 1 (Strong-only); blue: the low end, orange: the high end</sup>",
                    height=max(420, 26 * len(order) + 160), legend="bottom", bottom=80)
 
@@ -78,6 +78,6 @@ def break_even_figure(doc: Mapping[str, Any]) -> go.Figure:
                              name=f"this scenario (time ratio {be['r0']:.3f})"))
     fig.update_xaxes(title_text="semantic acceptance (every step kind)")
     fig.update_yaxes(title_text="Weak time per token ÷ Strong time per token")
-    return _finish(fig, "Break-even · where SpecAgent's wall time equals Strong-only's<br>"
+    return finish_layout(fig, "Break-even · where SpecAgent's wall time equals Strong-only's<br>"
                         "<sup>below the line SpecAgent is faster; the scenario's decay and correlation kept</sup>",
                    height=560, legend="bottom", bottom=90)

@@ -7,6 +7,7 @@ SpecAgent stop paying" should find that sentence first, not nine "figures not sh
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,19 +16,19 @@ from plotly.offline import get_plotlyjs
 
 from specagent.common import atomic
 from specagent.reports.figures import FigureNotSupported
-from specagent.reports.html import CSS, _e
+from specagent.reports.html import CSS
 from specagent.reports.sensitivity import break_even_figure, tornado_figure
 
 
 def render_sensitivity_page(doc: Mapping[str, Any], title: str) -> str:
     """The whole page as a string (deterministic for the same study)."""
-    parts = [f"<h1>{_e(title)}</h1>"]
+    parts = [f"<h1>{escape(str(title))}</h1>"]
     kinds = [r for r in doc.get("kind_break_even") or [] if isinstance(r, Mapping) and r.get("text")]
     if kinds:
         parts.append('<h2 id="break-even-words">Where SpecAgent stops paying, per step kind</h2>'
                      "<p>Each kind's semantic acceptance moved over [0, 1], the other kinds and every other assumption at "
                      "the scenario's values, at this scenario's Weak speed.</p><ul>")
-        parts += [f"<li>{_e(r['text'])}</li>" for r in kinds]
+        parts += [f"<li>{escape(str(r['text']))}</li>" for r in kinds]
         parts.append("</ul>")
     for key, caption, make in (
             ("fig_tornado", "SpecAgent ÷ Strong-only at each end of each assumption's range, the others at the scenario's "
@@ -37,13 +38,13 @@ def render_sensitivity_page(doc: Mapping[str, Any], title: str) -> str:
         try:
             fig = make(doc)
         except FigureNotSupported as exc:
-            parts.append(f'<p class="note">{_e(key)} not drawn: {_e(exc)}</p>')
+            parts.append(f'<p class="note">{escape(str(key))} not drawn: {escape(str(exc))}</p>')
             continue
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{key}")
-        parts.append(f'<figure id="{key}" data-figure="{key}">{div}<figcaption>{_e(caption)}</figcaption></figure>')
+        parts.append(f'<figure id="{key}" data-figure="{key}">{div}<figcaption>{escape(str(caption))}</figcaption></figure>')
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{escape(str(title))}</title>"
             f"<style>{CSS}</style>\n<script type=\"text/javascript\">{get_plotlyjs()}</script>\n</head>\n"
             f"<body><main>\n{body}\n</main></body></html>\n")
 

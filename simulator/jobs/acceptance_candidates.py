@@ -1,4 +1,6 @@
-"""Calibrate the acceptance and verdict model to the published protocol figures (Wang et al., arXiv:2610.21463).
+"""The acceptance search's candidates: acceptance and verdict parameters, each simulated against the published protocol
+figures (Wang et al., arXiv:2610.21463). The job that runs the search and reports it is `acceptance_search.py`
+(`specagent acceptance calibrate`); this module is its forward model and its set of candidates.
 
 Forward model = this tool's own simulator: each candidate parameter set is planned and
 priced on the scenario its figure was measured in (τ²-Bench → the evaluated setting, `--scenario wang2026-tau2`,
@@ -154,7 +156,7 @@ def figure_status(fig: ProtocolFigure) -> str:
     return "scored"
 
 
-def _strategies_needed(figs: Sequence[ProtocolFigure], setting: str) -> list[str]:
+def strategies_needed(figs: Sequence[ProtocolFigure], setting: str) -> list[str]:
     out = ["specagent"]
     for f in figs:
         if f.setting == setting and figure_status(f) == "scored":
@@ -165,7 +167,7 @@ def _strategies_needed(figs: Sequence[ProtocolFigure], setting: str) -> list[str
 
 
 @dataclass
-class _Context:
+class FigureContext:
     """One scenario's loaded workload, setting and acceptance-independent baseline."""
 
     name: str
@@ -175,14 +177,14 @@ class _Context:
     pricer: dict[str, Pricer]
     baseline: pd.Series  # Strong-only totals
     strategies: list[str]
-    units: int = 0  # workload units (steps) over all trajectories: sizes the batches of `calibrate`
+    units: int = 0  # workload units (steps) over all trajectories: sizes the batches of `simulate_candidates`
 
 
 def _totals(frame: pd.DataFrame) -> pd.Series:
     return frame.select_dtypes("number").sum()
 
 
-def load_context(name: str, scenario: Scenario, strategies: list[str]) -> _Context:
+def load_context(name: str, scenario: Scenario, strategies: list[str]) -> FigureContext:
     trajs, _, _ = scenario.load_workload()
     episodes = to_episodes(trajs)
     setting = scenario.setting(fit_context=None)
@@ -192,10 +194,10 @@ def load_context(name: str, scenario: Scenario, strategies: list[str]) -> _Conte
     first = modes[0]
     base = simulate(episodes, "strongonly", settings[first], scenario.acceptance, scenario.seed, pricer=pricers[first])
     units = len(episodes) if isinstance(episodes, UnitTable) else sum(len(e.units) for e in episodes)
-    return _Context(name, scenario, episodes, settings, pricers, _totals(base), strategies, units)
+    return FigureContext(name, scenario, episodes, settings, pricers, _totals(base), strategies, units)
 
 
-def _run(ctx: _Context, acc: AcceptanceModel) -> dict[str, dict[str, pd.DataFrame]]:
+def _run(ctx: FigureContext, acc: AcceptanceModel) -> dict[str, dict[str, pd.DataFrame]]:
     """Per-trajectory frames of every needed strategy under `acc`, by API send mode: planned once, priced per mode."""
     sc = ctx.scenario
     out: dict[str, dict[str, pd.DataFrame]] = {m: {} for m in ctx.settings}
@@ -241,7 +243,7 @@ def _metric(fig: ProtocolFigure, tot: dict[str, pd.Series], base: pd.Series, fra
     raise InputError(f"line {fig.line}: metric '{fig.metric}' has no forward model", "metric")
 
 
-def evaluate(ctx: _Context, acc: AcceptanceModel, figs: Sequence[ProtocolFigure]) -> dict[str, float]:
+def evaluate(ctx: FigureContext, acc: AcceptanceModel, figs: Sequence[ProtocolFigure]) -> dict[str, float]:
     """{figure_id: simulated value} for the scored figures of this context's setting; API cost under every send mode."""
     out: dict[str, float] = {}
     mine = [f for f in figs if f.setting == ctx.name and figure_status(f) == "scored"]
@@ -271,7 +273,7 @@ def _replica_totals(frame: pd.DataFrame, n_rep: int) -> pd.DataFrame:
     return pd.DataFrame({c: num[c].to_numpy().reshape(n_rep, -1).sum(axis=1) for c in num.columns})
 
 
-def evaluate_batch(ctx: _Context, accs: Sequence[AcceptanceModel], figs: Sequence[ProtocolFigure]) -> list[dict[str, float]]:
+def evaluate_batch(ctx: FigureContext, accs: Sequence[AcceptanceModel], figs: Sequence[ProtocolFigure]) -> list[dict[str, float]]:
     """`evaluate(ctx, acc, figs)` for every model of `accs`, all planned and priced at once.
 
     Each strategy is planned once for the whole batch (`plan_strategy` with several models: replica r's
@@ -333,7 +335,7 @@ def hardware_value(fig: ProtocolFigure, scenario: Scenario) -> float:
 # the search
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class Calibration:
+class CandidateSet:
     """Candidates, each figure's simulated value per candidate, and what meets what."""
 
     figures: list[ProtocolFigure]
@@ -438,12 +440,12 @@ class Calibration:
         return int(np.argmin(score))
 
 
-def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int = 0,
-              scenarios: dict[str, Scenario] | None = None,
-              progress: Callable[[int, int], None] | None = None, workers: int = 1) -> Calibration:
-    """Search `samples` Latin-hypercube candidates; every scored figure evaluated on its scenario's simulator.
+def simulate_candidates(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int = 0,
+                        scenarios: dict[str, Scenario] | None = None,
+                        progress: Callable[[int, int], None] | None = None, workers: int = 1) -> CandidateSet:
+    """Simulate `samples` Latin-hypercube candidates; every scored figure evaluated on its scenario's simulator.
 
-    Candidates go `CHUNK` at a time (a job; `progress(done, samples)` after each), each context planning a
+    Candidates go `CHUNK` at a time (a task; `progress(done, samples)` after each), each context planning a
     batch of them in one lockstep run (`evaluate_batch`). `workers` > 1 runs the chunks on that many processes
     (`parallel.run_jobs`); a candidate's values depend on nothing but the candidate, so they are the same bit for
     bit whatever the workers, chunks and batches.
@@ -458,7 +460,7 @@ def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int =
                                  f"(expected one of {', '.join(STRATEGY_NAMES)})", "strategy")
     scenarios = scenarios or evaluated_scenarios()
     status = {f.figure_id: figure_status(f) for f in figs}
-    contexts = [load_context(name, scenarios[name], _strategies_needed(figs, name)) for name in WORKLOADS
+    contexts = [load_context(name, scenarios[name], strategies_needed(figs, name)) for name in WORKLOADS
                 if any(f.setting == name and status[f.figure_id] == "scored" for f in figs)]
     hardware = {f.figure_id: hardware_value(f, scenarios[f.setting]) for f in figs if status[f.figure_id] == "hardware"}
     cands = latin_hypercube(samples, seed)
@@ -474,12 +476,12 @@ def calibrate(figures: Sequence[ProtocolFigure], samples: int = 128, seed: int =
 
     parts = run_jobs(_evaluate_chunk, jobs, workers=workers, on_done=finished)
     rows = [rec for part in parts for rec in part]  # in submission order: candidate order
-    return Calibration(figs, cands, pd.DataFrame(rows, index=cands.index), status, hardware, seed)
+    return CandidateSet(figs, cands, pd.DataFrame(rows, index=cands.index), status, hardware, seed)
 
 
-def _evaluate_chunk(contexts: list[_Context], base: dict[str, AcceptanceModel], figs: list[ProtocolFigure],
+def _evaluate_chunk(contexts: list[FigureContext], base: dict[str, AcceptanceModel], figs: list[ProtocolFigure],
                     chunk: list[dict[str, float]]) -> list[dict[str, float]]:
-    """Every context's figure values for each candidate of `chunk` (one job of `calibrate`), in batches of the
+    """Every context's figure values for each candidate of `chunk` (one task of `simulate_candidates`), in batches of the
     context's `batch_size`."""
     recs: list[dict[str, float]] = [{} for _ in chunk]
     for ctx in contexts:
@@ -498,7 +500,7 @@ CHUNK = 64
 BATCH_UNITS = 200_000
 
 
-def batch_size(ctx: _Context) -> int:
+def batch_size(ctx: FigureContext) -> int:
     """Candidates planned together on this context: as many as `BATCH_UNITS` allows, at least 1, at most `CHUNK`."""
     return max(1, min(CHUNK, BATCH_UNITS // max(1, ctx.units)))
 
@@ -511,7 +513,7 @@ def evaluate_point(figures: Sequence[ProtocolFigure], acc: AcceptanceModel, scen
     out: dict[str, float] = {}
     for name in WORKLOADS:
         if any(f.setting == name and figure_status(f) == "scored" for f in figs):
-            out.update(evaluate(load_context(name, scenarios[name], _strategies_needed(figs, name)), acc, figs))
+            out.update(evaluate(load_context(name, scenarios[name], strategies_needed(figs, name)), acc, figs))
     return out
 
 
@@ -522,6 +524,6 @@ def evaluate_scenarios(figures: Sequence[ProtocolFigure], scenarios: dict[str, S
     out: dict[str, float] = {}
     for name in WORKLOADS:
         if any(f.setting == name and figure_status(f) == "scored" for f in figs):
-            ctx = load_context(name, scenarios[name], _strategies_needed(figs, name))
+            ctx = load_context(name, scenarios[name], strategies_needed(figs, name))
             out.update(evaluate(ctx, scenarios[name].acceptance, figs))
     return out
