@@ -224,7 +224,7 @@ BAD_FLAGS = [
     ("rp-max-seqs-0", ["--max-seqs", "0"], "--max-seqs: expected a whole number in [1, 1,048,576], got 0"),
     ("rp-max-seqs-huge", ["--max-seqs", str(2**40)], f"--max-seqs: expected a whole number in [1, 1,048,576], got {2**40}"),
     ("rp-max-tokens-below-seqs", ["--max-seqs", "64", "--max-tokens", "32"],
-     "--max-tokens 32: the token budget per iteration must be at least --max-seqs (64)"),
+     "--max-tokens: the token budget per iteration (32) must be at least --max-seqs (64)"),
     ("rp-chunk-negative", ["--chunk", "-1"], "--chunk: expected a whole number in [0, 100,000,000], got -1"),
     ("rp-chunk-huge", ["--chunk", str(10**12)], f"--chunk: expected a whole number in [0, 100,000,000], got {10**12}"),
     ("rp-overlap-negative", ["--overlap", "-5"], "--overlap: expected a whole number in [0, 100,000,000], got -5"),

@@ -314,6 +314,16 @@ def _located(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset
     return f"scenario field {exc.where}: {exc}" if exc.where else str(exc)
 
 
+def scenario_failure(exc: ScenarioError, provenance: Provenance | None = None, exclude: Iterable[str] = ()) -> str:
+    """The one line a ScenarioError found while a job ran prints: a deployment too small names the flags that give it
+    more GPUs or a smaller weight dtype; any other names the flag of its field, or the scenario file's key when no
+    flag set that field (`provenance`: where the request's scenario came from)."""
+    if isinstance(exc, DoesNotFit):
+        return does_not_fit(str(exc), exc.where)
+    origin = (provenance.scenario_file, provenance.given) if provenance is not None and provenance.scenario_file else None
+    return _located(exc, scenario_flags(exclude), origin)
+
+
 def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = (),
             fit_context: int | None = FIT_CONTEXT) -> Setting:
     """The scenario's deployments, loaded and checked for fit (one `fit_context`-token sequence each; None: the caller

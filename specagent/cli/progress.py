@@ -11,9 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from specagent.simulator.jobs.base import Step
 
 #: Seconds between two plain progress lines when nothing finished in between (a heartbeat, with the status).
 HEARTBEAT_S = 30.0
@@ -89,3 +93,26 @@ def _lines(total: int, what: str, status: Callable[[], str] | None, heartbeat_s:
     finally:
         stop.set()
         t.join(timeout=1.0)
+
+
+@contextmanager
+def job_progress(show: bool = True) -> Iterator[Callable[[Step], None]]:
+    """A job's `progress` callback (simulator.jobs.base.Step) drawn as `progress_bar` draws a count: a bar for each
+    stage that states its total (a new `what` closes the last one), advanced as `done` grows; stages without a total
+    draw nothing. With `show` false it draws nothing at all."""
+    with ExitStack() as stack:
+        state: dict = {"what": None, "done": 0.0, "advance": None}
+
+        def on_step(step: Step) -> None:
+            if not show:
+                return
+            if step.what != state["what"]:
+                stack.close()
+                state.update(what=step.what, done=0.0, advance=None)
+                if step.total:
+                    state["advance"] = stack.enter_context(progress_bar(int(step.total), step.what))
+            if state["advance"] is not None and step.done > state["done"]:
+                state["advance"](int(step.done) - int(state["done"]))
+                state["done"] = step.done
+
+        yield on_step

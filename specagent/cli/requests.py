@@ -3,9 +3,12 @@
 `@request_options(PredictRequest, exclude=...)` gives a command the Scenario's generated flags (options.py:
 `--scenario`, `--weak-gpus`, …, minus `exclude`) and one flag per field of the Request that has no
 ``cli: False`` in its metadata: ``--field-name`` (or the ``flag`` metadata), ``short`` (``-o``), its
-``help``, its default shown. The command is called with ``request=`` the Request they describe, its
-``provenance`` filled in (the scenario file, the flags given, the files read). A bad value fails as one
-line naming the flag: a ScenarioError by its scenario flag, a JobError by the field's flag.
+``help``, its default shown; a field with ``argument: True`` is a positional argument instead (``TRACE``).
+The command is called with ``request=`` the Request they describe, its ``provenance`` filled in (the
+scenario file, the flags given, the files read). A bad value fails as one line naming the flag, whether
+`check()` or the job found it: a ScenarioError by its scenario flag (or the scenario file's key, when no
+flag set it), a JobError by the field's flag; a JobError's message names another field as `` `name` ``,
+which the line shows as that field's flag.
 
 Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
 repeatable option whose values may also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``).
@@ -16,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -24,8 +28,9 @@ from typing import Any, Callable, Iterable, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.cli.options import build_scenario_for_request, scenario_parameters
+from specagent.cli.options import build_scenario_for_request, scenario_failure, scenario_parameters
 from specagent.simulator.jobs.base import JobError, Request
+from specagent.simulator.scenario import ScenarioError
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,16 @@ class JobFlag:
     default: Any
     help: str
     panel: str | None
+    argument: bool = False
 
     @property
     def repeated(self) -> bool:
         return self.type is tuple
 
     def parameter(self) -> inspect.Parameter:
+        if self.argument:  # positional and required, whatever the field's Python default
+            return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=self.type,
+                                     default=typer.Argument(..., metavar=self.field.upper(), help=self.help, show_default=False))
         if self.type is bool:
             decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
         else:
@@ -78,7 +87,8 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel")))
+        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
+                           bool(f.metadata.get("argument"))))
     return out
 
 
@@ -87,14 +97,26 @@ def flag_of(request_type: type[Request], field_name: str) -> str:
     return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), field_name)
 
 
+def job_failure(request_type: type[Request], exc: JobError) -> str:
+    """The one line a JobError prints: its field's flag, then the message with every `` `field` `` it names shown as
+    that field's flag (a Python caller reads the field names)."""
+    flags = {fl.field: fl.names[0] for fl in job_flags(request_type)}
+    text = re.sub(r"`(\w+)`", lambda m: flags.get(m.group(1), m.group(0)), str(exc))
+    return f"{flags.get(exc.field, exc.field)}: {text}" if exc.field else text
+
+
 def _values(fl: JobFlag, v: Any) -> Any:
+    """A flag's value as its field takes it: a repeated flag's items, each comma list split (its empty parts left out),
+    an item given empty kept as '' for the job to refuse (`--price ""` is a slip, not "no prices")."""
     if fl.repeated:
-        return tuple(p.strip() for item in (v or []) for p in str(item).split(",") if p.strip())
+        return tuple(p for item in (v or []) for p in ([q.strip() for q in str(item).split(",") if q.strip()]
+                                                       if str(item).strip() else [""]))
     return v
 
 
 def request_options(request_type: type[Request], exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the command gets the scenario's flags and the Request's, and is called with `request=`."""
+    exclude = tuple(exclude)
     own_flags = job_flags(request_type)
     scenario_params, build = scenario_parameters(exclude)
 
@@ -108,9 +130,11 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = ()) ->
             try:
                 request = request_type(scenario=scenario, provenance=provenance, **values)
                 request.check()
+                return fn(request=request, **kw)
             except JobError as exc:
-                fail(f"{flag_of(request_type, exc.field)}: {exc}" if exc.field else str(exc))
-            return fn(request=request, **kw)
+                fail(job_failure(request_type, exc))
+            except ScenarioError as exc:  # found while the job resolved its scenario: named as the scenario's flags are
+                fail(scenario_failure(exc, provenance, exclude))
 
         params = [*own, *(fl.parameter() for fl in own_flags), *scenario_params]
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
