@@ -44,7 +44,7 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic", "provenance", "applicability"},
     {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty", "explain"},
-    {"planner", "plan_estimate", "study", "sweep_config", "sweep", "calibration", "replay", "sensitivity"},
+    {"planner", "plan_estimate", "calibration"},
     {"jobs", "jobs.base"},  # the jobs layer: every module under jobs/ (a job composes everything below it)
 ]
 

@@ -89,3 +89,20 @@ class Result:
 
     def write(self, folder: str | Path) -> list[Path]:
         raise NotImplementedError
+
+
+def read_workload(scenario: Scenario, progress: Progress | None = None) -> tuple[Any, str, str]:
+    """The scenario's workload as `Scenario.load_workload` gives it (trajectories, where from, a short name), a trace
+    file's bytes read told to `progress` ("reading NAME"); a bad trace is a ScenarioError on workload.trace."""
+    from specagent.traces.io import default_workload_path
+
+    w = scenario.workload
+    path = Path(w.trace) if w.trace is not None else default_workload_path()
+    size = path.stat().st_size if w.synthetic is None and path.is_file() else 0
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        report(progress, f"reading {path.name}", done[0], size)
+
+    return scenario.load_workload(progress=advance if size else None)

@@ -10,8 +10,11 @@ scenario file, the flags given, the files read). A bad value fails as one line n
 flag set it), a JobError by the field's flag; a JobError's message names another field as `` `name` ``,
 which the line shows as that field's flag.
 
-Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` (a
-repeatable option whose values may also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``).
+Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]``,
+``tuple[int, ...]`` or ``tuple[float, ...]`` (a repeatable option whose values may also be comma lists:
+``--price h20=1.8,h200=3.5 --price b200=5``, ``--rates 0.1,0.2``; not given, the field keeps its default).
+`@request_options(SweepRequest, scenario=False)` generates only the Request's own flags, for a job whose
+scenario comes from somewhere else (a sweep's config file).
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from typing import Any, Callable, Iterable, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.cli.options import build_scenario_for_request, scenario_failure, scenario_parameters
-from specagent.simulator.jobs.base import JobError, Request
+from specagent.cli.options import build_scenario_for_request, scenario_failure, scenario_flags, scenario_parameters
+from specagent.simulator.jobs.base import JobError, Provenance, Request
 from specagent.simulator.scenario import ScenarioError
 
 
@@ -44,6 +47,7 @@ class JobFlag:
     help: str
     panel: str | None
     argument: bool = False
+    item: Any = str  # a repeated flag's item type: str, int or float
 
     @property
     def repeated(self) -> bool:
@@ -59,19 +63,23 @@ class JobFlag:
             decls = self.names
         annotation = {tuple: Optional[list[str]], Path: Optional[Path]}.get(self.type, Optional[self.type])
         default = [] if self.repeated else self.default
+        shown: bool | str = self.default not in (None, (), "")
+        if self.repeated and shown:  # a list's default as it is typed: 0.05,0.2
+            shown = ",".join(map(str, self.default))
         return inspect.Parameter(f"job__{self.field}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                  default=typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
-                                                      show_default=self.default not in (None, (), "")))
+                                                      show_default=shown))
 
 
-def _base_type(t: Any) -> Any:
-    """The flag type of a field annotation: X | None is X; tuple[str, ...] is tuple."""
+def _base_type(t: Any) -> tuple[Any, Any]:
+    """The flag type of a field annotation and a repeated flag's item type: X | None is X; tuple[float, ...] is
+    (tuple, float)."""
     args = [a for a in typing.get_args(t) if a is not type(None)]
     if type(None) in typing.get_args(t) and len(args) == 1:
         t = args[0]
     if typing.get_origin(t) is tuple:
-        return tuple
-    return t
+        return tuple, typing.get_args(t)[0]
+    return t, str
 
 
 def job_flags(request_type: type[Request]) -> list[JobFlag]:
@@ -81,14 +89,14 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
     for f in fields(request_type):
         if f.metadata.get("cli") is False:
             continue
-        typ = _base_type(hints[f.name])
-        if typ not in (str, int, float, bool, Path, tuple):
+        typ, item = _base_type(hints[f.name])
+        if typ not in (str, int, float, bool, Path, tuple) or item not in (str, int, float):
             raise TypeError(f"{request_type.__name__}.{f.name}: a {hints[f.name]} field cannot be a flag (cli: False)")
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
-                           bool(f.metadata.get("argument"))))
+                           bool(f.metadata.get("argument")), item))
     return out
 
 
@@ -97,42 +105,67 @@ def flag_of(request_type: type[Request], field_name: str) -> str:
     return next((fl.names[0] for fl in job_flags(request_type) if fl.field == field_name), field_name)
 
 
-def job_failure(request_type: type[Request], exc: JobError) -> str:
-    """The one line a JobError prints: its field's flag, then the message with every `` `field` `` it names shown as
-    that field's flag (a Python caller reads the field names)."""
-    flags = {fl.field: fl.names[0] for fl in job_flags(request_type)}
-    text = re.sub(r"`(\w+)`", lambda m: flags.get(m.group(1), m.group(0)), str(exc))
+def job_failure(request_type: type[Request], exc: JobError, exclude: Iterable[str] | None = None) -> str:
+    """The one line a JobError prints: its field's flag, then the message with every `` `field` `` it names (a field
+    of the Request, or with `exclude` given a scenario field's dotted path: `` `strong.hardware` ``) shown as that
+    field's flag (a Python caller reads the field names)."""
+    flags = {fl.path: fl.names[0] for fl in scenario_flags(exclude)} if exclude is not None else {}
+    flags.update({fl.field: fl.names[0] for fl in job_flags(request_type)})
+    text = re.sub(r"`([\w.]+)`", lambda m: flags.get(m.group(1), m.group(0)), str(exc))
     return f"{flags.get(exc.field, exc.field)}: {text}" if exc.field else text
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
     """A flag's value as its field takes it: a repeated flag's items, each comma list split (its empty parts left out),
-    an item given empty kept as '' for the job to refuse (`--price ""` is a slip, not "no prices")."""
-    if fl.repeated:
-        return tuple(p for item in (v or []) for p in ([q.strip() for q in str(item).split(",") if q.strip()]
-                                                       if str(item).strip() else [""]))
-    return v
+    an item given empty kept as '' for the job to refuse (`--price ""` is a slip, not "no prices"), each converted to
+    the field's item type; not given, the field's default."""
+    if not fl.repeated:
+        return v
+    if not v:
+        return fl.default
+    parts = [p for item in v for p in ([q.strip() for q in str(item).split(",") if q.strip()] if str(item).strip() else [""])]
+    if fl.item is str:
+        return tuple(parts)
+    try:
+        return tuple(fl.item(p) for p in parts)
+    except ValueError:
+        bad = next(p for p in parts if not _converts(fl.item, p))
+        kind = "whole numbers" if fl.item is int else "numbers"
+        raise JobError(f"expected {kind} (one, or a comma list), got {bad!r}", field=fl.field) from None
 
 
-def request_options(request_type: type[Request], exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command gets the scenario's flags and the Request's, and is called with `request=`."""
+def _converts(kind: type, text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
+
+
+def request_options(request_type: type[Request], exclude: Iterable[str] = (),
+                    scenario: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command gets the scenario's flags (none with `scenario` false) and the Request's, and is called
+    with `request=`."""
     exclude = tuple(exclude)
     own_flags = job_flags(request_type)
-    scenario_params, build = scenario_parameters(exclude)
+    scenario_params, build = scenario_parameters(exclude) if scenario else ([], None)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
-            scenario, provenance = build_scenario_for_request(build, kw)
-            values = {fl.field: _values(fl, kw.pop(f"job__{fl.field}")) for fl in own_flags}
+            given = build_scenario_for_request(build, kw) if build is not None else None
+            provenance = given[1] if given is not None else Provenance()
+            raw = {fl.field: kw.pop(f"job__{fl.field}") for fl in own_flags}
             try:
-                request = request_type(scenario=scenario, provenance=provenance, **values)
+                values = {fl.field: _values(fl, v) for fl, v in zip(own_flags, raw.values())}
+                scenario_fields = {"scenario": given[0], "provenance": provenance} if given is not None else {}
+                request = request_type(**scenario_fields, **values)
                 request.check()
                 return fn(request=request, **kw)
             except JobError as exc:
-                fail(job_failure(request_type, exc))
+                fail(job_failure(request_type, exc, exclude if scenario else None))
             except ScenarioError as exc:  # found while the job resolved its scenario: named as the scenario's flags are
                 fail(scenario_failure(exc, provenance, exclude))
 
