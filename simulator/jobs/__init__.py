@@ -13,4 +13,4 @@ and prints the Result) and Python callers (the notebooks) run, so they cannot di
 from __future__ import annotations
 
 #: job name -> its module under specagent.simulator.jobs
-JOBS = {"predict": "predict"}
+JOBS = {"predict": "predict", "replay": "replay", "sweep": "sweep", "study balance": "study", "study sensitivity": "sensitivity"}

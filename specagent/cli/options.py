@@ -95,7 +95,7 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
                     names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
                     help_ = g.metadata.get("help", g.name)
                 out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name)))
-        else:
+        elif f.metadata.get("cli") is not False:
             typ = hints[f.name]
             if f.name == "strategies":
                 typ = str
