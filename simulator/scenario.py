@@ -359,6 +359,13 @@ class Scenario:
                        verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens,
                        api_verify_sends=self.api_verify_sends)
 
+    def deployment(self, role: str, hardware_dirs: Iterable[str | Path] = (), fit_context: int | None = FIT_CONTEXT) -> Deployment:
+        """One self-hosted deployment of the scenario ('weak' or 'strong'), loaded and checked as `setting` checks it,
+        for a job that serves one pool (replay: the Strong one) and so need not read the other's files."""
+        if role not in ("weak", "strong"):
+            raise ValueError(f"role must be 'weak' or 'strong', got {role!r}")
+        return _build(getattr(self, role), role, list(hardware_dirs), fit_context)
+
     def synthetic_profile(self) -> WorkloadProfile:
         """The workload profile `workload.synthetic` names (a ScenarioError if it does not load)."""
         from specagent.traces import load_profile

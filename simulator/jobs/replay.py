@@ -491,8 +491,7 @@ def run(request: ReplayRequest, progress: Progress | None = None, rows: str | Pa
     # sized to the trace, as plan sizes to its longest task: `replay` holds the longest request (prompt + output) to the
     # model's window and the replica's memory, in plan's and sweep's words (a fixed 32,768-token sizing refused a model
     # with a shorter window, SmolLM2-135M: 8,192, before any request was read)
-    setting = sc.setting(fit_context=None)
-    strong = setting.strong
+    strong = sc.deployment("strong", fit_context=None)  # the Weak pool's files are not read: replay serves no Weak model
     sched = scheduler_limits(strong, request.max_seqs, request.max_tokens)
     price = prices(request)
     n, done = len(trace), [0]
@@ -507,9 +506,9 @@ def run(request: ReplayRequest, progress: Progress | None = None, rows: str | Pa
         kw: dict[str, Any] = dict(chunk=request.chunk, overlap=request.overlap, sink=sink, progress=advance)
         try:
             if request.max_concurrency is not None:
-                res = replay_limited(trace, strong, request.replicas, sched, setting.weight_mode, price, request.max_concurrency, **kw)
+                res = replay_limited(trace, strong, request.replicas, sched, sc.weight_mode, price, request.max_concurrency, **kw)
             else:
-                res = replay(trace, strong, request.replicas, sched, setting.weight_mode, price, **kw)
+                res = replay(trace, strong, request.replicas, sched, sc.weight_mode, price, **kw)
         except InputError:
             raise
         except ValueError as exc:  # a request past the window or the replica's memory, named by its line

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperCommand
 
 from specagent import __version__
-from specagent.cli.console import SafeConsole, OneLineErrors
+from specagent.cli.console import OneLineErrors
 from specagent.cli.lazy import LazyCommand, LazyCommands
 
 HELP = """\
@@ -81,14 +81,14 @@ def _shorten(text: str, limit: int) -> str:
 
 app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=True, cls=Root)
 
-console = SafeConsole()
 
 
 def _version(value: bool) -> None:
     if value:
+        from specagent.cli.safe_console import SafeConsole
         from specagent.simulator.fleet import FLEET_BACKEND  # the engine's module only when asked for
 
-        console.print(f"specagent {__version__} (fleet engine: {FLEET_BACKEND.describe()})", highlight=False)
+        SafeConsole().print(f"specagent {__version__} (fleet engine: {FLEET_BACKEND.describe()})", highlight=False)
         raise typer.Exit()
 
 

@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 if TYPE_CHECKING:
     from specagent.simulator.jobs.base import Step
 
@@ -46,6 +44,8 @@ def progress_bar(total: int, what: str, show: bool = True, status: Callable[[], 
     if not show:  # nothing shown: no bar built, and rich.progress (with rich.table) stays off --json's start-up
         yield lambda k: None
         return
+    from rich.console import Console
+
     err = Console(stderr=True)
     if plain and not err.is_terminal:
         with _lines(total, what, status, heartbeat_s) as advance:

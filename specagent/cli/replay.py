@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import typer
-from rich.console import Console
 
 from specagent.cli.console import check_format, error_line, fail, json_out
 from specagent.cli.options import guard_outputs
@@ -70,6 +69,8 @@ def _print_totals(res: ReplayResult, s: dict, line: Callable[[str, str], None]) 
 
 def _print(res: ReplayResult, out: Optional[Path]) -> None:
     """As `vllm bench serve` prints its result block, plus the deployment and its price."""
+    from rich.console import Console  # only for the table: --format json draws nothing
+
     s = res.figures()
     c = Console(highlight=False)
     line = lambda k, v: c.print(f"{k:<40}{v}")  # noqa: E731
