@@ -432,14 +432,14 @@ def read_trace(request: ReplayRequest) -> RequestTrace:
     if request.request_rate is not None:
         trace = dataclasses.replace(trace, arrival_s=resample_arrivals(len(trace), request.request_rate, request.burstiness,
                                                                        request.scenario.seed))
-    if trace.arrival_s is None:
+    if trace.arrival_s is None:  # named by its file; `request_rate` is the fix (the command line shows its flag)
         if trace.record_names is not None:  # a dataset: ShareGPT and custom records have none, a result without start_times
-            raise InputError(f"{path}: no arrival times (a ShareGPT or custom dataset has none; a vllm bench serve result has "
-                             "them as start_times): give --request-rate RPS to send its requests at that rate, in file order, "
-                             "as vllm bench serve does" + (f" ({trace.arrivals_note})" if trace.arrivals_note else ""))
-        raise InputError(f"{path}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own "
-                         "timestamps; give --request-rate to send its requests at a rate instead (`specagent plan "
-                         "--requests` sizes a fleet for one)")
+            raise JobError(f"{path}: no arrival times (a ShareGPT or custom dataset has none; a vllm bench serve result has "
+                           "them as start_times): give `request_rate` RPS to send its requests at that rate, in file order, "
+                           "as vllm bench serve does" + (f" ({trace.arrivals_note})" if trace.arrivals_note else ""))
+        raise JobError(f"{path}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own "
+                       "timestamps; give `request_rate` to send its requests at a rate instead (a capacity plan of the "
+                       "requests, `specagent plan --requests`, sizes a fleet for one)")
     return trace
 
 
@@ -487,7 +487,8 @@ def run(request: ReplayRequest, progress: Progress | None = None, rows: str | Pa
     sc = request.scenario
     if sc.strong_api is not None:
         raise InputError(f"the scenario's Strong model is a hosted API ({sc.strong_api}); replay serves a trace on a "
-                         "self-hosted deployment: drop --edge or set [strong] in the scenario")
+                         "self-hosted deployment: give the scenario a [strong] deployment, not strong_api (the shipped edge "
+                         "scenario has none)")
     # sized to the trace, as plan sizes to its longest task: `replay` holds the longest request (prompt + output) to the
     # model's window and the replica's memory, in plan's and sweep's words (a fixed 32,768-token sizing refused a model
     # with a shorter window, SmolLM2-135M: 8,192, before any request was read)

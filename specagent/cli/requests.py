@@ -94,6 +94,8 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
             raise TypeError(f"{request_type.__name__}.{f.name}: a {hints[f.name]} field cannot be a flag (cli: False)")
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         names = (name, *(f.metadata.get("short", ()) if isinstance(f.metadata.get("short", ()), tuple) else (f.metadata["short"],)))
+        if f.metadata.get("argument"):
+            names = (f.name.upper(),)  # an error names an argument as its help shows it: TRACE
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"),
                            bool(f.metadata.get("argument")), item))
