@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from specagent.simulator.fleet.config import Arrivals, Fleet, ReplicaPool, Sched
 from specagent.simulator.run import plan_strategy, to_episodes
 from specagent.simulator.scenario import default_setting
 from specagent.simulator.strategies.catalog import make_strategy
-from specagent.simulator.sweep import SweepConfig, run_sweep
+from specagent.simulator.jobs.sweep import SweepRequest, run as run_sweep
 from specagent.traces import default_workload_path, load_trajectories
 
 
@@ -111,7 +112,7 @@ def pure_python_throughput(n_tasks: int, repeat: int) -> dict:
 
 
 def sweep_scaling(tasks: int) -> dict:
-    cfg = SweepConfig.from_dict({
+    cfg = SweepRequest.from_dict({
         "sweep": {"tasks": tasks, "seed": 1, "prices": {"h20": 2.0}},
         "grid": {"strategy": ["strongonly", "specagent"], "k": [2, 4, 8], "acceptance": [0.7, 0.9], "rate": [0.25, 0.5, 1.0, 2.0],
                  "fleet": ["a", "b"], "hardware": ["h20"]},
@@ -121,7 +122,7 @@ def sweep_scaling(tasks: int) -> dict:
     for w in (1, 2):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
-            run_sweep(cfg, d, workers=w)
+            run_sweep(replace(cfg, workers=w), d)
             out[f"wall_s_{w}_worker"] = time.perf_counter() - t0
         print(f"64-cell sweep, {w} worker(s): {out[f'wall_s_{w}_worker']:.1f} s")
     return out

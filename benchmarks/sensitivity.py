@@ -16,7 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from specagent.simulator.run import plan_strategy, predict  # noqa: E402
 from specagent.simulator.scenario import Scenario  # noqa: E402
-from specagent.simulator.sensitivity import sensitivity_study  # noqa: E402
+from specagent.simulator.jobs.sensitivity import sensitivity_study  # noqa: E402
 from specagent.simulator.strategies.catalog import make_strategy  # noqa: E402
 from specagent.simulator.uncertainty import prepared, ratio_intervals  # noqa: E402
 

@@ -13,7 +13,6 @@ import numpy as np
 from specagent.common.alloc import paused_gc
 from specagent.common.errors import InputError
 from specagent.simulator.acceptance.model import AcceptanceModel, task_normals, unit_uniforms
-from specagent.simulator.pricing.des import run_des
 from specagent.simulator.strategies.lockstep import plan_specagent_replicas
 from specagent.simulator.protocol.plan import CallPlan, PlanBuilder
 from specagent.simulator.pricing.analytic import Pricer
@@ -106,9 +105,6 @@ def simulate(trajectories: Iterable[Trajectory | Episode] | UnitTable, strategy:
     plan = plan_strategy(episodes, strat, setting, acceptance, seed)
     costs = (pricer or Pricer(setting)).price(plan)
     df = per_trajectory(plan, costs)
-    if engine == "simpy":
-        start, end = run_des(plan, costs.time_s)
-        df["wall_time_s"] = end - start
     df.insert(0, "task_id", task_ids(episodes))
     df.insert(0, "traj", np.arange(plan.n_traj) + (episodes.first_traj if isinstance(episodes, UnitTable) else 0))
     df.insert(0, "label", strat.label)

@@ -59,9 +59,14 @@ if TYPE_CHECKING:  # the workload's types are imported where a workload is loade
     from specagent.traces.profile import WorkloadProfile
     from specagent.traces.schema import Trajectory
 
-#: How a run is priced (the pricing engine): closed-form analytic sums, or a simpy discrete-event run.
-PRICING_ENGINES = ("analytic", "simpy")
+#: How a run is priced (the pricing engine): closed-form analytic sums per event, at batch 1. The simpy model of the same
+#: protocol (pricing/des.py) gives the same figures on uncontended resources and is the tests' oracle for this engine,
+#: no longer a choice of runs: a file that names it (`RETIRED_ENGINES`) is read as analytic, with a warning.
+PRICING_ENGINES = ("analytic",)
 ENGINES = PRICING_ENGINES  # the old name, kept for one release
+#: Pricing engines a scenario or summary file may still name, each read as the analytic engine (the reason, said once).
+RETIRED_ENGINES = {"simpy": "the simpy engine gave the analytic engine's figures on the same uncontended resources; it is "
+                            "that engine's test oracle now (simulator/pricing/des.py), not a choice of runs"}
 SHIPPED = ("default", "edge", "wang2026-tau2")
 #: The shipped scenario that is the publication's evaluated τ²-Bench setting: every comparison with its τ² figures runs in it.
 EVALUATED_TAU2 = "wang2026-tau2"
@@ -298,8 +303,9 @@ class Scenario:
         "help": "How what is not known (acceptance, the latency model's error) becomes each printed interval (seeded Monte Carlo)"})
     seed: int = field(default=0, metadata={"help": "Seed of every random draw (same seed, same bytes out)."})
     pricing_engine: str = field(default=PRICING_ENGINES[0], metadata={
-        "choices": PRICING_ENGINES, "deprecated_flags": ("--engine",),
-        "help": f"Pricing engine: {', '.join(PRICING_ENGINES)} (they agree on uncontended resources)."})
+        "choices": PRICING_ENGINES, "cli": False,
+        "help": "Pricing engine: analytic (closed-form sums per event, at batch 1; a file naming the retired simpy engine, "
+                "which gave the same figures, is read as analytic)."})
 
     def __post_init__(self) -> None:
         for role in ("weak", "strong"):
@@ -352,6 +358,13 @@ class Scenario:
         return Setting(weak=weak, strong=strong, prefix_caching=self.prefix_caching, weight_mode=self.weight_mode,
                        verifier_prompt=self.verifier_prompt, verifier_system_tokens=self.verifier_system_tokens,
                        api_verify_sends=self.api_verify_sends)
+
+    def deployment(self, role: str, hardware_dirs: Iterable[str | Path] = (), fit_context: int | None = FIT_CONTEXT) -> Deployment:
+        """One self-hosted deployment of the scenario ('weak' or 'strong'), loaded and checked as `setting` checks it,
+        for a job that serves one pool (replay: the Strong one) and so need not read the other's files."""
+        if role not in ("weak", "strong"):
+            raise ValueError(f"role must be 'weak' or 'strong', got {role!r}")
+        return _build(getattr(self, role), role, list(hardware_dirs), fit_context)
 
     def synthetic_profile(self) -> WorkloadProfile:
         """The workload profile `workload.synthetic` names (a ScenarioError if it does not load)."""
@@ -436,6 +449,7 @@ class Scenario:
         default = cls()
         names = [f.name for f in fields(cls)]
         data = _respelled(data, DEPRECATED_KEYS, "")
+        data = _unretired(data)
         unknown = sorted(set(data) - set(names))
         if unknown:
             raise ScenarioError(f"unknown scenario field(s) {', '.join(unknown)}; known: {', '.join(names)}", unknown[0])
@@ -547,6 +561,17 @@ def _plain(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}
     return v
+
+
+def _unretired(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`data` with a retired pricing engine (`RETIRED_ENGINES`: a file written when it was a choice) read as the analytic
+    engine, a DeprecatedSpelling warning saying why; the figures are the same (tests/test_simulator_invariants.py)."""
+    old = data.get("pricing_engine")
+    if not isinstance(old, str) or old not in RETIRED_ENGINES:
+        return data
+    warnings.warn(f"scenario key pricing_engine = '{old}' is read as '{PRICING_ENGINES[0]}': {RETIRED_ENGINES[old]}",
+                  DeprecatedSpelling, stacklevel=4)
+    return {**data, "pricing_engine": PRICING_ENGINES[0]}
 
 
 def _respelled(data: Mapping[str, Any], old_names: Mapping[str, str], prefix: str) -> Mapping[str, Any]:

@@ -67,11 +67,12 @@ def test_a_lazy_module_is_the_module_once_touched():
 
 def test_a_request_trace_replay_builds_no_trajectory_record_types(tmp_path):
     """A `replay` of a plain request trace loads no agent workload, so the trace schema's pydantic records (and the
-    workload and planning modules behind them) stay unimported: start-up is most of a 10^4-request replay (issue #34)."""
+    workload and planning modules behind them) stay unimported: start-up is most of a 10^4-request replay (issue #34);
+    with --format json nothing is drawn, so rich is not imported either (#50)."""
     trace = tmp_path / "requests.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.5},{100 + i},{20 + i}\n" for i in range(20)))
     agent_side = ["specagent.traces.schema", "specagent.traces.profile", "specagent.simulator.protocol.workload",
-                  "specagent.simulator.run", "pandas"]
+                  "specagent.simulator.run", "pandas", "rich", "rich.console"]
     code = (
         "import sys\n"
         "from specagent.cli import main\n"

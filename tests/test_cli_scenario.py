@@ -77,7 +77,8 @@ def test_every_scenario_field_has_a_flag_with_its_default_in_the_help():
     for f in dataclasses.fields(DeploymentSpec):
         for role in ("weak", "strong"):
             assert f"{role}.{f.name}" in paths
-    assert {"k", "review", "seed", "pricing_engine", "acceptance.weak_token_ratio", "workload.trace", "strong_api"} <= paths
+    assert {"k", "review", "seed", "acceptance.weak_token_ratio", "workload.trace", "strong_api"} <= paths
+    assert "pricing_engine" not in paths  # one engine prices runs: no flag to choose it (the field records it in files)
     for fl in flags:
         assert (fl.names[0] in text) != fl.deprecated, fl.names[0]  # old spellings are read but not shown
     assert deployment_flag("strong", "weight_dtype") == "--strong-dtype" and deployment_flag("", "weight_dtype") == "--weight-dtype"
@@ -122,10 +123,10 @@ def test_scenario_errors(small_trace, tmp_path):
 
 def test_simulate_json_carries_the_scenario(small_trace):
     r = runner.invoke(app, ["simulate", "specagent", "--trace", str(small_trace), "--k", "3", "--accept", "0.7", "--seed", "5",
-                            "--pricing-engine", "simpy", "--json"])
+                            "--review", "every_chunk", "--json"])
     assert r.exit_code == 0, r.output
     sc = Scenario.from_dict(json.loads(r.output)["scenario"])
-    assert (sc.k, sc.seed, sc.pricing_engine, sc.strategies) == (3, 5, "simpy", ("specagent",))
+    assert (sc.k, sc.seed, sc.review, sc.strategies) == (3, 5, "every_chunk", ("specagent",))
     assert sc.acceptance.accept["write"] == 0.7 and sc.acceptance.position_decay == 1.0
 
 
@@ -154,22 +155,21 @@ def test_report_help_has_a_description():
 
 
 def test_old_spellings_are_read_with_a_warning(small_trace, tmp_path):
-    """--engine and the scenario keys `engine` / `strong.engine` still work for one release, and say their new names."""
+    """The scenario keys `engine` / `strong.engine` still work for one release, and say their new names; `engine =
+    "simpy"` names the retired pricing engine, read as analytic with a warning of its own (the --engine and
+    --pricing-engine flags went with the choice)."""
     from specagent.common.errors import DeprecatedSpelling
 
     base = ["simulate", "specagent", "--trace", str(small_trace), "--json"]
-    with pytest.warns(DeprecatedSpelling, match="--engine is now --pricing-engine"):
-        r = runner.invoke(app, [*base, "--engine", "simpy"])
-    assert r.exit_code == 0, r.output
-    assert Scenario.from_dict(json.loads(r.output)["scenario"]).pricing_engine == "simpy"
-    r = runner.invoke(app, [*base, "--engine", "simpy", "--pricing-engine", "analytic"])
-    assert r.exit_code == 2 and "give --pricing-engine or its old spelling --engine, not both" in r.output
+    for flag in ("--engine", "--pricing-engine"):
+        r = runner.invoke(app, [*base, flag, "simpy"])
+        assert r.exit_code == 2 and flag in r.output, r.output
     old = tmp_path / "old.toml"
     old.write_text('engine = "simpy"\n[strong]\nengine = "sglang"\n', encoding="utf-8")
     with pytest.warns(DeprecatedSpelling) as caught:
         sc = Scenario.load(old)
-    assert (sc.pricing_engine, sc.strong.serving_engine) == ("simpy", "sglang")
-    assert {str(w.message).split("'")[1] for w in caught} == {"engine", "strong.engine"}
+    assert (sc.pricing_engine, sc.strong.serving_engine) == ("analytic", "sglang")
+    assert {str(w.message).split("'")[1] for w in caught} == {"engine", "strong.engine", "simpy"}
     both = tmp_path / "both.toml"
     both.write_text('[strong]\nengine = "sglang"\nserving_engine = "vllm"\n', encoding="utf-8")
     with pytest.raises(ScenarioError, match="give strong.serving_engine or its old spelling strong.engine, not both"):

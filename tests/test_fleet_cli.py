@@ -9,6 +9,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from specagent.cli.app import app as root
 from specagent.cli.fleet import app
 from specagent.simulator.jobs.plan_search import SLO, smallest_count
 from specagent.simulator.rates_prices import parse_prices, parse_rate
@@ -93,7 +94,7 @@ def test_plan_text_never_cuts_an_identifier_at_80_columns(tmp_path):
 
 
 def test_study_text_never_cuts_an_identifier_or_a_figure_at_80_columns():
-    r = runner.invoke(app, ["study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20,h200"], env={"COLUMNS": "80"})
+    r = runner.invoke(root, ["study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20,h200"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
     assert "h200_sxm" in r.output and "balance batch = decode batch where the Strong replica turns" in r.output
@@ -133,19 +134,19 @@ def test_sweep_command_runs_and_resumes(tmp_path):
     cfg = tmp_path / "s.toml"
     cfg.write_text('[sweep]\ntasks = 8\n[grid]\nstrategy = ["strongonly", "specagent"]\nrate = [0.5]\nfleet = ["f"]\n'
                    'hardware = ["h200"]\n[fleet.f]\nweak_replicas = 1\nstrong_replicas = 1\n')
-    r = runner.invoke(app, ["sweep", str(cfg), "--json"])
+    r = runner.invoke(root, ["sweep", str(cfg), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output) == {"cells": 2, "skipped_existing": 0, "ran": 2, "out": str(tmp_path / "s_results")}
-    r = runner.invoke(app, ["sweep", str(cfg), "--json"])
+    r = runner.invoke(root, ["sweep", str(cfg), "--json"])
     assert json.loads(r.output)["skipped_existing"] == 2
     cfg.write_text("[grid]\nstrategy = [\"nope\"]\n")
-    r = runner.invoke(app, ["sweep", str(cfg)])
+    r = runner.invoke(root, ["sweep", str(cfg)])
     assert r.exit_code == 2 and "s.toml" in r.output
 
 
 def test_study_balance_command(tmp_path):
     out = tmp_path / "b.parquet"
-    r = runner.invoke(app, ["study", "balance", "--gpu", "h200", "--rates", "0.05,1.5", "--tasks", "40", "--out", str(out), "--json"])
+    r = runner.invoke(root, ["study", "balance", "--gpu", "h200", "--rates", "0.05,1.5", "--tasks", "40", "--out", str(out), "--json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert len(rows) == 2 and out.exists()

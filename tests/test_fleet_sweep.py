@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
-from specagent.simulator.sweep import SweepConfig, SweepConfigError, load_sweep, run_sweep
+from specagent.simulator.jobs.sweep import SweepRequest, SweepConfigError, load_sweep, run as run_sweep
 
 CONFIG = {  # bursts of 12 tasks: the sweep machinery, fast (steady-state cells: test_steady_cells_...)
     "sweep": {"tasks": 12, "seed": 3, "prices": {"h20": 1.9}, "steady": False},
@@ -15,8 +17,8 @@ CONFIG = {  # bursts of 12 tasks: the sweep machinery, fast (steady-state cells:
 }
 
 
-def _cfg() -> SweepConfig:
-    return SweepConfig.from_dict(CONFIG, "test.toml")
+def _cfg() -> SweepRequest:
+    return SweepRequest.from_dict(CONFIG, "test.toml")
 
 
 def test_grid_collapses_k_for_strategies_without_it():
@@ -29,13 +31,13 @@ def test_grid_collapses_k_for_strategies_without_it():
 def test_config_errors_name_the_file_and_field(tmp_path):
     bad = dict(CONFIG, grid=dict(CONFIG["grid"], fleet=["huge"]))
     with pytest.raises(SweepConfigError, match=r"test.toml: \[grid\].fleet names 'huge'"):
-        SweepConfig.from_dict(bad, "test.toml")
+        SweepRequest.from_dict(bad, "test.toml")
     with pytest.raises(SweepConfigError, match=r"\[grid\].acceptance"):
-        SweepConfig.from_dict(dict(CONFIG, grid=dict(CONFIG["grid"], acceptance=[1.5])), "test.toml")
+        SweepRequest.from_dict(dict(CONFIG, grid=dict(CONFIG["grid"], acceptance=[1.5])), "test.toml")
     p = tmp_path / "s.toml"
     p.write_text("[grid\n")
     with pytest.raises(SweepConfigError, match="s.toml: cannot read"):
-        SweepConfig.from_toml(p)
+        SweepRequest.from_toml(p)
 
 
 def test_interrupted_sweep_resumes_and_equals_an_uninterrupted_one(tmp_path):
@@ -62,13 +64,13 @@ def test_interrupted_sweep_resumes_and_equals_an_uninterrupted_one(tmp_path):
 def test_process_pool_gives_the_same_rows(tmp_path):
     cfg = _cfg()
     run_sweep(cfg, tmp_path / "a")
-    run_sweep(cfg, tmp_path / "b", workers=2)
+    run_sweep(replace(cfg, workers=2), tmp_path / "b")
     pd.testing.assert_frame_equal(load_sweep(tmp_path / "a"), load_sweep(tmp_path / "b"))
 
 
 def test_ray_backend_gives_the_same_rows(tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'specagent[ray]')")
-    cfg = SweepConfig.from_dict(dict(CONFIG, grid=dict(CONFIG["grid"], rate=[0.5])), "test.toml")
+    cfg = SweepRequest.from_dict(dict(CONFIG, grid=dict(CONFIG["grid"], rate=[0.5])), "test.toml")
     run_sweep(cfg, tmp_path / "local")
     # only a Ray runtime that cannot start here is a skip; a failure of the sweep on a running Ray is a failure
     try:
@@ -76,7 +78,7 @@ def test_ray_backend_gives_the_same_rows(tmp_path):
     except Exception as exc:  # pragma: no cover - environment without a working Ray runtime
         pytest.skip(f"a local Ray instance could not start here: {exc}")
     try:
-        run_sweep(cfg, tmp_path / "ray", backend="ray", workers=2)
+        run_sweep(replace(cfg, backend="ray", workers=2), tmp_path / "ray")
     finally:
         ray.shutdown()
     pd.testing.assert_frame_equal(load_sweep(tmp_path / "local"), load_sweep(tmp_path / "ray"))
@@ -88,19 +90,19 @@ def test_the_scenario_comes_from_the_config_or_the_command_line(tmp_path):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text('[sweep]\ntasks = 4\nscenario = "sc.toml"\nstrong_dtype = "fp8"\n[grid]\nstrategy = ["specagent"]\n'
                    'rate = [1.0]\nfleet = ["f"]\n[fleet.f]\nweak_replicas = 1\nstrong_replicas = 1\n')
-    a = SweepConfig.from_toml(cfg)  # relative to the config file
+    a = SweepRequest.from_toml(cfg)  # relative to the config file
     assert (a.scenario.seed, a.scenario.acceptance.verdict_tokens) == (9, 20)
     cfg.write_text(cfg.read_text().replace('scenario = "sc.toml"\n', "seed = 4\n"))
-    b = SweepConfig.from_toml(cfg, scenario=sc)  # --scenario; [sweep].seed overrides it
+    b = SweepRequest.from_toml(cfg, scenario=sc)  # --scenario; [sweep].seed overrides it
     assert (b.scenario.seed, b.scenario.acceptance.verdict_tokens) == (4, 20)
-    assert b.cells()[0]["cell_id"] != SweepConfig.from_toml(cfg).cells()[0]["cell_id"]  # the id hashes the scenario
+    assert b.cells()[0]["cell_id"] != SweepRequest.from_toml(cfg).cells()[0]["cell_id"]  # the id hashes the scenario
     with pytest.raises(SweepConfigError, match=r"\[sweep\]\.seed: seed must be"):
-        SweepConfig.from_dict({**CONFIG, "sweep": {"seed": -1}}, "t.toml")
+        SweepRequest.from_dict({**CONFIG, "sweep": {"seed": -1}}, "t.toml")
 
 
 def test_steady_cells_measure_a_sustained_rate_with_an_interval(tmp_path):
     """By default a cell is measured in steady state: a window at the rate, a detected warm-up, p95 with its 95% CI."""
-    cfg = SweepConfig.from_dict({"sweep": {"tasks": 300, "seed": 1},
+    cfg = SweepRequest.from_dict({"sweep": {"tasks": 300, "seed": 1},
                                  "grid": {"strategy": ["strongonly", "specagent"], "rate": [0.2], "fleet": ["f"], "hardware": ["h200"]},
                                  "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "steady.toml")
     run_sweep(cfg, tmp_path)
@@ -114,7 +116,7 @@ def test_steady_cells_measure_a_sustained_rate_with_an_interval(tmp_path):
     per_task = df["strong_bytes_read"] / df["steady_tasks_simulated"]
     assert per_task["specagent"] < 0.5 * per_task["strongonly"]
     with pytest.raises(SweepConfigError, match=r"\[sweep\].steady must be true or false"):
-        SweepConfig.from_dict({**CONFIG, "sweep": {"steady": "yes"}}, "t.toml")
+        SweepRequest.from_dict({**CONFIG, "sweep": {"steady": "yes"}}, "t.toml")
 
 
 def test_a_request_trace_sweeps_in_a_burst_as_well_as_in_steady_state(tmp_path):
@@ -122,7 +124,7 @@ def test_a_request_trace_sweeps_in_a_burst_as_well_as_in_steady_state(tmp_path):
     "unknown strategy 'serving'"): one call per request on the Strong pool, none on the Weak."""
     trace = tmp_path / "requests.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i},{200 + 37 * i},{20 + i}\n" for i in range(8)))
-    cfg = SweepConfig.from_dict({"sweep": {"tasks": 12, "seed": 2, "steady": False, "requests": str(trace)},
+    cfg = SweepRequest.from_dict({"sweep": {"tasks": 12, "seed": 2, "steady": False, "requests": str(trace)},
                                  "grid": {"strategy": ["serving"], "rate": [0.5, 2.0], "fleet": ["f"], "hardware": ["h200"]},
                                  "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "req.toml")
     run_sweep(cfg, tmp_path / "out")
@@ -136,7 +138,7 @@ def test_a_request_trace_sweeps_in_a_burst_as_well_as_in_steady_state(tmp_path):
 def test_replicas_are_sized_for_the_longest_sequence_of_the_cell_as_plan_sizes_them(tmp_path, monkeypatch):
     """A cell sizes its replicas for its own longest sequence (planner.search_job does the same), not for a fixed
     131,072-token context that made a sweep ask for more GPUs per replica than plan for the same workload."""
-    import specagent.simulator.sweep as sweep
+    import specagent.simulator.jobs.sweep as sweep
 
     contexts: list[int] = []
     real = sweep.sized_deployment
@@ -148,7 +150,7 @@ def test_replicas_are_sized_for_the_longest_sequence_of_the_cell_as_plan_sizes_t
     monkeypatch.setattr(sweep, "sized_deployment", recording)
     trace = tmp_path / "requests.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i},{200 + 37 * i},{20 + i}\n" for i in range(8)))
-    cfg = SweepConfig.from_dict({"sweep": {"tasks": 8, "seed": 2, "steady": False, "requests": str(trace)},
+    cfg = SweepRequest.from_dict({"sweep": {"tasks": 8, "seed": 2, "steady": False, "requests": str(trace)},
                                  "grid": {"strategy": ["serving"], "rate": [1.0], "fleet": ["f"], "hardware": ["h200"]},
                                  "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "req.toml")
     run_sweep(cfg, tmp_path / "out")

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +29,6 @@ from typer.testing import CliRunner
 
 from specagent.cli import app
 from specagent.cli.console import ASCII_FALLBACK, SafeConsole, _ascii_fallback
-from specagent.cli.fleet import sweep_table
 from specagent.common.guard import ResultDefect, check_output, problems
 from specagent.common.paths import input_file_problem
 from specagent.costmodel.deployment import Deployment, tp_problem, valid_gpu_counts
@@ -36,7 +36,7 @@ from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, pars
 from specagent.hardware.serving_engine import EngineProfileError, parse_engine
 from specagent.hardware.profile import HardwareProfileError, load_hardware, parse_profile
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.sweep import SweepConfig, SweepFolderError, run_sweep
+from specagent.simulator.jobs.sweep import SweepRequest, SweepFolderError, run as run_sweep, sweep_table
 from specagent.traces import load_trajectories, save_trajectories
 from specagent.traces.io import default_workload_path
 
@@ -271,8 +271,8 @@ def test_a_repeated_display_name_selects_nothing_by_name(tmp_path):
 
 
 # ---------------------------------------------------------------- F4, F5 sweeps that never mix inputs
-def _sweep_cfg(tmp_path: Path, workload: Path, hardware: list[str]) -> SweepConfig:
-    return SweepConfig.from_dict({
+def _sweep_cfg(tmp_path: Path, workload: Path, hardware: list[str]) -> SweepRequest:
+    return SweepRequest.from_dict({
         "sweep": {"tasks": 6, "seed": 3, "steady": False, "workload": str(workload), "prices": {"myhw": 2.0}},
         "grid": {"strategy": ["strongonly"], "rate": [0.5], "fleet": ["f"], "hardware": hardware},
         "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, str(tmp_path / "s.toml"))
@@ -295,7 +295,7 @@ def test_an_edited_input_makes_exactly_its_cells_stale(tmp_path, small, monkeypa
     cfg = _sweep_cfg(tmp_path, wl, ["myhw", "h20"])
     with pytest.raises(SweepFolderError, match=r"holds 1 cell\(s\).*inputs\.hardware\.myhw"):
         run_sweep(cfg, out)
-    rep = run_sweep(cfg, out, force=True)
+    rep = run_sweep(replace(cfg, force=True), out)
     assert (rep.ran, rep.skipped) == (1, 1)
     after = {p.name: p.read_bytes() for p in (out / "cells").glob("*.parquet")}
     assert len(set(before) & set(after)) == 1  # the h20 cell kept, byte for byte

@@ -17,7 +17,7 @@ from specagent.measurements.published_ranges import load_published_ranges
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.acceptance.ranges import AcceptanceDistribution
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.sensitivity import load_scenario_ranges
+from specagent.simulator.jobs.sensitivity import load_scenario_ranges
 
 runner = CliRunner()
 FS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

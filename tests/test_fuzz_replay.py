@@ -13,8 +13,8 @@ from specagent.cli.app import app
 from specagent.common.errors import InputError
 from specagent.simulator.acceptance.model import AcceptanceModel
 from specagent.simulator.rates_prices import parse_prices
-from specagent.simulator.sweep import run_sweep
-from specagent.simulator.sweep_config import SweepConfig
+from specagent.simulator.jobs.sweep import run as run_sweep
+from specagent.simulator.jobs.sweep import SweepRequest
 from specagent.traces.errors import TraceFormatError
 from specagent.traces.requests import load_requests
 
@@ -46,7 +46,7 @@ def test_replay_refuses_a_request_past_the_window_as_plan_does(over):
 
 
 def test_a_sweep_cell_refuses_it_too(over, tmp_path):
-    cfg = SweepConfig.from_dict({"sweep": {"tasks": 4, "seed": 2, "steady": False, "requests": str(over)},
+    cfg = SweepRequest.from_dict({"sweep": {"tasks": 4, "seed": 2, "steady": False, "requests": str(over)},
                                  "grid": {"strategy": ["serving"], "rate": [1.0], "fleet": ["f"], "hardware": ["h200"]},
                                  "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "req.toml")
     with pytest.raises(Exception, match=r"line 3: its request of 300,010 tokens .* cannot be served"):
@@ -224,7 +224,7 @@ BAD_FLAGS = [
     ("rp-max-seqs-0", ["--max-seqs", "0"], "--max-seqs: expected a whole number in [1, 1,048,576], got 0"),
     ("rp-max-seqs-huge", ["--max-seqs", str(2**40)], f"--max-seqs: expected a whole number in [1, 1,048,576], got {2**40}"),
     ("rp-max-tokens-below-seqs", ["--max-seqs", "64", "--max-tokens", "32"],
-     "--max-tokens 32: the token budget per iteration must be at least --max-seqs (64)"),
+     "--max-tokens: the token budget per iteration (32) must be at least --max-seqs (64)"),
     ("rp-chunk-negative", ["--chunk", "-1"], "--chunk: expected a whole number in [0, 100,000,000], got -1"),
     ("rp-chunk-huge", ["--chunk", str(10**12)], f"--chunk: expected a whole number in [0, 100,000,000], got {10**12}"),
     ("rp-overlap-negative", ["--overlap", "-5"], "--overlap: expected a whole number in [0, 100,000,000], got -5"),

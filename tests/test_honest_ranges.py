@@ -233,7 +233,7 @@ def replace_sources(comp, sources: str):
 
 # ------------------------------------------------------------------------------------------ break-evens in words
 def test_crossing_finds_where_a_ratio_crosses_one():
-    from specagent.simulator.sensitivity import crossing
+    from specagent.simulator.jobs.sensitivity import crossing
 
     assert crossing([0, 0.5, 1], [1.2, 0.9, 0.8]) == ("below", pytest.approx(1 / 3))  # saves above 1/3
     assert crossing([0, 0.5, 1], [0.8, 0.9, 1.2]) == ("above", pytest.approx(2 / 3))
@@ -242,7 +242,7 @@ def test_crossing_finds_where_a_ratio_crosses_one():
 
 def test_kind_break_evens_cover_time_memory_and_dollars_per_kind(small):
     from specagent.simulator.acceptance.model import KINDS
-    from specagent.simulator.sensitivity import kind_break_evens
+    from specagent.simulator.jobs.sensitivity import kind_break_evens
 
     comp, trajs = small
     kb = kind_break_evens(comp.scenario, trajs, comp.setting, grid=(0.0, 0.5, 1.0))

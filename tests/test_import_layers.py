@@ -43,7 +43,6 @@ SIMULATOR = [
     {"scenario"},
     {"run", "synthetic", "provenance", "applicability"},
     {"capacity.fleet_build", "capacity.bounds", "capacity.steady_state", "predictor", "uncertainty", "explain"},
-    {"study", "sweep_config", "sweep", "replay", "sensitivity"},
     {"jobs", "jobs.base"},  # the jobs layer: every module under jobs/ (a job composes everything below it)
 ]
 

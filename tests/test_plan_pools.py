@@ -67,7 +67,7 @@ def test_an_unknown_pool_gpu_names_its_flag(small):
 
 
 def test_study_balance_takes_the_strong_pools_gpu(monkeypatch):
-    from specagent.cli import fleet
+    from specagent.simulator.jobs import study
 
     seen = {}
 
@@ -75,7 +75,7 @@ def test_study_balance_takes_the_strong_pools_gpu(monkeypatch):
         seen["hardware"], seen["weak"] = list(hardware), kw["scenario"].weak.hardware
         raise ValueError("stop here")
 
-    monkeypatch.setattr(fleet, "balance_study", fake)
+    monkeypatch.setattr(study, "balance_study", fake)
     r = RUN.invoke(app, ["study", "balance", "--strong-hardware", "h100", "--weak-hardware", "l40s", "--rates", "0.1"])
     assert r.exit_code == 2 and "stop here" in r.output, r.output
     assert seen == {"hardware": ["h100"], "weak": "l40s"}
@@ -210,20 +210,22 @@ def test_sizing_on_the_cis_upper_end_never_gives_a_smaller_fleet(small):
 
 # ------------------------------------------------------------------------------------------------ sweep
 def test_sweep_per_pool_hardware_replaces_the_grids_gpus_with_one_pairing(tmp_path, monkeypatch):
-    from specagent.cli import fleet
-    from specagent.simulator.sweep import SweepConfig
+    from specagent.cli import sweep
+    from specagent.simulator.jobs.sweep import SweepRequest
 
     p = tmp_path / "s.toml"
     p.write_text('[sweep]\ntasks = 12\nseed = 3\nsteady = false\n\n[grid]\nstrategy = ["specagent"]\nrate = [0.5]\n'
                  'fleet = ["small"]\nhardware = ["h20", "h200"]\n\n[fleet.small]\nweak_replicas = 1\nstrong_replicas = 1\n')
-    assert [c["hardware"] for c in SweepConfig.from_toml(p, None, "l40s+h100").cells()] == ["l40s+h100"]
+    assert [c["hardware"] for c in SweepRequest.from_toml(p, None, "l40s+h100").cells()] == ["l40s+h100"]
     seen = {}
 
-    def fake(c, out_dir, **kw):
-        seen["hardware"] = c.grid["hardware"]
-        raise ValueError("stop here")
+    def fake(request, out_dir, progress=None):
+        from specagent.common.errors import InputError
 
-    monkeypatch.setattr(fleet, "run_sweep", fake)
+        seen["hardware"] = request.read().grid["hardware"]
+        raise InputError("stop here")
+
+    monkeypatch.setattr(sweep, "run", fake)
     r = RUN.invoke(app, ["sweep", str(p), "--weak-hardware", "l40s", "--strong-hardware", "h100"])
     assert r.exit_code == 2 and "stop here" in r.output and seen == {"hardware": ["l40s+h100"]}, r.output
     r = RUN.invoke(app, ["sweep", str(p), "--strong-hardware", "h2000"])

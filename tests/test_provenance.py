@@ -98,8 +98,8 @@ def test_fleet_commands_record_each_file_once_with_its_copy(tmp_path):
     import hashlib
 
     from specagent.simulator.provenance import FLEET_SCHEMA, record_fleet_inputs
-    from specagent.simulator.sweep import config_record
-    from specagent.simulator.sweep_config import SweepConfig
+    from specagent.simulator.jobs.sweep import config_record
+    from specagent.simulator.jobs.sweep import SweepRequest
 
     rec = record_fleet_inputs(Scenario(), ["h200", "h20", "h200"])
     assert rec["schema"] == FLEET_SCHEMA and list(rec["hardware"]) == ["h20", "h200"]
@@ -108,6 +108,6 @@ def test_fleet_commands_record_each_file_once_with_its_copy(tmp_path):
         assert r["text"] == text and r["sha256"] == hashlib.sha256(text.encode()).hexdigest()
     assert rec["weak"]["model"]["name"] == load_model_spec(Scenario().weak.model).name
     assert record_fleet_inputs(Scenario.load("edge"), ["h20"])["strong"] is None  # priced by its API's figures
-    cfg = SweepConfig.from_dict({"grid": {"strategy": ["strongonly"], "rate": [1.0], "fleet": ["a"], "hardware": ["h20+h200"]},
+    cfg = SweepRequest.from_dict({"grid": {"strategy": ["strongonly"], "rate": [1.0], "fleet": ["a"], "hardware": ["h20+h200"]},
                                  "fleet": {"a": {}}}, "sweep.toml")
     assert config_record(cfg)["priced_with"] == json.loads(json.dumps(record_fleet_inputs(cfg.scenario, ["h20", "h200"])))

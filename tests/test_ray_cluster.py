@@ -127,7 +127,7 @@ def test_a_plan_on_a_two_node_cluster_gives_the_local_pools_fleets(cluster):
 def test_a_sweep_on_the_cluster_gives_the_local_rows(cluster, tmp_path):
     import pandas as pd
 
-    from specagent.simulator.sweep import load_sweep
+    from specagent.simulator.jobs.sweep import load_sweep
 
     address, tmp = cluster
     cfg = tmp_path / "s.toml"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from specagent.cli import app
-from specagent.simulator.replay import ReplayResult, concurrency_starts, replay, replay_limited, resample_arrivals
+from specagent.simulator.jobs.replay import ReplayResult, concurrency_starts, replay, replay_limited, resample_arrivals
 from specagent.simulator.scenario import Scenario
 from specagent.traces.requests import save_requests, synthetic_requests
 
@@ -96,8 +96,8 @@ def test_replay_help_lists_only_flags_that_apply_to_a_request_trace():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--burstiness", "2"], "--burstiness: shapes the gaps of --request-rate"),
-    (["--request-rate", "0"], "--request-rate must be a finite rate > 0"),
+    (["--burstiness", "2"], "--burstiness: shapes the gaps of --request-rate; give --request-rate too"),
+    (["--request-rate", "0"], "--request-rate: must be a finite rate > 0"),
     (["--max-concurrency", "0"], "--max-concurrency: expected a whole number"),
 ])
 def test_bad_bench_flags_fail_in_one_line(tmp_path, args, message):

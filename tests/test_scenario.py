@@ -92,7 +92,7 @@ def _scenarios():
                      strategies=st.lists(st.sampled_from(STRATEGY_NAMES), min_size=1, max_size=4, unique=True).map(tuple),
                      k=st.integers(1, 64), review=st.sampled_from(["on_write", "every_chunk"]), acceptance=acc,
                      prefix_caching=st.booleans(), weight_mode=st.sampled_from(["union", "active"]),
-                     seed=st.integers(0, 2**63 - 1), pricing_engine=st.sampled_from(["analytic", "simpy"]))
+                     seed=st.integers(0, 2**63 - 1), pricing_engine=st.sampled_from(["analytic"]))
 
 
 @settings(max_examples=60, deadline=None)

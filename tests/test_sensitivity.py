@@ -16,7 +16,7 @@ from specagent.simulator.pricing.analytic import Pricer
 from specagent.simulator.pricing.results import per_trajectory
 from specagent.simulator.run import plan_strategy, predict, simulate, to_episodes
 from specagent.simulator.scenario import Scenario
-from specagent.simulator.sensitivity import BatchedStrongPricer, assumption_curve, break_even, load_scenario_ranges, tornado
+from specagent.simulator.jobs.sensitivity import BatchedStrongPricer, assumption_curve, break_even, load_scenario_ranges, tornado
 from specagent.simulator.strategies.catalog import make_strategy
 from specagent.simulator.protocol.workload import UnitTable
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories

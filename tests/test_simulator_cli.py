@@ -90,13 +90,21 @@ def test_simulate_one_strategy_json(small_trace):
     assert d["totals"]["reviews"] > 0 and d["totals"]["strong_calls"] >= d["totals"]["reviews"]
 
 
-def test_simulate_engines_agree_on_the_cli(small_trace):
-    outs = []
-    for engine in ("analytic", "simpy"):
-        r = runner.invoke(app, ["simulate", "exactmatch", "--trace", str(small_trace), "--pricing-engine", engine, "--json"])
-        assert r.exit_code == 0, r.output
-        outs.append(json.loads(r.output)["totals"]["wall_time_s"])
-    assert outs[0] == pytest.approx(outs[1], rel=1e-12)
+def test_a_scenario_of_the_retired_simpy_engine_runs_as_analytic(small_trace, tmp_path):
+    """`pricing_engine = "simpy"` in a file written when it was a choice is read as analytic, with a warning: the
+    figures are the same (the simpy model is the analytic engine's oracle: test_simulator_invariants.py); the flag is
+    gone."""
+    from specagent.common.errors import DeprecatedSpelling
+
+    old = tmp_path / "old.toml"
+    old.write_text('pricing_engine = "simpy"\n', encoding="utf-8")
+    args = ["simulate", "exactmatch", "--trace", str(small_trace), "--json"]
+    with pytest.warns(DeprecatedSpelling, match="pricing_engine = 'simpy' is read as 'analytic'"):
+        r = runner.invoke(app, [*args, "--scenario", str(old)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["totals"] == json.loads(runner.invoke(app, args).output)["totals"]
+    r = runner.invoke(app, [*args, "--pricing-engine", "simpy"])
+    assert r.exit_code == 2 and "--pricing-engine" in r.output
 
 
 def test_predictor_validate_reports_both_modes(small_trace, tmp_path):
@@ -123,7 +131,7 @@ def test_simulate_synthetic_fast_path_equals_the_same_workload_read_from_a_file(
     assert r.exit_code == 0, r.output
     totals = []
     for args in (["--synthetic", "tau2_airline", "--trajectories", "150"], ["--trace", str(p)]):
-        r = runner.invoke(app, ["simulate", "specagent", *args, "--seed", "4", "--json", "--pricing-engine", "simpy"])
+        r = runner.invoke(app, ["simulate", "specagent", *args, "--seed", "4", "--json"])
         assert r.exit_code == 0, r.output
         totals.append(json.loads(r.output)["totals"])
     assert totals[0] == totals[1]

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from specagent.cli import app
 from specagent.common.folder_lock import FolderBusyError, FolderLock
-from specagent.simulator.sweep import SweepConfig, SweepFolderError, config_record, run_sweep
+from specagent.simulator.jobs.sweep import SweepRequest, SweepFolderError, config_record, run as run_sweep
 
 runner = CliRunner()
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process table from /proc")
@@ -105,14 +105,14 @@ def test_killing_the_driver_kills_its_workers(tmp_path):
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
     # the lock the killed sweep held is released by the kernel: a rerun takes the folder and finishes
-    rep = run_sweep(SweepConfig.from_toml(tmp_path / "sweep.toml"), tmp_path / "out")
+    rep = run_sweep(SweepRequest.from_toml(tmp_path / "sweep.toml"), tmp_path / "out")
     assert rep.skipped + rep.ran == rep.total == 16 and not (tmp_path / "out" / FolderLock.NAME).exists()
 
 
 @linux_only
 def test_interrupting_keeps_the_finished_cells_and_a_rerun_finishes_them_bit_for_bit(tmp_path):
     cfg = _toml(tmp_path, SLOW)
-    ref = run_sweep(SweepConfig.from_toml(cfg), tmp_path / "ref")  # uninterrupted, one process
+    ref = run_sweep(SweepRequest.from_toml(cfg), tmp_path / "ref")  # uninterrupted, one process
     assert ref.ran == 16
     out = tmp_path / "part"
     proc = _sweep_process(cfg, out)
@@ -134,13 +134,13 @@ def test_interrupting_keeps_the_finished_cells_and_a_rerun_finishes_them_bit_for
     assert 2 <= len(kept) < 16  # the queued cells were cancelled, not run to the end first
     assert f"{len(kept)} finished cell(s) kept" in lines[0]
     assert not [w for w in workers if _alive(w)]
-    again = run_sweep(SweepConfig.from_toml(cfg), out)
+    again = run_sweep(SweepRequest.from_toml(cfg), out)
     assert (again.skipped, again.ran) == (len(kept), 16 - len(kept))
     assert _cells(out) == _cells(tmp_path / "ref")  # every cell byte-identical to the uninterrupted run
 
 
 def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path):
-    cfg = SweepConfig.from_dict(QUICK, "quick.toml")
+    cfg = SweepRequest.from_dict(QUICK, "quick.toml")
     out = tmp_path / "out"
     out.mkdir()
     with FolderLock(out):
@@ -160,19 +160,19 @@ def test_a_lock_left_by_a_dead_sweep_is_taken(tmp_path):
     (out / FolderLock.NAME).write_text(f"{dead.pid}\n")  # what a SIGKILLed sweep leaves
     (out / "cells").mkdir()
     (out / "cells" / ".strongonly_k0_0123.parquet.ab12cd34ef56.tmp").write_text("half a cell")  # and its half-written cell
-    rep = run_sweep(SweepConfig.from_dict(QUICK, "quick.toml"), out)
+    rep = run_sweep(SweepRequest.from_dict(QUICK, "quick.toml"), out)
     assert rep.ran == rep.total == 4
-    assert sorted(_cells(out)) == sorted(f"{c['cell_id']}.parquet" for c in SweepConfig.from_dict(QUICK, "q").cells())
+    assert sorted(_cells(out)) == sorted(f"{c['cell_id']}.parquet" for c in SweepRequest.from_dict(QUICK, "q").cells())
     assert not (out / FolderLock.NAME).exists()
 
 
 def test_a_changed_config_is_refused_naming_what_changed_unless_forced(tmp_path):
     out = tmp_path / "out"
-    a = SweepConfig.from_dict(QUICK, "a.toml")
+    a = SweepRequest.from_dict(QUICK, "a.toml")
     run_sweep(a, out)
     first = _cells(out)
     changed = {**QUICK, "sweep": {**QUICK["sweep"], "tasks": 13, "seed": 4}}
-    b = SweepConfig.from_dict(changed, "b.toml")
+    b = SweepRequest.from_dict(changed, "b.toml")
     with pytest.raises(SweepFolderError, match=r"holds 4 cell\(s\) of a different sweep config \(changed fixed.scenario.seed: 3 -> 4; "
                                                r"fixed.tasks: 12 -> 13\); give a new --out folder, or --force"):
         run_sweep(b, out)
@@ -187,12 +187,12 @@ def test_a_changed_config_is_refused_naming_what_changed_unless_forced(tmp_path)
 
 def test_extending_the_grid_reuses_the_cells_and_shrinking_it_is_refused(tmp_path):
     out = tmp_path / "out"
-    run_sweep(SweepConfig.from_dict(QUICK, "a.toml"), out)
+    run_sweep(SweepRequest.from_dict(QUICK, "a.toml"), out)
     first = _cells(out)
-    wider = SweepConfig.from_dict({**QUICK, "grid": {**QUICK["grid"], "rate": [0.5, 1.0, 2.0]}}, "wide.toml")
+    wider = SweepRequest.from_dict({**QUICK, "grid": {**QUICK["grid"], "rate": [0.5, 1.0, 2.0]}}, "wide.toml")
     rep = run_sweep(wider, out)
     assert (rep.skipped, rep.ran) == (4, 2) and all(_cells(out)[n] == d for n, d in first.items())
     assert json.loads((out / "config.json").read_text()) == config_record(wider)
-    narrower = SweepConfig.from_dict({**QUICK, "grid": {**QUICK["grid"], "rate": [0.5]}}, "narrow.toml")
+    narrower = SweepRequest.from_dict({**QUICK, "grid": {**QUICK["grid"], "rate": [0.5]}}, "narrow.toml")
     with pytest.raises(SweepFolderError, match=r"holds 4 cell\(s\) of a different sweep config \(changed grid.rate: \[0.5, 1.0, 2.0\] -> \[0.5\]\)"):
         run_sweep(narrower, out)

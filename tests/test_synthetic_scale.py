@@ -57,7 +57,7 @@ def test_block_step_arrays_equal_step_arrays_of_the_frame(small_blocks):
             np.testing.assert_array_equal(ref[k], fast[k], err_msg=k)
 
 
-@pytest.mark.parametrize("strategy,engine", [("specagent", "analytic"), ("router", "analytic"), ("specagent", "simpy")])
+@pytest.mark.parametrize("strategy,engine", [("specagent", "analytic"), ("router", "analytic")])
 def test_simulating_block_by_block_equals_one_run(small_blocks, tmp_path, strategy, engine):
     setting, acc = default_setting(), AcceptanceModel()
     one = simulate(synthetic_unit_table(PROFILE, 100, 5), strategy, setting, acc, 5, engine)

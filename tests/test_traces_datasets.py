@@ -211,9 +211,9 @@ def test_plan_reads_a_dataset_and_its_window_check_names_the_line(tmp_path):
 
 
 def test_a_sweep_serves_a_dataset_as_its_requests(tmp_path):
-    from specagent.simulator.sweep import SweepConfig, load_sweep, run_sweep
+    from specagent.simulator.jobs.sweep import SweepRequest, load_sweep, run as run_sweep
 
-    cfg = SweepConfig.from_dict({"sweep": {"tasks": 6, "seed": 2, "steady": False, "requests": str(DATA / "vllm_result.json")},
+    cfg = SweepRequest.from_dict({"sweep": {"tasks": 6, "seed": 2, "steady": False, "requests": str(DATA / "vllm_result.json")},
                                  "grid": {"strategy": ["serving"], "rate": [1.0], "fleet": ["f"], "hardware": ["h200"]},
                                  "fleet": {"f": {"weak_replicas": 1, "strong_replicas": 1}}}, "req.toml")
     run_sweep(cfg, tmp_path / "out")

@@ -465,7 +465,7 @@ class FleetSim:
                  step_by_token: bool = False, warmup: float = WARMUP_SHARE, steps: list[list[tuple]] | None = None,
                  horizon: float = math.inf, record_segments: bool = True):
         # callers that rerun one plan pass its compiled steps in (one list per task: they define the tasks)
-        # record_segments=False: no per-segment records (replay reads only the call records, `_calls`; packing ~2.6
+        # record_segments=False: no per-segment records (replay reads only the call records, `call_records`; packing ~2.6
         # segments a request was a tenth of its event loop); `run()` then refuses, as its replica frame needs them
         self.record_segments = record_segments
         self.steps = steps if steps is not None else compile_steps(plan)
@@ -770,6 +770,13 @@ class FleetSim:
                     break
                 fn(arg)
             self._arr_i = ai
+
+    def call_records(self) -> np.ndarray:
+        """The model calls finished so far, one record per call in the order they finished (fields: task, pool_i,
+        replica, phase, plan_events, prefill_tokens, decode_context, decode_tokens, cache_hit, t_submit_s, t_admit_s,
+        t_first_token_s, t_done_s), as a structured array: the same records `run()`'s call frame is made of, for a
+        caller that needs no frames (replay reads only these: `fleet_build.TaskPlan.call_records`)."""
+        return np.frombuffer(bytes(self._calls), dtype=_CALL_DTYPE)
 
     def run(self) -> FleetResult:
         if not self.record_segments:

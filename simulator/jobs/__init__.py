@@ -30,4 +30,8 @@ JOBS = {
     "simulate": "simulate",
     "plan": "plan",
     "import_traces": "import_traces",
+    "replay": "replay",
+    "sweep": "sweep",
+    "study_balance": "study",
+    "study_sensitivity": "sensitivity",
 }

@@ -89,3 +89,38 @@ class Result:
 
     def write(self, folder: str | Path) -> list[Path]:
         raise NotImplementedError
+
+
+def read_workload(scenario: Scenario, progress: Progress | None = None) -> tuple[Any, str, str]:
+    """The scenario's workload as `Scenario.load_workload` gives it (trajectories, where from, a short name), a trace
+    file's bytes read told to `progress` ("reading NAME"); a bad trace is a ScenarioError on workload.trace."""
+    from specagent.traces.io import default_workload_path
+
+    w = scenario.workload
+    path = Path(w.trace) if w.trace is not None else default_workload_path()
+    size = path.stat().st_size if w.synthetic is None and path.is_file() else 0
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        report(progress, f"reading {path.name}", done[0], size)
+
+    return scenario.load_workload(progress=advance if size else None)
+
+
+def chosen_backend(backend: str | None, address: str | None, address_field: str = "address") -> str:
+    """The backend a fleet job runs on: `backend` as given, or ray when a cluster `address` is given, else local; a
+    JobError names the field at fault (the address's by `address_field`)."""
+    from specagent.simulator.parallel import BACKENDS, ray_endpoint
+
+    chosen = backend if backend is not None else ("ray" if address is not None else "local")
+    if chosen not in BACKENDS:
+        raise JobError(f"expected one of {', '.join(BACKENDS)}, got '{chosen}'", "backend")
+    if address is not None and chosen != "ray":
+        raise JobError(f"{address}: a Ray cluster address, for `backend` ray (the backend is '{chosen}')", address_field)
+    if address is not None:
+        try:
+            ray_endpoint(address)
+        except ValueError as exc:
+            raise JobError(str(exc), address_field) from None
+    return chosen

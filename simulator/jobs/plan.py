@@ -44,11 +44,11 @@ from specagent.simulator.capacity.steady_state import SLICE_TASKS, unit_arrivals
 from specagent.simulator.fleet import FLEET_BACKEND
 from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, Scheduler, engine_scheduler, resolve_price
 from specagent.simulator.jobs import plan_store
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, Step
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, Step, chosen_backend
 from specagent.simulator.jobs.plan_estimate import PlanEstimate, duration, estimate_plan
 from specagent.simulator.jobs.plan_progress import HeartbeatPrinter
 from specagent.simulator.jobs.plan_search import SIZE_ON, SLO, SearchKey, pairing, search_job
-from specagent.simulator.parallel import BACKENDS, MAX_WORKERS, default_workers, ray_endpoint, run_jobs
+from specagent.simulator.parallel import MAX_WORKERS, default_workers, run_jobs
 from specagent.simulator.provenance import record_fleet_inputs
 from specagent.simulator.rates_prices import parse_prices, parse_rates, unused_prices
 from specagent.simulator.scenario import Scenario, ScenarioError
@@ -274,17 +274,7 @@ class PlanRequest(Request):
     @cached_property
     def backend_name(self) -> str:
         """`backend` as given, or ray when a cluster address is given; the address's form checked."""
-        chosen = self.backend if self.backend is not None else ("ray" if self.address is not None else "local")
-        if chosen not in BACKENDS:
-            raise JobError(f"expected one of {', '.join(BACKENDS)}, got '{chosen}'", "backend")
-        if self.address is not None and chosen != "ray":
-            raise JobError(f"{self.address}: a Ray cluster address, for `backend` ray (the backend is '{chosen}')", "address")
-        if self.address is not None:
-            try:
-                ray_endpoint(self.address)
-            except ValueError as exc:
-                raise JobError(str(exc), "address") from None
-        return chosen
+        return chosen_backend(self.backend, self.address)
 
     @property
     def worker_count(self) -> int:

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperCommand
 
 from specagent import __version__
-from specagent.cli.console import SafeConsole, OneLineErrors
+from specagent.cli.console import OneLineErrors
 from specagent.cli.lazy import LazyCommand, LazyCommands
 
 HELP = """\
@@ -81,14 +81,14 @@ def _shorten(text: str, limit: int) -> str:
 
 app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None, add_completion=True, cls=Root)
 
-console = SafeConsole()
 
 
 def _version(value: bool) -> None:
     if value:
+        from specagent.cli.safe_console import SafeConsole
         from specagent.simulator.fleet import FLEET_BACKEND  # the engine's module only when asked for
 
-        console.print(f"specagent {__version__} (fleet engine: {FLEET_BACKEND.describe()})", highlight=False)
+        SafeConsole().print(f"specagent {__version__} (fleet engine: {FLEET_BACKEND.describe()})", highlight=False)
         raise typer.Exit()
 
 
@@ -119,7 +119,7 @@ LAZY_COMMANDS = (
                 short_help="Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy."),
     LazyCommand("replay", "specagent.cli.replay", "replay_command", panels=True,
                 short_help="Serve a request trace at its own timestamps on the scenario's Strong deployment; TTFT, TPOT and E2E like vllm bench serve."),
-    LazyCommand("sweep", "specagent.cli.fleet", "sweep_command", panels=True,
+    LazyCommand("sweep", "specagent.cli.sweep", "sweep_command", panels=True,
                 short_help="Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably."),
     LazyCommand("report", "specagent.cli.report", "report", help_attr="HELP",
                 short_help="Write one self-contained HTML report (plotly.js embedded, works offline) from results files."),
@@ -135,7 +135,7 @@ LAZY_COMMANDS = (
                            "verifier prompt, weight reads, seed, engine) in one TOML file."),
     LazyCommand("predictor", "specagent.cli.predictor", "predictor_app", group=True,
                 short_help="The verdict-token cost predictor: Strong verdict + repair tokens → Strong share of memory traffic."),
-    LazyCommand("study", "specagent.cli.fleet", "study_app", group=True, short_help="Studies built on the fleet simulator."),
+    LazyCommand("study", "specagent.cli.study", "study_app", group=True, short_help="Studies built on the fleet simulator."),
     LazyCommand("latency", "specagent.cli.latency", "app", group=True,
                 short_help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv)."),
     LazyCommand("bench", "specagent.cli.bench", "app", group=True,

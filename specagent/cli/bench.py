@@ -13,7 +13,7 @@ import typer
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.options import guard_outputs
-from specagent.cli.progress import StepBars
+from specagent.cli.progress import job_progress
 from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
 from specagent.common.errors import InputError
@@ -77,7 +77,6 @@ def serve(
     --data` read. ^C stops the run and keeps what finished.
     """
     bench = _prepared(request, csv_out, requests_out)
-    bars = StepBars(show=not as_json, plain=True)
 
     def level_done(run: BenchRun) -> None:
         bars.close()
@@ -89,14 +88,13 @@ def serve(
         if warning:
             err.print(warning, highlight=False, markup=False)
 
-    try:
-        for line in bench.server():
-            err.print(line, highlight=False, markup=False)
-        res = bench.run(bars, level_done)
-    except EndpointError as exc:
-        fail(str(exc))
-    finally:
-        bars.close()
+    with job_progress(show=not as_json, plain=True) as bars:
+        try:
+            for line in bench.server():
+                err.print(line, highlight=False, markup=False)
+            res = bench.run(bars, level_done)
+        except EndpointError as exc:
+            fail(str(exc))
     written = _write(res, csv_out, requests_out)
     if as_json:
         print(json_out(res.to_dict(), indent=2))

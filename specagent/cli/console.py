@@ -5,6 +5,9 @@ otherwise print a usage block or a traceback into that same line: click's usage 
 flag of the wrong type, a missing or unknown option), and the bad input and unwritable
 outputs the layers below raise (`InputError`, `OutputError`) or the OS reports (`OSError`
 with a file name). A bug still shows its traceback.
+
+rich is imported where something is drawn (an error line, a table: `SafeConsole`, in safe_console.py, is loaded on
+first use), so a command that prints JSON never loads it (issue #50: start-up).
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ from contextlib import contextmanager
 from typing import Any, Iterator, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from specagent.common.errors import InputError
@@ -28,6 +29,15 @@ except ImportError:  # pragma: no cover - older typer on the click package
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
+
+
+def __getattr__(name: str) -> Any:
+    """`SafeConsole`, loaded on first use (it is a rich Console: rich stays off the path of a command that draws nothing)."""
+    if name == "SafeConsole":
+        from specagent.cli.safe_console import SafeConsole
+
+        return SafeConsole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: ASCII stand-ins for the non-ASCII characters the commands print, for a terminal that cannot encode them
@@ -78,52 +88,15 @@ def ensure_encodable_output() -> None:
             pass
 
 
-class SafeConsole(Console):
-    """A rich Console whose tables never lose a cell: one too wide for the terminal is shown whole, not cropped.
-
-    Why: rich crops every line of a table whose narrowest layout is wider than the console, so a
-    number is cut in the middle with no mark (COLUMNS=40 showed '0.' for 0.918 and dropped columns).
-    Such a table is rendered at the width it needs (the terminal wraps its lines), after a note saying so;
-    a column rich narrows still marks what it cuts with an ellipsis.
-    The width follows COLUMNS and the terminal at each print, not as they were when the module was imported: rich fixes
-    COLUMNS at construction, and the commands' consoles are made at import."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        if kw.get("width") is None:
-            self._width = None  # read live (rich's size property reads COLUMNS and the terminal when this is unset)
-
-    def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
-        from rich.measure import Measurement
-        from rich.table import Table
-
-        for obj in objects:
-            if isinstance(obj, Table) and obj.caption and obj.caption_justify == "center":
-                obj.caption_justify = "left"  # a caption here is prose (what the columns mean): centred lines read as ragged
-            if isinstance(obj, Table) and "width" not in kw:
-                m = Measurement.get(self, self.options.update(max_width=100_000), obj)
-                # a table that can wrap needs its narrowest layout; one with unwrappable columns (figures) needs every
-                # cell whole, which rich's minimum does not promise (it would cut 0.918 to 0.9…)
-                need = m.maximum if any(col.no_wrap for col in obj.columns) else m.minimum
-                if need > self.width:
-                    super().print(f"(table {need} columns wide, terminal {self.width}: its lines wrap)", style="dim",
-                                  highlight=False, soft_wrap=True)
-                    old = self._width
-                    self.width = need  # print() caps a width argument at the console's own
-                    try:
-                        super().print(obj, crop=False, **kw)
-                    finally:
-                        self._width = old
-                    continue
-            super().print(obj, **kw)
-
-
 def legend(pairs) -> str:
     """A table caption spelling out short column headers: "head = meaning; ..." (a header's line breaks as spaces)."""
     return "; ".join(f"{head.replace(chr(10), ' ')} = {meaning}" for head, meaning in pairs)
 
 
 def error_line(msg: object) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     # soft_wrap: one line however narrow the terminal (a wrapped path or id would read as two)
     ensure_encodable_output()
     # clean: no key (common/redact.py) and no control sequence from a server's text reaches the terminal

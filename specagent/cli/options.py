@@ -95,7 +95,7 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
                     names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
                     help_ = g.metadata.get("help", g.name)
                 out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name)))
-        else:
+        elif f.metadata.get("cli") is not False:
             typ = hints[f.name]
             if f.name == "strategies":
                 typ = str
@@ -314,6 +314,16 @@ def located_error(exc: ScenarioError, flags: list[Flag], origin: tuple[str, froz
     if exc.where.startswith(("acceptance.accept", "acceptance.exact")):
         return f"--accept: {exc}"
     return f"scenario field {exc.where}: {exc}" if exc.where else str(exc)
+
+
+def scenario_failure(exc: ScenarioError, provenance: Provenance | None = None, exclude: Iterable[str] = ()) -> str:
+    """The one line a ScenarioError found while a job ran prints: a deployment too small names the flags that give it
+    more GPUs or a smaller weight dtype; any other names the flag of its field, or the scenario file's key when no
+    flag set that field (`provenance`: where the request's scenario came from)."""
+    if isinstance(exc, DoesNotFit):
+        return does_not_fit(str(exc), exc.where)
+    origin = (provenance.scenario_file, provenance.given) if provenance is not None and provenance.scenario_file else None
+    return located_error(exc, scenario_flags(exclude), origin)
 
 
 def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = (),

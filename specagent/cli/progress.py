@@ -11,10 +11,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from specagent.simulator.jobs.base import Step
 
 #: Seconds between two plain progress lines when nothing finished in between (a heartbeat, with the status).
 HEARTBEAT_S = 30.0
@@ -43,6 +44,8 @@ def progress_bar(total: int, what: str, show: bool = True, status: Callable[[], 
     if not show:  # nothing shown: no bar built, and rich.progress (with rich.table) stays off --json's start-up
         yield lambda k: None
         return
+    from rich.console import Console
+
     err = Console(stderr=True)
     if plain and not err.is_terminal:
         with _lines(total, what, status, heartbeat_s) as advance:
@@ -109,36 +112,43 @@ def step_bar(total: int, what: str, show: bool = True, status: Callable[[], str]
 
 
 class StepBars:
-    """A bar per stage of a job (a Step's `what`, e.g. each load level of `bench serve`): a step of a new stage closes
-    the bar of the one before and opens its own, of the step's total. `close()` closes the last (before printing)."""
+    """A job's `progress` callback (simulator.jobs.base.Step) drawn as `progress_bar` draws a count: a bar per stage that
+    states its total (a step of a new `what`, e.g. each load level of `bench serve`, closes the last one), advanced as
+    `done` grows; stages without a total draw nothing, nor does anything with `show` false. `close()` closes the open
+    bar (before printing between stages)."""
 
     def __init__(self, show: bool = True, plain: bool = False):
         self.show, self.plain = show, plain
         self.what: str | None = None
         self.bar: Any = None
-        self.advance: Callable[[int], None] = lambda k: None
+        self.advance: Callable[[int], None] | None = None
         self.seen = 0
 
-    def __call__(self, step: Any) -> None:
+    def __call__(self, step: Step) -> None:
+        if not self.show:
+            return
         if step.what != self.what:
             self.close()
             self.what, self.seen = step.what, 0
-            self.bar = progress_bar(int(step.total or 0), step.what, show=self.show, plain=self.plain)
-            self.advance = self.bar.__enter__()
+            if step.total:
+                self.bar = progress_bar(int(step.total), step.what, plain=self.plain)
+                self.advance = self.bar.__enter__()
         done = int(step.done)
-        self.advance(done - self.seen)
-        self.seen = done
+        if self.advance is not None and done > self.seen:
+            self.advance(done - self.seen)
+            self.seen = done
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
-        self.bar, self.what = None, None
+        self.bar, self.what, self.advance = None, None, None
 
 
 @contextmanager
 def spinner(what: str) -> Iterator[Callable[[Any], None]]:
     """A transient line on stderr whose text follows a job's steps (a bar once a step says its total): for jobs whose
     stages are of unknown length (calibrating, a live run)."""
+    from rich.console import Console
     from rich.progress import Progress
 
     with Progress(console=Console(stderr=True), transient=True) as prog:
@@ -148,3 +158,13 @@ def spinner(what: str) -> Iterator[Callable[[Any], None]]:
             prog.update(task, description=step.what, **({"completed": step.done, "total": step.total} if step.total else {}))
 
         yield told
+
+
+@contextmanager
+def job_progress(show: bool = True, plain: bool = False) -> Iterator[StepBars]:
+    """`StepBars`, closed when the job ends."""
+    bars = StepBars(show, plain)
+    try:
+        yield bars
+    finally:
+        bars.close()

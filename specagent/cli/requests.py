@@ -9,11 +9,13 @@ as one line naming the flag: a ScenarioError by its scenario flag, a JobError by
 field the message names in backticks, `price` or `scenario.weak.hardware`, is named by its flag too).
 
 Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``tuple[str, ...]`` /
-``tuple[Path, ...]`` (a repeatable option; string values may also be comma lists: ``--price h20=1.8,h200=3.5
---price b200=5``; a value given blank stays, as '', for the Request to refuse). More metadata: ``argument: True``
+``tuple[Path, ...]``, ``tuple[int, ...]``, ``tuple[float, ...]`` (a repeatable option; values other than files may
+also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``, ``--rates 0.1,0.2``; a value given blank stays, as
+'', for the Request to refuse; not given, the field keeps its default). More metadata: ``argument: True``
 makes the field a positional argument (a ``tuple[Path, ...]`` one takes several files); ``min``/``max`` bound a
 number (typer refuses a value outside them with its usage error; the Request's own ``check`` holds Python callers to
-the same bounds); ``required: True`` — or a field without a default — makes the flag required.
+the same bounds); ``required: True`` — or a field without a default — makes the flag required. A JobError or a
+ScenarioError the job raises while it runs is named the same way.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from typing import Any, Callable, Iterable, NoReturn, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.cli.options import build_scenario_for_request, scenario_flags, scenario_parameters
-from specagent.simulator.jobs.base import JobError, Request
+from specagent.cli.options import build_scenario_for_request, scenario_failure, scenario_flags, scenario_parameters
+from specagent.simulator.jobs.base import JobError, Provenance, Request
+from specagent.simulator.scenario import ScenarioError
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class JobFlag:
     default: Any  # dataclasses.MISSING: the field has none
     help: str
     panel: str | None
-    item: Any = str  # the type of a tuple's items (str, or Path for files)
+    item: Any = str  # the type of a tuple's items: str, int, float, or Path for files
     argument: bool = False  # a positional argument (metadata ``argument: True``), named by the field in upper case
     bounds: tuple[Any, Any] = (None, None)  # (min, max) of a number, None: unbounded
     must: bool = False  # metadata ``required: True``
@@ -62,16 +65,20 @@ class JobFlag:
             decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
         else:
             decls = self.names
-        annotation = {tuple: Optional[list[self.item]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[name-defined]
+        # a list's items reach _values as typed (comma lists split there, numbers converted naming the flag); files as paths
+        items = Path if self.item is Path else str
+        annotation = {tuple: Optional[list[items]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[valid-type]
         default = ... if self.required else [] if self.repeated else self.default
         lo, hi = self.bounds
         extra = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        shown: bool | str = not self.required and self.default not in (None, (), "")
+        if self.repeated and shown:  # a list's default as it is typed: 0.05,0.2
+            shown = ",".join(map(str, self.default))
         if self.argument:
             make = typer.Argument(default, metavar=self.field.upper(), help=self.help, rich_help_panel=self.panel,
-                                  show_default=not self.required and self.default not in (None, (), ""), **extra)
+                                  show_default=shown, **extra)
         else:
-            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel,
-                                show_default=not self.required and self.default not in (None, (), ""), **extra)
+            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel, show_default=shown, **extra)
         return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
 
 
@@ -93,7 +100,7 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
         if f.metadata.get("cli") is False:
             continue
         typ, item = _base_type(hints[f.name])
-        if typ not in (str, int, float, bool, Path, tuple) or item not in (str, Path):
+        if typ not in (str, int, float, bool, Path, tuple) or item not in (str, int, float, Path):
             raise TypeError(f"{request_type.__name__}.{f.name}: a {hints[f.name]} field cannot be a flag (cli: False)")
         name = "--" + f.metadata.get("flag", f.name).replace("_", "-")
         short = f.metadata.get("short", ())
@@ -133,29 +140,41 @@ def fail_job(request_type: type[Request], exc: BaseException) -> NoReturn:
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
+    """A flag's value as its field takes it: a repeated flag's items, each comma list split (its empty parts left out;
+    files as given, a file name may hold a comma), an item given empty kept as '' for the job to refuse (`--price ""`
+    is a slip, not "no prices"), each converted to the field's item type; not given, the field's default."""
     if not fl.repeated:
         return v
-    if not v:  # not given: the field's default
+    if not v:
         return fl.default
-    if fl.item is Path:  # files: each as given (a file name may hold a comma)
+    if fl.item is Path:
         return tuple(Path(p) for p in v)
-    return tuple(p for item in v for p in (tuple(q.strip() for q in str(item).split(",") if q.strip()) or ("",)))
+    parts = [p for item in v for p in ([q.strip() for q in str(item).split(",") if q.strip()] or [""])]
+    if fl.item is str:
+        return tuple(parts)
+    try:
+        return tuple(fl.item(p) for p in parts)
+    except ValueError:
+        bad = next(p for p in parts if not _converts(fl.item, p))
+        kind = "whole numbers" if fl.item is int else "numbers"
+        raise JobError(f"expected {kind} (one, or a comma list), got {bad!r}", field=fl.field) from None
 
 
-def _no_scenario(kw: dict[str, Any]) -> tuple[Any, Any]:
-    """A job that runs no scenario: the Request's defaults."""
-    from specagent.simulator.jobs.base import Provenance
-    from specagent.simulator.scenario import Scenario
-
-    return Scenario(), Provenance()
+def _converts(kind: type, text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
 
 
 def request_options(request_type: type[Request], exclude: Iterable[str] = (),
                     scenario: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the command gets the scenario's flags (none with `scenario=False`) and the Request's, and is called
     with `request=`."""
+    exclude = tuple(exclude)
     own_flags = job_flags(request_type)
-    scenario_params, build = scenario_parameters(exclude) if scenario else ([], _no_scenario)
+    scenario_params, build = scenario_parameters(exclude) if scenario else ([], None)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
@@ -165,14 +184,19 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = (),
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
-            scenario_, provenance = build_scenario_for_request(build, kw)
-            values = {fl.field: _values(fl, kw.pop(fl.field)) for fl in own_flags}
+            given = build_scenario_for_request(build, kw) if build is not None else None
+            provenance = given[1] if given is not None else Provenance()
+            raw = {fl.field: kw.pop(fl.field) for fl in own_flags}
             try:
-                request = request_type(scenario=scenario_, provenance=provenance, **values)
+                values = {fl.field: _values(fl, raw[fl.field]) for fl in own_flags}
+                scenario_fields = {"scenario": given[0], "provenance": provenance} if given is not None else {}
+                request = request_type(**scenario_fields, **values)
                 request.check()
+                return fn(request=request, **kw)
             except JobError as exc:
                 fail_job(request_type, exc)
-            return fn(request=request, **kw)
+            except ScenarioError as exc:  # found while the job resolved its scenario: named as the scenario's flags are
+                fail(scenario_failure(exc, provenance, exclude))
 
         # typer wants positional arguments before options in the signature it reads
         mine = [fl.parameter() for fl in own_flags]
@@ -191,12 +215,8 @@ def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = 
     file's key when the value came from the file), a deployment that does not fit the flags that fix it."""
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    from specagent.cli.options import does_not_fit, located_error
     from specagent.cli.console import SafeConsole
-    from specagent.simulator.scenario import DoesNotFit, ScenarioError
 
-    prov = request.provenance
-    origin = (prov.scenario_file, prov.given) if prov.scenario_file is not None else None
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=SafeConsole(stderr=True), transient=True,
                   disable=not show) as bar:
         task = bar.add_task("starting", total=None)
@@ -204,7 +224,5 @@ def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = 
             return run(request, lambda step: bar.update(task, description=step.what), **kw)
         except JobError as exc:
             fail_job(type(request), exc)
-        except DoesNotFit as exc:
-            fail(does_not_fit(str(exc), exc.where))
         except ScenarioError as exc:
-            fail(located_error(exc, scenario_flags(exclude), origin))
+            fail(scenario_failure(exc, request.provenance, exclude))

@@ -1,7 +1,7 @@
 """`specagent study sensitivity`: a tornado of SpecAgent's ratios over each assumption's range, and the break-even map.
 
-The study is `simulator.sensitivity`; this prints its terminal tables and writes
-sensitivity.json (what `specagent report` reads) and an HTML page with both figures.
+The study is the job `simulator/jobs/sensitivity.py` (its flags: the scenario's); this prints its terminal tables and
+writes sensitivity.json (the result's `to_dict()`, what `specagent report` reads) and an HTML page with both figures.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import fail, json_out, legend
-from specagent.cli.options import guard_outputs, resolve, scenario_options
-from specagent.cli.simulate import load_workload
+from specagent.cli.console import json_out, legend
+from specagent.cli.options import guard_outputs
+from specagent.cli.progress import job_progress
+from specagent.cli.requests import request_options
 from specagent.common import atomic
-from specagent.common.errors import InputError
 from specagent.common.paths import HTML, JSON_DOC
 from specagent.reports.sensitivity_page import write_sensitivity_page
-from specagent.simulator.scenario import Scenario
-from specagent.simulator.sensitivity import METRICS, sensitivity_study
+from specagent.simulator.jobs.sensitivity import METRICS, SensitivityRequest, SensitivityResult, run
 
 console = Console()
 
@@ -30,37 +29,10 @@ def _num(v: float) -> str:
     return f"{float(v):.3f}" if math.isfinite(float(v)) else "-"
 
 
-@scenario_options(exclude=("strategies",))
-def sensitivity(
-    scenario: Scenario,
-    out: Path = typer.Option(Path("out/sensitivity"), "-o", "--out", help="Directory for sensitivity.json and sensitivity.html."),
-    as_json: bool = typer.Option(False, "--json", help="Print the study as JSON instead of tables."),
-) -> None:
-    """Which assumption moves SpecAgent's wall, model time, memory, FLOPs and cost most, and where SpecAgent stops paying.
-
-    Tornado: each assumption (acceptance by kind, decay, correlation, Weak ratio, verdict tokens,
-    user and tool latency, Strong batch, weight reads, verifier prompt) at the low and the high
-    end of its range, the others at the scenario's values. Break-even map: semantic acceptance ×
-    Weak/Strong time per token, and the line where SpecAgent's wall time equals Strong-only's.
-    Ranges and their rationale: docs/uncertainty.md.
-    """
-    guard_outputs([("-o", out / "sensitivity.json", JSON_DOC), ("-o", out / "sensitivity.html", HTML)], scenario=scenario)
-    for target in (out / "sensitivity.json", out / "sensitivity.html"):
-        atomic.check_writable(target)
-    trajs, _, name = load_workload(scenario, show=not as_json)
-    setting = resolve(scenario)
-    try:
-        study = sensitivity_study(scenario, trajs, name, setting)
-    except InputError as exc:
-        fail(exc)
-    doc = study.to_dict()
-    atomic.write_text(out / "sensitivity.json", atomic.json_text(doc))
-    write_sensitivity_page(doc, out / "sensitivity.html", f"specagent sensitivity study · {name}")
-    if as_json:
-        print(json_out(doc, indent=2, default=str))
-        return
+def _print_tornado(study: SensitivityResult) -> None:
     tor = study.tornado
-    t = Table(title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {name}", show_edge=False)
+    t = Table(title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {study.workload}",
+              show_edge=False)
     t.add_column("assumption", overflow="fold")
     t.add_column("at", justify="right", no_wrap=True)
     for _, label in METRICS:
@@ -71,11 +43,15 @@ def sensitivity(
         g = g.set_index("metric")
         t.add_row(str(a), str(g["low_value"].iloc[0]), *[_num(g.loc[m, "at_low"]) for m, _ in METRICS])
         t.add_row("", str(g["high_value"].iloc[0]), *[_num(g.loc[m, "at_high"]) for m, _ in METRICS], end_section=True)
-    cost = "API charges" if setting.strong_is_api else "GPU-seconds (busy time × GPUs: the $ ratio at one price per GPU-hour)"
+    api = study.scenario.strong_api is not None
+    cost = "API charges" if api else "GPU-seconds (busy time × GPUs: the $ ratio at one price per GPU-hour)"
     t.caption = ("sorted by the swing of wall time; at = the assumption's value; " + legend([("wall", "wall time, waits included"),
                  ("model time", "without tool and user waits"), ("memory", "HBM bytes read by both models"),
                  ("FLOPs", "both models"), ("$", cost)]))
     console.print(t)
+
+
+def _print_break_even(study: SensitivityResult) -> None:
     be = study.break_even
     b = Table(title="Break-even: Weak/Strong time per token at which SpecAgent's time equals Strong-only's", show_edge=False)
     for col in ("semantic acceptance", "wall", "model time"):
@@ -91,4 +67,34 @@ def sensitivity(
                       "at the scenario's values, at this Weak speed):", highlight=False)
         for text in kb["text"]:
             console.print(f"  {text}", highlight=False, markup=False, soft_wrap=True)
+
+
+@request_options(SensitivityRequest, exclude=("strategies",))
+def sensitivity(
+    request: SensitivityRequest,
+    out: Path = typer.Option(Path("out/sensitivity"), "-o", "--out", help="Directory for sensitivity.json and sensitivity.html."),
+    as_json: bool = typer.Option(False, "--json", help="Print the study as JSON instead of tables."),
+) -> None:
+    """Which assumption moves SpecAgent's wall, model time, memory, FLOPs and cost most, and where SpecAgent stops paying.
+
+    Tornado: each assumption (acceptance by kind, decay, correlation, Weak ratio, verdict tokens,
+    user and tool latency, Strong batch, weight reads, verifier prompt) at the low and the high
+    end of its range, the others at the scenario's values. Break-even map: semantic acceptance ×
+    Weak/Strong time per token, and the line where SpecAgent's wall time equals Strong-only's.
+    Ranges and their rationale: docs/uncertainty.md.
+    """
+    guard_outputs([("-o", out / "sensitivity.json", JSON_DOC), ("-o", out / "sensitivity.html", HTML)],
+                  scenario=request.scenario, inputs=request.provenance.inputs)
+    for target in (out / "sensitivity.json", out / "sensitivity.html"):
+        atomic.check_writable(target)
+    with job_progress(show=not as_json) as progress:
+        study = run(request, progress)
+    doc = study.to_dict()
+    study.write(out)
+    write_sensitivity_page(doc, out / "sensitivity.html", f"specagent sensitivity study · {study.workload}")
+    if as_json:
+        print(json_out(doc, indent=2, default=str))
+        return
+    _print_tornado(study)
+    _print_break_even(study)
     console.print(f"wrote {out / 'sensitivity.json'} and {out / 'sensitivity.html'} (`specagent report` takes the JSON too)")

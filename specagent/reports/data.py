@@ -164,7 +164,7 @@ def _require(df: pd.DataFrame, cols: Iterable[str], what: str, source: str) -> p
     return df
 
 
-#: `specagent.simulator.study.balance_study` columns → the report's balance columns.
+#: `specagent.simulator.jobs.study.balance_study` columns → the report's balance columns.
 STUDY_RENAME = {"strongonly_decode_batch": "strong_mean_decode_batch", "strong_time_saving": "time_saving",
                 "strong_bytes_saving": "memory_saving"}
 

@@ -1,6 +1,6 @@
 """The sensitivity study's figures: a tornado of SpecAgent's ratios and the break-even map.
 
-Inputs are the plain records `simulator.sensitivity.SensitivityStudy.to_dict()` writes (and
+Inputs are the plain records `simulator.jobs.sensitivity.SensitivityResult.to_dict()` writes (and
 `specagent study sensitivity` stores as sensitivity.json), so the report can draw them from
 the file alone.
 """

@@ -1,9 +1,17 @@
-"""Plain-serving replay: a request trace served at its own timestamps on one Strong deployment, `vllm bench serve` style.
+"""The replay job: a request trace served at its own timestamps on one Strong deployment, `vllm bench serve` style.
 
 Why: a user coming from Vidur or `vllm bench serve` has a request trace and wants TTFT, TPOT
 and end-to-end latency on a deployment, not an agent workload. The fleet engine already
 serves plain requests (`fleet_build.request_tasks`); this module feeds it the trace in
-chunks so memory stays bounded at any trace length, and streams each request's result out.
+chunks through the fleet builder's call records (`TaskPlan.call_records`), so memory stays
+bounded at any trace length, and streams each request's result out.
+
+`run(ReplayRequest(trace=...))` is the job (`specagent replay` prints its `ReplayResult`):
+the trace read (a CSV, or a dataset `vllm bench serve` reads: traces/datasets.py), its
+arrivals redrawn at `request_rate` when asked, the scenario's Strong deployment with the
+engine's scheduler limits (or `max_seqs` / `max_tokens`), served `chunk` requests at a time,
+and, with `rows`, every request's row streamed to a Parquet file written atomically (an
+interruption leaves the earlier file as it was).
 
 Chunking. Chunk k serves its requests after re-serving the last `overlap` requests of chunk
 k-1 as a warm-up (the replicas then hold about the queue and batch they would hold in one
@@ -17,26 +25,53 @@ the whole trace at once (exact; memory grows with the trace).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
+from specagent.common import atomic
+from specagent.common.errors import InputError
 from specagent.simulator.capacity.fleet_build import build_fleet, check_requests_fit, request_tasks
-from specagent.simulator.fleet.config import Scheduler
-from specagent.simulator.fleet.sim import _CALL_DTYPE
-from specagent.traces.requests import RequestTrace
+from specagent.simulator.fleet.config import Scheduler, engine_scheduler
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.rates_prices import parse_prices, unused_prices
+from specagent.traces.requests import RequestTrace, load_requests
 from specagent.traces.vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S
 
 #: Per-request result columns (what the Parquet output holds), each with its unit.
 COLUMNS = ("request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "queue_s", "replica")
 
 
+def undefined_notes(stats: dict) -> list[str]:
+    """Why a figure is null in the JSON (n/a in the table): each undefined figure is said, never left as NaN."""
+    out = []
+    if isinstance(stats.get("usd_per_hour"), float) and math.isnan(stats["usd_per_hour"]):
+        out.append("usd_per_hour and usd_per_1k_requests are null: the GPU profile states no price (pass --price GPU=USD)")
+    if isinstance(stats.get("mean_tpot_ms"), float) and math.isnan(stats["mean_tpot_ms"]):
+        out.append("TPOT and ITL figures are null: every request has one output token (TPOT is the time per output token "
+                   "after the first)")
+    if isinstance(stats.get("request_throughput_per_s"), float) and math.isnan(stats["request_throughput_per_s"]):
+        out.append("throughputs are null: the replay took no time (every request finished as it arrived)")
+    return out
+
+
+def strict(stats: dict) -> dict:
+    """`stats` with NaN (a figure the run does not define) as None: JSON has no NaN, and `undefined_notes` says why."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in stats.items()}
+
+
 @dataclass
-class ReplayResult:
-    """Totals and the per-request latencies (float32 arrays: 12 bytes a request) for the percentiles."""
+class ReplayResult(Result):
+    """Totals and the per-request latencies (float32 arrays: 12 bytes a request) for the percentiles; `to_dict()` is
+    what `specagent replay --json` prints (`vllm bench serve`'s figures, the deployment, its scheduler, the notes)."""
 
     requests: int
     duration_s: float
@@ -56,6 +91,10 @@ class ReplayResult:
     request_rate: float = math.inf  # --request-rate (inf: the trace's own timestamps, as vllm bench serve says 'inf')
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    replicas: int = 1
+    deployment: str = ""  # the Strong deployment served on (Deployment.describe())
+    scheduler: Scheduler | None = None  # its limits per iteration
+    estimated: bool = False  # token counts estimated from a dataset's text (traces/datasets.py)
 
     def stats(self) -> dict:
         """vllm bench serve's figures: throughput, and mean / median / p95 / p99 of TTFT, TPOT (ms) and E2E (s)."""
@@ -101,16 +140,27 @@ class ReplayResult:
 
         return {"mean_itl_ms": float(np.average(v, weights=w)), "median_itl_ms": q(0.5), "p99_itl_ms": q(0.99)}
 
+    def figures(self) -> dict:
+        """`stats()` with the deployment, its scheduler, how the token counts were known and every note (NaN kept: the
+        CSV row shows it empty)."""
+        out = self.stats()
+        out["deployment"] = self.deployment
+        sched = self.scheduler
+        out["scheduler"] = {"max_num_seqs": sched.max_num_seqs, "max_batched_tokens": sched.max_batched_tokens,
+                            "source": sched.source} if sched is not None else None
+        out["token_counts"] = "estimated from text" if self.estimated else "as the trace gives them"
+        out["notes"] = [*self.notes, *undefined_notes(out)]
+        return out
 
-def _served_calls(sub: RequestTrace, fleet) -> np.ndarray:
-    """The engine's call records (one per request) of serving `sub` on `fleet`, as a structured array.
+    def to_dict(self) -> dict[str, Any]:
+        """`figures()` as strict JSON data: NaN as None, each said in the notes."""
+        return strict(self.figures())
 
-    Why not `TaskPlan.serve`: its result also builds the task, turn, segment and replica frames and the fleet summary
-    (about 10% of a 10^5-request replay), none of which replay reports; the call records are the same bytes that
-    result's call frame is made from (`fleet.sim._frame`)."""
-    sim = request_tasks(sub).simulation(fleet, sub.arrival_s, 0.0, record_segments=False)
-    sim.advance(sim.horizon)
-    return np.frombuffer(bytes(sim._calls), dtype=_CALL_DTYPE)
+    def write(self, folder: str | Path) -> list[Path]:
+        """replay.json (`to_dict()`) in `folder`, atomically (the per-request rows stream to `run`'s `rows` file)."""
+        path = Path(folder) / "replay.json"
+        atomic.write_text(path, atomic.json_text(self.to_dict()))
+        return [path]
 
 
 def _per_request(calls: np.ndarray, sub: RequestTrace, base: int, t0: float) -> dict[str, np.ndarray]:
@@ -145,21 +195,22 @@ def resample_arrivals(n: int, rate: float, burstiness: float = 1.0, seed: int = 
     `burstiness` and mean 1/rate (burstiness 1: a Poisson process; below 1 burstier, above 1 more regular), seeded;
     the first request arrives at 0."""
     if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"--request-rate must be a finite rate > 0 requests/s, got {rate}")
+        raise JobError(f"must be a finite rate > 0 requests/s, got {rate}", field="request_rate")
     if not (burstiness > 0 and math.isfinite(burstiness)):
-        raise ValueError(f"--burstiness must be > 0, got {burstiness}")
+        raise JobError(f"must be > 0, got {burstiness}", field="burstiness")
     # bounded where it enters: a mean gap past the trace clock's span (1e-320 requests/s gave gaps of inf, then
     # arrivals inf - inf = NaN and a mean E2E of -6e33 s) is refused, as is a draw that spans more than it
     if not 1.0 / rate <= MAX_ARRIVAL_S or not rate * burstiness > 0 or not math.isfinite(1.0 / (rate * burstiness)):
-        raise ValueError(f"--request-rate {rate:g}: one request every {1.0 / rate:g} s on average, past the "
-                         f"{MAX_ARRIVAL_S:g} s ({LIMIT_REASONS[MAX_ARRIVAL_S]}); expected a rate of at least "
-                         f"{1.0 / MAX_ARRIVAL_S:g} requests/s")
+        raise JobError(f"{rate:g}: one request every {1.0 / rate:g} s on average, past the "
+                       f"{MAX_ARRIVAL_S:g} s ({LIMIT_REASONS[MAX_ARRIVAL_S]}); expected a rate of at least "
+                       f"{1.0 / MAX_ARRIVAL_S:g} requests/s", field="request_rate")
     gaps = np.random.default_rng([int(seed), 4099, 3]).gamma(burstiness, 1.0 / (rate * burstiness), n)
     out = np.cumsum(gaps)
     out = out - out[0] if n else out
     if n and not out[-1] <= MAX_ARRIVAL_S:
-        raise ValueError(f"--request-rate {rate:g} (burstiness {burstiness:g}): the {n:,} requests would arrive over "
-                         f"{out[-1]:g} s, past the {MAX_ARRIVAL_S:g} s ({LIMIT_REASONS[MAX_ARRIVAL_S]}); give a higher rate")
+        raise JobError(f"{rate:g} (burstiness {burstiness:g}): the {n:,} requests would arrive over "
+                       f"{out[-1]:g} s, past the {MAX_ARRIVAL_S:g} s ({LIMIT_REASONS[MAX_ARRIVAL_S]}); give a higher rate",
+                       field="request_rate")
     return out
 
 
@@ -194,7 +245,7 @@ def replay_limited(trace: RequestTrace, strong, replicas: int, scheduler: Schedu
     steps in iterations); at most CONCURRENCY_ROUNDS rounds, a note says if it stopped short. Latencies count from
     the send time, as vllm's do."""
     if max_concurrency < 1:
-        raise ValueError(f"--max-concurrency must be >= 1, got {max_concurrency}")
+        raise JobError(f"must be >= 1, got {max_concurrency}", field="max_concurrency")
     assert trace.arrival_s is not None
     arrival = trace.arrival_s.astype(np.float64)
     sink, progress = kw.pop("sink", None), kw.pop("progress", None)
@@ -250,7 +301,7 @@ def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler 
         lo, end, hi = max(0, start - overlap), min(n, start + size), min(n, start + size + overlap)
         t0 = float(trace.arrival_s[lo])
         sub = RequestTrace(trace.prompt_tokens[lo:hi], trace.output_tokens[lo:hi], trace.arrival_s[lo:hi] - t0, trace.source)
-        rows = _per_request(_served_calls(sub, fleet), sub, lo, t0)
+        rows = _per_request(request_tasks(sub).call_records(fleet, sub.arrival_s), sub, lo, t0)
         if prev_tail is not None and start > lo:  # the warm-up requests against the times the previous chunk gave them
             req = rows["request"]
             warm = req < start
@@ -286,3 +337,189 @@ def replay(trace: RequestTrace, strong, replicas: int = 1, scheduler: Scheduler 
     gpus = replicas * int(strong.gpus)
     return ReplayResult(n, duration, int(trace.prompt_tokens.sum()), int(trace.output_tokens.sum()), ttft, tpot, e2e,
                         price * gpus, gpus, chunks, gap, notes, output_tokens_each=np.asarray(trace.output_tokens))
+
+
+# ------------------------------------------------------------------------------------------------ the job
+#: Guards against typos, not limits of the method.
+MAX_REPLICAS = 1_000_000
+MAX_SEQS = 1 << 20  # sequences per iteration (vLLM's default is 256-1024)
+MAX_TOKENS = 1 << 24  # tokens per iteration
+MAX_CHUNK = 100_000_000
+MAX_CONCURRENCY = 10_000_000
+#: (lowest, highest) whole number each count field takes.
+COUNT_RANGES = {"replicas": (1, MAX_REPLICAS), "max_seqs": (1, MAX_SEQS), "max_tokens": (1, MAX_TOKENS),
+                "chunk": (0, MAX_CHUNK), "overlap": (0, MAX_CHUNK), "max_concurrency": (1, MAX_CONCURRENCY)}
+
+TRACE_HELP = ("Request trace CSV: arrival time, prompt tokens, output tokens (headers arrival_s,prompt_tokens,output_tokens; "
+              "Vidur's and the Azure LLM traces' are read too), or a dataset vllm bench serve reads (.json / .jsonl: "
+              "ShareGPT, custom JSONL with prompt and output_tokens, a --save-detailed result; lengths from text are estimated).")
+
+
+@dataclass(frozen=True)
+class ReplayRequest(Request):
+    """A request trace to serve on the scenario's Strong deployment (its model, GPU, GPUs, dtypes, serving engine)."""
+
+    trace: Path | None = field(default=None, metadata={"argument": True, "required": True, "help": TRACE_HELP})
+    replicas: int = field(default=1, metadata={"help": "Strong replicas serving the trace (requests go to the least loaded)."})
+    max_seqs: int | None = field(default=None, metadata={
+        "help": "Sequences per iteration per replica (vLLM --max-num-seqs; default: the serving engine's default on this GPU)."})
+    max_tokens: int | None = field(default=None, metadata={
+        "help": "Tokens per iteration per replica (vLLM --max-num-batched-tokens; default: the engine's)."})
+    price: tuple[str, ...] = field(default=(), metadata={
+        "help": "$/GPU-hour, e.g. --price h20=1.85 (default: the profile's sourced price)."})
+    chunk: int = field(default=100_000, metadata={
+        "help": "Requests simulated at once (memory is bounded by this, not the trace); 0: the whole trace at once (exact)."})
+    overlap: int = field(default=5_000, metadata={
+        "help": "Requests re-served before and after each chunk so its edges see the queue of one long run; the run reports "
+                "how well neighbouring chunks agree."})
+    request_rate: float | None = field(default=None, metadata={
+        "help": "Requests per second: new arrival times in the trace's order, Poisson (or gamma with --burstiness), seeded by "
+                "--seed, as vllm bench serve draws them [default: the trace's own timestamps; required for a dataset without "
+                "them: ShareGPT, custom JSONL]."})
+    burstiness: float = field(default=1.0, metadata={
+        "help": "Shape of the gamma gaps under --request-rate: 1 Poisson, below 1 burstier, above 1 more regular "
+                "(vllm bench serve's)."})
+    max_concurrency: int | None = field(default=None, metadata={
+        "help": "At most this many requests in flight: a request waits for a free slot and its latency counts from when it "
+                "is sent (vllm bench serve's)."})
+
+    def check(self) -> None:
+        if self.trace is None:
+            raise JobError("a request trace to replay is required", field="trace")
+        for name, (lo, hi) in COUNT_RANGES.items():
+            v = getattr(self, name)
+            if v is not None and not lo <= v <= hi:
+                raise JobError(f"expected a whole number in [{lo:,}, {hi:,}], got {v}", field=name)
+        prices(self)
+        if self.burstiness != 1.0 and self.request_rate is None:
+            raise JobError("shapes the gaps of `request_rate`; give `request_rate` too", field="burstiness")
+
+
+def prices(request: ReplayRequest) -> dict[str, float]:
+    """The request's $/GPU-hour overrides by GPU type (a bad entry is a JobError on `price`)."""
+    try:
+        return parse_prices(request.price)
+    except ValueError as exc:
+        raise JobError(str(exc), field="price") from None
+
+
+def scheduler_limits(dep: Any, max_seqs: int | None, max_tokens: int | None) -> Scheduler:
+    """The serving engine's defaults on this GPU, with `max_seqs` / `max_tokens` laid over them; a bad pair names the
+    field."""
+    base = engine_scheduler(dep)
+    if max_seqs is None and max_tokens is None:
+        return base
+    seqs = base.max_num_seqs if max_seqs is None else max_seqs
+    tokens = base.max_batched_tokens if max_tokens is None else max_tokens
+    if seqs < 1:
+        raise JobError(f"expected sequences per iteration >= 1, got {seqs}", field="max_seqs")
+    if tokens is not None and tokens < seqs:
+        raise JobError(f"the token budget per iteration ({tokens}) must be at least `max_seqs` ({seqs}): every running "
+                       "sequence decodes one token per iteration", field="max_tokens")
+    return Scheduler(seqs, tokens, f"--max-seqs {seqs} / --max-tokens {tokens} over {base.source}")
+
+
+def read_trace(request: ReplayRequest) -> RequestTrace:
+    """The request's trace with its arrival times: the file's own, or drawn at `request_rate` (seeded by the scenario's
+    seed); a trace without either is refused, naming the file."""
+    path = request.trace
+    try:
+        trace = load_requests(path)  # type: ignore[arg-type]
+    except InputError:
+        raise
+    except ValueError as exc:  # TraceFormatError names the file, the line and the field
+        raise InputError(str(exc)) from exc
+    if request.request_rate is not None:
+        trace = dataclasses.replace(trace, arrival_s=resample_arrivals(len(trace), request.request_rate, request.burstiness,
+                                                                       request.scenario.seed))
+    if trace.arrival_s is None:  # named by its file; `request_rate` is the fix (the command line shows its flag)
+        if trace.record_names is not None:  # a dataset: ShareGPT and custom records have none, a result without start_times
+            raise JobError(f"{path}: no arrival times (a ShareGPT or custom dataset has none; a vllm bench serve result has "
+                           "them as start_times): give `request_rate` RPS to send its requests at that rate, in file order, "
+                           "as vllm bench serve does" + (f" ({trace.arrivals_note})" if trace.arrivals_note else ""))
+        raise JobError(f"{path}: no arrival times (a column arrival_s, Time or TIMESTAMP): replay serves a trace at its own "
+                       "timestamps; give `request_rate` to send its requests at a rate instead (a capacity plan of the "
+                       "requests, `specagent plan --requests`, sizes a fleet for one)")
+    return trace
+
+
+@contextmanager
+def parquet_rows(path: Path | None) -> Iterator[Callable[[dict[str, np.ndarray]], None] | None]:
+    """A sink for the per-request rows (COLUMNS), streamed to a temp file beside `path` and moved onto it once the run
+    has finished; a failure or an interruption removes the temp file and leaves `path` as it was (None: no rows kept)."""
+    if path is None:
+        yield None
+        return
+    atomic.make_parents(path)
+    tmp = atomic.temp_beside(path, ".parquet")
+    writer: list = []
+
+    def sink(columns: dict[str, np.ndarray]) -> None:
+        import pandas as pd  # only with rows: replay's import path stays without pandas and pyarrow (issue #34: start-up)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(pd.DataFrame(columns, columns=list(COLUMNS)), preserve_index=False)
+        if not writer:
+            writer.append(pq.ParquetWriter(tmp, table.schema))
+        writer[0].write_table(table)
+
+    try:
+        yield sink
+        if writer:
+            writer[0].close()
+            os.replace(tmp, path)
+    finally:
+        if writer and tmp.exists():
+            writer[0].close()
+        if tmp.exists():
+            tmp.unlink()
+
+
+def run(request: ReplayRequest, progress: Progress | None = None, rows: str | Path | None = None) -> ReplayResult:
+    """Replay the request's trace on the scenario's Strong deployment; with `rows`, every request's row (COLUMNS) is
+    streamed to that Parquet file, which appears only once the run has finished."""
+    request.check()
+    out = Path(rows) if rows is not None else None
+    if out is not None:
+        atomic.check_writable(out)
+    trace = read_trace(request)
+    sc = request.scenario
+    if sc.strong_api is not None:
+        raise InputError(f"the scenario's Strong model is a hosted API ({sc.strong_api}); replay serves a trace on a "
+                         "self-hosted deployment: give the scenario a [strong] deployment, not strong_api (the shipped edge "
+                         "scenario has none)")
+    # sized to the trace, as plan sizes to its longest task: `replay` holds the longest request (prompt + output) to the
+    # model's window and the replica's memory, in plan's and sweep's words (a fixed 32,768-token sizing refused a model
+    # with a shorter window, SmolLM2-135M: 8,192, before any request was read)
+    strong = sc.deployment("strong", fit_context=None)  # the Weak pool's files are not read: replay serves no Weak model
+    sched = scheduler_limits(strong, request.max_seqs, request.max_tokens)
+    price = prices(request)
+    n, done = len(trace), [0]
+    what = f"replaying {n:,} requests"
+
+    def advance(k: int) -> None:
+        done[0] += k
+        report(progress, what, done[0], n)
+
+    report(progress, what, 0, n)
+    with parquet_rows(out) as sink:
+        kw: dict[str, Any] = dict(chunk=request.chunk, overlap=request.overlap, sink=sink, progress=advance)
+        try:
+            if request.max_concurrency is not None:
+                res = replay_limited(trace, strong, request.replicas, sched, sc.weight_mode, price, request.max_concurrency, **kw)
+            else:
+                res = replay(trace, strong, request.replicas, sched, sc.weight_mode, price, **kw)
+        except InputError:
+            raise
+        except ValueError as exc:  # a request past the window or the replica's memory, named by its line
+            raise InputError(str(exc)) from exc
+    if request.request_rate is not None:
+        res.request_rate, res.burstiness = request.request_rate, request.burstiness
+    # what the reader said about the lengths and arrivals (estimated from text, records dropped) comes first
+    arrivals_note = [trace.arrivals_note] if trace.arrivals_note and request.request_rate is None else []
+    res.notes[:0] = [*trace.notes, *arrivals_note]
+    res.notes += [f"--price {item}: no replica of this replay runs on that GPU (they run on {strong.hardware.id}); "
+                  "the price is unused" for item in unused_prices(price, [strong.hardware])]
+    res.replicas, res.deployment, res.scheduler, res.estimated = request.replicas, strong.describe(), sched, trace.estimated
+    return res

@@ -1,4 +1,6 @@
-"""Which assumption moves SpecAgent's answer most (a tornado), and where SpecAgent stops paying (a break-even map).
+"""The sensitivity job (`specagent study sensitivity`): which assumption moves SpecAgent's answer most (a tornado), and
+where SpecAgent stops paying (a break-even map). `run(SensitivityRequest(scenario))` returns the SensitivityResult
+whose `to_dict()` is sensitivity.json (what `specagent report` reads).
 
 **Tornado.** Each assumption is set to the low and then the high end of its range, every
 other one at the scenario's value, and SpecAgent's wall, model-time, memory, FLOPs and cost
@@ -40,6 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.costmodel.deployment import Deployment
 from specagent.costmodel.passes import Passes
@@ -51,6 +54,7 @@ from specagent.simulator.protocol.plan import CallPlan
 from specagent.simulator.pricing.analytic import EventCosts, Pricer
 from specagent.simulator.pricing.results import per_trajectory
 from specagent.simulator.fleet.config import resolve_price
+from specagent.simulator.jobs.base import Progress, Request, Result, read_workload, report
 from specagent.simulator.scenario import Scenario
 from specagent.simulator.run import plan_strategy
 from specagent.simulator.protocol.setting import VERIFIER_PROMPTS, Setting
@@ -398,7 +402,9 @@ def kind_break_evens(scenario: Scenario, trajectories, setting: Setting | None =
 
 # ------------------------------------------------------------------------------------------------ the study
 @dataclass(frozen=True)
-class SensitivityStudy:
+class SensitivityResult(Result):
+    """The tornado, the break-even map and the per-kind break-evens of one scenario and workload."""
+
     tornado: pd.DataFrame
     break_even: BreakEven
     scenario: Scenario
@@ -415,13 +421,34 @@ class SensitivityStudy:
             "kind_break_even": _records(self.kind_break_even),
         }
 
+    def write(self, folder: str | Path) -> list[Path]:
+        """sensitivity.json (`to_dict()`) in `folder`, atomically."""
+        path = Path(folder) / "sensitivity.json"
+        atomic.write_text(path, atomic.json_text(self.to_dict()))
+        return [path]
+
 
 def _records(df: pd.DataFrame) -> list[dict]:
     return [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
 
 
-def sensitivity_study(scenario: Scenario, trajectories, workload: str = "", setting: Setting | None = None) -> SensitivityStudy:
+def sensitivity_study(scenario: Scenario, trajectories, workload: str = "", setting: Setting | None = None) -> SensitivityResult:
     setting = setting or scenario.setting()
-    return SensitivityStudy(tornado(scenario, trajectories, setting), break_even(scenario, trajectories, setting), scenario, workload,
+    return SensitivityResult(tornado(scenario, trajectories, setting), break_even(scenario, trajectories, setting), scenario, workload,
                             kind_break_evens(scenario, trajectories, setting))
 
+
+@dataclass(frozen=True)
+class SensitivityRequest(Request):
+    """The study of the request's scenario: its workload, deployments, acceptance model and its ranges (the job has no
+    fields of its own; the ranges are the scenario's uncertainty sources and data/sensitivity_ranges.toml)."""
+
+
+def run(request: SensitivityRequest, progress: Progress | None = None) -> SensitivityResult:
+    """The tornado, break-even map and per-kind break-evens of the request's scenario on its workload."""
+    request.check()
+    sc = request.scenario
+    trajectories, _, name = read_workload(sc, progress)
+    setting = sc.setting()
+    report(progress, "tornado and break-even", 0, None)
+    return sensitivity_study(sc, trajectories, name, setting)
