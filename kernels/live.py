@@ -303,73 +303,140 @@ def run_trajectory(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig
 
 
 def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: int, env: AirlineEnv) -> LiveResult:
-    acc = cfg.acceptance
-    if acc.weak_token_ratio != 1.0:
-        raise ValueError("the live run drafts at the trace's token lengths: acceptance.weak_token_ratio must be 1.0")
-    units = units_of(traj)
-    labelled = traj.is_protocol_log
-    # the simulator's per-unit draws: a live run makes the decisions `simulate` makes on the same trace and seed
-    u = unit_uniforms(cfg.seed, np.full(len(units), index), np.arange(len(units)))
-    draws = (u[:, 0].tolist(), u[:, 1].tolist())
-    if cfg.clock == "cpu" and weak.device.type != "cpu":
-        raise ValueError(f"the cpu clock times work on this thread; models on {weak.device} need the wall clock")
-    sync = (lambda: torch.cuda.synchronize(weak.device)) if weak.device.type == "cuda" else None
-    clock = Clock(cfg.clock, sync)
-    W = Lane(weak, "weak", cfg.seed * 1000 + 2 * index, clock)
-    S = Lane(strong, "strong", cfg.seed * 1000 + 2 * index + 1, clock)
-    users = env.user_ids()
-    user_id = users[index % len(users)]
-    scale = float(traj.metadata.get("token_scale", 1.0))
-    labels: dict[int, SpecLabel] = {}
-    tool_lat: dict[int, float] = {}
-    result_size: dict[int, int] = {}  # tool-result step -> tokens of the real result (at the run's token scale)
-    calls: list[tuple[int, str, bool, int]] = []  # (unit, tool, reviewed, result tokens) of every executed call
-    safety = {"segments_reviewed": 0, "held_writes_accepted": 0, "held_writes_discarded": 0, "unreviewed_write_attempts_blocked": 0,
-              "db_unchanged_while_drafting": 0, "db_restored_after_rejection": 0}
-    events: list[tuple] = []
-    before_all = env.snapshot()
-    hist = traj.system_prompt_tokens
+    return _LiveRun(traj, weak, strong, cfg, index, env).run()
 
-    def args(ui: int, j: int, name: str) -> dict:
+
+class _LiveRun:
+    """One trajectory's live run, its state named: the two lanes and the clock, the context committed so far
+    (`hist`), the segment being drafted and its database digest, and what the run records (labels, tool latencies,
+    real result sizes, executed calls, safety counters, events, verdict records)."""
+
+    def __init__(self, traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: int, env: AirlineEnv):
+        acc = cfg.acceptance
+        if acc.weak_token_ratio != 1.0:
+            raise ValueError("the live run drafts at the trace's token lengths: acceptance.weak_token_ratio must be 1.0")
+        self.traj, self.weak, self.strong, self.cfg, self.index, self.env, self.acc = traj, weak, strong, cfg, index, env, acc
+        self.units = units = units_of(traj)
+        self.labelled = traj.is_protocol_log
+        # the simulator's per-unit draws: a live run makes the decisions `simulate` makes on the same trace and seed
+        u = unit_uniforms(cfg.seed, np.full(len(units), index), np.arange(len(units)))
+        self.draws = (u[:, 0].tolist(), u[:, 1].tolist())
+        if cfg.clock == "cpu" and weak.device.type != "cpu":
+            raise ValueError(f"the cpu clock times work on this thread; models on {weak.device} need the wall clock")
+        sync = (lambda: torch.cuda.synchronize(weak.device)) if weak.device.type == "cuda" else None
+        self.clock = clock = Clock(cfg.clock, sync)
+        self.W = Lane(weak, "weak", cfg.seed * 1000 + 2 * index, clock)
+        self.S = Lane(strong, "strong", cfg.seed * 1000 + 2 * index + 1, clock)
+        users = env.user_ids()
+        self.user_id = users[index % len(users)]
+        self.scale = float(traj.metadata.get("token_scale", 1.0))
+        self.labels: dict[int, SpecLabel] = {}
+        self.tool_lat: dict[int, float] = {}
+        self.result_size: dict[int, int] = {}  # tool-result step -> tokens of the real result (at the run's token scale)
+        self.calls: list[tuple[int, str, bool, int]] = []  # (unit, tool, reviewed, result tokens) of every executed call
+        self.safety = {"segments_reviewed": 0, "held_writes_accepted": 0, "held_writes_discarded": 0,
+                       "unreviewed_write_attempts_blocked": 0, "db_unchanged_while_drafting": 0,
+                       "db_restored_after_rejection": 0}
+        self.events: list[tuple] = []
+        self.before_all = env.snapshot()
+        self.hist = traj.system_prompt_tokens  # the context committed so far
+        self.seg_no = 0  # the segment being drafted
+        self.d0 = ""  # the database's digest when its drafting began
+        self.verdicts: list[VerdictRecord] = []
+        self.review: Review | None = None  # the last review, and the context it verified
+        self.reviewed = 0
+
+    def run(self) -> LiveResult:
+        """Carry out the protocol's decisions in order, then write the protocol log and check it against the calls."""
+        clock, cfg = self.clock, self.cfg
+        log_start = len(self.env.log)
+        c_start, t_start = clock.now(), time.perf_counter()
+        for op in specagent_protocol(self.units, cfg.k, "on_write", False, self.acc, self.draws, self.labelled):
+            self._op(op)
+        total = clock.now() - c_start - clock.excluded
+        wall = time.perf_counter() - t_start - clock.excluded_wall
+        log = self._protocol_log()
+        counts = self._counts(log, log_start)
+        return LiveResult(protocol_log=log, seconds=dict(clock.seconds), wall_seconds=dict(clock.wall_seconds),
+                          passes=clock.passes, tokens=dict(clock.tokens), total_s=total, wall_s=wall, clock=clock.kind,
+                          safety=self.safety, db_diff=AirlineEnv.diff(self.before_all, self.env.snapshot()),
+                          events=self.events, counts=counts, calls=self.calls, verdict_records=self.verdicts)
+
+    def _op(self, op) -> None:
+        """One decision: recorded (review, verdict record), the safety check at a chunk's end, then carried out."""
+        kind = type(op)
+        if kind is Review:
+            self.review = op
+        elif (kind is Accept or kind is Reject) and self.review is not None and not self.labelled:
+            self.verdicts.append(verdict_record(f"{self.traj.task_id}#{self.index}", self.units, self.review, op, self.acc,
+                                                self.cfg.k, "live"))
+        if (kind is CommitUnreviewed or kind is Review) and self.cfg.check_safety:  # a chunk's drafting is over
+            self._db_unchanged(f"the database changed while drafting segment {self.seg_no} (before review)",
+                               "db_unchanged_while_drafting")
+        if kind is Draft:
+            self._draft(op)
+        elif kind is DraftedRead:
+            self._tool_calls(op.unit, reviewed=False)
+        elif kind is UserMessage:
+            self.hist += self.units[op.unit].user_tokens
+        elif kind is CommitUnreviewed:  # on_write: chunks of reads and replies are committed without review
+            self.hist += op.pending
+            for idx in op.segment:
+                self._label(self.units[idx], DraftedBy.WEAK, None, segment=self.seg_no)
+            self.events.append(("commit_unreviewed", op.segment))
+            self.seg_no += 1
+        elif kind is Review:  # verification prefill of everything Strong has not read, segment included
+            self.safety["segments_reviewed"] += 1
+            self.reviewed = self.hist + op.pending
+            self.S.prefill_to(self.reviewed, "strong_verify",
+                              boundaries=[self.hist + sum(op.segment_ctx[:r]) for r in range(len(op.segment) + 1)])
+        elif kind is Accept:
+            self._accept(op)
+        else:  # Reject: keep the valid prefix; the verdict names the first bad step
+            self._reject(op)
+
+    def _args(self, ui: int, j: int, name: str) -> dict:
         """The arguments of call j of unit ui: drawn from the database with a seed of their own, so a
         re-drafted read (after a rejection) repeats the same call on the same state."""
-        return env.arguments_for(name, user_id, random.Random(f"args:{cfg.seed}:{index}:{ui}:{j}"))
+        return self.env.arguments_for(name, self.user_id, random.Random(f"args:{self.cfg.seed}:{self.index}:{ui}:{j}"))
 
-    def tool_calls(ui: int, reviewed: bool) -> None:
+    def _tool_calls(self, ui: int, reviewed: bool) -> None:
         """Run unit ui's calls; their results' real sizes become the unit's result tokens (what the
         protocol adds to the context next) and the log's tool-result steps."""
-        u = units[ui]
+        u, clock, result_size = self.units[ui], self.clock, self.result_size
         t0, w0 = clock.now(), time.perf_counter()
-        outs = [env.execute(name, args(ui, j, name), reviewed=reviewed) for j, name in enumerate(u.tools)]
+        outs = [self.env.execute(name, self._args(ui, j, name), reviewed=reviewed) for j, name in enumerate(u.tools)]
         dt, wall = clock.now() - t0, time.perf_counter() - w0
         clock.add("tool", dt, wall)
         for ri in u.results:
-            tool_lat[ri] = dt
-        calls.extend((ui, o.tool, reviewed, o.tokens) for o in outs)
+            self.tool_lat[ri] = dt
+        self.calls.extend((ui, o.tool, reviewed, o.tokens) for o in outs)
         if outs and len(outs) == len(u.results):  # one result step per call, in call order
             for ri, o in zip(u.results, outs):
-                n = o.tokens if scale == 1.0 else max(1, round(o.tokens * scale))
+                n = o.tokens if self.scale == 1.0 else max(1, round(o.tokens * self.scale))
                 if result_size.setdefault(ri, n) != n:
                     raise LogMismatch(f"step {ri}: {o.tool} re-executed on the same state returned {n} tokens, "
                                       f"first {result_size[ri]}")
             u.result_tokens = sum(result_size[ri] for ri in u.results)
 
-    def db_unchanged(digest: str, violation: str, counter: str) -> None:
-        """Compare the database with `digest` (off the clock); a difference is a safety violation."""
-        clock.pause()
-        if env.digest() != digest:
+    def _db_unchanged(self, violation: str, counter: str) -> None:
+        """Compare the database with the digest taken when the segment's drafting began (off the clock); a
+        difference is a safety violation."""
+        self.clock.pause()
+        if self.env.digest() != self.d0:
             raise SafetyViolation(violation)
-        safety[counter] += 1
-        clock.resume()
+        self.safety[counter] += 1
+        self.clock.resume()
 
-    def label(u: Unit, by: DraftedBy, verdict: Verdict | None, vt: int = 0, rt: int = 0, segment: int = 0) -> None:
+    def _label(self, u: Unit, by: DraftedBy, verdict: Verdict | None, vt: int = 0, rt: int = 0, segment: int = 0) -> None:
         # a repair stands in the rejected step's place here, so the rejected kind is the unit's own (said, for the fit)
         rejected = StepKind(u.kind) if verdict == Verdict.REPAIR else None
         for j, si in enumerate(u.steps):
-            labels[si] = SpecLabel(drafted_by=by, verdict=verdict, verdict_tokens=vt if j == 0 else 0,
-                                   repair_tokens=rt if j == 0 else 0, segment=segment, rejected_kind=rejected)
+            self.labels[si] = SpecLabel(drafted_by=by, verdict=verdict, verdict_tokens=vt if j == 0 else 0,
+                                        repair_tokens=rt if j == 0 else 0, segment=segment, rejected_kind=rejected)
 
-    def call(lane: Lane, out: int, ctx_out: int, total: int, pre_phase: str, dec_phase: str, snap: bool = False) -> None:
+    @staticmethod
+    def _call(lane: Lane, out: int, ctx_out: int, total: int, pre_phase: str, dec_phase: str, snap: bool = False) -> None:
         """The simulator's `_State.call`: prefill the unseen part of `total`, decode `out`, keep total + min(out, ctx)."""
         lane.prefill_to(total, pre_phase, boundaries=(total,) if snap else ())
         if snap and lane.cache.length == total and total not in lane.cache.snapshots:
@@ -378,132 +445,115 @@ def _run(traj: Trajectory, weak: Model, strong: Model, cfg: LiveConfig, index: i
         lane.decode(out, dec_phase, keep=keep if out > ctx_out else None)
         lane.rollback(keep)
 
-    log_start = len(env.log)
-    c_start, t_start = clock.now(), time.perf_counter()
-    seg_no = 0
-    d0 = ""
-    verdicts: list[VerdictRecord] = []
-    review: Review | None = None
-    for op in specagent_protocol(units, cfg.k, "on_write", False, acc, draws, labelled):
-        kind = type(op)
-        if kind is Review:
-            review = op
-        elif (kind is Accept or kind is Reject) and review is not None and not labelled:
-            verdicts.append(verdict_record(f"{traj.task_id}#{index}", units, review, op, acc, cfg.k, "live"))  # type: ignore[arg-type]
-        if (kind is CommitUnreviewed or kind is Review) and cfg.check_safety:  # a chunk's drafting is over
-            db_unchanged(d0, f"the database changed while drafting segment {seg_no} (before review)", "db_unchanged_while_drafting")
-        if kind is Draft:
-            a = units[op.unit]
-            if op.position == 0 and cfg.check_safety:
-                clock.pause()
-                d0 = env.digest()
-                clock.resume()
-            call(W, a.out_tokens, a.ctx_tokens, hist + op.pending, "weak_prefill", "weak_decode", snap=True)
-            if a.held and cfg.check_safety:  # the held action must be refused by the environment before review
-                for j, name in enumerate(a.tools):
-                    if env.holds(name):
-                        try:
-                            env.execute(name, args(op.unit, j, name), reviewed=False)
-                        except UnreviewedWrite:
-                            safety["unreviewed_write_attempts_blocked"] += 1
-                        else:
-                            raise SafetyViolation(f"{name} ran before review")
-        elif kind is DraftedRead:
-            tool_calls(op.unit, reviewed=False)
-        elif kind is UserMessage:
-            hist += units[op.unit].user_tokens
-        elif kind is CommitUnreviewed:  # on_write: chunks of reads and replies are committed without review
-            hist += op.pending
-            for idx in op.segment:
-                label(units[idx], DraftedBy.WEAK, None, segment=seg_no)
-            events.append(("commit_unreviewed", op.segment))
-            seg_no += 1
-        elif kind is Review:  # verification prefill of everything Strong has not read, segment included
-            safety["segments_reviewed"] += 1
-            total = hist + op.pending
-            S.prefill_to(total, "strong_verify", boundaries=[hist + sum(op.segment_ctx[:r]) for r in range(len(op.segment) + 1)])
-        elif kind is Accept:
-            S.decode(op.verdict_tokens, "strong_verdict")
-            S.rollback(total)
-            hist = total
-            for n_, idx in enumerate(op.segment):
-                label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, vt=op.verdict_tokens if n_ == len(op.segment) - 1 else 0, segment=seg_no)
-            if op.run_held:  # reviewed and accepted: the held write runs now
-                last = units[op.segment[-1]]
-                tool_calls(op.segment[-1], reviewed=True)
-                safety["held_writes_accepted"] += 1
-                hist += last.result_tokens
-            events.append(("accept", op.segment))
-            seg_no += 1
-        else:  # Reject: keep the valid prefix; the verdict names the first bad step
-            bad = units[op.segment[op.position]]
-            S.decode(op.verdict_tokens, "strong_verdict")
-            hist += op.keep
-            S.rollback(hist)
-            W.rollback(min(W.seen, hist))
-            if units[op.segment[-1]].held:
-                safety["held_writes_discarded"] += 1
-            if cfg.check_safety:
-                db_unchanged(d0, f"segment {seg_no} was rejected but the database changed", "db_restored_after_rejection")
-            for idx in op.segment[:op.position]:
-                label(units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, segment=seg_no)
-            if op.replacement:
-                # the replacement call joins Strong's cache by a short prefill, as the simulator prices it
-                S.prefill_to(hist + bad.ctx_tokens, "strong_prefill")
-                rt = 0
-            else:
-                rt = op.repair_tokens
-                call(S, rt, bad.ctx_tokens, hist, "strong_prefill", "strong_decode")
-            hist += bad.ctx_tokens
-            label(bad, DraftedBy.STRONG, Verdict.REPAIR, vt=op.verdict_tokens, rt=rt, segment=seg_no)
-            if bad.has_tool:  # the repair commits without a second review
-                tool_calls(op.segment[op.position], reviewed=True)
-                hist += bad.result_tokens
-            events.append(("reject", op.segment, op.position, "replacement" if op.replacement else "repair"))
-            seg_no += 1
-    total = clock.now() - c_start - clock.excluded
-    wall = time.perf_counter() - t_start - clock.excluded_wall
-    steps = []
-    for s in traj.steps:
-        upd: dict = {}
-        if s.index in labels:
-            upd["label"] = labels[s.index]
-        if s.actor == Actor.TOOL:
-            upd["tool_latency_s"] = round(tool_lat.get(s.index, 0.0), 9)
-            if s.index in result_size:
-                upd["new_context_tokens"] = result_size[s.index]
-        if s.actor == Actor.USER:
-            upd["user_latency_s"] = 0.0
-        if s.actor == Actor.AGENT:
-            upd["model_latency_s"] = None
-        steps.append(s.model_copy(update=upd))
-    log = traj.model_copy(update={
-        "steps": steps, "source": f"specagent live ({traj.source})",
-        "metadata": {**traj.metadata, "live_strategy": "specagent", "live_k": cfg.k, "live_seed": cfg.seed,
-                     "weak_model": weak.spec.name, "strong_model": strong.spec.name,
-                     "live_tool_results": f"executed on the SQLite airline service (kernels/airline_env.py); result tokens "
-                                          f"measured, times token scale {scale:g}"},
-    })
-    Trajectory.model_validate(log.model_dump())
-    executed = env.log[log_start:]
-    counts = {
-        "reads_executed": sum(1 for t, _, _ in executed if not env.holds(t)),
-        "writes_executed": sum(1 for t, _, _ in executed if env.holds(t)),
-        "writes_held": safety["held_writes_accepted"] + safety["held_writes_discarded"],
-        "writes_accepted": safety["held_writes_accepted"], "writes_discarded": safety["held_writes_discarded"],
-        "segments_reviewed": safety["segments_reviewed"],
-        "rejections": sum(1 for e in events if e[0] == "reject"),
-        "repairs": sum(1 for e in events if e[0] == "reject" and e[3] == "repair"),
-        "replacements": sum(1 for e in events if e[0] == "reject" and e[3] == "replacement"),
-    }
-    expected = tool_runs_in_log(log, cfg.k)
-    if (counts["reads_executed"], counts["writes_executed"]) != (expected["reads"], expected["writes"]):
-        raise LogMismatch(f"{traj.task_id}: the service executed {counts['reads_executed']} reads and {counts['writes_executed']} "
-                          f"writes; the protocol log implies {expected['reads']} and {expected['writes']}")
-    return LiveResult(protocol_log=log, seconds=dict(clock.seconds), wall_seconds=dict(clock.wall_seconds), passes=clock.passes,
-                      tokens=dict(clock.tokens), total_s=total, wall_s=wall, clock=clock.kind, safety=safety,
-                      db_diff=AirlineEnv.diff(before_all, env.snapshot()), events=events, counts=counts, calls=calls,
-                      verdict_records=verdicts)
+    def _draft(self, op: Draft) -> None:
+        """The Weak model drafts a unit; a held action is tried on the service, which must refuse it before review."""
+        a, env = self.units[op.unit], self.env
+        if op.position == 0 and self.cfg.check_safety:
+            self.clock.pause()
+            self.d0 = env.digest()
+            self.clock.resume()
+        self._call(self.W, a.out_tokens, a.ctx_tokens, self.hist + op.pending, "weak_prefill", "weak_decode", snap=True)
+        if a.held and self.cfg.check_safety:  # the held action must be refused by the environment before review
+            for j, name in enumerate(a.tools):
+                if env.holds(name):
+                    try:
+                        env.execute(name, self._args(op.unit, j, name), reviewed=False)
+                    except UnreviewedWrite:
+                        self.safety["unreviewed_write_attempts_blocked"] += 1
+                    else:
+                        raise SafetyViolation(f"{name} ran before review")
+
+    def _accept(self, op: Accept) -> None:
+        """Strong's verdict accepts the segment: its context is committed and a held write runs now."""
+        self.S.decode(op.verdict_tokens, "strong_verdict")
+        self.S.rollback(self.reviewed)
+        self.hist = self.reviewed
+        for n_, idx in enumerate(op.segment):
+            self._label(self.units[idx], DraftedBy.WEAK, Verdict.ACCEPTED,
+                        vt=op.verdict_tokens if n_ == len(op.segment) - 1 else 0, segment=self.seg_no)
+        if op.run_held:  # reviewed and accepted: the held write runs now
+            last = self.units[op.segment[-1]]
+            self._tool_calls(op.segment[-1], reviewed=True)
+            self.safety["held_writes_accepted"] += 1
+            self.hist += last.result_tokens
+        self.events.append(("accept", op.segment))
+        self.seg_no += 1
+
+    def _reject(self, op: Reject) -> None:
+        """Strong's verdict keeps the valid prefix and replaces or repairs the first bad step; caches roll back."""
+        S, bad = self.S, self.units[op.segment[op.position]]
+        S.decode(op.verdict_tokens, "strong_verdict")
+        self.hist += op.keep
+        S.rollback(self.hist)
+        self.W.rollback(min(self.W.seen, self.hist))
+        if self.units[op.segment[-1]].held:
+            self.safety["held_writes_discarded"] += 1
+        if self.cfg.check_safety:
+            self._db_unchanged(f"segment {self.seg_no} was rejected but the database changed", "db_restored_after_rejection")
+        for idx in op.segment[:op.position]:
+            self._label(self.units[idx], DraftedBy.WEAK, Verdict.ACCEPTED, segment=self.seg_no)
+        if op.replacement:
+            # the replacement call joins Strong's cache by a short prefill, as the simulator prices it
+            S.prefill_to(self.hist + bad.ctx_tokens, "strong_prefill")
+            rt = 0
+        else:
+            rt = op.repair_tokens
+            self._call(S, rt, bad.ctx_tokens, self.hist, "strong_prefill", "strong_decode")
+        self.hist += bad.ctx_tokens
+        self._label(bad, DraftedBy.STRONG, Verdict.REPAIR, vt=op.verdict_tokens, rt=rt, segment=self.seg_no)
+        if bad.has_tool:  # the repair commits without a second review
+            self._tool_calls(op.segment[op.position], reviewed=True)
+            self.hist += bad.result_tokens
+        self.events.append(("reject", op.segment, op.position, "replacement" if op.replacement else "repair"))
+        self.seg_no += 1
+
+    def _protocol_log(self) -> Trajectory:
+        """The trajectory's steps with the run's labels, measured tool latencies and real result sizes (validated)."""
+        traj, cfg = self.traj, self.cfg
+        steps = []
+        for s in traj.steps:
+            upd: dict = {}
+            if s.index in self.labels:
+                upd["label"] = self.labels[s.index]
+            if s.actor == Actor.TOOL:
+                upd["tool_latency_s"] = round(self.tool_lat.get(s.index, 0.0), 9)
+                if s.index in self.result_size:
+                    upd["new_context_tokens"] = self.result_size[s.index]
+            if s.actor == Actor.USER:
+                upd["user_latency_s"] = 0.0
+            if s.actor == Actor.AGENT:
+                upd["model_latency_s"] = None
+            steps.append(s.model_copy(update=upd))
+        log = traj.model_copy(update={
+            "steps": steps, "source": f"specagent live ({traj.source})",
+            "metadata": {**traj.metadata, "live_strategy": "specagent", "live_k": cfg.k, "live_seed": cfg.seed,
+                         "weak_model": self.weak.spec.name, "strong_model": self.strong.spec.name,
+                         "live_tool_results": f"executed on the SQLite airline service (kernels/airline_env.py); result "
+                                              f"tokens measured, times token scale {self.scale:g}"},
+        })
+        Trajectory.model_validate(log.model_dump())
+        return log
+
+    def _counts(self, log: Trajectory, log_start: int) -> dict[str, int]:
+        """What the service executed and the protocol decided, checked against the calls the log implies."""
+        env, safety, events = self.env, self.safety, self.events
+        executed = env.log[log_start:]
+        counts = {
+            "reads_executed": sum(1 for t, _, _ in executed if not env.holds(t)),
+            "writes_executed": sum(1 for t, _, _ in executed if env.holds(t)),
+            "writes_held": safety["held_writes_accepted"] + safety["held_writes_discarded"],
+            "writes_accepted": safety["held_writes_accepted"], "writes_discarded": safety["held_writes_discarded"],
+            "segments_reviewed": safety["segments_reviewed"],
+            "rejections": sum(1 for e in events if e[0] == "reject"),
+            "repairs": sum(1 for e in events if e[0] == "reject" and e[3] == "repair"),
+            "replacements": sum(1 for e in events if e[0] == "reject" and e[3] == "replacement"),
+        }
+        expected = tool_runs_in_log(log, self.cfg.k)
+        if (counts["reads_executed"], counts["writes_executed"]) != (expected["reads"], expected["writes"]):
+            raise LogMismatch(f"{self.traj.task_id}: the service executed {counts['reads_executed']} reads and "
+                              f"{counts['writes_executed']} writes; the protocol log implies {expected['reads']} and "
+                              f"{expected['writes']}")
+        return counts
 
 
 def tool_runs_in_log(log: Trajectory, k: int) -> dict[str, int]:

@@ -682,156 +682,208 @@ def at_edge(params: list[ParamFit], tol: float = 1e-6) -> dict[str, str]:
 
 def fit_acceptance(data: FitData, base: AcceptanceModel | None = None) -> FitResult:
     """The MLE of every parameter the logs inform, with 95% intervals; the others stay at `base` and are listed."""
-    base = base or AcceptanceModel()
-    if not data.segments:
-        raise ValueError("the logs hold no verification to fit")
-    j = Judged.of(data.segments)
-    kinds_seen = sorted(set(j.kind.tolist()))
-    has_decay = bool((j.pos > 0).any())
-    has_corr = bool(j.after.any())
-    x0 = np.array([base.accept[k] for k in KINDS] + [base.position_decay if has_decay else 1.0,
-                                                     base.correlation if has_corr else 0.0], dtype=float)
-    for kc in kinds_seen:  # start at the observed acceptance of the kind: a good, feasible start
-        m = j.kind == kc
-        x0[kc] = min(max(float(j.n_accepted[m].sum() / (j.n_accepted[m].sum() + j.n_rejected[m].sum())), 0.05), 0.95)
-    bounds = [(0.0, 1.0)] * 5 + [(1e-3, 1.0), (0.0, 1.0)]
-    free = kinds_seen + ([5] if has_decay else []) + ([6] if has_corr else [])
-    pr0 = _Profiled(lambda x: acceptance_loglik(x, j), x0, bounds, free)
-    jt = Judged.of(data.segments, by_task=True) if len(data.tasks) >= 2 else None
-    if jt is not None and len(np.unique(jt.task)) < 2:  # a protocol log's trajectories without a reviewed segment
-        jt = None
-    te = _fit_task_effect(jt, pr0, bounds, free) if jt is not None else None
-    # with a task effect found (task_sd > 0), every acceptance parameter comes from the joint fit with it; without
-    # (one task, or task_sd's MLE at 0), the fixed-effect fit is that fit's own restriction and is kept as is
-    pr = te.pr if te is not None and te.positive else pr0
-    theta = pr.x
-    median = " (the median task: u = 0)" if pr is not pr0 else ""
-    params: list[ParamFit] = []
-    not_fitted: dict[str, str] = {}
-    for kc, kind in enumerate(KINDS):
-        if kc in kinds_seen:
-            lo, hi = pr.interval(kc)
-            params.append(ParamFit(f"accept.{kind}", float(theta[kc]), lo, hi, j.of_kind(kc), "profile likelihood" + median))
-        else:
-            not_fitted[f"accept.{kind}"] = "no drafted step of this kind was judged"
-    tests: dict[str, dict] = {}
-    for idx, name, null, present in ((5, "position_decay", 1.0, has_decay), (6, "correlation", 0.0, has_corr)):
-        if not present:
-            not_fitted[name] = ("no step judged past a segment's first position" if idx == 5
-                                else "no verification follows a rejection in the same task")
-            continue
-        lo, hi = pr.interval(idx)
-        params.append(ParamFit(name, float(theta[idx]), lo, hi, j.steps, "profile likelihood"))
-        stat = max(0.0, 2.0 * (pr.best - pr.restricted(idx, null)))
-        tests[name] = {"null": f"{name} = {null:g}", "statistic": round(stat, 4),
-                       "p_value": round(0.5 * float(stats.chi2.sf(stat, 1)), 6) if stat > 0 else 1.0,
-                       "supported": bool(0.5 * stats.chi2.sf(stat, 1) < 0.05)}
-        if pr is not pr0:
-            tests[name]["method"] = "likelihood ratio, per-task random effect fitted"
-    diagnostics: dict = {}
-    if te is not None:
-        lo, hi, open_low = te.interval()
-        params.append(ParamFit("task_sd", float(te.sd), lo, hi, te.tasks,
-                               "profile likelihood; 0 tested against ½χ²₀ + ½χ²₁" + (" (open at 0)" if open_low else "")))
-        het = {"null": "task_sd = 0 (no per-task effect on acceptance)", "statistic": round(te.stat, 4),
-               "p_value": round(te.p_value, 6), "supported": bool(te.p_value < 0.05),
-               "method": "likelihood ratio, ½χ²₀ + ½χ²₁ (the null is on the boundary)"}
-        score = heterogeneity_test(pr0.x, jt)
-        if score is not None:  # the earlier check, kept beside it: no fit of the effect needed
-            het["score_statistic"], het["score_p_value"] = score["statistic"], score["p_value"]
-        tests["task_heterogeneity"] = het
-        if "correlation" in tests and het["supported"]:
-            # a cross-check that needs no model of the effect: are first steps after a rejection rejected more
-            # often inside tasks (Mantel-Haenszel)? The decision is the joint fit's likelihood ratio above
-            w = within_task_correlation_test(jt)
-            tests["correlation"]["within_task_p_value"] = w["p_value"] if w is not None else 1.0
-    else:
-        not_fitted["task_sd"] = "the logs hold one task: a per-task effect is not identified"
-    corr_found = bool(tests.get("correlation", {}).get("supported"))
-    het_found = bool(tests.get("task_heterogeneity", {}).get("supported"))
-    diagnostics["dependence"] = ("first-step correlation and per-task heterogeneity" if corr_found and het_found else
-                                 "first-step correlation" if corr_found else
-                                 "per-task heterogeneity (not correlation)" if het_found else "neither")
-    fields: dict = {"accept": {k: round(float(theta[i]), 6) if i in kinds_seen else base.accept[k] for i, k in enumerate(KINDS)},
-                    "position_decay": round(float(theta[5]), 6) if has_decay else base.position_decay,
-                    "correlation": round(float(theta[6]), 6) if has_corr else base.correlation}
-    if te is not None:
-        fields["task_sd"] = round(float(te.sd), 6)
-    if data.replacement_valid:
-        f = _binomial("p_valid_replacement", data.replacement_valid)
-        params.append(f)
-        fields["p_valid_replacement"] = round(f.estimate, 6)
-    else:
-        not_fitted["p_valid_replacement"] = "no rejection in the logs"
-    if data.exact_match:
-        # exact.KIND stays a plain binomial with its profile-likelihood interval. Its rows outside 2 SE in the recovery
-        # suite's scenario B (0.915 over 200 replicates) were chance: there exact_match is drawn independently of the
-        # task effect and the verdicts, every drafted step's is counted (no selection by the judged prefix), n ~ 500-650,
-        # and this interval's exact coverage at the suite's p and n (the binomial pmf summed over the counts it
-        # holds) is 0.9505-0.9522 on average over n (tests/test_acceptance_recovery.py computes it). A
-        # cluster-robust interval would answer a dependence of exact matches within a task that neither the model nor
-        # the generator has; Clopper-Pearson would cover 0.953-0.959 (conservative), Wald 0.946 at p 0.1.
-        ek, em = np.array(data.exact_kind), np.array(data.exact_match)
-        exact = dict(base.exact)
+    fit = _Fit(data, base or AcceptanceModel())
+    fit.acceptance()
+    fit.decay_and_correlation()
+    fit.task_effect()
+    fit.replacement_and_exact()
+    fit.token_counts()
+    fit.token_ratio_and_thinking()
+    return fit.result()
+
+
+class _Fit:
+    """One fit's state, named: the judged steps and the likelihood fits (fixed effect `pr0`, the task effect `te`,
+    the one whose acceptance is reported `pr`), then what each step adds, in the order the outputs list it: the
+    parameters with their intervals, the tests, the parameters not fitted, the diagnostics and the model's fields."""
+
+    def __init__(self, data: FitData, base: AcceptanceModel):
+        if not data.segments:
+            raise ValueError("the logs hold no verification to fit")
+        self.data, self.base = data, base
+        self.j = j = Judged.of(data.segments)
+        self.kinds_seen = kinds_seen = sorted(set(j.kind.tolist()))
+        self.has_decay = has_decay = bool((j.pos > 0).any())
+        self.has_corr = has_corr = bool(j.after.any())
+        x0 = np.array([base.accept[k] for k in KINDS] + [base.position_decay if has_decay else 1.0,
+                                                         base.correlation if has_corr else 0.0], dtype=float)
+        for kc in kinds_seen:  # start at the observed acceptance of the kind: a good, feasible start
+            m = j.kind == kc
+            x0[kc] = min(max(float(j.n_accepted[m].sum() / (j.n_accepted[m].sum() + j.n_rejected[m].sum())), 0.05), 0.95)
+        bounds = [(0.0, 1.0)] * 5 + [(1e-3, 1.0), (0.0, 1.0)]
+        free = kinds_seen + ([5] if has_decay else []) + ([6] if has_corr else [])
+        self.pr0 = pr0 = _Profiled(lambda x: acceptance_loglik(x, j), x0, bounds, free)
+        jt = Judged.of(data.segments, by_task=True) if len(data.tasks) >= 2 else None
+        if jt is not None and len(np.unique(jt.task)) < 2:  # a protocol log's trajectories without a reviewed segment
+            jt = None
+        self.jt = jt
+        self.te = te = _fit_task_effect(jt, pr0, bounds, free) if jt is not None else None
+        # with a task effect found (task_sd > 0), every acceptance parameter comes from the joint fit with it; without
+        # (one task, or task_sd's MLE at 0), the fixed-effect fit is that fit's own restriction and is kept as is
+        self.pr = te.pr if te is not None and te.positive else pr0
+        self.theta = self.pr.x
+        self.params: list[ParamFit] = []
+        self.not_fitted: dict[str, str] = {}
+        self.tests: dict[str, dict] = {}
+        self.diagnostics: dict = {}
+        self.fields: dict = {}
+
+    def acceptance(self) -> None:
+        """Each judged kind's acceptance, with its profile-likelihood interval."""
+        pr, j = self.pr, self.j
+        median = " (the median task: u = 0)" if pr is not self.pr0 else ""
         for kc, kind in enumerate(KINDS):
-            m = ek == kc
-            if m.any():
-                f = _binomial(f"exact.{kind}", em[m].tolist())
-                params.append(f)
-                exact[kind] = round(f.estimate, 6)
-        fields["exact"] = exact
-    else:
-        not_fitted["exact"] = "no drafted step carries exact_match"
-    for name in COUNT_PARAMS:
-        xs = data.counts[name]
-        if not xs:
-            not_fitted[name] = {"verdict_tokens": "no rejection in a verdict log",
-                                "accept_verdict_tokens": "no whole-segment acceptance in a verdict log",
-                                "verify_reasoning_tokens": "no verification with thinking on in a verdict log",
-                                "repair_reasoning_tokens": "no repair turn with thinking on in a verdict log"}[name]
-            continue
-        f, shape = nb_mean(name, xs)
-        params.append(f)
-        fields[name] = int(round(f.estimate))
-        if shape is not None:
-            diagnostics[f"{name}_nb_shape"] = round(shape, 4)
-    if data.counts["repair_tokens"]:
-        f, _ = nb_mean("repair_tokens", data.counts["repair_tokens"])
-        diagnostics["repair_tokens_mean"] = round(f.estimate, 3)
-        diagnostics["repair_tokens_low"] = round(f.low, 3)
-        diagnostics["repair_tokens_high"] = round(f.high, 3)
-    if data.drafted_tokens:
-        f = _ratio(data.drafted_tokens, data.reference_tokens,
-                   list(data.ratio_by_task.values()) if len(data.ratio_by_task) >= 2 else None)
-        if f.estimate > 0:
-            params.append(f)
-            fields["weak_token_ratio"] = round(f.estimate, 6)
+            if kc in self.kinds_seen:
+                lo, hi = pr.interval(kc)
+                self.params.append(ParamFit(f"accept.{kind}", float(self.theta[kc]), lo, hi, j.of_kind(kc),
+                                            "profile likelihood" + median))
+            else:
+                self.not_fitted[f"accept.{kind}"] = "no drafted step of this kind was judged"
+
+    def decay_and_correlation(self) -> None:
+        """Position decay and first-step correlation, each with its likelihood-ratio test against its null."""
+        pr, tests = self.pr, self.tests
+        for idx, name, null, present in ((5, "position_decay", 1.0, self.has_decay),
+                                         (6, "correlation", 0.0, self.has_corr)):
+            if not present:
+                self.not_fitted[name] = ("no step judged past a segment's first position" if idx == 5
+                                         else "no verification follows a rejection in the same task")
+                continue
+            lo, hi = pr.interval(idx)
+            self.params.append(ParamFit(name, float(self.theta[idx]), lo, hi, self.j.steps, "profile likelihood"))
+            stat = max(0.0, 2.0 * (pr.best - pr.restricted(idx, null)))
+            tests[name] = {"null": f"{name} = {null:g}", "statistic": round(stat, 4),
+                           "p_value": round(0.5 * float(stats.chi2.sf(stat, 1)), 6) if stat > 0 else 1.0,
+                           "supported": bool(0.5 * stats.chi2.sf(stat, 1) < 0.05)}
+            if pr is not self.pr0:
+                tests[name]["method"] = "likelihood ratio, per-task random effect fitted"
+
+    def task_effect(self) -> None:
+        """task_sd with its boundary test (and the score test beside it), then which dependence the logs show; the
+        acceptance, decay, correlation and task_sd fields."""
+        te, jt, tests = self.te, self.jt, self.tests
+        if te is not None:
+            assert jt is not None
+            lo, hi, open_low = te.interval()
+            self.params.append(ParamFit("task_sd", float(te.sd), lo, hi, te.tasks,
+                                        "profile likelihood; 0 tested against ½χ²₀ + ½χ²₁" + (" (open at 0)" if open_low else "")))
+            het = {"null": "task_sd = 0 (no per-task effect on acceptance)", "statistic": round(te.stat, 4),
+                   "p_value": round(te.p_value, 6), "supported": bool(te.p_value < 0.05),
+                   "method": "likelihood ratio, ½χ²₀ + ½χ²₁ (the null is on the boundary)"}
+            score = heterogeneity_test(self.pr0.x, jt)
+            if score is not None:  # the earlier check, kept beside it: no fit of the effect needed
+                het["score_statistic"], het["score_p_value"] = score["statistic"], score["p_value"]
+            tests["task_heterogeneity"] = het
+            if "correlation" in tests and het["supported"]:
+                # a cross-check that needs no model of the effect: are first steps after a rejection rejected more
+                # often inside tasks (Mantel-Haenszel)? The decision is the joint fit's likelihood ratio above
+                w = within_task_correlation_test(jt)
+                tests["correlation"]["within_task_p_value"] = w["p_value"] if w is not None else 1.0
         else:
-            not_fitted["weak_token_ratio"] = "every drafted step has 0 tokens"
-    else:
-        not_fitted["weak_token_ratio"] = "no drafted step carries reference_tokens"
-    if data.thinking:
-        fields["thinking"] = any(data.thinking)
-        if any(data.thinking) and not all(data.thinking):
-            diagnostics["thinking_share"] = round(sum(data.thinking) / len(data.thinking), 4)
-    edges = at_edge(params)
-    if edges:
-        diagnostics["at_edge"] = edges
-    goodness = _goodness(np.append(theta[:7], te.sd if te is not None else 0.0), data.segments)
-    source = (f"fitted by `specagent acceptance fit` (maximum likelihood) from {'; '.join(data.logs)}; "
-              f"parameters not in the logs keep their defaults: {', '.join(sorted(not_fitted)) or 'none'}")
-    meta = {
-        "method": "maximum likelihood (simulator/acceptance/fit.py)",
-        "interval_method": "95%: profile likelihood (acceptance, decay, correlation, task_sd, p_valid_replacement, exact; "
-                           "acceptance of the median task when task_sd > 0, task_sd's by inverting its boundary test); Fisher "
-                           "information (NB2 token means, log scale; exact Poisson when not over-dispersed); cluster-robust by "
-                           "task, log scale (weak_token_ratio; quasi-Poisson with one task)",
-        "logs": list(data.logs), "records": data.records,
-        "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params},
-        "tests": tests, "goodness_of_fit": goodness, "not_fitted": not_fitted, "diagnostics": diagnostics,
-    }
-    model = dataclasses.replace(base, **fields, source=source, fit=meta, calibrated_on={})  # the user's own logs
-    return FitResult(model, params, tests, goodness, not_fitted, diagnostics, data)
+            self.not_fitted["task_sd"] = "the logs hold one task: a per-task effect is not identified"
+        corr_found = bool(tests.get("correlation", {}).get("supported"))
+        het_found = bool(tests.get("task_heterogeneity", {}).get("supported"))
+        self.diagnostics["dependence"] = ("first-step correlation and per-task heterogeneity" if corr_found and het_found else
+                                          "first-step correlation" if corr_found else
+                                          "per-task heterogeneity (not correlation)" if het_found else "neither")
+        theta, base = self.theta, self.base
+        self.fields.update({
+            "accept": {k: round(float(theta[i]), 6) if i in self.kinds_seen else base.accept[k] for i, k in enumerate(KINDS)},
+            "position_decay": round(float(theta[5]), 6) if self.has_decay else base.position_decay,
+            "correlation": round(float(theta[6]), 6) if self.has_corr else base.correlation})
+        if te is not None:
+            self.fields["task_sd"] = round(float(te.sd), 6)
+
+    def replacement_and_exact(self) -> None:
+        """The share of valid replacement calls and each kind's exact-match share (binomials)."""
+        data = self.data
+        if data.replacement_valid:
+            f = _binomial("p_valid_replacement", data.replacement_valid)
+            self.params.append(f)
+            self.fields["p_valid_replacement"] = round(f.estimate, 6)
+        else:
+            self.not_fitted["p_valid_replacement"] = "no rejection in the logs"
+        if data.exact_match:
+            # exact.KIND stays a plain binomial with its profile-likelihood interval. Its rows outside 2 SE in the recovery
+            # suite's scenario B (0.915 over 200 replicates) were chance: there exact_match is drawn independently of the
+            # task effect and the verdicts, every drafted step's is counted (no selection by the judged prefix), n ~ 500-650,
+            # and this interval's exact coverage at the suite's p and n (the binomial pmf summed over the counts it
+            # holds) is 0.9505-0.9522 on average over n (tests/test_acceptance_recovery.py computes it). A
+            # cluster-robust interval would answer a dependence of exact matches within a task that neither the model nor
+            # the generator has; Clopper-Pearson would cover 0.953-0.959 (conservative), Wald 0.946 at p 0.1.
+            ek, em = np.array(data.exact_kind), np.array(data.exact_match)
+            exact = dict(self.base.exact)
+            for kc, kind in enumerate(KINDS):
+                m = ek == kc
+                if m.any():
+                    f = _binomial(f"exact.{kind}", em[m].tolist())
+                    self.params.append(f)
+                    exact[kind] = round(f.estimate, 6)
+            self.fields["exact"] = exact
+        else:
+            self.not_fitted["exact"] = "no drafted step carries exact_match"
+
+    def token_counts(self) -> None:
+        """The verdict logs' token means (negative binomial), and the repair turns' mean as a diagnostic."""
+        data = self.data
+        for name in COUNT_PARAMS:
+            xs = data.counts[name]
+            if not xs:
+                self.not_fitted[name] = {"verdict_tokens": "no rejection in a verdict log",
+                                         "accept_verdict_tokens": "no whole-segment acceptance in a verdict log",
+                                         "verify_reasoning_tokens": "no verification with thinking on in a verdict log",
+                                         "repair_reasoning_tokens": "no repair turn with thinking on in a verdict log"}[name]
+                continue
+            f, shape = nb_mean(name, xs)
+            self.params.append(f)
+            self.fields[name] = int(round(f.estimate))
+            if shape is not None:
+                self.diagnostics[f"{name}_nb_shape"] = round(shape, 4)
+        if data.counts["repair_tokens"]:
+            f, _ = nb_mean("repair_tokens", data.counts["repair_tokens"])
+            self.diagnostics["repair_tokens_mean"] = round(f.estimate, 3)
+            self.diagnostics["repair_tokens_low"] = round(f.low, 3)
+            self.diagnostics["repair_tokens_high"] = round(f.high, 3)
+
+    def token_ratio_and_thinking(self) -> None:
+        """The Weak model's drafted-to-reference token ratio (cluster-robust by task), and whether thinking was on."""
+        data = self.data
+        if data.drafted_tokens:
+            f = _ratio(data.drafted_tokens, data.reference_tokens,
+                       list(data.ratio_by_task.values()) if len(data.ratio_by_task) >= 2 else None)
+            if f.estimate > 0:
+                self.params.append(f)
+                self.fields["weak_token_ratio"] = round(f.estimate, 6)
+            else:
+                self.not_fitted["weak_token_ratio"] = "every drafted step has 0 tokens"
+        else:
+            self.not_fitted["weak_token_ratio"] = "no drafted step carries reference_tokens"
+        if data.thinking:
+            self.fields["thinking"] = any(data.thinking)
+            if any(data.thinking) and not all(data.thinking):
+                self.diagnostics["thinking_share"] = round(sum(data.thinking) / len(data.thinking), 4)
+
+    def result(self) -> FitResult:
+        """The fitted model (its source and `fit` table: intervals, tests, goodness of fit, what was not fitted)."""
+        data, te, params, not_fitted = self.data, self.te, self.params, self.not_fitted
+        edges = at_edge(params)
+        if edges:
+            self.diagnostics["at_edge"] = edges
+        goodness = _goodness(np.append(self.theta[:7], te.sd if te is not None else 0.0), data.segments)
+        source = (f"fitted by `specagent acceptance fit` (maximum likelihood) from {'; '.join(data.logs)}; "
+                  f"parameters not in the logs keep their defaults: {', '.join(sorted(not_fitted)) or 'none'}")
+        meta = {
+            "method": "maximum likelihood (simulator/acceptance/fit.py)",
+            "interval_method": "95%: profile likelihood (acceptance, decay, correlation, task_sd, p_valid_replacement, exact; "
+                               "acceptance of the median task when task_sd > 0, task_sd's by inverting its boundary test); Fisher "
+                               "information (NB2 token means, log scale; exact Poisson when not over-dispersed); cluster-robust by "
+                               "task, log scale (weak_token_ratio; quasi-Poisson with one task)",
+            "logs": list(data.logs), "records": data.records,
+            "intervals": {p.name: [round(p.low, 6), round(p.high, 6)] for p in params},
+            "tests": self.tests, "goodness_of_fit": goodness, "not_fitted": not_fitted, "diagnostics": self.diagnostics,
+        }
+        model = dataclasses.replace(self.base, **self.fields, source=source, fit=meta, calibrated_on={})  # the user's own logs
+        return FitResult(model, params, self.tests, goodness, not_fitted, self.diagnostics, data)
 
 
 def acceptance_toml(result: FitResult) -> str:

@@ -156,141 +156,7 @@ class LiveRun:
         c.tool_s = time.perf_counter() - t0
 
     def run_task(self, env: AirlineEnv, index: int) -> TaskResult:
-        users = env.user_ids()
-        user_id = users[index % len(users)]
-        found = env.execute("get_user_details", {"user_id": user_id}, reviewed=False).result
-        profile = found if isinstance(found, dict) else {}
-        env.log.clear()
-        rid = (profile.get("reservations") or ["(none)"])[0]
-        opening = f"Hi, I'm {user_id}. Please cancel my reservation {rid}."
-        context: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
-        log: list[tuple[str, Any]] = [("user", opening)]  # committed items: ("user", text) | ("unit", _Unit, label)
-        seconds = {p: 0.0 for p in PHASE_MAP}
-        verdicts: list[dict] = []
-        counts = {"reviews": 0, "accepted": 0, "rejections": 0, "replacements": 0, "repairs": 0, "held_blocked": 0,
-                  "unparseable_verdicts": 0, "answer_limit": 0, "truncated_weak_answers": 0}
-        script = list(USER_SCRIPT)
-        replies = 0
-        seg_no = 0
-        answers = 0
-        while replies < self.max_turns:
-            if answers >= self.max_answers:  # a model that never replies must not loop for ever
-                counts["answer_limit"] = 1
-                break
-            digest = env.digest()
-            seg: list[_Unit] = []
-            while len(seg) < self.k:
-                r = self._chat(self.weak, self._body(context + self._messages(seg)))
-                answers += 1
-                if r.finish_reason == "length":
-                    counts["truncated_weak_answers"] += 1
-                seconds["weak_draft"] += r.latency_s
-                u = self._unit(r, DraftedBy.WEAK, f"w{seg_no}_{len(seg)}")
-                seg.append(u)
-                if u.held:
-                    for c in u.calls:
-                        if c.name in KINDS and AirlineEnv.holds(c.name):
-                            try:
-                                env.execute(c.name, c.arguments if isinstance(c.arguments, dict) else {}, reviewed=False)
-                            except UnreviewedWrite:
-                                counts["held_blocked"] += 1
-                            else:
-                                raise LiveError(f"{c.name} ran before review")
-                    break  # the held answer's reads, if any, wait for the verdict with it
-                for c in u.calls:
-                    self._execute(env, c, reviewed=False)
-                    seconds["tool"] += c.tool_s
-                if not u.calls:
-                    break
-            if not seg[-1].held:  # on_write: commit without review
-                for u in seg:
-                    log.append(("unit", u, SpecLabel(drafted_by=DraftedBy.WEAK, segment=seg_no)))
-                context += self._messages(seg)
-                seg_no += 1
-                if not seg[-1].calls:
-                    replies += 1
-                    if not _next_user_turn(script, log, context):
-                        break
-                continue
-            if env.digest() != digest:
-                raise LiveError(f"the database changed while drafting segment {seg_no}")
-            counts["reviews"] += 1
-            steps = [(u, c) for u in seg for c in (u.calls or [None])]
-            verdict, vr, vs = self._verify(context, seg, steps)
-            seconds["strong_verify"] += vs
-            if verdict is None:
-                counts["unparseable_verdicts"] += 1
-                break  # no verdict: the held call never runs; the task ends here (counted)
-            a = verdict.accepted_prefix
-            n = len(steps)
-            bad_unit = n if a == n else seg.index(steps[a][0])
-            offered = verdict.replacement is not None
-            valid = replacement_valid(verdict.replacement, self.tools) if offered else None
-            rec = {"schema": "specagent.verdict/1", "task": f"live-{index}", "position": self._position(log),
-                   "drafted": [{"kind": u.kind if c is None else KINDS.get(c.name, "write"), "name": None if c is None else c.name,
-                                "tokens": tk} for (u, c), tk in zip(steps, self._step_tokens(seg))],
-                   "ended_by": "write", "accepted_prefix": a, "verdict_tokens": vr.usage.visible_tokens,
-                   "verify_reasoning_tokens": vr.usage.reasoning_tokens, "thinking": vr.usage.reasoning_tokens > 0 or bool(vr.reasoning),
-                   "replacement_offered": offered, "replacement_valid": valid, "repair_tokens": None, "repair_reasoning_tokens": None,
-                   "verify_prompt_tokens": vr.usage.prompt_tokens, "source": "live"}
-            vt = vr.usage.completion_tokens
-            if bad_unit == len(seg):  # all accepted: the held call runs now
-                counts["accepted"] += 1
-                for c in seg[-1].calls:
-                    self._execute(env, c, reviewed=True)
-                    seconds["tool"] += c.tool_s
-                for j, u in enumerate(seg):
-                    log.append(("unit", u, SpecLabel(drafted_by=DraftedBy.WEAK, verdict=Verdict.ACCEPTED,
-                                                     verdict_tokens=vt if j == len(seg) - 1 else 0, segment=seg_no)))
-                context += self._messages(seg)
-                rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": 0.0}
-                make_record(**{k: v for k, v in rec.items() if k != "schema"})
-                verdicts.append(rec)
-                seg_no += 1
-                continue
-            counts["rejections"] += 1
-            if env.digest() != digest:
-                raise LiveError(f"segment {seg_no} was rejected but the database changed")
-            kept = seg[:bad_unit]
-            for u in kept:
-                log.append(("unit", u, SpecLabel(drafted_by=DraftedBy.WEAK, verdict=Verdict.ACCEPTED, segment=seg_no)))
-            context += self._messages(kept)
-            repair_s = 0.0
-            if valid:
-                counts["replacements"] += 1
-                rep = verdict.replacement
-                fake = Reply("", None, (), vr.usage.__class__(0, 0, 0, None, "none"), 0.0, None, False)
-                fixed = _Unit(fake, [_Call(rep["name"], rep["arguments"], f"s{seg_no}_r")], "", DraftedBy.STRONG)
-                rt = 0
-            else:
-                counts["repairs"] += 1
-                rr = self._chat(self.strong, self._body(context, "strong"))
-                answers += 1
-                repair_s = rr.latency_s
-                seconds["strong_repair"] += repair_s
-                fixed = self._unit(rr, DraftedBy.STRONG, f"s{seg_no}_r")
-                rt = max(1, rr.usage.completion_tokens)
-                rec["repair_tokens"], rec["repair_reasoning_tokens"] = rr.usage.visible_tokens, rr.usage.reasoning_tokens
-            for c in fixed.calls:  # the repair commits without a second review
-                self._execute(env, c, reviewed=True)
-                seconds["tool"] += c.tool_s
-            log.append(("unit", fixed, SpecLabel(drafted_by=DraftedBy.STRONG, verdict=Verdict.REPAIR, verdict_tokens=vt,
-                                                 repair_tokens=rt, segment=seg_no,
-                                                 rejected_kind=StepKind(rec["drafted"][a]["kind"]))))
-            context += self._messages([fixed])
-            rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": round(repair_s, 6)}
-            rec["thinking"] = rec["thinking"] or bool(rec["repair_reasoning_tokens"])
-            make_record(**{k: v for k, v in rec.items() if k != "schema"})
-            verdicts.append(rec)
-            seg_no += 1
-            if not fixed.calls:
-                replies += 1
-                if not _next_user_turn(script, log, context):
-                    break
-        counts["writes_executed"] = sum(1 for t, _, _ in env.log if AirlineEnv.holds(t))
-        counts["reads_executed"] = len(env.log) - counts["writes_executed"]
-        counts["writes_unreviewed"] = sum(1 for t, _, reviewed in env.log if AirlineEnv.holds(t) and not reviewed)
-        return TaskResult(self._trajectory(log, index, user_id), verdicts, seconds, counts)
+        return _Task(self, env, index).play()
 
     @staticmethod
     def _step_tokens(seg: list[_Unit]) -> list[int]:
@@ -389,6 +255,183 @@ class LiveRun:
                           metadata={"live_strategy": "specagent", "live_k": self.k, "live_seed": self.seed, "user_id": user_id,
                                     "weak_model": self.weak.model, "strong_model": self.strong.model,
                                     "live_user": "scripted (specagent/endpoints/live.py USER_SCRIPT)"})
+
+
+class _Task:
+    """One task's live run, its state named: the context the models read, the committed log, the scripted user's
+    remaining lines, the answers and replies so far, the segment number, measured seconds per phase, the verdict
+    records and the counts."""
+
+    def __init__(self, run: LiveRun, env: AirlineEnv, index: int):
+        self.run, self.env, self.index = run, env, index
+        users = env.user_ids()
+        self.user_id = user_id = users[index % len(users)]
+        found = env.execute("get_user_details", {"user_id": user_id}, reviewed=False).result
+        profile = found if isinstance(found, dict) else {}
+        env.log.clear()
+        rid = (profile.get("reservations") or ["(none)"])[0]
+        opening = f"Hi, I'm {user_id}. Please cancel my reservation {rid}."
+        self.context: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
+        self.log: list[tuple[str, Any]] = [("user", opening)]  # committed items: ("user", text) | ("unit", _Unit, label)
+        self.seconds = {p: 0.0 for p in PHASE_MAP}
+        self.verdicts: list[dict] = []
+        self.counts = {"reviews": 0, "accepted": 0, "rejections": 0, "replacements": 0, "repairs": 0, "held_blocked": 0,
+                       "unparseable_verdicts": 0, "answer_limit": 0, "truncated_weak_answers": 0}
+        self.script = list(USER_SCRIPT)
+        self.replies = 0
+        self.seg_no = 0
+        self.answers = 0
+
+    def play(self) -> TaskResult:
+        """Segments until the scripted user's last line, `max_turns` replies, `max_answers` answers or a verdict
+        that could not be read; then the protocol log and the counts of executed calls."""
+        run, env, counts = self.run, self.env, self.counts
+        while self.replies < run.max_turns:
+            if self.answers >= run.max_answers:  # a model that never replies must not loop for ever
+                counts["answer_limit"] = 1
+                break
+            digest = env.digest()
+            seg = self._draft()
+            if not seg[-1].held:  # on_write: commit without review
+                if not self._commit_unreviewed(seg):
+                    break
+                continue
+            if env.digest() != digest:
+                raise LiveError(f"the database changed while drafting segment {self.seg_no}")
+            if not self._review(seg, digest):
+                break
+        counts["writes_executed"] = sum(1 for t, _, _ in env.log if AirlineEnv.holds(t))
+        counts["reads_executed"] = len(env.log) - counts["writes_executed"]
+        counts["writes_unreviewed"] = sum(1 for t, _, reviewed in env.log if AirlineEnv.holds(t) and not reviewed)
+        return TaskResult(run._trajectory(self.log, self.index, self.user_id), self.verdicts, self.seconds, counts)
+
+    def _execute(self, calls: list[_Call], reviewed: bool) -> None:
+        for c in calls:
+            self.run._execute(self.env, c, reviewed=reviewed)
+            self.seconds["tool"] += c.tool_s
+
+    def _draft(self) -> list[_Unit]:
+        """Weak answers up to K: each answer's reads run at once; a reply or a held call (tried on the service, which
+        must refuse it) ends the segment."""
+        run, seg = self.run, []
+        while len(seg) < run.k:
+            r = run._chat(run.weak, run._body(self.context + run._messages(seg)))
+            self.answers += 1
+            if r.finish_reason == "length":
+                self.counts["truncated_weak_answers"] += 1
+            self.seconds["weak_draft"] += r.latency_s
+            u = run._unit(r, DraftedBy.WEAK, f"w{self.seg_no}_{len(seg)}")
+            seg.append(u)
+            if u.held:
+                for c in u.calls:
+                    if c.name in KINDS and AirlineEnv.holds(c.name):
+                        try:
+                            self.env.execute(c.name, c.arguments if isinstance(c.arguments, dict) else {}, reviewed=False)
+                        except UnreviewedWrite:
+                            self.counts["held_blocked"] += 1
+                        else:
+                            raise LiveError(f"{c.name} ran before review")
+                break  # the held answer's reads, if any, wait for the verdict with it
+            self._execute(u.calls, reviewed=False)
+            if not u.calls:
+                break
+        return seg
+
+    def _after_reply(self, unit: _Unit) -> bool:
+        """After an answer that replied to the user, the scripted user's next line; False when the task ends."""
+        if not unit.calls:
+            self.replies += 1
+            if not _next_user_turn(self.script, self.log, self.context):
+                return False
+        return True
+
+    def _commit_unreviewed(self, seg: list[_Unit]) -> bool:
+        for u in seg:
+            self.log.append(("unit", u, SpecLabel(drafted_by=DraftedBy.WEAK, segment=self.seg_no)))
+        self.context += self.run._messages(seg)
+        self.seg_no += 1
+        return self._after_reply(seg[-1])
+
+    def _review(self, seg: list[_Unit], digest: str) -> bool:
+        """Strong verifies the segment; accepted, the held call runs; rejected, the valid prefix stands and a
+        replacement or repair takes the first bad step's place. False when the task ends here."""
+        run = self.run
+        self.counts["reviews"] += 1
+        steps = [(u, c) for u in seg for c in (u.calls or [None])]
+        verdict, vr, vs = run._verify(self.context, seg, steps)
+        self.seconds["strong_verify"] += vs
+        if verdict is None:
+            self.counts["unparseable_verdicts"] += 1
+            return False  # no verdict: the held call never runs; the task ends here (counted)
+        a = verdict.accepted_prefix
+        bad_unit = len(steps) if a == len(steps) else seg.index(steps[a][0])
+        offered = verdict.replacement is not None
+        valid = replacement_valid(verdict.replacement, run.tools) if offered else None
+        rec = {"schema": "specagent.verdict/1", "task": f"live-{self.index}", "position": run._position(self.log),
+               "drafted": [{"kind": u.kind if c is None else KINDS.get(c.name, "write"), "name": None if c is None else c.name,
+                            "tokens": tk} for (u, c), tk in zip(steps, run._step_tokens(seg))],
+               "ended_by": "write", "accepted_prefix": a, "verdict_tokens": vr.usage.visible_tokens,
+               "verify_reasoning_tokens": vr.usage.reasoning_tokens, "thinking": vr.usage.reasoning_tokens > 0 or bool(vr.reasoning),
+               "replacement_offered": offered, "replacement_valid": valid, "repair_tokens": None, "repair_reasoning_tokens": None,
+               "verify_prompt_tokens": vr.usage.prompt_tokens, "source": "live"}
+        if bad_unit == len(seg):
+            self._accept(seg, rec, vr.usage.completion_tokens, vs)
+            return True
+        self.counts["rejections"] += 1
+        if self.env.digest() != digest:
+            raise LiveError(f"segment {self.seg_no} was rejected but the database changed")
+        return self._reject(seg[:bad_unit], verdict.replacement, vr, valid, rec, vs)
+
+    def _record(self, rec: dict) -> None:
+        make_record(**{k: v for k, v in rec.items() if k != "schema"})
+        self.verdicts.append(rec)
+        self.seg_no += 1
+
+    def _accept(self, seg: list[_Unit], rec: dict, vt: int, vs: float) -> None:
+        """All accepted: the held call runs now."""
+        self.counts["accepted"] += 1
+        self._execute(seg[-1].calls, reviewed=True)
+        for j, u in enumerate(seg):
+            self.log.append(("unit", u, SpecLabel(drafted_by=DraftedBy.WEAK, verdict=Verdict.ACCEPTED,
+                                                  verdict_tokens=vt if j == len(seg) - 1 else 0, segment=self.seg_no)))
+        self.context += self.run._messages(seg)
+        rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": 0.0}
+        self._record(rec)
+
+    def _reject(self, kept: list[_Unit], replacement: dict[str, Any] | None, vr: Reply, valid: bool | None, rec: dict,
+                vs: float) -> bool:
+        """The steps before the first bad one stand; a valid replacement runs, else one Strong repair turn acts and
+        commits without a second review. False when the task ends here."""
+        run, seg_no = self.run, self.seg_no
+        for u in kept:
+            self.log.append(("unit", u, SpecLabel(drafted_by=DraftedBy.WEAK, verdict=Verdict.ACCEPTED, segment=seg_no)))
+        self.context += run._messages(kept)
+        repair_s = 0.0
+        if valid:
+            self.counts["replacements"] += 1
+            rep = replacement
+            assert rep is not None
+            fake = Reply("", None, (), vr.usage.__class__(0, 0, 0, None, "none"), 0.0, None, False)
+            fixed = _Unit(fake, [_Call(rep["name"], rep["arguments"], f"s{seg_no}_r")], "", DraftedBy.STRONG)
+            rt = 0
+        else:
+            self.counts["repairs"] += 1
+            rr = run._chat(run.strong, run._body(self.context, "strong"))
+            self.answers += 1
+            repair_s = rr.latency_s
+            self.seconds["strong_repair"] += repair_s
+            fixed = run._unit(rr, DraftedBy.STRONG, f"s{seg_no}_r")
+            rt = max(1, rr.usage.completion_tokens)
+            rec["repair_tokens"], rec["repair_reasoning_tokens"] = rr.usage.visible_tokens, rr.usage.reasoning_tokens
+        self._execute(fixed.calls, reviewed=True)  # the repair commits without a second review
+        self.log.append(("unit", fixed, SpecLabel(drafted_by=DraftedBy.STRONG, verdict=Verdict.REPAIR,
+                                                  verdict_tokens=vr.usage.completion_tokens, repair_tokens=rt, segment=seg_no,
+                                                  rejected_kind=StepKind(rec["drafted"][rec["accepted_prefix"]]["kind"]))))
+        self.context += run._messages([fixed])
+        rec["latency_s"] = {"draft": 0.0, "verify": round(vs, 6), "repair": round(repair_s, 6)}
+        rec["thinking"] = rec["thinking"] or bool(rec["repair_reasoning_tokens"])
+        self._record(rec)
+        return self._after_reply(fixed)
 
 
 def compare_phases(results: list[TaskResult], setting: Any, k: int) -> dict[str, Any]:

@@ -469,136 +469,171 @@ def _seconds(a: int, b: int) -> float:
 
 def _trajectory(key: str, spans: list[_Span], store: _Store, path: str, options: ImportOptions,
                 importer: str) -> Trajectory:
-    counts: Counter[str] = Counter()
-    models = [s for s in spans if s.op in MODEL_OPS]
-    tools = [s for s in spans if s.op == "execute_tool"]
-    agents = [s for s in spans if s.op == "invoke_agent"]
-    tool_by_id = {str(s.attrs["gen_ai.tool.call.id"]): s for s in tools if s.attrs.get("gen_ai.tool.call.id")}
-    used_tools: set[int] = set()
-    msgs: list[dict] = []
-    pending: list[str] = []  # call ids of the last assistant message still without a result
-    last: dict | None = None  # the last assistant message
-    last_end: int | None = None
-    captured = False
-    definitions: list = []
+    conv = _SpanConversation(spans, path).conversation(key)
+    return conversation_to_trajectory(conv, file=path, where=key, domain=options.domain or "unknown",
+                                      repairs=options.repairs, tagger=options.tagger, importer=importer)
 
-    def tool_message(cid: str, content: str, span: _Span | None) -> dict:
+
+class _SpanConversation:
+    """One group's spans as a conversation for the shared builder, its state named: the messages so far, the last
+    assistant message and its call ids still without a result, the tool spans already used, and what was counted."""
+
+    def __init__(self, spans: list[_Span], path: str):
+        self.path = path
+        self.counts: Counter[str] = Counter()
+        self.models = [s for s in spans if s.op in MODEL_OPS]
+        self.tools = [s for s in spans if s.op == "execute_tool"]
+        self.agents = [s for s in spans if s.op == "invoke_agent"]
+        self.tool_by_id = {str(s.attrs["gen_ai.tool.call.id"]): s for s in self.tools if s.attrs.get("gen_ai.tool.call.id")}
+        self.used_tools: set[int] = set()
+        self.msgs: list[dict] = []
+        self.pending: list[str] = []  # call ids of the last assistant message still without a result
+        self.last: dict | None = None  # the last assistant message
+        self.last_end: int | None = None  # the last model call's end and start
+        self.last_start = 0
+        self.captured = False
+        self.definitions: list = []
+
+    def conversation(self, key: str) -> dict:
+        """The conversation (messages, tool definitions, task id, metadata) the shared builder reads."""
+        for c in self.models:
+            self._model_call(c)
+        self._flush_tools(None)
+        for m in self.msgs:
+            m.pop("from_output", None)
+        task = key.split(" ", 1)[1] if " " in key else key
+        return {"messages": self.msgs, "tools": [t for t in self.definitions if isinstance(t, dict)], "task_id": task,
+                "metadata": self._metadata(key)}
+
+    def _tool_message(self, cid: str, content: str, span: _Span | None) -> dict:
         m: dict[str, Any] = {"role": "tool", "tool_call_id": cid, "content": content}
         if span is not None:
-            used_tools.add(id(span))
+            self.used_tools.add(id(span))
             m["latency_s"] = _seconds(span.start, span.end)
             if span.error is not None:
                 m["is_error"] = span.error
-        pending.remove(cid)
+        self.pending.remove(cid)
         return m
 
-    def flush_tools(before: int | None) -> None:
+    def _flush_tools(self, before: int | None) -> None:
         """Tool spans that ran since the last model call (and before `before`) answer its calls; where its output
         was not captured, they are its calls."""
-        nonlocal last
-        window = [s for s in tools if id(s) not in used_tools and (last_end is None or s.start >= last_start)
-                  and (before is None or s.start < before)]
+        window = [s for s in self.tools if id(s) not in self.used_tools
+                  and (self.last_end is None or s.start >= self.last_start) and (before is None or s.start < before)]
         for s in window:
-            if last is None:
-                counts["tool_spans_before_first_call"] += 1
-                used_tools.add(id(s))
+            if self.last is None:
+                self.counts["tool_spans_before_first_call"] += 1
+                self.used_tools.add(id(s))
                 continue
-            cid = str(s.attrs.get("gen_ai.tool.call.id") or f"call_{len(msgs)}_{s.sid}")
+            cid = str(s.attrs.get("gen_ai.tool.call.id") or f"call_{len(self.msgs)}_{s.sid}")
             name = s.attrs.get("gen_ai.tool.name") or s.name.removeprefix("execute_tool ").strip() or "unknown_tool"
-            if cid not in pending:
-                if last.get("from_output"):
-                    counts["tool_spans_unmatched"] += 1
-                    used_tools.add(id(s))
+            if cid not in self.pending:
+                if self.last.get("from_output"):
+                    self.counts["tool_spans_unmatched"] += 1
+                    self.used_tools.add(id(s))
                     continue
                 args = _json_attr(s.attrs.get("gen_ai.tool.call.arguments", s.attrs.get("tool_arguments")))
-                last.setdefault("tool_calls", []).append({"id": cid, "type": "function", "function": {
+                self.last.setdefault("tool_calls", []).append({"id": cid, "type": "function", "function": {
                     "name": str(name), "arguments": _stringify(args) or "{}"}})
-                pending.append(cid)
+                self.pending.append(cid)
             result = s.attrs.get("gen_ai.tool.call.result", s.attrs.get("tool_response"))
-            msgs.append(tool_message(cid, _stringify(_json_attr(result)), s))
+            self.msgs.append(self._tool_message(cid, _stringify(_json_attr(result)), s))
 
-    last_start = 0
-    for c in models:
-        inputs = _messages(c, "input", path)
-        if inputs is None:
-            inputs = next((m for m in (_messages(i, "input", path) for i in c.inner) if m is not None), None)
-        outputs = _messages(c, "output", path)
-        if outputs is None:
-            outputs = next((m for m in (_messages(i, "output", path) for i in c.inner) if m is not None), None)
-        captured = captured or inputs is not None or outputs is not None
-        if not definitions:
+    def _captured_messages(self, c: _Span, which: str) -> list[dict] | None:
+        """A model call's input or output messages, else those of the first nested duplicate that captured them."""
+        found = _messages(c, which, self.path)
+        if found is None:
+            found = next((m for m in (_messages(i, which, self.path) for i in c.inner) if m is not None), None)
+        return found
+
+    def _model_call(self, c: _Span) -> None:
+        """One model call: the messages its input adds since the last call, then its answer."""
+        inputs = self._captured_messages(c, "input")
+        outputs = self._captured_messages(c, "output")
+        self.captured = self.captured or inputs is not None or outputs is not None
+        if not self.definitions:
             defs = _json_attr(c.attrs.get("gen_ai.tool.definitions"))
-            definitions = defs if isinstance(defs, list) else []
-        if last is None:
-            sys_text = _content(_json_attr(c.attrs.get("gen_ai.system_instructions")))
-            history = inputs or []
-            sys_text += "".join(_content(m.get("parts")) for m in history if m.get("role") in ("system", "developer"))
-            if sys_text:
-                msgs.append({"role": "system", "content": sys_text})
-            new = [m for m in history if m.get("role") not in ("system", "developer")]
+            self.definitions = defs if isinstance(defs, list) else []
+        if self.last is None:
+            new = self._opening(c, inputs or [])
         else:
             if not inputs:  # nothing captured: the tool spans since the last call are its calls and results
-                flush_tools(c.start)
+                self._flush_tools(c.start)
             tail = inputs or []
             k = max((i for i, m in enumerate(tail) if m.get("role") == "assistant"), default=-1)
             new = tail[k + 1:]
         for m in new:
-            role = m.get("role")
-            parts = m.get("parts") if isinstance(m.get("parts"), list) else []
-            if role == "tool" or any(isinstance(p, dict) and p.get("type") == "tool_call_response" for p in parts):
-                for p in parts:
-                    if not (isinstance(p, dict) and p.get("type") == "tool_call_response"):
-                        continue
-                    cid = str(p.get("id"))
-                    if cid not in pending:
-                        counts["tool_results_unmatched"] += 1
-                        continue
-                    msgs.append(tool_message(cid, _stringify(p.get("response")), tool_by_id.get(cid)))
-            elif role == "user":
-                um: dict[str, Any] = {"role": "user", "content": _content(parts)}
-                opener = [a for a in agents if last_end is not None and last_end <= a.start <= c.start]
-                if opener:
-                    um["latency_s"] = _seconds(last_end, opener[0].start)
-                msgs.append(um)
-            elif role == "assistant" and last is None:  # earlier turns replayed as history: no usage of theirs
-                counts["history_messages"] += 1
-                msgs.append(_assistant(parts, None, None))
-                pending[:] = [t["id"] for t in msgs[-1].get("tool_calls", [])]
-        if last is not None and inputs:
-            flush_tools(c.start)  # tool spans whose results the input did not show
+            self._input_message(m, c)
+        if self.last is not None and inputs:
+            self._flush_tools(c.start)  # tool spans whose results the input did not show
+        self._answer(c, outputs)
+
+    def _opening(self, c: _Span, history: list[dict]) -> list[dict]:
+        """The first call's system prompt (its instructions and system/developer messages), appended; the rest of its
+        input returned."""
+        sys_text = _content(_json_attr(c.attrs.get("gen_ai.system_instructions")))
+        sys_text += "".join(_content(m.get("parts")) for m in history if m.get("role") in ("system", "developer"))
+        if sys_text:
+            self.msgs.append({"role": "system", "content": sys_text})
+        return [m for m in history if m.get("role") not in ("system", "developer")]
+
+    def _input_message(self, m: dict, c: _Span) -> None:
+        """One message a call's input adds: tool results (matched to the pending calls), a user message (waiting the
+        gap since the last call where an invoke_agent span opens it), or replayed history before the first call."""
+        role = m.get("role")
+        parts = m.get("parts") if isinstance(m.get("parts"), list) else []
+        if role == "tool" or any(isinstance(p, dict) and p.get("type") == "tool_call_response" for p in parts):
+            for p in parts:
+                if not (isinstance(p, dict) and p.get("type") == "tool_call_response"):
+                    continue
+                cid = str(p.get("id"))
+                if cid not in self.pending:
+                    self.counts["tool_results_unmatched"] += 1
+                    continue
+                self.msgs.append(self._tool_message(cid, _stringify(p.get("response")), self.tool_by_id.get(cid)))
+        elif role == "user":
+            um: dict[str, Any] = {"role": "user", "content": _content(parts)}
+            last_end = self.last_end
+            opener = [a for a in self.agents if last_end is not None and last_end <= a.start <= c.start]
+            if opener:
+                um["latency_s"] = _seconds(last_end, opener[0].start)
+            self.msgs.append(um)
+        elif role == "assistant" and self.last is None:  # earlier turns replayed as history: no usage of theirs
+            self.counts["history_messages"] += 1
+            self.msgs.append(_assistant(parts, None, None))
+            self.pending = [t["id"] for t in self.msgs[-1].get("tool_calls", [])]
+
+    def _answer(self, c: _Span, outputs: list[dict] | None) -> None:
+        """The call's assistant message: its output parts, usage and latency; its tool calls become the pending ones."""
         out_parts = [p for m in outputs or [] if m.get("role", "assistant") == "assistant"
                      for p in (m.get("parts") if isinstance(m.get("parts"), list) else [])]
-        usage = _usage(c, path)
+        usage = _usage(c, self.path)
         if usage is None:
-            counts["model_spans_without_usage"] += 1
-        counts["nested_model_spans"] += len(c.inner)
-        last = _assistant(out_parts, usage, _seconds(c.start, c.end))
+            self.counts["model_spans_without_usage"] += 1
+        self.counts["nested_model_spans"] += len(c.inner)
+        last = self.last = _assistant(out_parts, usage, _seconds(c.start, c.end))
         last["from_output"] = outputs is not None
         if outputs is None:
             last["text_captured"] = False  # its reasoning is unknown, not the whole output (usage.split_completion)
-        msgs.append(last)
-        pending[:] = [t["id"] for t in last.get("tool_calls", [])]
-        last_end, last_start = c.end, c.start
-    flush_tools(None)
-    for m in msgs:
-        m.pop("from_output", None)
-    first = models[0]
-    meta: dict[str, Any] = {k: v for k, v in counts.items() if v}
-    meta["grouped_by"] = key.split(" ", 1)[0]
-    meta["trace_id"] = first.trace
-    meta["content"] = "captured" if captured else "not captured"
-    for attr, name in (("gen_ai.request.model", "model"), ("gen_ai.response.model", "model"),
-                       ("gen_ai.provider.name", "provider"), ("gen_ai.system", "provider")):
-        v = first.attrs.get(attr)
-        if isinstance(v, str) and name not in meta:
-            meta[name] = v
-    if agents and isinstance(agents[0].attrs.get("gen_ai.agent.name"), str):
-        meta["agent"] = agents[0].attrs["gen_ai.agent.name"]
-    task = key.split(" ", 1)[1] if " " in key else key
-    conv = {"messages": msgs, "tools": [t for t in definitions if isinstance(t, dict)], "task_id": task,
-            "metadata": meta}
-    return conversation_to_trajectory(conv, file=path, where=key, domain=options.domain or "unknown",
-                                      repairs=options.repairs, tagger=options.tagger, importer=importer)
+        self.msgs.append(last)
+        self.pending = [t["id"] for t in last.get("tool_calls", [])]
+        self.last_end, self.last_start = c.end, c.start
+
+    def _metadata(self, key: str) -> dict[str, Any]:
+        """The counts, the grouping, the first call's trace, model and provider, the agent's name, content capture."""
+        first = self.models[0]
+        meta: dict[str, Any] = {k: v for k, v in self.counts.items() if v}
+        meta["grouped_by"] = key.split(" ", 1)[0]
+        meta["trace_id"] = first.trace
+        meta["content"] = "captured" if self.captured else "not captured"
+        for attr, name in (("gen_ai.request.model", "model"), ("gen_ai.response.model", "model"),
+                           ("gen_ai.provider.name", "provider"), ("gen_ai.system", "provider")):
+            v = first.attrs.get(attr)
+            if isinstance(v, str) and name not in meta:
+                meta[name] = v
+        if self.agents and isinstance(self.agents[0].attrs.get("gen_ai.agent.name"), str):
+            meta["agent"] = self.agents[0].attrs["gen_ai.agent.name"]
+        return meta
 
 
 def _assistant(parts: list, usage: dict | None, latency: float | None) -> dict:
