@@ -334,7 +334,7 @@ def predict(
     result.write(out)
     if report:
         from specagent.reports.html import write_report  # plotly: only when a report is asked for
-    written = write_report(result.comparison, report, images=True) if report else None
+    written = write_report(result, report, images=True) if report else None
     if written is not None:
         _say_report(written, report, err.print if fmt != "table" else console.print)
     if not quiet:
