@@ -197,7 +197,10 @@ def test_capacity_curve_has_axis_titles_a_usd_per_task_panel_and_the_winning_gpu
     assert "$20" in list(fig.layout.yaxis.ticktext) and "$100" in list(fig.layout.yaxis.ticktext)
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0  # below the plots, off the subplot titles
     spec = [tr for tr in fig.data if tr.name.startswith("SpecAgent") or tr.name == "specagent"][0]
-    assert list(spec.text) == ["h20", "h20", "h200"] and "1 Weak×1 h20 + 1 Strong×8 h20" in spec.customdata[0]
+    # the winning GPU is each point's marker, named once in the legend (printed names fell on the other line's markers)
+    assert list(spec.marker.symbol) == ["circle", "circle", "diamond"] and "1 Weak×1 h20 + 1 Strong×8 h20" in spec.customdata[0]
+    assert {tr.name: tr.marker.symbol for tr in fig.data if tr.name.startswith("Strong GPU")} == \
+        {"Strong GPU: h20": "circle", "Strong GPU: h200_sxm": "diamond"}
 
 
 def test_roofline_caption_states_what_the_points_show():

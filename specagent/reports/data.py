@@ -268,7 +268,19 @@ def stored_result(result: Any) -> dict[str, Any]:
     from specagent.simulator.provenance import record_inputs
 
     doc = {**result.to_dict(), "inputs": record_inputs(result.comparison.setting)}
-    return json.loads(atomic.json_text(doc, "the predict result"))
+    return json.loads(atomic.json_text(_missing_as_null(doc), "the predict result"))
+
+
+def _missing_as_null(obj: Any) -> Any:
+    """NaN, the frames' mark of a missing value (a strategy without a measured success rate), as JSON's null: missing,
+    never a number (the report's checks then refuse a null wherever a value is required)."""
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {k: _missing_as_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_missing_as_null(v) for v in obj]
+    return obj
 
 
 def run_from_per_trajectory(frame: pd.DataFrame, source: str, assumptions: dict | None = None) -> Run:
@@ -485,7 +497,8 @@ def _runs_of(item: Any, data: ReportData, i: int) -> None:
     elif isinstance(item, Mapping) and "summary" in item:
         from specagent.common import atomic
 
-        data.runs.append(run_from_summary_json(json.loads(atomic.json_text(dict(item), "the predict result")), "<memory>"))
+        data.runs.append(run_from_summary_json(json.loads(atomic.json_text(_missing_as_null(dict(item)), "the predict result")),
+                                               "<memory>"))
     else:
         raise ReportInputError(f"cannot make a report from a {type(item).__name__}"
                                f"{f' (item {i + 1})' if i >= 0 else ''}: pass the predict job's result "

@@ -689,7 +689,7 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
     err = 100.0 * (pred - meas) / meas
     mape = float(np.mean(np.abs(err)))
     fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.1,
-                        subplot_titles=("Predicted vs measured (log-log)", "Error per point: (predicted − measured) ÷ measured"))
+                        subplot_titles=("Predicted vs measured (log-log)", "Error per point (pred − meas) ÷ meas"))
     names = df["point"].astype(str).tolist()
     fig.add_scatter(x=meas, y=pred, mode="markers", name="held-out points", text=names, marker=dict(size=9, color="#3182bd"),
                     hovertemplate="%{text}<br>measured %{x:.4g} s<br>predicted %{y:.4g} s<extra></extra>", row=1, col=1)
@@ -772,12 +772,13 @@ def _pool_shape(r: pd.Series) -> str:
 
 
 def _capacity_curve(df: pd.DataFrame) -> go.Figure:
-    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point names the GPU type
-    that won at that rate (its marker) and the fleet's shape (hover)."""
+    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point's marker is the GPU
+    type that won at that rate (named in the legend; a printed name fell on the other strategy's markers) and its hover
+    the fleet's shape."""
     colors = strategy_colors(df["strategy"].unique())
     panels = [("usd_per_hour", "$ per hour", "$/hour", "$"), ("usd_per_task", "$ per task", "$/task", "$"), ("gpus", "GPUs", "GPUs", "")]
     panels = [p for p in panels if p[0] in df.columns]
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.13)
     gpu_of = (df["strong_gpu"].astype(str) if "strong_gpu" in df.columns else pd.Series([""] * len(df), index=df.index))
     symbols = {g: sym for g, sym in zip(dict.fromkeys(gpu_of), ("circle", "diamond", "square", "triangle-up", "x", "star"))}
     for strat, g in df.sort_values("rate").groupby("strategy", sort=False):
@@ -787,12 +788,14 @@ def _capacity_curve(df: pd.DataFrame) -> go.Figure:
         gpus = gpu_of.loc[g.index].tolist()
         for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
             fmt = {"usd_per_hour": "$%{y:,.2f}/hour", "usd_per_task": "$%{y:,.4f}/task", "gpus": "%{y:,.0f} GPUs"}[ycol]
-            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers+text" if col == 1 else "lines+markers",
+            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers",
                             name=name, legendgroup=str(strat), showlegend=col == 1, line=dict(color=colors[strat]),
-                            marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9),
-                            text=[str(v).replace("_sxm", "") for v in gpus] if col == 1 else None, textposition="top center",
-                            textfont=dict(size=10, color=colors[strat]), customdata=shapes,
+                            marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9), customdata=shapes,
                             hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<br>%{{customdata}}<extra></extra>", row=1, col=col)
+    for gpu, sym in symbols.items():  # what each marker means, once
+        if gpu:
+            fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(symbol=sym, size=9, color="#666"),
+                            name=f"Strong GPU: {gpu}", row=1, col=1)
     xv, xt = log_ticks(df["rate"].min(), df["rate"].max())
     fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)", tickvals=xv, ticktext=xt)
     for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
@@ -800,7 +803,7 @@ def _capacity_curve(df: pd.DataFrame) -> go.Figure:
         yv, yt = log_ticks(y[y > 0].min() if (y > 0).any() else 1, y.max() if (y > 0).any() else 10, prefix)
         fig.update_yaxes(type="log", title_text=unit, tickvals=yv, ticktext=yt, row=1, col=col)
     return _finish(fig, title_text("Capacity curve: the cheapest fleet meeting the SLO against the arrival rate",
-                                   "one line per strategy; labels: the GPU type that won; hover: the fleet"),
+                                   "one line per strategy; marker: the Strong GPU type that won; hover: the fleet"),
                    height=520, top=80, legend="bottom", bottom=110)
 
 

@@ -74,8 +74,9 @@ main{padding:16px 12px 48px}
 table.wide,table.wide tbody,table.wide tr,table.wide td{display:block}
 table.wide thead{display:none}
 table.wide tr{border:1px solid #ddd;margin:0 0 8px;background:#fff}
-table.wide td{border:none;border-bottom:1px solid #f0f0f0;text-align:left}
-table.wide td::before{content:attr(data-label);display:inline-block;min-width:14em;font-weight:600;color:#444}
+table.wide td{border:none;border-bottom:1px solid #f0f0f0;text-align:left;overflow:hidden}
+table.wide td:first-child{background:#f0f0f0}
+table.wide td::before{content:attr(data-label);float:left;width:45%;padding-right:8px;box-sizing:border-box;font-weight:600;color:#444}
 dl.kv{grid-template-columns:1fr}
 }
 """
