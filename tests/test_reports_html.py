@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from specagent.reports import html as H
 from specagent.reports import static
 from specagent.cli.report import app
-from specagent.reports.data import PHASE_KEYS, ReportInputError, load_results, roofline_profile
+from specagent.reports.data import ReportInputError, load_results, roofline_profile
 from specagent.reports.published import fmt_interval, verdict
 from specagent.simulator.jobs.predict import PredictRequest, run
 from specagent.simulator.scenario import Scenario
