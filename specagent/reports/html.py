@@ -120,7 +120,8 @@ def table_html(df: pd.DataFrame, index: bool = True, index_name: str = "", heade
     names = [str(headers.get(c, c)) for c in cols]
     first = str(index_name or df.index.name or "")
     head = "".join(f'<th class="t">{_e(first)}</th>' for _ in [0] if index)
-    head += "".join(f"<th>{_e(n)}</th>" for n in names)
+    text = {c for c in cols if len(df) and all(isinstance(v, str) for v in df[c])}  # headed like their cells: left
+    head += "".join(("<th class=\"t\">" if c in text else "<th>") + f"{_e(n)}</th>" for c, n in zip(cols, names))
     rows = []
     for idx, r in df.iterrows():
         cells = f'<td class="t" data-label="{_e(first)}">{_e(idx)}</td>' if index else ""

@@ -62,7 +62,9 @@ def published_rows(iv: Mapping[str, Any], metric_names: Mapping[str, str] | None
     for p in iv.get("published") or []:
         strategy, metric = str(p.get("strategy")), str(p.get("metric"))
         got = interval_of(iv, strategy, metric)
-        row = {"figure": str(p.get("figure_id", "")), "strategy": strategy, "ratio": names.get(metric, metric),
+        base, _, other = metric.partition("_vs_")  # a '-vs-' figure is relative to another strategy (SpecAgent)
+        ratio = names.get(base, base) + (f" vs {other}" if other else "")
+        row = {"figure": str(p.get("figure_id", "")), "strategy": strategy, "ratio": ratio,
                "published": str(p.get("published", ""))}
         if got is None:
             row.update({"predicted [interval]": "not run", "verdict": "-"})
