@@ -184,6 +184,8 @@ def test_a_summary_written_before_the_views_says_rerun_and_recomputes_nothing(re
         assert res.omitted[key].endswith(f"rerun `specagent predict` ({old} predates it; the report never recomputes it)")
     text = res.path.read_text(encoding="utf-8")
     assert 'id="explain"' not in text and "rerun `specagent predict`" in text
+    bare = {k: v for k, v in result.to_dict().items() if k != "views"}  # a dict given in memory says what it lacks
+    assert "the result given carries none" in H.write_report(bare, tmp_path / "b.html").omitted["fig_explain"]
     older = _predict_files(result, tmp_path / "older", drop=("views", "bottom_line"))
     res = H.write_report([older], tmp_path / "r2.html")
     assert "fig_cost" in res.omitted and "the bottom line per task: rerun `specagent predict`" in res.omitted["fig_cost"]

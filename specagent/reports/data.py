@@ -137,6 +137,8 @@ class Run:
         if self.source.endswith((".parquet", ".csv")):
             return (f"{what}: per-trajectory rows alone carry none; `specagent predict` stores it in the summary.json it "
                     "writes beside them")
+        if self.source == "<memory>":
+            return f"{what}: the result given carries none (the predict job's `run` computes it; the report never does)"
         return f"{what}: rerun `specagent predict` ({self.source} predates it; the report never recomputes it)"
 
 
