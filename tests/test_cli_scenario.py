@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from specagent.cli import app
 from specagent.cli.options import deployment_flag, scenario_flags
-from specagent.reports.data import deployments, load_results
+from specagent.reports.data import load_results, roofline_profile
 from specagent.simulator.scenario import DEFAULT_TITLE, DeploymentSpec, Scenario, ScenarioError
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
 
@@ -96,9 +96,9 @@ def test_scenario_file_and_flags_override_it(small_trace, tmp_path):
     assert (stored["k"], stored["seed"], stored["strong"]["gpus"], stored["strong"]["hardware"]) == (2, 3, 4, "h200")
     assert stored["strategies"] == ["strongonly", "specagent"]  # the baseline is added, and stored as run
     assert Scenario.from_dict(stored).workload.trace == str(small_trace)
-    # the report's deployments come from that scenario
-    weak, strong, _ = deployments(load_results([out / "summary.json"]))
-    assert (strong.hardware.id, strong.gpus) == ("h200_sxm", 4)
+    # the report draws that scenario's Strong GPU (figure 5), as the run stored it
+    data = load_results([out / "summary.json"])
+    assert roofline_profile(data).id == "h200_sxm" and data.runs[0].views["roofline"]["gpus"]["strong"] == 4
     # the stored scenario reproduces the run
     again = tmp_path / "again.toml"
     again.write_text(Scenario.from_dict(stored).to_toml())

@@ -22,12 +22,18 @@ def _summary():
     }).set_index("strategy")
 
 
+def _bars(fig):
+    return [tr for tr in fig.data if tr.type == "bar"]
+
+
 def test_memory_reads_bars_are_the_summary_ratios():
     fig = F.memory_reads_figure(_summary())
-    strong, total = fig.data
-    assert list(strong.y) == [1.0, 0.25]
-    assert list(total.y) == [1.0, 0.5]
-    assert list(strong.text) == ["1.00×", "0.25×"]
+    strong, total = _bars(fig)
+    assert list(strong.x) == [1.0, 0.25]
+    assert list(total.x) == [1.0, 0.5]
+    values = [tr for tr in fig.data if tr.type == "scatter" and tr.mode == "text"]  # each value printed past its bar (and its error bar)
+    assert [t.strip() for t in values[0].text] == ["1.00×", "0.25×"] and list(values[0].x) == [1.0, 0.25]
+    assert list(fig.layout.yaxis.ticktext) == ["Strong-only", "SpecAgent"]
 
 
 def test_memory_reads_needs_the_ratio_columns():
@@ -39,14 +45,16 @@ def test_operating_points_without_quality_do_not_invent_it():
     fig = F.operating_points_figure(_summary())
     assert "none are invented" in fig.layout.title.text
     pts = {tr.name: (tr.x[0], tr.y[0]) for tr in fig.data}
-    assert pts == {"Strong-only": (1.0, 1.0), "SpecAgent": (0.5, 1.2)}
+    assert pts == {"strongonly: Strong-only": (1.0, 1.0), "specagent: SpecAgent": (0.5, 1.2)}
+    # each point named beside it (an annotation at the point, moved where it overlaps nothing)
+    assert {(a.text, a.x, a.y) for a in fig.layout.annotations} == {("strongonly", 1.0, 1.0), ("specagent", 0.5, 1.2)}
 
 
 def test_operating_points_with_measured_success():
     s = _summary().assign(measured_success=[0.6, np.nan])
     fig = F.operating_points_figure(s)
     # Only the strategy with a measured rate is placed, once per panel (memory, time).
-    assert [(tr.name, tr.x[0], tr.y[0]) for tr in fig.data] == [("Strong-only", 1.0, 0.6), ("Strong-only", 1.0, 0.6)]
+    assert [(tr.name, tr.x[0], tr.y[0]) for tr in fig.data] == [("strongonly: Strong-only", 1.0, 0.6)] * 2
     assert "1 strategy without measured success not shown" in fig.layout.title.text
 
 
@@ -189,7 +197,10 @@ def test_capacity_curve_has_axis_titles_a_usd_per_task_panel_and_the_winning_gpu
     assert "$20" in list(fig.layout.yaxis.ticktext) and "$100" in list(fig.layout.yaxis.ticktext)
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0  # below the plots, off the subplot titles
     spec = [tr for tr in fig.data if tr.name.startswith("SpecAgent") or tr.name == "specagent"][0]
-    assert list(spec.text) == ["h20", "h20", "h200"] and "1 Weak×1 h20 + 1 Strong×8 h20" in spec.customdata[0]
+    # the winning GPU is each point's marker, named once in the legend (printed names fell on the other line's markers)
+    assert list(spec.marker.symbol) == ["circle", "circle", "diamond"] and "1 Weak×1 h20 + 1 Strong×8 h20" in spec.customdata[0]
+    assert {tr.name: tr.marker.symbol for tr in fig.data if tr.name.startswith("Strong GPU")} == \
+        {"Strong GPU: h20": "circle", "Strong GPU: h200_sxm": "diamond"}
 
 
 def test_roofline_caption_states_what_the_points_show():
@@ -211,7 +222,63 @@ def test_operating_points_are_labelled_on_the_point():
     summary = pd.DataFrame({"strategy": ["strongonly", "specagent", "router"], "label": ["Strong-only", "SpecAgent", "Router"],
                             "total_bytes_read_rel": [1.0, 0.53, 0.75], "wall_time_s_rel": [1.0, 0.92, 0.95]}).set_index("strategy")
     fig = F.operating_points_figure(summary)
-    assert [list(tr.text) for tr in fig.data] == [["strongonly"], ["specagent"], ["router"]]
+    assert [(a.text, a.x, a.y) for a in fig.layout.annotations] == [("strongonly", 1.0, 1.0), ("specagent", 0.53, 0.92),
+                                                                     ("router", 0.75, 0.95)]
+
+
+# the default run's cluster (issue #51: specagent, specagent_exact, router and collab printed over each other)
+CLUSTER = [("strongonly", 1, 1, None, None), ("weakonly", .25, .72, (.15, .3), (.52, .9)),
+           ("specagent", .547, .877, (.43, .56), (.7, 1.01)), ("exactmatch", 1.249, 1.005, (1.15, 1.3), (1, 1.01)),
+           ("router", .642, .872, (.6, .67), (.78, .96)), ("collab", .706, .947, (.42, .71), (.72, 1.04)),
+           ("specagent_exact", .576, .892, (.43, .7), (.72, 1.09)), ("specagent_hold_replies", 1.3, 1.262, (1.04, 1.71), (1.08, 1.52)),
+           ("specagent_every_chunk", 1.41, 1.329, (1.08, 1.85), (1.11, 1.61))]
+
+
+def _label_boxes(pts, at, xr, yr, width, height):
+    """Each label's box in pixels, computed here from the placements (independently of the placer's own bookkeeping)."""
+    from specagent.reports.labels import label_size
+
+    out = []
+    for p, a in zip(pts, at):
+        w, h = label_size(p.text)
+        cx = (p.x - xr[0]) / (xr[1] - xr[0]) * width + a.dx
+        cy = (yr[1] - p.y) / (yr[1] - yr[0]) * height + a.dy
+        out.append((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2))
+    return out
+
+
+def _apart(a, b) -> bool:
+    return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+
+def test_the_crowded_cluster_is_labelled_without_overlaps_at_800_and_1280_px():
+    from specagent.reports.labels import MARKER_R, Point, place_labels
+
+    pts = [Point(x, y, t, xe, ye) for t, x, y, xe, ye in CLUSTER]
+    xr, yr = (0.05, 1.95), (0.45, 1.7)
+    at = place_labels(pts, xr, yr, F.PLOT_WIDTHS, 460)
+    assert all(a.clear for a in at)
+    for width in F.PLOT_WIDTHS:
+        boxes = _label_boxes(pts, at, xr, yr, width, 460)
+        assert all(_apart(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        for p in pts:  # and no label on any marker
+            cx, cy = (p.x - xr[0]) / (xr[1] - xr[0]) * width, (yr[1] - p.y) / (yr[1] - yr[0]) * 460
+            assert all(_apart(b, (cx - MARKER_R, cy - MARKER_R, cx + MARKER_R, cy + MARKER_R)) for b in boxes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 2), st.floats(0, 2), st.sampled_from(["a", "router", "specagent_exact"])),
+                min_size=1, max_size=8))
+def test_labels_placed_clear_never_overlap(raw):
+    from specagent.reports.labels import Point, place_labels
+
+    pts = [Point(x, y, t) for x, y, t in raw]
+    at = place_labels(pts, (-0.1, 2.1), (-0.1, 2.1), (600.0, 1100.0), 400.0)
+    for width in (600.0, 1100.0):
+        boxes = _label_boxes(pts, at, (-0.1, 2.1), (-0.1, 2.1), width, 400.0)
+        clear = [b for b, a in zip(boxes, at) if a.clear]
+        assert all(_apart(a, b) for i, a in enumerate(clear) for b in clear[i + 1:])
+        assert all(0 <= b[0] and b[2] <= width and 0 <= b[1] and b[3] <= 400.0 for b in clear)  # inside the plot
 
 
 # ----------------------------------------------------------------------------- ranges on the figures (issue #33, item 5)
@@ -248,13 +315,21 @@ def test_memory_and_time_figures_carry_the_ratio_intervals():
     iv = {"level": 0.9, "includes": "the acceptance parameters",
           "intervals": [{"strategy": "specagent", "metric": "total_bytes_read_rel", "low": 0.4, "high": 0.7},
                         {"strategy": "specagent", "metric": "wall_time_s_rel", "low": 1.0, "high": 1.5}]}
-    strong, total = F.memory_reads_figure(_summary(), iv).data
-    assert strong.error_y.array is None  # no interval for that metric: no bar drawn
-    assert list(total.error_y.arrayminus) == pytest.approx([0.0, 0.1]) and list(total.error_y.array) == pytest.approx([0.0, 0.2])
+    fig = F.memory_reads_figure(_summary(), iv)
+    strong, total = _bars(fig)
+    assert strong.error_x.array is None  # no interval for that metric: no bar drawn
+    assert list(total.error_x.arrayminus) == pytest.approx([0.0, 0.1]) and list(total.error_x.array) == pytest.approx([0.0, 0.2])
+    values = [tr for tr in fig.data if tr.type == "scatter" and tr.mode == "text"]
+    assert list(values[1].x) == pytest.approx([1.0, 0.7])  # the value printed past the interval's end, not across it
     s = _summary().assign(wall_time_s=[100.0, 120.0], model_wall_time_s=[50.0, 70.0], env_wall_time_s=[50.0, 50.0])
     model, waits = F.agent_time_figure(s, iv).data
     assert list(waits.error_x.arrayminus) == pytest.approx([0.0, 0.2]) and list(waits.error_x.array) == pytest.approx([0.0, 0.3])
     assert "90% intervals" in F.agent_time_figure(s, iv).layout.title.text
+    # the same waits under every strategy are said once, in the legend, not printed on every bar
+    assert waits.text is None and waits.name == "tool and user waits: 0.500 of Strong-only's wall, under every strategy"
+    assert list(model.text) == ["0.50×", "0.70×"]
+    differ = F.agent_time_figure(s.assign(env_wall_time_s=[50.0, 40.0])).data[1]
+    assert list(differ.text) == ["0.50×", "0.40×"] and differ.name == "tool and user waits"
 
 
 def test_figure_4_says_what_its_saving_is_per():
@@ -262,3 +337,12 @@ def test_figure_4_says_what_its_saving_is_per():
                        "time_saving": [0.5, 0.2, -0.1], "memory_saving": [0.6, 0.3, 0.0]})
     assert F.balance_figure(df, saving_axis="saving per verified token vs decoding it (%)").layout.yaxis.title.text == \
         "saving per verified token vs decoding it (%)"
+
+
+def test_titles_are_wrapped_to_an_800_px_page():
+    t = F.title_text("x " * 50, "word " * 60)
+    lines = t.split("<br>")
+    assert all(len(line) <= F.TITLE_CHARS for line in lines if not line.startswith("<sup>"))
+    subs = [line[5:-6] for line in lines if line.startswith("<sup>")]
+    assert len(subs) == 3 and all(len(line) <= F.SUB_CHARS for line in subs) and " ".join(subs) == ("word " * 60).strip()
+    assert F.title_text("short") == "short"

@@ -124,3 +124,10 @@ def chosen_backend(backend: str | None, address: str | None, address_field: str 
         except ValueError as exc:
             raise JobError(str(exc), address_field) from None
     return chosen
+
+
+def records(frame: Any) -> list[dict[str, Any]]:
+    """A frame's rows as JSON takes them: NaN, a frame's mark of a missing value (a strategy without a measured success
+    rate), as None (JSON's null: missing, never a number)."""
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")]

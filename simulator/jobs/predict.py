@@ -21,7 +21,7 @@ from specagent.common.paths import check_input_file
 from specagent.simulator.applicability import applies, evaluated_differences, evaluated_note
 from specagent.simulator.applicability import warning as applicability_warning
 from specagent.simulator.jobs import bottom_line as JB
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, records, report
 from specagent.simulator.provenance import record_inputs
 from specagent.simulator.rates_prices import parse_prices, unused_prices
 from specagent.simulator.run import Comparison, check_success_rates, scenario_strategies
@@ -101,14 +101,14 @@ class PredictResult(Result):
         return self.quality is None or not self.quality.waits_unrecorded
 
     def to_dict(self) -> dict[str, Any]:
-        """summary.json without the copies of its inputs (`write` adds them)."""
+        """summary.json without the copies of its inputs (`stored` adds them)."""
         comp = self.comparison
         return {
-            "bottom_line": self.bottom_line.reset_index().rename(columns={"index": "strategy"}).to_dict(orient="records"),
-            "summary": comp.summary.reset_index().to_dict(orient="records"),
-            "phase_time": comp.phase_time.reset_index().to_dict(orient="records"),
-            "phase_bytes": comp.phase_bytes.reset_index().to_dict(orient="records"),
-            "phase_flops": comp.phase_flops.reset_index().to_dict(orient="records"),
+            "bottom_line": records(self.bottom_line.reset_index().rename(columns={"index": "strategy"})),
+            "summary": records(comp.summary.reset_index()),
+            "phase_time": records(comp.phase_time.reset_index()),
+            "phase_bytes": records(comp.phase_bytes.reset_index()),
+            "phase_flops": records(comp.phase_flops.reset_index()),
             "assumptions": comp.assumptions,
             "intervals": comp.intervals,
             "scenario": comp.scenario.to_dict(),  # type: ignore[union-attr]
@@ -117,14 +117,18 @@ class PredictResult(Result):
             "views": self.views,
         }
 
+    def stored(self) -> dict[str, Any]:
+        """What summary.json holds: `to_dict()` with copies of the model configs and profiles it was priced with
+        (reports price nothing: they read these)."""
+        return {**self.to_dict(), "inputs": record_inputs(self.comparison.setting)}
+
     def write(self, folder: str | Path) -> list[Path]:
-        """per_trajectory.parquet and summary.json (with copies of the model configs and profiles it was priced with:
-        reports price from them), both or neither: a summary whose per-trajectory file is missing would mislead."""
+        """per_trajectory.parquet and summary.json (`stored`), both or neither: a summary whose per-trajectory file is
+        missing would mislead."""
         out = Path(folder)
-        stored = {**self.to_dict(), "inputs": record_inputs(self.comparison.setting)}
         return atomic.write_together({
             out / "per_trajectory.parquet": atomic.parquet_writer(self.comparison.per_trajectory),
-            out / "summary.json": atomic.text_writer(atomic.json_text(stored, f"predict's {out / 'summary.json'}"))})
+            out / "summary.json": atomic.text_writer(atomic.json_text(self.stored(), f"predict's {out / 'summary.json'}"))})
 
 
 def run(request: PredictRequest, progress: Progress | None = None, workload: Any = None) -> PredictResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from specagent.reports.published import fmt_interval, verdict
 from specagent.simulator.jobs.predict import CITATION, SHORT_CITATION, calibration_targets, comparable, setting_note
 from specagent.simulator.run import Comparison
 from specagent.simulator.uncertainty import Intervals, published_for
@@ -30,19 +31,6 @@ SHOWN = (
 )
 #: The compact table of the other strategies shows these (the first four of SHOWN present in the run).
 COMPACT = 4
-
-
-def fmt_interval(point: float, low: float, high: float) -> str:
-    """`0.92 [0.88–0.97]`."""
-    return f"{point:.3f} [{low:.2f}–{high:.2f}]"
-
-
-def _verdict(pub, point: float, low: float, high: float, fitted: bool = False) -> str:
-    if pub.contains(point):
-        return "inside (fitted: a calibration target)" if fitted else "inside"
-    if high < pub.low or low > pub.high:
-        return "outside (interval too)"
-    return "outside; interval overlaps"
 
 
 def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> list[Table]:
@@ -112,7 +100,7 @@ def _published_table(iv: Intervals, pub: dict, targets: set[str]) -> Table:
         if got is None:
             t.add_row(p.figure_id, p.text(), "not run", "-")
             continue
-        t.add_row(p.figure_id, p.text(), fmt_interval(*got), _verdict(p, *got, fitted=p.figure_id in targets))
+        t.add_row(p.figure_id, p.text(), fmt_interval(*got), verdict(p.low, p.high, *got, fitted=p.figure_id in targets))
     t.caption = (f"figures: {CITATION}, transcribed in measurements/protocol_figures.csv (aggregates over models or "
                  "benchmarks; '-vs-' figures are relative to SpecAgent). 'inside': the point estimate lies in the "
                  "published range; 'fitted': the acceptance was calibrated to meet that figure, so it is a fit, "

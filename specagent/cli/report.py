@@ -22,25 +22,32 @@ Write one self-contained HTML report (plotly.js embedded, works offline) from re
 RESULTS are recognised by their contents, so give any mix of:
 
 \b
-  summary JSON      what `specagent predict` writes (summary, assumptions, phase splits); its
-                    per-trajectory Parquet is picked up beside it. Several give one report
-                    comparing benchmarks (workloads).
-  per-trajectory    a Parquet/CSV of one row per trajectory x strategy.
-  balance study     columns {', '.join(BALANCE_COLUMNS)}: SpecAgent's saving against
-                    the Strong replica's mean decode batch (figure 4; without it figure 4 comes
-                    from the roofline).
-  calibration       columns {', '.join(CALIBRATION_COLUMNS)} (figure 6).
-  capacity plan     columns {', '.join(PLAN_COLUMNS)} (figure 7).
-  latency rows      columns {', '.join(LATENCY_COLUMNS)}: `specagent latency validate --rows`
-                    (figure 8).
+  summary JSON    what `specagent predict` writes: the bottom line, its
+                  intervals and verdict, and what the figures draw (its
+                  `views`), as the prediction computed them (the report
+                  prices nothing); its per-trajectory Parquet is picked up
+                  beside it. Several give one report comparing workloads.
+  per-trajectory  a Parquet/CSV of one row per trajectory x strategy
+                  (ratios and phases only: no bottom line).
+  balance study   SpecAgent's saving against the Strong replica's mean
+                  decode batch (without it, the prediction's roofline
+                  curve); columns {', '.join(BALANCE_COLUMNS[:2])},
+                  {', '.join(BALANCE_COLUMNS[2:])}.
+  calibration     columns {', '.join(CALIBRATION_COLUMNS)}.
+  capacity plan   `specagent plan`'s plan.json; columns
+                  {', '.join(PLAN_COLUMNS)}.
+  latency rows    `specagent latency validate --rows`; columns
+                  {', '.join(LATENCY_COLUMNS)}.
 
 \b
-Figures: 1 memory reads vs Strong-only; 2 operating points (quality only where measured
-success rates were supplied); 3 cost by phase; 4 saving vs the Strong decode batch, with the
-balance point (the decode batch where a replica turns compute-bound); 5 roofline with each
-phase's operating point; 6 calibration; 7 capacity plan; 8 serving latency predicted vs measured. A figure the results do not support
-is listed with the reason. PNG/SVG copies need Chrome/Chromium (kaleido); without one the
-HTML is still written and the reason is printed.
+Figures, numbered in the order shown: time and cost per task; memory
+reads; operating points (quality only where measured success rates were
+supplied); agent vs environment time; why the wall ratio is what it is;
+cost by phase; saving vs the Strong decode batch; roofline; calibration;
+capacity plan; serving latency. A figure the results do not support is
+listed with the reason (a summary written before predict stored what it
+draws says to rerun predict). PNG/SVG copies need the kaleido package
+and a Chrome/Chromium; without them the HTML is still written.
 """
 
 app = typer.Typer(help=HELP, add_completion=False, rich_markup_mode=None)

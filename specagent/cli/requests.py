@@ -78,6 +78,8 @@ class JobFlag:
             make = typer.Argument(default, metavar=self.field.upper(), help=self.help, rich_help_panel=self.panel,
                                   show_default=shown, **extra)
         else:
+            if self.repeated:  # not typer's "list[str]"
+                extra["metavar"] = "FILE" if self.item is Path else "LIST"
             make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel, show_default=shown, **extra)
         return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
 

@@ -330,7 +330,7 @@ def predict(
     result.write(out)
     if report:
         from specagent.reports.html import write_report  # plotly: only when a report is asked for
-    written = write_report(result.comparison, report, images=True) if report else None
+    written = write_report(result, report, images=True) if report else None
     if written is not None:
         _say_report(written, report, err.print if fmt != "table" else console.print)
     if not quiet:
@@ -433,14 +433,6 @@ def _say_report(written, report: Path, say) -> None:
         say(f"  figure {key} left out: {reason}", highlight=False)
 
 
-def _ratio_in_words(summary: pd.DataFrame) -> str:
-    """How to read a ratio, on this run's own headline figure: '0.923 = 92.3% of Strong-only' (SpecAgent's wall time)."""
-    others = [s for s in summary.index if s != "strongonly"]
-    strat = "specagent" if "specagent" in summary.index else (others[0] if others else "strongonly")
-    v = float(summary.loc[strat, "wall_time_s_rel"])
-    return f"{strat} wall {v:.3f} = {BL.percent_of_baseline(v)}"
-
-
 def _print_predict(result: PredictResult, *, phases: bool) -> None:
     """Every table (--details): the bottom line with its ranges, the ratios, phases on request and the assumptions."""
     comp, iv, sc = result.comparison, result.intervals, result.request.scenario
@@ -448,7 +440,7 @@ def _print_predict(result: PredictResult, *, phases: bool) -> None:
                                      f"{result.n_trajectories:,} trajectories from {result.name}, batch 1", result.pools))
     if result.bottom_line_intervals is not None:
         console.print(_ranges_table(result.bottom_line_intervals, iv.level, iv.n_draws, iv.includes()))
-    console.print(_rel_table(comp.summary, f"Relative to Strong-only ({_ratio_in_words(comp.summary)}; lower is cheaper) — "
+    console.print(_rel_table(comp.summary, f"Relative to Strong-only ({BL.ratio_in_words(comp.summary)}; lower is cheaper) — "
                                            f"[{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine]"))
     for table in ranges_tables(comp, iv) if iv is not None else ():
         console.print(table)

@@ -82,6 +82,22 @@ def headline(line: pd.DataFrame, strategy: str = "specagent", baseline: str = "s
     return f"{strategy} vs {baseline}: " + "; ".join(parts)
 
 
+def ratio_in_words(summary: pd.DataFrame) -> str:
+    """How to read a ratio, on this run's own headline figure: 'specagent wall 0.870 = 87.0% of Strong-only'."""
+    others = [s for s in summary.index if s != "strongonly"]
+    strat = "specagent" if "specagent" in summary.index else (others[0] if others else "strongonly")
+    v = float(summary.loc[strat, "wall_time_s_rel"])
+    return f"{strat} wall {v:.3f} = {percent_of_baseline(v)}"
+
+
+def waits_share(summary: pd.DataFrame) -> float | None:
+    """Strong-only's tool and user waits as a share of its wall time in this run (None without the totals)."""
+    if "strongonly" not in summary.index or not {"env_wall_time_s", "wall_time_s"} <= set(summary.columns):
+        return None
+    wall = float(summary.loc["strongonly", "wall_time_s"])
+    return float(summary.loc["strongonly", "env_wall_time_s"]) / wall if wall > 0 else None
+
+
 def fmt_seconds(s: float) -> str:
     """Human seconds: 0.18 ms, 12.3 s, 4.2 min, 1.5 h."""
     if not math.isfinite(s):

@@ -1,18 +1,21 @@
 """What a report is made from: simulator results plus optional fleet and calibration tables.
 
-Reports read results only (ARCHITECTURE.md): a `Comparison` held in memory, or the files
-`specagent predict` writes (a summary JSON and per-trajectory Parquet), plus plain tables
-from the fleet study, the capacity planner and calibration. A run's deployments come from
-the Scenario it carries (the summary JSON's `scenario`), never from its printed description.
-Files are recognised by their contents, not their names, so `specagent report a.json
-b.parquet plan.csv` just works; anything unrecognised is an error naming the file and the
-columns that were expected.
+Reports read results and price nothing: the predict job's result (`simulator.jobs.predict`, in memory or
+as the summary.json it writes), whose bottom line, intervals, verdict and `views` (the explain
+decomposition, figure 4's verification saving, figure 5's derates) were computed by the job,
+plus plain tables from the fleet study, the capacity planner and calibration. A result held in
+memory is read through the same JSON as its stored file, so the two give the same report. The
+one input read beyond the result is the GPU profile the roofline is drawn on (its axes: data,
+not a price), from the copy the run stored. Files are recognised by their contents, not their
+names, so `specagent report a.json b.parquet plan.csv` just works; anything unrecognised is an
+error naming the file and the columns that were expected.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -22,10 +25,10 @@ import numpy as np
 from specagent.common.errors import InputError
 from specagent.common.paths import check_input_file
 
-from specagent.simulator.provenance import InputsError, changed_inputs, setting_from_inputs
+from specagent.hardware.profile import HardwareProfile, HardwareProfileError, load_hardware, parse_profile
+from specagent.simulator.provenance import changed_inputs, sha256_text
 from specagent.simulator.pricing.results import phase_split, summarize
 from specagent.simulator.scenario import Scenario, ScenarioError
-from specagent.simulator.protocol.setting import Setting
 from specagent.common.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -52,7 +55,7 @@ class ReportInputError(InputError):
 #: Strong-only: a finite number >= 0.
 RESULT_TEXT = ("strategy", "label", "task_id", "engine", "weight_mode", "verifier_prompt", "workload")
 #: Result fields that may be missing (NaN, JSON null), and the range they must lie in when present.
-RESULT_OPTIONAL = {"measured_success": (0.0, 1.0)}
+RESULT_OPTIONAL = {"measured_success": (0.0, 1.0), "usd_per_task": (0.0, math.inf), "gpu_usd_per_task": (0.0, math.inf)}
 #: The optional tables' number columns: (lowest, highest) allowed; savings may be negative, never above 100 %.
 TABLE_BOUNDS = {"strong_mean_decode_batch": (0.0, math.inf), "time_saving": (-math.inf, 1.0), "memory_saving": (-math.inf, 1.0),
                 "predicted_s": (0.0, math.inf), "measured_s": (0.0, math.inf), "usd_per_hour": (0.0, math.inf),
@@ -107,7 +110,7 @@ def check_results(df: pd.DataFrame, source: str, what: str, row_name: Callable[[
 
 @dataclass
 class Run:
-    """One `compare` result (one workload): the tables a Comparison carries."""
+    """One prediction (one workload): the tables its summary.json holds, as the predict job computed them."""
 
     summary: pd.DataFrame  # indexed by strategy
     phase_time: pd.DataFrame
@@ -117,13 +120,26 @@ class Run:
     per_trajectory: pd.DataFrame | None = None
     workload: str = ""
     source: str = "<memory>"
-    #: The scenario the run came from (None for files without one), and its setting when held in memory.
+    #: The scenario the run came from (None for files without one).
     scenario: Scenario | None = None
-    setting: Setting | None = None
     #: Copies of the model configs and profiles the run was priced with (simulator.provenance), when it stored them.
     inputs: dict[str, Any] | None = None
     #: Every ratio's interval and the publication's ranges (summary.json's `intervals`), when the run has them.
     intervals: dict | None = None
+    #: The bottom line per task, indexed by strategy (summary.json's `bottom_line`): None for results without one.
+    bottom_line: pd.DataFrame | None = None
+    #: What the job computed for the report's other figures (summary.json's `views`): None for a summary written
+    #: before they were stored, or for per-trajectory rows alone.
+    views: dict[str, Any] | None = None
+
+    def missing(self, what: str) -> str:
+        """Why a figure or table that needs `what` from the job is not shown: never recomputed here."""
+        if self.source.endswith((".parquet", ".csv")):
+            return (f"{what}: per-trajectory rows alone carry none; `specagent predict` stores it in the summary.json it "
+                    "writes beside them")
+        if self.source == "<memory>":
+            return f"{what}: the result given carries none (the predict job's `run` computes it; the report never does)"
+        return f"{what}: rerun `specagent predict` ({self.source} predates it; the report never recomputes it)"
 
 
 @dataclass
@@ -137,8 +153,6 @@ class ReportData:
     latency: pd.DataFrame | None = None
     #: A sensitivity study (`specagent study sensitivity`'s sensitivity.json), as stored.
     sensitivity: dict | None = None
-    #: A Setting given with the results (overrides the runs' own).
-    setting: Setting | None = None
     title: str = "specagent report"
     notes: list[str] = field(default_factory=list)
     #: Stored inputs whose files changed since the run (the report uses the run's copies): said by the command, not
@@ -249,16 +263,24 @@ def _frame_from_records(obj: Any, key: str, source: str) -> pd.DataFrame:
     return df.set_index("strategy")
 
 
-def run_from_comparison(comparison: Any, workload: str | None = None, source: str = "<memory>") -> Run:
-    """Adopt an in-memory `specagent.simulator.run.Comparison`."""
-    a = dict(comparison.assumptions or {})
-    wl = workload if workload is not None else str(a.get("workload") or "")
-    return Run(
-        summary=comparison.summary, phase_time=comparison.phase_time, phase_bytes=comparison.phase_bytes,
-        phase_flops=comparison.phase_flops, assumptions=a, per_trajectory=comparison.per_trajectory,
-        workload=wl, source=source, scenario=getattr(comparison, "scenario", None), setting=getattr(comparison, "setting", None),
-        intervals=getattr(comparison, "intervals", None),
-    )
+def stored_result(result: Any) -> dict[str, Any]:
+    """A predict result held in memory as its summary.json holds it (`PredictResult.stored`), through the same JSON
+    text `PredictResult.write` writes, so a report from memory and one from the file are the same."""
+    from specagent.common import atomic
+
+    return json.loads(atomic.json_text(result.stored(), "the predict result"))
+
+
+def _missing_as_null(obj: Any) -> Any:
+    """NaN in a stored dict built by hand (`to_dict` writes null) as JSON's null: missing, never a number (the
+    report's checks then refuse a null wherever a value is required)."""
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {k: _missing_as_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_missing_as_null(v) for v in obj]
+    return obj
 
 
 def run_from_per_trajectory(frame: pd.DataFrame, source: str, assumptions: dict | None = None) -> Run:
@@ -318,8 +340,12 @@ def run_from_summary_json(doc: Mapping[str, Any], source: str, base: Path | None
     intervals = doc.get("intervals")
     if intervals is not None and not (isinstance(intervals, dict) and isinstance(intervals.get("intervals"), list)):
         raise ReportInputError(f"{source}: field 'intervals': expected an object with an 'intervals' list, got {type(intervals).__name__}")
+    line = _frame_from_records(doc["bottom_line"], "bottom_line", source) if doc.get("bottom_line") is not None else None
+    views = doc.get("views")
+    if views is not None and not isinstance(views, dict):
+        raise ReportInputError(f"{source}: field 'views': expected an object, got {type(views).__name__}")
     return Run(summary=summary, per_trajectory=per, assumptions=assumptions, workload=wl, source=source, scenario=scenario,
-               inputs=inputs, intervals=intervals, **phases)
+               inputs=inputs, intervals=intervals, bottom_line=line, views=views, **phases)
 
 
 def _trajectory_row(df: pd.DataFrame) -> Callable[[int], str]:
@@ -453,31 +479,49 @@ def load_results(paths: Iterable[str | Path]) -> ReportData:
     for i, r in enumerate(data.runs):
         if not r.workload:
             r.workload = Path(r.source).stem if r.source != "<memory>" else f"run {i + 1}"
+        for line in changed_inputs(r.inputs) if r.inputs else ():  # said by the command; the report reads the copies
+            if line not in data.input_changes:
+                data.input_changes.append(line)
     return data
 
 
+def _is_result(obj: Any) -> bool:
+    """The predict job's result (`simulator.jobs.predict.PredictResult`), recognised without importing the job."""
+    return hasattr(obj, "to_dict") and hasattr(obj, "comparison") and hasattr(obj, "bottom_line")
+
+
+def _runs_of(item: Any, data: ReportData, i: int) -> None:
+    """Add one item given to `as_report_data` (a result, its stored dict or a results path) to `data`."""
+    if _is_result(item):
+        data.runs.append(run_from_summary_json(stored_result(item), "<memory>"))
+    elif isinstance(item, Mapping) and "summary" in item:
+        from specagent.common import atomic
+
+        data.runs.append(run_from_summary_json(json.loads(atomic.json_text(_missing_as_null(dict(item)), "the predict result")),
+                                               "<memory>"))
+    else:
+        raise ReportInputError(f"cannot make a report from a {type(item).__name__}"
+                               f"{f' (item {i + 1})' if i >= 0 else ''}: pass the predict job's result "
+                               "(`simulator.jobs.predict.run`), the summary.json it writes (a path or its dict), or results paths")
+
+
 def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibration: pd.DataFrame | None = None,
-                   plan: pd.DataFrame | None = None, setting: Any = None, title: str | None = None,
+                   plan: pd.DataFrame | None = None, title: str | None = None,
                    latency: pd.DataFrame | None = None, sensitivity: dict | None = None) -> ReportData:
-    """Accept a Comparison, a list of Comparisons, paths, or a ReportData, plus optional tables."""
+    """Accept a predict result, its stored dict, results paths, a list of these, or a ReportData, plus optional tables."""
     if isinstance(results, ReportData):
         data = results
     elif isinstance(results, (str, Path)):
         data = load_results([results])
-    elif hasattr(results, "per_trajectory") and hasattr(results, "summary"):
-        data = ReportData(runs=[run_from_comparison(results)])
     elif isinstance(results, (list, tuple)):
-        data = ReportData()
         paths = [r for r in results if isinstance(r, (str, Path))]
-        if paths:
-            data = load_results(paths)
-        for r in results:
-            if hasattr(r, "per_trajectory") and hasattr(r, "summary"):
-                data.runs.append(run_from_comparison(r))
-            elif not isinstance(r, (str, Path)):
-                raise ReportInputError(f"cannot make a report from a {type(r).__name__}; pass a Comparison or results paths")
+        data = load_results(paths) if paths else ReportData()
+        for i, r in enumerate(results):
+            if not isinstance(r, (str, Path)):
+                _runs_of(r, data, i)
     else:
-        raise ReportInputError(f"cannot make a report from a {type(results).__name__}; pass a Comparison or results paths")
+        data = ReportData()
+        _runs_of(results, data, -1)
     for i, r in enumerate(data.runs):
         if not r.workload:
             r.workload = f"run {i + 1}" if len(data.runs) > 1 else "workload"
@@ -489,8 +533,6 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
         data.plan = plan_table(plan)
     if latency is not None:
         data.latency = latency_table(latency)
-    if setting is not None:
-        data.setting = setting
     if sensitivity is not None:
         data.sensitivity = sensitivity
     if title:
@@ -498,36 +540,41 @@ def as_report_data(results: Any, balance: pd.DataFrame | None = None, calibratio
     return data
 
 
-# ------------------------------------------------------------------ deployments
-def deployments(data: ReportData) -> tuple[Any, Any, str]:
-    """(weak, strong, weight_mode) of the first run; a deployment is None where unknown (an API Strong model,
-    or results that carry no scenario).
-
-    From the setting given with the results, else the run's own setting (in memory), else
-    the copies of its model configs and profiles the run stored (a profile edited since is
-    noted in `data.input_changes`, never re-priced), else, for a run stored without them,
-    the scenario's names loaded from disk (and a note saying so).
-    """
-    setting = data.setting
-    if setting is None and data.runs:
-        run = data.runs[0]
-        setting = run.setting
-        if setting is None and run.scenario is not None and run.inputs is not None:
-            try:
-                setting = setting_from_inputs(run.scenario, run.inputs, f"{run.source}: field 'inputs'")
-            except (InputsError, ScenarioError) as exc:
-                raise ReportInputError(str(exc)) from exc
-            for line in changed_inputs(run.inputs):
-                if line not in data.input_changes:
-                    data.input_changes.append(line)
-        elif setting is None and run.scenario is not None:
-            try:
-                setting = run.scenario.setting(fit_context=None)
-                data.notes.append(f"{run.source} stores no copies of its inputs (made before they were stored): "
-                                  "its deployments are priced from the profiles on disk today")
-            except ScenarioError as exc:
-                data.notes.append(f"{run.source}: its scenario's deployments cannot be loaded here ({exc})")
-    if setting is None:
-        mode = data.runs[0].assumptions.get("setting", {}).get("weight_mode") if data.runs else None
-        return None, None, str(mode or "union")
-    return setting.weak, None if setting.strong_is_api else setting.strong, setting.weight_mode
+# ------------------------------------------------------------------ the roofline's GPU
+def roofline_profile(data: ReportData) -> HardwareProfile:
+    """The GPU profile figure 5 is drawn on (`views.roofline.hardware` of the first run): its peak FLOP/s and bandwidth
+    are the roofline's axes. From the copy the run stored (a profile edited since is said in `data.input_changes`, never
+    read), else, for a run stored without copies, from disk today (and a note saying so)."""
+    run = data.runs[0]
+    hw_id = str((run.views or {}).get("roofline", {}).get("hardware", ""))
+    for role in ("strong", "weak"):
+        rec = ((run.inputs or {}).get(role) or {}).get("hardware")
+        if not isinstance(rec, Mapping):
+            continue
+        text, path = rec.get("text"), str(rec.get("path", ""))
+        if not isinstance(text, str) or sha256_text(text) != rec.get("sha256"):
+            raise ReportInputError(f"{run.source}: field 'inputs.{role}.hardware': the stored copy does not match its sha256 "
+                                   "(edited or damaged)")
+        try:
+            profile = parse_profile(tomllib.loads(text), path)
+        except (ValueError, HardwareProfileError) as exc:
+            raise ReportInputError(f"{run.source}: field 'inputs.{role}.hardware': {exc}") from exc
+        if profile.id == hw_id:
+            return profile
+    names = [str(getattr(getattr(run.scenario, role, None), "hardware", "")) for role in ("strong", "weak")] + [hw_id]
+    profile = None
+    for name in dict.fromkeys(n for n in names if n):  # the scenario's own names first (a path, an alias), then the id
+        try:
+            candidate = load_hardware(name)
+        except HardwareProfileError:
+            continue
+        if candidate.id == hw_id:
+            profile = candidate
+            break
+    if profile is None:
+        raise ReportInputError(f"{run.source}: the roofline's GPU '{hw_id}' has no stored copy and no profile here")
+    note = (f"{run.source} stores no copy of its GPU profile (made before they were stored): the roofline is drawn on "
+            f"{profile.path} as it is today")
+    if note not in data.notes:
+        data.notes.append(note)
+    return profile

@@ -74,15 +74,7 @@ def strategy_colors(strategies: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def _x_axis(df: pd.DataFrame) -> list:
-    """Strategy labels, grouped under workload names when there are several workloads."""
-    labels = [_wrap(x) for x in df["label"]]
-    if df["workload"].nunique() > 1:
-        return [df["workload"].tolist(), labels]
-    return labels
-
-
-def _wrap(label: str, width: int = 18) -> str:
+def wrap_label(label: str, width: int = 18) -> str:
     """Break a long strategy label into lines so tick labels stay readable."""
     words, lines, cur = str(label).split(" "), [], ""
     for w in words:
@@ -110,18 +102,48 @@ def _fmt_rel(v: float) -> str:
     return f"{v:.2f}×" if np.isfinite(v) else ""
 
 
+#: Pixels above a figure's title, left to plotly's toolbar (the modebar, shown on hover at the top right), so a long
+#: title or subtitle never runs under it.
+MODEBAR_ROOM = 30
+#: Characters per title and subtitle line: the report is read down to 800 px, where a figure is ~718 px wide.
+TITLE_CHARS = 72
+SUB_CHARS = 100
+
+
+def _lines(text: str, width: int) -> list[str]:
+    """Words of `text` in lines of at most `width` characters (a longer word alone on its line)."""
+    lines, cur = [], ""
+    for w in text.split():
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + [cur] if cur else lines
+
+
+def title_text(main: str, sub: str = "") -> str:
+    """A figure's title and its subtitle, each wrapped to fit an 800 px page (the report numbers the title)."""
+    out = "<br>".join(_lines(main, TITLE_CHARS))
+    if sub:
+        out += "".join(f"<br><sup>{line}</sup>" for line in _lines(sub, SUB_CHARS))
+    return out
+
+
 def finish_layout(fig: go.Figure, title: str, height: int = 480, top: int = 110, legend: str = "top", bottom: int = 60) -> go.Figure:
-    """Shared look: title at the top left; legend above the plot, below it (figures with subplot
-    titles) or to its right; white template."""
-    if "<br>" in title:
-        top += 22
+    """Shared look: title at the top left, below the toolbar's row; legend above the plot, below it (figures with
+    subplot titles) or to its right; white template. `top` is the room under the title's first line."""
+    extra = title.count("<br>")
+    top += MODEBAR_ROOM + 20 * extra
+    height += MODEBAR_ROOM + 20 * extra
     leg = {
         "top": dict(orientation="h", y=1.02, yanchor="bottom", x=0, xanchor="left"),
         "bottom": dict(orientation="h", y=0, yref="container", yanchor="bottom", x=0, xanchor="left"),
         "right": dict(orientation="v", y=1.0, yanchor="top", x=1.02, xanchor="left", font=dict(size=11)),
     }[legend]
     fig.update_layout(template=TEMPLATE, height=height, legend=leg,
-                      title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1.0, yanchor="top", pad=dict(t=14)),
+                      title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1.0, yanchor="top",
+                                 pad=dict(t=MODEBAR_ROOM + 20)),
                       margin=dict(l=70, r=10 if legend == "right" else 30, t=top, b=bottom))
     return fig
 
@@ -137,26 +159,42 @@ def _need(df: pd.DataFrame, cols: Sequence[str], figure: str) -> None:
 
 
 # ----------------------------------------------------------------------------- figure 1
+def _rows(df: pd.DataFrame) -> list[str]:
+    """One axis label per row of a horizontal chart: the strategy's label, wrapped, and its workload when several."""
+    many = df["workload"].nunique() > 1
+    return [wrap_label(str(lab), 24) + (f"<br><i>{_e_text(w)}</i>" if many else "") for lab, w in zip(df["label"], df["workload"])]
+
+
 def memory_reads_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -> go.Figure:
     """Figure 1: Strong-model HBM reads and total HBM reads (both models) per strategy, relative to Strong-only.
 
     Columns: strategy, label, workload (optional), strong_bytes_read_rel, total_bytes_read_rel. With
-    `intervals` (summary.json's), each bar carries its interval as an error bar.
+    `intervals` (summary.json's), each bar carries its interval as an error bar. Horizontal bars: the strategies'
+    names read at any page width, and each value is printed past its bar's error bar, never across it.
     """
     df = _summary_frame(summary)
     _need(df, ["strong_bytes_read_rel", "total_bytes_read_rel"], "Figure 1 (memory reads)")
-    x = _x_axis(df)
+    n = len(df)
     fig = go.Figure()
-    for col, name, color in (("strong_bytes_read_rel", "Strong model reads", "#e6550d"),
-                             ("total_bytes_read_rel", "Total reads (Weak + Strong)", "#3182bd")):
+    right = 1.0
+    for off, (col, name, color) in ((-0.2, ("strong_bytes_read_rel", "Strong model reads", "#e6550d")),
+                                    (0.2, ("total_bytes_read_rel", "Total reads (Weak + Strong)", "#3182bd"))):
         v = df[col].astype(float).to_numpy()
-        fig.add_bar(x=x, y=v, name=name, marker_color=color, text=[_fmt_rel(a) for a in v], textposition="outside",
-                    error_y=_bar_intervals(intervals, df["strategy"], col, v),
-                    hovertemplate="%{x}<br>" + name + ": %{y:.3f}× Strong-only<extra></extra>")
-    fig.add_hline(y=1.0, line_dash="dot", line_color="#444", annotation_text="Strong-only = 1", annotation_position="top right")
-    fig.update_layout(barmode="group", yaxis_title="HBM bytes read ÷ Strong-only", xaxis_title="strategy", xaxis_tickangle=0)
-    fig.update_yaxes(rangemode="tozero")
-    return finish_layout(fig, "1 · HBM memory reads relative to Strong-only (lower is better)" + _bars_note(intervals), height=560)
+        err = _bar_intervals(intervals, df["strategy"], col, v)
+        y = np.arange(n) + off
+        fig.add_bar(y=y, x=v, orientation="h", width=0.38, name=name, marker_color=color, error_x=err,
+                    customdata=df["label"], hovertemplate="%{customdata}<br>" + name + ": %{x:.3f}× Strong-only<extra></extra>")
+        ends = v + (np.asarray(err["array"]) if err else 0.0)
+        right = max(right, float(np.nanmax(ends)))
+        fig.add_scatter(y=y, x=ends, mode="text", text=[f" {_fmt_rel(a)}" for a in v], textposition="middle right",
+                        textfont=dict(size=11, color="#333"), showlegend=False, hoverinfo="skip", cliponaxis=False)
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
+    fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(dash="dot", color="#444"), name="Strong-only = 1")
+    fig.update_layout(barmode="overlay", xaxis_title="HBM bytes read ÷ Strong-only", bargap=0.2)
+    fig.update_xaxes(range=[0, right * 1.16])
+    fig.update_yaxes(tickvals=list(range(n)), ticktext=_rows(df), autorange="reversed", title_text="strategy")
+    return finish_layout(fig, title_text("HBM memory reads relative to Strong-only (shorter is better)", _bars_sub(intervals)),
+                   height=170 + 46 * max(n, 3), top=40, legend="bottom", bottom=100)
 
 
 def _bar_intervals(intervals: Mapping | None, strategies: Iterable[str], metric: str, points: Sequence[float]) -> dict | None:
@@ -170,12 +208,12 @@ def _bar_intervals(intervals: Mapping | None, strategies: Iterable[str], metric:
     return dict(type="data", symmetric=False, array=hi, arrayminus=lo, thickness=1.2, width=4, color="#222")
 
 
-def _bars_note(intervals: Mapping | None) -> str:
-    """The subtitle that says what a figure's error bars are."""
+def _bars_sub(intervals: Mapping | None) -> str:
+    """The subtitle that says what a figure's error bars are ('' without intervals)."""
     if not (intervals and intervals.get("intervals")):
         return ""
-    return (f"<br><sup>bars: {float(intervals.get('level', 0)):.0%} intervals over "
-            f"{_e_text(intervals.get('includes', 'the acceptance parameters'))}</sup>")
+    return (f"bars: {float(intervals.get('level', 0)):.0%} intervals over "
+            f"{_e_text(intervals.get('includes', 'the acceptance parameters'))}")
 
 
 # ----------------------------------------------------------------------------- bottom line
@@ -201,9 +239,9 @@ def bottom_line_figure(line: pd.DataFrame, ranges: pd.DataFrame | None = None, l
 
     keys = [str(s) for s in line.index]
     colors = strategy_colors(keys)
-    names = [_wrap(str((labels or {}).get(k, k))) for k in keys]
+    names = [wrap_label(str((labels or {}).get(k, k))) for k in keys]
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("Seconds per task (model time + tool and user waits)", "Dollars per task"))
+                        subplot_titles=("Seconds per task (model + waits)", "Dollars per task"))
     model = line["model_s_per_task"].to_numpy(dtype=float)
     env = line["env_s_per_task"].to_numpy(dtype=float)
     wall = line["wall_s_per_task"].to_numpy(dtype=float)
@@ -226,8 +264,8 @@ def bottom_line_figure(line: pd.DataFrame, ranges: pd.DataFrame | None = None, l
     fig.update_xaxes(title_text="$ per task", rangemode="tozero", row=1, col=2)
     sub = (f"bars: {level:.0%} intervals over {_e_text(includes or 'the drawn sources')}" if lohi and level
            else "no intervals were drawn for this run: points only")
-    return finish_layout(fig, f"Time and cost per task (shorter is better)<br><sup>{sub}</sup>",
-                   height=200 + 52 * max(len(keys), 3), top=100, legend="bottom", bottom=100)
+    return finish_layout(fig, title_text("Time and cost per task (shorter is better)", sub),
+                   height=200 + 52 * max(len(keys), 3), top=80, legend="bottom", bottom=100)
 
 
 # ----------------------------------------------------------------------------- figure 2
@@ -241,13 +279,48 @@ def _error_bars(intervals: Mapping | None, strategy: str, metric: str, point: fl
     return None
 
 
+def _ends(intervals: Mapping | None, strategy: str, metric: str) -> tuple[float, float] | None:
+    """(low, high) of one point's interval from summary.json's `intervals` rows, or None."""
+    for r in (intervals or {}).get("intervals") or []:
+        if r.get("strategy") == strategy and r.get("metric") == metric:
+            return float(r["low"]), float(r["high"])
+    return None
+
+
+#: Plot-area widths (px) a report figure has between an 800 px and a 1280 px page (the report's CSS: 1280 px main,
+#: 32 px padding, the figure's 8 px padding and border), less a figure's 70 + 30 px side margins.
+PLOT_WIDTHS = (600.0, 618.0, 1098.0)
+
+
+def _labelled(fig: go.Figure, rows: list[tuple[float, float, str, str, tuple | None, tuple | None]],
+              x_range: tuple[float, float], y_range: tuple[float, float], plot_height: float, widths: Sequence[float],
+              xref: str = "x", yref: str = "y") -> None:
+    """Each point's name as an annotation where it overlaps no other name, marker or error bar (reports.labels)."""
+    from specagent.reports.labels import Point, place_labels
+
+    pts = [Point(x, y, text, xe, ye) for x, y, text, _, xe, ye in rows]
+    for (x, y, text, color, _, _), at in zip(rows, place_labels(pts, x_range, y_range, widths, plot_height)):
+        far = abs(at.dx) > 60 or abs(at.dy) > 30
+        fig.add_annotation(x=x, y=y, xref=xref, yref=yref, text=text, ax=at.dx, ay=at.dy, axref="pixel", ayref="pixel",
+                           showarrow=True, arrowhead=0, arrowwidth=0.8, arrowcolor=color if far else "rgba(0,0,0,0)",
+                           standoff=8, font=dict(size=11, color=color), bgcolor="rgba(255,255,255,0.85)", borderpad=1)
+
+
+def _span(values: Iterable[float], pad: float = 0.08) -> tuple[float, float]:
+    v = [float(a) for a in values if np.isfinite(a)]
+    lo, hi = min(v), max(v)
+    d = (hi - lo) or max(abs(hi), 1.0) * 0.2
+    return lo - pad * d, hi + pad * d
+
+
 def operating_points_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -> go.Figure:
     """Figure 2: each strategy's memory traffic and wall time (x) against measured success (y).
 
     Columns: strategy, label, workload, total_bytes_read_rel, wall_time_s_rel and, when
     quality was measured, measured_success (0..1). Without measured success, quality is not
     invented: the figure plots memory traffic against wall time instead and says so. With
-    `intervals` (summary.json's), each point carries its intervals as error bars.
+    `intervals` (summary.json's), each point carries its intervals as error bars. Each point is named beside it, where
+    the name overlaps no other (reports.labels); the legend gives each name's strategy.
     """
     df = _summary_frame(summary)
     _need(df, ["total_bytes_read_rel", "wall_time_s_rel"], "Figure 2 (operating points)")
@@ -257,42 +330,66 @@ def operating_points_figure(summary: pd.DataFrame, intervals: Mapping | None = N
     sym = {w: symbols[i % len(symbols)] for i, w in enumerate(workloads)}
     has_quality = "measured_success" in df.columns and df["measured_success"].notna().any()
     if has_quality:
-        q = df[df["measured_success"].notna()]
-        fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
-                            subplot_titles=("Memory traffic (HBM reads) ÷ Strong-only", "Wall time ÷ Strong-only"))
-        for c, col in enumerate(("total_bytes_read_rel", "wall_time_s_rel"), start=1):
-            for _, r in q.iterrows():
-                name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
-                fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers+text", name=name, legendgroup=name,
-                                showlegend=c == 1, text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10),
-                                marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
-                                hovertemplate=f"{name}<br>%{{x:.3f}}× Strong-only<br>success %{{y:.3f}}<extra></extra>",
-                                row=1, col=c)
-            fig.add_vline(x=1.0, line_dash="dot", line_color="#444", row=1, col=c)
-        fig.update_yaxes(title_text="measured success rate", row=1, col=1)
-        title = "2 · Operating points: cost relative to Strong-only vs measured quality (upper left is better)"
-        missing = list(dict.fromkeys(df[df["measured_success"].isna()]["label"]))
-        if missing:
-            title += f"<br><sup>{len(missing)} strateg{'y' if len(missing) == 1 else 'ies'} without measured success not shown</sup>"
-        return finish_layout(fig, title, height=560, top=80, legend="bottom", bottom=110)
+        return _quality_points(df, colors, sym, workloads)
+    height = 560
     fig = go.Figure()
+    rows = []
     for _, r in df.iterrows():
-        name = r["label"] + (f" · {r['workload']}" if len(workloads) > 1 else "")
-        # each point labelled with its strategy (nine colours alone are slow to match to a legend)
-        fig.add_scatter(x=[r["total_bytes_read_rel"]], y=[r["wall_time_s_rel"]], mode="markers+text", name=name,
-                        error_x=_error_bars(intervals, r["strategy"], "total_bytes_read_rel", float(r["total_bytes_read_rel"])),
-                        error_y=_error_bars(intervals, r["strategy"], "wall_time_s_rel", float(r["wall_time_s_rel"])),
-                        text=[str(r["strategy"])], textposition="top center", textfont=dict(size=10, color=colors[r["strategy"]]),
-                        marker=dict(size=13, color=colors[r["strategy"]], symbol=sym[r["workload"]]),
+        name = f"{r['strategy']}: {r['label']}" + (f" · {r['workload']}" if len(workloads) > 1 else "")
+        s, x, y = str(r["strategy"]), float(r["total_bytes_read_rel"]), float(r["wall_time_s_rel"])
+        xe, ye = _ends(intervals, s, "total_bytes_read_rel"), _ends(intervals, s, "wall_time_s_rel")
+        fig.add_scatter(x=[x], y=[y], mode="markers", name=name,
+                        error_x=_error_bars(intervals, s, "total_bytes_read_rel", x),
+                        error_y=_error_bars(intervals, s, "wall_time_s_rel", y),
+                        marker=dict(size=13, color=colors[s], symbol=sym[r["workload"]]),
                         hovertemplate=f"{name}<br>memory %{{x:.3f}}×<br>wall time %{{y:.3f}}×<extra></extra>")
+        rows.append((x, y, s, colors[s], xe, ye))
+    xr = _span([1.0] + [v for x, _, _, _, xe, _ in rows for v in (x, *(xe or ()))])
+    yr = _span([1.0] + [v for _, y, _, _, _, ye in rows for v in (y, *(ye or ()))])
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
     fig.add_hline(y=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(xaxis_title="Memory traffic (HBM reads) ÷ Strong-only", yaxis_title="Wall time ÷ Strong-only")
-    bars = (f"; bars: {float(intervals.get('level', 0)):.0%} intervals over {_e_text(intervals.get('includes', 'the acceptance parameters'))}"
-            if intervals and intervals.get("intervals") else "")
-    return finish_layout(fig, "2 · Operating points relative to Strong-only (lower left is better)"
-                   f"<br><sup>quality not shown: no measured success rates were supplied, and none are invented{bars}</sup>",
-                   height=560, top=150)
+    fig.update_xaxes(range=list(xr))
+    fig.update_yaxes(range=list(yr))
+    bars = _bars_sub(intervals)
+    title = title_text("Operating points relative to Strong-only (lower left is better)",
+                       "quality not shown: no measured success rates were supplied, and none are invented"
+                       + (f"; {bars}" if bars else ""))
+    legend_rows = (len(rows) + 1) // 2 + 1  # two names a row at 800 px
+    bottom = 60 + 21 * legend_rows
+    top = 40
+    _labelled(fig, rows, xr, yr, height - top - 60, PLOT_WIDTHS)
+    out = finish_layout(fig, title, height=height + 21 * legend_rows, top=top, legend="bottom", bottom=bottom)
+    return out
+
+
+def _quality_points(df: pd.DataFrame, colors: Mapping[str, str], sym: Mapping[str, str], workloads: list) -> go.Figure:
+    """Figure 2 with measured quality: memory and wall time (one panel each) against the measured success rate."""
+    q = df[df["measured_success"].notna()]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
+                        subplot_titles=("Memory traffic ÷ Strong-only", "Wall time ÷ Strong-only"))
+    yr = _span(q["measured_success"].astype(float).tolist(), pad=0.3)
+    height = 560
+    for c, col in enumerate(("total_bytes_read_rel", "wall_time_s_rel"), start=1):
+        rows = []
+        for _, r in q.iterrows():
+            name = f"{r['strategy']}: {r['label']}" + (f" · {r['workload']}" if len(workloads) > 1 else "")
+            s = str(r["strategy"])
+            fig.add_scatter(x=[r[col]], y=[r["measured_success"]], mode="markers", name=name, legendgroup=name,
+                            showlegend=c == 1, marker=dict(size=13, color=colors[s], symbol=sym[r["workload"]]),
+                            hovertemplate=f"{name}<br>%{{x:.3f}}× Strong-only<br>success %{{y:.3f}}<extra></extra>",
+                            row=1, col=c)
+            rows.append((float(r[col]), float(r["measured_success"]), s, colors[s], None, None))
+        xr = _span([1.0] + [x for x, *_ in rows])
+        fig.add_vline(x=1.0, line_dash="dot", line_color="#444", row=1, col=c)
+        fig.update_xaxes(range=list(xr), row=1, col=c)
+        _labelled(fig, rows, xr, yr, height - 200, [w * 0.47 for w in PLOT_WIDTHS], xref="x" if c == 1 else "x2",
+                  yref="y" if c == 1 else "y2")
+    fig.update_yaxes(title_text="measured success rate", range=list(yr), row=1, col=1)
+    missing = list(dict.fromkeys(df[df["measured_success"].isna()]["label"]))
+    sub = (f"{len(missing)} strateg{'y' if len(missing) == 1 else 'ies'} without measured success not shown" if missing else "")
+    title = title_text("Operating points: cost relative to Strong-only vs measured quality (upper left is better)", sub)
+    return finish_layout(fig, title, height=height, top=80, legend="bottom", bottom=110)
 
 
 def _e_text(x: object) -> str:
@@ -314,24 +411,31 @@ def agent_time_figure(summary: pd.DataFrame, intervals: Mapping | None = None) -
     wall = float(base["wall_time_s"].iloc[0])
     if wall <= 0:
         raise FigureNotSupported("Agent vs environment time: Strong-only's wall time is zero")
-    y = _x_axis(df)
+    y = _rows(df)
     fig = go.Figure()
     total = df["wall_time_s"].astype(float).to_numpy() / wall
+    waits = df["env_wall_time_s"].astype(float).to_numpy() / wall
+    same = len({f"{w:.3f}" for w in waits}) == 1  # one workload: the same waits (to the printed digit) under every strategy
     for col, name, color in (("model_wall_time_s", "model time (Weak + Strong)", "#3182bd"),
                              ("env_wall_time_s", "tool and user waits", "#bdbdbd")):
         v = df[col].astype(float).to_numpy() / wall
         # the interval is the wall ratio's, so it sits on the stack's end (the waits' segment)
         err = _bar_intervals(intervals, df["strategy"], "wall_time_s_rel", total) if col == "env_wall_time_s" else None
-        fig.add_bar(y=y, x=v, orientation="h", name=name, marker_color=color, text=[_fmt_rel(a) for a in v],
-                    textposition="inside", error_x=err,
+        if col == "env_wall_time_s" and same:  # said once, in the legend, not on every bar
+            name, text = f"tool and user waits: {waits[0]:.3f} of Strong-only's wall, under every strategy", None
+        else:
+            text = [_fmt_rel(a) for a in v]
+        fig.add_bar(y=y, x=v, orientation="h", name=name, marker_color=color, text=text, textposition="inside",
+                    insidetextanchor="start", error_x=err,
                     hovertemplate="%{y}<br>" + name + ": %{x:.3f}× Strong-only wall time<extra></extra>")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#444")
     fig.update_layout(barmode="stack", xaxis_title="÷ Strong-only's wall time", yaxis_title="strategy", bargap=0.25)
     fig.update_yaxes(autorange="reversed")
-    bars = _bars_note(intervals).replace("<br><sup>", "; ").replace("</sup>", "")
-    return finish_layout(fig, "Agent time vs environment time, relative to Strong-only's wall time"
-                   f"<br><sup>a strategy changes model time only; tool and user waits are the workload's{bars}</sup>",
-                   height=200 + 52 * max(len(df), 3), top=90, legend="bottom", bottom=100)
+    bars = _bars_sub(intervals)
+    return finish_layout(fig, title_text("Agent time vs environment time, relative to Strong-only's wall time",
+                                   "a strategy changes model time only; tool and user waits are the workload's"
+                                   + (f"; {bars}" if bars else "")),
+                   height=200 + 52 * max(len(df), 3), top=60, legend="bottom", bottom=100)
 
 
 # ----------------------------------------------------------------------------- figure 3
@@ -344,8 +448,8 @@ def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phas
     ``phase_split``); a column ``workload`` may select between benchmarks. Bars of one
     strategy sum to its total relative to Strong-only's total of that metric.
     """
-    panels = (("FLOPs", phase_flops), ("HBM bytes read", phase_bytes), ("Time (sum of phases)", phase_time))
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=[p[0] for p in panels])
+    panels = (("FLOPs", phase_flops), ("HBM bytes read", phase_bytes), ("Time", phase_time))
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.05, subplot_titles=[p[0] for p in panels])
     labels = dict(labels or {})
     shown: set[str] = set()
     n_rows = 0
@@ -362,7 +466,7 @@ def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phas
         if base <= 0:
             raise FigureNotSupported(f"Figure 3 (phase costs): '{baseline}' total is zero")
         rel = f / base
-        y = [labels.get(s, s) for s in rel.index]
+        y = [wrap_label(labels.get(s, s)) for s in rel.index]
         n_rows = len(y)
         for group in PHASE_LABELS:
             if group not in rel.columns or not (rel[group] > 0).any():
@@ -377,10 +481,9 @@ def phase_cost_figure(phase_flops: pd.DataFrame, phase_bytes: pd.DataFrame, phas
     fig.update_layout(barmode="stack", bargap=0.25)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_yaxes(title_text="strategy", row=1, col=1)
-    title = "3 · Cost by phase relative to Strong-only (bars sum to each strategy's total)"
-    if workload:
-        title += f" · {workload}"
-    return finish_layout(fig, title, height=260 + 36 * max(n_rows, 3), top=80, legend="bottom", bottom=150)
+    title = title_text("Cost by phase relative to Strong-only" + (f" · {workload}" if workload else ""),
+                       "bars sum to each strategy's total; time is the sum of the phases, waits included")
+    return finish_layout(fig, title, height=300 + 44 * max(n_rows, 3), top=80, legend="bottom", bottom=170)
 
 
 # ----------------------------------------------------------------------------- figure 4
@@ -395,7 +498,7 @@ def _zero_crossing(x: np.ndarray, y: np.ndarray) -> float | None:
 
 def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
                    balance_batches: Mapping[str, float | None] | None = None, note: str = "",
-                   saving_axis: str = "SpecAgent saving vs Strong-only (%)") -> go.Figure:
+                   saving_axis: str = "saving vs Strong-only (%)") -> go.Figure:
     """Figure 4: SpecAgent's time and memory saving against the Strong replica's mean decode batch.
 
     Columns: hardware, strong_mean_decode_batch, time_saving, memory_saving (fractions:
@@ -444,10 +547,8 @@ def balance_figure(balance: pd.DataFrame, source: str = "fleet study",
     fig.update_xaxes(type="log", title_text="Strong replica's mean decode batch",
                      range=[np.log10(xs.min()) - 0.05, np.log10(xs.max()) + 0.05])
     fig.update_yaxes(title_text=saving_axis, ticksuffix="%")
-    title = f"4 · Saving against the Strong replica's decode batch (from the {source})"
-    if note:
-        title += f"<br><sup>{note}</sup>"
-    return finish_layout(fig, title, height=540)
+    return finish_layout(fig, title_text("Saving against the Strong replica's decode batch", f"from the {source}"
+                                   + (f"; {note}" if note else "")), height=540, top=90)
 
 
 # ----------------------------------------------------------------------------- figure 5
@@ -568,8 +669,10 @@ def roofline_figure(profile, points: pd.DataFrame, efficiencies: bool = True,
                         hovertemplate=f"{name}<br>%{{x:.2f}} FLOP/B<br>%{{y:.2f}} TFLOP/s per GPU<extra></extra>")
     fig.update_xaxes(type="log", title_text="Arithmetic intensity (FLOP per HBM byte)", range=[np.log10(lo), np.log10(hi)])
     fig.update_yaxes(type="log", title_text="Achieved TFLOP/s per GPU")
-    return finish_layout(fig, f"5 · Roofline of {profile.name} with each phase's operating point (aggregate over the run)",
-                   height=620, top=70, legend="right")
+    rows = (len(fig.data) + 1) // 2  # the legend below the plot, two entries a row at 800 px
+    return finish_layout(fig, title_text(f"Roofline of {profile.name} with each phase's operating point",
+                                   "aggregate over the run"), height=560 + 21 * rows, top=60, legend="bottom",
+                   bottom=70 + 21 * rows)
 
 
 # ----------------------------------------------------------------------------- figure 6
@@ -586,7 +689,7 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
     err = 100.0 * (pred - meas) / meas
     mape = float(np.mean(np.abs(err)))
     fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.1,
-                        subplot_titles=("Predicted vs measured (log-log)", "Error per point: (predicted − measured) ÷ measured"))
+                        subplot_titles=("Predicted vs measured (log-log)", "Error per point (pred − meas) ÷ meas"))
     names = df["point"].astype(str).tolist()
     fig.add_scatter(x=meas, y=pred, mode="markers", name="held-out points", text=names, marker=dict(size=9, color="#3182bd"),
                     hovertemplate="%{text}<br>measured %{x:.4g} s<br>predicted %{y:.4g} s<extra></extra>", row=1, col=1)
@@ -602,7 +705,8 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(type="log", title_text="predicted (s)", row=1, col=1)
     fig.update_yaxes(title_text="error (%)", ticksuffix="%", row=1, col=2)
     fig.update_xaxes(tickangle=-40, title_text="pass", row=1, col=2)
-    return finish_layout(fig, f"6 · Calibration: predicted vs measured pass times — MAPE {mape:.1f}% over {len(df)} points", height=560, top=80, legend="bottom", bottom=140)
+    return finish_layout(fig, title_text("Calibration: predicted vs measured pass times",
+                                   f"MAPE {mape:.1f}% over {len(df)} points"), height=560, top=80, legend="bottom", bottom=140)
 
 
 # ----------------------------------------------------------------------------- figure 7
@@ -636,10 +740,8 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
     fig.update_xaxes(title_text="strategy")
     if not rate and "rate" in df.columns and df["rate"].nunique() == 1:
         rate = f"{df['rate'].iloc[0]}"
-    title = "7 · Capacity plan: cheapest fleet meeting the SLO, per strategy"
-    if rate:
-        title += f" (rate {rate})"
-    return finish_layout(fig, title, height=480, top=80)
+    return finish_layout(fig, title_text("Capacity plan: cheapest fleet meeting the SLO, per strategy",
+                                   f"rate {rate}" if rate else ""), height=480, top=80)
 
 
 def log_ticks(lo: float, hi: float, prefix: str = "", suffix: str = "") -> tuple[list[float], list[str]]:
@@ -670,12 +772,13 @@ def _pool_shape(r: pd.Series) -> str:
 
 
 def _capacity_curve(df: pd.DataFrame) -> go.Figure:
-    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point names the GPU type
-    that won at that rate (its marker) and the fleet's shape (hover)."""
+    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point's marker is the GPU
+    type that won at that rate (named in the legend; a printed name fell on the other strategy's markers) and its hover
+    the fleet's shape."""
     colors = strategy_colors(df["strategy"].unique())
     panels = [("usd_per_hour", "$ per hour", "$/hour", "$"), ("usd_per_task", "$ per task", "$/task", "$"), ("gpus", "GPUs", "GPUs", "")]
     panels = [p for p in panels if p[0] in df.columns]
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.13)
     gpu_of = (df["strong_gpu"].astype(str) if "strong_gpu" in df.columns else pd.Series([""] * len(df), index=df.index))
     symbols = {g: sym for g, sym in zip(dict.fromkeys(gpu_of), ("circle", "diamond", "square", "triangle-up", "x", "star"))}
     for strat, g in df.sort_values("rate").groupby("strategy", sort=False):
@@ -685,19 +788,22 @@ def _capacity_curve(df: pd.DataFrame) -> go.Figure:
         gpus = gpu_of.loc[g.index].tolist()
         for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
             fmt = {"usd_per_hour": "$%{y:,.2f}/hour", "usd_per_task": "$%{y:,.4f}/task", "gpus": "%{y:,.0f} GPUs"}[ycol]
-            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers+text" if col == 1 else "lines+markers",
+            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers",
                             name=name, legendgroup=str(strat), showlegend=col == 1, line=dict(color=colors[strat]),
-                            marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9),
-                            text=[str(v).replace("_sxm", "") for v in gpus] if col == 1 else None, textposition="top center",
-                            textfont=dict(size=10, color=colors[strat]), customdata=shapes,
+                            marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9), customdata=shapes,
                             hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<br>%{{customdata}}<extra></extra>", row=1, col=col)
+    for gpu, sym in symbols.items():  # what each marker means, once
+        if gpu:
+            fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(symbol=sym, size=9, color="#666"),
+                            name=f"Strong GPU: {gpu}", row=1, col=1)
     xv, xt = log_ticks(df["rate"].min(), df["rate"].max())
     fig.update_xaxes(type="log", title_text="arrival rate (tasks/s)", tickvals=xv, ticktext=xt)
     for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
         y = pd.to_numeric(df[ycol], errors="coerce")
         yv, yt = log_ticks(y[y > 0].min() if (y > 0).any() else 1, y.max() if (y > 0).any() else 10, prefix)
         fig.update_yaxes(type="log", title_text=unit, tickvals=yv, ticktext=yt, row=1, col=col)
-    return finish_layout(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy "
-                        "(labels: the GPU type that won; hover: the fleet)", height=520, top=80, legend="bottom", bottom=110)
+    return finish_layout(fig, title_text("Capacity curve: the cheapest fleet meeting the SLO against the arrival rate",
+                                   "one line per strategy; marker: the Strong GPU type that won; hover: the fleet"),
+                   height=520, top=80, legend="bottom", bottom=110)
 
 
