@@ -177,8 +177,8 @@ def _register() -> bool:
 
 
 def test_a_narrow_terminal_gets_every_cell_whole(small, tmp_path):
-    r = _cli(["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "-o", str(tmp_path / "o")],
-             env={"COLUMNS": "40"})
+    r = _cli(["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "-o", str(tmp_path / "o"),
+              "--details"], env={"COLUMNS": "40"})  # the ratio table is among the details
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     text = r.stdout.decode()
     assert "(table" in text and "its lines wrap" in text  # said, not silently cropped

@@ -125,8 +125,12 @@ def test_stage_runs_layout_matches_pyproject_and_imports_without_site_packages(t
     layout = offline.package_layout()
     assert layout["specagent.common"] == ROOT / "common" and layout["specagent.cli"] == ROOT / "specagent" / "cli"
     dest = offline.stage(tmp_path / "stage")
-    for pkg in layout:
-        assert (dest.joinpath(*pkg.split(".")) / "__init__.py").is_file(), pkg
+    for pkg, src in layout.items():  # a code package with its __init__, a data folder (no Python) with its files
+        staged = dest.joinpath(*pkg.split("."))
+        if (src / "__init__.py").is_file():
+            assert (staged / "__init__.py").is_file(), pkg
+        else:
+            assert sorted(p.name for p in staged.iterdir()) == sorted(p.name for p in src.iterdir()), pkg
     assert not list(dest.rglob("__pycache__")) and not list(dest.rglob("*.so"))
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import specagent.hardware.serving_engine as e; "
             "assert e.__file__.startswith(sys.argv[1]), e.__file__; print(e.load_engine('vllm').id)")

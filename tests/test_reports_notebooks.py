@@ -37,10 +37,20 @@ def test_notebook_is_stored_with_the_outputs_of_its_current_code(name):
 
 
 def printed_text(nb) -> list[str]:
-    """What a reader sees as text: streams and plain-text results, cell by cell."""
-    return [o.text if o.output_type == "stream" else o["data"]["text/plain"]
-            for c in nb.cells if c.cell_type == "code" for o in c.outputs
-            if o.output_type == "stream" or "text/plain" in o.get("data", {})]
+    """What a reader sees as text: streams and plain-text results, cell by cell; a cell's consecutive chunks of one
+    stream joined (where the kernel splits a flush depends on timing, not on what was printed)."""
+    texts: list[str] = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        last = None
+        for o in c.outputs:
+            if o.output_type == "stream" and last == o.name:
+                texts[-1] += o.text
+            elif o.output_type == "stream" or "text/plain" in o.get("data", {}):
+                texts.append(o.text if o.output_type == "stream" else o["data"]["text/plain"])
+            last = o.name if o.output_type == "stream" else None
+    return texts
 
 
 # notebook 2 times forward passes on this CPU: its printed numbers are measurements and differ run to run

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specagent.common.paths import check_input_file
+from specagent.simulator.parallel import MAX_WORKERS
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
 from specagent.traces.errors import Repair, SkippedRecord
 from specagent.traces.importers import IMPORTERS, ImportOptions, by_name, detect
@@ -43,8 +45,11 @@ class ImportRequest(Request):
                 by_name(self.format)
             except ValueError:
                 raise JobError(f"expected one of {', '.join(i.name for i in IMPORTERS)}, got {self.format!r}", "format") from None
-        if self.workers < 0:
-            raise JobError(f"expected a number of processes >= 0 (0: one per core), got {self.workers}", "workers")
+        for f in self.files:  # a FIFO, folder or symlink loop named as one, before any importer opens it
+            check_input_file(f, JobError, "agent log")
+        if not 0 <= self.workers <= MAX_WORKERS:
+            raise JobError(f"expected a number of processes in [0, {MAX_WORKERS:,}] (0: one per core), got {self.workers}",
+                           "workers")
 
 
 @dataclass

@@ -568,11 +568,12 @@ def run(request: SweepRequest, out: str | Path | None = None, progress: Progress
     except OSError as exc:
         raise atomic.output_error(cells_dir, exc) from exc
     try:
-        fixed = {**config.fixed(), "inputs": config.inputs()}
-        return _run_locked(config, folder, fixed, config.cells(), stop_after, on_done, progress)
-    except SweepCellError as exc:
-        raise SweepCellError(f"{request.config}: {exc}" if request.config is not None else str(exc)) from exc
-    except BaseException:
+        try:
+            fixed = {**config.fixed(), "inputs": config.inputs()}
+            return _run_locked(config, folder, fixed, config.cells(), stop_after, on_done, progress)
+        except SweepCellError as exc:
+            raise SweepCellError(f"{request.config}: {exc}" if request.config is not None else str(exc)) from exc
+    except BaseException:  # the renamed cell error too: a sibling `except` would not see it
         if created and not any(cells_dir.glob("*.parquet")):  # a folder this run made and no cell finished: leave nothing
             (folder / "config.json").unlink(missing_ok=True)
             atomic.remove_folders(created)

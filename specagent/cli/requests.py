@@ -142,18 +142,19 @@ def fail_job(request_type: type[Request], exc: BaseException) -> NoReturn:
 
 
 def _values(fl: JobFlag, v: Any) -> Any:
-    """A flag's value as its field takes it: a repeated flag's items, each comma list split (its empty parts left out;
-    files as given, a file name may hold a comma), an item given empty kept as '' for the job to refuse (`--price ""`
-    is a slip, not "no prices"), each converted to the field's item type; not given, the field's default."""
+    """A flag's value as its field takes it: a repeated flag's items, each comma list split (names: its empty parts
+    left out, an item given empty kept as '' for the job to refuse, `--price ""` is a slip, not "no prices"; numbers:
+    an empty part refused, '0.5,,2' lost a number; files as given, a file name may hold a comma), each converted to
+    the field's item type; not given, the field's default."""
     if not fl.repeated:
         return v
     if not v:
         return fl.default
     if fl.item is Path:
         return tuple(Path(p) for p in v)
-    parts = [p for item in v for p in ([q.strip() for q in str(item).split(",") if q.strip()] or [""])]
     if fl.item is str:
-        return tuple(parts)
+        return tuple(p for item in v for p in ([q.strip() for q in str(item).split(",") if q.strip()] or [""]))
+    parts = [q.strip() for item in v for q in str(item).split(",")]  # '0.5,,2': a lost number, refused
     try:
         return tuple(fl.item(p) for p in parts)
     except ValueError:

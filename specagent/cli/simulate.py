@@ -323,7 +323,7 @@ def predict(
     GPU-seconds by pool, dollars), then the ratios; every assumption is printed with the
     results, and summary.json carries the whole scenario (`--scenario` reads it back).
     """
-    fmt = _predict_format(fmt, as_json, brief and details, phases, details, quiet)
+    fmt = _predict_format(fmt, as_json, brief, phases, details, quiet)
     table = fmt == "table" and not quiet
     _guard_predict(request, out, report)
     result = run_job(predict_job, request, show=table, workload=load_workload(request.scenario, show=table, provenance=request.provenance))
@@ -337,11 +337,12 @@ def predict(
         _show_predict(result, fmt, phases=phases, details=details, out=out, report=report)
 
 
-def _predict_format(fmt: str, as_json: bool, brief_and_details: bool, phases: bool, details: bool, quiet: bool) -> str:
+def _predict_format(fmt: str, as_json: bool, brief: bool, phases: bool, details: bool, quiet: bool) -> str:
     """--format/--json, and the combinations that would lose what was asked for."""
     fmt = check_format(fmt, as_json)
-    if brief_and_details:
-        fail("--brief and --details: not both (--brief prints the answer only; --details every table before it)")
+    if brief and (details or phases):
+        fail(f"--brief and {'--details' if details else '--phases'}: not both (--brief prints the answer only; "
+             f"{'--details every table' if details else 'the phase tables are printed'} before it)")
     if phases and not details and fmt == "table" and not quiet:  # the phase tables are among the details
         fail("--phases needs --details (the phase tables are printed with the other tables, before the answer)")
     if quiet and fmt != "table":

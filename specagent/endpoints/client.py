@@ -411,6 +411,9 @@ class ChatClient:
                     reason, last = "connect", f"cannot connect ({one_line(exc, secrets=secrets)})"
                 except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
                     reason, last = "broken_body", f"the connection broke mid-answer ({one_line(exc, secrets=secrets)})"
+                except httpx.WriteError as exc:  # closed before the request was all sent: on a loaded machine, a close
+                    reason, last = "broken_body", ("the connection broke mid-answer (closed while the request was sent: "
+                                                   f"{one_line(exc, secrets=secrets)})")
                 except httpx.HTTPError as exc:
                     reason, last = "http", one_line(exc, secrets=secrets)
                 else:
