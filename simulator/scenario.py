@@ -591,15 +591,16 @@ def _comment(text: str) -> str:
     return "".join(f"# {line}\n" for para in text.splitlines() for line in textwrap.wrap(para, TOML_WIDTH - 2) or [""])
 
 
-def _entry(key: str, value: Any) -> str:
+def toml_entry(key: str, value: Any) -> str:
     """`key = value` as TOML; a string too long for one line as a multi-line string whose lines end in a backslash (TOML
     joins them back: the same value), broken at single spaces only, each line within TOML_WIDTH where its words allow."""
     text = tomli_w.dumps({key: value})
     head = f'{key} = "'
-    if not (isinstance(value, str) and len(text) - 1 > TOML_WIDTH and text.startswith(head) and text.endswith('"\n')):
+    if not (isinstance(value, str) and len(text) - 1 > TOML_WIDTH and text.startswith(head) and text.endswith('"\n')
+            and value[:1] not in (" ", "\t")):  # the opening backslash would trim a leading space: one line then
         return text
     body, lines, line = text[len(head):-2], [], ""
-    for word in re.split(r"(?<=[^ ]) (?=[^ ])", body):  # a single space between two words: the only break point
+    for word in re.split(r"(?<=\S) (?=\S)", body):  # a single space between two words: the only break point
         if line and len(line) + 1 + len(word) + 2 > TOML_WIDTH:
             lines.append(line + " \\")
             line = word
@@ -619,7 +620,7 @@ def _render_toml(s: Scenario, title: str) -> str:
             tables.append((f.name, v, f.metadata.get("help", "")))
             continue
         out.append("\n" + _comment(f.metadata.get("help", "")))
-        out.append(_entry(f.name, _plain(v)) if v is not None else f"# {f.name} = \"...\"\n")
+        out.append(toml_entry(f.name, _plain(v)) if v is not None else f"# {f.name} = \"...\"\n")
     for name, v, help_ in tables:
         out.append(f"\n{_comment(help_)}[{name}]\n")
         subtables = []
@@ -629,7 +630,7 @@ def _render_toml(s: Scenario, title: str) -> str:
                 subtables.append((g, x))
                 continue
             out.append(_comment(g.metadata.get("help", "")))
-            out.append(_entry(g.name, _plain(x)) if x is not None else f"# {g.name} = \"...\"\n")
+            out.append(toml_entry(g.name, _plain(x)) if x is not None else f"# {g.name} = \"...\"\n")
         for g, x in subtables:
             if not x:  # an empty table (no fit metadata) is the default: leave it out
                 continue

@@ -45,6 +45,12 @@ def signed_money(v: float) -> str:
     return "unpriced" if math.isnan(v) else f"{'-' if v < 0 else '+'}${abs(v):,.2f}"
 
 
+def seconds(v: Any) -> str:
+    """A latency in the table: whole seconds from 100 s, else three significant figures (1.34, 12.5)."""
+    x = _num(v)
+    return "—" if math.isnan(x) else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def _num(v: Any) -> float:
     try:
         return float(v)
@@ -95,7 +101,7 @@ def fleet_table(res: PlanResult, best: list[dict]) -> RenderableType:
             if r is None:
                 rows.append((*head, strat, "none meets the SLO", "—", "—", "—", "—"))
                 continue
-            ci = f"{_num(r['slo_value_s']):,.0f} [{_num(r['slo_ci_low_s']):,.0f}-{_num(r['slo_ci_high_s']):,.0f}]"
+            ci = f"{seconds(r['slo_value_s'])} [{seconds(r['slo_ci_low_s'])}-{seconds(r['slo_ci_high_s'])}]"
             rows.append((*head, strat, fleet_cell(r, named), f"{int(r['gpus']):,}", money(r["usd_per_hour"]),
                          money(r["usd_per_task"], 4), ci))
     cols = ((Col("tasks/s"),) if several else ()) + (
@@ -323,8 +329,8 @@ class PlanLines:
     plan ends, so it never buries the answer); off a terminal each finished search's line with the pace so far, and the
     live lines as a log."""
 
-    def __init__(self) -> None:
-        self.err = SafeConsole(stderr=True)
+    def __init__(self, err: SafeConsole | None = None) -> None:
+        self.err = err if err is not None else SafeConsole(stderr=True)
         # one line at 80 columns: the first search running and how many more are left
         self.bar = StatusBar(TextColumn("{task.description}"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
                              TextColumn("ETA"), TimeRemainingColumn(), console=self.err, transient=True,
