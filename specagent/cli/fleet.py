@@ -179,7 +179,7 @@ def _write_plan(out: Path, res: PlanResult) -> str:
         img = export_images({"capacity_curve": fig}, out)
     except OSError as exc:
         fail(f"--out {out}: cannot write: {exc}")
-    names = "".join(f", {Path(p).name}" for p in img.written)
+    names = "".join(f", {Path(p).suffix}" for p in img.written)  # the copies' suffixes: capacity_curve.png, .svg
     return names + (f"; {', '.join(img.failed)} not rendered by kaleido" if img.failed else "") if img.written else f"; {img.message}"
 
 

@@ -64,17 +64,20 @@ def print_answer(res: PlanResult, written: str) -> None:
     Strong-only, the prices and where the rest is (`written`: the files line)."""
     req, slo = res.request, res.request.objective
     rates = ", ".join(rate_text(r) for r in req.rates)
-    say(f"Capacity plan for {slo} at {rates}: {models_text(res)} (Poisson arrivals; each fleet measured in steady state)")
+    say(f"Capacity plan for {slo} at {rates}: {models_text(res)}")
     for n in res.notes:
         say(f"note: {n}")
     best = res.best.to_dict("records") if len(res.best) else []
-    console.print(fleet_table(res, best))
+    table, legend = fleet_table(res, best)
+    console.print(table)
+    say(legend)
     for strat in req.strategy_names:
         line = sizing_line(strat, [r for r in best if r["strategy"] == strat], res.uncontended, slo)
         if line:
             say(line)
-    for line in (*change_lines(best, len(req.rates) > 1), *point_only_lines(best, slo)):
-        say(line)
+    for line in (*change_lines(best, len(req.rates) > 1), *point_only_lines(best, slo), others_line(res)):
+        if line:
+            say(line)
     say(prices_line(res))
     say(written)
 
@@ -84,10 +87,10 @@ def models_text(res: PlanResult) -> str:
     return f"Strong {sc.strong.model}" if res.request.serving else f"Weak {sc.weak.model}, Strong {sc.strong.model}"
 
 
-def fleet_table(res: PlanResult, best: list[dict]) -> RenderableType:
+def fleet_table(res: PlanResult, best: list[dict]) -> tuple[RenderableType, str]:
     """One row per rate and strategy: the fleet (a pool the SLO set marked *), GPUs, $/hour, $/task, the SLO percentile
     with its interval; a strategy with no fleet at a rate says so. The GPU types are in the fleet cell when the rows
-    differ in them, else in the caption."""
+    differ in them, else in the legend (printed under the table at the terminal's width, not the table's)."""
     req, slo = res.request, res.request.objective
     several = len(req.rates) > 1
     types = {name: {short_gpu(str(r[f"{name}_gpu"])) for r in best if _num(r.get(f"{name}_replicas")) > 0}
@@ -109,9 +112,9 @@ def fleet_table(res: PlanResult, best: list[dict]) -> RenderableType:
         Col(f"{slo.target} p{slo.percentile:g} s\n[95% CI]"))
     on = "" if named else "; " + (f"all on {min(types['strong'] | types['weak'])}" if len(types["strong"] | types["weak"]) == 1
                                   else ", ".join(f"{n.capitalize()} on {min(t)}" for n, t in types.items() if t))
-    caption = (f"fleet: replicas × GPUs per replica, per pool (W Weak, S Strong){on}; * the SLO set that pool (more "
-               "replicas than the rate needs), else the rate did")
-    return fitted(console, cols, rows, caption=caption, left_out="--details and --format csv have them")
+    legend = (f"fleet: replicas × GPUs per replica (W Weak, S Strong){on}; * the SLO, not the rate, set that pool: "
+              "queueing must stay short, so a looser --slo needs fewer replicas")
+    return fitted(console, cols, rows, left_out="--details and --format csv have them"), legend
 
 
 def fleet_cell(r: dict, named: bool) -> str:
@@ -141,7 +144,7 @@ def sizing_line(strat: str, rows: list[dict], alone: pd.DataFrame, slo: SLO) -> 
         if len(hit):
             v = float(hit["uncontended_slo_value_s"].iloc[0])
             floors.append(f"{v:,.1f} s" + (f" on {pairing(wg, sg, strat)}" if len(pairs) > 1 else "")
-                          + (f" (the SLO is {slo.seconds / v:.2f}x it)" if v > 0 else ""))
+                          + (f" (the SLO {slo.seconds / v:.2f}x it)" if v > 0 else ""))
     head = f"{strat}: {metric} alone (no contention) {'; '.join(floors)}" if floors else f"{strat}:"
     set_by_slo = [(r, name) for r in rows for name, how in pool_bounds(r).items() if how == "SLO"]
     if not set_by_slo:
@@ -151,8 +154,7 @@ def sizing_line(strat: str, rows: list[dict], alone: pd.DataFrame, slo: SLO) -> 
     else:  # a curve: per pool, the rates the SLO set it at, its counts against the rate's, and its load
         each = "; ".join(_pool_at_rates(name, [r for r, n in set_by_slo if n == name])
                          for name in dict.fromkeys(n for _, n in set_by_slo))
-    return (f"{head}; the SLO, not the rate, set {each}: queueing must stay short to meet it, so a looser --slo "
-            "needs fewer replicas.")
+    return f"{head}; the SLO set {each}."
 
 
 def _replicas(n: int, name: str) -> str:
@@ -216,16 +218,43 @@ def point_only_lines(best: list[dict], slo: SLO) -> list[str]:
             f"{which}; --size-on ci-high sizes on the CI's upper end"]
 
 
+def used_gpus(res: PlanResult) -> list[str]:
+    """The GPU types the fleets found run on (profile ids), in the order the prices name them."""
+    best = res.best.to_dict("records") if len(res.best) else []
+    used = {str(r[f"{name}_gpu"]) for r in best for name in ("weak", "strong") if _num(r.get(f"{name}_replicas")) > 0}
+    return [g for g in res.usd_per_gpu_hour if g in used]
+
+
 def prices_line(res: PlanResult) -> str:
     """The $/GPU-hour of each GPU type a fleet runs on, and whose price it is (the sources in full: --details)."""
-    parts = [f"{g} ${usd:,.3g} ({'--price' if res.price_sources.get(g, '').startswith('user') else 'its profile'})"
-             for g, usd in res.usd_per_gpu_hour.items()]
-    return f"$/GPU-hour: {', '.join(parts)}; the sources in full: --details" if parts else "$/GPU-hour: none priced"
+    parts = [f"{g} ${res.usd_per_gpu_hour[g]:,.3g} ({'--price' if res.price_sources.get(g, '').startswith('user') else 'its profile'})"
+             for g in used_gpus(res)]
+    return f"$/GPU-hour: {', '.join(parts)}; sources: --details" if parts else "$/GPU-hour: none priced"
+
+
+def others_line(res: PlanResult) -> str:
+    """The GPU pairings searched that no cheapest fleet of the strategy runs on ('' when each strategy searched one), so
+    the answer says they lost (their figures: --details)."""
+    if res.table.empty or not len(res.best):
+        return ""
+    won = {(r["strategy"], r["weak_gpu"], r["strong_gpu"]) for r in res.best.to_dict("records")}
+    lost: dict[str, list[str]] = {}
+    for r in res.table.to_dict("records"):
+        key = (r["strategy"], r["weak_gpu"], r["strong_gpu"])
+        if key not in won and any(s == r["strategy"] for s, _, _ in won):
+            label = pairing(str(r["weak_gpu"]), str(r["strong_gpu"]), str(r["strategy"]))
+            lost.setdefault(str(r["strategy"]), [])
+            if label not in lost[str(r["strategy"])]:
+                lost[str(r["strategy"])].append(label)
+    if not lost:
+        return ""
+    return ("also searched, dearer or missing the SLO: " + "; ".join(f"{s} on {', '.join(v)}" for s, v in lost.items())
+            + " (--details)")
 
 
 def setting_lines(res: PlanResult) -> list[str]:
     """What the plan was sized for, for a figure read on its own: the SLO, the models and the prices."""
-    prices = ", ".join(f"{g} ${v:,.3g}" for g, v in res.usd_per_gpu_hour.items())
+    prices = ", ".join(f"{g} ${res.usd_per_gpu_hour[g]:,.3g}" for g in used_gpus(res))
     return [f"{res.request.objective} · {models_text(res)}", f"$/GPU-hour: {prices}" if prices else "unpriced"]
 
 
@@ -381,7 +410,7 @@ class PlanLines:
 
 def files_line(out: Path | None, images: str, details: bool) -> str:
     """Where the rest is: the files written, and the blocks --details prints."""
-    more = "" if details else "every search in full: --details"
+    more = "" if details else "every search: --details"
     if out is None:
         return f"plan.json and the curve: --out FOLDER; {more}" if more else "plan.json and the curve: --out FOLDER"
     wrote = f"wrote {out}/ (plan.json, capacity_curve.html{images})"
