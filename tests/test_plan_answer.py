@@ -101,7 +101,8 @@ def test_the_answer_fits_80_columns_marks_slo_pools_and_words_the_change(tight, 
     d = int(spec["gpus_change_vs_strongonly"])
     assert f"at 0.5/s +${spec['usd_per_hour_change_vs_strongonly']:,.2f}/hour" in flat
     assert f"{d:+,} GPU{'' if abs(d) == 1 else 's'} ({int(spec['gpus'])} vs {int(so['gpus'])})" in flat
-    assert f"strongonly: task p95 alone (no contention) {so['uncontended_slo_value_s']:,.1f} s (the SLO is " in flat
+    floor = so["uncontended_slo_value_s"]
+    assert f"strongonly: task p95 alone (no contention) {floor:,.1f} s (the SLO {SLO_S / floor:.2f}x it)" in flat
     assert "Weak h20" not in flat  # Strong-only's fleet names no Weak GPU; the caption says where the pools run
     assert "all on h20" in flat and flat.endswith("wrote x/")
 
@@ -131,21 +132,19 @@ def test_round_rates_stay_ordered_distinct_and_near_log_spaced(lo, ratio, points
     assert all(abs(r / e - 1) <= 0.05 for r, e in zip(rounded, exact))  # two significant figures: within 5%
 
 
-def test_the_curve_figure_carries_its_setting_and_labels_only_a_change_of_gpu(tight):
+def test_the_curve_file_carries_its_setting_and_no_report_number(tight):
     from specagent.reports.figures import capacity_plan_figure
+    from specagent.reports.plan_figure import LINE_PX, plan_curve
 
     setting = plan_view.setting_lines(tight)
     assert setting == [f"p95-task={SLO_S:g}s · Weak qwen3.5-4b, Strong qwen3.5-397b-a17b", "$/GPU-hour: h20 $1.04"]
-    best = tight.best
-    fig = capacity_plan_figure(best, setting=setting)
+    report = capacity_plan_figure(tight.best)
+    fig = plan_curve(tight.best, setting)
     title = fig.layout.title.text
-    assert not title.startswith("7 ·") and all(line in title for line in setting)
-    assert "SpecAgent (K=4, on_write) on h20" in title and not any("text" in t.mode for t in fig.data)
-    assert capacity_plan_figure(best).layout.title.text.startswith("7 · Capacity curve")  # the report's numbering
-    moved = best.copy()
-    moved.loc[(moved["strategy"] == "specagent") & (moved["rate"] == 4.0), "strong_gpu"] = "h200_sxm"
-    texts = [t.text for t in capacity_plan_figure(moved, setting=setting).data if t.text is not None]
-    assert ("h20", "h20+h200") in [tuple(t) for t in texts]  # SpecAgent's pairing changed with the rate: each point says
+    assert not title.startswith("7 ·") and title.endswith("".join(f"<span style='font-size:12px'>{s}</span>" for s in setting)
+                                                              .replace("<span", "<br><span"))
+    assert fig.layout.margin.t == report.layout.margin.t + 2 * LINE_PX  # room for the two lines, the plot unmoved below
+    assert [t.y.tolist() for t in fig.data] == [t.y.tolist() for t in report.data]  # the report's figure, retitled
 
 
 def test_live_lines_stay_in_place_on_a_terminal_and_are_logged_elsewhere():

@@ -167,10 +167,10 @@ def _check_backend(backend: str | None, address: str | None) -> str:
 def _write_plan(out: Path, res: PlanResult) -> str:
     """plan.json and the curve's HTML together (both or neither); the optional PNG/SVG copies after (what became of them,
     in words: a failure is a note, not an error)."""
-    from specagent.reports.figures import capacity_plan_figure
+    from specagent.reports.plan_figure import plan_curve
     from specagent.reports.static import export_images
 
-    fig = capacity_plan_figure(res.best, setting=plan_view.setting_lines(res)) if len(res.best) else None
+    fig = plan_curve(res.best, plan_view.setting_lines(res)) if len(res.best) else None
     try:
         res.write(out, also=None if fig is None else {
             "capacity_curve.html": lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True)})

@@ -110,10 +110,13 @@ def fleet_table(res: PlanResult, best: list[dict]) -> tuple[RenderableType, str]
     cols = ((Col("tasks/s"),) if several else ()) + (
         Col("strategy", "left"), Col("fleet", "left"), Col("GPUs"), Col("$/hour"), Col("$/task", optional=True),
         Col(f"{slo.target} p{slo.percentile:g} s\n[95% CI]"))
-    on = "" if named else "; " + (f"all on {min(types['strong'] | types['weak'])}" if len(types["strong"] | types["weak"]) == 1
-                                  else ", ".join(f"{n.capitalize()} on {min(t)}" for n, t in types.items() if t))
-    legend = (f"fleet: replicas × GPUs per replica (W Weak, S Strong){on}; * the SLO, not the rate, set that pool: "
-              "queueing must stay short, so a looser --slo needs fewer replicas")
+    every = types["strong"] | types["weak"]
+    on = ("" if named or not every else f"; all on {min(every)}" if len(every) == 1
+          else "; " + ", ".join(f"{n.capitalize()} on {min(t)}" for n, t in types.items() if t))
+    marked = any("*" in r[2 if several else 1] for r in rows)  # the fleet cell
+    legend = (f"fleet: replicas × GPUs per replica (W Weak, S Strong){on}"
+              + ("; * the SLO, not the rate, set that pool: queueing must stay short, so a looser --slo needs fewer "
+                 "replicas" if marked else ""))
     return fitted(console, cols, rows, left_out="--details and --format csv have them"), legend
 
 

@@ -606,20 +606,18 @@ def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
 
 
 # ----------------------------------------------------------------------------- figure 7
-def capacity_plan_figure(plan: pd.DataFrame, rate: str = "", setting: Sequence[str] = ()) -> go.Figure:
+def capacity_plan_figure(plan: pd.DataFrame, rate: str = "") -> go.Figure:
     """Figure 7: $/hour and GPUs of the cheapest fleet per strategy: bars at one planned rate, or, when the table holds
     several rates (`specagent plan --rate LO..HI`), the capacity curve: both against the rate, one line per strategy,
     where the distance between the lines is what SpecAgent saves at that load.
 
     Columns: strategy, usd_per_hour, gpus; optional label (display name), fleet (a
-    description of the replicas) and rate (arrivals per second). `setting`: lines naming what the plan was sized for (its
-    SLO, models and prices), for a figure read on its own (`plan --out`'s capacity_curve.html): then the title carries
-    them, unnumbered (issue #51: a bare "7 ·" figure said none of them).
+    description of the replicas) and rate (arrivals per second).
     """
     df = plan.copy()
     _need(df, ["strategy", "usd_per_hour", "gpus"], "Figure 7 (capacity plan)")
     if "rate" in df.columns and df["rate"].nunique() > 1:
-        return _capacity_curve(df, setting)
+        return _capacity_curve(df)
     names = (df["label"] if "label" in df.columns else df["strategy"]).astype(str).tolist()
     colors = strategy_colors(df["strategy"])
     col = [colors[s] for s in df["strategy"]]
@@ -638,17 +636,10 @@ def capacity_plan_figure(plan: pd.DataFrame, rate: str = "", setting: Sequence[s
     fig.update_xaxes(title_text="strategy")
     if not rate and "rate" in df.columns and df["rate"].nunique() == 1:
         rate = f"{df['rate'].iloc[0]}"
-    title = "Capacity plan: cheapest fleet meeting the SLO, per strategy"
+    title = "7 · Capacity plan: cheapest fleet meeting the SLO, per strategy"
     if rate:
         title += f" (rate {rate})"
-    return _finish(fig, _titled(title, setting), height=480, top=80 + 18 * len(setting))
-
-
-def _titled(title: str, setting: Sequence[str]) -> str:
-    """The report's numbered title, or, with the plan's `setting` lines, the title unnumbered and those lines under it."""
-    if not setting:
-        return "7 · " + title
-    return title + "".join(f"<br><span style='font-size:12px'>{line}</span>" for line in setting)
+    return _finish(fig, title, height=480, top=80)
 
 
 def log_ticks(lo: float, hi: float, prefix: str = "", suffix: str = "") -> tuple[list[float], list[str]]:
@@ -678,32 +669,15 @@ def _pool_shape(r: pd.Series) -> str:
     return " + ".join(parts)
 
 
-def _won(r: pd.Series) -> str:
-    """The GPU type(s) a fleet runs on, short: 'h100', or 'l40s+h100' (Weak + Strong) when its Weak pool differs."""
-    sg = str(r.get("strong_gpu", "")).replace("_sxm", "")
-    wg = str(r.get("weak_gpu", "")).replace("_sxm", "")
-    n_w, n_s = r.get("weak_replicas", 0), r.get("strong_replicas", 0)
-    uses_w = isinstance(n_w, (int, float, np.integer, np.floating)) and not pd.isna(n_w) and n_w > 0
-    uses_s = isinstance(n_s, (int, float, np.integer, np.floating)) and not pd.isna(n_s) and n_s > 0
-    if uses_w and not uses_s:
-        return wg
-    return f"{wg}+{sg}" if uses_w and wg != sg else sg
-
-
-def _capacity_curve(df: pd.DataFrame, setting: Sequence[str] = ()) -> go.Figure:
-    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point names the GPU
-    type(s) that won at that rate (its marker; Weak+Strong when they differ) and the fleet's shape (hover)."""
+def _capacity_curve(df: pd.DataFrame) -> go.Figure:
+    """Three log-log panels against the rate ($/hour, $/task, GPUs), one line per strategy; each point names the GPU type
+    that won at that rate (its marker) and the fleet's shape (hover)."""
     colors = strategy_colors(df["strategy"].unique())
     panels = [("usd_per_hour", "$ per hour", "$/hour", "$"), ("usd_per_task", "$ per task", "$/task", "$"), ("gpus", "GPUs", "GPUs", "")]
     panels = [p for p in panels if p[0] in df.columns]
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels], horizontal_spacing=0.08)
-    gpu_of = (pd.Series([_won(r) for _, r in df.iterrows()], index=df.index, dtype=object) if "strong_gpu" in df.columns
-              else pd.Series([""] * len(df), index=df.index))
+    gpu_of = (df["strong_gpu"].astype(str) if "strong_gpu" in df.columns else pd.Series([""] * len(df), index=df.index))
     symbols = {g: sym for g, sym in zip(dict.fromkeys(gpu_of), ("circle", "diamond", "square", "triangle-up", "x", "star"))}
-    # each strategy on one GPU type (pairing) at every rate: the title says it, no label repeats it at every point
-    labelled = bool((gpu_of.groupby(df["strategy"]).nunique() > 1).any())
-    names = {st: str(g["label"].iloc[0]) if "label" in g.columns else str(st) for st, g in df.groupby("strategy", sort=False)}
-    won = dict(zip(df["strategy"], gpu_of))
     for strat, g in df.sort_values("rate").groupby("strategy", sort=False):
         name = str(g["label"].iloc[0]) if "label" in g.columns else str(strat)
         x = g["rate"].to_numpy(dtype=float)
@@ -711,10 +685,10 @@ def _capacity_curve(df: pd.DataFrame, setting: Sequence[str] = ()) -> go.Figure:
         gpus = gpu_of.loc[g.index].tolist()
         for col, (ycol, _, unit, prefix) in enumerate(panels, 1):
             fmt = {"usd_per_hour": "$%{y:,.2f}/hour", "usd_per_task": "$%{y:,.4f}/task", "gpus": "%{y:,.0f} GPUs"}[ycol]
-            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers+text" if col == 1 and labelled else "lines+markers",
+            fig.add_scatter(x=x, y=g[ycol].to_numpy(dtype=float), mode="lines+markers+text" if col == 1 else "lines+markers",
                             name=name, legendgroup=str(strat), showlegend=col == 1, line=dict(color=colors[strat]),
                             marker=dict(symbol=[symbols.get(v, "circle") for v in gpus], size=9),
-                            text=[str(v) for v in gpus] if col == 1 else None, textposition="top center",
+                            text=[str(v).replace("_sxm", "") for v in gpus] if col == 1 else None, textposition="top center",
                             textfont=dict(size=10, color=colors[strat]), customdata=shapes,
                             hovertemplate=f"{name}<br>%{{x:,.4g}} tasks/s<br>{fmt}<br>%{{customdata}}<extra></extra>", row=1, col=col)
     xv, xt = log_ticks(df["rate"].min(), df["rate"].max())
@@ -723,10 +697,7 @@ def _capacity_curve(df: pd.DataFrame, setting: Sequence[str] = ()) -> go.Figure:
         y = pd.to_numeric(df[ycol], errors="coerce")
         yv, yt = log_ticks(y[y > 0].min() if (y > 0).any() else 1, y.max() if (y > 0).any() else 10, prefix)
         fig.update_yaxes(type="log", title_text=unit, tickvals=yv, ticktext=yt, row=1, col=col)
-    what = ("labels: the GPU type(s) that won, Weak+Strong where they differ; hover: the fleet" if labelled
-            else "; ".join(f"{names[st]} on {won[st]}" for st in names) + "; hover: the fleet")
-    return _finish(fig, _titled("Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy"
-                                + ("<br>" if setting else " ") + f"({what})", setting), height=520, top=80 + 18 * len(setting),
-                   legend="bottom", bottom=110)
+    return _finish(fig, "7 · Capacity curve: the cheapest fleet meeting the SLO against the arrival rate, per strategy "
+                        "(labels: the GPU type that won; hover: the fleet)", height=520, top=80, legend="bottom", bottom=110)
 
 
