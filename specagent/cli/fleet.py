@@ -110,7 +110,8 @@ def plan_command(
 #: The columns of `plan --format csv` (and of the report's plan table): the answer first, each with its unit.
 CURVE_COLUMNS = ("rate", "strategy", "weak_gpu", "weak_replicas", "weak_gpus_per_replica", "strong_gpu", "strong_replicas",
                  "strong_gpus_per_replica", "gpus", "usd_per_hour", "usd_per_task", "slo_value_s", "slo_ci_low_s", "slo_ci_high_s",
-                 "latency_p50_s", "latency_p95_s", "weak_bound", "strong_bound")
+                 "latency_p50_s", "latency_p95_s", "weak_bound", "strong_bound", "weak_sized_by", "strong_sized_by",
+                 "uncontended_slo_value_s", "gpus_change_vs_strongonly", "usd_per_hour_change_vs_strongonly")
 
 
 def _curve_frame(res: PlanResult) -> pd.DataFrame:
