@@ -31,8 +31,23 @@ def parse_rate(text: str) -> float:
     return v
 
 
+def round_rates(rates: Sequence[float]) -> tuple[float, ...]:
+    """Log-spaced rates as a reader would pick them: the ends unchanged, the points between at two significant figures
+    (more where two would make two rates equal), so a curve's rows read 1.6/s and 5/s, not 1.587/s and 5.04/s (issue #51).
+    The curve's points are where it is sampled, not figures of the workload: a round rate reads at a glance and is typed
+    again as it prints (`--rate 1.6/s`)."""
+    rates = [float(r) for r in rates]
+    for digits in range(2, 16):
+        inner = [float(f"{r:.{digits}g}") for r in rates[1:-1]]
+        out = tuple([rates[0], *inner, rates[-1]][:len(rates)])
+        if len(set(out)) == len(out) and list(out) == sorted(out):
+            return out
+    return tuple(rates)
+
+
 def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
-    """One rate, a comma-separated list ('2/s,50/s'), or a range 'LO..HI' of `points` log-spaced rates ('0.5/s..1000/s')."""
+    """One rate, a comma-separated list ('2/s,50/s'), or a range 'LO..HI' of `points` log-spaced rates ('0.5/s..1000/s'),
+    the ends as given and the points between rounded (`round_rates`: 1.6/s, not 1.587/s)."""
     text = str(text)
     if ".." in text:
         lo_s, hi_s = text.split("..", 1)
@@ -41,7 +56,7 @@ def parse_rates(text: str, points: int = 6) -> tuple[float, ...]:
             raise ValueError(f"rate range '{text}': the upper end must exceed the lower")
         if points < 2:
             raise ValueError(f"rate range '{text}' needs at least 2 points, got {points}")
-        return tuple(float(x) for x in np.geomspace(lo, hi, points))
+        return round_rates(np.geomspace(lo, hi, points))
     rates = tuple(parse_rate(t) for t in text.split(",") if t.strip())
     if not rates:
         raise ValueError(f"rate '{text}': give at least one rate")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 import textwrap
 import tomllib
 import types
@@ -607,14 +608,36 @@ def _sub_from_dict(base: Any, data: Any, name: str) -> Any:
         raise ScenarioError(str(exc), f"{name}.{exc.where}" if exc.where else name) from None
 
 
+#: Columns of a scenario file's lines (`scenario show` prints it: it must read on an 80-column terminal, issue #51).
+TOML_WIDTH = 80
+
+
 def _comment(text: str) -> str:
-    return "".join(f"# {line}\n" for para in text.splitlines() for line in textwrap.wrap(para, 100) or [""])
+    return "".join(f"# {line}\n" for para in text.splitlines() for line in textwrap.wrap(para, TOML_WIDTH - 2) or [""])
+
+
+def toml_entry(key: str, value: Any) -> str:
+    """`key = value` as TOML; a string too long for one line as a multi-line string whose lines end in a backslash (TOML
+    joins them back: the same value), broken at single spaces only, each line within TOML_WIDTH where its words allow."""
+    text = tomli_w.dumps({key: value})
+    head = f'{key} = "'
+    if not (isinstance(value, str) and len(text) - 1 > TOML_WIDTH and text.startswith(head) and text.endswith('"\n')
+            and value[:1] not in (" ", "\t")):  # the opening backslash would trim a leading space: one line then
+        return text
+    body, lines, line = text[len(head):-2], [], ""
+    for word in re.split(r"(?<=\S) (?=\S)", body):  # a single space between two words: the only break point
+        if line and len(line) + 1 + len(word) + 2 > TOML_WIDTH:
+            lines.append(line + " \\")
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return f'{key} = """\\\n' + "\n".join([*lines, line]) + '"""\n'
 
 
 def _render_toml(s: Scenario, title: str) -> str:
     out = [_comment(title) if title else "",
-           "# A specagent scenario: `specagent predict --scenario THIS.toml` (flags override it). Fields left out\n"
-           "# take the built-in defaults (simulator/scenarios/default.toml); `specagent scenario show` prints one.\n"]
+           _comment("A specagent scenario: `specagent predict --scenario THIS.toml` (flags override it). Fields left out "
+                    "take the built-in defaults (simulator/scenarios/default.toml); `specagent scenario show` prints one.")]
     tables: list[tuple[str, Any, str]] = []
     for f in fields(s):
         v = getattr(s, f.name)
@@ -622,7 +645,7 @@ def _render_toml(s: Scenario, title: str) -> str:
             tables.append((f.name, v, f.metadata.get("help", "")))
             continue
         out.append("\n" + _comment(f.metadata.get("help", "")))
-        out.append(tomli_w.dumps({f.name: _plain(v)}) if v is not None else f"# {f.name} = \"...\"\n")
+        out.append(toml_entry(f.name, _plain(v)) if v is not None else f"# {f.name} = \"...\"\n")
     for name, v, help_ in tables:
         out.append(f"\n{_comment(help_)}[{name}]\n")
         subtables = []
@@ -632,7 +655,7 @@ def _render_toml(s: Scenario, title: str) -> str:
                 subtables.append((g, x))
                 continue
             out.append(_comment(g.metadata.get("help", "")))
-            out.append(tomli_w.dumps({g.name: _plain(x)}) if x is not None else f"# {g.name} = \"...\"\n")
+            out.append(toml_entry(g.name, _plain(x)) if x is not None else f"# {g.name} = \"...\"\n")
         for g, x in subtables:
             if not x:  # an empty table (no fit metadata) is the default: leave it out
                 continue

@@ -241,6 +241,7 @@ def quotes(t: dict) -> dict[str, list[str]]:
             f"wall **{f3(r['wall'])}**, model time {f3(r['model'])}, memory {f3(r['memory'])}, FLOPs {f3(r['flops'])}, "
             f"$ {f3(r['usd'])})",
             f"a reader sees *why* it is {r['wall']:.2f},",
+            exp["takeaway"],  # the sentence explain opens with (issue #51)
             explain_table(exp), counterfactual_table(exp),
             f"**Environment share of wall: {f3(env)}.** The trace's recorded user and tool waits are {waits_s:.1f} s of "
             f"Strong-only's {so['wall_s_per_task']['point']:.1f} s per task. No strategy shortens them, so wall cannot "

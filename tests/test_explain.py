@@ -215,3 +215,57 @@ def test_explain_prints_the_published_gap_only_in_the_evaluated_setting(tmp_path
     assert default.exit_code == 0, default.output
     text = " ".join(default.stdout.split())
     assert "Against the published" not in text and "--scenario wang2026-tau2" in text
+
+
+# ------------------------------------------------------------------------------------------------ the takeaway (#51)
+def _wall(**terms: tuple[float, float, tuple[float, ...]]) -> X.Explanation:
+    """An Explanation whose wall decomposition holds `terms` (phase -> (Strong-only share, SpecAgent share, factors))."""
+    ts = tuple(X.Term(p, X.PHASE_LABEL[p], sa, so, tuple(X.Factor(f"f{i}", v) for i, v in enumerate(fs)))
+               for p, (so, sa, fs) in terms.items())
+    dec = X.Decomposition("wall", "wall", math.fsum(t.specagent for t in ts), ts)
+    return X.Explanation({"wall": dec}, {"environment share of Strong-only wall": terms.get("user", (0, 0, ()))[0]}, {})
+
+
+def test_the_takeaway_names_a_weak_gpu_slower_per_token_when_drafting_costs_more_than_it_saves():
+    from specagent.simulator.jobs.explain import takeaway
+
+    slow = _wall(weak_decode=(0.0, 0.522, (0.583, 0.581, 1.543)), strong_decode=(0.583, 0.005, (0.583, 0.009, 0.997)),
+                 strong_verdict=(0.0, 0.155, (0.583, 0.266, 0.999)), user=(0.417, 0.417, (0.417, 1.0)))
+    assert takeaway(slow) == (
+        "SpecAgent is slower than Strong-only here (wall 1.099 of Strong-only's): your Weak GPU is slower per token than "
+        "your Strong GPU (a drafted token takes 1.54x the time of a Strong-only decode token), so drafting (0.522 of "
+        "Strong-only's wall) costs more time than the Strong decode it replaces saves (0.578).")
+    # slower, with a Weak token cheaper than a Strong one: what SpecAgent adds, named, against what it saves
+    reasons = _wall(weak_decode=(0.0, 0.3, (0.6, 0.58, 0.86)), strong_decode=(0.6, 0.01, (0.6, 0.01, 1.0)),
+                    strong_verdict=(0.0, 0.45, (0.6, 0.75, 1.0)), user=(0.4, 0.4, (0.4, 1.0)))
+    assert takeaway(reasons) == (
+        "SpecAgent is slower than Strong-only here (wall 1.160 of Strong-only's): what SpecAgent adds, 0.750 of Strong-only's "
+        "wall (most of it Strong verdict decode (0.450) and Weak drafting (0.300)), is more than the 0.590 that the Strong "
+        "decode it avoids saves.")
+    fast = _wall(weak_decode=(0.0, 0.211, (0.483, 0.581, 0.754)), strong_decode=(0.483, 0.004, (0.483, 0.009, 1.0)),
+                 user=(0.517, 0.517, (0.517, 1.0)))
+    assert takeaway(fast) == (
+        "SpecAgent is faster than Strong-only here (wall 0.732 of Strong-only's): the Strong decode it avoids saves 0.479 "
+        "of Strong-only's wall, while Weak drafting (0.211) gives back 0.211; tool and user waits are 0.517 of "
+        "Strong-only's wall, a floor no strategy shortens.")
+
+
+def test_explain_leads_with_the_takeaway_and_repeats_predicts_warning(tmp_path):
+    """The slower Weak GPU of the first-use walkthrough (Qwen3-4B on an L40S drafting for Qwen3-32B on 4xH100): the
+    takeaway, computed from the run, and the not-calibrated-here warning come first; the takeaway again last."""
+    flags = ["--weak-model", "qwen3-4b", "--weak-hardware", "l40s", "--strong-model", "qwen3-32b", "--strong-hardware",
+             "h100", "--strong-gpus", "4", "--strong-dtype", "bf16", "--trace", _slice(tmp_path)]
+    r = CliRunner().invoke(app, ["explain", "--no-counterfactuals", *flags], env={"COLUMNS": "2000"})  # one line each
+    assert r.exit_code == 0, r.output
+    data = CliRunner().invoke(app, ["explain", "--no-counterfactuals", "--json", *flags])
+    import json
+
+    doc = json.loads(data.stdout)
+    cost = next(t for t in doc["decompositions"]["wall"]["terms"] if t["phase"] == "weak_decode")["factors"][2]["value"]
+    assert cost > 1 and f"a drafted token takes {cost:.2f}x the time" in doc["takeaway"], doc["takeaway"]
+    lines = r.stdout.splitlines()
+    assert lines[0] == doc["takeaway"] and lines[-1] == f"In short: {doc['takeaway']}"
+    assert lines[1] == doc["acceptance_warning"]
+    assert lines[1].startswith("warning: acceptance calibrated for another setting (Weak model qwen3-4b, not qwen3.5-4b;")
+    default = json.loads(CliRunner().invoke(app, ["explain", "--no-counterfactuals", "--json", "--trace", _slice(tmp_path)]).stdout)
+    assert default["acceptance_warning"] is None or "workload" in default["acceptance_warning"]

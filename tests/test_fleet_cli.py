@@ -68,10 +68,10 @@ def test_plan_command_answers_with_prices_and_savings():
 
 def test_plan_text_never_cuts_an_identifier_at_80_columns(tmp_path):
     r = runner.invoke(app, ["plan", "--rate", "1/s,3/s", "--slo", "p95-task=300s", "--strategy", "strongonly", "--gpu", "h200",
-                            "--tasks", "300", "--workers", "1", "--out", str(tmp_path)], env={"COLUMNS": "80"})
+                            "--tasks", "300", "--workers", "1", "--out", str(tmp_path), "--details"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     assert "…" not in r.output and all(len(line) <= 80 for line in r.output.splitlines())
-    for word in ("strongonly", "h200_sxm", "analytic bound", "95% CI", "full fleet", "1,024 sequences", "Capacity curve"):
+    for word in ("strongonly", "h200_sxm", "analytic bound", "95% CI", "full fleet", "1,024 sequences", "Capacity plan for"):
         assert word in r.output, word
     doc = json.loads((tmp_path / "plan.json").read_text())
     assert [b["rate"] for b in doc["best"]] == [1.0, 3.0] and (tmp_path / "capacity_curve.html").exists()

@@ -34,7 +34,7 @@ def test_the_estimate_is_printed_first_and_brackets_the_tasks_a_plan_simulates(t
     assert r.exit_code == 0, r.output
     m = LINE.search(r.output)
     assert m, r.output[:2000]
-    assert r.output.index("estimated wall time") < r.output.index("At 0.5 tasks/s")  # before the results
+    assert r.output.index("estimated wall time") < r.output.index("Capacity plan for")  # before the results
     assert int(m.group(5)) == 4 and int(m.group(6)) == 1
     # then, not on a terminal, each finished search with the ETA from the measured pace
     assert re.search(r"search 1/4 done after [\d,]+ s; about \d[\d,.]* (s|min|h) left at the pace so far", r.output), r.output

@@ -99,4 +99,4 @@ def test_a_pools_fields_become_columns_named_by_pool():
     cols = pool_columns([("weak", PoolSetup()), ("strong", PoolSetup(gpus_per_replica=8, bound="x"))])
     assert list(cols)[:2] == ["weak_gpus_per_replica", "weak_max_num_seqs"] and cols["strong_gpus_per_replica"] == 8
     assert cols["strong_bound"] == "x" and math.isnan(cols["weak_bound_batch"])
-    assert pool_columns([("weak", PoolSizing(0.5, "why"))]) == {"weak_load_share": 0.5, "weak_why": "why"}
+    assert pool_columns([("weak", PoolSizing(0.5, "why", "SLO"))]) == {"weak_load_share": 0.5, "weak_why": "why", "weak_sized_by": "SLO"}

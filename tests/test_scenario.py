@@ -222,3 +222,27 @@ def test_evaluated_differences_name_what_separates_a_run_from_the_evaluated_sett
     other = Scenario.load("wang2026-tau2").replace(strong=dataclasses.replace(Scenario().strong, gpus=16))
     assert [k for k, *_ in evaluated_differences(other)] == ["Strong GPUs"]
     assert evaluated_differences(Scenario.load("edge")) == []  # a hosted Strong model: the edge figures, its own scenario
+
+
+# ------------------------------------------------------------------------------------------------ 80 columns (#51)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=30), min_size=0, max_size=40),
+       st.sampled_from([" ", "  ", " \t"]))
+def test_a_long_string_is_written_over_lines_within_80_columns_with_the_same_value(words, sep):
+    """`scenario show` prints within 80 columns: a long string becomes a TOML multi-line string whose lines end in a
+    backslash; TOML joins them back into the very same value, whatever its spaces, quotes or escapes."""
+    from specagent.simulator.scenario import TOML_WIDTH, toml_entry
+
+    value = sep.join(words)
+    text = toml_entry("source", value)
+    assert tomllib.loads(text)["source"] == value
+    if all(len(w) < 30 for w in value.split(" ")) and "\t" not in value and all(c.isprintable() for c in value):
+        assert all(len(line) <= TOML_WIDTH for line in text.splitlines()), text
+
+
+def test_the_shipped_scenarios_print_within_80_columns():
+    from specagent.simulator.scenario import SHIPPED
+
+    for name in SHIPPED:
+        text = Scenario.load(name).to_toml(f"scenario: {name}")
+        assert max(len(line) for line in text.splitlines()) <= 80, name
+        assert Scenario.from_dict(tomllib.loads(text)) == Scenario.load(name)

@@ -8,6 +8,7 @@ setting — says what separates each ratio from its published range, in numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator import explain as X
+from specagent.simulator.applicability import warning as acceptance_warning
 from specagent.simulator.jobs import bottom_line as JB
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
 from specagent.simulator.jobs.predict import comparable, decompositions_dict, setting_note
@@ -50,13 +52,16 @@ class ExplainRequest(Request):
 
 @dataclass
 class ExplainResult(Result):
-    """The decomposition, the protocol facts, the reruns, the gaps to the published ranges and the setting note."""
+    """The decomposition, the protocol facts, the reruns, the gaps to the published ranges, the setting note, the
+    takeaway (one sentence computed from the wall decomposition) and predict's not-calibrated-here warning."""
 
     request: ExplainRequest
     comparison: Comparison
     explanation: X.Explanation
     gaps: list[X.Gap] = field(default_factory=list)
     setting_note: str | None = None
+    takeaway: str = ""
+    acceptance_warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         r = self.explanation
@@ -68,6 +73,7 @@ class ExplainResult(Result):
                           for g in self.gaps],
             "decompositions": decompositions_dict(r.decompositions),
             "facts": r.facts, "sources": r.sources, "counterfactuals": r.counterfactuals,
+            "takeaway": self.takeaway, "acceptance_warning": self.acceptance_warning,
         }
 
     def write(self, folder: str | Path) -> list[Path]:
@@ -104,4 +110,43 @@ def run(request: ExplainRequest, progress: Progress | None = None, workload: Any
                            progress=lambda n: report(progress, f"rerunning: {n}"), recorded=raw)
     except (InputError, ValueError) as exc:
         raise JobError(str(exc)) from None
-    return ExplainResult(request, comp, result, X.published_gaps(result, published_ranges(comp)), setting_note(comp))
+    return ExplainResult(request, comp, result, X.published_gaps(result, published_ranges(comp)), setting_note(comp),
+                         takeaway(result), acceptance_warning(sc))
+
+
+def short_label(term: X.Term) -> str:
+    """A phase's name without its parenthesis ('Weak drafting' for 'Weak drafting (decode)')."""
+    return term.label.split(" (")[0]
+
+
+def takeaway(x: X.Explanation) -> str:
+    """The run in one sentence, from its wall decomposition: whether SpecAgent takes more or less of Strong-only's wall
+    time (and what share of its dollars), the phase that saves most and the one that gives most back; when SpecAgent is
+    slower because drafting costs more than it saves and the Weak model's token is slower than the Strong model's, that
+    (the first-use finding of issue #51: a Weak GPU slower per token than the Strong one)."""
+    wall = x.decompositions.get("wall")
+    if wall is None:
+        return ""
+    usd = x.decompositions.get("usd")
+    ratios = f"wall {wall.ratio:.3f} of Strong-only's" + (f", $ {usd.ratio:.3f}" if usd is not None else "")
+    moved = [t for t in wall.terms if t.phase not in X.WAIT_PHASES_NAMES]
+    saves = min(moved, key=lambda t: t.delta)
+    added = sorted((t for t in moved if t.delta > 0), key=lambda t: -t.delta)
+    # the additions that matter: the largest, and the next when it is at least a quarter of it
+    named = [t for t in added[:2] if t.delta >= 0.25 * added[0].delta] if added else []
+    gives = " and ".join(f"{short_label(t)} ({t.delta:.3f})" for t in named)
+    if wall.ratio > 1.0:
+        head = f"SpecAgent is slower than Strong-only here ({ratios})"
+        cost = named[0].factors[2].value if named and named[0].phase == "weak_decode" and len(named[0].factors) == 3 else None
+        if cost is not None and cost > 1.0:
+            return (f"{head}: your Weak GPU is slower per token than your Strong GPU (a drafted token takes {cost:.2f}x the "
+                    f"time of a Strong-only decode token), so drafting ({named[0].delta:.3f} of Strong-only's wall) costs "
+                    f"more time than the {short_label(saves)} it replaces saves ({-saves.delta:.3f}).")
+        return (f"{head}: what SpecAgent adds, {sum(t.delta for t in added):.3f} of Strong-only's wall (most of it {gives}), "
+                f"is more than the {-saves.delta:.3f} that the {short_label(saves)} it avoids saves.")
+    env = x.facts.get("environment share of Strong-only wall", math.nan)
+    floor = (f"; tool and user waits are {env:.3f} of Strong-only's wall, a floor no strategy shortens"
+             if math.isfinite(env) and env > 0 else "")
+    back = f", while {gives} give{'s' if len(named) == 1 else ''} back {sum(t.delta for t in named):.3f}" if named else ""
+    return (f"SpecAgent is faster than Strong-only here ({ratios}): the {short_label(saves)} it avoids saves "
+            f"{-saves.delta:.3f} of Strong-only's wall{back}{floor}.")

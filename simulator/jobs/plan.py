@@ -317,6 +317,18 @@ class PlanResult(Result):
     evaluations: pd.DataFrame  # every candidate measured: its verdict and why
     requests_notes: tuple[str, ...] = ()  # what the request trace's reader said (lengths estimated, records dropped)
     estimate: PlanEstimate | None = None  # the wall-time estimate told before the searches ran (with a progress only)
+    usd_per_gpu_hour: dict[str, float] = field(default_factory=dict)  # the price of each GPU type a fleet found runs on
+
+    @property
+    def uncontended(self) -> pd.DataFrame:
+        """What tasks take alone on each deployment searched (strategy x GPU pairing; no contention, so the same at every
+        rate): the SLO's percentile there, the task p95, and the SLO over it (how close the SLO sits to that floor)."""
+        cols = ["strategy", "weak_gpu", "strong_gpu", "uncontended_slo_value_s", "reference_latency_s"]
+        if self.table.empty or any(c not in self.table.columns for c in cols):
+            return pd.DataFrame(columns=[*cols, "slo_over_uncontended"])
+        out = self.table[cols].drop_duplicates(["strategy", "weak_gpu", "strong_gpu"]).reset_index(drop=True)
+        out["slo_over_uncontended"] = self.request.objective.seconds / out["uncontended_slo_value_s"]
+        return out
 
     @property
     def curve(self) -> pd.DataFrame:
@@ -336,7 +348,8 @@ class PlanResult(Result):
                             "search_gpus": list(req.gpu_counts) if req.gpu_counts else None,
                             "gpus_sizing": gpus_sizing(req.gpu_counts)},
                 "best": _records(self.best), "candidates": _records(self.table), "evaluations": _records(self.evaluations),
-                "price_sources": self.price_sources, "notes": self.notes,
+                "price_sources": self.price_sources, "usd_per_gpu_hour": self.usd_per_gpu_hour, "notes": self.notes,
+                "uncontended": _records(self.uncontended),
                 # copies and SHA-256 of the model configs, engine and GPU profiles it was priced with (simulator/provenance.py)
                 "inputs": record_fleet_inputs(req.scenario, req.gpus),
                 "method": METHOD}
@@ -370,10 +383,11 @@ def _records(df: pd.DataFrame) -> list[dict]:
 # ------------------------------------------------------------------------------------------------------ the job
 @dataclass(frozen=True)
 class PlanStep(Step):
-    """A plan's progress. `kind`: "say" (a line to show: what the plan will do, its estimate, a live line inside a search,
-    a note), "read" (bytes of the workload read, `done` of `total`), "start" (`done` of `total` searches done before the
-    first new one starts; `running`: the searches to run, as labels) or "search" (one more search finished: `done` of
-    `total`; `running` what still runs; `what` the pace so far)."""
+    """A plan's progress. `kind`: "say" (a line to show: what the plan will do, its estimate, a note), "live" (a line
+    inside a running search, told every few seconds: a status to show while it runs, not a line to keep, so a terminal
+    shows it in place and the answer is not buried under them), "read" (bytes of the workload read, `done` of `total`),
+    "start" (`done` of `total` searches done before the first new one starts; `running`: the searches to run, as labels)
+    or "search" (one more search finished: `done` of `total`; `running` what still runs; `what` the pace so far)."""
 
     kind: str = "say"
     running: tuple[str, ...] = ()
@@ -397,7 +411,7 @@ def say(progress: Progress | None, line: str) -> None:
 
 def label(key: SearchKey) -> str:
     strat, wg, sg, rate = key
-    return f"{strat} {pairing(Path(wg).stem, Path(sg).stem)} at {rate:,.4g}/s"
+    return f"{strat} {pairing(Path(wg).stem, Path(sg).stem, strat)} at {rate:,.4g}/s"
 
 
 def run(request: PlanRequest, progress: Progress | None = None, folder: str | Path | None = None) -> PlanResult:
@@ -425,7 +439,7 @@ def run(request: PlanRequest, progress: Progress | None = None, folder: str | Pa
             res = plan_capacity(workload, request, runs.tick, finished=finished, on_result=runs.keep)
         else:  # a live line inside each search, at least every HEARTBEAT_S seconds (plan_progress.py)
             metric = f"{request.objective.target} p{request.objective.percentile:g}"
-            with HeartbeatPrinter(lambda line: say(progress, line), metric, estimated) as beats:
+            with HeartbeatPrinter(lambda line: progress(PlanStep(line, kind="live")), metric, estimated) as beats:
                 res = plan_capacity(workload, request, runs.tick, finished=finished, on_result=runs.keep,
                                     heartbeat=beats.sink if request.backend_name == "local" else None, isolate=True)
     except KeyboardInterrupt:
@@ -579,10 +593,12 @@ def plan_capacity(workload: Any, req: PlanRequest, progress: Callable[[int, int]
     new = run_jobs(search_job, jobs, req.backend_name, req.worker_count, req.address, done, isolate=isolate) if jobs else []
     results = {**finished, **dict(zip(todo, new))}
     price_sources: dict[str, str] = {}
+    gpu_prices: dict[str, float] = {}
     notes: list[str] = []
     rows, evals = [], []
     for o in (results[k] for k in keys):
         price_sources.update(o["prices"])
+        gpu_prices.update(o.get("usd_per_gpu_hour", {}))  # a search kept by an older run has none
         row = dict(o["row"])
         note = row.pop("note", None)
         if note and note not in notes:  # the same GPU unpriced at every rate is said once
@@ -594,7 +610,7 @@ def plan_capacity(workload: Any, req: PlanRequest, progress: Callable[[int, int]
               "unused" for item in unused_prices(req.prices, [load_hardware(g) for g in req.gpus])]
     table = pd.DataFrame(rows)
     return PlanResult(table=table, best=best_fleets(table), price_sources=price_sources, request=req, notes=notes,
-                      evaluations=pd.DataFrame(evals))
+                      evaluations=pd.DataFrame(evals), usd_per_gpu_hour=gpu_prices)
 
 
 def probe_speed(workload: Any, req: PlanRequest) -> tuple[float, float]:
@@ -634,7 +650,8 @@ def check_requests(trace: RequestTrace, sc: Scenario, gpus: Sequence[str], searc
 
 
 def best_fleets(table: pd.DataFrame) -> pd.DataFrame:
-    """Cheapest feasible fleet per strategy and rate ($/hour, then GPUs), plus savings against Strong-only at that rate."""
+    """Cheapest feasible fleet per strategy and rate ($/hour, then GPUs), plus savings against Strong-only at that rate
+    (shares) and the changes ($/hour and GPUs, signed: more is positive)."""
     if table.empty or not table["feasible"].any():
         return pd.DataFrame()
     f = table[table["feasible"]].copy()
@@ -649,4 +666,7 @@ def best_fleets(table: pd.DataFrame) -> pd.DataFrame:
         ref_gpus = best["rate"].map(base["gpus"])
         best["usd_saving_vs_strongonly"] = 1.0 - best["usd_per_hour"] / ref_usd
         best["gpu_saving_vs_strongonly"] = 1.0 - best["gpus"] / ref_gpus
+        # the changes themselves, signed (+3 GPUs: three more than Strong-only), so no reader takes "-75%" for a saving
+        best["gpus_change_vs_strongonly"] = best["gpus"] - ref_gpus
+        best["usd_per_hour_change_vs_strongonly"] = best["usd_per_hour"] - ref_usd
     return best

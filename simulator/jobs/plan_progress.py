@@ -59,7 +59,7 @@ class FileHeartbeat:
 def beat_line(b: Heartbeat, metric: str, now: float) -> str:
     """One running search, in words."""
     strat, wg, sg, rate = b.key
-    where = f"{strat} {pairing(Path(wg).stem, Path(sg).stem)} at {rate:,.4g}/s"
+    where = f"{strat} {pairing(Path(wg).stem, Path(sg).stem, strat)} at {rate:,.4g}/s"
     if b.stage == "pilot":
         what = "uncontended pilot (the best any fleet can do)"
     else:

@@ -59,6 +59,7 @@ from specagent.simulator.capacity.steady_state import (
     GROWTH, Counts, Metric, Slice, SteadyResult, measure_steady, plan_window, uncontended,
 )
 from specagent.simulator.fleet.config import STRONG_POOL, WEAK_POOL, engine_scheduler, resolve_price
+from specagent.simulator.strategies.catalog import models_called
 from specagent.traces.requests import RequestTrace
 
 if TYPE_CHECKING:
@@ -232,10 +233,14 @@ class PoolSetup:
 
 @dataclass(frozen=True)
 class PoolSizing:
-    """Why a pool of the fleet found has its size: the rate's share of its throughput bound, and the reason in words."""
+    """Why a pool of the fleet found has its size: the rate's share of its throughput bound, the reason in words, and
+    what bound it (`sized_by`): "throughput" (the fewest replicas whose analytic throughput covers the rate, or the
+    search's start just above it) or "SLO" (a smaller count measured missed the latency objective); "" for a pool the
+    strategy does not use. Per pool: SpecAgent's Weak pool can be SLO-bound while its Strong pool is not (issue #51)."""
 
     load_share: float
     why: str
+    sized_by: str = ""
 
 
 def pool_columns(pools: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -272,6 +277,8 @@ class CapacitySearch:
         self.started = time.time()
         self.stage = "pilot"  # then "Strong replicas", "Weak replicas", "done"
         self.best_s = math.nan  # the lowest stable metric measured so far
+        # ... of a whole fleet (every pool it uses counted, not an unlimited Weak pool): the best a fleet achieved
+        self.best_fleet_s = math.nan
         self.log: list[dict] = []  # every candidate measured, in order: plan.json's evaluations
         self.beat()
         sc = self.scenario = request.scenario
@@ -335,6 +342,8 @@ class CapacitySearch:
         sr = out.result
         if sr is not None and sr.stable and math.isfinite(sr.value_s) and not sr.value_s >= self.best_s:
             self.best_s = sr.value_s
+        if sr is not None and sr.stable and math.isfinite(sr.value_s) and None not in key and not sr.value_s >= self.best_fleet_s:
+            self.best_fleet_s = sr.value_s
         self.beat(*key)
         return out
 
@@ -437,8 +446,9 @@ class CapacitySearch:
         return n_w, n_s
 
     def run(self) -> dict:
-        """The search; a dict with the result row ('row'), every candidate measured ('evaluations') and 'prices' (plain
-        values: stored and read back, it gives the same plan)."""
+        """The search; a dict with the result row ('row'), every candidate measured ('evaluations'), 'prices' (each GPU
+        type's price source) and 'usd_per_gpu_hour' (the prices of the pools it used) (plain values: stored and read
+        back, it gives the same plan)."""
         n_s: int | None = 0
         n_w: int | None = 0
         ok = self.floor_s <= self.slo.seconds
@@ -456,7 +466,8 @@ class CapacitySearch:
             row.update(self.answer(n_w, n_s))
         else:
             row["note"] = self.infeasible_note(stopped_early, row["best_slo_value_s"])
-        return {"row": row, "evaluations": self.log, "prices": self.price_sources}
+        usd = {self.deps[p].hardware.id: self.price[p] for p, _ in POOLS if self.uses[p] and self.price[p] is not None}
+        return {"row": row, "evaluations": self.log, "prices": self.price_sources, "usd_per_gpu_hour": usd}
 
     # ------------------------------------------------------------------------------------------ the result row
     def head(self, ok: bool, stopped_early: bool) -> dict:
@@ -466,8 +477,10 @@ class CapacitySearch:
                 "simulated": sum(1 for v in self.cache.values() if v.result is not None),
                 "reference_latency_s": self.reference_s, "uncontended_slo_value_s": self.floor_s,
                 "gpus_sizing": gpus_sizing(self.gpu_counts),
-                # the best any fleet can do: the lowest stable metric measured, or the uncontended bound when none ran
-                "best_slo_value_s": self.best_s if math.isfinite(self.best_s) else self.floor_s,
+                # the best any fleet can do: the lowest stable metric of a whole fleet measured (issue #51: a Strong
+                # candidate with an unlimited Weak pool, 196 s, was called the best achievable against a 200 s SLO no
+                # fleet met), else of any candidate, or the uncontended bound when none ran
+                "best_slo_value_s": next((v for v in (self.best_fleet_s, self.best_s) if math.isfinite(v)), self.floor_s),
                 "stopped_early": bool(stopped_early)}
 
     def setup(self, p: int) -> PoolSetup:
@@ -512,11 +525,15 @@ class CapacitySearch:
         out["size_note"] = size_note(self.rate, slo, self.max_replicas, self.tasks.max_context,
                                      [(name, replicas[p], self.lower.get(p, 0), *busy[p], self.deps[p], self.limits[p].max_num_seqs)
                                       for p, name in POOLS if uses[p]])
-        out.update(pool_columns([(name, self.sizing(p, name, replicas[p], n_s)) for p, name in POOLS]))
+        sizings = {name: self.sizing(p, name, replicas[p], n_s) for p, name in POOLS}
+        out.update(pool_columns(list(sizings.items())))
+        # what tasks take alone on this deployment against the SLO: an SLO just above it needs many replicas at low load
+        out["slo_over_uncontended"] = slo.seconds / self.floor_s if self.floor_s > 0 else math.nan
+        out["slo_note"] = slo_note(slo, self.floor_s, [(name, replicas[p], sizings[name]) for p, name in POOLS if uses[p]])
         # met with the whole 95% CI within the SLO, or only at the point estimate (the CI's upper end is over it)
         out["slo_met_at"] = "ci" if sr.ci_high_s <= slo.seconds else "point estimate only"
         if unpriced:
-            out["note"] = (f"{self.strategy} on {pairing(self.weak_gpu, self.strong_gpu)}: no $/GPU-hour for "
+            out["note"] = (f"{self.strategy} on {pairing(self.weak_gpu, self.strong_gpu, self.strategy)}: no $/GPU-hour for "
                            f"{', '.join(sorted(set(unpriced)))} (pass --price GPU=USD); ranked by GPU count only")
         return out
 
@@ -525,12 +542,14 @@ class CapacitySearch:
         # rate over the pool's throughput bound: both, so 'utilisation 1.00' at 15% of capacity cannot be misread
         share = self.caps[p].utilisation(self.rate, n) if p in self.caps and n else math.nan
         other = n_s if p == WEAK_POOL and self.uses[STRONG_POOL] else None
-        why = (why_this_size(name, n, self.lower.get(p, 0), self.log, self.slo, other, self.size_on) if self.uses[p] else "")
-        return PoolSizing(share, why)
+        if not self.uses[p]:
+            return PoolSizing(share, "")
+        return PoolSizing(share, why_this_size(name, n, self.lower.get(p, 0), self.log, self.slo, other, self.size_on),
+                          "SLO" if slo_missed_below(name, n, self.log, other) else "throughput")
 
     def infeasible_note(self, stopped_early: bool, best_s: float) -> str:
         """Why no fleet was found, in words: the SLO is under what tasks take alone, the search met a plateau, or the cap."""
-        slo, where = self.slo, f"{self.strategy} on {pairing(self.weak_gpu, self.strong_gpu)}"
+        slo, where = self.slo, f"{self.strategy} on {pairing(self.weak_gpu, self.strong_gpu, self.strategy)}"
         metric = f"{slo.target} p{slo.percentile:g}"
         if self.floor_s > slo.seconds:
             return (f"{where}: {slo} cannot be met at any fleet size: with no contention at all (every task alone on its "
@@ -555,32 +574,57 @@ def covers(fleet: Counts, smaller: Counts) -> bool:
     return all(a is None or (b is not None and a >= b) for a, b in zip(fleet, smaller))
 
 
+def _smaller(name: str, n: int, log: Sequence[dict], other: int | None) -> tuple[list[dict], list[dict]]:
+    """(the candidates with fewer replicas in this pool that missed the SLO, the other pool held as in this pool's
+    search; for the Strong pool, the candidates with fewer Strong replicas measured with a Weak pool: the refinement's)."""
+    mine, theirs = f"{name}_replicas", "strong_replicas" if name == "weak" else "weak_replicas"
+    fails = [e for e in log if not e["meets_slo"] and e[mine] is not None and e[mine] < n
+             and (e[theirs] == other or (other is None and e[theirs] in (None, 0)))]
+    fewer = [e for e in log if name == "strong" and e[mine] is not None and e[mine] < n and e[theirs]]
+    return fails, fewer
+
+
+def _refined_at(fewer: list[dict], name: str) -> tuple[int, list[dict]] | None:
+    """The largest smaller Strong count the refinement measured with a Weak pool, and its candidates, when none of them
+    met the SLO (the Strong count was raised for it); None otherwise."""
+    if not fewer:
+        return None
+    k = max(int(e[f"{name}_replicas"]) for e in fewer)
+    at_k = [e for e in fewer if e[f"{name}_replicas"] == k]
+    return None if any(e["meets_slo"] for e in at_k) else (k, at_k)
+
+
+def slo_missed_below(name: str, n: int, log: Sequence[dict], other: int | None) -> bool:
+    """Whether the SLO set the pool's `n` replicas: a smaller count measured missed it (as `why_this_size` says)."""
+    fails, fewer = _smaller(name, int(n), log, other)
+    return bool(fails) or _refined_at(fewer, name) is not None
+
+
 def why_this_size(name: str, n: int, bound: int, log: Sequence[dict], slo: SLO, other: int | None, size_on: str) -> str:
     """Why a pool has `n` replicas, in words: the rate (one fewer is over the throughput bound) or the SLO (the largest
     smaller count measured missed it, with what it measured); `other`: the other pool's count in this pool's search
     (None: the Strong pool, searched with an unlimited Weak pool)."""
     n, bound = int(n), int(bound)
     mine, theirs = f"{name}_replicas", "strong_replicas" if name == "weak" else "weak_replicas"
-    fails = [e for e in log if not e["meets_slo"] and e[mine] is not None and e[mine] < n
-             and (e[theirs] == other or (other is None and e[theirs] in (None, 0)))]
+    fails, fewer = _smaller(name, n, log, other)
     pool = f"{n:,} {name.capitalize()} replica{'s' if n != 1 else ''}"
     on = "its CI's upper end" if size_on == "ci-high" else "the point estimate"
-    fewer = [e for e in log if name == "strong" and e[mine] is not None and e[mine] < n and e[theirs]]
-    if fewer:  # the Strong count was raised because no Weak pool met the SLO with fewer (the search's refinement)
-        k = max(int(e[mine]) for e in fewer)
-        at_k = [e for e in fewer if e[mine] == k]
-        if not any(e["meets_slo"] for e in at_k):
-            vals = [e["value_s"] for e in at_k if math.isfinite(e["value_s"])]
-            best = f" (best {slo.target} p{slo.percentile:g} {min(vals):,.1f} s)" if vals else ""
-            return (f"{pool}: {slo} sets it (at {on}): with {k:,} no Weak pool tried (up to "
-                    f"{max(int(e[theirs]) for e in at_k):,} replicas) met it{best}; the throughput bound alone needs {bound:,}")
+    refined = _refined_at(fewer, name)
+    if refined is not None:  # the Strong count was raised because no Weak pool met the SLO with fewer (the refinement)
+        k, at_k = refined
+        vals = [e["value_s"] for e in at_k if math.isfinite(e["value_s"])]
+        best = f" (best {slo.target} p{slo.percentile:g} {min(vals):,.1f} s)" if vals else ""
+        return (f"{pool}: {slo} sets it (at {on}): with {k:,} no Weak pool tried (up to "
+                f"{max(int(e[theirs]) for e in at_k):,} replicas) met it{best}; the throughput bound alone needs {bound:,}")
     if not fails:
         if n <= 1:
             return f"{pool}: the fewest a pool can have, and it meets {slo}"
         if n <= bound:
             return (f"{pool}: the rate sets it: {n - 1:,} would be at or over the pool's throughput bound "
                     f"({bound:,} replicas needed)")
-        return f"{pool}: the smallest the search measured meeting {slo} at {on}"
+        # above the bound with no smaller count measured: the Strong pool's first count, with headroom (step 3)
+        return (f"{pool}: the rate sets it, with {1 / STRONG_HEADROOM - 1:.0%} headroom for the Weak pool's queueing (the "
+                f"search's first count, and it meets {slo}); the throughput bound alone needs {bound:,}")
     f = max(fails, key=lambda e: e[mine])
     k = int(f[mine])
     got = (f"gave {slo.target} p{slo.percentile:g} {f['value_s']:,.1f} s" if math.isfinite(f["value_s"])
@@ -589,9 +633,27 @@ def why_this_size(name: str, n: int, bound: int, log: Sequence[dict], slo: SLO, 
     return (f"{pool}: {slo} sets it (at {on}): {k:,}{with_} {got}; the throughput bound alone needs {bound:,}")
 
 
-def pairing(wg: str, sg: str) -> str:
-    """A GPU pairing as printed: which side is which, always (issue #34: 'l40s/h100' left the reader guessing)."""
-    return f"Weak {wg} / Strong {sg}"
+def pairing(wg: str, sg: str, strategy: str | None = None) -> str:
+    """A GPU pairing as printed: which side is which, always (issue #34: 'l40s/h100' left the reader guessing); with the
+    `strategy`, only the pools it uses (Strong-only's fleet has no Weak GPU; a request trace's is the Strong pool)."""
+    called = ("weak", "strong") if strategy is None else ("strong",) if strategy == "serving" else models_called(strategy)
+    return " / ".join(f"{role.capitalize()} {gpu}" for role, gpu in (("weak", wg), ("strong", sg)) if role in called)
+
+
+def slo_note(slo: SLO, floor_s: float, pools: Sequence[tuple[str, int, PoolSizing]]) -> str:
+    """Why the SLO, not the rate, set a pool, in numbers ('' when no pool is SLO-bound): the SLO against what tasks take
+    alone on this deployment (`floor_s`: its percentile with no contention at all, the best any fleet can do), and each
+    SLO-bound pool's load. Why: an SLO just above that floor gave Strong-only 44 GPUs at 12% load, unexplained (issue #51).
+    `pools`: (name, replicas, its PoolSizing) of each pool the strategy uses."""
+    bound = [(name, int(n), z) for name, n, z in pools if z.sized_by == "SLO"]
+    if not bound or not (math.isfinite(floor_s) and floor_s > 0):
+        return ""
+    metric = f"{slo.target} p{slo.percentile:g}"
+    each = ", ".join(f"{n:,} {name.capitalize()} replica{'s' if n != 1 else ''}"
+                     + (f" at {z.load_share:.0%} of their throughput bound" if math.isfinite(z.load_share) else "")
+                     for name, n, z in bound)
+    return (f"{slo} is {slo.seconds / floor_s:.2f}x what tasks take alone on this deployment ({metric} {floor_s:,.1f} s with "
+            f"no contention), so queueing must stay short: the SLO, not the rate, sets {each}; a looser --slo needs fewer")
 
 
 def size_note(rate: float, slo: SLO, max_replicas: int, max_context: int, pools: Sequence[tuple]) -> str:

@@ -414,6 +414,15 @@ def _key(name: str) -> str:
 _BY_KEY = {_key(n): e for e in REGISTRY for n in (e.name, *e.aliases)}
 
 
+def models_called(name: str) -> tuple[str, ...]:
+    """The models a strategy calls, ("weak", "strong") or one of them: a single-model strategy calls only its own, so a
+    plan names no Weak GPU for Strong-only's fleet (issue #51)."""
+    s = strategy_entry(name).make(DEFAULT_K, DEFAULT_REVIEW)
+    if isinstance(s, SingleModel):
+        return ("strong",) if s.model == STRONG else ("weak",)
+    return ("weak", "strong")
+
+
 def strategy_entry(name: str) -> StrategyEntry:
     """The registry entry for a name or alias (case, '-' and '_' ignored)."""
     entry = _BY_KEY.get(_key(name))

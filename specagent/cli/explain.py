@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.console import RenderableType
 
 from specagent.cli.console import SafeConsole, json_out
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.requests import request_options, run_job
 from specagent.cli.simulate import load_workload
 from specagent.common import atomic
 from specagent.common.paths import HTML
 from specagent.simulator import explain as X
-from specagent.simulator.jobs.explain import ExplainRequest, ExplainResult
+from specagent.simulator.jobs.explain import ExplainRequest, ExplainResult, short_label
 from specagent.simulator.jobs.explain import run as explain_job
 from specagent.simulator.protocol.environment import Environment
 
@@ -35,40 +36,49 @@ def _cell(v: float) -> str:
     return "—" if not math.isfinite(v) else f"{v:.3f}"
 
 
-def decomposition_table(dec: X.Decomposition) -> Table:
-    """One resource: per phase, Strong-only's share, SpecAgent's share (= the product of its factors), the change."""
-    t = Table(title=f"{dec.resource}: SpecAgent {dec.ratio:.3f} of Strong-only ({dec.meaning})", show_edge=False,
-              title_justify="left")
-    t.add_column("phase", no_wrap=False, max_width=30)
-    for head in ("S-only", "SpecA", "change", "ref", "tokens", "cost/tok"):
-        t.add_column(head, justify="right")
+#: What the decomposition tables' columns and shortened phase names mean: printed once, under the last of them.
+LEGEND = ("shares of Strong-only's total; SpecA = ref × tokens × cost/tok, against a reference phase of Strong-only (its "
+          "Strong decode for decode and verification, its Strong prefill for prefills): ref = Strong-only's share there, "
+          "tokens = this phase's tokens per reference token, cost/tok = cost per token against the reference's")
+DECOMPOSITION_COLUMNS = (Col("phase", "left"), Col("S-only"), Col("SpecA"), Col("change"), Col("ref"), Col("tokens"),
+                         Col("cost/tok"))
+
+
+def decomposition_rows(dec: X.Decomposition) -> list[tuple[str, ...]]:
+    """One resource: per phase (its short name), Strong-only's share, SpecAgent's share (= the product of its factors),
+    the change and the factors; the total last."""
+    rows = []
     for term in dec.terms:
         if abs(term.specagent) < 1e-12 and abs(term.strongonly) < 1e-12:
             continue
         f = [_cell(v.value) if v.value >= 0.001 or v.value == 0 else f"{v.value:.2g}" for v in term.factors]
         if len(f) == 2:  # a wait: its share and its change, no tokens
             f = [f[0], "", f[1]]
-        t.add_row(term.label, _cell(term.strongonly),
-                  _cell(term.specagent), f"{term.delta:+.3f}", *(f or ["", "", ""]))
-    t.add_row("total", "1.000", _cell(dec.total()), f"{dec.total() - 1:+.3f}", "", "", "")
-    t.caption = ("shares of Strong-only's total; SpecA = ref × tokens × cost/tok, against a reference phase of Strong-only "
-                 "(its Strong decode for decode and verification, its Strong prefill for prefills): ref = Strong-only's share "
-                 "there, tokens = this phase's tokens per reference token, cost/tok = cost per token against the reference's")
-    return t
+        rows.append((short_label(term), _cell(term.strongonly), _cell(term.specagent), f"{term.delta:+.3f}",
+                     *(f or ["", "", ""])))
+    rows.append(("total", "1.000", _cell(dec.total()), f"{dec.total() - 1:+.3f}", "", "", ""))
+    return rows
 
 
-def counterfactual_table(result: X.Explanation) -> Table:
-    t = Table(title="SpecAgent's ratios to Strong-only with one thing changed (the same trajectories and seed)",
-              show_edge=False, title_justify="left")
-    t.add_column("scenario", no_wrap=True)
+def decomposition_table(dec: X.Decomposition) -> RenderableType:
+    """One resource's table, fitted to the terminal (cli/fit_table.py)."""
+    return fitted(console, DECOMPOSITION_COLUMNS, decomposition_rows(dec),
+                  title=f"{dec.resource}: SpecAgent {dec.ratio:.3f} of Strong-only ({dec.meaning})")
+
+
+def phase_names(x: X.Explanation) -> str:
+    """The phases the tables name short, in full ('phases in full: Weak drafting (decode); ...')."""
+    full = dict.fromkeys(t.label for d in x.decompositions.values() for t in d.terms if short_label(t) != t.label)
+    return f"phases in full: {'; '.join(full)}" if full else ""
+
+
+def counterfactual_table(result: X.Explanation) -> RenderableType:
     keys = list(result.decompositions)
-    for k in keys:
-        t.add_column(k, justify="right")
-    t.add_row("as given", *(_cell(result.decompositions[k].ratio) for k in keys))
-    for name, r in result.counterfactuals.items():
-        t.add_row(name, *(_cell(r.get(k, math.nan)) for k in keys))
-    t.caption = "; ".join(f"{n} = {X.COUNTERFACTUALS[n]}" for n in result.counterfactuals)
-    return t
+    rows = [("as given", *(_cell(result.decompositions[k].ratio) for k in keys))]
+    rows += [(name, *(_cell(r.get(k, math.nan)) for k in keys)) for name, r in result.counterfactuals.items()]
+    return fitted(console, (Col("scenario", "left"), *(Col(k) for k in keys)), rows,
+                  title="SpecAgent's ratios to Strong-only with one thing changed (the same trajectories and seed)",
+                  caption="; ".join(f"{n} = {X.COUNTERFACTUALS[n]}" for n in result.counterfactuals))
 
 
 def where_saving_comes_from(result: X.Explanation, review: str) -> list[str]:
@@ -163,9 +173,15 @@ def explain(
 
 
 def _print_explain(result: ExplainResult) -> None:
+    """The takeaway and any warning about the inputs first, then every table and sentence, the takeaway again last (the
+    screen a terminal keeps)."""
     x = result.explanation
+    for line in (result.takeaway, result.acceptance_warning):
+        if line:
+            console.print(line, highlight=False, markup=False)
     for dec in x.decompositions.values():
         console.print(decomposition_table(dec))
+    console.print("; ".join(p for p in (LEGEND, phase_names(x)) if p), highlight=False, markup=False)
     console.print("Protocol facts: " + "; ".join(f"{k} {_cell(v)}" for k, v in x.facts.items()) + ".", highlight=False)
     if x.counterfactuals:
         console.print(counterfactual_table(x))
@@ -173,3 +189,5 @@ def _print_explain(result: ExplainResult) -> None:
                  *((result.setting_note + ".",) if result.setting_note else ())):
         console.print(line, highlight=False)
     console.print("Sources: " + "; ".join(f"{k}: {v}" for k, v in x.sources.items()), highlight=False)
+    if result.takeaway:
+        console.print(f"In short: {result.takeaway}", highlight=False, markup=False)

@@ -68,16 +68,16 @@ def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool =
     if as_json:
         print(json_out(rows, indent=2))
         return
-    from rich.table import Table  # only where a table is printed: off every other command's start-up
-    t = Table(title="Hardware profiles (dense peaks, per GPU)")
-    for col in ("id", "name", "BF16 TFLOP/s", "memory GB", "bandwidth TB/s", "ridge FLOP/B", "$/GPU-h"):
-        # the id is what a user types: never cut (no_wrap at its full width)
-        t.add_column(col, justify="left" if col in ("id", "name") else "right", no_wrap=col == "id",
-                     min_width=max(len(r["id"]) for r in rows) if col == "id" else None)
-    for r in rows:
-        t.add_row(r["id"], r["name"], f"{r['bf16_tflops']:g}", f"{r['memory_gb']:g}", f"{r['bandwidth_tb_s']:g}",
-                  f"{r['ridge_bf16']:.0f}", "-" if r["usd_per_gpu_hour"] is None else f"{r['usd_per_gpu_hour']:.2f}")
-    console.print(t)
+    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+
+    cols = (Col("id", "left"), Col("name", "left", optional=True), Col("BF16\nTFLOP/s"), Col("memory\nGB"),
+            Col("HBM\nTB/s"), Col("ridge\nFLOP/B"), Col("$ per\nGPU-h"))
+    cells = [(r["id"], r["name"], f"{r['bf16_tflops']:g}", f"{r['memory_gb']:g}", f"{r['bandwidth_tb_s']:g}",
+              f"{r['ridge_bf16']:.0f}", "-" if r["usd_per_gpu_hour"] is None else f"{r['usd_per_gpu_hour']:.2f}") for r in rows]
+    console.print(fitted(console, cols, cells, title="Hardware profiles (dense peaks, per GPU)",
+                         caption="id: what --hardware, --gpu and --price take (aliases work too); ridge: BF16 peak FLOP/s ÷ "
+                                 "HBM bandwidth; $ per GPU-h: the profile's sourced price (`hardware show ID` cites it)",
+                         left_out="`hardware show ID` and --json have them"))
 
 
 @hardware_app.command("show")
@@ -108,14 +108,25 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
     if as_json:
         print(json_out({"id": p.id, "name": p.name, "path": p.path, "figures": [dict(name=a, value=b, source=c) for a, b, c in items]}, indent=2, default=str))
         return
-    from rich.table import Table  # only where a table is printed: off every other command's start-up
-    t = Table(title=f"{p.name} ({p.id}) — {p.path}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    t.add_column("source", overflow="fold")
+    _print_figures(f"{p.name} ({p.id})", p.path, items)
+
+
+def _print_figures(title: str, path: object, items: list[tuple[str, object, str]]) -> None:
+    """Each figure with its value and a numbered source, the sources (each once) below as prose, so the table fits
+    80 columns and no source is cut; a list (a calibrated curve) is written out below the table too."""
+    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+
+    sources: dict[str, int] = {}
+    cells, lists = [], []
     for a, b, c in items:
-        t.add_row(a, str(b), c)
-    console.print(t)
+        ref = f"[{sources.setdefault(c, len(sources) + 1)}]"
+        if isinstance(b, (list, tuple)):
+            lists.append(f"{a}: {b}")
+            b = f"{len(b)} points, below"
+        cells.append((a, str(b), ref))
+    console.print(fitted(console, (Col("figure", "left"), Col("value"), Col("source", "left")), cells, title=title))
+    for line in (f"file: {path}", *lists, "Sources:", *(f"[{i}] {c}" for c, i in sources.items())):
+        console.print(line, highlight=False, markup=False)
 
 
 # ---------------------------------------------------------------- models
@@ -132,24 +143,19 @@ def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         print(json_out(rows, indent=2))
         return
-    # the name is what a user types: never cut (no_wrap at its full width); figures never cut either
+    # the name is what a user types: never cut; figures never cut either (cli/fit_table.py)
+    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+
     orgs = sorted({r["model"].split("/", 1)[0] for r in rows})
-    from rich.table import Table  # only where a table is printed: off every other command's start-up
-    t = Table(title="Shipped model specs (text model, MTP head excluded)", show_edge=False, pad_edge=False,
-              caption=f"model: the name to pass as --model / --weak-model / --strong-model (the full id "
-                      f"{' or '.join(o + '/<model>' for o in orgs)} works too); lin/full: linear/full-attention layers; "
-                      "total/act.: parameters in billions (all / active per token); KV cache per token (bf16); "
-                      "Gated DeltaNet state per sequence")
-    names = [r["model"].split("/", 1)[1] for r in rows]
-    t.add_column("model", no_wrap=True, min_width=max(len(n) for n in names))
-    t.add_column("type", overflow="fold")
-    cells = [(f"{r['linear']}/{r['full']}", f"{r['total_b']:.2f}", f"{r['active_b']:.2f}", f"{r['kv_kib_per_token']:.0f}",
-              f"{r['state_mb']:.1f}") for r in rows]
-    for i, col in enumerate(("lin/\nfull", "total\nB", "act.\nB", "KV\nKiB", "state\nMB")):
-        t.add_column(col, justify="right", no_wrap=True, min_width=max(len(c[i]) for c in cells))
-    for name, r, c in zip(names, rows, cells):
-        t.add_row(name, r["type"], *c)
-    console.print(t)
+    cols = (Col("model", "left"), Col("type", "left", optional=True), Col("lin/\nfull"), Col("total\nB"), Col("act.\nB"),
+            Col("KV\nKiB"), Col("state\nMB"))
+    cells = [(r["model"].split("/", 1)[1], r["type"], f"{r['linear']}/{r['full']}", f"{r['total_b']:.2f}", f"{r['active_b']:.2f}",
+              f"{r['kv_kib_per_token']:.0f}", f"{r['state_mb']:.1f}") for r in rows]
+    console.print(fitted(console, cols, cells, title="Shipped model specs (text model, MTP head excluded)",
+                         caption=f"model: the name to pass as --model / --weak-model / --strong-model (the full id "
+                                 f"{' or '.join(o + '/<model>' for o in orgs)} works too); lin/full: linear/full-attention "
+                                 "layers; total/act.: parameters in billions (all / active per token); KV cache per token "
+                                 "(bf16); Gated DeltaNet state per sequence", left_out="`models show MODEL` and --json have them"))
 
 
 @models_app.command("show")
@@ -291,24 +297,32 @@ def _print_roofline(dep, cost, out: dict, phase: str, batch: int, context: int, 
                   _fmt_bytes(cost.bytes_written[k][0]) if k in cost.bytes_written else "")
     t.add_row("[b]total[/b]", _fmt_flops(cost.total_flops[0]), _fmt_bytes(cost.total_bytes_read[0]), _fmt_bytes(cost.total_bytes_written[0]))
     console.print(t)
+    _print_pass_time(dep, out)
+
+
+def _print_pass_time(dep, out: dict) -> None:
+    """The pass's time per replica: each part in ms (a table of figures only, so it fits 80 columns), then what each
+    part is made of, as lines."""
+    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+
     lt = coefficients(dep).terms
-    s = Table(show_header=False, title="time (per replica)")
-    s.add_column("k")
-    s.add_column("v", justify="right")
     eff = out["efficiencies"]
-    s.add_row("compute time", f"{out['compute_s'] * 1e3:.3f} ms  (GEMM MFU {eff['gemm']:.3g}, attention {eff['attention']:.3g}; "
-              f"MoE padding {out['compute_expert_padding_s'] * 1e3:.3f} ms)")
-    s.add_row("memory time", f"{out['memory_s'] * 1e3:.3f} ms  (bandwidth efficiency {eff['bandwidth']:.3g})")
-    s.add_row("communication", f"{out['comm_s'] * 1e3:.3f} ms  ({_fmt_bytes(out['comm_bytes'])} per GPU; latency "
-              f"{out['collective_latency_s'] * 1e3:.3f} ms for {lt.allreduces} all-reduces + {lt.all_to_alls} all-to-alls)")
-    terms = ", ".join(f"{term.label} {out[f'fixed_{term.name}_s'] * 1e3:.3f}" for term in FIXED_TERMS)
-    s.add_row("engine fixed costs", f"{out['overhead_s'] * 1e3:.3f} ms  ({terms})")
-    s.add_row("pass time", f"{out['time_s'] * 1e3:.3f} ms")
-    s.add_row("intensity / ridge", f"{out['intensity_flop_per_byte']:.1f} / {out['ridge_flop_per_byte']:.1f} FLOP/B")
-    s.add_row("bound", out["bound"])
+    ms = {k: f"{out[k] * 1e3:.3f} ms" for k in ("compute_s", "memory_s", "comm_s", "overhead_s", "time_s")}
+    rows = [("compute time", ms["compute_s"]), ("memory time", ms["memory_s"]), ("communication", ms["comm_s"]),
+            ("engine fixed costs", ms["overhead_s"]), ("pass time", ms["time_s"]),
+            ("intensity / ridge", f"{out['intensity_flop_per_byte']:.1f} / {out['ridge_flop_per_byte']:.1f} FLOP/B"),
+            ("bound", out["bound"])]
     if dep.model.is_moe:
-        s.add_row("distinct experts / layer", f"{out['experts_touched']:.1f} of {dep.model.moe.num_experts}")  # type: ignore[union-attr]
-    console.print(s)
+        rows.append(("distinct experts / layer", f"{out['experts_touched']:.1f} of {dep.model.moe.num_experts}"))  # type: ignore[union-attr]
+    console.print(fitted(console, (Col("time (per replica)", "left"), Col("")), rows))
+    terms = ", ".join(f"{term.label} {out[f'fixed_{term.name}_s'] * 1e3:.3f}" for term in FIXED_TERMS)
+    for line in (f"compute: GEMM MFU {eff['gemm']:.3g}, attention {eff['attention']:.3g}; MoE padding "
+                 f"{out['compute_expert_padding_s'] * 1e3:.3f} ms",
+                 f"memory: bandwidth efficiency {eff['bandwidth']:.3g}",
+                 f"communication: {_fmt_bytes(out['comm_bytes'])} per GPU; latency {out['collective_latency_s'] * 1e3:.3f} "
+                 f"ms for {lt.allreduces} all-reduces + {lt.all_to_alls} all-to-alls",
+                 f"engine fixed costs (ms): {terms}"):
+        console.print(line, highlight=False)
 
 
 @roofline_app.command("balance")

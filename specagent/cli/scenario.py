@@ -68,12 +68,14 @@ def _resolve(sc: Scenario, where: str) -> Setting:
 
 
 def _names(role: str, spec, dep: Deployment) -> list[str]:
-    """`name -> what it loaded (file)` for each name in one deployment entry."""
-    def path(p) -> str:
-        return f" ({Path(p).as_posix()})" if p else ""
-    return [f"#   {role}.model = {spec.model!r} -> {dep.model.name}{path(dep.model.source)}",
-            f"#   {role}.hardware = {spec.hardware!r} -> {dep.hardware.id}: {dep.hardware.name}{path(dep.hardware.path)}",
-            f"#   {role}.serving_engine = {spec.serving_engine!r} -> {dep.serving_engine.id}: {dep.serving_engine.name}{path(dep.serving_engine.path)}"]
+    """`name -> what it loaded`, then its file on a line of its own (a path is never cut, and the name's line fits 80
+    columns), for each name in one deployment entry."""
+    def path(p) -> list[str]:
+        return [f"#     {Path(p).as_posix()}"] if p else []
+    return [f"#   {role}.model = {spec.model!r} -> {dep.model.name}", *path(dep.model.source),
+            f"#   {role}.hardware = {spec.hardware!r} -> {dep.hardware.id}: {dep.hardware.name}", *path(dep.hardware.path),
+            f"#   {role}.serving_engine = {spec.serving_engine!r} -> {dep.serving_engine.id}: {dep.serving_engine.name}",
+            *path(dep.serving_engine.path)]
 
 
 def resolved_comment(sc: Scenario, setting: Setting) -> str:

@@ -32,7 +32,9 @@ COLUMNS = (
     ("$/hour", "the fleet's price per hour"),
     ("$/task", "$/hour divided by tasks per hour"),
     ("p95 s [95% CI]", "the SLO percentile of task latency with its confidence interval"),
-    ("sized by", "what set the Strong replica count: throughput (the analytic bound) or the latency SLO"),
+    ("sized by", "what set each pool's replica count: throughput (the fewest replicas whose analytic throughput covers "
+                 "the rate) or the SLO (more replicas than that, to keep the latency percentile within the SLO; "
+                 "'throughput alone: N' is the count the rate alone needs)"),
 )
 
 
@@ -60,15 +62,31 @@ def fleet_shape(r: dict) -> str:
     return " + ".join(parts)
 
 
-def sized_by(r: dict) -> str:
-    """Which constraint set the Strong (else the Weak) replica count: the throughput bound, or the SLO above it."""
-    for name in ("strong", "weak"):
+def pool_bounds(r: dict) -> dict[str, str]:
+    """What set each pool with replicas: {"weak": "SLO", "strong": "throughput"}; the plan's own word where the row has
+    it (`<pool>_sized_by`), else read off the counts (more replicas than the throughput bound: the SLO); a pool whose
+    bound is unknown is left out."""
+    out = {}
+    for name in ("weak", "strong"):
         n, b = _num(r.get(f"{name}_replicas")), _num(r.get(f"{name}_bound_replicas"))
-        if n and not math.isnan(n):
-            if math.isnan(b):
-                return "—"
-            return "throughput" if n <= b else f"SLO (bound: {int(b):,})"
-    return "—"
+        if not n or math.isnan(n):
+            continue
+        said = r.get(f"{name}_sized_by")
+        if isinstance(said, str) and said:
+            out[name] = said
+        elif not math.isnan(b):
+            out[name] = "throughput" if n <= b else "SLO"
+    return out
+
+
+def sized_by(r: dict) -> str:
+    """What set each pool's replica count, in words: 'Weak: SLO (throughput alone: 14); Strong: throughput'."""
+    parts = []
+    for name, how in pool_bounds(r).items():
+        b = _num(r.get(f"{name}_bound_replicas"))
+        alone = f" (throughput alone: {int(b):,})" if how == "SLO" and not math.isnan(b) else ""
+        parts.append(f"{name.capitalize()}: {how}{alone}")
+    return "; ".join(parts) or "—"
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,428 @@
+"""What `specagent plan` prints: the answer last, on one 80x24 screen for one rate; every search's block before it with
+--details; the progress on stderr, its live lines in place on a terminal.
+
+Why (issue #51): the plan printed one long block per strategy and rate (79 of 267 lines were live progress lines), and
+the fleets, the key result, scrolled away; the blocks hid what sized each pool. The answer here is the table of fleets
+(fitted to the terminal: cli/fit_table.py), per strategy what tasks take alone on its deployment against the SLO and
+which pools the SLO rather than the rate set, the change against Strong-only in GPUs and dollars, and the prices.
+Every figure is the plan job's (simulator/jobs/plan.py, plan_search.py): this module words them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+from rich.console import RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
+
+from specagent.cli.console import SafeConsole
+from specagent.cli.fit_table import Col, fitted
+from specagent.reports.plan_table import fleet_shape, pool_bounds, short_gpu, sized_by
+from specagent.simulator.jobs.base import Step
+from specagent.simulator.jobs.plan import PlanResult
+from specagent.simulator.jobs.plan_search import SLO, pairing
+
+console = SafeConsole()
+
+
+def say(text: str = "") -> None:
+    console.print(text, highlight=False, markup=False)
+
+
+def rate_text(rate: float) -> str:
+    return f"{rate:,.4g}/s"
+
+
+def money(v: Any, nd: int = 2) -> str:
+    return "unpriced" if not isinstance(v, (int, float)) or math.isnan(v) else f"${v:,.{nd}f}"
+
+
+def signed_money(v: float) -> str:
+    return "unpriced" if math.isnan(v) else f"{'-' if v < 0 else '+'}${abs(v):,.2f}"
+
+
+def seconds(v: Any) -> str:
+    """A latency in the table: whole seconds from 100 s, else three significant figures (1.34, 12.5)."""
+    x = _num(v)
+    return "—" if math.isnan(x) else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# ------------------------------------------------------------------------------------------------ the answer
+def print_answer(res: PlanResult, written: str) -> None:
+    """The answer, the last lines a terminal keeps: the setting, notes, the fleets, what sized them, the change against
+    Strong-only, the prices and where the rest is (`written`: the files line)."""
+    req, slo = res.request, res.request.objective
+    rates = ", ".join(rate_text(r) for r in req.rates)
+    say(f"Capacity plan for {slo} at {rates}: {models_text(res)}")
+    for n in res.notes:
+        say(f"note: {n}")
+    best = res.best.to_dict("records") if len(res.best) else []
+    table, legend = fleet_table(res, best)
+    console.print(table)
+    say(legend)
+    for strat in req.strategy_names:
+        line = sizing_line(strat, [r for r in best if r["strategy"] == strat], res.uncontended, slo)
+        if line:
+            say(line)
+    for line in (*change_lines(best, len(req.rates) > 1), *point_only_lines(best, slo), others_line(res)):
+        if line:
+            say(line)
+    say(prices_line(res))
+    say(written)
+
+
+def models_text(res: PlanResult) -> str:
+    sc = res.request.scenario
+    return f"Strong {sc.strong.model}" if res.request.serving else f"Weak {sc.weak.model}, Strong {sc.strong.model}"
+
+
+def fleet_table(res: PlanResult, best: list[dict]) -> tuple[RenderableType, str]:
+    """One row per rate and strategy: the fleet (a pool the SLO set marked *), GPUs, $/hour, $/task, the SLO percentile
+    with its interval; a strategy with no fleet at a rate says so. The GPU types are in the fleet cell when the rows
+    differ in them, else in the legend (printed under the table at the terminal's width, not the table's)."""
+    req, slo = res.request, res.request.objective
+    several = len(req.rates) > 1
+    types = {name: {short_gpu(str(r[f"{name}_gpu"])) for r in best if _num(r.get(f"{name}_replicas")) > 0}
+             for name in ("weak", "strong")}
+    named = any(len(t) > 1 for t in types.values())  # the rows differ in a pool's GPU type: each fleet names its own
+    rows = []
+    for rate in req.rates:
+        for strat in req.strategy_names:
+            r = next((b for b in best if b["strategy"] == strat and b["rate"] == rate), None)
+            head = (rate_text(rate),) if several else ()
+            if r is None:
+                rows.append((*head, strat, "none meets the SLO", "—", "—", "—", "—"))
+                continue
+            ci = f"{seconds(r['slo_value_s'])} [{seconds(r['slo_ci_low_s'])}-{seconds(r['slo_ci_high_s'])}]"
+            rows.append((*head, strat, fleet_cell(r, named), f"{int(r['gpus']):,}", money(r["usd_per_hour"]),
+                         money(r["usd_per_task"], 4), ci))
+    cols = ((Col("tasks/s"),) if several else ()) + (
+        Col("strategy", "left"), Col("fleet", "left"), Col("GPUs"), Col("$/hour"), Col("$/task", optional=True),
+        Col(f"{slo.target} p{slo.percentile:g} s\n[95% CI]"))
+    every = types["strong"] | types["weak"]
+    on = ("" if named or not every else f"; all on {min(every)}" if len(every) == 1
+          else "; " + ", ".join(f"{n.capitalize()} on {min(t)}" for n, t in types.items() if t))
+    marked = any("*" in r[2 if several else 1] for r in rows)  # the fleet cell
+    legend = (f"fleet: replicas × GPUs per replica (W Weak, S Strong){on}"
+              + ("; * the SLO, not the rate, set that pool: queueing must stay short, so a looser --slo needs fewer "
+                 "replicas" if marked else ""))
+    return fitted(console, cols, rows, left_out="--details and --format csv have them"), legend
+
+
+def fleet_cell(r: dict, named: bool) -> str:
+    """'25 W×1* + 2 S×4' (with the GPU types when `named`: '25 W×1 l40s* + 2 S×4 h100'); * marks a pool the SLO set."""
+    bounds = pool_bounds(r)
+    parts = []
+    for name, short in (("weak", "W"), ("strong", "S")):
+        n = _num(r.get(f"{name}_replicas"))
+        if n and not math.isnan(n):
+            gpu = f" {short_gpu(str(r[f'{name}_gpu']))}" if named else ""
+            mark = "*" if bounds.get(name) == "SLO" else ""
+            parts.append(f"{int(n):,} {short}×{int(_num(r.get(f'{name}_gpus_per_replica')))}{gpu}{mark}")
+    return " + ".join(parts) or fleet_shape(r)
+
+
+def sizing_line(strat: str, rows: list[dict], alone: pd.DataFrame, slo: SLO) -> str:
+    """One strategy's sizing in words: what its tasks take alone on its deployment (the floor no fleet beats) against
+    the SLO, and each pool the SLO rather than the rate set, with its load."""
+    if not rows:
+        return ""
+    metric = f"{slo.target} p{slo.percentile:g}"
+    pairs = dict.fromkeys((r["weak_gpu"], r["strong_gpu"]) for r in rows)
+    mine = alone[alone["strategy"] == strat] if len(alone) else alone
+    floors = []
+    for wg, sg in pairs:
+        hit = mine[(mine["weak_gpu"] == wg) & (mine["strong_gpu"] == sg)] if len(mine) else mine
+        if len(hit):
+            v = float(hit["uncontended_slo_value_s"].iloc[0])
+            floors.append(f"{v:,.1f} s" + (f" on {pairing(wg, sg, strat)}" if len(pairs) > 1 else "")
+                          + (f" (the SLO {slo.seconds / v:.2f}x it)" if v > 0 else ""))
+    head = f"{strat}: {metric} alone (no contention) {'; '.join(floors)}" if floors else f"{strat}:"
+    set_by_slo = [(r, name) for r in rows for name, how in pool_bounds(r).items() if how == "SLO"]
+    if not set_by_slo:
+        return f"{head}; the rate set every pool."
+    if len(rows) == 1:
+        each = "; ".join(_replicas(int(r[f"{name}_replicas"]), name) + _load(r, name) for r, name in set_by_slo)
+    else:  # a curve: per pool, the rates the SLO set it at, its counts against the rate's, and its load
+        each = "; ".join(_pool_at_rates(name, [r for r, n in set_by_slo if n == name])
+                         for name in dict.fromkeys(n for _, n in set_by_slo))
+    return f"{head}; the SLO set {each}."
+
+
+def _replicas(n: int, name: str) -> str:
+    return f"{n:,} {name.capitalize()} replica{'s' if n != 1 else ''}"
+
+
+def _load(r: dict, name: str) -> str:
+    share, bound = _num(r.get(f"{name}_load_share")), _num(r.get(f"{name}_bound_replicas"))
+    parts = ([f"{share:.0%} of their throughput bound"] if not math.isnan(share) else []) + (
+        [f"the rate alone needs {int(bound):,}"] if not math.isnan(bound) else [])
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _pool_at_rates(name: str, rows: list[dict]) -> str:
+    """'the Weak pool at 1.6/s, 5/s and 16/s (13, 45 and 143 replicas where the rate alone needs 8, 23 and 73; 50-56% of
+    their throughput bound)'."""
+    def listed(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+    shares = [_num(r.get(f"{name}_load_share")) for r in rows]
+    shares = [x for x in shares if not math.isnan(x)]
+    load = (f"; {min(shares):.0%}" + (f"-{max(shares):.0%}" if f"{max(shares):.0%}" != f"{min(shares):.0%}" else "")
+            + " of their throughput bound") if shares else ""
+    counts = [f"{int(r[f'{name}_replicas']):,}" for r in rows]
+    needs = [f"{int(_num(r.get(f'{name}_bound_replicas'))):,}" for r in rows]
+    return (f"the {name.capitalize()} pool at {listed([rate_text(r['rate']) for r in rows])} ({listed(counts)} replicas "
+            f"where the rate alone needs {listed(needs)}{load})")
+
+
+def change_lines(best: list[dict], several: bool) -> list[str]:
+    """Each strategy's fleet against Strong-only's at the same rate: $/hour and GPUs, signed (+3 GPUs: three more)."""
+    out = []
+    for strat in dict.fromkeys(r["strategy"] for r in best if r["strategy"] != "strongonly"):
+        parts = []
+        for r in (r for r in best if r["strategy"] == strat):
+            d_usd, d_gpus, sav = (_num(r.get(k)) for k in ("usd_per_hour_change_vs_strongonly", "gpus_change_vs_strongonly",
+                                                            "usd_saving_vs_strongonly"))
+            if math.isnan(d_gpus):
+                continue
+            pct = "" if math.isnan(sav) else f" ({-sav:+.0%})"
+            base = int(r["gpus"] - d_gpus)
+            parts.append((f"at {rate_text(r['rate'])} " if several else "")
+                         + f"{signed_money(d_usd)}/hour{pct}, {int(d_gpus):+,} GPU{'' if abs(d_gpus) == 1 else 's'} "
+                           f"({int(r['gpus']):,} vs {base:,})")
+        if parts:
+            out.append(f"{strat} vs strongonly{'' if several else ' at ' + rate_text(best[0]['rate'])}: " + "; ".join(parts))
+    return out
+
+
+def point_only_lines(best: list[dict], slo: SLO) -> list[str]:
+    """One warning naming every fleet that meets the SLO at its percentile's point estimate only (its CI's upper end
+    over the SLO)."""
+    only = [r for r in best if r.get("slo_met_at") == "point estimate only"]
+    if not only:
+        return []
+    several = len({r["rate"] for r in best}) > 1
+    which = "; ".join(f"{s}" + (f" at {', '.join(rate_text(r['rate']) for r in only if r['strategy'] == s)}" if several else "")
+                      for s in dict.fromkeys(r["strategy"] for r in only))
+    top = max(_num(r["slo_ci_high_s"]) for r in only)
+    return [f"warning: met at the point estimate only (the 95% CI reaches up to {top:,.1f} s, over {slo.seconds:g} s): "
+            f"{which}; --size-on ci-high sizes on the CI's upper end"]
+
+
+def used_gpus(res: PlanResult) -> list[str]:
+    """The GPU types the fleets found run on (profile ids), in the order the prices name them."""
+    best = res.best.to_dict("records") if len(res.best) else []
+    used = {str(r[f"{name}_gpu"]) for r in best for name in ("weak", "strong") if _num(r.get(f"{name}_replicas")) > 0}
+    return [g for g in res.usd_per_gpu_hour if g in used]
+
+
+def prices_line(res: PlanResult) -> str:
+    """The $/GPU-hour of each GPU type a fleet runs on, and whose price it is (the sources in full: --details)."""
+    parts = [f"{g} ${res.usd_per_gpu_hour[g]:,.3g} ({'--price' if res.price_sources.get(g, '').startswith('user') else 'its profile'})"
+             for g in used_gpus(res)]
+    return f"$/GPU-hour: {', '.join(parts)}; sources: --details" if parts else "$/GPU-hour: none priced"
+
+
+def others_line(res: PlanResult) -> str:
+    """The GPU pairings searched that no cheapest fleet of the strategy runs on ('' when each strategy searched one), so
+    the answer says they lost (their figures: --details)."""
+    if res.table.empty or not len(res.best):
+        return ""
+    won = {(r["strategy"], r["weak_gpu"], r["strong_gpu"]) for r in res.best.to_dict("records")}
+    lost: dict[str, list[str]] = {}
+    for r in res.table.to_dict("records"):
+        key = (r["strategy"], r["weak_gpu"], r["strong_gpu"])
+        if key not in won and any(s == r["strategy"] for s, _, _ in won):
+            label = pairing(str(r["weak_gpu"]), str(r["strong_gpu"]), str(r["strategy"]))
+            lost.setdefault(str(r["strategy"]), [])
+            if label not in lost[str(r["strategy"])]:
+                lost[str(r["strategy"])].append(label)
+    if not lost:
+        return ""
+    return ("also searched, dearer or missing the SLO: " + "; ".join(f"{s} on {', '.join(v)}" for s, v in lost.items())
+            + " (--details)")
+
+
+def setting_lines(res: PlanResult) -> list[str]:
+    """What the plan was sized for, for a figure read on its own: the SLO, the models and the prices."""
+    prices = ", ".join(f"{g} ${res.usd_per_gpu_hour[g]:,.3g}" for g in used_gpus(res))
+    return [f"{res.request.objective} · {models_text(res)}", f"$/GPU-hour: {prices}" if prices else "unpriced"]
+
+
+# ------------------------------------------------------------------------------------------------ --details
+def print_details(res: PlanResult) -> None:
+    """Every search's block, one per rate and strategy (what --details adds before the answer)."""
+    req, slo = res.request, res.request.objective
+    best = res.best.to_dict("records") if len(res.best) else []
+    table = res.table.to_dict("records")
+    for rate in req.rates:
+        say(f"At {rate_text(rate)}")
+        for strat in req.strategy_names:
+            rows = [r for r in best if r["strategy"] == strat and r["rate"] == rate]
+            tried = [c for c in table if c["strategy"] == strat and c["rate"] == rate]
+            if rows:
+                print_fleet(rows[0], strat, slo, tried)
+            else:
+                print_no_fleet(strat, slo, tried)
+        say()
+    say("Prices:")
+    for g, src in res.price_sources.items():
+        say(f"  {g}: {src}")
+    say()
+
+
+def print_no_fleet(strat: str, slo: SLO, tried: list[dict]) -> None:
+    say(f"  {strat}: no fleet found (see the notes)")
+    for c in tried:
+        say(f"    {pairing(c['weak_gpu'], c['strong_gpu'], strat)}: best achievable {slo.target} p{slo.percentile:g} "
+            f"{c['best_slo_value_s']:,.1f} s against {slo.seconds:g} s"
+            + (" (added replicas stopped lowering it; the search stopped there)" if c.get("stopped_early") else ""))
+
+
+def _pool_text(r: dict, name: str) -> str:
+    n, g = int(r[f"{name}_replicas"]), int(r[f"{name}_gpus_per_replica"])
+    return f"{n:,} {name.capitalize()} x {g} {r[f'{name}_gpu']}" if n else ""
+
+
+def print_fleet(r: dict, strat: str, slo: SLO, tried: list[dict]) -> None:
+    """The cheapest fleet of one strategy at one rate: its pools, what it measured, why each pool has its size."""
+    pools = " + ".join(p for p in (_pool_text(r, "weak"), _pool_text(r, "strong")) if p)
+    say(f"  {strat} ({r['label']}; {pairing(r['weak_gpu'], r['strong_gpu'], strat)})")
+    say(f"    fleet: {pools} = {int(r['gpus']):,} GPUs, {money(r['usd_per_hour'])}/hour, {money(r['usd_per_task'], 4)}/task")
+    say(f"    {slo.target} p{slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
+        f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
+    floor = _num(r.get("uncontended_slo_value_s"))
+    if not math.isnan(floor):
+        task = "" if (slo.target, slo.percentile) == ("task", 95) else f"; task p95 {_num(r.get('reference_latency_s')):,.1f} s"
+        say(f"    alone on this deployment (no contention): {slo.target} p{slo.percentile:g} {floor:,.1f} s, the best any "
+            f"fleet can do{task}")
+    for name in ("strong", "weak"):
+        if r[f"{name}_replicas"]:
+            print_pool(r, name)
+    for key, what in (("slo_note", "why the SLO"), ("size_note", "why so large")):
+        if isinstance(r.get(key), str) and r[key]:
+            say(f"    {what}: {r[key]}")
+    say(f"    simulated: {r['slice']}, {int(r['tasks_simulated']):,} tasks over {r['horizon_s']:,.0f} s (warm-up "
+        f"{r['warmup_s']:,.0f} s detected, {int(r['tasks_measured']):,} tasks measured, {int(r['tasks_censored']):,} "
+        f"still running at the end); {int(r['evaluations'])} candidates tried")
+    for line in change_lines([r], False) if strat != "strongonly" else ():
+        say(f"    {line}")
+    for c in (c for c in tried if (c["weak_gpu"], c["strong_gpu"]) != (r["weak_gpu"], r["strong_gpu"])):
+        what = (f"{int(c['gpus']):,} GPUs, {money(c['usd_per_hour'])}/hour" if c["feasible"] else
+                f"no fleet found (best achievable {slo.target} p{slo.percentile:g} {c['best_slo_value_s']:,.1f} s)")
+        say(f"    also tried {pairing(c['weak_gpu'], c['strong_gpu'], strat)}: {what}")
+
+
+def print_pool(r: dict, name: str) -> None:
+    nb = int(r[f"{name}_bound_replicas"])
+    say(f"    {name.capitalize()}: analytic bound {nb:,} replica{'s' if nb != 1 else ''} ({r[f'{name}_bound']}); runs <= "
+        f"{int(r[f'{name}_max_num_seqs']):,} sequences and {int(r[f'{name}_max_batched_tokens']):,} tokens per iteration; "
+        f"mean decode batch {r[f'{name}_mean_decode_batch']:,.1f}; {utilisation_text(r, name)}")
+    if isinstance(r.get(f"{name}_why"), str) and r[f"{name}_why"]:
+        say(f"    why this size: {r[f'{name}_why']}")
+
+
+def utilisation_text(r: dict, name: str) -> str:
+    """Both meanings of 'utilisation', each defined: the share of time a replica runs anything (at batch 1 too), and
+    the rate's share of the pool's throughput bound."""
+    share = r.get(f"{name}_load_share")
+    bound = (f", load {share:.0%} of its throughput bound (rate / (replicas x bound per replica))"
+             if isinstance(share, float) and not math.isnan(share) else "")
+    return f"busy {r[f'{name}_utilisation']:.0%} of the time (a replica running any sequence is busy){bound}"
+
+
+# ------------------------------------------------------------------------------------------------ progress
+class StatusBar(Progress):
+    """A progress bar with one status line under it (`status`), redrawn in place with it."""
+
+    status = ""
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        if self.status:
+            yield Text(self.status, no_wrap=True, overflow="ellipsis")
+
+
+class PlanLines:
+    """plan's progress on stderr: the lines the job tells, and on a terminal one bar naming the running searches (the
+    first the pool started, and how many more) with the latest live line under it, in place (transient: gone when the
+    plan ends, so it never buries the answer); off a terminal each finished search's line with the pace so far, and the
+    live lines as a log."""
+
+    def __init__(self, err: SafeConsole | None = None) -> None:
+        self.err = err if err is not None else SafeConsole(stderr=True)
+        # one line at 80 columns: the first search running and how many more are left
+        self.bar = StatusBar(TextColumn("{task.description}"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
+                             TextColumn("ETA"), TimeRemainingColumn(), console=self.err, transient=True,
+                             disable=not self.err.is_terminal)
+        self.searches: TaskID | None = None
+        self.reading: TaskID | None = None
+
+    def __enter__(self) -> "PlanLines":
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def __call__(self, step: Step) -> None:
+        kind, running = getattr(step, "kind", "say"), getattr(step, "running", ())
+        described = running[0] + (f" +{len(running) - 1}" if len(running) > 1 else "") if running else "done"
+        handle: dict[str, Callable[[], None]] = {
+            "read": lambda: self._read(step), "start": lambda: self._start(step, described),
+            "search": lambda: self._search(step, described), "live": lambda: self._live(step.what),
+            "say": lambda: self.err.print(step.what, highlight=False, markup=False)}
+        handle.get(kind, handle["say"])()
+        if kind != "read" and self.reading is not None:
+            self.bar.remove_task(self.reading)
+            self.reading = None
+
+    def _read(self, step: Step) -> None:  # the workload file, as it is read
+        if self.reading is None:
+            self.reading = self.bar.add_task(step.what, total=step.total)
+        self.bar.update(self.reading, completed=step.done)
+
+    def _start(self, step: Step, described: str) -> None:
+        self.searches = self.bar.add_task(described, total=step.total, completed=step.done)
+
+    def _search(self, step: Step, described: str) -> None:
+        if self.searches is not None:
+            self.bar.update(self.searches, completed=step.done, description=described)
+        if not self.err.is_terminal:  # a log, not a bar: the ETA in words, from the pace of the searches run so far
+            self.err.print(step.what, highlight=False, markup=False)
+
+    def _live(self, line: str) -> None:
+        """A live line inside a search: in place under the bar on a terminal (replaced within seconds), else a log line."""
+        if self.err.is_terminal:
+            self.bar.status = line.strip()
+        else:
+            self.err.print(line, highlight=False, markup=False)
+
+
+def files_line(out: Path | None, images: str, details: bool) -> str:
+    """Where the rest is: the files written, and the blocks --details prints."""
+    more = "" if details else "every search: --details"
+    if out is None:
+        return f"plan.json and the curve: --out FOLDER; {more}" if more else "plan.json and the curve: --out FOLDER"
+    wrote = f"wrote {out}/ (plan.json, capacity_curve.html{images})"
+    return f"{wrote}; {more}" if more else wrote
+
+
+def show(res: PlanResult, *, details: bool, out: Path | None, images: str) -> None:
+    """The plan for people: with `details` every search's block first, then the answer."""
+    if details:
+        print_details(res)
+    print_answer(res, files_line(out, images, details))
+
