@@ -186,7 +186,7 @@ def test_a_narrow_terminal_gets_every_cell_whole(small, tmp_path):
     spec = next(s for s in summary if s["strategy"] == "specagent")
     for key in ("wall_time_s_rel", "model_wall_time_s_rel", "total_bytes_read_rel"):
         assert f"{spec[key]:.3f}" in text, key  # the whole number, not '0.'
-    rows = [ln for ln in text.splitlines() if ln.strip().startswith("specagent") and "│" in ln]
+    rows = [ln for ln in text.splitlines() if ln.strip().startswith("specagent")]
     assert any(len(re.findall(r"\d\.\d{3}", row)) == 7 for row in rows), rows  # the ratio table: seven columns on one row
 
 

@@ -174,8 +174,9 @@ def verdict(draws: Mapping[str, pd.DataFrame], level: float, strategy: str = "sp
             continue
         k = int((x < y).sum())
         parts.append(f"{word} in {k}/{n} draws")
-        if (n - need) < k < need:
-            unsure.append(f"the {noun} saving is not established at this uncertainty")
+        if (n - need) < k < need:  # the side most draws fall on, said plainly ("faster in 47/100" is a slowdown)
+            unsure.append(f"the {noun} saving is not established at this uncertainty" if 2 * k >= n else
+                          f"{'dearer' if noun == 'cost' else 'slower'} in most draws, not established at this uncertainty")
         elif k <= n - need:
             unsure.append(f"it is {'dearer' if noun == 'cost' else 'slower'} at this uncertainty")
     if not parts:

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import typer
 from rich import box
+from rich.console import RenderableType
 from rich.table import Table
 
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
 from specagent.cli.options import guard_outputs, provenance_of
 from specagent.cli.progress import progress_bar
@@ -89,7 +91,7 @@ def _strategy_column(t: Table, names) -> None:
 def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[str, str]] | None = None) -> Table:
     """The ratios to Strong-only. `extra` adds columns after the ratios: {header: {strategy: cell}} (e.g. an interval
     beside a ratio); a strategy a column does not name gets '-'."""
-    t = Table(title=title, show_edge=False)
+    t = Table(title=title, show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))  # 80 columns
     _strategy_column(t, summary.index)
     cols = [c for c in REL_COLUMNS if c[0] in summary]
     for _, head, _ in cols:
@@ -250,40 +252,41 @@ def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str,
     return t
 
 
-#: The ranges table's columns: (bottom_line_intervals column, header).
-RANGE_COLUMNS = (("wall_s_per_task", "s/task"), ("model_s_per_task", "model s"), ("gpu_h_per_task", "mGPU·h"),
-                 ("usd_per_task", "¢/task"), ("time saving %", "s −%"), ("$ saving %", "$ −%"))
+#: The ranges table's columns: (bottom_line_intervals column, header, may leave at 80 columns). The savings are shown
+#: as changes, the headline's sign convention (negative: less than Strong-only).
+RANGE_COLUMNS = (("wall_s_per_task", "s/task", False), ("model_s_per_task", "model s", True),
+                 ("gpu_h_per_task", "mGPU·h", False), ("usd_per_task", "¢/task", False),
+                 ("time saving %", "s Δ%", False), ("$ saving %", "$ Δ%", False))
 #: How each ranges column scales its figure to fit 80 columns (milli-GPU-hours, cents).
 _RANGE_SCALE = {"gpu_h_per_task": 1e3, "usd_per_task": 100.0}
 
 
 def _range_cell(col: str, low: float, high: float) -> str:
+    """A magnitude's range as `lo–hi`; a saving's as the change it is, signed, `lo to hi` (the headline's notation)."""
     k = _RANGE_SCALE.get(col, 1.0)
     lo, hi = low * k, high * k
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "—"
     if col.endswith("%"):
-        return f"{round(lo) + 0:d}..{round(hi) + 0:d}"  # + 0: never "-0"
-    return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else (
-        f"{lo:.0f}–{hi:.0f}" if max(abs(lo), abs(hi)) >= 10 else f"{lo:.2g}–{hi:.2g}")
+        return f"{round(-hi) + 0:+d} to {round(-lo) + 0:+d}"  # + 0: never "-0"
+    return f"{lo:.0f}–{hi:.0f}" if max(abs(lo), abs(hi)) >= 10 else f"{lo:.2g}–{hi:.2g}"
 
 
-def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Table:
-    """The bottom line's intervals, right under it: each per-task figure and each saving against Strong-only."""
-    t = Table(title=f"Bottom line ranges ({level:.0%} of {n} draws)", show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False,
-              padding=(0, 0, 0, 1))
-    t.add_column("strategy", no_wrap=True)
+def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> RenderableType:
+    """The bottom line's intervals, right under it: each per-task figure and each change against Strong-only."""
     lohi = {(r.strategy, r.column): (r.low, r.high) for r in iv.itertuples()}
-    for _, head in RANGE_COLUMNS:
-        t.add_column(head, justify="right", no_wrap=True)
-    for strat in dict.fromkeys(iv["strategy"]):
-        t.add_row(str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _ in RANGE_COLUMNS])
-    t.caption = (f"{level:.0%} intervals over draws of {includes}; mGPU·h = GPU-h/1000, ¢ = $/100; s −%, $ −% = "
-                 "saving vs Strong-only, same draw (negative: slower, dearer)")
-    shown = {c for c, _ in RANGE_COLUMNS}
+    rows = [[str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _, _ in RANGE_COLUMNS]]
+            for strat in dict.fromkeys(iv["strategy"])]
+    caption = (f"{level:.0%} intervals over draws of {includes}; mGPU·h = GPU-h/1000, ¢ = $/100; s Δ%, $ Δ% = change "
+               "vs Strong-only in the same draw (negative: faster, cheaper)")
+    shown = {c for c, _, _ in RANGE_COLUMNS}
     n_wide = int(sum(bool(r.widened) for r in iv.itertuples() if r.column in shown)) if "widened" in iv else 0
     if n_wide:
-        t.caption += (f"; {n_wide} interval{'s' if n_wide > 1 else ''} stretched to reach the point estimate "
-                      "(the point lies in the draws' tail)")
-    return t
+        caption += (f"; {n_wide} interval{'s' if n_wide > 1 else ''} stretched to reach the point estimate "
+                    "(the point lies in the draws' tail)")
+    cols = [Col("strategy", "left"), *(Col(head, optional=opt) for _, head, opt in RANGE_COLUMNS)]
+    return fitted(console, cols, rows, title=f"Bottom line ranges ({level:.0%} of {n} draws)", caption=caption,
+                  left_out="--format csv has them")
 
 
 def _csv_frame(line: pd.DataFrame, summary: pd.DataFrame, iv: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -441,8 +444,8 @@ def _print_predict(result: PredictResult, *, phases: bool) -> None:
                                      f"{result.n_trajectories:,} trajectories from {result.name}, batch 1", result.pools))
     if result.bottom_line_intervals is not None:
         console.print(_ranges_table(result.bottom_line_intervals, iv.level, iv.n_draws, iv.includes()))
-    console.print(_rel_table(comp.summary, f"Relative to Strong-only ({BL.ratio_in_words(comp.summary)}; lower is cheaper) — "
-                                           f"[{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine]"))
+    console.print(_rel_table(comp.summary, f"Relative to Strong-only ({BL.ratio_in_words(comp.summary)}; lower is cheaper; "
+                                           f"{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine)"))
     for table in ranges_tables(comp, iv) if iv is not None else ():
         console.print(table)
     if phases:
