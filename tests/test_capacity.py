@@ -471,7 +471,7 @@ def test_plan_prints_why_a_pool_is_large(monkeypatch, tmp_path):
     save_trajectories(load_trajectories(default_workload_path())[:2], small)
     monkeypatch.setattr(plan_search, "LARGE_POOL", 0)
     r = CliRunner().invoke(app, ["plan", "--rate", "0.5/s", "--tasks", "6", "--trace", str(small), "--strategy", "strongonly",
-                                 "--gpu", "h20", "--workers", "1"])
+                                 "--gpu", "h20", "--workers", "1", "--details"])  # the search blocks are details
     assert r.exit_code == 0, r.output
     assert re.search(r"why so large: \d+ Strong replicas \(\d+ GPUs\)", r.output), r.output
 

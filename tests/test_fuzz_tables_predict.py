@@ -131,7 +131,7 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "pr-json-format-csv": (["--json", "--format", "csv"], "error: give --json or --format csv, not both"),
     "pr-format-upper": (["--format", "CSV"], "error: --format: expected one of table, json, csv, got 'CSV'"),  # by hand
     "pr-format-unknown": (["--format", "xml"], "error: --format: expected one of table, json, csv, got 'xml'"),
-    "pr-brief-phases": (["--brief", "--phases"], "error: --phases needs --details"),  # F3-18: the answer has no phase tables
+    "pr-brief-phases": (["--brief", "--phases"], "error: --brief and --phases: not both"),  # F3-18: the answer has no phase tables
     "pr-brief-details": (["--brief", "--details"], "error: --brief and --details: not both"),
     "pr-quiet-json": (["--quiet", "--json"], "error: --quiet and --format json: not both"),  # F3-18
     "pr-quiet-csv": (["--quiet", "--format", "csv"], "error: --quiet and --format csv: not both"),
