@@ -34,6 +34,7 @@ import pandas as pd
 
 from specagent.common import atomic
 from specagent.common.guard import check_output
+from specagent.common.paths import file_sha256
 from specagent.common.redact import Redactor
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.capacity.fleet_build import (
@@ -545,7 +546,7 @@ def workload_digest(request: PlanRequest, workload: Any, source: str | None) -> 
     if not request.serving and sc.workload.synthetic is not None and sc.workload.trace is None:
         return "synthetic"
     p = Path(str(source)) if source is not None else None
-    return plan_store.file_digest(p) if p is not None and p.is_file() else f"path:{source}"
+    return file_sha256(p) if p is not None and p.is_file() else f"path:{source}"
 
 
 def plan_capacity(workload: Any, req: PlanRequest, progress: Callable[[int, int], None] | None = None, *,
