@@ -332,6 +332,29 @@ class PlanResult(Result):
         return out
 
     @property
+    def used_gpus(self) -> list[str]:
+        """The GPU types the cheapest fleets run on (a pool with replicas), in the order the prices name them."""
+        best = self.best.to_dict("records") if len(self.best) else []
+        used = {str(r[f"{name}_gpu"]) for r in best for name in ("weak", "strong")
+                if pd.to_numeric(r.get(f"{name}_replicas"), errors="coerce") > 0}
+        return [g for g in self.usd_per_gpu_hour if g in used]
+
+    @property
+    def other_pairings(self) -> dict[str, list[str]]:
+        """Per strategy, the GPU pairings searched that none of its cheapest fleets runs on (dearer, or missing the SLO),
+        as `pairing` names them; empty when each strategy searched one."""
+        if self.table.empty or not len(self.best):
+            return {}
+        won = {(r["strategy"], r["weak_gpu"], r["strong_gpu"]) for r in self.best.to_dict("records")}
+        lost: dict[str, list[str]] = {}
+        for r in self.table.to_dict("records"):
+            if (r["strategy"], r["weak_gpu"], r["strong_gpu"]) not in won and any(s == r["strategy"] for s, _, _ in won):
+                label = pairing(str(r["weak_gpu"]), str(r["strong_gpu"]), str(r["strategy"]))
+                if label not in lost.setdefault(str(r["strategy"]), []):
+                    lost[str(r["strategy"])].append(label)
+        return lost
+
+    @property
     def curve(self) -> pd.DataFrame:
         """$/hour and GPUs against rate per strategy (the best rows)."""
         return self.best[["strategy", "rate", "gpus", "usd_per_hour", "usd_per_task"]]
