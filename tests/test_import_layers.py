@@ -193,3 +193,26 @@ def test_no_private_name_crosses_a_module():
 ])
 def test_the_private_check_fails_on_a_private_name(source):
     assert len(private_uses("specagent.simulator.fleet.config", source)) == 1
+
+
+#: The longest a function may be (issue #50): a command body in specagent/cli parses flags, runs its job and prints; any
+#: other function that grows past the package limit is split into named steps.
+CLI_LIMIT, PACKAGE_LIMIT = 60, 120
+
+
+def long_functions(source: str, limit: int) -> list[tuple[str, int, int]]:
+    """(name, first line, lines) of every function (methods and nested ones too) longer than `limit` lines."""
+    return [(n.name, n.lineno, n.end_lineno - n.lineno + 1) for n in ast.walk(_parsed(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_function_is_longer_than_its_limit():
+    long = {m: long_functions(p.read_text(encoding="utf-8"), CLI_LIMIT if m.startswith("specagent.cli") else PACKAGE_LIMIT)
+            for m, p in modules().items()}
+    assert {m: f for m, f in long.items() if f} == {}
+
+
+def test_the_length_check_fails_on_a_long_function():
+    body = "".join(f"    x{i} = {i}\n" for i in range(CLI_LIMIT))
+    assert long_functions(f"def f():\n{body}", CLI_LIMIT) == [("f", 1, CLI_LIMIT + 1)]
+    assert long_functions(f"def f():\n{body[:-len(body.splitlines(True)[-1])]}", CLI_LIMIT) == []
