@@ -9,6 +9,7 @@ or misreport a path, and the message is the same wherever the path was given.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
@@ -153,3 +154,15 @@ def check_outputs(outputs: Outputs, inputs: "Mapping[str, Any] | Iterable[tuple]
         if kind is not None and head is not None and not kind.mine(head):
             raise error(f"{flag} {out}: the file exists and is not {kind.what} (what {flag} writes), so this command did not "
                         "write it; it would be replaced. Name another file, or remove it first if it is meant to go")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB blocks (a trace may be larger than memory should hold at once).
+
+    Why one home: the measurements' provenance, a plan's workload fingerprint and a sweep's cell ids all hash the files
+    they read; one function keeps their digests the same for the same bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

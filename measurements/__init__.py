@@ -11,7 +11,6 @@ model (`costmodel.latency_fit` maps rows onto passes and fits the engine terms).
 from __future__ import annotations
 
 import csv
-import hashlib
 import math
 from dataclasses import dataclass, fields
 from importlib import resources
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specagent.common.errors import read_text
+from specagent.common.paths import file_sha256 as file_sha256  # re-exported: the measurements' provenance names it
 
 SERVING_COLUMNS = (
     "row_id", "model", "gpu", "gpus", "tp", "ep", "dp", "engine", "engine_version", "weight_dtype", "kv_dtype", "cuda_graphs",
@@ -116,10 +116,6 @@ class CollectiveRow:
 def default_path(name: str) -> Path:
     """A shipped measurements file (`serving_latency.csv` or `collectives.csv`)."""
     return Path(str(resources.files("specagent.measurements") / name))
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _bool(text: str, where: str) -> bool | None:

@@ -153,3 +153,66 @@ def test_the_core_imports_nothing_at_the_package_root():
             "print(sorted(m for m in sys.modules if m.startswith(('specagent.simulator', 'specagent.reports', 'specagent.cli'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def private_uses(module: str, source: str) -> list[str]:
+    """Every private name (one leading underscore) one module takes from another, as 'importer:line name':
+    `from x import _name`, and `x._name` where `x` names a specagent module this one imported. A private name is the
+    module's own business; a caller that needs it needs a public name instead."""
+    imported = {}  # local name -> specagent module it is bound to
+    bad = []
+    for node in ast.walk(_parsed(source)):
+        if isinstance(node, ast.ImportFrom):
+            if not node.level and (node.module or "").split(".")[0] != "specagent":
+                continue  # another package's names are its own business
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    bad.append(f"{module}:{node.lineno} {a.name}")
+                else:
+                    imported[a.asname or a.name] = a.name
+        elif isinstance(node, ast.Import):
+            imported.update({a.asname or a.name.split(".")[0]: a.name for a in node.names
+                             if a.name.split(".")[0] == "specagent"})
+    for node in ast.walk(_parsed(source)):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name) and node.value.id in imported):
+            bad.append(f"{module}:{node.lineno} {node.value.id}.{node.attr}")
+    return bad
+
+
+def test_no_private_name_crosses_a_module():
+    mods = {m: p.read_text(encoding="utf-8") for m, p in modules().items()}
+    assert [b for m, s in mods.items() for b in private_uses(m, s)] == []
+
+
+@pytest.mark.parametrize("source", [
+    "from specagent.simulator.fleet.sim import _Engine\n",
+    "from .sim import _Engine as Engine\n",
+    "def f():\n    from specagent.common import atomic\n    return atomic._tmp_name('x')\n",
+    "import specagent.simulator.fleet.sim\nspecagent._x\n",
+])
+def test_the_private_check_fails_on_a_private_name(source):
+    assert len(private_uses("specagent.simulator.fleet.config", source)) == 1
+
+
+#: The longest a function may be (issue #50): a command body in specagent/cli parses flags, runs its job and prints; any
+#: other function that grows past the package limit is split into named steps.
+CLI_LIMIT, PACKAGE_LIMIT = 60, 120
+
+
+def long_functions(source: str, limit: int) -> list[tuple[str, int, int]]:
+    """(name, first line, lines) of every function (methods and nested ones too) longer than `limit` lines."""
+    return [(n.name, n.lineno, n.end_lineno - n.lineno + 1) for n in ast.walk(_parsed(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_function_is_longer_than_its_limit():
+    long = {m: long_functions(p.read_text(encoding="utf-8"), CLI_LIMIT if m.startswith("specagent.cli") else PACKAGE_LIMIT)
+            for m, p in modules().items()}
+    assert {m: f for m, f in long.items() if f} == {}
+
+
+def test_the_length_check_fails_on_a_long_function():
+    body = "".join(f"    x{i} = {i}\n" for i in range(CLI_LIMIT))
+    assert long_functions(f"def f():\n{body}", CLI_LIMIT) == [("f", 1, CLI_LIMIT + 1)]
+    assert long_functions(f"def f():\n{body[:-len(body.splitlines(True)[-1])]}", CLI_LIMIT) == []

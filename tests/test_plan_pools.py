@@ -43,10 +43,6 @@ def test_per_pool_hardware_is_one_pairing_one_search_named_weak_and_strong(small
 
 def test_one_pool_flag_keeps_the_other_pools_scenario_gpu_and_hardware_sets_both():
     base = dict(rate=1.0, strategy=("specagent",))
-    from specagent.cli.options import flags_given
-    from specagent.simulator.scenario import Scenario
-
-    assert flags_given(Scenario()) == frozenset()
     req = PlanRequest(**base, pairs=(("l40s", "h100"),))
     assert search_keys(req) == [("specagent", "l40s", "h100", 1.0)] and req.gpus == ("l40s", "h100")
     assert len(search_keys(PlanRequest(**base, gpu=("l40s", "h100"), mix_gpus=True))) == 4  # --gpu a,b --mix-gpus keep searching

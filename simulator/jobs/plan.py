@@ -34,6 +34,7 @@ import pandas as pd
 
 from specagent.common import atomic
 from specagent.common.guard import check_output
+from specagent.common.paths import file_sha256
 from specagent.common.redact import Redactor
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.simulator.capacity.fleet_build import (
@@ -331,6 +332,29 @@ class PlanResult(Result):
         return out
 
     @property
+    def used_gpus(self) -> list[str]:
+        """The GPU types the cheapest fleets run on (a pool with replicas), in the order the prices name them."""
+        best = self.best.to_dict("records") if len(self.best) else []
+        used = {str(r[f"{name}_gpu"]) for r in best for name in ("weak", "strong")
+                if pd.to_numeric(r.get(f"{name}_replicas"), errors="coerce") > 0}
+        return [g for g in self.usd_per_gpu_hour if g in used]
+
+    @property
+    def other_pairings(self) -> dict[str, list[str]]:
+        """Per strategy, the GPU pairings searched that none of its cheapest fleets runs on (dearer, or missing the SLO),
+        as `pairing` names them; empty when each strategy searched one."""
+        if self.table.empty or not len(self.best):
+            return {}
+        won = {(r["strategy"], r["weak_gpu"], r["strong_gpu"]) for r in self.best.to_dict("records")}
+        lost: dict[str, list[str]] = {}
+        for r in self.table.to_dict("records"):
+            if (r["strategy"], r["weak_gpu"], r["strong_gpu"]) not in won and any(s == r["strategy"] for s, _, _ in won):
+                label = pairing(str(r["weak_gpu"]), str(r["strong_gpu"]), str(r["strategy"]))
+                if label not in lost.setdefault(str(r["strategy"]), []):
+                    lost[str(r["strategy"])].append(label)
+        return lost
+
+    @property
     def curve(self) -> pd.DataFrame:
         """$/hour and GPUs against rate per strategy (the best rows)."""
         return self.best[["strategy", "rate", "gpus", "usd_per_hour", "usd_per_task"]]
@@ -545,7 +569,7 @@ def workload_digest(request: PlanRequest, workload: Any, source: str | None) -> 
     if not request.serving and sc.workload.synthetic is not None and sc.workload.trace is None:
         return "synthetic"
     p = Path(str(source)) if source is not None else None
-    return plan_store.file_digest(p) if p is not None and p.is_file() else f"path:{source}"
+    return file_sha256(p) if p is not None and p.is_file() else f"path:{source}"
 
 
 def plan_capacity(workload: Any, req: PlanRequest, progress: Callable[[int, int], None] | None = None, *,

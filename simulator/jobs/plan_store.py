@@ -54,15 +54,6 @@ def code_version() -> str:
         return "source"
 
 
-def file_digest(path: str | Path) -> str:
-    """sha256 of a file's bytes (the workload a plan reads)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _name(key: tuple) -> str:
     strategy, wg, sg, rate = key
     safe = lambda t: re.sub(r"[^A-Za-z0-9_.-]+", "_", str(t))[-40:]  # noqa: E731 - a GPU may be a profile path

@@ -62,7 +62,7 @@ import pandas as pd
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.folder_lock import FolderLock
-from specagent.common.paths import check_input_file
+from specagent.common.paths import check_input_file, file_sha256
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.hardware.serving_engine import DEFAULT_ENGINE, EngineProfileError, load_engine
@@ -284,17 +284,17 @@ class SweepRequest(Request):
         sc = self.scenario
         out: dict[str, str] = {}
         if self.requests:
-            out["requests"] = file_digest(self.requests)
+            out["requests"] = short_digest(self.requests)
         else:
-            out["workload"] = file_digest(self.workload or default_workload_path())
+            out["workload"] = short_digest(self.workload or default_workload_path())
         for role in ("weak", "strong"):
             spec = getattr(sc, role)
             try:
-                out[f"{role}_model"] = file_digest(load_model_spec(spec.model).source)
+                out[f"{role}_model"] = short_digest(load_model_spec(spec.model).source)
                 eng = load_engine(spec.serving_engine or DEFAULT_ENGINE)
             except (ModelSpecError, EngineProfileError) as exc:
                 raise SweepConfigError(f"[scenario] {role}: {exc}") from None
-            out[f"{role}_engine"] = file_digest(eng.path) if eng.path else eng.id
+            out[f"{role}_engine"] = short_digest(eng.path) if eng.path else eng.id
         return out
 
     def hardware_inputs(self) -> dict[str, str]:
@@ -304,7 +304,7 @@ class SweepRequest(Request):
             for gpu in str(hw).split("+"):
                 if gpu not in out:
                     try:
-                        out[gpu] = file_digest(load_hardware(gpu).path)
+                        out[gpu] = short_digest(load_hardware(gpu).path)
                     except HardwareProfileError as exc:
                         raise SweepConfigError(f"[grid].hardware: {exc}") from None
         return out
@@ -419,17 +419,13 @@ def _scenario(data: dict, sw: dict, where: str) -> Scenario:
         raise ScenarioError(f"{where}: [sweep].{key}: {exc}", exc.where) from None
 
 
-def file_digest(path: str | Path) -> str:
+def short_digest(path: str | Path) -> str:
     """The first 16 hex digits of a file's SHA-256 (what a cell id hashes for a file it reads)."""
     p = check_input_file(path, SweepConfigError, "an input of the sweep")
-    h = hashlib.sha256()
     try:
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+        return file_sha256(p)[:16]
     except OSError as exc:
         raise SweepConfigError(f"{p}: cannot read an input of the sweep ({exc.strerror})") from None
-    return h.hexdigest()[:16]
 
 
 def cell_id(cell: dict, fixed: dict, hardware: dict | None = None) -> str:

@@ -1,9 +1,10 @@
 """Command-line flags generated from the Scenario's fields, so help and defaults cannot drift from it.
 
-`@scenario_options(...)` gives a command `--scenario FILE.toml`, `--edge`, `--accept` and one
+`scenario_parameters(...)` gives a command `--scenario FILE.toml`, `--edge`, `--accept` and one
 flag per Scenario field (nested fields flattened: `--strong-gpus`, `--weak-ratio`, `--trace`),
-each defaulting to "not given"; the command receives the `scenario` they describe: the
-file (or the built-in default), then every flag given, validated by the Scenario itself.
+each defaulting to "not given", and builds the Scenario they describe: the file (or the built-in
+default), then every flag given, validated by the Scenario itself, with its Provenance (the file,
+the fields given, the files read), which a job's Request carries (specagent/cli/requests.py).
 A bad value fails as one line naming the flag. `@deployment_options(default)` does the same
 for one deployment (the roofline commands).
 """
@@ -174,51 +175,6 @@ def scenario_parameters(exclude: Iterable[str] = ()) -> tuple[list[inspect.Param
     return params, build
 
 
-def build_scenario_for_request(build: Callable[[dict[str, Any]], tuple[Scenario, Provenance]],
-                               kw: dict[str, Any]) -> tuple[Scenario, Provenance]:
-    """The scenario and provenance of a command's scenario parameters (popped from `kw`)."""
-    return build(kw)
-
-
-def scenario_options(exclude: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the command gets the generated flags and is called with `scenario=` the Scenario they describe
-    (commands not yet on the jobs layer; specagent/cli/requests.py builds a job's Request)."""
-    params_, build = scenario_parameters(exclude)
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "scenario"]
-
-        @functools.wraps(fn)
-        def command(**kw: Any) -> Any:
-            scenario, prov = build(kw)
-            return fn(scenario=_with_provenance(scenario, prov), **kw)
-
-        params = [*own, *params_]
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-
-    return decorate
-
-
-def _with_provenance(out: Scenario, prov: Provenance) -> Scenario:
-    """The provenance carried on the scenario itself, for the commands not yet on the jobs layer (`provenance_of`)."""
-    if prov.scenario_file is not None:  # where each value came from, for errors found when it is resolved (`resolve`)
-        object.__setattr__(out, "_origin", (prov.scenario_file, prov.given))
-    object.__setattr__(out, "_flags_given", frozenset(prov.given - ({"acceptance"} if prov.scenario_file else set())))
-    # the files it was read from, which no output of the command may replace (`predict --report`)
-    object.__setattr__(out, "_input_files", tuple(v[0] for v in prov.inputs.values()))
-    object.__setattr__(out, "_input_flags", {flag: v[0] for flag, v in prov.inputs.items()})
-    return out
-
-
-def provenance_of(scenario: Scenario) -> Provenance:
-    """The Provenance `build_scenario` left on a scenario (an empty one for a scenario built otherwise)."""
-    origin = getattr(scenario, "_origin", None)
-    return Provenance(origin[0] if origin else None, getattr(scenario, "_flags_given", frozenset()),
-                      {k: (v,) for k, v in getattr(scenario, "_input_flags", {}).items()})
-
-
 def scenario_and_provenance(values: dict[str, Any], scenario_file: Path | None, edge: bool, accept: float | None,
                             flags: list[Flag], acceptance_file: Path | None = None) -> tuple[Scenario, Provenance]:
     """`build_scenario`'s scenario, and its Provenance: the scenario file, the fields given (``acceptance`` too for
@@ -255,7 +211,7 @@ def input_files(scenario: Scenario, provenance: Provenance | None = None) -> dic
     """Every file the scenario was read from or names, by the flag that gave it (--scenario, --acceptance, --trace; a GPU,
     engine, model or ranges file under 'the scenario's'): what no output of the command may replace
     (`common.paths.check_outputs`). A name that is not a file (`h20`, `Qwen/Qwen3-32B`) is not one."""
-    given = {k: v[0] for k, v in (provenance or provenance_of(scenario)).inputs.items()}
+    given = {k: v[0] for k, v in (provenance.inputs if provenance is not None else {}).items()}
     found: list[str] = []
 
     def walk(obj: Any) -> None:
@@ -291,14 +247,6 @@ def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any
         fail(str(exc))
 
 
-def flags_given(scenario: Scenario) -> frozenset[str]:
-    """The scenario fields (dotted paths) set by a flag on this command line (`--hardware` sets both pools').
-
-    Why: a command whose own option competes with a generated one (plan's `--gpu` with `--weak-hardware`) must tell a
-    value the user typed from the scenario's default; a scenario not built from flags has none."""
-    return getattr(scenario, "_flags_given", frozenset())
-
-
 def located_error(exc: ScenarioError, flags: list[Flag], origin: tuple[str, frozenset[str]] | None = None) -> str:
     """The error prefixed with the flag that sets its field (the longest matching path), if any.
 
@@ -330,13 +278,12 @@ def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Ite
             fit_context: int | None = FIT_CONTEXT) -> Setting:
     """The scenario's deployments, loaded and checked for fit (one `fit_context`-token sequence each; None: the caller
     checks the sequences it will serve); a failure names the flags that fix it."""
-    origin = getattr(scenario, "_origin", None)
     try:
         return scenario.setting(hardware_dirs, fit_context)
     except DoesNotFit as exc:
         fail(does_not_fit(str(exc), exc.where))
     except ScenarioError as exc:
-        fail(located_error(exc, scenario_flags(exclude), origin))
+        fail(located_error(exc, scenario_flags(exclude)))
 
 
 def does_not_fit(message: str, role: str) -> str:

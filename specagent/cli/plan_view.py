@@ -221,43 +221,24 @@ def point_only_lines(best: list[dict], slo: SLO) -> list[str]:
             f"{which}; --size-on ci-high sizes on the CI's upper end"]
 
 
-def used_gpus(res: PlanResult) -> list[str]:
-    """The GPU types the fleets found run on (profile ids), in the order the prices name them."""
-    best = res.best.to_dict("records") if len(res.best) else []
-    used = {str(r[f"{name}_gpu"]) for r in best for name in ("weak", "strong") if _num(r.get(f"{name}_replicas")) > 0}
-    return [g for g in res.usd_per_gpu_hour if g in used]
-
-
 def prices_line(res: PlanResult) -> str:
     """The $/GPU-hour of each GPU type a fleet runs on, and whose price it is (the sources in full: --details)."""
     parts = [f"{g} ${res.usd_per_gpu_hour[g]:,.3g} ({'--price' if res.price_sources.get(g, '').startswith('user') else 'its profile'})"
-             for g in used_gpus(res)]
+             for g in res.used_gpus]
     return f"$/GPU-hour: {', '.join(parts)}; sources: --details" if parts else "$/GPU-hour: none priced"
 
 
 def others_line(res: PlanResult) -> str:
     """The GPU pairings searched that no cheapest fleet of the strategy runs on ('' when each strategy searched one), so
     the answer says they lost (their figures: --details)."""
-    if res.table.empty or not len(res.best):
-        return ""
-    won = {(r["strategy"], r["weak_gpu"], r["strong_gpu"]) for r in res.best.to_dict("records")}
-    lost: dict[str, list[str]] = {}
-    for r in res.table.to_dict("records"):
-        key = (r["strategy"], r["weak_gpu"], r["strong_gpu"])
-        if key not in won and any(s == r["strategy"] for s, _, _ in won):
-            label = pairing(str(r["weak_gpu"]), str(r["strong_gpu"]), str(r["strategy"]))
-            lost.setdefault(str(r["strategy"]), [])
-            if label not in lost[str(r["strategy"])]:
-                lost[str(r["strategy"])].append(label)
-    if not lost:
-        return ""
+    lost = res.other_pairings
     return ("also searched, dearer or missing the SLO: " + "; ".join(f"{s} on {', '.join(v)}" for s, v in lost.items())
-            + " (--details)")
+            + " (--details)") if lost else ""
 
 
 def setting_lines(res: PlanResult) -> list[str]:
     """What the plan was sized for, for a figure read on its own: the SLO, the models and the prices."""
-    prices = ", ".join(f"{g} ${res.usd_per_gpu_hour[g]:,.3g}" for g in used_gpus(res))
+    prices = ", ".join(f"{g} ${res.usd_per_gpu_hour[g]:,.3g}" for g in res.used_gpus)
     return [f"{res.request.objective} · {models_text(res)}", f"$/GPU-hour: {prices}" if prices else "unpriced"]
 
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, NoReturn, Optional
 import typer
 
 from specagent.cli.console import fail
-from specagent.cli.options import build_scenario_for_request, scenario_failure, scenario_flags, scenario_parameters
+from specagent.cli.options import scenario_failure, scenario_flags, scenario_parameters
 from specagent.simulator.jobs.base import JobError, Provenance, Request
 from specagent.simulator.scenario import ScenarioError
 
@@ -187,7 +187,7 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = (),
 
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
-            given = build_scenario_for_request(build, kw) if build is not None else None
+            given = build(kw) if build is not None else None
             provenance = given[1] if given is not None else Provenance()
             raw = {fl.field: kw.pop(fl.field) for fl in own_flags}
             try:

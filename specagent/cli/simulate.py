@@ -17,8 +17,8 @@ from rich.console import RenderableType
 from rich.table import Table
 
 from specagent.cli.fit_table import Col, fitted
-from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
-from specagent.cli.options import guard_outputs, provenance_of
+from specagent.cli.console import SafeConsole, check_format, fail, legend, json_out
+from specagent.cli.options import guard_outputs
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import ranges_tables
 from specagent.cli.requests import request_options, run_job
@@ -47,9 +47,9 @@ err = SafeConsole(stderr=True)
 O = typer.Option  # noqa: E741  (short alias for the many options below)
 
 
-def load_workload(scenario: Scenario, show: bool = True, provenance: Provenance | None = None):
+def load_workload(scenario: Scenario, show: bool = True, provenance: Provenance = Provenance()):
     """The scenario's trajectories, where they came from, and their short name; a failure names the flag (or the
-    scenario file's key, when the value came from the file: `provenance`, else what the scenario carries)."""
+    scenario file's key, when the value came from the file: `provenance`)."""
     w = scenario.workload
     p = Path(w.trace) if w.trace is not None else default_workload_path()
     size = p.stat().st_size if w.synthetic is None and p.is_file() else 0
@@ -58,9 +58,8 @@ def load_workload(scenario: Scenario, show: bool = True, provenance: Provenance 
             return scenario.load_workload(progress=advance)
     except ScenarioError as exc:
         where = exc.where if exc.where == "workload.synthetic" else "workload.trace"
-        prov = provenance or provenance_of(scenario)  # a value read from the scenario file names the file's key
-        if prov.scenario_file is not None and where not in prov.given:
-            fail(f"{prov.scenario_file}: {where}: {exc}")
+        if provenance.scenario_file is not None and where not in provenance.given:  # the file's key, not a flag
+            fail(f"{provenance.scenario_file}: {where}: {exc}")
         fail(f"{'--synthetic' if where == 'workload.synthetic' else '--trace'}: {exc}")
 
 
@@ -221,14 +220,6 @@ def _assumption_table(assumptions: dict) -> Table:
     if sa:
         t.add_row("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
     return t
-
-
-def _n_traj(trajs) -> int:
-    """Trajectories in a workload: a synthetic UnitTable's len() counts its units, not its trajectories."""
-    n = getattr(trajs, "n_traj", None)
-    return int(n) if n is not None else len(trajs)
-
-
 
 
 def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
