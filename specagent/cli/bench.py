@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from specagent.cli.bench_compare import compare_command
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import job_progress
@@ -105,3 +106,6 @@ def serve(
         raise typer.Exit(code=3)
     if res.interrupted is not None:
         raise typer.Exit(code=res.interrupted)
+
+
+app.command("compare")(compare_command)
