@@ -26,7 +26,8 @@ from specagent.endpoints.jobs.bench_serve import BenchServeRequest, BenchServeRe
 #: What --requests-out writes (one JSON object per request, `max_concurrency` first): a rerun may replace such a file.
 REQUESTS_JSONL = starts_with(b'{"max_concurrency"', what="a bench serve --requests-out file (JSONL of requests)")
 
-app = typer.Typer(help="Load generators against your own servers (their figures feed `latency fit --data`).", no_args_is_help=True)
+app = typer.Typer(help="Load generators against your own servers (their figures feed `latency fit --data`); `compare` sets a "
+                       "replay prediction beside a measurement.", no_args_is_help=True)
 err = SafeConsole(stderr=True)
 
 
