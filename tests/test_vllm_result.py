@@ -210,3 +210,8 @@ def test_bench_serves_json_level_reads_as_its_printed_block():
     assert f"{'Mean ITL (ms):':<40} {res['mean_itl_ms']:<10.2f}" in text and res["mean_itl_ms"] == pytest.approx(250.0)
     assert res["mean_tpot_ms"] == pytest.approx(250.0) and res["mean_e2el_ms"] == pytest.approx(750.0)
     assert res["request_rate"] == 2.0 and np.isclose(res["request_throughput"], 1 / 1.5)
+
+
+def test_level_is_refused_on_a_file_without_levels(tmp_path):
+    code, out = compare(VLLM, VLLM, "--level", "1")
+    assert code == 2 and "has no levels" in out and len(out.strip().splitlines()) == 1, out

@@ -14,14 +14,14 @@ import typer
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common.errors import InputError
-from specagent.reports.serve_compare import compare, format_compare, load_result
+from specagent.reports.serve_compare import MAX_LEVELS, compare, format_compare, load_result
 
 
 def compare_command(
     predicted: Path = typer.Argument(..., help="specagent replay --format json output (the prediction)."),
     measured: Path = typer.Argument(..., help="specagent bench serve --json output, or vllm bench serve's --save-result "
                                               "JSON (the measurement of the same trace)."),
-    level: Optional[int] = typer.Option(None, "--level", min=1, help="The load level of a bench serve --json file that "
+    level: Optional[int] = typer.Option(None, "--level", min=1, max=MAX_LEVELS, help="The load level of a bench serve --json file that "
                                                                       "holds several (1 = the first printed)."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> None:

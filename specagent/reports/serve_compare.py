@@ -30,6 +30,8 @@ HEAD = (("completed", "Successful requests"), ("duration", "Benchmark duration (
         ("total_token_throughput", "Total token throughput (tok/s)"))
 LATENCY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 KINDS = "a replay --format json, bench serve --json or vllm bench serve --save-result file"
+#: A guard against typos: bench serve runs one load level per --max-concurrency value.
+MAX_LEVELS = 10_000
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def load_result(path: Path, level: int | None = None) -> dict[str, Any]:
             doc = vllm_result(levels[i - 1])
         except KeyError as exc:
             raise InputError(f"{path}: load level {i} has no key {exc.args[0]!r} (expected bench serve's summary)") from None
+    elif level is not None:
+        raise InputError(f"{path}: --level picks a load level of a bench serve --json file; this file has no levels")
     for key in REQUIRED:
         if key not in doc:
             raise InputError(f"{path}: no key {key!r}; expected {KINDS}")
