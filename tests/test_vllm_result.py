@@ -215,3 +215,20 @@ def test_bench_serves_json_level_reads_as_its_printed_block():
 def test_level_is_refused_on_a_file_without_levels(tmp_path):
     code, out = compare(VLLM, VLLM, "--level", "1")
     assert code == 2 and "has no levels" in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_itl_has_its_exact_mean_and_no_made_up_spread(tmp_path):
+    """Two requests alone, 11 and 3 output tokens: the pooled mean gap is (10 TPOT_a + 2 TPOT_b) / 12 (vLLM's mean over
+    every gap); the median, std and percentiles would need each token's time, which the engine does not record."""
+    p = tmp_path / "two.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,11\n1000,300,3\n")
+    out = tmp_path / "two.parquet"
+    d = replay_json(p, "-o", out, "--metric-percentiles", "50,99")
+    rows = pd.read_parquet(out)
+    tpot_ms = 1000 * rows["tpot_s"].to_numpy(dtype=np.float64)
+    assert d["mean_itl_ms"] == pytest.approx((10 * tpot_ms[0] + 2 * tpot_ms[1]) / 12, rel=1e-6)
+    assert d["median_itl_ms"] is d["std_itl_ms"] is d["p50_itl_ms"] is d["p99_itl_ms"] is None
+    assert any(n.startswith("median, std and percentiles of ITL are null") for n in d["notes"])
+    assert d["std_tpot_ms"] == pytest.approx(float(np.std(tpot_ms)), abs=1e-5) and d["std_tpot_ms"] > 1e-4  # TPOT's spread is over requests, as vLLM's
+    r = runner.invoke(app, ["replay", str(p)], env={"COLUMNS": "80"})
+    assert f"{'P99 ITL (ms):':<40} -\n" in r.output and "note: median, std and percentiles of ITL" in r.output

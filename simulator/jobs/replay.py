@@ -52,6 +52,12 @@ from specagent.traces.vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S
 COLUMNS = ("request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "queue_s", "replica")
 
 
+#: Why replay's JSON has the mean ITL and nulls for its other figures (vLLM's block prints them as `-`).
+ITL_NOTE = ("median, std and percentiles of ITL are null ('-'): the engine records each request's first and last token, "
+            "not every token's time, so only the mean gap is known (exact: each request's decode time over its gaps, "
+            "pooled)")
+
+
 def undefined_notes(stats: dict, no_tpot: bool = False) -> list[str]:
     """Why a figure is null in the JSON (n/a in the table): each undefined figure is said, never left as NaN; `no_tpot`:
     no request has a second output token."""
@@ -153,7 +159,9 @@ class ReplayResult(Result):
     def vllm_result(self) -> dict:
         """The run under `vllm bench serve`'s result keys (common/vllm_result.py; latencies in ms), the latency figures
         those of `percentile_metrics` at `metric_percentiles`: every value is one the replay computed (the percentiles
-        over the simulated requests, numpy's linear rule as vLLM's; ITL as `itl_stats` says)."""
+        over the simulated requests, numpy's linear rule as vLLM's). ITL's mean only: the engine records each
+        request's first and last token, not every token's time, so the mean gap is known exactly (each request's decode
+        time over its gaps, pooled) and the median, std and percentiles are not (NaN, said in the notes)."""
         s = self.stats()
         out: dict = {"num_prompts": self.requests, "request_rate": s["request_rate_configured"] or "inf",
                      "burstiness": self.burstiness, "max_concurrency": self.max_concurrency, "duration": self.duration_s,
@@ -164,8 +172,8 @@ class ReplayResult(Result):
         ps = self.metric_percentiles
         per_request = {"ttft": self.ttft_s, "tpot": self.tpot_s, "e2el": self.e2e_s}
         for m in self.percentile_metrics:
-            if m == "itl":
-                out.update(self.itl_stats(ps))
+            if m == "itl":  # the mean alone: the spread of the gaps within a request is not simulated (ITL_NOTE)
+                out.update({k: v if k == "mean_itl_ms" else math.nan for k, v in self.itl_stats(ps).items()})
             else:
                 x = per_request[m]
                 out.update(stats_ms(m, x[np.isfinite(x)].astype(np.float64) * 1e3, ps))
@@ -186,7 +194,9 @@ class ReplayResult(Result):
         out["token_counts"] = "estimated from text" if self.estimated else "as the trace gives them"
         out["percentile_metrics"] = ",".join(self.percentile_metrics)
         out["metric_percentiles"] = ",".join(percentile_word(p) for p in self.metric_percentiles)
-        out["notes"] = [*self.notes, *undefined_notes(out, no_tpot=not np.isfinite(self.tpot_s).any())]
+        no_tpot = not np.isfinite(self.tpot_s).any()
+        itl = [] if "itl" not in self.percentile_metrics or no_tpot else [ITL_NOTE]
+        out["notes"] = [*self.notes, *itl, *undefined_notes(out, no_tpot=no_tpot)]
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -72,9 +72,6 @@ def _print(res: ReplayResult, out: Optional[Path]) -> None:
     c.print("Predicted by specagent replay (simulated, no server run):", markup=False)
     print(format_block(s, res.percentile_metrics, res.metric_percentiles), flush=True)
     _print_extras(res, s, c)
-    if "itl" in res.percentile_metrics:
-        c.print("ITL: each request's gaps at its mean gap (the engine records first and last tokens): the mean is exact, "
-                "the median and percentiles miss the spread within a request", markup=False)
     if res.chunks > 1:
         c.print(f"served in {res.chunks} chunks; overlap agreement at the boundaries: within {100 * res.boundary_gap:.2f}% "
                 "(mean and p90 end-to-end)")
