@@ -51,7 +51,7 @@ def _arrivals(res: ReplayResult) -> str:
 def _print_extras(res: ReplayResult, s: dict, c: Any) -> None:
     """What vLLM's block has no line for, below it: the deployment, its scheduler, the arrivals, the price."""
     sched = res.scheduler
-    c.print(f"Deployment: {res.replicas} x {res.deployment}")
+    c.print(f"Deployment: {res.replicas} x {res.deployment}", markup=False)
     if sched is not None:
         c.print(f"Scheduler limits: {sched.max_num_seqs} seqs, {sched.max_batched_tokens or 'unlimited'} tokens/iteration")
     c.print(f"Arrivals: {_arrivals(res)}")
