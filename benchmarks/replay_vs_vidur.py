@@ -271,8 +271,8 @@ def main() -> int:
         print(f"{n:>8,} requests: Vidur {min(vt):7.2f} s, specagent replay {min(st):6.2f} s wall: "
               f"{ratio:5.1f}x (goal {GOAL:g}x: {'met' if ratio >= GOAL else 'missed'}); CPU {min(vc):.2f} s / {min(sc):.2f} s: "
               f"{min(vc) / min(sc):.1f}x; wall runs V {['%.2f' % t for t in vt]} S {['%.2f' % t for t in st]}")
-        print(f"{'':>18}mean E2E Vidur {v_e2e:.3f} s / specagent {doc['mean_e2e_s']:.3f} s; mean TTFT Vidur {v_ttft:.1f} ms"
-              f" / specagent {doc['mean_ttft_ms']:.1f} ms; requests {v_n:,} / {doc['requests']:,}")
+        print(f"{'':>18}mean E2E Vidur {v_e2e:.3f} s / specagent {doc['mean_e2el_ms'] / 1000:.3f} s; mean TTFT Vidur {v_ttft:.1f} ms"
+              f" / specagent {doc['mean_ttft_ms']:.1f} ms; requests {v_n:,} / {doc['completed']:,}")
     print(f"load average after {os.getloadavg()[0]:.2f} (the machine may be shared: wall time under load is longer)")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

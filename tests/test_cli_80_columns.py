@@ -5,7 +5,7 @@ Each command in COMMANDS runs through typer's runner with COLUMNS=80; every rich
 it out, and the test fails on a line of output over 80 columns or on a table cell wider than its column (a body cell
 that wraps, or a header cut inside a word). To cover another command, add a row to COMMANDS (placeholders: {tmp} a
 folder of the test's own, {small} a trace of two shipped trajectories, {workload} the shipped τ² workload, {chat} an
-OpenAI-chat log fixture).
+OpenAI-chat log fixture, {requests} a request trace, {predicted} its `replay --json`, {vllm} a vLLM result file).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from specagent.traces import default_workload_path, load_trajectories, save_traj
 
 WIDTH = 80
 CHAT = Path(__file__).parent / "fixtures" / "trajectories" / "openai_chat" / "support_bot.jsonl"
+VLLM = Path(__file__).parent / "fixtures" / "vllm" / "save_result.json"
 SMALL_PLAN = ("--tasks", "6", "--trace", "{small}", "--workers", "1")
 
 #: name -> the command line (default output: no --json, no --details unless the name says so).
@@ -44,9 +45,13 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "plan": ("plan", "--rate", "1/s", "--gpu", "h20", *SMALL_PLAN),
     "plan --details": ("plan", "--rate", "1/s", "--gpu", "h20", "--details", *SMALL_PLAN),
     "plan, a curve on two GPU types": ("plan", "--rate", "0.5/s..8/s", "--points", "2", "--gpu", "h20,h200", *SMALL_PLAN),
+    "replay": ("replay", "{requests}"),
+    "replay, every percentile option": ("replay", "{requests}", "--percentile-metrics", "ttft,tpot,itl,e2el",
+                                        "--metric-percentiles", "50,90,99.9", "--max-concurrency", "4"),
+    "bench compare": ("bench", "compare", "{predicted}", "{vllm}"),
 }
 #: Commands left out for now, each being reworked elsewhere (issue #51's other parts): add them to COMMANDS when they fit.
-PENDING = ("replay", "bench serve", "latency validate", "predictor validate")
+PENDING = ("bench serve", "latency validate", "predictor validate")
 
 runner = CliRunner()
 
@@ -57,6 +62,19 @@ def small(tmp_path_factory) -> Path:
     p = tmp_path_factory.mktemp("cols") / "small.jsonl"
     save_trajectories(load_trajectories(default_workload_path())[:2], p)
     return p
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory) -> dict[str, Path]:
+    """A small request trace and its `replay --json` (the predicted side of `bench compare`)."""
+    from specagent.traces.requests import save_requests, synthetic_requests
+
+    folder = tmp_path_factory.mktemp("serving")
+    save_requests(folder / "r.csv", synthetic_requests(200, 3.0, seed=7))
+    r = runner.invoke(app, ["replay", str(folder / "r.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    (folder / "predicted.json").write_text(r.output)
+    return {"requests": folder / "r.csv", "predicted": folder / "predicted.json", "vllm": VLLM}
 
 
 class TableRecorder:
@@ -90,15 +108,15 @@ class TableRecorder:
         return out
 
 
-def run_at_80(args: tuple[str, ...], tmp_path: Path, small: Path):
-    argv = [a.format(tmp=tmp_path, small=small, workload=default_workload_path(), chat=CHAT) for a in args]
+def run_at_80(args: tuple[str, ...], tmp_path: Path, small: Path, serving: dict[str, Path] | None = None):
+    argv = [a.format(tmp=tmp_path, small=small, workload=default_workload_path(), chat=CHAT, **(serving or {})) for a in args]
     return runner.invoke(app, argv, env={"COLUMNS": str(WIDTH)})
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_the_default_output_fits_80_columns_with_every_cell_whole(name, tmp_path, small, monkeypatch):
+def test_the_default_output_fits_80_columns_with_every_cell_whole(name, tmp_path, small, serving, monkeypatch):
     tables = TableRecorder(monkeypatch)
-    r = run_at_80(COMMANDS[name], tmp_path, small)
+    r = run_at_80(COMMANDS[name], tmp_path, small, serving)
     assert r.exit_code == 0, r.output
     long = [line for line in r.output.splitlines() if cell_len(line) > WIDTH]
     assert not long, f"{len(long)} line(s) over {WIDTH} columns, the first: {long[0]!r}"

@@ -86,5 +86,5 @@ def test_a_request_trace_replay_builds_no_trajectory_record_types(tmp_path):
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert '"requests": 20' in run.stdout
+    assert '"completed": 20' in run.stdout
     assert run.stderr.strip().splitlines()[-1] == "[]"

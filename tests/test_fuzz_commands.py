@@ -96,9 +96,13 @@ def env(tmp_path_factory) -> Iterator[dict[str, Any]]:
     requests.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,200,10\n1.25,50,30\n", encoding="utf-8")
     r = runner.invoke(app, ["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "-o", str(d / "pred")])
     assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["replay", str(requests), "--json"])  # the predicted side of `bench compare`
+    assert r.exit_code == 0, r.output
+    (d / "predicted.json").write_text(r.output, encoding="utf-8")
     with ChatServer(lifetime_s=3600, max_requests=200_000) as chat:  # `acceptance measure` talks to a loopback server
         yield {"small": small, "latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "requests": requests,
-               "dir": d, "chat": chat.url}
+               "dir": d, "chat": chat.url, "predicted": d / "predicted.json",
+               "vllm": Path(__file__).parent / "fixtures" / "vllm" / "save_result.json"}
 
 
 SWEEP = """[sweep]
@@ -136,6 +140,7 @@ BASE: dict[str, list[str]] = {
     "plan": ["plan", "--rate", "0.5/s", "--tasks", "6", "--trace", "{small}", "--strategy", "strongonly", "--gpu", "h20", "--json"],
     "sweep": ["sweep", "{sweep}", "--out", "{out}/sw", "--json"],
     "replay": ["replay", "{requests}", "-o", "{out}/replay.parquet", "--json"],
+    "bench compare": ["bench", "compare", "{predicted}", "{vllm}", "--json"],
     "study balance": ["study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20", "--trace", "{small}", "--json"],
     "study sensitivity": ["study", "sensitivity", "--trace", "{small}", "-o", "{out}/sens", "--json"],
     "report": ["report", "{summary}", "-o", "{out}/r.html", "--no-images", "--json"],
@@ -701,6 +706,11 @@ HOSTILE = [
     Bad("F12-config-window-0", ("models", "show", "{file}"), lambda env: json.dumps(
         {**json.loads((DATA / "costmodel/configs/meta-llama/Llama-3.1-8B/config.json").read_text()),
          "max_position_embeddings": 0}), "config.json", ("max_position_embeddings", "at least 1")),
+    # bench compare: a result file of another kind, or a figure that is not a number (issue #51)
+    Bad("bc-no-duration", ("bench", "compare", "{file}", "{vllm}"), '{"completed": 3, "request_throughput": 1.5}', "p.json",
+        ("no key 'duration'",)),
+    Bad("bc-text-figure", ("bench", "compare", "{predicted}", "{file}"), lambda env: json.dumps(
+        {**json.loads(env["vllm"].read_text()), "p99_ttft_ms": "slow"}), "m.json", ("'p99_ttft_ms'", "expected a number")),
 ]
 BAD += HOSTILE
 

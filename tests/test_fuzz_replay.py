@@ -80,7 +80,7 @@ def test_replay_sizes_the_deployment_to_its_trace_not_to_a_fixed_context(tmp_pat
     r = runner.invoke(app, ["replay", str(p), "--strong-model", str(cfg), "--strong-hardware", "h200", "--strong-gpus", "1",
                             "--format", "json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["requests"] == 2
+    assert json.loads(r.output)["completed"] == 2
 
 
 def test_past_a_short_window_replay_and_plan_refuse_in_the_same_words(tmp_path):
@@ -265,7 +265,7 @@ def test_a_trace_spelt_another_way_replays_as_the_clean_one(tmp_path, clean, tex
     p = tmp_path / "t.csv"
     p.write_bytes(text.encode("utf-8"))
     assert replayed(p) == clean
-    assert clean["requests"] == 2 and clean["input_tokens"] == 30 and clean["output_tokens"] == 11
+    assert clean["completed"] == 2 and clean["total_input_tokens"] == 30 and clean["total_output_tokens"] == 11
 
 
 def test_a_gzip_trace_is_read(tmp_path, clean):
@@ -289,7 +289,7 @@ def test_duplicate_requests_are_each_served(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text(HEAD + "0,10,5\n0,10,5\n0,10,5\n")
     d = replayed(p)
-    assert d["requests"] == 3 and d["input_tokens"] == 30 and d["output_tokens"] == 15
+    assert d["completed"] == 3 and d["total_input_tokens"] == 30 and d["total_output_tokens"] == 15
 
 
 def test_an_overlap_longer_than_the_chunk_replays_as_one_run(tmp_path):
@@ -299,8 +299,8 @@ def test_an_overlap_longer_than_the_chunk_replays_as_one_run(tmp_path):
     p.write_text(HEAD + "".join(f"{i / 4:g},{100 + 7 * i},{5 + i % 9}\n" for i in range(60)))
     whole = replayed(p, "--chunk", "0")
     chunked = replayed(p, "--chunk", "10", "--overlap", "20")
-    assert chunked["requests"] == whole["requests"] == 60 and chunked["chunks"] == 6 and whole["chunks"] == 1
-    for key in ("mean_e2e_s", "p99_e2e_s", "mean_ttft_ms", "mean_tpot_ms"):
+    assert chunked["completed"] == whole["completed"] == 60 and chunked["chunks"] == 6 and whole["chunks"] == 1
+    for key in ("mean_e2el_ms", "p99_e2el_ms", "mean_ttft_ms", "mean_tpot_ms"):
         assert chunked[key] == pytest.approx(whole[key], rel=0.01), key
 
 

@@ -112,7 +112,7 @@ def test_the_fitted_profile_loads_and_replays_the_trace_to_the_recorded_predicti
     out = json.loads(r.output[r.output.index("{"):])
     got = {x["figure"]: x["predicted_ms"] for x in record()["trace"]["comparison"]}
     assert round(out["mean_ttft_ms"], 1) == got["TTFT"] and round(out["mean_tpot_ms"], 1) == got["TPOT"]
-    assert round(1000 * out["mean_e2e_s"], 1) == got["E2E"]
+    assert round(out["mean_e2el_ms"], 1) == got["E2E"]  # the replay's JSON speaks vLLM's keys since issue 51 (ms)
 
 
 def test_the_fitted_profile_names_the_shipped_fit_data_by_its_hash():
@@ -169,3 +169,26 @@ def test_the_repeats_name_no_path_of_a_machine_and_are_small():
         assert files and sum(f.stat().st_size for f in files) < 1_000_000
         for f in files:
             assert not re.search(r"(?<![\w.<])/(work|home|root|tmp|Users)/", f.read_text(errors="replace")), f
+
+
+def test_the_docs_bench_compare_block_is_the_commands_output(monkeypatch, tmp_path):
+    """docs/calibration.md's `bench compare` block (issue #51): its commands are the record's replay and the bench serve
+    output its trace.0.log holds, and the block is what `bench compare` prints on them at 80 columns."""
+    body = section()
+    sh = body.split("```sh\n", 1)[1].split("```", 1)[0]
+    quoted = body.split("specagent bench compare predicted.json measured.json\n```\n\n```text\n", 1)[1].split("```", 1)[0]
+    replay_cmd = shlex.split(" ".join(sh.replace("\\\n", " ").splitlines()[0:1]).removeprefix("specagent "))
+    assert replay_cmd[-2:] == [">", "predicted.json"]
+    assert replay_cmd[:-2] == shlex.split((RECORD / "replay.log").read_text().split("\n", 1)[0].removeprefix("$ specagent "))
+    assert "sed -n '3,/^$/p' trace.0.log > measured.json" in sh
+    monkeypatch.chdir(RECORD)  # the replay names the record's own files
+    r = runner.invoke(app, replay_cmd[:-2])
+    assert r.exit_code == 0, r.output
+    (tmp_path / "predicted.json").write_text(r.output[r.output.index("{"):])
+    log = (RECORD / "trace.0.log").read_text().splitlines(keepends=True)
+    (tmp_path / "measured.json").write_text("".join(log[2:log.index("\n", 2) + 1]))  # sed -n '3,/^$/p'
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["bench", "compare", "predicted.json", "measured.json"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert r.output == quoted
+    assert "Mean TTFT (ms)                          7352.03      7645.06    -3.8%" in quoted  # the table above, to 0.1%

@@ -137,5 +137,5 @@ def test_replay_imports_neither_pandas_nor_pyarrow(tmp_path):
                          env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr[-2000:]
     doc, loaded = out.stdout.rstrip().rsplit("\n", 1)
-    assert json.loads(doc)["requests"] == 200
+    assert json.loads(doc)["completed"] == 200
     assert loaded == "LOADED=[]", f"replay imported {loaded}"

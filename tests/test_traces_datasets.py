@@ -174,7 +174,7 @@ def test_replay_a_dataset_needs_a_rate_and_says_its_lengths_are_estimated():
     assert "note: " in r.output and "dropped 2 record(s)" in r.output
     r = runner.invoke(app, ["replay", str(DATA / "sharegpt.json"), "--request-rate", "2", "--json"])
     d = json.loads(r.output)
-    assert d["requests"] == 2 and d["input_tokens"] == 11 and d["output_tokens"] == 17
+    assert d["completed"] == 2 and d["total_input_tokens"] == 11 and d["total_output_tokens"] == 17
     assert d["token_counts"] == "estimated from text" and any("word-piece rule" in n for n in d["notes"])
 
 
@@ -182,9 +182,9 @@ def test_replay_a_saved_result_at_its_start_times():
     r = runner.invoke(app, ["replay", str(DATA / "vllm_result.json"), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["requests"] == 4 and d["input_tokens"] == 800 and d["output_tokens"] == 544
+    assert d["completed"] == 4 and d["total_input_tokens"] == 800 and d["total_output_tokens"] == 544
     assert d["token_counts"] == "as the trace gives them" and any("start_times" in n for n in d["notes"])
-    assert d["duration_s"] >= 1.25  # the last request is sent 1.25 s after the first
+    assert d["duration"] >= 1.25  # the last request is sent 1.25 s after the first
     r2 = runner.invoke(app, ["replay", str(DATA / "vllm_result.json"), "--json"])
     assert r2.output == r.output  # byte-identical
     # under --request-rate the saved send times are replaced, and not claimed in the notes

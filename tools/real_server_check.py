@@ -243,7 +243,7 @@ def analyse(a: argparse.Namespace, out: Path, rec: dict[str, Any]) -> None:
     table = []
     for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e")):
         m = lvl["e2el" if key == "e2e" else key]["mean"]
-        p = rep["mean_e2e_s"] * 1000.0 if key == "e2e" else rep[f"mean_{key}_ms"]
+        p = rep["mean_e2el_ms"] if key == "e2e" else rep[f"mean_{key}_ms"]  # replay's JSON: vLLM's keys, ms (issue 51)
         table.append({"figure": name, "measured_ms": round(m, 1), "predicted_ms": round(p, 1), "error_pct": round(pct(p, m), 1)})
     rec["trace"] = {"requests": n, "concurrency": a.trace_concurrency, "mean_prompt_tokens": lvl["mean_input_tokens"],
                     "mean_output_tokens": lvl["mean_output_tokens"], "comparison": table, "replay": rep}

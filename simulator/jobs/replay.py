@@ -39,6 +39,8 @@ import numpy as np
 
 from specagent.common import atomic
 from specagent.common.errors import InputError
+from specagent.common.vllm_result import (DEFAULT_METRICS, DEFAULT_PERCENTILES, VLLM_DEFAULT_METRICS, parse_metrics,
+                                          parse_percentiles, percentile_word, stats_ms)
 from specagent.simulator.capacity.fleet_build import build_fleet, check_requests_fit, request_tasks
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
@@ -50,15 +52,22 @@ from specagent.traces.vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S
 COLUMNS = ("request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "queue_s", "replica")
 
 
-def undefined_notes(stats: dict) -> list[str]:
-    """Why a figure is null in the JSON (n/a in the table): each undefined figure is said, never left as NaN."""
+#: Why replay's JSON has the mean ITL and nulls for its other figures (vLLM's block prints them as `-`).
+ITL_NOTE = ("median, std and percentiles of ITL are null ('-'): the engine records each request's first and last token, "
+            "not every token's time, so only the mean gap is known (exact: each request's decode time over its gaps, "
+            "pooled)")
+
+
+def undefined_notes(stats: dict, no_tpot: bool = False) -> list[str]:
+    """Why a figure is null in the JSON (n/a in the table): each undefined figure is said, never left as NaN; `no_tpot`:
+    no request has a second output token."""
     out = []
     if isinstance(stats.get("usd_per_hour"), float) and math.isnan(stats["usd_per_hour"]):
         out.append("usd_per_hour and usd_per_1k_requests are null: the GPU profile states no price (pass --price GPU=USD)")
-    if isinstance(stats.get("mean_tpot_ms"), float) and math.isnan(stats["mean_tpot_ms"]):
+    if no_tpot:
         out.append("TPOT and ITL figures are null: every request has one output token (TPOT is the time per output token "
                    "after the first)")
-    if isinstance(stats.get("request_throughput_per_s"), float) and math.isnan(stats["request_throughput_per_s"]):
+    if isinstance(stats.get("request_throughput"), float) and math.isnan(stats["request_throughput"]):
         out.append("throughputs are null: the replay took no time (every request finished as it arrived)")
     return out
 
@@ -95,6 +104,9 @@ class ReplayResult(Result):
     deployment: str = ""  # the Strong deployment served on (Deployment.describe())
     scheduler: Scheduler | None = None  # its limits per iteration
     estimated: bool = False  # token counts estimated from a dataset's text (traces/datasets.py)
+    #: --percentile-metrics and --metric-percentiles: the latency figures `vllm_result()` holds (vLLM's options)
+    percentile_metrics: tuple[str, ...] = parse_metrics(DEFAULT_METRICS)
+    metric_percentiles: tuple[float, ...] = parse_percentiles(DEFAULT_PERCENTILES)
 
     def stats(self) -> dict:
         """vllm bench serve's figures: throughput, and mean / median / p95 / p99 of TTFT, TPOT (ms) and E2E (s)."""
@@ -121,35 +133,70 @@ class ReplayResult(Result):
                     "max_concurrency": self.max_concurrency})
         return out
 
-    def itl_stats(self) -> dict:
+    def itl_stats(self, percentiles: tuple[float, ...] = (99.0,)) -> dict:
         """Inter-token latency (ms) as vllm bench serve reports it: over every gap between two output tokens, all
         requests pooled. The engine records a request's first and last token, not each one, so every gap of a request
-        is its mean gap (its TPOT): the mean is exact; the median and p99 miss the spread within a request."""
+        is its mean gap (its TPOT): the mean is exact; the median, std and percentiles miss the spread within a
+        request."""
+        keys = ["mean_itl_ms", "median_itl_ms", "std_itl_ms", *(f"p{percentile_word(p)}_itl_ms" for p in percentiles)]
         if self.output_tokens_each is None:
-            return {"mean_itl_ms": math.nan, "median_itl_ms": math.nan, "p99_itl_ms": math.nan}
+            return dict.fromkeys(keys, math.nan)
         gaps = np.maximum(self.output_tokens_each.astype(np.int64) - 1, 0)
         ok = np.isfinite(self.tpot_s) & (gaps > 0)
         v, w = self.tpot_s[ok].astype(np.float64) * 1e3, gaps[ok]
         if not len(v):
-            return {"mean_itl_ms": math.nan, "median_itl_ms": math.nan, "p99_itl_ms": math.nan}
+            return dict.fromkeys(keys, math.nan)
         order = np.argsort(v, kind="stable")
         cum = np.cumsum(w[order])
 
         def q(share: float) -> float:  # the gap at this share of all gaps (the lower one at a tie, as numpy's 'lower')
             return float(v[order][min(len(v) - 1, int(np.searchsorted(cum, share * cum[-1], side="left")))])
 
-        return {"mean_itl_ms": float(np.average(v, weights=w)), "median_itl_ms": q(0.5), "p99_itl_ms": q(0.99)}
+        mean = float(np.average(v, weights=w))
+        return dict(zip(keys, (mean, q(0.5), math.sqrt(float(np.average((v - mean) ** 2, weights=w))),
+                               *(q(p / 100) for p in percentiles))))
+
+    def vllm_result(self) -> dict:
+        """The run under `vllm bench serve`'s result keys (common/vllm_result.py; latencies in ms), the latency figures
+        those of `percentile_metrics` at `metric_percentiles`: every value is one the replay computed (the percentiles
+        over the simulated requests, numpy's linear rule as vLLM's). ITL's mean only: the engine records each
+        request's first and last token, not every token's time, so the mean gap is known exactly (each request's decode
+        time over its gaps, pooled) and the median, std and percentiles are not (NaN, said in the notes)."""
+        s = self.stats()
+        out: dict = {"num_prompts": self.requests, "request_rate": s["request_rate_configured"] or "inf",
+                     "burstiness": self.burstiness, "max_concurrency": self.max_concurrency, "duration": self.duration_s,
+                     "completed": self.requests, "failed": 0, "total_input_tokens": self.input_tokens,
+                     "total_output_tokens": self.output_tokens, "request_throughput": s["request_throughput_per_s"],
+                     "request_goodput": None, "output_throughput": s["output_throughput_tok_s"],
+                     "total_token_throughput": s["total_throughput_tok_s"]}
+        ps = self.metric_percentiles
+        per_request = {"ttft": self.ttft_s, "tpot": self.tpot_s, "e2el": self.e2e_s}
+        for m in self.percentile_metrics:
+            if m == "itl":  # the mean alone: the spread of the gaps within a request is not simulated (ITL_NOTE)
+                out.update({k: v if k == "mean_itl_ms" else math.nan for k, v in self.itl_stats(ps).items()})
+            else:
+                x = per_request[m]
+                out.update(stats_ms(m, x[np.isfinite(x)].astype(np.float64) * 1e3, ps))
+        return out
 
     def figures(self) -> dict:
-        """`stats()` with the deployment, its scheduler, how the token counts were known and every note (NaN kept: the
-        CSV row shows it empty)."""
-        out = self.stats()
+        """`vllm_result()`, then under names of specagent's own: the GPUs and their price, the chunking, the deployment,
+        its scheduler, how the token counts were known, the options and every note (NaN kept: the CSV row shows it
+        empty)."""
+        out = self.vllm_result()
+        s = self.stats()
+        for k in ("gpus", "usd_per_hour", "usd_per_1k_requests", "chunks", "chunk_boundary_gap"):
+            out[k] = s[k]
         out["deployment"] = self.deployment
         sched = self.scheduler
         out["scheduler"] = {"max_num_seqs": sched.max_num_seqs, "max_batched_tokens": sched.max_batched_tokens,
                             "source": sched.source} if sched is not None else None
         out["token_counts"] = "estimated from text" if self.estimated else "as the trace gives them"
-        out["notes"] = [*self.notes, *undefined_notes(out)]
+        out["percentile_metrics"] = ",".join(self.percentile_metrics)
+        out["metric_percentiles"] = ",".join(percentile_word(p) for p in self.metric_percentiles)
+        no_tpot = not np.isfinite(self.tpot_s).any()
+        itl = [] if "itl" not in self.percentile_metrics or no_tpot else [ITL_NOTE]
+        out["notes"] = [*self.notes, *itl, *undefined_notes(out, no_tpot=no_tpot)]
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -382,6 +429,11 @@ class ReplayRequest(Request):
     max_concurrency: int | None = field(default=None, metadata={
         "help": "At most this many requests in flight: a request waits for a free slot and its latency counts from when it "
                 "is sent (vllm bench serve's)."})
+    percentile_metrics: str = field(default=DEFAULT_METRICS, metadata={
+        "help": "Comma list of the latencies to report percentiles of: ttft, tpot, itl, e2el (vllm bench serve's option; "
+                f"its default is {VLLM_DEFAULT_METRICS}, this one also reports e2el, as specagent bench serve does)."})
+    metric_percentiles: str = field(default=DEFAULT_PERCENTILES, metadata={
+        "help": "Comma list of the percentiles to report, e.g. 50,90,99 (vllm bench serve's option and default)."})
 
     def check(self) -> None:
         if self.trace is None:
@@ -391,6 +443,11 @@ class ReplayRequest(Request):
             if v is not None and not lo <= v <= hi:
                 raise JobError(f"expected a whole number in [{lo:,}, {hi:,}], got {v}", field=name)
         prices(self)
+        for name, parse in (("percentile_metrics", parse_metrics), ("metric_percentiles", parse_percentiles)):
+            try:
+                parse(getattr(self, name))
+            except ValueError as exc:
+                raise JobError(str(exc), field=name) from None
         if self.burstiness != 1.0 and self.request_rate is None:
             raise JobError("shapes the gaps of `request_rate`; give `request_rate` too", field="burstiness")
 
@@ -522,4 +579,6 @@ def run(request: ReplayRequest, progress: Progress | None = None, rows: str | Pa
     res.notes += [f"--price {item}: no replica of this replay runs on that GPU (they run on {strong.hardware.id}); "
                   "the price is unused" for item in unused_prices(price, [strong.hardware])]
     res.replicas, res.deployment, res.scheduler, res.estimated = request.replicas, strong.describe(), sched, trace.estimated
+    res.percentile_metrics = parse_metrics(request.percentile_metrics)
+    res.metric_percentiles = parse_percentiles(request.metric_percentiles)
     return res

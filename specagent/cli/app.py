@@ -118,7 +118,7 @@ LAZY_COMMANDS = (
     LazyCommand("plan", "specagent.cli.fleet", "plan_command", panels=True,
                 short_help="Cheapest fleet (replicas per pool, GPUs per replica) meeting a latency SLO at a sustained arrival rate, per strategy."),
     LazyCommand("replay", "specagent.cli.replay", "replay_command", panels=True,
-                short_help="Serve a request trace at its own timestamps on the scenario's Strong deployment; TTFT, TPOT and E2E like vllm bench serve."),
+                short_help="Serve a request trace at its own timestamps on the Strong deployment; vllm bench serve's figures, predicted."),
     LazyCommand("sweep", "specagent.cli.sweep", "sweep_command", panels=True,
                 short_help="Run a grid of fleet simulations (strategy x K x acceptance x rate x fleet x hardware), resumably."),
     LazyCommand("report", "specagent.cli.report", "report", help_attr="HELP",
@@ -139,7 +139,8 @@ LAZY_COMMANDS = (
     LazyCommand("latency", "specagent.cli.latency", "app", group=True,
                 short_help="Serving-engine latency terms against public measurements (measurements/serving_latency.csv)."),
     LazyCommand("bench", "specagent.cli.bench", "app", group=True,
-                short_help="Load generators against your own servers (their figures feed `latency fit --data`)."),
+                short_help="Load generators against your own servers (their figures feed `latency fit --data`); `compare` sets a replay "
+                           "prediction beside a measurement."),
     LazyCommand("acceptance", "specagent.cli.acceptance", "app", group=True,
                 short_help="The acceptance and verdict model from evidence: fit it to verdict logs, measure it on real endpoints, "
                            "calibrate it to the published protocol figures (docs/verdict-log.md)."),

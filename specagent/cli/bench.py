@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from specagent.cli.bench_compare import compare_command
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import job_progress
@@ -25,7 +26,8 @@ from specagent.endpoints.jobs.bench_serve import BenchServeRequest, BenchServeRe
 #: What --requests-out writes (one JSON object per request, `max_concurrency` first): a rerun may replace such a file.
 REQUESTS_JSONL = starts_with(b'{"max_concurrency"', what="a bench serve --requests-out file (JSONL of requests)")
 
-app = typer.Typer(help="Load generators against your own servers (their figures feed `latency fit --data`).", no_args_is_help=True)
+app = typer.Typer(help="Load generators against your own servers (their figures feed `latency fit --data`); `compare` sets a "
+                       "replay prediction beside a measurement.", no_args_is_help=True)
 err = SafeConsole(stderr=True)
 
 
@@ -105,3 +107,6 @@ def serve(
         raise typer.Exit(code=3)
     if res.interrupted is not None:
         raise typer.Exit(code=res.interrupted)
+
+
+app.command("compare")(compare_command)

@@ -51,6 +51,7 @@ import numpy as np
 from specagent.common.errors import InputError, read_text
 from specagent.common.redact import Redactor
 from specagent.common.signals import interrupted_by
+from specagent.common.vllm_result import METRIC_NAMES, format_block
 from specagent.endpoints.client import Endpoint, EndpointError, one_line, refusal
 from specagent.endpoints.transport import BodyTooLarge, Cancelled, DeadlineExceeded, Transport, lines
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
@@ -502,35 +503,27 @@ def run_level(ep: Endpoint, requests: Sequence[BenchRequest], *, max_concurrency
 
 
 # ------------------------------------------------------------------------- output
+def vllm_result(summary: dict[str, Any]) -> dict[str, Any]:
+    """A level's `BenchRun.summary()` under `vllm bench serve`'s result keys (common/vllm_result.py): what its printed
+    block shows and what `bench compare` reads from a `bench serve --json` level, P99 the one percentile."""
+    out: dict[str, Any] = {"completed": summary["completed"], "failed": summary["failed"],
+                           "max_concurrency": summary["max_concurrency"],
+                           "request_rate": "inf" if summary["request_rate"] is None else summary["request_rate"],
+                           "duration": summary["duration_s"], "total_input_tokens": summary["total_input_tokens"],
+                           "total_output_tokens": summary["total_output_tokens"]}
+    for key in ("request_throughput", "output_throughput", "total_token_throughput"):
+        out[key] = summary[key]
+    for m in METRIC_NAMES:
+        f = summary[m]
+        for stat in ("mean", "median", "std", "p99"):
+            out[f"{stat}_{m}_ms"] = None if f is None else f[stat]
+    return out
+
+
 def format_summary(run: BenchRun, title: str = " Serving Benchmark Result ") -> str:
-    """The summary in `vllm bench serve`'s layout (vllm/benchmarks/serve.py: 40-column labels, 2 decimals)."""
-    s = run.summary()
-    lines = [f"{title:=^50}"]
-
-    def row(label: str, value: Any, fmt: str = "") -> None:
-        lines.append(f"{label:<40} {value:<10{fmt}}" if value is not None else f"{label:<40} -")
-
-    row("Successful requests:", s["completed"])
-    if s["failed"]:
-        row("Failed requests:", s["failed"])
-    if s["max_concurrency"] is not None:
-        row("Maximum request concurrency:", s["max_concurrency"])
-    if s["request_rate"] is not None:
-        row("Request rate configured (RPS):", s["request_rate"], ".2f")
-    row("Benchmark duration (s):", s["duration_s"], ".2f")
-    row("Total input tokens:", s["total_input_tokens"])
-    row("Total generated tokens:", s["total_output_tokens"])
-    row("Request throughput (req/s):", s["request_throughput"], ".2f")
-    row("Output token throughput (tok/s):", s["output_throughput"], ".2f")
-    row("Total Token throughput (tok/s):", s["total_token_throughput"], ".2f")
-    for key, head, name in (("ttft", "Time to First Token", "TTFT"), ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
-                            ("itl", "Inter-token Latency", "ITL"), ("e2el", "End-to-end Latency", "E2EL")):
-        lines.append(f"{head:-^50}")
-        f = s[key]
-        for stat, label in (("mean", "Mean"), ("median", "Median"), ("p99", "P99")):
-            row(f"{label} {name} (ms):", None if f is None else f[stat], ".2f")
-    lines.append("=" * 50)
-    return "\n".join(lines)
+    """The summary in `vllm bench serve`'s layout (vllm/benchmarks/serve.py: 40-column labels, 2 decimals), printed by
+    the one printer `replay` uses too (common/vllm_result.py)."""
+    return format_block(vllm_result(run.summary()), METRIC_NAMES, (99.0,), title)
 
 
 def notes(run: BenchRun) -> list[str]:
