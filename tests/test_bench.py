@@ -76,6 +76,14 @@ def test_served_model_differs_is_a_warning_and_unknown_model_a_refusal(tmp_path:
     assert r.exit_code == 2 and "HTTP 404" in r.output and "Traceback" not in r.output
 
 
+def test_an_engine_not_found_is_said_not_silently_recorded_unknown():
+    with ChatServer() as s:  # the loopback server's /v1/models names its owner 'scripted': no engine
+        r = CliRunner().invoke(app, args(s.url))
+        named = CliRunner().invoke(app, args(s.url, "--engine", "vllm"))
+    assert r.exit_code == 0 and "record engine 'unknown' (/v1/models names owner 'scripted'" in r.output, r.output
+    assert "pass --engine" in r.output and "unknown" not in named.output, named.output
+
+
 def test_failures_are_counted_not_retried_and_all_failed_exits_3(tmp_path: Path):
     with ChatServer(faults=lambda key, attempt, body: "500") as s:
         r = CliRunner().invoke(app, args(s.url))

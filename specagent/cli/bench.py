@@ -58,7 +58,7 @@ def _write(res: BenchServeResult, csv_out: Optional[Path], requests_out: Optiona
             total = res.write_csv(csv_out)
         except InputError as exc:
             fail(f"--csv {exc}")
-        written.append(f"{csv_out} ({len(res.rows)} rows added, {total} in all)")
+        written.append(f"{csv_out} ({len(res.rows)} row{'' if len(res.rows) == 1 else 's'} added, {total} in all)")
     if requests_out is not None:
         written.append(str(res.write_requests(requests_out)))
     return written

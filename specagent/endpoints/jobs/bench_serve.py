@@ -271,9 +271,16 @@ class ServeBenchmark:
             note="" if (r.engine and r.engine_version) else
             f"engine {'given' if r.engine else 'from /v1/models owned_by ' + repr(told.get('owned_by'))}, version "
             f"{'given' if r.engine_version else ('from the server' if 'version' in told else 'not reported')}")
+        warnings = []
+        if eng == "unknown":  # said, not silently written: the CSV's engine column feeds `latency fit`
+            why = (f"/v1/models names owner {told['owned_by']!r}, not an engine this tool knows" if "owned_by" in told else
+                   "/v1/models did not answer with an owner" if "models" in told else "/v1/models did not answer")
+            warnings.append(self.red.line(f"warning: the rows record engine 'unknown' ({why}); pass --engine "
+                                          f"({', '.join(sorted(KNOWN_OWNERS))} or your engine's id) to name it"))
         if told.get("models") and not any(same_model(r.model, name) for name in told["models"].split(",")):
-            return [self.red.line(f"warning: --model {r.model!r} is not among the models the server lists ({told['models']})")]
-        return []
+            warnings.append(self.red.line(f"warning: --model {r.model!r} is not among the models the server lists "
+                                          f"({told['models']})"))
+        return warnings
 
     def run(self, progress: Progress | None = None, on_level: Callable[[BenchRun], None] | None = None) -> BenchServeResult:
         """Every load level in turn (`on_level` after each); ^C or SIGTERM ends the level running, keeping what finished."""
