@@ -340,7 +340,7 @@ def test_plan_section_is_the_curve_table_with_the_rest_collapsed(result, tmp_pat
     text = H.write_report(result, tmp_path / "r.html", extra={"plan": plan}).path.read_text(encoding="utf-8")
     sec = text[text.index('<h2 id="plan">'):]
     visible = re.sub(r"<[^>]+>", "", sec[:sec.index("<details>")])
-    for cell in ("sized by", "3 W×1 + 1 S×8", "$11.47", "$0.0017", "241 [222-260]", "Strong: SLO (throughput alone: 1)", "Strong: throughput"):
+    for cell in ("sized by", "3 W×1 + 1 S×8", "$11.47", "$0.0017", "241 [222–260]", "Strong: SLO (throughput alone: 1)", "Strong: throughput"):
         assert cell in visible, cell
     assert "strong_scheduler_source" not in sec and sec.count(src) == 1  # said once, in the details
 
