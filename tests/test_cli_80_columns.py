@@ -68,7 +68,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "report": ("report", "{summary}", "-o", "{tmp}/r.html", "--no-images"),
     "predictor validate": ("predictor", "validate", "--trace", "{small}", "--synthetic", "0"),
     "latency validate": ("latency", "validate", "--data", "{latency}", "--no-holdout"),
-    "latency validate, a bench serve CSV": ("latency", "validate", "--data", "{bench}", "--no-holdout", "--engine-id", "mine"),
+    "latency validate, a bench serve CSV": ("latency", "validate", "--data", "{bench}", "--hold-out", "concurrency",
+                                            "--engine-id", "mine"),
     "latency fit": ("latency", "fit", "--data", "{latency}", "-o", "{tmp}/fit.toml"),
     "latency engine": ("latency", "engine"),
     "acceptance fit": ("acceptance", "fit", str(DATA / "verdict_log_simulated.jsonl"), "-o", "{tmp}/a.toml"),
@@ -121,8 +122,9 @@ def env(tmp_path_factory, small):
     r = runner.invoke(app, ["predict", "--trace", str(small), "-o", str(d / "pred")])
     assert r.exit_code == 0, r.output
     with ChatServer(lifetime_s=3600, max_requests=200_000) as chat:
-        r = runner.invoke(app, [a.format(url=chat.url) for a in BENCH] + ["--max-concurrency", "1,2", "--csv",
-                                                                           str(d / "bench.csv")])
+        r = runner.invoke(app, [a.format(url=chat.url) for a in BENCH] + ["--max-concurrency", "1,2,4", "--csv",
+                                                                           str(d / "bench.csv"), "--gpu", "h100_sxm",
+                                                                           "--model-spec", "Qwen/Qwen3.5-4B", "--engine", "vllm"])
         assert r.exit_code == 0, r.output
         yield {"latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "url": chat.url,
                "bench": d / "bench.csv"}
