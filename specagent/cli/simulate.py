@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 import typer
 from rich import box
+from rich.console import RenderableType
 from rich.table import Table
 
 from specagent.cli.console import FORMATS, SafeConsole, check_format, fail, legend, json_out  # noqa: F401  (FORMATS: re-exported)
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs, provenance_of
 from specagent.cli.progress import progress_bar
 from specagent.cli.ranges import ranges_tables
@@ -86,30 +88,29 @@ def _strategy_column(t: Table, names) -> None:
     t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in names))
 
 
-def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[str, str]] | None = None) -> Table:
-    """The ratios to Strong-only. `extra` adds columns after the ratios: {header: {strategy: cell}} (e.g. an interval
-    beside a ratio); a strategy a column does not name gets '-'."""
-    t = Table(title=title, show_edge=False)
-    _strategy_column(t, summary.index)
-    cols = [c for c in REL_COLUMNS if c[0] in summary]
-    for _, head, _ in cols:
-        t.add_column(head, justify="right", min_width=5)  # figures are never cut; headers wrap between words
+#: Relative-table columns that leave first where the table would not fit (the ranges tables under it repeat them).
+REL_OPTIONAL = ("strong_decode_tokens_rel", "strong_calls_rel")
+
+
+def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[str, str]] | None = None) -> RenderableType:
+    """The ratios to Strong-only, fitted to the console (cli/fit_table.py). `extra` adds columns after the ratios:
+    {header: {strategy: cell}} (e.g. an interval beside a ratio); a strategy a column does not name gets '-'."""
+    rel = [c for c in REL_COLUMNS if c[0] in summary]
+    cols = [Col("strategy", "left")] + [Col(head, optional=c in REL_OPTIONAL) for c, head, _ in rel]
     if "measured_success" in summary:
-        t.add_column("measured success", justify="right", min_width=5)
+        cols.append(Col("measured\nsuccess"))
     extra = dict(extra or {})
-    for head, cells_by in extra.items():
-        t.add_column(head, justify="right", no_wrap=True, min_width=max([len(v) for v in cells_by.values()] + [1]))
+    cols += [Col(head) for head in extra]
+    rows = []
     for strat, row in summary.iterrows():
-        cells = [f"{row[c]:.3f}" for c, _, _ in cols]
+        cells = [str(strat)] + [f"{row[c]:.3f}" for c, _, _ in rel]
         if "measured_success" in summary:
             cells.append("-" if pd.isna(row["measured_success"]) else f"{row['measured_success']:.2f}")
-        cells.extend(cells_by.get(str(strat), "-") for cells_by in extra.values())
-        t.add_row(str(strat), *cells)
-    caption = ["ratios to Strong-only: " + legend((head, meaning) for _, head, meaning in cols)]
+        rows.append(cells + [cells_by.get(str(strat), "-") for cells_by in extra.values()])
+    caption = ["ratios to Strong-only: " + legend((head, meaning) for _, head, meaning in rel)]
     if "label" in summary:
         caption.append(legend(summary["label"].items()))
-    t.caption = "\n".join(caption)
-    return t
+    return fitted(console, cols, rows, title=title, caption="\n".join(caption), left_out="--json has them")
 
 
 def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True, short: bool = False,
@@ -443,7 +444,7 @@ def _print_predict(result: PredictResult, *, phases: bool) -> None:
         console.print(_ranges_table(result.bottom_line_intervals, iv.level, iv.n_draws, iv.includes()))
     console.print(_rel_table(comp.summary, f"Relative to Strong-only ({BL.ratio_in_words(comp.summary)}; lower is cheaper) — "
                                            f"[{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine]"))
-    for table in ranges_tables(comp, iv) if iv is not None else ():
+    for table in ranges_tables(comp, iv, console) if iv is not None else ():
         console.print(table)
     if phases:
         _print_phases(comp)
