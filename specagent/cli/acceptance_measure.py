@@ -69,11 +69,11 @@ def measure(
     err = SafeConsole(stderr=True)
 
     def tell(line: str) -> None:  # retries and a wrong model name, while the run goes on (not only in the final table)
-        err.print(line, highlight=False, markup=False, soft_wrap=True)
+        err.print(line, highlight=False, markup=False)
 
     m = _prepared(request, tell)
     for line in m.warnings():
-        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+        err.print(f"warning: {line}", highlight=False, markup=False)
     with m:
         _confirm(m, yes, err)
         try:
@@ -124,7 +124,7 @@ def _table(s: dict, stats: dict, paths: list[Path]) -> None:
         t.add_row(*r)
     c.print(t)
     for line in unreported(s):
-        c.print(f"note: {line}", highlight=False, markup=False, soft_wrap=True)
+        c.print(f"note: {line}", highlight=False, markup=False)
     for p in paths:
         c.print(f"wrote {p}", highlight=False)
 

@@ -55,11 +55,12 @@ def width_of(console: Console, table: Table) -> int:
 
 
 def vertical(cols: Sequence[Col], rows: Sequence[Sequence[str]], *, title: str = "", caption: str = "") -> Group:
-    """One block per row: its first cell, then each other non-empty cell as `header: value`, indented."""
+    """One block per row: its first cell, then each other non-empty cell as `header: value` (or the value alone, under
+    an empty header), indented."""
     lines: list[RenderableType] = [Text(title, style="table.title")] if title else []
     for r in rows:
         lines.append(Text(r[0], style="bold"))
-        lines += [Text(f"  {c.head.replace(chr(10), ' ')}: {v}") for c, v in zip(cols[1:], r[1:]) if v]
+        lines += [Text(f"  {c.head.replace(chr(10), ' ')}: {v}" if c.head else f"  {v}") for c, v in zip(cols[1:], r[1:]) if v]
     if caption:
         lines.append(Text(caption, style="table.caption"))
     return Group(*lines)

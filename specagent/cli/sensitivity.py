@@ -66,7 +66,7 @@ def _print_break_even(study: SensitivityResult) -> None:
         console.print("Where SpecAgent stops paying, per step kind (that kind's semantic acceptance over [0, 1], the rest "
                       "at the scenario's values, at this Weak speed):", highlight=False)
         for text in kb["text"]:
-            console.print(f"  {text}", highlight=False, markup=False, soft_wrap=True)
+            console.print(f"  {text}", highlight=False, markup=False)
 
 
 @request_options(SensitivityRequest, exclude=("strategies",))

@@ -189,37 +189,42 @@ def _reasoning(acc: dict) -> str:
             f"{'the repaired step' + chr(39) + 's recorded reasoning' if r is None else f'{r} tokens'} per repair")
 
 
-def _assumption_table(assumptions: dict) -> Table:
-    t = Table(title="Assumptions (every figure above depends on these)", show_header=False)
-    t.add_column("what")
-    t.add_column("value", overflow="fold")
+def _assumption_table(assumptions: dict) -> RenderableType:
+    """Every setting the figures depend on, as (what, value) rows fitted to the console: where a value is wider than the
+    terminal, each setting prints its name, then its value indented."""
+    rows: list[list[str]] = []
+
+    def add(*cells: object) -> None:
+        rows.append([str(c) for c in cells])
+
     for k, v in assumptions["setting"].items():
-        t.add_row(k, v)
+        add(k, v)
     acc = assumptions["acceptance_model"]
-    t.add_row("acceptance (semantic) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["accept"].items()))
-    t.add_row("acceptance (exact step) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["exact"].items()))
-    t.add_row("position decay / correlation", f"{acc['position_decay']:g} / {acc['correlation']:g}")
+    add("acceptance (semantic) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["accept"].items()))
+    add("acceptance (exact step) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["exact"].items()))
+    add("position decay / correlation", f"{acc['position_decay']:g} / {acc['correlation']:g}")
     if acc.get("task_sd", 0.0) > 0:  # shown where it acts (0, the default, plans as before the field existed)
-        t.add_row("per-task effect (sd, logit scale)", f"{acc['task_sd']:g}: acceptance above is the median task's")
-    t.add_row("weak token ratio", f"{acc['weak_token_ratio']:g}")
-    t.add_row("verdict tokens (reject / accept)", f"{acc['verdict_tokens']} (+ replacement call) / {acc['accept_verdict_tokens']}")
-    t.add_row("Strong reasoning (verify / repair)", _reasoning(acc))
-    t.add_row("p(valid replacement)", f"{acc['p_valid_replacement']:g}")
-    t.add_row("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
-    t.add_row("escalation recall (collab)", f"{acc['escalation_recall']:g}")
-    t.add_row("acceptance source", acc["source"])
+        add("per-task effect (sd, logit scale)", f"{acc['task_sd']:g}: acceptance above is the median task's")
+    add("weak token ratio", f"{acc['weak_token_ratio']:g}")
+    add("verdict tokens (reject / accept)", f"{acc['verdict_tokens']} (+ replacement call) / {acc['accept_verdict_tokens']}")
+    add("Strong reasoning (verify / repair)", _reasoning(acc))
+    add("p(valid replacement)", f"{acc['p_valid_replacement']:g}")
+    add("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
+    add("escalation recall (collab)", f"{acc['escalation_recall']:g}")
+    add("acceptance source", acc["source"])
     if "intervals" in assumptions:
-        t.add_row("intervals", assumptions["intervals"])
+        add("intervals", assumptions["intervals"])
     if "environment" in assumptions:
-        t.add_row("environment (user, tool waits)", assumptions["environment"])
+        add("environment (user, tool waits)", assumptions["environment"])
     # the stored key `engine` is the pricing engine (analytic | simpy), not the serving engine shown per pool above
     for name, label in (("workload", "workload"), ("trajectories", "trajectories"), ("seed", "seed"),
                         ("engine", "pricing engine"), ("quality", "quality")):
-        t.add_row(label, str(assumptions[name]))
+        add(label, str(assumptions[name]))
     sa = assumptions["strategies"].get("specagent")
     if sa:
-        t.add_row("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
-    return t
+        add("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
+    return fitted(console, (Col("what", "left"), Col("", "left")), rows,
+                  title="Assumptions (every figure above depends on these)")
 
 
 def _n_traj(trajs) -> int:
