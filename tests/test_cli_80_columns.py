@@ -6,15 +6,14 @@ it out, and the test fails on a line of output over 80 columns or on a table cel
 that wraps, or a header cut inside a word). To cover another command, add a row to COMMANDS (placeholders: {tmp} a
 folder of the test's own, {small} a trace of two shipped trajectories, {workload} the shipped τ² workload, {chat} an
 OpenAI-chat log fixture, {url} a loopback chat-completions server (tests/chat_server.py), {latency} six shipped serving-latency
-rows, {bench} a `bench serve` CSV of that server, {sweep} a one-cell sweep config, {summary} a predict run's summary.json).
-`replay` is covered by its own test of the vLLM layout (tests/test_replay_bench_parity.py).
+rows, {bench} a `bench serve` CSV of that server at three concurrencies, {sweep} a two-cell sweep config, {summary} a
+predict run's summary.json). `replay` joins COMMANDS with its rework into vLLM's layout (issue #51, item 4).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
@@ -80,11 +79,12 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "bench serve": BENCH,
     "calibrate": ("calibrate", "-o", "{tmp}/p.toml", "--scale", "tiny", "--repeats", "1", "--no-validate",
                   "--engine-output", "{tmp}/e.toml"),
+    "live": ("live", "--synthetic", "--scale", "tiny", "--trajectories", "1", "--no-compare", "-o", "{tmp}/live"),
 }
-#: Covered elsewhere: `replay` prints vLLM's block, checked against `bench serve` in tests/test_replay_bench_parity.py.
+#: Rows that run torch models (skipped where torch is not installed).
+TORCH = ("calibrate", "live")
+#: Not rendered here yet: `replay` is being reworked to print vLLM's block (issue #51, item 4), and joins COMMANDS then.
 ELSEWHERE = ("replay",)
-#: Need torch or models this test does not run.
-NOT_RUN = ("live",)
 
 runner = CliRunner()
 
@@ -168,6 +168,8 @@ def run_at_80(args: tuple[str, ...], tmp_path: Path, small: Path, env: dict | No
 
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_the_default_output_fits_80_columns_with_every_cell_whole(name, tmp_path, small, env, monkeypatch):
+    if name in TORCH:
+        pytest.importorskip("torch")
     tables = TableRecorder(monkeypatch)
     r = run_at_80(COMMANDS[name], tmp_path, small, env)
     assert r.exit_code == 0, r.output
@@ -175,6 +177,25 @@ def test_the_default_output_fits_80_columns_with_every_cell_whole(name, tmp_path
     assert not long, f"{len(long)} line(s) over {WIDTH} columns, the first: {long[0]!r}"
     assert not tables.broken_cells(), "\n".join(tables.broken_cells())
     assert r.output.strip(), name
+
+
+def _leaves(cmd, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command a user can run: the leaves of the typer tree (and a group that runs on its own)."""
+    subs = getattr(cmd, "commands", None) or {}
+    out = [path] if path and (not subs or getattr(cmd, "invoke_without_command", False)) else []
+    for name, sub in subs.items():
+        out += _leaves(sub, path + (name,))
+    return out
+
+
+def test_every_command_is_rendered_at_80_columns_or_said_where_it_is():
+    """A command added later must join COMMANDS (or say why not): the render test covers every command's output."""
+    import typer.main
+
+    covered = {args[:n] for args in COMMANDS.values() for n in (1, 2)}
+    left = [" ".join(c) for c in _leaves(typer.main.get_command(app)) if c not in covered
+            and " ".join(c) not in ELSEWHERE]
+    assert not left, f"not rendered at {WIDTH} columns: {left}"
 
 
 def test_the_recorder_catches_a_table_too_wide_and_a_wrapped_cell(monkeypatch):
