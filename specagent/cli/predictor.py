@@ -64,9 +64,10 @@ def predictor_validate(
     _print(res)
 
 
-#: The validation table's columns (cli/fit_table.py): below 80 columns the per-trajectory error leaves first.
+#: The validation table's columns (cli/fit_table.py): |err| = the absolute error of the share; below 80 columns the
+#: per-trajectory error leaves first.
 COLUMNS = (Col("workload", "left"), Col("strategy", "left"), Col("weight\nmode", "left"), Col("predicted"), Col("accounted"),
-           Col("abs\nerror"), Col("mean |err|\nper traj", optional=True))
+           Col("|err|"), Col("mean |err|\nper traj", optional=True))
 
 
 def _print(res: PredictorValidateResult) -> None:
@@ -76,5 +77,5 @@ def _print(res: PredictorValidateResult) -> None:
         rows.append([name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
                      f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}"])
     console.print(fitted(console, COLUMNS, rows, title="Verdict-token predictor: Strong share of memory reads (both models)",
-                         left_out="--json has them"))
+                         caption="|err| = |predicted - accounted|", left_out="--json has them"))
     console.print("largest absolute error of the share: " + ", ".join(f"{m} {v:.4f}" for m, v in res.worst().items()))
