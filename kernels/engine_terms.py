@@ -34,6 +34,7 @@ Every CUDA-only step is guarded and its arithmetic is a pure function tested on 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -218,15 +219,36 @@ def count_events(events: Sequence[Any], cuda: bool) -> tuple[int, str]:
     return top, "torch ops dispatched (top-level aten ops in torch.profiler): the CPU analogue of kernel launches"
 
 
+#: Kineto, torch.profiler's C++ side, writes `USDT: … profiler_start` / `profiler_stop` lines (its level 5) straight to
+#: the process's stderr on every profile: 14 lines before `calibrate`'s tables (issue #51). A level above them hides them.
+KINETO_QUIET_LEVEL = "6"
+
+
+@contextlib.contextmanager
+def quiet_kineto():
+    """KINETO_LOG_LEVEL at KINETO_QUIET_LEVEL while the profiler starts, unless the user set their own; the environment
+    restored after, so nothing else in the process sees it. Why an environment variable: kineto reads it once, when the
+    first profile starts, and offers no other switch; torch's Python warnings filters and logging never see these lines.
+    What it costs: kineto's own errors are hidden too; `count_events` raises where no event was recorded."""
+    mine = "KINETO_LOG_LEVEL" not in os.environ
+    if mine:
+        os.environ["KINETO_LOG_LEVEL"] = KINETO_QUIET_LEVEL
+    try:
+        yield
+    finally:
+        if mine:
+            os.environ.pop("KINETO_LOG_LEVEL", None)
+
+
 def count_kernels(fn: Callable[[], object], device: str) -> tuple[int, str]:
-    """Launches of one call of `fn` on `device` (torch.profiler; `count_events`)."""
+    """Launches of one call of `fn` on `device` (torch.profiler; `count_events`), kineto's chatter kept off stderr."""
     from torch.profiler import ProfilerActivity, profile
 
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     if cuda:
         torch.cuda.synchronize(dev)
-    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+    with quiet_kineto(), profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         fn()
         if cuda:
             torch.cuda.synchronize(dev)

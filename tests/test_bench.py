@@ -204,3 +204,20 @@ def test_a_run_cut_during_the_warmup_has_no_figures_and_no_nan():
     assert "Request throughput (req/s):              -" in text and "nan" not in text
     assert bench.csv_rows(run, bench.ServerFacts("u", "m", "m", "unknown", 1, None, "e", ""), 0, False,
                           __import__("datetime").datetime(2026, 1, 1)) == []
+
+
+def test_a_model_served_from_a_local_folder_leaves_its_path_out_of_the_row_id():
+    """A server naming its model by a local folder (`transformers serve /home/me/models/x`) put that path in every row id,
+    which `latency validate` then printed (issue #51): the id keeps the folder's name only."""
+    import datetime
+
+    done = [bench.RequestResult(i, 8, 4, ok=True, output_tokens=4, ttft_s=0.1, e2e_s=0.4, usage_reported=True)
+            for i in range(2)]
+    run = bench.BenchRun(1, math.inf, done, 1.0)
+    when = datetime.datetime(2026, 1, 1)
+    [local] = bench.csv_rows(run, bench.ServerFacts("u", "m", "/home/me/models/smollm2-135m/", "unknown", 1, None, "e", ""),
+                             0, False, when)
+    [hub] = bench.csv_rows(run, bench.ServerFacts("u", "m", "HuggingFaceTB/SmolLM2-135M", "unknown", 1, None, "e", ""),
+                           0, False, when)
+    assert local["row_id"] == "bench-smollm2-135m-c1-i8-o4-20260101T000000"
+    assert hub["row_id"] == "bench-SmolLM2-135M-c1-i8-o4-20260101T000000"

@@ -5,11 +5,14 @@ Each command in COMMANDS runs through typer's runner with COLUMNS=80; every rich
 it out, and the test fails on a line of output over 80 columns or on a table cell wider than its column (a body cell
 that wraps, or a header cut inside a word). To cover another command, add a row to COMMANDS (placeholders: {tmp} a
 folder of the test's own, {small} a trace of two shipped trajectories, {workload} the shipped τ² workload, {chat} an
-OpenAI-chat log fixture, {requests} a request trace, {predicted} its `replay --json`, {vllm} a vLLM result file).
+OpenAI-chat log fixture, {url} a loopback chat-completions server (tests/chat_server.py), {latency} six shipped serving-latency
+rows, {bench} a `bench serve` CSV of that server at three concurrencies, {sweep} a two-cell sweep config, {summary} a
+predict run's summary.json, {requests} a request trace, {predicted} its `replay --json`, {vllm} a vLLM result file).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,11 +22,18 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from specagent.cli import app
+from specagent.measurements import default_path
 from specagent.traces import default_workload_path, load_trajectories, save_trajectories
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chat_server import ChatServer  # noqa: E402
 
 WIDTH = 80
 CHAT = Path(__file__).parent / "fixtures" / "trajectories" / "openai_chat" / "support_bot.jsonl"
 VLLM = Path(__file__).parent / "fixtures" / "vllm" / "save_result.json"
+DATA = Path(__file__).parents[1] / "traces" / "data"
+BENCH = ("bench", "serve", "--base-url", "{url}", "--model", "weak-test", "--num-prompts", "4", "--input-len", "8",
+         "--output-len", "4", "--warmup", "0")
 SMALL_PLAN = ("--tasks", "6", "--trace", "{small}", "--workers", "1")
 
 #: name -> the command line (default output: no --json, no --details unless the name says so).
@@ -49,9 +59,35 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "replay, every percentile option": ("replay", "{requests}", "--percentile-metrics", "ttft,tpot,itl,e2el",
                                         "--metric-percentiles", "50,90,99.9", "--max-concurrency", "4"),
     "bench compare": ("bench", "compare", "{predicted}", "{vllm}"),
+    "predict --details": ("predict", "--details", "-o", "{tmp}/predict"),
+    "simulate": ("simulate", "specagent", "--trace", "{small}"),
+    "traces stats, imported logs": ("traces", "stats", "{small}"),
+    "traces formats": ("traces", "formats"),
+    "traces profiles": ("traces", "profiles"),
+    "traces fit": ("traces", "fit", "{small}", "-o", "{tmp}/p.toml"),
+    "traces synth": ("traces", "synth", "--profile", "tau2_airline", "-n", "3", "-o", "{tmp}/s.jsonl"),
+    "sweep": ("sweep", "{sweep}", "--out", "{tmp}/sweep", "--workers", "1"),
+    "study balance": ("study", "balance", "--tasks", "6", "--rates", "0.5", "--gpu", "h20", "--trace", "{small}"),
+    "study sensitivity": ("study", "sensitivity", "--trace", "{small}", "-o", "{tmp}/sens"),
+    "report": ("report", "{summary}", "-o", "{tmp}/r.html", "--no-images"),
+    "predictor validate": ("predictor", "validate", "--trace", "{small}", "--synthetic", "0"),
+    "latency validate": ("latency", "validate", "--data", "{latency}", "--no-holdout"),
+    "latency validate, a bench serve CSV": ("latency", "validate", "--data", "{bench}", "--hold-out", "concurrency",
+                                            "--engine-id", "mine"),
+    "latency fit": ("latency", "fit", "--data", "{latency}", "-o", "{tmp}/fit.toml"),
+    "latency engine": ("latency", "engine"),
+    "acceptance fit": ("acceptance", "fit", str(DATA / "verdict_log_simulated.jsonl"), "-o", "{tmp}/a.toml"),
+    "acceptance calibrate": ("acceptance", "calibrate", "-n", "1", "-o", "{tmp}/cal", "--workers", "1"),
+    "acceptance measure": ("acceptance", "measure", str(DATA / "tau2_airline_sample.json"), "--weak-url", "{url}",
+                           "--weak-model", "weak-test", "--strong-url", "{url}", "--strong-model", "strong-test", "--limit",
+                           "2", "--backoff", "0", "-o", "{tmp}/m", "--yes"),
+    "bench serve": BENCH,
+    "calibrate": ("calibrate", "-o", "{tmp}/p.toml", "--scale", "tiny", "--repeats", "1", "--no-validate",
+                  "--engine-output", "{tmp}/e.toml"),
+    "live": ("live", "--synthetic", "--scale", "tiny", "--trajectories", "1", "--no-compare", "-o", "{tmp}/live"),
 }
-#: Commands left out for now, each being reworked elsewhere (issue #51's other parts): add them to COMMANDS when they fit.
-PENDING = ("bench serve", "latency validate", "predictor validate")
+#: Rows that run torch models (skipped where torch is not installed).
+TORCH = ("calibrate", "live")
 
 runner = CliRunner()
 
@@ -75,6 +111,39 @@ def serving(tmp_path_factory) -> dict[str, Path]:
     assert r.exit_code == 0, r.output
     (folder / "predicted.json").write_text(r.output)
     return {"requests": folder / "r.csv", "predicted": folder / "predicted.json", "vllm": VLLM}
+
+
+SWEEP = """[sweep]
+tasks = 8
+seed = 3
+[grid]
+strategy = ["strongonly", "specagent"]
+rate = [0.5]
+fleet = ["small"]
+hardware = ["h20"]
+[fleet.small]
+weak_replicas = 1
+strong_replicas = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, small):
+    """The inputs the other placeholders name, and a loopback server for `bench serve` and `acceptance measure`."""
+    d = tmp_path_factory.mktemp("cols-env")
+    lat = d / "latency.csv"
+    lat.write_text("".join(default_path("serving_latency.csv").read_text(encoding="utf-8").splitlines(True)[:7]))
+    sweep = d / "sweep.toml"
+    sweep.write_text(SWEEP)
+    r = runner.invoke(app, ["predict", "--trace", str(small), "-o", str(d / "pred")])
+    assert r.exit_code == 0, r.output
+    with ChatServer(lifetime_s=3600, max_requests=200_000) as chat:
+        r = runner.invoke(app, [a.format(url=chat.url) for a in BENCH] + ["--max-concurrency", "1,2,4", "--csv",
+                                                                           str(d / "bench.csv"), "--gpu", "h100_sxm",
+                                                                           "--model-spec", "Qwen/Qwen3.5-4B", "--engine", "vllm"])
+        assert r.exit_code == 0, r.output
+        yield {"latency": lat, "sweep": sweep, "summary": d / "pred" / "summary.json", "url": chat.url,
+               "bench": d / "bench.csv"}
 
 
 class TableRecorder:
@@ -108,20 +177,40 @@ class TableRecorder:
         return out
 
 
-def run_at_80(args: tuple[str, ...], tmp_path: Path, small: Path, serving: dict[str, Path] | None = None):
-    argv = [a.format(tmp=tmp_path, small=small, workload=default_workload_path(), chat=CHAT, **(serving or {})) for a in args]
+def run_at_80(args: tuple[str, ...], tmp_path: Path, small: Path, env: dict | None = None):
+    argv = [a.format(tmp=tmp_path, small=small, workload=default_workload_path(), chat=CHAT, **(env or {})) for a in args]
     return runner.invoke(app, argv, env={"COLUMNS": str(WIDTH)})
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_the_default_output_fits_80_columns_with_every_cell_whole(name, tmp_path, small, serving, monkeypatch):
+def test_the_default_output_fits_80_columns_with_every_cell_whole(name, tmp_path, small, env, serving, monkeypatch):
+    if name in TORCH:
+        pytest.importorskip("torch")
     tables = TableRecorder(monkeypatch)
-    r = run_at_80(COMMANDS[name], tmp_path, small, serving)
+    r = run_at_80(COMMANDS[name], tmp_path, small, {**env, **serving})
     assert r.exit_code == 0, r.output
     long = [line for line in r.output.splitlines() if cell_len(line) > WIDTH]
     assert not long, f"{len(long)} line(s) over {WIDTH} columns, the first: {long[0]!r}"
     assert not tables.broken_cells(), "\n".join(tables.broken_cells())
     assert r.output.strip(), name
+
+
+def _leaves(cmd, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command a user can run: the leaves of the typer tree (and a group that runs on its own)."""
+    subs = getattr(cmd, "commands", None) or {}
+    out = [path] if path and (not subs or getattr(cmd, "invoke_without_command", False)) else []
+    for name, sub in subs.items():
+        out += _leaves(sub, path + (name,))
+    return out
+
+
+def test_every_command_is_rendered_at_80_columns_or_said_where_it_is():
+    """A command added later must join COMMANDS: the render test covers every command's output."""
+    import typer.main
+
+    covered = {args[:n] for args in COMMANDS.values() for n in (1, 2)}
+    left = [" ".join(c) for c in _leaves(typer.main.get_command(app)) if c not in covered]
+    assert not left, f"not rendered at {WIDTH} columns: {left}"
 
 
 def test_the_recorder_catches_a_table_too_wide_and_a_wrapped_cell(monkeypatch):

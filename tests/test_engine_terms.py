@@ -394,3 +394,42 @@ def test_live_repeats_stop_at_the_deadline():
     runs = run_repeats(trajs, weak, strong, LiveConfig(), repeats=3, deadline=time.monotonic())
     assert len(runs) == 1  # the first repeat always runs; the next would pass the deadline
     assert len(run_repeats(trajs, weak, strong, LiveConfig(), repeats=2, deadline=time.monotonic() + 3600)) == 2
+
+
+PROFILE_ONCE = """
+import os, torch
+from specagent.kernels import engine_terms as et
+if {quiet}:
+    n, _ = et.count_kernels(lambda: torch.ones(3) + 1, "cpu")
+    assert os.environ.get("KINETO_LOG_LEVEL") == {user!r}, os.environ.get("KINETO_LOG_LEVEL")  # the environment restored
+else:
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(3) + 1
+print("counted")
+"""
+
+
+def _profile_in_a_fresh_process(quiet: bool, user: str | None = None):
+    """Kineto reads its log level once per process, when the first profile starts: each case needs a fresh one."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"} | ({"KINETO_LOG_LEVEL": user} if user else {})
+    return subprocess.run([sys.executable, "-c", PROFILE_ONCE.format(quiet=quiet, user=user)], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_counting_kernels_prints_no_profiler_noise_and_keeps_the_users_level():
+    """`calibrate` printed 14 lines of kineto's `USDT: … profiler_start` before its tables (issue #51): counting kernels
+    is now silent on stdout and stderr, the bare profiler (the control) still prints them, and a KINETO_LOG_LEVEL the user
+    set is theirs (level 3 shows kineto's stages)."""
+    quiet = _profile_in_a_fresh_process(True)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "counted\n" and quiet.stderr == "", quiet.stderr
+    bare = _profile_in_a_fresh_process(False)
+    assert bare.returncode == 0 and "profiler_start" in bare.stderr  # the noise exists: the check above can fail
+    mine = _profile_in_a_fresh_process(True, user="3")
+    assert mine.returncode == 0, mine.stderr
+    assert "profiler_start" in mine.stderr and "Completed Stage" in mine.stderr

@@ -340,7 +340,7 @@ def test_plan_section_is_the_curve_table_with_the_rest_collapsed(result, tmp_pat
     text = H.write_report(result, tmp_path / "r.html", extra={"plan": plan}).path.read_text(encoding="utf-8")
     sec = text[text.index('<h2 id="plan">'):]
     visible = re.sub(r"<[^>]+>", "", sec[:sec.index("<details>")])
-    for cell in ("sized by", "3 W×1 + 1 S×8", "$11.47", "$0.0017", "241 [222-260]", "Strong: SLO (throughput alone: 1)", "Strong: throughput"):
+    for cell in ("sized by", "3 W×1 + 1 S×8", "$11.47", "$0.0017", "241 [222–260]", "Strong: SLO (throughput alone: 1)", "Strong: throughput"):
         assert cell in visible, cell
     assert "strong_scheduler_source" not in sec and sec.count(src) == 1  # said once, in the details
 
@@ -394,7 +394,7 @@ def test_the_published_figures_table_is_the_terminals():
     terminal's own functions (a fitted figure outside its range reads 'outside', never 'yes: a calibration target')."""
     from specagent.cli import ranges
 
-    assert ranges.verdict is verdict and ranges.fmt_interval is fmt_interval  # one vocabulary, one implementation
+    assert ranges.published_rows is H.published_rows and ranges.fmt_interval is fmt_interval  # one vocabulary, one implementation
     iv = {"level": 0.9, "draws": 10, "includes": "x", "source": "s", "widened": [{"strategy": "specagent_hold_replies", "metric": "strong_calls_rel"}],
           "intervals": [{"strategy": "specagent", "metric": "wall_time_s_rel", "point": 0.877, "low": 0.70, "high": 1.01},
                         {"strategy": "specagent", "metric": "total_bytes_read_rel", "point": 0.547, "low": 0.43, "high": 0.56},

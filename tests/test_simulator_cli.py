@@ -114,7 +114,7 @@ def test_predictor_validate_reports_both_modes(small_trace, tmp_path):
     rows = json.loads((tmp_path / "p.json").read_text())
     assert {row["weight_mode"] for row in rows} == {"union", "active"}
     assert {row["workload"] for row in rows} >= {"small.jsonl", "synthetic:tau2_airline", "synthetic:mcp_tool_servers"}
-    assert "abs error" in r.output
+    assert "|err|" in r.output and "|err| = |predicted - accounted|" in r.output
 
 
 def test_help_explains_the_strategies():

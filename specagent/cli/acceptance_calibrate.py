@@ -12,9 +12,10 @@ from typing import Optional
 
 import typer
 
-from rich.table import Table
+from rich.console import RenderableType
 
 from specagent.cli.console import SafeConsole, fail
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import step_bar
 from specagent.cli.requests import fail_job, request_options
@@ -43,25 +44,21 @@ def _short(v: float) -> str:
     return f"{v:.2f}" if abs(v) < 10 else f"{v:.0f}"
 
 
-def _figures_table(cal: CandidateSet, row: int, mode: str) -> Table:
-    t = Table(title=f"Published figures (Wang et al., arXiv:2610.21463) and candidate {row}", show_edge=False, pad_edge=False)
-    for c in ("figure", "published", "simulated", "met", "meeting it"):
-        t.add_column(c, justify="left" if c == "figure" else "right", no_wrap=c == "figure")
+def _figures_table(cal: CandidateSet, row: int, mode: str) -> RenderableType:
+    rows = []
     meets = cal.meets(mode)
     for _, r in cal.miss_table(row, mode).iterrows():
         n = f"{int(meets[r.figure].sum())} / {len(meets)}" if r.figure in meets else r.status
         scored = r.status in ("scored", "hardware")
         signed = -r.miss if scored and r.value < r.low else r.miss  # below the range: negative
         met = "—" if not scored else ("yes" if r.met else f"no ({signed:+.0%})" if math.isfinite(r.miss) else "no")
-        t.add_row(r.figure, r.published, _fmt(r.value), met, n)
-    return t
+        rows.append([r.figure, r.published, _fmt(r.value), met, n])
+    cols = [Col("figure", "left"), *(Col(c) for c in ("published", "simulated", "met", "meeting it"))]
+    return fitted(console, cols, rows, title=f"Published figures (Wang et al., arXiv:2610.21463) and candidate {row}")
 
 
-def _parameters_table(res: AcceptanceSearchResult) -> Table:
-    t = Table(title="Parameters: searched, accepted (figures met by none set aside), the point", show_edge=False,
-              pad_edge=False)
-    for c in ("parameter", "searched", "both", "τ² (h20)", "MCP (edge)", f"#{res.point}"):
-        t.add_column(c, justify="left" if c == "parameter" else "right", no_wrap=c == "parameter")
+def _parameters_table(res: AcceptanceSearchResult) -> RenderableType:
+    rows = []
     for p in PARAMETERS:
         cells = []
         for k in ("reachable", "h20", "edge"):
@@ -69,9 +66,10 @@ def _parameters_table(res: AcceptanceSearchResult) -> Table:
             cells.append(f"{_short(r.accepted_low)}–{_short(r.accepted_high)}" if res.counts.get(k) else
                          "none" if k in res.counts else "no figures")
         r = res.ranges["reachable"].loc[p.name]
-        t.add_row(p.name, f"{_short(r.searched_low)}–{_short(r.searched_high)}", *cells,
-                  _short(float(res.candidates.candidates.at[res.point, p.name])))
-    return t
+        rows.append([p.name, f"{_short(r.searched_low)}–{_short(r.searched_high)}", *cells,
+                     _short(float(res.candidates.candidates.at[res.point, p.name]))])
+    cols = [Col("parameter", "left"), *(Col(c) for c in ("searched", "both", "τ² (h20)", "MCP (edge)", f"#{res.point}"))]
+    return fitted(console, cols, rows, title="Parameters: searched, accepted (figures met by none set aside), the point")
 
 
 def _print_counts(res: AcceptanceSearchResult) -> None:

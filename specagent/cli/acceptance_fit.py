@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, json_out, legend
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.requests import fail_job, request_options
 from specagent.common.errors import InputError
@@ -61,31 +62,34 @@ _SHORT = {"profile likelihood": "profile", "Fisher information (NB2, log scale)"
           "profile likelihood; 0 tested against ½χ²₀ + ½χ²₁ (open at 0)": "profile, boundary, open at 0"}
 
 
+#: The fitted parameters and the likelihood-ratio tests, fitted to the terminal (cli/fit_table.py): the interval's method
+#: leaves first (the caption's legend names the methods).
+PARAM_COLUMNS = (Col("parameter", "left"), Col("estimate"), Col("95% interval", "left"), Col("n"),
+                 Col("interval", "left", optional=True))
+TEST_COLUMNS = (Col("parameter", "left"), Col("null", "left"), Col("statistic"), Col("p"),
+                Col("the data\nsupport it", "left"))
+
+
 def _num(x: float) -> str:
     return f"{x:.4g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 def _print(r: FitResult) -> None:
     c = SafeConsole()
-    t = Table(title=f"Acceptance model fitted to {r.data.records:,} verifications (maximum likelihood)")
-    for col in ("parameter", "estimate", "95% interval", "n", "interval"):
-        t.add_column(col, justify="right" if col in ("estimate", "n") else "left")
-    for p in r.params:
-        t.add_row(p.name, _num(p.estimate), f"[{_num(p.low)}, {_num(p.high)}]", f"{p.n:,}", _SHORT.get(p.how, p.how))
-    t.caption = legend([(s, how) for how, s in _SHORT.items() if any(p.how == how for p in r.params)])
-    c.print(t)
+    rows = [[p.name, _num(p.estimate), f"[{_num(p.low)}, {_num(p.high)}]", f"{p.n:,}", _SHORT.get(p.how, p.how)]
+            for p in r.params]
+    c.print(fitted(c, PARAM_COLUMNS, rows, title=f"Acceptance model fitted to {r.data.records:,} verifications (maximum "
+                                                 "likelihood)",
+                   caption=legend([(s, how) for how, s in _SHORT.items() if any(p.how == how for p in r.params)])))
     for why in r.diagnostics.get("at_edge", {}).values():  # an end of a range is not an estimate: said, every time
         c.print(f"note: {why}", highlight=False, markup=False)
     if r.not_fitted:
         c.print("not fitted (the defaults stay): " + "; ".join(f"{k} ({why})" for k, why in r.not_fitted.items()),
                 highlight=False)
     if r.tests:
-        tt = Table(title="Likelihood-ratio tests (boundary null: ½χ²₀ + ½χ²₁)")
-        for col in ("parameter", "null", "statistic", "p", "the data support it"):
-            tt.add_column(col)
-        for name, v in r.tests.items():
-            tt.add_row(name, v["null"], f"{v['statistic']:.3f}", f"{v['p_value']:.3g}", "yes" if v["supported"] else "no (p ≥ 0.05)")
-        c.print(tt)
+        rows = [[name, v["null"], f"{v['statistic']:.3f}", f"{v['p_value']:.3g}", "yes" if v["supported"] else "no (p ≥ 0.05)"]
+                for name, v in r.tests.items()]
+        c.print(fitted(c, TEST_COLUMNS, rows, title="Likelihood-ratio tests (boundary null: ½χ²₀ + ½χ²₁)"))
         if "dependence" in r.diagnostics:
             c.print(f"dependence between verdicts found: {r.diagnostics['dependence']}", highlight=False)
     if r.goodness:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import typer
 
-from rich.table import Table
 
 from specagent.cli.console import SafeConsole, error_line, fail
 from specagent.cli.console import json_out as json_doc  # `json_out` is this command's --json flag
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import step_bar
 from specagent.cli.requests import fail_job, request_options
@@ -69,11 +69,11 @@ def measure(
     err = SafeConsole(stderr=True)
 
     def tell(line: str) -> None:  # retries and a wrong model name, while the run goes on (not only in the final table)
-        err.print(line, highlight=False, markup=False, soft_wrap=True)
+        err.print(line, highlight=False, markup=False)
 
     m = _prepared(request, tell)
     for line in m.warnings():
-        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+        err.print(f"warning: {line}", highlight=False, markup=False)
     with m:
         _confirm(m, yes, err)
         try:
@@ -117,14 +117,10 @@ def resume_hint(cache: Path, what: str = "rerun to resume") -> str:
 
 def _table(s: dict, stats: dict, paths: list[Path]) -> None:
     c = SafeConsole()
-    t = Table(title=f"acceptance measure: {s['records']} verdicts from {s['positions']} positions")
-    t.add_column("measure")
-    t.add_column("value", justify="right")
-    for r in _rows(s, stats):
-        t.add_row(*r)
-    c.print(t)
+    c.print(fitted(c, (Col("measure", "left"), Col("value")), _rows(s, stats),
+                   title=f"acceptance measure: {s['records']} verdicts from {s['positions']} positions"))
     for line in unreported(s):
-        c.print(f"note: {line}", highlight=False, markup=False, soft_wrap=True)
+        c.print(f"note: {line}", highlight=False, markup=False)
     for p in paths:
         c.print(f"wrote {p}", highlight=False)
 
@@ -141,7 +137,7 @@ def _rows(s: dict, stats: dict) -> list[tuple[str, str]]:
     for kind, v in s["acceptance_by_kind"].items():
         rows.append((f"  {kind} steps accepted", f"{v['accepted']} / {v['drafted']} ({v['rate']:.1%})"))
     for role, u in s["usage"].items():
-        rows.append((f"{role} calls · prompt / completion / reasoning tok", f"{u['calls']} · {u['prompt_tokens']:,} / "
+        rows.append((f"{role} calls · tokens in / out / reasoning", f"{u['calls']} · {u['prompt_tokens']:,} / "
                      f"{u['completion_tokens']:,} / {u['reasoning_tokens']:,}"))
     truncated = {role: u["truncated_calls"] for role, u in s["usage"].items() if u.get("truncated_calls")}
     if truncated:

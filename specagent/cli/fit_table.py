@@ -36,13 +36,16 @@ class Col:
 
 def table_of(cols: Sequence[Col], rows: Sequence[Sequence[str]], *, title: str = "", caption: str = "") -> Table:
     """The table with every column at its widest cell (header words included): nothing in it wraps or is cut."""
-    t = Table(title=title or None, caption=caption or None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-              padding=(0, 0, 0, 1), title_justify="left", caption_justify="left")
+    # every string as Text: plain, never rich markup (a cell or title "[union weight reads]" or a header
+    # "predicted [interval]" was read as a markup tag and vanished)
+    t = Table(title=Text(title, style="table.title") if title else None,
+              caption=Text(caption, style="table.caption") if caption else None, box=box.SIMPLE_HEAD, show_edge=False,
+              pad_edge=False, padding=(0, 0, 0, 1), title_justify="left", caption_justify="left")
     for i, c in enumerate(cols):
         widest = max([len(r[i]) for r in rows] + [len(line) for line in c.head.split("\n")])
-        t.add_column(c.head, justify=c.justify, no_wrap=True, min_width=widest)  # type: ignore[arg-type]
+        t.add_column(Text(c.head), justify=c.justify, no_wrap=True, min_width=widest)  # type: ignore[arg-type]
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*(Text(v) for v in r))
     return t
 
 
@@ -52,11 +55,12 @@ def width_of(console: Console, table: Table) -> int:
 
 
 def vertical(cols: Sequence[Col], rows: Sequence[Sequence[str]], *, title: str = "", caption: str = "") -> Group:
-    """One block per row: its first cell, then each other non-empty cell as `header: value`, indented."""
+    """One block per row: its first cell, then each other non-empty cell as `header: value` (or the value alone, under
+    an empty header), indented."""
     lines: list[RenderableType] = [Text(title, style="table.title")] if title else []
     for r in rows:
         lines.append(Text(r[0], style="bold"))
-        lines += [Text(f"  {c.head.replace(chr(10), ' ')}: {v}") for c, v in zip(cols[1:], r[1:]) if v]
+        lines += [Text(f"  {c.head.replace(chr(10), ' ')}: {v}" if c.head else f"  {v}") for c, v in zip(cols[1:], r[1:]) if v]
     if caption:
         lines.append(Text(caption, style="table.caption"))
     return Group(*lines)

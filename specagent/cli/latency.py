@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
@@ -79,75 +79,61 @@ def _print_validation(res: LatencyValidateResult, out: dict) -> None:
     from specagent.costmodel.latency_validation import PAIR_TOLERANCE
 
     kind = res.kind
-    t = Table(title=f"Held-out MAPE against the targets — {len(res.targets)} figures from {len(res.rows) - len(res.skipped)} of "
-                    f"{len(res.rows)} rows ({kind})")
-    for c in ("class", "figures", "MAPE", "target", "met"):
-        t.add_column(c, justify="left" if c == "class" else "right")
-    for k, v in out["targets"].items():
-        t.add_row(k, str(v["rows"]), "-" if v["mape"] is None else f"{v['mape']:.1%}", f"{v['target']:.0%}",
-                  "-" if v["met"] is None else ("yes" if v["met"] else "NO"))
-    for k, v in res.validation.mape("load_class").items():
-        if k not in out["targets"]:
-            t.add_row(k, str(v["rows"]), f"{v['mape']:.1%}", "", "")
-    console.print(t)
-    console.print(f"MoE priors: {res.kernel_fit.describe()}", highlight=False, markup=False, soft_wrap=True)
+    rows = [[k, str(v["rows"]), "-" if v["mape"] is None else f"{v['mape']:.1%}", f"{v['target']:.0%}",
+             "-" if v["met"] is None else ("yes" if v["met"] else "NO")] for k, v in out["targets"].items()]
+    rows += [[k, str(v["rows"]), f"{v['mape']:.1%}", "", ""] for k, v in res.validation.mape("load_class").items()
+             if k not in out["targets"]]
+    console.print(fitted(console, _cols("class", "figures", "MAPE", "target", "met"), rows,
+                         title=f"Held-out MAPE against the targets — {len(res.targets)} figures from "
+                               f"{len(res.rows) - len(res.skipped)} of {len(res.rows)} rows ({kind})"))
+    console.print(f"MoE priors: {res.kernel_fit.describe()}", highlight=False, markup=False)
     _print_slices(out["slices"], kind)
     _print_pairs(out["model_pairs"], kind, PAIR_TOLERANCE)
     _print_default_pair(out["default_pair"], kind)
     for key, title in (("gpu", "GPU"), ("engine", "engine"), ("model_class", "model class")):
-        s = Table(title=f"MAPE by {title}")
-        s.add_column(title)
-        s.add_column("figures", justify="right")
-        s.add_column("MAPE", justify="right")
-        for k, v in out["mape"][key].items():
-            s.add_row(k, str(v["rows"]), f"{v['mape']:.1%}")
-        console.print(s)
+        console.print(fitted(console, _cols(title, "figures", "MAPE"), [[k, str(v["rows"]), f"{v['mape']:.1%}"]
+                                                                         for k, v in out["mape"][key].items()],
+                             title=f"MAPE by {title}"))
     _print_offsets(out["source_offsets"])
     _print_worst(out["worst"])
     _print_skipped(res)
 
 
 def _print_slices(slices: dict, kind: str) -> None:
-    sl = Table(title=f"Classes scored apart ({kind}): MAPE per target class inside each, and each source's bias "
-                     "(median predicted / measured) inside it")
-    for c in ("slice", "class or source", "figures", "MAPE", "target", "met / bias"):
-        sl.add_column(c, justify="left" if c in ("slice", "class or source") else "right", overflow="fold")
+    rows = []
     for name, v in slices.items():
-        sl.add_row(name, "all figures", str(v["figures"]), "-" if v["mape"] is None else f"{v['mape']:.1%}", "", "")
-        for k, cv in v["classes"].items():
-            sl.add_row("", k, str(cv["rows"]), f"{cv['mape']:.1%}", "" if cv["target"] is None else f"{cv['target']:.0%}",
-                       "" if cv["met"] is None else ("yes" if cv["met"] else "NO"))
-        for k, (src, sv) in enumerate(v["sources"].items()):
-            sl.add_row("", src.split(":")[0], str(sv["figures"]), f"{sv['mape']:.1%}", "", f"{sv['bias']:.2f}x",
-                       end_section=k == len(v["sources"]) - 1)
-    console.print(sl)
+        rows.append([name, "all figures", str(v["figures"]), "-" if v["mape"] is None else f"{v['mape']:.1%}", "", ""])
+        rows += [["", k, str(cv["rows"]), f"{cv['mape']:.1%}", "" if cv["target"] is None else f"{cv['target']:.0%}",
+                  "" if cv["met"] is None else ("yes" if cv["met"] else "NO")] for k, cv in v["classes"].items()]
+        rows += [["", source_name(src), str(sv["figures"]), f"{sv['mape']:.1%}", "", f"{sv['bias']:.2f}x"]
+                 for src, sv in v["sources"].items()]
+    console.print(fitted(console, _cols("slice", "class or\nsource", "figures", "MAPE", "target", "met /\nbias"), rows,
+                         title=f"Classes scored apart ({kind}): MAPE per target class inside each, and each source's bias "
+                               "(median predicted / measured) inside it"))
 
 
 def _print_offsets(offsets: dict) -> None:
     from specagent.costmodel.latency_validation import TARGETS
 
-    o = Table(title="Error between sources vs within them: each source's bias (median predicted / measured) and its MAPE "
-                    "once that one factor is divided out (a diagnosis fitted on the scored rows, not a prediction)")
-    for c in ("class", "source", "figures", "bias", "MAPE", "after bias"):
-        o.add_column(c, justify="left" if c in ("class", "source") else "right", overflow="fold")
+    rows = []
     for cls, v in offsets.items():
         if cls not in TARGETS:
             continue
-        for k, (src, sv) in enumerate(v["sources"].items()):
-            o.add_row(cls if k == 0 else "", src.split(":")[0], str(sv["figures"]), f"{sv['bias']:.2f}x", f"{sv['mape']:.1%}",
-                      f"{sv['mape_after_offset']:.1%}")
-        o.add_row("", "all sources", str(v["figures"]), "", f"{v['mape']:.1%}", f"{v['mape_after_offset']:.1%}", end_section=True)
-    console.print(o)
+        rows += [[cls if k == 0 else "", source_name(src), str(sv["figures"]), f"{sv['bias']:.2f}x", f"{sv['mape']:.1%}",
+                  f"{sv['mape_after_offset']:.1%}"] for k, (src, sv) in enumerate(v["sources"].items())]
+        rows.append(["", "all sources", str(v["figures"]), "", f"{v['mape']:.1%}", f"{v['mape_after_offset']:.1%}"])
+    console.print(fitted(console, _cols("class", "source", "figures", "bias", "MAPE", "after\nbias"), rows,
+                         title="Error between sources vs within them: each source's bias (median predicted / measured) and "
+                               "its MAPE once that one factor is divided out (a diagnosis fitted on the scored rows, not a "
+                               "prediction)"))
 
 
 def _print_worst(worst: list) -> None:
-    w = Table(title=f"Worst {len(worst)} rows")
-    for c in ("row", "metric", "GPU", "engine", "C/B", "measured", "predicted", "error"):
-        w.add_column(c, justify="left" if c in ("row", "metric", "GPU", "engine") else "right")
-    for r in worst:
-        w.add_row(r["row_id"], r["metric"], r["gpu"], r["engine"], f"{r['concurrency']:g}", f"{r['measured']:.4g} {r['unit']}",
-                  f"{r['predicted']:.4g}", f"{r['error']:+.0%}")
-    console.print(w)
+    rows = [[r["row_id"], r["metric"], r["gpu"], r["engine"], f"{r['concurrency']:g}", f"{r['measured']:.4g} {r['unit']}",
+             f"{r['predicted']:.4g}", f"{r['error']:+.0%}"] for r in worst]
+    cols = [Col("row", "left"), Col("metric", "left"), Col("GPU", "left", optional=True), Col("engine", "left", optional=True),
+            Col("C/B"), Col("measured"), Col("predicted"), Col("error")]
+    console.print(fitted(console, cols, rows, title=f"Worst {len(worst)} rows", left_out="--rows FILE has it"))
 
 
 def _print_skipped(res: LatencyValidateResult) -> None:
@@ -156,7 +142,7 @@ def _print_skipped(res: LatencyValidateResult) -> None:
     if res.skipped:
         console.print(f"excluded {len(res.skipped)} of {len(res.rows)} rows, by rule:", highlight=False)
         for reason, ids in skipped_by_reason(res.skipped):
-            console.print(f"  {len(ids)} × {reason}: {', '.join(ids)}", highlight=False, markup=False, soft_wrap=True)
+            console.print(f"  {len(ids)} × {reason}: {', '.join(ids)}", highlight=False, markup=False)
 
 
 #: The pair the default scenario prices (Weak / Strong): its rows are listed one by one under the summary.
@@ -170,38 +156,48 @@ def _print_pairs(pairs: list[dict], kind: str, tol: float) -> None:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for p in pairs:
         groups[(p["gpu"], p["engine"], p["concurrency"])].append(p)
-    t = Table(title=f"Same-source model pairs ({kind}): faster / slower model's per-token time (TPOT), predicted vs "
-                    f"measured; within {tol:.0%}: {sum(p['within'] for p in pairs)} of {len(pairs)} pairs")
-    for c in ("GPU", "engine", "C", "pairs", "within", "worst pair", "worst error"):
-        t.add_column(c, justify="left" if c in ("GPU", "engine", "worst pair") else "right", overflow="fold")
+    rows = []
     for (gpu, engine, conc), ps in groups.items():
         w = max(ps, key=lambda p: abs(p["error"]))
-        t.add_row(gpu, engine, f"{conc:g}", str(len(ps)), str(sum(p["within"] for p in ps)),
-                  f"{_short(w['faster'])} / {_short(w['slower'])}", f"{w['error']:+.0%}")
-    console.print(t)
+        rows.append([gpu, engine, f"{conc:g}", str(len(ps)), str(sum(p["within"] for p in ps)),
+                     f"{_short(w['faster'])} / {_short(w['slower'])}", f"{w['error']:+.0%}"])
+    cols = [Col("GPU", "left"), Col("engine", "left"), Col("C"), Col("pairs"), Col("within"), Col("worst pair", "left"),
+            Col("worst\nerror")]
+    console.print(fitted(console, cols, rows, title=f"Same-source model pairs ({kind}): faster / slower model's per-token "
+                                                    f"time (TPOT), predicted vs measured; within {tol:.0%}: "
+                                                    f"{sum(p['within'] for p in pairs)} of {len(pairs)} pairs"))
     mine = [p for p in pairs if DEFAULT_PAIR[0] in p["faster"].split(" ")[0] and p["slower"].split(" ")[0].endswith(DEFAULT_PAIR[1])]
     for p in mine:
         console.print(f"  {DEFAULT_PAIR[0]} / {DEFAULT_PAIR[1]} on {p['gpu']} ({p['engine']}, C={p['concurrency']:g}, "
                       f"{_short(p['faster'])} / {_short(p['slower'])}): measured {p['measured_ratio']:.3f}, predicted "
                       f"{p['predicted_ratio']:.3f} ({p['error']:+.0%}, {'within' if p['within'] else 'OUTSIDE'} {tol:.0%})",
-                      highlight=False, soft_wrap=True)
+                      highlight=False)
 
 
 def _print_default_pair(sl: dict, kind: str) -> None:
     """The evaluated setting's pair scored apart (`Validation.pair_slice`): each same-source pairing, then the Weak alone."""
     a, b = _short(sl["faster"]), _short(sl["slower"])
-    t = Table(title=f"The evaluated pair, {a} / {b}, same source ({kind}): per-token time ratio, predicted vs measured; within "
-                    f"{sl['pair_tolerance']:.0%}: {sl['within']} of {len(sl['pairs'])} (engine versions may differ: named)")
-    for c in ("GPU", "engine", "C", b, "measured", "predicted", "error", "within"):
-        t.add_column(c, justify="left" if c in ("GPU", "engine", b) else "right", overflow="fold")
-    for p in sl["pairs"]:
-        t.add_row(p["gpu"], f"{p['engine']} {p['versions']}", f"{p['concurrency']:g}", p["slower"], f"{p['measured_ratio']:.3f}",
-                  f"{p['predicted_ratio']:.3f}", f"{p['error']:+.1%}", "yes" if p["within"] else "NO")
-    console.print(t)
+    rows = [[p["gpu"], f"{p['engine']} {p['versions']}", f"{p['concurrency']:g}", p["slower"], f"{p['measured_ratio']:.3f}",
+             f"{p['predicted_ratio']:.3f}", f"{p['error']:+.1%}", "yes" if p["within"] else "NO"] for p in sl["pairs"]]
+    cols = [Col("GPU", "left"), Col("engine", "left"), Col("C"), Col(b, "left"), Col("measured"), Col("predicted"),
+            Col("error"), Col("within")]
+    console.print(fitted(console, cols, rows, title=f"The evaluated pair, {a} / {b}, same source ({kind}): per-token time "
+                                                    f"ratio, predicted vs measured; within {sl['pair_tolerance']:.0%}: "
+                                                    f"{sl['within']} of {len(sl['pairs'])} (engine versions may differ: named)"))
     for r in sl["faster_alone"]:
         console.print(f"  {a} alone (concurrency 1) on {r['gpu']} ({r['engine']}): TPOT measured {r['measured_ms']:.2f} ms, "
                       f"predicted {r['predicted_ms']:.2f} ms ({r['error']:+.1%}, {'within' if r['within'] else 'OUTSIDE'} "
-                      f"{sl['small_model_tolerance']:.0%})", highlight=False, soft_wrap=True)
+                      f"{sl['small_model_tolerance']:.0%})", highlight=False)
+
+
+def _cols(first: str, *rest: str) -> list[Col]:
+    """The first column left-justified (names), the rest right-justified (figures)."""
+    return [Col(first, "left")] + [Col(c) for c in rest]
+
+
+def source_name(source: str) -> str:
+    """A source's short name: the text before its first ':' (`bench serve`'s sources carry their URL after a space)."""
+    return source.split(":")[0]
 
 
 def _short(label: str) -> str:
@@ -254,33 +250,27 @@ def fit_cmd(
 
 def _print_fit(res: LatencyFitResult, output: Path) -> None:
     f = res.fit
-    t = Table(title=f"Fitted on {f.rows} of {len(res.targets)} figures (TTFTs under load scored, not fitted) from "
-                    f"{len(res.rows) - len(res.skipped)} rows ({len(f.sources)} sources) → {output}")
-    t.add_column("coefficient")
-    t.add_column("value", justify="right")
-    t.add_column("prior", justify="right")
-    for p, v in zip(f.params, f.values):
-        t.add_row(p.name, f"{v:.4g}", f"{p.prior:g}")
-    console.print(t)
-    console.print(f"MoE priors: {res.kernel_fit.describe()}", highlight=False, markup=False, soft_wrap=True)
+    console.print(fitted(console, _cols("coefficient", "value", "prior"),
+                         [[p.name, f"{v:.4g}", f"{p.prior:g}"] for p, v in zip(f.params, f.values)],
+                         title=f"Fitted on {f.rows} of {len(res.targets)} figures (TTFTs under load scored, not fitted) from "
+                               f"{len(res.rows) - len(res.skipped)} rows ({len(f.sources)} sources) → {output}"))
+    console.print(f"MoE priors: {res.kernel_fit.describe()}", highlight=False, markup=False)
 
 
 def _print_own(res: LatencyFitResult, output: Path) -> None:
     """`latency fit --engine-id`: the whole serving-engine profile written, term by term."""
     f, prov, base = res.fit, res.provenance, res.base
     not_fitted = res.not_fitted()
-    t = Table(title=f"{res.request.engine_id.lower()}: {base.id}'s profile fitted on {f.rows} figures from {prov['rows_used']} of "
-                    f"{prov['rows']} rows of {res.path} (GPUs: {', '.join(res.gpus) or 'none'}) → {output}")
-    t.add_column("coefficient")
-    t.add_column("value", justify="right")
-    t.add_column("prior", justify="right")
-    t.add_column("note")
     unmoved = {p.name for p, moved in zip(f.params, f.informed) if not moved}
+    rows = []
     for p, v in zip(f.params, f.values):
         note = (f"not written: {not_fitted[p.name]}" if p.name in not_fitted else
                 "prior: no figure depends on it (sourced so)" if p.name in unmoved else "")
-        t.add_row(p.name, "-" if p.name in not_fitted else f"{v:.4g}", f"{p.prior:g}", note)
-    console.print(t)
+        rows.append([p.name, "-" if p.name in not_fitted else f"{v:.4g}", f"{p.prior:g}", note])
+    console.print(fitted(console, [*_cols("coefficient", "value", "prior"), Col("note", "left")], rows,
+                         title=f"{res.request.engine_id.lower()}: {base.id}'s profile fitted on {f.rows} figures from "
+                               f"{prov['rows_used']} of {prov['rows']} rows of {res.path} (GPUs: "
+                               f"{', '.join(res.gpus) or 'none'}) → {output}"))
     console.print(f"use it with --serving-engine {output} (or --strong-serving-engine / --weak-serving-engine)", highlight=False)
 
 
@@ -307,12 +297,8 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
                           "pair_tables": sorted(eng.overrides), "known": sorted(e.id for e in list_engines()),
                           "figures": [dict(name=a, value=b, source=c) for a, b, c in figs]}, indent=2))
         return
-    t = Table(title=f"{eng.describe()} — {eng.path}" + (f" (on {gpu})" if gpu else ""))
-    t.add_column("term")
-    t.add_column("value", justify="right")
-    t.add_column("source", overflow="fold")
-    for a, b, c in figs:
-        t.add_row(a, f"{b:g}" if isinstance(b, float) else str(b), c)
-    console.print(t)
+    console.print(fitted(console, [*_cols("term", "value"), Col("source", "left")],
+                         [[a, f"{b:g}" if isinstance(b, float) else str(b), c] for a, b, c in figs],
+                         title=f"{eng.describe()} — {eng.path}" + (f" (on {gpu})" if gpu else "")))
     if eng.overrides and not gpu:
         console.print(f"GPU-specific values ([hardware.<id>] tables): {', '.join(sorted(eng.overrides))}; see --gpu", highlight=False)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from specagent.cli.console import SafeConsole
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs, resolve
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import spinner
@@ -64,15 +64,18 @@ def predictor_validate(
     _print(res)
 
 
+#: The validation table's columns (cli/fit_table.py): |err| = the absolute error of the share; below 80 columns the
+#: per-trajectory error leaves first.
+COLUMNS = (Col("workload", "left"), Col("strategy", "left"), Col("weight\nmode", "left"), Col("predicted"), Col("accounted"),
+           Col("|err|"), Col("mean |err|\nper traj", optional=True))
+
+
 def _print(res: PredictorValidateResult) -> None:
-    t = Table(title="Verdict-token predictor: Strong share of memory reads (both models)")
-    for c in ("workload", "strategy", "weight mode"):
-        t.add_column(c, overflow="fold")
-    for c in ("predicted", "accounted", "abs error", "mean |err| per traj"):
-        t.add_column(c, justify="right")
+    rows = []
     for _, r in res.table.iterrows():
         name = f"{r['workload']} (protocol log)" if r["source"].startswith("protocol log") else r["workload"]
-        t.add_row(name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
-                  f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}")
-    console.print(t)
+        rows.append([name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
+                     f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}"])
+    console.print(fitted(console, COLUMNS, rows, title="Verdict-token predictor: Strong share of memory reads (both models)",
+                         caption="|err| = |predicted - accounted|", left_out="--json has them"))
     console.print("largest absolute error of the share: " + ", ".join(f"{m} {v:.4f}" for m, v in res.worst().items()))

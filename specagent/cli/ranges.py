@@ -3,17 +3,20 @@
 The published figures are Wang et al.'s (CITATION); they are compared only where this run's setting is the one the
 acceptance was calibrated on (`simulator.applicability`), and the figures that were calibration targets say "fitted".
 
-Self-contained so `predict`'s layout (owned elsewhere) needs one call: `ranges_tables(comp, intervals)`.
+Self-contained so `predict`'s layout (owned elsewhere) needs one call: `ranges_tables(comp, intervals, console)`.
 The intervals come from `simulator.uncertainty.ratio_intervals`; this module only formats them.
 """
 
 from __future__ import annotations
 
 
+from rich.console import Console, RenderableType
 from rich.table import Table
 
-from specagent.reports.published import fmt_interval, verdict
-from specagent.simulator.jobs.predict import CITATION, SHORT_CITATION, calibration_targets, comparable, setting_note
+from specagent.cli.fit_table import Col, fitted
+from specagent.reports.published import STRETCHED, STRETCHED_MARK, VERDICTS, fmt_interval, published_rows
+from specagent.simulator.jobs.predict import (CITATION, SHORT_CITATION, comparable, intervals_records,
+                                              setting_note)
 from specagent.simulator.run import Comparison
 from specagent.simulator.uncertainty import Intervals, published_for
 
@@ -33,9 +36,9 @@ SHOWN = (
 COMPACT = 4
 
 
-def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> list[Table]:
+def ranges_tables(comp: Comparison, iv: Intervals, console: Console, focus: str = "specagent") -> list[RenderableType]:
     """SpecAgent's ratios with intervals and published ranges; the other strategies' intervals; the published figures
-    against this run (only where the setting matches the calibration's)."""
+    against this run (only where the setting matches the calibration's), fitted to `console`."""
     pub = published_for(comp) if comparable(comp) else {}
     tables = []
     if focus in comp.summary.index:
@@ -45,7 +48,7 @@ def ranges_tables(comp: Comparison, iv: Intervals, focus: str = "specagent") -> 
     if others and cols:
         tables.append(_others_table(iv, others, cols))
     if pub:
-        tables.append(_published_table(iv, pub, calibration_targets(comp)))
+        tables.append(_published_table(intervals_records(iv, comp), console))
     return tables
 
 
@@ -91,18 +94,19 @@ def _others_table(iv: Intervals, others: list, cols: list) -> Table:
     return t
 
 
-def _published_table(iv: Intervals, pub: dict, targets: set[str]) -> Table:
-    t = Table(title=f"published protocol figures ({SHORT_CITATION}) against this run", show_edge=False)
-    for col in ("figure", "published", "predicted [interval]", "verdict"):
-        t.add_column(col, justify="left" if col in ("figure", "verdict") else "right", overflow="fold")
-    for (strategy, metric), p in pub.items():
-        got = iv.get(strategy, metric)
-        if got is None:
-            t.add_row(p.figure_id, p.text(), "not run", "-")
-            continue
-        t.add_row(p.figure_id, p.text(), fmt_interval(*got), verdict(p.low, p.high, *got, fitted=p.figure_id in targets))
-    t.caption = (f"figures: {CITATION}, transcribed in measurements/protocol_figures.csv (aggregates over models or "
-                 "benchmarks; '-vs-' figures are relative to SpecAgent). 'inside': the point estimate lies in the "
-                 "published range; 'fitted': the acceptance was calibrated to meet that figure, so it is a fit, "
-                 "not a validation")
-    return t
+#: The published-figures table, in the report's words (reports/published.py): below the width it needs the figure id
+#: leaves first (strategy and ratio still name the row), then each figure prints as a block.
+PUBLISHED_COLUMNS = (Col("figure", "left", optional=True), Col("strategy", "left"), Col("ratio", "left"),
+                     Col("published"), Col("predicted [interval]"), Col("verdict", "left"))
+
+
+def _published_table(records: dict, console: Console) -> RenderableType:
+    """The rows `published_rows` gives the HTML report too, so the terminal and the report cannot disagree."""
+    rows = published_rows(records, {m: head for m, head, _ in SHOWN})
+    keys = ("figure", "strategy", "ratio", "published", "predicted [interval]", "verdict")
+    caption = (f"figures: {CITATION}, transcribed in measurements/protocol_figures.csv (aggregates over models or "
+               f"benchmarks; a 'vs' ratio is relative to that strategy, not to Strong-only). {VERDICTS}")
+    if any(r["predicted [interval]"].endswith(STRETCHED_MARK) for r in rows):
+        caption += f". {STRETCHED}"
+    return fitted(console, PUBLISHED_COLUMNS, [[r[k] for k in keys] for r in rows], caption=caption,
+                  title=f"published protocol figures ({SHORT_CITATION}) against this run", left_out="summary.json and the report have it")

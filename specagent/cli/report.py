@@ -7,9 +7,9 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from specagent.cli.console import SafeConsole, fail, json_out
+from specagent.cli.fit_table import Col, fitted
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import HTML, check_outputs
@@ -85,12 +85,8 @@ def report(
         }, indent=2))
         return
     con = SafeConsole()
-    t = Table(title=f"report written: {res.path}")
-    t.add_column("figure")
-    t.add_column("status")
-    for f in res.figures:
-        t.add_row(f.key, "included" if f.figure is not None else f"not shown: {f.reason}")
-    con.print(t)
+    rows = [[f.key, "included" if f.figure is not None else f"not shown: {f.reason}"] for f in res.figures]
+    con.print(fitted(con, (Col("figure", "left"), Col("status", "left")), rows, title=f"report written: {res.path}"))
     if res.images is not None:
         con.print(res.images.message, highlight=False)
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specagent.cli.console import json_out, legend
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import job_progress
 from specagent.cli.requests import request_options
@@ -31,24 +32,20 @@ def _num(v: float) -> str:
 
 def _print_tornado(study: SensitivityResult) -> None:
     tor = study.tornado
-    t = Table(title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {study.workload}",
-              show_edge=False)
-    t.add_column("assumption", overflow="fold")
-    t.add_column("at", justify="right", no_wrap=True)
-    for _, label in METRICS:
-        t.add_column(label, justify="right", no_wrap=True, min_width=max(5, len(label)))
     base = tor.groupby("metric", sort=False)["base"].first()
-    t.add_row("(the scenario)", "", *[_num(base[m]) for m, _ in METRICS], end_section=True)
+    rows = [["(the scenario)", "", *[_num(base[m]) for m, _ in METRICS]]]
     for a, g in tor.groupby("assumption", sort=False):
         g = g.set_index("metric")
-        t.add_row(str(a), str(g["low_value"].iloc[0]), *[_num(g.loc[m, "at_low"]) for m, _ in METRICS])
-        t.add_row("", str(g["high_value"].iloc[0]), *[_num(g.loc[m, "at_high"]) for m, _ in METRICS], end_section=True)
+        rows.append([str(a), str(g["low_value"].iloc[0]), *[_num(g.loc[m, "at_low"]) for m, _ in METRICS]])
+        rows.append(["", str(g["high_value"].iloc[0]), *[_num(g.loc[m, "at_high"]) for m, _ in METRICS]])
     api = study.scenario.strong_api is not None
     cost = "API charges" if api else "GPU-seconds (busy time × GPUs: the $ ratio at one price per GPU-hour)"
-    t.caption = ("sorted by the swing of wall time; at = the assumption's value; " + legend([("wall", "wall time, waits included"),
-                 ("model time", "without tool and user waits"), ("memory", "HBM bytes read by both models"),
-                 ("FLOPs", "both models"), ("$", cost)]))
-    console.print(t)
+    caption = ("sorted by the swing of wall time; at = the assumption's value; " + legend([("wall", "wall time, waits included"),
+               ("model time", "without tool and user waits"), ("memory", "HBM bytes read by both models"),
+               ("FLOPs", "both models"), ("$", cost)]))
+    cols = [Col("assumption", "left"), Col("at"), *(Col(label) for _, label in METRICS)]
+    console.print(fitted(console, cols, rows, caption=caption,
+                         title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {study.workload}"))
 
 
 def _print_break_even(study: SensitivityResult) -> None:
@@ -66,7 +63,7 @@ def _print_break_even(study: SensitivityResult) -> None:
         console.print("Where SpecAgent stops paying, per step kind (that kind's semantic acceptance over [0, 1], the rest "
                       "at the scenario's values, at this Weak speed):", highlight=False)
         for text in kb["text"]:
-            console.print(f"  {text}", highlight=False, markup=False, soft_wrap=True)
+            console.print(f"  {text}", highlight=False, markup=False)
 
 
 @request_options(SensitivityRequest, exclude=("strategies",))

@@ -87,30 +87,29 @@ def _strategy_column(t: Table, names) -> None:
     t.add_column("strategy", no_wrap=True, min_width=max(len(str(s)) for s in names))
 
 
-def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[str, str]] | None = None) -> Table:
-    """The ratios to Strong-only. `extra` adds columns after the ratios: {header: {strategy: cell}} (e.g. an interval
-    beside a ratio); a strategy a column does not name gets '-'."""
-    t = Table(title=title, show_edge=False, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))  # 80 columns
-    _strategy_column(t, summary.index)
-    cols = [c for c in REL_COLUMNS if c[0] in summary]
-    for _, head, _ in cols:
-        t.add_column(head, justify="right", min_width=5)  # figures are never cut; headers wrap between words
+#: Relative-table columns that leave first where the table would not fit (the ranges tables under it repeat them).
+REL_OPTIONAL = ("strong_decode_tokens_rel", "strong_calls_rel")
+
+
+def _rel_table(summary: pd.DataFrame, title: str, extra: Mapping[str, Mapping[str, str]] | None = None) -> RenderableType:
+    """The ratios to Strong-only, fitted to the console (cli/fit_table.py). `extra` adds columns after the ratios:
+    {header: {strategy: cell}} (e.g. an interval beside a ratio); a strategy a column does not name gets '-'."""
+    rel = [c for c in REL_COLUMNS if c[0] in summary]
+    cols = [Col("strategy", "left")] + [Col(head, optional=c in REL_OPTIONAL) for c, head, _ in rel]
     if "measured_success" in summary:
-        t.add_column("measured success", justify="right", min_width=5)
+        cols.append(Col("measured\nsuccess"))
     extra = dict(extra or {})
-    for head, cells_by in extra.items():
-        t.add_column(head, justify="right", no_wrap=True, min_width=max([len(v) for v in cells_by.values()] + [1]))
+    cols += [Col(head) for head in extra]
+    rows = []
     for strat, row in summary.iterrows():
-        cells = [f"{row[c]:.3f}" for c, _, _ in cols]
+        cells = [str(strat)] + [f"{row[c]:.3f}" for c, _, _ in rel]
         if "measured_success" in summary:
             cells.append("-" if pd.isna(row["measured_success"]) else f"{row['measured_success']:.2f}")
-        cells.extend(cells_by.get(str(strat), "-") for cells_by in extra.values())
-        t.add_row(str(strat), *cells)
-    caption = ["ratios to Strong-only: " + legend((head, meaning) for _, head, meaning in cols)]
+        rows.append(cells + [cells_by.get(str(strat), "-") for cells_by in extra.values()])
+    caption = ["ratios to Strong-only: " + legend((head, meaning) for _, head, meaning in rel)]
     if "label" in summary:
         caption.append(legend(summary["label"].items()))
-    t.caption = "\n".join(caption)
-    return t
+    return fitted(console, cols, rows, title=title, caption="\n".join(caption), left_out="--json has them")
 
 
 def environment_line(summary: pd.DataFrame, preset: str = "recorded", waits_recorded: bool = True, short: bool = False,
@@ -189,37 +188,42 @@ def _reasoning(acc: dict) -> str:
             f"{'the repaired step' + chr(39) + 's recorded reasoning' if r is None else f'{r} tokens'} per repair")
 
 
-def _assumption_table(assumptions: dict) -> Table:
-    t = Table(title="Assumptions (every figure above depends on these)", show_header=False)
-    t.add_column("what")
-    t.add_column("value", overflow="fold")
+def _assumption_table(assumptions: dict) -> RenderableType:
+    """Every setting the figures depend on, as (what, value) rows fitted to the console: where a value is wider than the
+    terminal, each setting prints its name, then its value indented."""
+    rows: list[list[str]] = []
+
+    def add(*cells: object) -> None:
+        rows.append([str(c) for c in cells])
+
     for k, v in assumptions["setting"].items():
-        t.add_row(k, v)
+        add(k, v)
     acc = assumptions["acceptance_model"]
-    t.add_row("acceptance (semantic) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["accept"].items()))
-    t.add_row("acceptance (exact step) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["exact"].items()))
-    t.add_row("position decay / correlation", f"{acc['position_decay']:g} / {acc['correlation']:g}")
+    add("acceptance (semantic) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["accept"].items()))
+    add("acceptance (exact step) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["exact"].items()))
+    add("position decay / correlation", f"{acc['position_decay']:g} / {acc['correlation']:g}")
     if acc.get("task_sd", 0.0) > 0:  # shown where it acts (0, the default, plans as before the field existed)
-        t.add_row("per-task effect (sd, logit scale)", f"{acc['task_sd']:g}: acceptance above is the median task's")
-    t.add_row("weak token ratio", f"{acc['weak_token_ratio']:g}")
-    t.add_row("verdict tokens (reject / accept)", f"{acc['verdict_tokens']} (+ replacement call) / {acc['accept_verdict_tokens']}")
-    t.add_row("Strong reasoning (verify / repair)", _reasoning(acc))
-    t.add_row("p(valid replacement)", f"{acc['p_valid_replacement']:g}")
-    t.add_row("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
-    t.add_row("escalation recall (collab)", f"{acc['escalation_recall']:g}")
-    t.add_row("acceptance source", acc["source"])
+        add("per-task effect (sd, logit scale)", f"{acc['task_sd']:g}: acceptance above is the median task's")
+    add("weak token ratio", f"{acc['weak_token_ratio']:g}")
+    add("verdict tokens (reject / accept)", f"{acc['verdict_tokens']} (+ replacement call) / {acc['accept_verdict_tokens']}")
+    add("Strong reasoning (verify / repair)", _reasoning(acc))
+    add("p(valid replacement)", f"{acc['p_valid_replacement']:g}")
+    add("router p(Strong) by kind", ", ".join(f"{k} {v:g}" for k, v in acc["route_strong"].items()))
+    add("escalation recall (collab)", f"{acc['escalation_recall']:g}")
+    add("acceptance source", acc["source"])
     if "intervals" in assumptions:
-        t.add_row("intervals", assumptions["intervals"])
+        add("intervals", assumptions["intervals"])
     if "environment" in assumptions:
-        t.add_row("environment (user, tool waits)", assumptions["environment"])
+        add("environment (user, tool waits)", assumptions["environment"])
     # the stored key `engine` is the pricing engine (analytic | simpy), not the serving engine shown per pool above
     for name, label in (("workload", "workload"), ("trajectories", "trajectories"), ("seed", "seed"),
                         ("engine", "pricing engine"), ("quality", "quality")):
-        t.add_row(label, str(assumptions[name]))
+        add(label, str(assumptions[name]))
     sa = assumptions["strategies"].get("specagent")
     if sa:
-        t.add_row("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
-    return t
+        add("SpecAgent", f"K={sa['k']}, review={sa['review']}, verifier={sa['verifier']}")
+    return fitted(console, (Col("what", "left"), Col("", "left")), rows,
+                  title="Assumptions (every figure above depends on these)")
 
 
 def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str, pool_list) -> Table:
@@ -437,7 +441,7 @@ def _print_predict(result: PredictResult, *, phases: bool) -> None:
         console.print(_ranges_table(result.bottom_line_intervals, iv.level, iv.n_draws, iv.includes()))
     console.print(_rel_table(comp.summary, f"Relative to Strong-only ({BL.ratio_in_words(comp.summary)}; lower is cheaper; "
                                            f"{comp.setting.weight_mode} weight reads, {sc.pricing_engine} engine)"))
-    for table in ranges_tables(comp, iv) if iv is not None else ():
+    for table in ranges_tables(comp, iv, console) if iv is not None else ():
         console.print(table)
     if phases:
         _print_phases(comp)

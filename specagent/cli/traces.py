@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, check_format, fail, json_out
+from specagent.cli.fit_table import Col, fitted
 from specagent.cli.progress import progress_bar
 from specagent.reports.bottom_line import fmt_seconds
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
@@ -289,13 +290,9 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     if as_json:
         typer.echo(json_out(rows, indent=1))
         return
-    # the name is what a user types (--profile): never cut; the prose columns wrap instead
-    t = Table(title="shipped workload profiles (--profile NAME)", show_edge=False, pad_edge=False,
-              caption="sources: `specagent traces profiles --json`, or the TOML files in traces/data/profiles/")
-    t.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
-    t.add_column("domain", overflow="fold")
-    t.add_column("mean turns", justify="right")
-    t.add_column("description", overflow="fold", ratio=1)
-    for r in rows:
-        t.add_row(r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"])
-    SafeConsole().print(t)
+    # the name is what a user types (--profile): never cut; a description too wide for a column prints under its name
+    con = SafeConsole()
+    cols = (Col("name", "left"), Col("domain", "left"), Col("mean\nturns"), Col("description", "left"))
+    con.print(fitted(con, cols, [[r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"]] for r in rows],
+                     title="shipped workload profiles (--profile NAME)",
+                     caption="sources: `specagent traces profiles --json`, or the TOML files in traces/data/profiles/"))

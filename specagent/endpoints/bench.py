@@ -582,7 +582,9 @@ def csv_rows(run: BenchRun, facts: ServerFacts, seed: int, ignore_eos: bool, whe
         level += f"-r{s['request_rate']:g}"
     il, ol = s["mean_input_tokens"], s["mean_output_tokens"]
     stamp = when.strftime("%Y%m%dT%H%M%S")
-    rid = f"bench-{facts.served_model}-{level}-i{il:.0f}-o{ol:.0f}-{stamp}".translate(ROW_ID_SAFE)
+    # the model's last path part: a server that names its model by a local folder put that path in every row id (#51)
+    name = facts.served_model.rstrip("/").rsplit("/", 1)[-1] or facts.served_model
+    rid = f"bench-{name}-{level}-i{il:.0f}-o{ol:.0f}-{stamp}".translate(ROW_ID_SAFE)
     extra = [f"specagent bench serve --base-url {facts.base_url} --model {facts.served_model}, seed {seed}",
              f"{s['completed']} requests ({s['failed']} failed)", "ignore_eos" if ignore_eos else "model may stop before max_tokens",
              f"{s['truncated']} answers at max_tokens"]

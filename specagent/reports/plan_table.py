@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from specagent.hardware.profile import HardwareProfileError, load_hardware
 from specagent.common.lazy_import import lazy_module
+from specagent.reports.published import bracket
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,7 +110,8 @@ def curve_rows(best: pd.DataFrame, percentile: str = "p95") -> pd.DataFrame:
     """One display row per (rate, strategy) of the planner's `best` table, as strings with units in the headers."""
     rows = []
     for r in best.to_dict("records"):
-        ci = (f"{_num(r.get('slo_value_s')):,.0f} [{_num(r.get('slo_ci_low_s')):,.0f}-{_num(r.get('slo_ci_high_s')):,.0f}]"
+        ci = (f"{_num(r.get('slo_value_s')):,.0f} "
+              + bracket(f"{_num(r.get('slo_ci_low_s')):,.0f}", f"{_num(r.get('slo_ci_high_s')):,.0f}")
               if "slo_value_s" in r else "—")
         rows.append({"tasks/s": f"{_num(r.get('rate')):,.4g}", "strategy": str(r.get("strategy", "")), "GPU": _gpu(r),
                      "fleet": fleet_shape(r), "GPUs": f"{int(_num(r.get('gpus'))):,}" if not math.isnan(_num(r.get("gpus"))) else "—",

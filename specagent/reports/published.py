@@ -20,13 +20,19 @@ STRETCHED_MARK = "*"
 STRETCHED = "* stretched to reach the point estimate, which lies in the draws' tail"
 
 
+def bracket(low: str, high: str) -> str:
+    """`[222–260]`: the one range notation of every view (terminal, report, plan), an en dash between the bounds, so a
+    hyphen is never read as a minus sign beside a point estimate."""
+    return f"[{low}–{high}]"
+
+
 def fmt_interval(point: float, low: float, high: float) -> str:
     """`0.877 [0.70–1.01]`: the point to three decimals, the interval to two, except a bound that rounds past the printed
     point (an interval stretched to reach it, `5.197` with low 5.197), which keeps three so the point reads inside it."""
     p = round(point, 3)
     lo = f"{low:.2f}" if round(low, 2) <= p or not math.isfinite(low) else f"{low:.3f}"
     hi = f"{high:.2f}" if round(high, 2) >= p or not math.isfinite(high) else f"{high:.3f}"
-    return f"{point:.3f} [{lo}–{hi}]"
+    return f"{point:.3f} {bracket(lo, hi)}"
 
 
 def verdict(low: float | None, high: float | None, point: float, lo: float, hi: float, fitted: bool = False) -> str:
