@@ -163,6 +163,8 @@ def test_fit_engine_id_writes_a_profile_serving_engine_takes(mine: Path, tmp_pat
     prof = tmp_path / "my-vllm.toml"
     r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "my-vllm", "-o", str(prof)])
     assert r.exit_code == 0, r.output
+    left = [ln for ln in r.output.splitlines() if ln.startswith("not written (")]  # one line per reason, not a row per term
+    assert left and all("no row on" in ln for ln in left) and len(left) < r.output.count("_us"), r.output
     eng = load_engine(str(prof))
     assert eng.id == "my-vllm"
     sha = hashlib.sha256(mine.read_bytes()).hexdigest()

@@ -262,15 +262,17 @@ def _print_own(res: LatencyFitResult, output: Path) -> None:
     f, prov, base = res.fit, res.provenance, res.base
     not_fitted = res.not_fitted()
     unmoved = {p.name for p, moved in zip(f.params, f.informed) if not moved}
-    rows = []
-    for p, v in zip(f.params, f.values):
-        note = (f"not written: {not_fitted[p.name]}" if p.name in not_fitted else
-                "prior: no figure depends on it (sourced so)" if p.name in unmoved else "")
-        rows.append([p.name, "-" if p.name in not_fitted else f"{v:.4g}", f"{p.prior:g}", note])
-    console.print(fitted(console, [*_cols("coefficient", "value", "prior"), Col("note", "left")], rows,
+    rows = [[p.name, f"{v:.4g}", f"{p.prior:g}", "prior: no figure depends on it (sourced so)" if p.name in unmoved else ""]
+            for p, v in zip(f.params, f.values) if p.name not in not_fitted]
+    by_reason: dict[str, list[str]] = {}  # the terms left out, one line per reason (a GPU no row ran on: many terms)
+    for name, why in not_fitted.items():
+        by_reason.setdefault(why, []).append(name)
+    console.print(fitted(console, [*_cols("coefficient", "value", "prior"), Col("note", "left", optional=True)], rows,
                          title=f"{res.request.engine_id.lower()}: {base.id}'s profile fitted on {f.rows} figures from "
                                f"{prov['rows_used']} of {prov['rows']} rows of {res.path} (GPUs: "
                                f"{', '.join(res.gpus) or 'none'}) → {output}"))
+    for why, names in by_reason.items():
+        console.print(f"not written ({why}): {', '.join(names)}", highlight=False, markup=False)
     console.print(f"use it with --serving-engine {output} (or --strong-serving-engine / --weak-serving-engine)", highlight=False)
 
 
