@@ -250,21 +250,20 @@ def _bottom_line_table(line: pd.DataFrame, labels: pd.Series | None, title: str,
 #: The ranges table's columns: (bottom_line_intervals column, header, may leave at 80 columns). The savings are shown
 #: as changes, the headline's sign convention (negative: less than Strong-only).
 RANGE_COLUMNS = (("wall_s_per_task", "s/task", False), ("model_s_per_task", "model s", True),
-                 ("gpu_h_per_task", "mGPU·h", False), ("usd_per_task", "¢/task", False),
+                 ("gpu_h_per_task", "GPU·s", False), ("usd_per_task", "$/task", False),
                  ("time saving %", "s Δ%", False), ("$ saving %", "$ Δ%", False))
-#: How each ranges column scales its figure to fit 80 columns (milli-GPU-hours, cents).
-_RANGE_SCALE = {"gpu_h_per_task": 1e3, "usd_per_task": 100.0}
 
 
 def _range_cell(col: str, low: float, high: float) -> str:
-    """A magnitude's range as `lo–hi`; a saving's as the change it is, signed, `lo to hi` (the headline's notation)."""
-    k = _RANGE_SCALE.get(col, 1.0)
-    lo, hi = low * k, high * k
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    """A magnitude's range as the bottom line writes one, `lo–hi`, in the units of the table above it (GPU-seconds,
+    dollars); a saving's as the change it is, signed, `lo to hi` (the headline's notation)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
         return "—"
     if col.endswith("%"):
-        return f"{round(-hi) + 0:+d} to {round(-lo) + 0:+d}"  # + 0: never "-0"
-    return f"{lo:.0f}–{hi:.0f}" if max(abs(lo), abs(hi)) >= 10 else f"{lo:.2g}–{hi:.2g}"
+        return f"{round(-high) + 0:+d} to {round(-low) + 0:+d}"  # + 0: never "-0"
+    # the bottom line's `[lo–hi]` without its brackets, which mark a range beside a point: here the cell is the range
+    return (BL.fmt_range("gpu_s_per_task", 3600 * low, 3600 * high) if col == "gpu_h_per_task" else
+            BL.fmt_range(col, low, high)).strip("[]")
 
 
 def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> RenderableType:
@@ -272,8 +271,8 @@ def _ranges_table(iv: pd.DataFrame, level: float, n: int, includes: str) -> Rend
     lohi = {(r.strategy, r.column): (r.low, r.high) for r in iv.itertuples()}
     rows = [[str(strat), *[_range_cell(col, *lohi[(strat, col)]) if (strat, col) in lohi else "-" for col, _, _ in RANGE_COLUMNS]]
             for strat in dict.fromkeys(iv["strategy"])]
-    caption = (f"{level:.0%} intervals over draws of {includes}; mGPU·h = GPU-h/1000, ¢ = $/100; s Δ%, $ Δ% = change "
-               "vs Strong-only in the same draw (negative: faster, cheaper)")
+    caption = (f"{level:.0%} intervals over draws of {includes}; GPU·s = both pools' GPU-seconds per task; s Δ%, $ Δ% = "
+               "change vs Strong-only in the same draw (negative: faster, cheaper)")
     shown = {c for c, _, _ in RANGE_COLUMNS}
     n_wide = int(sum(bool(r.widened) for r in iv.itertuples() if r.column in shown)) if "widened" in iv else 0
     if n_wide:
