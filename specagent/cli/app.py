@@ -56,11 +56,12 @@ class Root(OneLineErrors):
         return list(self.commands)  # the names, in typer's order (typer's own reads every command)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
-        """The command list from each entry's one-line help: listing imports nothing."""
+        """The command list from each entry's one-line help, whole (wrapped, never cut with '...' as click cuts it to
+        one line): listing imports nothing."""
         commands = self.commands
         assert isinstance(commands, LazyCommands)
         rows = []
-        limit = formatter.width - 6 - max(len(n) for n in commands)  # click's width rule
+        limit = WHOLE
         for name in self.list_commands(ctx):
             lazy = commands.entry(name)
             if lazy is not None:
@@ -72,6 +73,10 @@ class Root(OneLineErrors):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+#: No cut: a command's first sentence is listed whole, wrapped at the terminal's width.
+WHOLE = 10**6
 
 
 def _shorten(text: str, limit: int) -> str:
