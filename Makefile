@@ -29,15 +29,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q pip==$(PIP_VERSION)
 
-# the locked set first, then specagent itself without resolving anything again (built with the locked setuptools and mypy)
+# the locked set first, then specagent itself without resolving anything again (built with the locked setuptools and mypy);
+# EDITABLE_QUIET: setuptools' editable install always ends with an informational BuildBackendWarning ("Editable
+# installation. Please be careful with folders ... same name as your package"), read on a first install as a broken one
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 $(STAMP_RUN): pyproject.toml $(LOCK_RUN) $(NATIVE_SRC) | $(BIN)/python
 	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK_RUN)
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 $(STAMP_TEST): pyproject.toml $(LOCK_TEST) $(NATIVE_SRC) | $(BIN)/python
 	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK_TEST)
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@ $(STAMP_RUN)
 
 setup: $(STAMP_RUN)
