@@ -130,7 +130,7 @@ def _print_offsets(offsets: dict) -> None:
 
 def _print_worst(worst: list) -> None:
     rows = [[r["row_id"], r["metric"], r["gpu"], r["engine"], f"{r['concurrency']:g}", f"{r['measured']:.4g} {r['unit']}",
-             f"{r['predicted']:.4g}", f"{r['error']:+.0%}"] for r in worst]
+             f"{r['predicted']:.4g} {r['unit']}", f"{r['error']:+.0%}"] for r in worst]  # both figures with their unit
     cols = [Col("row", "left"), Col("metric", "left"), Col("GPU", "left", optional=True), Col("engine", "left", optional=True),
             Col("C/B"), Col("measured"), Col("predicted"), Col("error")]
     console.print(fitted(console, cols, rows, title=f"Worst {len(worst)} rows", left_out="--rows FILE has it"))
