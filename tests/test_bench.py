@@ -163,7 +163,8 @@ def test_fit_engine_id_writes_a_profile_serving_engine_takes(mine: Path, tmp_pat
     prof = tmp_path / "my-vllm.toml"
     r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "my-vllm", "-o", str(prof)])
     assert r.exit_code == 0, r.output
-    left = [ln for ln in r.output.splitlines() if ln.startswith("not written (")]  # one line per reason, not a row per term
+    said = r.output
+    left = [ln for ln in said.splitlines() if ln.startswith("not written (")]  # one line per reason, not a row per term
     assert left and all("no row on" in ln for ln in left) and len(left) < r.output.count("_us"), r.output
     eng = load_engine(str(prof))
     assert eng.id == "my-vllm"
@@ -180,6 +181,8 @@ def test_fit_engine_id_writes_a_profile_serving_engine_takes(mine: Path, tmp_pat
     r = CliRunner().invoke(app, ["latency", "fit", "--data", str(mine), "--engine-id", "my-vllm", "-o", str(prof), "--json"])
     out = json.loads(r.output[r.output.index("{"):])
     assert out["not_fitted"] and all("no row on" in why and "h100_sxm" not in why for why in out["not_fitted"].values())
+    # the fit's in-sample error, before and after: said, and the fit never worse on its own figures than where it began
+    assert 0 <= out["mape_fitted"] <= out["mape_at_priors"] and "in-sample error on the" in said
     assert not set(out["not_fitted"]) & set(out["values"])
     r = CliRunner().invoke(app, ["predict", "--weak-serving-engine", str(prof), "--json"])
     assert r.exit_code == 0, r.output

@@ -137,6 +137,15 @@ class LatencyFitResult(Result):
     provenance: dict[str, Any]
     base: Any = None  # --engine-id: the profile it starts from
     gpus: list[str] = field(default_factory=list)  # --engine-id: the GPUs the rows ran on
+    #: in-sample goodness of fit: mean |predicted / measured - 1| over the fitted figures at the priors and fitted
+    #: (`latency validate` scores figures a fit did not see)
+    mape_at_priors: float = float("nan")
+    mape_fitted: float = float("nan")
+
+    def fit_line(self) -> str:
+        return (f"in-sample error on the {self.fit.rows} fitted figures (mean |predicted / measured - 1|): "
+                f"{self.mape_at_priors:.1%} with the profile it starts from, {self.mape_fitted:.1%} fitted; `specagent latency validate` "
+                "scores figures the fit did not see")
 
     @property
     def values(self) -> dict[str, float]:
@@ -185,14 +194,15 @@ class LatencyFitResult(Result):
         return own_engine_profile(self.base, self.request.engine_id, self.fit, prov, self.request.max_num_seqs, self.gpus)
 
     def to_dict(self) -> dict[str, Any]:
+        error = {"mape_at_priors": self.mape_at_priors, "mape_fitted": self.mape_fitted}
         if self.base is not None:
             skip = self.not_fitted()
             return {"engine_id": self.request.engine_id.lower(), "base_engine": self.base.id,  # type: ignore[union-attr]
                     "provenance": self.own_profile()["provenance"]["fit"],
                     "values": {k: v for k, v in self.values.items() if k not in skip}, "not_fitted": skip,
-                    "converged": self.fit.success}
+                    "converged": self.fit.success, **error}
         return {"provenance": self.provenance, "values": self.values, "converged": self.fit.success,
-                "moe_kernels": self.kernel_fit.values}
+                "moe_kernels": self.kernel_fit.values, **error}
 
     def write(self, folder: str | Path, profiles: Path | None = None) -> list[Path]:
         """The fitted tables at `folder` (a file), or with --engine-id the whole engine profile there; `profiles`: also
@@ -219,7 +229,10 @@ class LatencyFitResult(Result):
 
 def run(request: LatencyFitRequest, progress: Progress | None = None) -> LatencyFitResult:
     """Load the rows, fit every describable one (TTFTs under load are scored, not fitted)."""
-    from specagent.costmodel.latency_fit import fit, provenance
+    import numpy as np
+
+    from specagent.costmodel.latency_fit import fit, fitted_engine_for, fitted_on, provenance
+    from specagent.costmodel.latency_targets import predict
 
     request.check()
     report(progress, "reading the measurements")
@@ -234,5 +247,10 @@ def run(request: LatencyFitRequest, progress: Progress | None = None) -> Latency
 
         kernels_path = Path(request.kernels or default_path("moe_kernels.csv"))
         prov["moe_kernels"], prov["moe_kernels_sha256"] = kernels_path.name, file_sha256(kernels_path)
+    report(progress, "scoring the fit")
+    fitted = [t for t in targets if fitted_on(t)]
+    measured = np.array([t.measured for t in fitted])
+    before, after = (float(np.mean(np.abs(predict(fitted, engine_for) / measured - 1)))
+                     for engine_for in (None, fitted_engine_for(res)))
     return LatencyFitResult(request, Path(path), rows, targets, skipped, res, kfit, prov, base,
-                            sorted({t.dep.hardware.id for t in targets}))
+                            sorted({t.dep.hardware.id for t in targets}), before, after)

@@ -254,6 +254,7 @@ def _print_fit(res: LatencyFitResult, output: Path) -> None:
                          [[p.name, f"{v:.4g}", f"{p.prior:g}"] for p, v in zip(f.params, f.values)],
                          title=f"Fitted on {f.rows} of {len(res.targets)} figures (TTFTs under load scored, not fitted) from "
                                f"{len(res.rows) - len(res.skipped)} rows ({len(f.sources)} sources) → {output}"))
+    console.print(res.fit_line(), highlight=False, markup=False)
     console.print(f"MoE priors: {res.kernel_fit.describe()}", highlight=False, markup=False)
 
 
@@ -271,6 +272,7 @@ def _print_own(res: LatencyFitResult, output: Path) -> None:
                          title=f"{res.request.engine_id.lower()}: {base.id}'s profile fitted on {f.rows} figures from "
                                f"{prov['rows_used']} of {prov['rows']} rows of {res.path} (GPUs: "
                                f"{', '.join(res.gpus) or 'none'}) → {output}"))
+    console.print(res.fit_line(), highlight=False, markup=False)
     for why, names in by_reason.items():
         console.print(f"not written ({why}): {', '.join(names)}", highlight=False, markup=False)
     console.print(f"use it with --serving-engine {output} (or --strong-serving-engine / --weak-serving-engine)", highlight=False)
