@@ -108,18 +108,25 @@ class ReplayResult(Result):
     percentile_metrics: tuple[str, ...] = parse_metrics(DEFAULT_METRICS)
     metric_percentiles: tuple[float, ...] = parse_percentiles(DEFAULT_PERCENTILES)
 
+    def totals(self) -> dict:
+        """The run's counts, throughputs, price, chunking and arrival options (no per-request statistics: cheap)."""
+        return {"requests": self.requests, "duration_s": self.duration_s, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "request_throughput_per_s": self.requests / self.duration_s if self.duration_s > 0 else math.nan,
+                "output_throughput_tok_s": self.output_tokens / self.duration_s if self.duration_s > 0 else math.nan,
+                "total_throughput_tok_s": (self.input_tokens + self.output_tokens) / self.duration_s
+                if self.duration_s > 0 else math.nan,
+                "gpus": self.gpus, "usd_per_hour": self.usd_per_hour,
+                "usd_per_1k_requests": self.usd_per_hour * self.duration_s / 3600 / self.requests * 1000
+                if self.requests else math.nan,
+                "chunks": self.chunks, "chunk_boundary_gap": self.boundary_gap,
+                # None: the trace's own timestamps (vllm bench serve prints 'inf'; JSON has no infinity)
+                "request_rate_configured": None if math.isinf(self.request_rate) else self.request_rate,
+                "burstiness": self.burstiness, "max_concurrency": self.max_concurrency}
+
     def stats(self) -> dict:
         """vllm bench serve's figures: throughput, and mean / median / p95 / p99 of TTFT, TPOT (ms) and E2E (s)."""
-        out: dict = {"requests": self.requests, "duration_s": self.duration_s, "input_tokens": self.input_tokens,
-                     "output_tokens": self.output_tokens,
-                     "request_throughput_per_s": self.requests / self.duration_s if self.duration_s > 0 else math.nan,
-                     "output_throughput_tok_s": self.output_tokens / self.duration_s if self.duration_s > 0 else math.nan,
-                     "total_throughput_tok_s": (self.input_tokens + self.output_tokens) / self.duration_s
-                     if self.duration_s > 0 else math.nan,
-                     "gpus": self.gpus, "usd_per_hour": self.usd_per_hour,
-                     "usd_per_1k_requests": self.usd_per_hour * self.duration_s / 3600 / self.requests * 1000
-                     if self.requests else math.nan,
-                     "chunks": self.chunks, "chunk_boundary_gap": self.boundary_gap}
+        out = self.totals()
         for name, x, scale in (("ttft_ms", self.ttft_s, 1e3), ("tpot_ms", self.tpot_s, 1e3), ("e2e_s", self.e2e_s, 1.0)):
             v = x[np.isfinite(x)].astype(np.float64) * scale
             for stat, f in (("mean", np.mean), ("median", np.median)):
@@ -127,10 +134,6 @@ class ReplayResult(Result):
             for q in (95, 99):
                 out[f"p{q}_{name}"] = float(np.percentile(v, q)) if len(v) else math.nan
         out.update(self.itl_stats())
-        # None: the trace's own timestamps (vllm bench serve prints 'inf'; JSON has no infinity)
-        out.update({"request_rate_configured": None if math.isinf(self.request_rate) else self.request_rate,
-                    "burstiness": self.burstiness,
-                    "max_concurrency": self.max_concurrency})
         return out
 
     def itl_stats(self, percentiles: tuple[float, ...] = (99.0,)) -> dict:
@@ -162,7 +165,7 @@ class ReplayResult(Result):
         over the simulated requests, numpy's linear rule as vLLM's). ITL's mean only: the engine records each
         request's first and last token, not every token's time, so the mean gap is known exactly (each request's decode
         time over its gaps, pooled) and the median, std and percentiles are not (NaN, said in the notes)."""
-        s = self.stats()
+        s = self.totals()
         out: dict = {"num_prompts": self.requests, "request_rate": s["request_rate_configured"] or "inf",
                      "burstiness": self.burstiness, "max_concurrency": self.max_concurrency, "duration": self.duration_s,
                      "completed": self.requests, "failed": 0, "total_input_tokens": self.input_tokens,
@@ -184,7 +187,7 @@ class ReplayResult(Result):
         its scheduler, how the token counts were known, the options and every note (NaN kept: the CSV row shows it
         empty)."""
         out = self.vllm_result()
-        s = self.stats()
+        s = self.totals()
         for k in ("gpus", "usd_per_hour", "usd_per_1k_requests", "chunks", "chunk_boundary_gap"):
             out[k] = s[k]
         out["deployment"] = self.deployment

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from specagent.cli.console import SafeConsole
 from specagent.cli.fit_table import Col, fitted
-from specagent.reports.plan_table import fleet_shape, pool_bounds, short_gpu, sized_by
+from specagent.reports.plan_table import as_number, fleet_shape, money, pool_bounds, short_gpu, sized_by
 from specagent.simulator.jobs.base import Step
 from specagent.simulator.jobs.plan import PlanResult
 from specagent.simulator.jobs.plan_search import SLO, pairing
@@ -37,25 +37,14 @@ def rate_text(rate: float) -> str:
     return f"{rate:,.4g}/s"
 
 
-def money(v: Any, nd: int = 2) -> str:
-    return "unpriced" if not isinstance(v, (int, float)) or math.isnan(v) else f"${v:,.{nd}f}"
-
-
 def signed_money(v: float) -> str:
     return "unpriced" if math.isnan(v) else f"{'-' if v < 0 else '+'}${abs(v):,.2f}"
 
 
 def seconds(v: Any) -> str:
     """A latency in the table: whole seconds from 100 s, else three significant figures (1.34, 12.5)."""
-    x = _num(v)
+    x = as_number(v)
     return "—" if math.isnan(x) else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
-
-
-def _num(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 # ------------------------------------------------------------------------------------------------ the answer
@@ -93,7 +82,7 @@ def fleet_table(res: PlanResult, best: list[dict]) -> tuple[RenderableType, str]
     differ in them, else in the legend (printed under the table at the terminal's width, not the table's)."""
     req, slo = res.request, res.request.objective
     several = len(req.rates) > 1
-    types = {name: {short_gpu(str(r[f"{name}_gpu"])) for r in best if _num(r.get(f"{name}_replicas")) > 0}
+    types = {name: {short_gpu(str(r[f"{name}_gpu"])) for r in best if as_number(r.get(f"{name}_replicas")) > 0}
              for name in ("weak", "strong")}
     named = any(len(t) > 1 for t in types.values())  # the rows differ in a pool's GPU type: each fleet names its own
     rows = []
@@ -125,11 +114,11 @@ def fleet_cell(r: dict, named: bool) -> str:
     bounds = pool_bounds(r)
     parts = []
     for name, short in (("weak", "W"), ("strong", "S")):
-        n = _num(r.get(f"{name}_replicas"))
+        n = as_number(r.get(f"{name}_replicas"))
         if n and not math.isnan(n):
             gpu = f" {short_gpu(str(r[f'{name}_gpu']))}" if named else ""
             mark = "*" if bounds.get(name) == "SLO" else ""
-            parts.append(f"{int(n):,} {short}×{int(_num(r.get(f'{name}_gpus_per_replica')))}{gpu}{mark}")
+            parts.append(f"{int(n):,} {short}×{int(as_number(r.get(f'{name}_gpus_per_replica')))}{gpu}{mark}")
     return " + ".join(parts) or fleet_shape(r)
 
 
@@ -165,7 +154,7 @@ def _replicas(n: int, name: str) -> str:
 
 
 def _load(r: dict, name: str) -> str:
-    share, bound = _num(r.get(f"{name}_load_share")), _num(r.get(f"{name}_bound_replicas"))
+    share, bound = as_number(r.get(f"{name}_load_share")), as_number(r.get(f"{name}_bound_replicas"))
     parts = ([f"{share:.0%} of their throughput bound"] if not math.isnan(share) else []) + (
         [f"the rate alone needs {int(bound):,}"] if not math.isnan(bound) else [])
     return f" ({'; '.join(parts)})" if parts else ""
@@ -177,12 +166,12 @@ def _pool_at_rates(name: str, rows: list[dict]) -> str:
     def listed(items: list[str]) -> str:
         return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
-    shares = [_num(r.get(f"{name}_load_share")) for r in rows]
+    shares = [as_number(r.get(f"{name}_load_share")) for r in rows]
     shares = [x for x in shares if not math.isnan(x)]
     load = (f"; {min(shares):.0%}" + (f"-{max(shares):.0%}" if f"{max(shares):.0%}" != f"{min(shares):.0%}" else "")
             + " of their throughput bound") if shares else ""
     counts = [f"{int(r[f'{name}_replicas']):,}" for r in rows]
-    needs = [f"{int(_num(r.get(f'{name}_bound_replicas'))):,}" for r in rows]
+    needs = [f"{int(as_number(r.get(f'{name}_bound_replicas'))):,}" for r in rows]
     return (f"the {name.capitalize()} pool at {listed([rate_text(r['rate']) for r in rows])} ({listed(counts)} replicas "
             f"where the rate alone needs {listed(needs)}{load})")
 
@@ -193,7 +182,7 @@ def change_lines(best: list[dict], several: bool) -> list[str]:
     for strat in dict.fromkeys(r["strategy"] for r in best if r["strategy"] != "strongonly"):
         parts = []
         for r in (r for r in best if r["strategy"] == strat):
-            d_usd, d_gpus, sav = (_num(r.get(k)) for k in ("usd_per_hour_change_vs_strongonly", "gpus_change_vs_strongonly",
+            d_usd, d_gpus, sav = (as_number(r.get(k)) for k in ("usd_per_hour_change_vs_strongonly", "gpus_change_vs_strongonly",
                                                             "usd_saving_vs_strongonly"))
             if math.isnan(d_gpus):
                 continue
@@ -216,7 +205,7 @@ def point_only_lines(best: list[dict], slo: SLO) -> list[str]:
     several = len({r["rate"] for r in best}) > 1
     which = "; ".join(f"{s}" + (f" at {', '.join(rate_text(r['rate']) for r in only if r['strategy'] == s)}" if several else "")
                       for s in dict.fromkeys(r["strategy"] for r in only))
-    top = max(_num(r["slo_ci_high_s"]) for r in only)
+    top = max(as_number(r["slo_ci_high_s"]) for r in only)
     return [f"warning: met at the point estimate only (the 95% CI reaches up to {top:,.1f} s, over {slo.seconds:g} s): "
             f"{which}; --size-on ci-high sizes on the CI's upper end"]
 
@@ -284,9 +273,9 @@ def print_fleet(r: dict, strat: str, slo: SLO, tried: list[dict]) -> None:
     say(f"    fleet: {pools} = {int(r['gpus']):,} GPUs, {money(r['usd_per_hour'])}/hour, {money(r['usd_per_task'], 4)}/task")
     say(f"    {slo.target} p{slo.percentile:g}: {r['slo_value_s']:,.1f} s (95% CI {r['slo_ci_low_s']:,.1f}-"
         f"{r['slo_ci_high_s']:,.1f} s); task p50 {r['latency_p50_s']:,.1f} s; sized by {sized_by(r)}")
-    floor = _num(r.get("uncontended_slo_value_s"))
+    floor = as_number(r.get("uncontended_slo_value_s"))
     if not math.isnan(floor):
-        task = "" if (slo.target, slo.percentile) == ("task", 95) else f"; task p95 {_num(r.get('reference_latency_s')):,.1f} s"
+        task = "" if (slo.target, slo.percentile) == ("task", 95) else f"; task p95 {as_number(r.get('reference_latency_s')):,.1f} s"
         say(f"    alone on this deployment (no contention): {slo.target} p{slo.percentile:g} {floor:,.1f} s, the best any "
             f"fleet can do{task}")
     for name in ("strong", "weak"):

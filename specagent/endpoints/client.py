@@ -409,11 +409,9 @@ class ChatClient:
                     reason, last = "timeout", f"no whole answer within {self.timeout_s:g} s"
                 except httpx.ConnectError as exc:
                     reason, last = "connect", f"cannot connect ({one_line(exc, secrets=secrets)})"
-                except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:  # WriteError: closed
+                    # before the request was all sent (on a loaded machine, a server's immediate close lands there)
                     reason, last = "broken_body", f"the connection broke mid-answer ({one_line(exc, secrets=secrets)})"
-                except httpx.WriteError as exc:  # closed before the request was all sent: on a loaded machine, a close
-                    reason, last = "broken_body", ("the connection broke mid-answer (closed while the request was sent: "
-                                                   f"{one_line(exc, secrets=secrets)})")
                 except httpx.HTTPError as exc:
                     reason, last = "http", one_line(exc, secrets=secrets)
                 else:

@@ -39,7 +39,8 @@ COLUMNS = (
 )
 
 
-def _num(v: Any) -> float:
+def as_number(v: Any) -> float:
+    """A plan cell as a float: NaN where it is missing or not a number (a pool a strategy does not have)."""
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -47,8 +48,8 @@ def _num(v: Any) -> float:
     return f
 
 
-def _money(v: Any, digits: int) -> str:
-    f = _num(v)
+def money(v: Any, digits: int = 2) -> str:
+    f = as_number(v)
     return "unpriced" if math.isnan(f) else f"${f:,.{digits}f}"
 
 
@@ -56,9 +57,9 @@ def fleet_shape(r: dict) -> str:
     """'3 W×1 + 1 S×8': replicas × GPUs per replica for each pool that has replicas."""
     parts = []
     for name, short in (("weak", "W"), ("strong", "S")):
-        n = _num(r.get(f"{name}_replicas"))
+        n = as_number(r.get(f"{name}_replicas"))
         if n and not math.isnan(n):
-            g = _num(r.get(f"{name}_gpus_per_replica"))
+            g = as_number(r.get(f"{name}_gpus_per_replica"))
             parts.append(f"{int(n):,} {short}×{int(g) if not math.isnan(g) else '?'}")
     return " + ".join(parts)
 
@@ -69,7 +70,7 @@ def pool_bounds(r: dict) -> dict[str, str]:
     bound is unknown is left out."""
     out = {}
     for name in ("weak", "strong"):
-        n, b = _num(r.get(f"{name}_replicas")), _num(r.get(f"{name}_bound_replicas"))
+        n, b = as_number(r.get(f"{name}_replicas")), as_number(r.get(f"{name}_bound_replicas"))
         if not n or math.isnan(n):
             continue
         said = r.get(f"{name}_sized_by")
@@ -84,7 +85,7 @@ def sized_by(r: dict) -> str:
     """What set each pool's replica count, in words: 'Weak: SLO (throughput alone: 14); Strong: throughput'."""
     parts = []
     for name, how in pool_bounds(r).items():
-        b = _num(r.get(f"{name}_bound_replicas"))
+        b = as_number(r.get(f"{name}_bound_replicas"))
         alone = f" (throughput alone: {int(b):,})" if how == "SLO" and not math.isnan(b) else ""
         parts.append(f"{name.capitalize()}: {how}{alone}")
     return "; ".join(parts) or "—"
@@ -102,7 +103,7 @@ def short_gpu(gpu: str) -> str:
 
 def _gpu(r: dict) -> str:
     wg, sg = short_gpu(str(r.get("weak_gpu", ""))), short_gpu(str(r.get("strong_gpu", "")))
-    uses_weak = _num(r.get("weak_replicas")) > 0
+    uses_weak = as_number(r.get("weak_replicas")) > 0
     return sg if (not uses_weak or wg == sg) else f"W {wg} / S {sg}"  # which side is which, always (issue #34)
 
 
@@ -110,11 +111,11 @@ def curve_rows(best: pd.DataFrame, percentile: str = "p95") -> pd.DataFrame:
     """One display row per (rate, strategy) of the planner's `best` table, as strings with units in the headers."""
     rows = []
     for r in best.to_dict("records"):
-        ci = (f"{_num(r.get('slo_value_s')):,.0f} "
-              + bracket(f"{_num(r.get('slo_ci_low_s')):,.0f}", f"{_num(r.get('slo_ci_high_s')):,.0f}")
+        ci = (f"{as_number(r.get('slo_value_s')):,.0f} "
+              + bracket(f"{as_number(r.get('slo_ci_low_s')):,.0f}", f"{as_number(r.get('slo_ci_high_s')):,.0f}")
               if "slo_value_s" in r else "—")
-        rows.append({"tasks/s": f"{_num(r.get('rate')):,.4g}", "strategy": str(r.get("strategy", "")), "GPU": _gpu(r),
-                     "fleet": fleet_shape(r), "GPUs": f"{int(_num(r.get('gpus'))):,}" if not math.isnan(_num(r.get("gpus"))) else "—",
-                     "$/hour": _money(r.get("usd_per_hour"), 2), "$/task": _money(r.get("usd_per_task"), 4),
+        rows.append({"tasks/s": f"{as_number(r.get('rate')):,.4g}", "strategy": str(r.get("strategy", "")), "GPU": _gpu(r),
+                     "fleet": fleet_shape(r), "GPUs": f"{int(as_number(r.get('gpus'))):,}" if not math.isnan(as_number(r.get("gpus"))) else "—",
+                     "$/hour": money(r.get("usd_per_hour"), 2), "$/task": money(r.get("usd_per_task"), 4),
                      f"{percentile} s [95% CI]": ci, "sized by": sized_by(r)})
     return pd.DataFrame(rows, columns=[c if c != "p95 s [95% CI]" else f"{percentile} s [95% CI]" for c, _ in COLUMNS])
