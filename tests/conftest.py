@@ -70,6 +70,13 @@ SLOW_TESTS = {
     "test_plan_pools.py::test_the_mixed_deployment_plan_keeps_its_fleets": "two capacity searches (~7 s CPU)",
     "test_latency_fit.py::test_validate_pinned_to_the_numbers_before_the_fast_path": "four serving fits and the MoE kernel fit",
     "test_latency_fit.py::test_pricer_equals_predict_and_reuses_only_unchanged_keys": "the MoE kernel fit and three pricings",
+    "test_acceptance_recovery.py::test_heterogeneity_is_estimated": "a task-effect fit of simulated logs",
+    "test_acceptance_recovery.py::test_without_heterogeneity_the_fit": "task-effect and fixed-effect fits",
+    "test_acceptance_recovery.py::test_the_quick_rows_are_the_fits_rows": "the docs table's quick rows refitted",
+    "test_cli_80_columns.py::test_the_default_output_fits_80_columns_with_every_cell_whole[calibrate]": "torch microbenchmarks",
+    "test_cli_80_columns.py::test_the_default_output_fits_80_columns_with_every_cell_whole[live]": "torch models run live",
+    "test_cli_80_columns.py::test_the_default_output_fits_80_columns_with_every_cell_whole[plan, a curve":
+        "a curve of capacity searches on two GPU types",
 }
 
 
