@@ -45,6 +45,10 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _AGENT, _TOOL, _USER = Actor.AGENT, Actor.TOOL, Actor.USER
 _TOOL_RESULT, _REPLY, _USER_KIND = StepKind.TOOL_RESULT, StepKind.REPLY, StepKind.USER
 _MEASURED = TokenSource.MEASURED
+#: Each enum member's JSON (an enum's .value is a Python-level property: looked up here once)
+_ACTOR_J = {m: f'"{m.value}"' for m in Actor}
+_KIND_J = {m: f'"{m.value}"' for m in StepKind}
+_SOURCE_J = {m: f'"{m.value}"' for m in TokenSource}
 
 
 def _str(s: Any) -> str | None:
@@ -104,10 +108,10 @@ def _step(s: dict, i: int) -> tuple[str, Any] | None:
     lm, lt, lu = _latency(g("model_latency_s")), _latency(g("tool_latency_s")), _latency(g("user_latency_s"))
     if lm is None or lt is None or lu is None:
         return None
-    return (f'{{"index":{i},"actor":"{actor.value}","kind":"{kind.value}","tool_name":{name_j},'
+    return (f'{{"index":{i},"actor":{_ACTOR_J[actor]},"kind":{_KIND_J[kind]},"tool_name":{name_j},'
             f'"irreversible":{"true" if irrev else "false"},"in_agent_context":{"true" if inctx else "false"},'
             f'"new_context_tokens":{new},"output_tokens":{out},"reasoning_tokens":{"null" if reas is None else reas},'
-            f'"token_source":"{src.value}","model_latency_s":{lm},"tool_latency_s":{lt},"user_latency_s":{lu},'
+            f'"token_source":{_SOURCE_J[src]},"model_latency_s":{lm},"tool_latency_s":{lt},"user_latency_s":{lu},'
             f'"parallel_group":{"null" if group is None else group},'
             f'"tool_error":{"null" if err is None else "true" if err else "false"},"label":null}}'), actor
 
@@ -173,7 +177,7 @@ def record_json(d: dict) -> str | None:
         items.append(f"{kj}:{vj}")
     return (f'{{"schema_version":{SCHEMA_VERSION},"task_id":{task},"domain":{dom},"source":{source},'
             f'"outcome":{{"reward":{reward_j},"success":{"null" if success is None else "true" if success else "false"}}},'
-            f'"system_prompt_tokens":{sys_tok},"system_prompt_source":"{sys_src.value}",'
+            f'"system_prompt_tokens":{sys_tok},"system_prompt_source":{_SOURCE_J[sys_src]},'
             f'"steps":[{",".join(parts)}],"metadata":{{{",".join(items)}}}}}')
 
 
