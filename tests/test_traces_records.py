@@ -18,14 +18,18 @@ from pydantic import ValidationError
 
 from specagent.simulator.jobs.import_traces import ImportRequest, run
 from specagent.traces.io import data_path
+from specagent.traces.openai_chat import iter_openai_file
 from specagent.traces.quality import QualityTally
 from specagent.traces.records import Record, record_json
 from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEP_LATENCY_S, Actor, StepKind, TokenSource, Trajectory
 from specagent.traces.tau2 import iter_tau2_file
 from specagent.traces.tool_tags import ToolTagger
 
-FIXTURES = Path(__file__).parent / "fixtures" / "trajectories" / "tau2"
-TAU2_FILES = [data_path("tau2_airline_sample.json"), *sorted(FIXTURES.glob("*.json"))]
+FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
+FILES = [("tau2", data_path("tau2_airline_sample.json")), *(("tau2", p) for p in sorted((FIXTURES / "tau2").glob("*.json"))),
+         ("openai", data_path("openai_chat_sample.jsonl")),
+         *(("openai", p) for p in sorted((FIXTURES / "openai_chat").glob("*.json*")) if not p.name.endswith("_tags.json"))]
+READERS = {"tau2": iter_tau2_file, "openai": iter_openai_file}
 
 
 def model_line(d: dict) -> str | None:
@@ -35,20 +39,16 @@ def model_line(d: dict) -> str | None:
         return None
 
 
-def tau2_records(path: Path) -> list[Record]:
-    return list(iter_tau2_file(path, ToolTagger(), as_records=True, skip_bad=True, skipped=[], repairs=[]))
-
-
-@pytest.mark.parametrize("path", TAU2_FILES, ids=lambda p: p.name)
-def test_tau2_fixtures_take_the_fast_path_with_the_models_bytes(path: Path) -> None:
-    recs = tau2_records(path)
+@pytest.mark.parametrize("reader, path", FILES, ids=lambda p: getattr(p, "name", p))
+def test_fixtures_take_the_fast_path_with_the_models_bytes(reader: str, path: Path) -> None:
+    recs = list(READERS[reader](path, ToolTagger(), as_records=True, skip_bad=True, skipped=[], repairs=[]))
     fast = [r for r in recs if r.data is not None]
     for r in fast:
         assert r.line == model_line(r.data)
         assert r.steps == len(json.loads(r.line)["steps"])
-    if path.name == "tau2_airline_sample.json":
-        assert len(fast) == len(recs) == 3  # the sample is plain τ²-Bench: every simulation takes the fast path
-    models = list(iter_tau2_file(path, ToolTagger(), skip_bad=True, skipped=[], repairs=[]))
+    if path.name in ("tau2_airline_sample.json", "openai_chat_sample.jsonl"):
+        assert len(fast) == len(recs) > 0  # the packaged samples are plain logs: every record takes the fast path
+    models = list(READERS[reader](path, ToolTagger(), skip_bad=True, skipped=[], repairs=[]))
     assert [r.line for r in recs] == [t.model_dump_json() for t in models]
     a, b = QualityTally(), QualityTally()
     for r, t in zip(recs, models):
