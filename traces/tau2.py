@@ -154,8 +154,15 @@ def decoded_tokens(m: dict, usage: Usage, model: str) -> Decoded:
 
 
 class _Ctx:
-    def __init__(self, file: str, where: str):
-        self.file, self.where = file, where
+    """A place in the file for an error: `where`, or with `message` that message under it (the text is made only when
+    an error needs it: a context is made for every message of a 100 MB log)."""
+
+    def __init__(self, file: str, where: str, message: int | None = None):
+        self.file, self.base, self.message = file, where, message
+
+    @property
+    def where(self) -> str:
+        return self.base if self.message is None else f"{self.base}, message {self.message}"
 
     def err(self, field: str, expected: str, got: Any = None) -> TraceFormatError:
         return TraceFormatError(self.file, self.where, field, expected, got)
@@ -187,7 +194,7 @@ def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
     if not isinstance(msgs, list) or not msgs:
         raise ctx.err("messages", "a non-empty list of messages", type(msgs).__name__)
     for j, m in enumerate(msgs):
-        mc = _Ctx(ctx.file, f"{ctx.where}, message {j}")
+        mc = _Ctx(ctx.file, ctx.where, j)
         if not isinstance(m, dict):
             raise mc.err("<message>", "an object", type(m).__name__)
         role = m.get("role")
@@ -282,7 +289,7 @@ class _Simulation:
         self.sources: set[str] = set()
 
     def _at(self, j: int) -> _Ctx:
-        return _Ctx(self.file, f"{self.ctx.where}, message {j}")
+        return _Ctx(self.file, self.ctx.where, j)
 
     def _measure(self) -> None:
         """Each call's whole prompt, and the context the agent-visible messages between two calls add where the prompt
