@@ -20,7 +20,7 @@ from specagent.simulator.jobs.import_traces import ImportRequest, run
 from specagent.traces.io import data_path
 from specagent.traces.openai_chat import iter_openai_file
 from specagent.traces.quality import QualityTally
-from specagent.traces.records import Record, record_json
+from specagent.traces.records import record_json
 from specagent.traces.schema import MAX_CONTEXT_TOKENS, MAX_STEP_LATENCY_S, Actor, StepKind, TokenSource, Trajectory
 from specagent.traces.tau2 import iter_tau2_file
 from specagent.traces.tool_tags import ToolTagger

@@ -204,6 +204,3 @@ class Record:
         if line is not None:
             return cls(line, len(d["steps"]), data=d)
         return cls.of(validate(d))
-
-    def trajectory(self) -> Trajectory:
-        return self.model if self.model is not None else Trajectory.model_validate(self.data)
