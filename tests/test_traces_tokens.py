@@ -1,11 +1,14 @@
 """Token estimator: measured error against τ²-Bench usage stays within the documented figures; exact splits."""
 
+import re
+
+import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specagent.traces.tau2 import shared_tau2_files
-from specagent.traces.tokens import estimate_text_tokens, measure_estimator_error, split_float, split_total
+from specagent.traces.tokens import LONG_TEXT, estimate_text_tokens, measure_estimator_error, split_float, split_total
 
 
 @pytest.mark.skipif(not shared_tau2_files(), reason="shared τ²-Bench data absent")
@@ -38,3 +41,30 @@ def test_split_total_conserves_exactly(total, w):
 def test_split_float_sums():
     parts = split_float(1.0, [1, 1, 1])
     assert abs(sum(parts) - 1.0) < 1e-15 and len(parts) == 3
+
+
+#: The estimator's definition as tokens.py documents it: the long-text counters must give its count exactly.
+PIECE = re.compile(r"[A-Za-z]+|[0-9]{1,3}|[^\sA-Za-z0-9]")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(alphabet=st.characters(max_codepoint=127), min_size=LONG_TEXT, max_size=2000),
+                 st.text(min_size=LONG_TEXT, max_size=2000),
+                 st.text(alphabet="ab 12345\t\n\x1c\x1f{}\":,.é\u3000\u2028", min_size=LONG_TEXT, max_size=1500)))
+def test_long_texts_count_as_the_regex_does(text):
+    """Texts from LONG_TEXT characters on are counted without the regex (ASCII on its bytes, the rest with numpy)."""
+    assert estimate_text_tokens(text) == len(PIECE.findall(text))
+
+
+def _split_float_numpy(total, weights):  # split_float as it was, numpy only: the reference for the whole-number path
+    w = np.asarray(weights, dtype=float)
+    if w.sum() == 0:
+        w = np.ones(len(weights))
+    parts = [float(total * x / w.sum()) for x in w]
+    parts[-1] = float(total - sum(parts[:-1]))
+    return [max(parts[-1], 0.0) if i == len(parts) - 1 else p for i, p in enumerate(parts)]
+
+
+@given(st.floats(0, 1e6), st.lists(st.integers(0, 10**6), min_size=1, max_size=20))
+def test_split_float_whole_number_weights_are_numpys_floats(total, weights):
+    assert [repr(x) for x in split_float(total, weights)] == [repr(x) for x in _split_float_numpy(total, weights)]

@@ -48,6 +48,7 @@ from pydantic import ValidationError
 from . import files, jsonstream
 from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
 from .importing import PendingCalls, Timeline, iso_or_unix_time, usage_dips
+from .records import Record
 from .schema import Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, ToolTagger, annotation_tag, user_tag_map
 from .usage import Decoded, Usage, cache_convention, read_usage, split_completion
@@ -251,7 +252,7 @@ class _Conversation:
                 for j, t in zip(between, split_total(resid, weights)):
                     self.ctx_tok[j] = t
 
-    def build(self, repairs: list[Repair] | None) -> Trajectory:
+    def build(self, repairs: list[Repair] | None, as_record: bool = False) -> Trajectory | Record:
         self._measure()
         self.pending: PendingCalls[tuple[str, int | None]] = PendingCalls.new()  # call id -> (name, group)
         self.groups = 0
@@ -275,7 +276,7 @@ class _Conversation:
                 self._context_message(j, m, _latency(m, gap), mw)
         for i, s in enumerate(self.steps):
             s["index"] = i
-        return self._finish(repairs)
+        return self._finish(repairs, as_record)
 
     def _assistant(self, j: int, m: dict, lat: float | None, mw: _Where) -> None:
         tcs = m.get("tool_calls") or []
@@ -361,7 +362,13 @@ class _Conversation:
         meta.update(self.tagger.marks())
         return meta
 
-    def _finish(self, repairs: list[Repair] | None) -> Trajectory:
+    def _validate(self, d: dict) -> Trajectory:
+        try:
+            return Trajectory.model_validate(d)
+        except ValidationError as e:
+            raise from_validation_error(self.file, self.where, e) from None
+
+    def _finish(self, repairs: list[Repair] | None, as_record: bool) -> Trajectory | Record:
         if self.sys_measured is not None and self.sys_measured >= 0:
             sys_tok, sys_src = self.sys_measured, TokenSource.MEASURED
         else:
@@ -376,10 +383,7 @@ class _Conversation:
         d = dict(task_id=str(tid), domain=self.domain or "unknown", source=f"{Path(self.file).name}#{self.where}",
                  outcome=dict(reward=None if reward is None else float(reward), success=success),
                  system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=self.steps, metadata=self._metadata())
-        try:
-            traj = Trajectory.model_validate(d)
-        except ValidationError as e:
-            raise from_validation_error(self.file, self.where, e) from None
+        traj = Record.build(d, self._validate) if as_record else self._validate(d)
         for r in self._repairs():
             report_repair(r, repairs)
         return traj
@@ -485,9 +489,10 @@ def _document_records(path: str, expected: str, want: str) -> Iterator[tuple[str
 
 def iter_openai_file(path: str | os.PathLike, tagger: ToolTagger, domain: str = "unknown", skip_bad: bool = False,
                      skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None,
-                     options: Any = None) -> Iterator[Trajectory]:
+                     options: Any = None, as_records: bool = False) -> Iterator[Any]:
     """Every conversation of one file, one at a time (at least one must import). With `options` (an
-    importers.ImportOptions), only its share of a JSONL file's conversations is read, and the end is its `close`."""
+    importers.ImportOptions), only its share of a JSONL file's conversations is read, and the end is its `close`.
+    Yields Trajectory models, or with `as_records` records.Record (tau2.iter_tau2_file says why)."""
     path = str(path)
     n = 0
     skipped_here: list[SkippedRecord] = []
@@ -496,7 +501,7 @@ def iter_openai_file(path: str | os.PathLike, tagger: ToolTagger, domain: str = 
         try:
             if isinstance(conv, TraceFormatError):
                 raise conv
-            traj = conversation_to_trajectory(conv, file=path, where=where, domain=domain, repairs=repairs, tagger=tagger)
+            traj = _Conversation(conv, path, where, tagger, domain, None, "openai_chat").build(repairs, as_records)
         except TraceFormatError as e:
             tagger.marks()  # a skipped conversation's tags count for nothing
             if not skip_bad:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from .records import Record
 from .schema import Actor, StepKind, TokenSource, Trajectory
 
 #: Below this share a quantity is "mostly not measured" and the summary warns.
@@ -123,6 +124,43 @@ class QualityTally:
                 c["waits"] += 1
                 c["waited"] += (s.tool_latency_s if s.actor == Actor.TOOL else s.user_latency_s) is not None
         return t
+
+    def add_record(self, r: Record) -> Record:
+        """`add` for an imported record: its model, or (the import's fast path, records.py) the checked dict it was
+        written from, counted the same way (tests/test_traces_records.py compares the two)."""
+        if r.model is not None:
+            self.add(r.model)
+            return r
+        d = r.data
+        assert d is not None
+        c, meta, steps = self.c, d.get("metadata", {}), d["steps"]
+        c["n"] += 1
+        c["steps"] += len(steps)
+        c["sys"] += d.get("system_prompt_source", TokenSource.MEASURED) == TokenSource.MEASURED
+        self.importers[str(meta.get("importer") or "unknown")] += 1
+        self.reasoning[str(meta.get("reasoning_source") or ("unknown" if all(
+            s.get("reasoning_tokens") is None for s in steps if s["actor"] == Actor.AGENT) else "recorded"))] += 1
+        held = set(str(meta.get("untagged_tools") or "").split(",")) - {""}
+        greeting = meta.get("importer") == "tau2"
+        agent, result, user = Actor.AGENT, StepKind.TOOL_RESULT, StepKind.USER
+        for s in steps:
+            g = s.get
+            if s["actor"] == agent:
+                out = g("output_tokens", 0)
+                c["agent"] += 1
+                c["measured"] += g("token_source", TokenSource.MEASURED) == TokenSource.MEASURED
+                c["lat"] += g("model_latency_s") is not None
+                c["known"] += g("reasoning_tokens") is not None
+                c["zero"] += out == 0
+                c["empty"] += out == 0 and not (s["index"] == 0 and s["kind"] == StepKind.REPLY and greeting)
+                if s["kind"] != StepKind.REPLY:
+                    c["calls"] += 1
+                    if g("tool_name") in held:
+                        self.untagged[s["tool_name"]] += 1
+            elif s["kind"] == result or s["kind"] == user:
+                c["waits"] += 1
+                c["waited"] += (g("tool_latency_s") if s["actor"] == Actor.TOOL else g("user_latency_s")) is not None
+        return r
 
     def merge(self, other: "QualityTally") -> None:
         """Add another tally's counts (a parallel import's shares)."""

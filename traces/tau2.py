@@ -69,6 +69,7 @@ from pydantic import ValidationError
 from . import files, jsonstream
 from .errors import Repair, SkippedRecord, TraceFormatError, close_skips, from_validation_error, report_repair, report_skipped
 from .importing import PendingCalls, Timeline, iso_time, usage_dips
+from .records import Record
 from .schema import LIMIT_REASONS, MAX_CONTEXT_TOKENS, Actor, StepKind, TokenSource, Trajectory
 from .tool_tags import TagMap, ToolTagger, default_tag_map, user_tag_map
 from .tokens import SYSTEM_TOKENS_PER_TOOL, compact_json, estimate_call_tokens, estimate_text_tokens, split_float, split_total
@@ -153,8 +154,15 @@ def decoded_tokens(m: dict, usage: Usage, model: str) -> Decoded:
 
 
 class _Ctx:
-    def __init__(self, file: str, where: str):
-        self.file, self.where = file, where
+    """A place in the file for an error: `where`, or with `message` that message under it (the text is made only when
+    an error needs it: a context is made for every message of a 100 MB log)."""
+
+    def __init__(self, file: str, where: str, message: int | None = None):
+        self.file, self.base, self.message = file, where, message
+
+    @property
+    def where(self) -> str:
+        return self.base if self.message is None else f"{self.base}, message {self.message}"
 
     def err(self, field: str, expected: str, got: Any = None) -> TraceFormatError:
         return TraceFormatError(self.file, self.where, field, expected, got)
@@ -186,7 +194,7 @@ def _check_messages(sim: dict, ctx: _Ctx) -> list[dict]:
     if not isinstance(msgs, list) or not msgs:
         raise ctx.err("messages", "a non-empty list of messages", type(msgs).__name__)
     for j, m in enumerate(msgs):
-        mc = _Ctx(ctx.file, f"{ctx.where}, message {j}")
+        mc = _Ctx(ctx.file, ctx.where, j)
         if not isinstance(m, dict):
             raise mc.err("<message>", "an object", type(m).__name__)
         role = m.get("role")
@@ -257,7 +265,7 @@ def simulation_to_trajectory(sim: dict, *, domain: str | None = None, model: str
     `context` (a FileContext) or the loose `domain`/`model`/`reasoning_retained`; `tagger` (a ToolTagger) or `tags`
     (a merged tag map, taken as the benchmark's)."""
     fc = context or FileContext(domain, "log" if domain else "none", model or "", reasoning_retained)
-    return _Simulation(sim, file, sim_index, fc, tagger or ToolTagger(benchmark=tags)).build(repairs)
+    return _Simulation(sim, file, sim_index, fc, tagger or ToolTagger(benchmark=tags)).build(repairs)  # type: ignore[return-value]
 
 
 class _Simulation:
@@ -281,7 +289,7 @@ class _Simulation:
         self.sources: set[str] = set()
 
     def _at(self, j: int) -> _Ctx:
-        return _Ctx(self.file, f"{self.ctx.where}, message {j}")
+        return _Ctx(self.file, self.ctx.where, j)
 
     def _measure(self) -> None:
         """Each call's whole prompt, and the context the agent-visible messages between two calls add where the prompt
@@ -307,7 +315,7 @@ class _Simulation:
                 for j, t in zip(seen, split_total(resid, weights)):
                     self.ctx_tokens[j] = t
 
-    def build(self, repairs: list[Repair] | None) -> Trajectory:
+    def build(self, repairs: list[Repair] | None, as_record: bool = False) -> Trajectory | Record:
         self._measure()
         self.pending: PendingCalls[tuple[str, int | None, bool]] = PendingCalls.new()  # call id -> (name, group, user side)
         self.groups = 0
@@ -328,7 +336,7 @@ class _Simulation:
                 self._tool_result(j, m, gap, mc)
         for i, s in enumerate(self.steps):
             s["index"] = i
-        return self._finish(repairs)
+        return self._finish(repairs, as_record)
 
     def _group(self, n: int) -> int | None:
         if n < 2:
@@ -457,17 +465,20 @@ class _Simulation:
         meta.update(self.tagger.marks())
         return meta
 
-    def _finish(self, repairs: list[Repair] | None) -> Trajectory:
+    def _validate(self, d: dict) -> Trajectory:
+        try:
+            return Trajectory.model_validate(d)
+        except ValidationError as e:
+            raise from_validation_error(self.file, self.ctx.where, e) from None
+
+    def _finish(self, repairs: list[Repair] | None, as_record: bool) -> Trajectory | Record:
         fixes: list[Repair] = []
         sys_tok, sys_src = self._system_prompt(fixes)
         outcome, task_id = self._outcome()
         d = dict(task_id=task_id, domain=self.domain or "unknown", source=f"{Path(self.file).name}#simulation={self.sim.get('id')}",
                  outcome=outcome, system_prompt_tokens=sys_tok, system_prompt_source=sys_src, steps=self.steps,
                  metadata=self._metadata())
-        try:
-            traj = Trajectory.model_validate(d)
-        except ValidationError as e:
-            raise from_validation_error(self.file, self.ctx.where, e) from None
+        traj = Record.build(d, self._validate) if as_record else self._validate(d)
         for i, dip in enumerate(self.dips):
             if dip:
                 fixes.append(Repair(self.file, f"{self.ctx.where}, message {self.calls[i]}", (
@@ -573,11 +584,13 @@ def file_context(path: str, top: dict, first_sims: list[Any], domain: str | None
 
 def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str | None = None, skip_bad: bool = False,
                    skipped: list[SkippedRecord] | None = None, repairs: list[Repair] | None = None,
-                   options: Any = None) -> Iterator[Trajectory]:
+                   options: Any = None, as_records: bool = False) -> Iterator[Any]:
     """Every simulation of one τ²-Bench results file (or a bare list of simulations), one at a time; at least one
     must import (``NoTrajectoriesError`` otherwise). The file is read a window at a time; each simulation is parsed
     when reached. With `options` (an importers.ImportOptions), only its share of the simulations is converted (every
-    one is still checked for a repeated id) and the end of the file is its `close`."""
+    one is still checked for a repeated id) and the end of the file is its `close`. Yields Trajectory models, or
+    with `as_records` records.Record (the trace line, the model left unbuilt where records.py vouches for the
+    dict: what an import that writes a trace needs)."""
     path = str(path)
     top, sims = _open_results(path)
     sims = _located(path, sims)
@@ -605,7 +618,7 @@ def iter_tau2_file(path: str | os.PathLike, tagger: ToolTagger, *, domain: str |
                 first_of[sim_id] = i
             if options is not None and not options.mine(i):
                 continue
-            traj = simulation_to_trajectory(sim, file=path, sim_index=i, repairs=repairs, tagger=tagger, context=fc)
+            traj = _Simulation(sim, path, i, fc, tagger).build(repairs, as_records)
         except TraceFormatError as e:
             tagger.marks()  # a skipped simulation's tags count for nothing
             if not skip_bad:

@@ -20,7 +20,7 @@ from specagent.simulator.jobs.base import JobError, Progress, Request, Result, r
 from specagent.traces.errors import Repair, SkippedRecord
 from specagent.traces.importers import IMPORTERS, ImportOptions, by_name, detect
 from specagent.traces.importers.parallel import import_file, worth_it
-from specagent.traces.io import write_jsonl_lines, write_trajectories
+from specagent.traces.io import JSONL_SUFFIXES, write_jsonl_lines, write_trajectories
 from specagent.traces.quality import DataQuality, QualityTally
 from specagent.traces.tool_tags import ToolTagger
 
@@ -101,5 +101,18 @@ def run(request: ImportRequest, progress: Progress | None = None, out: str | Pat
             formats.append((p, imp.name))
             yield from map(tally.add, imp.read(p, options))
 
-    n, steps = write_jsonl_lines(lines(), out) if parallel else write_trajectories(trajectories(), out)
+    def records() -> Iterator[tuple[str, int]]:  # a JSONL trace in one process: the lines, no model where none is needed
+        for k, (p, imp) in enumerate(zip(paths, chosen)):
+            report(progress, f"importing {Path(p).name} ({imp.name})", k, len(paths))
+            formats.append((p, imp.name))
+            for rec in imp.read_records(p, options):
+                tally.add_record(rec)
+                yield rec.line, rec.steps
+
+    if parallel:
+        n, steps = write_jsonl_lines(lines(), out)
+    elif out.suffix.lower() in JSONL_SUFFIXES:
+        n, steps = write_jsonl_lines(records(), out)
+    else:
+        n, steps = write_trajectories(trajectories(), out)
     return ImportResult(request, out, n, steps, formats, tally.result(), options.skipped or [], options.repairs or [])

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import Repair, SkippedRecord, TraceFormatError, close_skips, report_skipped
+from ..records import Record
 from ..schema import Trajectory
 from ..tool_tags import ToolTagger
 
@@ -116,3 +117,8 @@ class Importer:
 
     def read(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Trajectory]:
         raise NotImplementedError
+
+    def read_records(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Record]:
+        """What `read` yields, as the trace file's lines (records.py): each model dumped, unless the format has a
+        faster way to the same bytes."""
+        return map(Record.of, self.read(path, options))

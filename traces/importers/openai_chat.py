@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from ..openai_chat import iter_openai_file
+from ..records import Record
 from ..schema import Trajectory
 from .base import FormatFacts, ImportOptions, Importer, Match, Probe
 
@@ -51,3 +52,7 @@ class OpenAIChat(Importer):
     def read(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Trajectory]:
         return iter_openai_file(path, options.tagger, domain=options.domain or "unknown", skip_bad=options.skip_bad,
                                 skipped=options.skipped, repairs=options.repairs, options=options)
+
+    def read_records(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Record]:
+        return iter_openai_file(path, options.tagger, domain=options.domain or "unknown", skip_bad=options.skip_bad,
+                                skipped=options.skipped, repairs=options.repairs, options=options, as_records=True)

@@ -56,9 +56,9 @@ def convert_share(name: str, path: str, k: int, n: int, user_tags: dict, domain:
     seen_repairs = seen_skips = 0
     fh = open(out.lines, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed below, the error path too
     try:
-        for traj in by_name(name).read(path, opts):
-            fh.write(f"{opts.index}\t{len(traj.steps)}\t{traj.model_dump_json()}\n")
-            out.tally.add(traj)
+        for rec in by_name(name).read_records(path, opts):
+            fh.write(f"{opts.index}\t{rec.steps}\t{rec.line}\n")
+            out.tally.add_record(rec)
             out.repairs += [(opts.index, r) for r in repairs[seen_repairs:]]
             seen_repairs = len(repairs)
             out.skipped += [(opts.index, r) for r in skipped[seen_skips:]]

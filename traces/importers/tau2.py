@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Iterator
 
+from ..records import Record
 from ..schema import Trajectory
 from ..tau2 import iter_tau2_file
 from .base import FormatFacts, ImportOptions, Importer, Match, Probe
@@ -50,3 +51,7 @@ class Tau2Results(Importer):
     def read(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Trajectory]:
         return iter_tau2_file(path, options.tagger, domain=options.domain, skip_bad=options.skip_bad,
                               skipped=options.skipped, repairs=options.repairs, options=options)
+
+    def read_records(self, path: str | os.PathLike, options: ImportOptions) -> Iterator[Record]:
+        return iter_tau2_file(path, options.tagger, domain=options.domain, skip_bad=options.skip_bad,
+                              skipped=options.skipped, repairs=options.repairs, options=options, as_records=True)
