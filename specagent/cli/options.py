@@ -5,14 +5,13 @@ flag per Scenario field (nested fields flattened: `--strong-gpus`, `--weak-ratio
 each defaulting to "not given", and builds the Scenario they describe: the file (or the built-in
 default), then every flag given, validated by the Scenario itself, with its Provenance (the file,
 the fields given, the files read), which a job's Request carries (specagent/cli/requests.py).
-A bad value fails as one line naming the flag. `@deployment_options(default)` does the same
-for one deployment (the roofline commands).
+A bad value fails as one line naming the flag. `Flag` is the one kind of generated flag; `deployment_flags` gives a
+Request's deployment field its flags (the roofline commands).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import os
 import typing
@@ -36,20 +35,61 @@ from specagent.simulator.jobs.base import Provenance
 
 @dataclass(frozen=True)
 class Flag:
-    """One generated flag: the scenario field it sets (dotted path) and how it looks on the command line."""
+    """One generated option (or argument): the field it sets (a Request field, a scenario field's dotted path,
+    ``deployment.gpus``) and how it looks on the command line. The one kind of flag every command's options are made of
+    (`scenario_flags` here, `requests.job_flags` for a Request's own fields)."""
 
     path: str
     param: str  # the Python parameter name typer passes it as
     names: tuple[str, ...]  # the flag and its aliases
-    type: type
+    type: Any  # str, int, float, bool, Path, or tuple for a repeatable option
     help: str
-    default: Any
+    default: Any  # dataclasses.MISSING: the field has none
+    panel: str | None = None
+    item: Any = str  # the type of a tuple's items: str, int, float, or Path for files
+    argument: bool = False  # a positional argument (metadata ``argument: True``), named by its metavar
+    bounds: tuple[Any, Any] = (None, None)  # (min, max) of a number, None: unbounded
+    must: bool = False  # metadata ``required: True``
+    metavar: str | None = None  # an argument's name in the usage line (default: the field in upper case)
+    unset: bool = False  # a scenario flag: "not given" (None) until typed, the value it would take shown in its help
     deprecated: bool = False  # an old spelling: hidden from --help, read (with a warning) as the flag of the same path
 
-    def option(self) -> Any:
-        decls = (f"{self.names[0]}/--no-{self.names[0][2:]}",) if self.type is bool else self.names
-        return typer.Option(None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False,
-                            hidden=self.deprecated, rich_help_panel=panel_of_path(self.path))
+    @property
+    def repeated(self) -> bool:
+        return self.type is tuple
+
+    @property
+    def required(self) -> bool:
+        return self.must or self.default is dataclasses.MISSING
+
+    @property
+    def shown_name(self) -> str:
+        """What an error names it by: the flag, or an argument's metavar."""
+        return (self.metavar or self.path.upper()) if self.argument else self.names[0]
+
+    def parameter(self) -> inspect.Parameter:
+        decls = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:]) if self.type is bool else self.names
+        # a list's items reach requests.values as typed (comma lists split there, numbers converted naming the flag)
+        items = Path if self.item is Path else str
+        annotation = {tuple: Optional[list[items]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[valid-type]
+        if self.unset:
+            return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=typer.Option(
+                None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False,
+                hidden=self.deprecated, rich_help_panel=self.panel))
+        default = ... if self.required else [] if self.repeated else self.default
+        lo, hi = self.bounds
+        extra: dict[str, Any] = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        shown: bool | str = not self.required and self.default not in (None, (), "")
+        if self.repeated and shown:  # a list's default as it is typed: 0.05,0.2
+            shown = ",".join(map(str, self.default))
+        if self.argument:
+            make = typer.Argument(default, metavar=self.metavar or self.path.upper(), help=self.help,
+                                  rich_help_panel=self.panel, show_default=shown, **extra)
+        else:
+            if self.repeated:  # not typer's "list[str]"
+                extra["metavar"] = "FILE" if self.item is Path else "LIST"
+            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel, show_default=shown, **extra)
+        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
 
 
 def _shown(v: Any) -> str:
@@ -95,7 +135,8 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
                 else:
                     names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
                     help_ = g.metadata.get("help", g.name)
-                out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name)))
+                out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name),
+                                panel_of_path(path), unset=True))
         elif f.metadata.get("cli") is not False:
             typ = hints[f.name]
             if f.name == "strategies":
@@ -103,10 +144,10 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
             if not _is_scalar(typ):
                 continue
             out.append(Flag(f.name, f.name, (f"--{_kebab(f.metadata.get('flag', f.name))}",), typ,
-                            f.metadata.get("help", f.name), value))
+                            f.metadata.get("help", f.name), value, panel_of_path(f.name), unset=True))
             for i, old in enumerate(f.metadata.get("deprecated_flags", ())):
                 out.append(Flag(f.name, f"{f.name}__old{i}", (old,), typ, f"old spelling of --{_kebab(f.name)}", value,
-                                deprecated=True))
+                                panel_of_path(f.name), unset=True, deprecated=True))
     return [fl for fl in out if not any(fl.path == s or fl.path.startswith(s + ".") for s in skip)]
 
 
@@ -146,8 +187,7 @@ def scenario_parameters(exclude: Iterable[str] = ()) -> tuple[list[inspect.Param
     flags = scenario_flags(exclude)
     both = {"weak.hardware", "strong.hardware"} <= {fl.path for fl in flags}  # --hardware sets both pools' GPU type
     with_acc = "acceptance" not in tuple(exclude)
-    gen = [inspect.Parameter(fl.param, inspect.Parameter.KEYWORD_ONLY, default=fl.option(), annotation=Optional[fl.type])
-           for fl in flags]
+    gen = [fl.parameter() for fl in flags]
     params = [_SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if with_acc else []), *([_HARDWARE] if both else []), *gen]
 
     def build(kw: dict[str, Any]) -> tuple[Scenario, Provenance]:
@@ -292,31 +332,10 @@ def does_not_fit(message: str, role: str) -> str:
 
 
 # ------------------------------------------------------------------------------------- one deployment
-def deployment_options(default: DeploymentSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # type: ignore[valid-type]
-    """Decorator: one flag per deployment field (`--model`, `--gpus`, `--weight-dtype`, ...) defaulting to `default`'s
-    values; the command is called with `deployment=` the DeploymentSpec they describe."""
+def deployment_flags(name: str, default: DeploymentSpec) -> list[Flag]:  # type: ignore[valid-type]
+    """The flags of a Request's deployment field `name` (a command about one deployment, `roofline`): one per scalar
+    field (`--model`, `--gpus`, `--weight-dtype`, ...), defaulting to `default`'s values."""
     hints = _hints(DeploymentSpec)
-    dep_fields = [f for f in fields(DeploymentSpec) if _is_scalar(hints[f.name])]
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "deployment"]
-        gen = [inspect.Parameter(f"dep__{f.name}", inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
-                                 default=typer.Option(getattr(default, f.name), deployment_flag("", f.name),
-                                                      help=f"{f.metadata.get('help', f.name)}."))
-               for f in dep_fields]
-
-        @functools.wraps(fn)
-        def command(**kw: Any) -> Any:
-            values = {f.name: kw.pop(f"dep__{f.name}") for f in dep_fields}
-            try:
-                spec = DeploymentSpec(**values)
-            except ScenarioError as exc:
-                fail(f"{deployment_flag('', exc.where)}: {exc}" if exc.where else str(exc))
-            return fn(deployment=spec, **kw)
-
-        params = [*own, *gen]
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-
-    return decorate
+    return [Flag(f"{name}.{f.name}", f"{name}__{f.name}", (deployment_flag("", f.name),), hints[f.name],
+                 f"{f.metadata.get('help', f.name)}.", getattr(default, f.name))
+            for f in fields(DeploymentSpec) if _is_scalar(hints[f.name])]
