@@ -309,7 +309,8 @@ def scenario_failure(exc: ScenarioError, provenance: Provenance | None = None, e
     more GPUs or a smaller weight dtype; any other names the flag of its field, or the scenario file's key when no
     flag set that field (`provenance`: where the request's scenario came from)."""
     if isinstance(exc, DoesNotFit):
-        return does_not_fit(str(exc), exc.where)
+        role = exc.where
+        return f"{exc}; set {deployment_flag(role, 'gpus')} or {deployment_flag(role, 'weight_dtype')}"
     origin = (provenance.scenario_file, provenance.given) if provenance is not None and provenance.scenario_file else None
     return located_error(exc, scenario_flags(exclude), origin)
 
@@ -317,18 +318,11 @@ def scenario_failure(exc: ScenarioError, provenance: Provenance | None = None, e
 def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = (),
             fit_context: int | None = FIT_CONTEXT) -> Setting:
     """The scenario's deployments, loaded and checked for fit (one `fit_context`-token sequence each; None: the caller
-    checks the sequences it will serve); a failure names the flags that fix it."""
+    checks the sequences it will serve); a failure names the flags that fix it (`scenario_failure`)."""
     try:
         return scenario.setting(hardware_dirs, fit_context)
-    except DoesNotFit as exc:
-        fail(does_not_fit(str(exc), exc.where))
     except ScenarioError as exc:
-        fail(located_error(exc, scenario_flags(exclude)))
-
-
-def does_not_fit(message: str, role: str) -> str:
-    """A doesn't-fit message naming the flags this command has for more GPUs and a smaller weight dtype."""
-    return f"{message}; set {deployment_flag(role, 'gpus')} or {deployment_flag(role, 'weight_dtype')}"
+        fail(scenario_failure(exc, exclude=exclude))
 
 
 # ------------------------------------------------------------------------------------- one deployment
