@@ -12,17 +12,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specagent.common.paths import check_input_file
-from specagent.simulator.parallel import MAX_WORKERS
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
-from specagent.traces.errors import Repair, SkippedRecord
-from specagent.traces.importers import IMPORTERS, ImportOptions, by_name, detect
-from specagent.traces.importers.parallel import import_file, worth_it
-from specagent.traces.io import write_jsonl_lines, write_trajectories
-from specagent.traces.quality import DataQuality, QualityTally
-from specagent.traces.tool_tags import ToolTagger
+
+if TYPE_CHECKING:  # the importers load when the job runs: `traces stats` and the other `traces` commands import this
+    from specagent.traces.errors import Repair, SkippedRecord
+    from specagent.traces.quality import DataQuality
 
 
 #: the format names `traces import FORMAT FILE...` took before detection (kept: scripts use them)
@@ -60,6 +57,8 @@ class ImportRequest(Request):
 
     def split(self) -> tuple[str | None, tuple[str, ...]]:
         """The format (`format`, or a first file that names a format and no file; aliases resolved) and the logs."""
+        from specagent.traces.importers import IMPORTERS
+
         names = {i.name for i in IMPORTERS} | set(FORMAT_ALIASES)
         fmt, files = self.format, tuple(str(f) for f in self.files)
         if fmt is not None and _canonical(fmt).lower().replace("_", "-") not in names:
@@ -71,6 +70,8 @@ class ImportRequest(Request):
         return (_canonical(fmt) if fmt is not None else None), files
 
     def check(self) -> None:
+        from specagent.simulator.parallel import MAX_WORKERS
+
         fmt, files = self.split()
         if not files:
             raise JobError("give at least one input file (an agent log: `specagent traces formats` lists what is read)")
@@ -106,6 +107,12 @@ class ImportResult(Result):
 
 def run(request: ImportRequest, progress: Progress | None = None, out: str | Path = "trace.jsonl") -> ImportResult:
     """Import the request's files into `out` (.jsonl or .parquet), atomically."""
+    from specagent.traces.importers import ImportOptions, by_name, detect
+    from specagent.traces.importers.parallel import import_file, worth_it
+    from specagent.traces.io import write_jsonl_lines, write_trajectories
+    from specagent.traces.quality import QualityTally
+    from specagent.traces.tool_tags import ToolTagger
+
     request.check()
     out = Path(out)
     options = ImportOptions(ToolTagger(user=request.tags), request.domain, request.skip_bad, [], [])
