@@ -122,21 +122,18 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
     out: list[Flag] = []
     for f in fields(Scenario):
         value = getattr(default, f.name)
-        if dataclasses.is_dataclass(value):
+        if f.name in ("weak", "strong"):
+            out += deployment_flags(f.name, value, role=f.name)
+        elif dataclasses.is_dataclass(value):
             sub_hints = _hints(type(value))
             for g in fields(value):
                 path = f"{f.name}.{g.name}"
                 typ = sub_hints[g.name]
                 if g.metadata.get("cli") is False or not _is_scalar(typ):
                     continue
-                if f.name in ("weak", "strong"):
-                    names: tuple[str, ...] = (deployment_flag(f.name, g.name),)
-                    help_ = f"{f.name.capitalize()}: {g.metadata.get('help', g.name)}."
-                else:
-                    names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
-                    help_ = g.metadata.get("help", g.name)
-                out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name),
-                                panel_of_path(path), unset=True))
+                names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
+                out.append(Flag(path, path.replace(".", "__"), names, typ, g.metadata.get("help", g.name),
+                                getattr(value, g.name), panel_of_path(path), unset=True))
         elif f.metadata.get("cli") is not False:
             typ = hints[f.name]
             if f.name == "strategies":
@@ -326,10 +323,11 @@ def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Ite
 
 
 # ------------------------------------------------------------------------------------- one deployment
-def deployment_flags(name: str, default: DeploymentSpec) -> list[Flag]:  # type: ignore[valid-type]
-    """The flags of a Request's deployment field `name` (a command about one deployment, `roofline`): one per scalar
-    field (`--model`, `--gpus`, `--weight-dtype`, ...), defaulting to `default`'s values."""
+def deployment_flags(name: str, default: DeploymentSpec, role: str = "") -> list[Flag]:  # type: ignore[valid-type]
+    """The flags of a deployment field `name`, one per scalar field, defaulting to `default`'s values: a scenario's
+    role (`--strong-gpus`, "not given" until typed) or a Request's one deployment (role '': `--gpus`, `roofline`)."""
     hints = _hints(DeploymentSpec)
-    return [Flag(f"{name}.{f.name}", f"{name}__{f.name}", (deployment_flag("", f.name),), hints[f.name],
-                 f"{f.metadata.get('help', f.name)}.", getattr(default, f.name))
-            for f in fields(DeploymentSpec) if _is_scalar(hints[f.name])]
+    return [Flag(f"{name}.{f.name}", f"{name}__{f.name}", (deployment_flag(role, f.name),), hints[f.name],
+                 f"{role.capitalize() + ': ' if role else ''}{f.metadata.get('help', f.name)}.", getattr(default, f.name),
+                 panel_of_path(f"{name}.{f.name}") if role else None, unset=bool(role))
+            for f in fields(DeploymentSpec) if _is_scalar(hints[f.name]) and f.metadata.get("cli") is not False]
