@@ -95,7 +95,7 @@ def test_list_flags_convert_their_items_and_name_the_flag(tmp_path):
     from specagent.cli.requests import job_flags
     from specagent.simulator.jobs.study import BalanceRequest
 
-    rates = next(f for f in job_flags(BalanceRequest) if f.field == "rates")
+    rates = next(f for f in job_flags(BalanceRequest) if f.path == "rates")
     assert (rates.item, rates.default) == (float, (0.05, 0.2, 0.8, 3.2, 12.8))
 
 

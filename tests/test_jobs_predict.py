@@ -43,7 +43,7 @@ def test_the_job_returns_the_bottom_line_intervals_and_verdict_the_command_print
 
 
 def test_request_fields_are_flags_with_their_defaults_in_one_place():
-    flags = {f.field: f for f in job_flags(PredictRequest)}
+    flags = {f.path: f for f in job_flags(PredictRequest)}
     assert set(flags) == {"success", "price"} and flags["price"].default == ()
     assert flag_of(PredictRequest, "price") == "--price" and flag_of(PredictRequest, "acceptance_ranges") == "--acceptance-ranges"
     with pytest.raises(JobError) as e:

@@ -174,3 +174,66 @@ def test_a_job_result_writes_the_outputs_a_request_names(tmp_path):
     path = res.write(tmp_path / "v.json")[0]
     rows = json.loads(Path(path).read_text(encoding="utf-8"))
     assert rows and {r["weight_mode"] for r in rows} == {"union", "active"} and set(res.worst()) == {"union", "active"}
+
+
+# ------------------------------------------------------------------------------ roofline, balance point, traces import
+def test_roofline_and_balance_point_from_python_are_what_the_commands_print():
+    """The jobs return the figures `roofline --json` and `roofline balance --json` print; their deployment field gives
+    the one-deployment flags (`--gpus`), its default the Scenario's Strong deployment."""
+    from specagent.simulator.jobs.balance_point import BalancePointRequest
+    from specagent.simulator.jobs.balance_point import run as run_balance
+    from specagent.simulator.jobs.roofline import RooflineRequest
+    from specagent.simulator.jobs.roofline import run as run_roofline
+    from specagent.simulator.scenario import Scenario
+
+    request = RooflineRequest(phase="prefill", batch=4, context=2000)
+    cli = runner.invoke(app, ["roofline", "--phase", "prefill", "--batch", "4", "--context", "2000", "--json"])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout) == json.loads(json.dumps(run_roofline(request).to_dict()))
+    assert request.deployment == Scenario.strong and request.new_tokens == 512
+    cli = runner.invoke(app, ["roofline", "balance", "--gpus", "16", "--json"])
+    assert cli.exit_code == 0, cli.output
+    python = run_balance(BalancePointRequest(deployment=dataclasses.replace(Scenario.strong, gpus=16))).to_dict()
+    assert json.loads(cli.stdout) == json.loads(json.dumps(python))
+    assert flag_of(RooflineRequest, "deployment.weight_dtype") == "--weight-dtype"
+    assert {f.path for f in job_flags(BalancePointRequest)} >= {"context", "weight_mode", "deployment.gpus"}
+
+
+@pytest.mark.parametrize("request_kw, field, said", [
+    ({"phase": "nope"}, "", "`phase` must be one of"),
+    ({"batch": 0}, "batch", "expected sequences in one pass"),
+    ({"context": -1}, "context", "expected tokens per sequence in [0,"),
+    ({"weight_mode": "all"}, "weight_mode", "expected one of union, active"),
+])
+def test_the_roofline_request_refuses_a_bad_field_by_name(request_kw, field, said):
+    from specagent.simulator.jobs.roofline import RooflineRequest
+
+    with pytest.raises(JobError) as e:
+        RooflineRequest(**request_kw).check()
+    assert e.value.field == field and said in str(e.value)
+
+
+def test_a_deployment_too_small_for_the_pass_names_what_to_lower():
+    from specagent.simulator.jobs.roofline import RooflineRequest
+    from specagent.simulator.jobs.roofline import run as run_roofline
+
+    with pytest.raises(JobError, match=r"^`batch` 1000: .*one sequence fits: lower `batch` \(or `context`\)$"):
+        run_roofline(RooflineRequest(batch=1000))
+    r = runner.invoke(app, ["roofline", "--batch", "1000"])
+    assert r.exit_code == 2 and r.output.startswith("error: --batch 1000: ") and "lower --batch (or --context)" in r.output
+
+
+def test_the_import_request_reads_a_leading_format_and_its_aliases(tmp_path):
+    from specagent.simulator.jobs.import_traces import ImportRequest
+
+    log = tmp_path / "log.json"
+    log.write_text("[]")
+    assert ImportRequest(files=("openai", str(log))).split() == ("openai-chat", (str(log),))
+    assert ImportRequest(files=(str(log),), format="tau2").split() == ("tau2", (str(log),))
+    with pytest.raises(JobError, match="the format is given twice"):
+        ImportRequest(files=("openai", str(log)), format="tau2").split()
+    with pytest.raises(JobError) as e:
+        ImportRequest(files=(str(log),), format="nope").check()
+    assert e.value.field == "format"
+    with pytest.raises(JobError, match="give at least one input file"):
+        ImportRequest(files=("tau2",)).check()

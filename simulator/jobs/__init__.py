@@ -34,4 +34,6 @@ JOBS = {
     "sweep": "sweep",
     "study_balance": "study",
     "study_sensitivity": "sensitivity",
+    "roofline": "roofline",
+    "balance_point": "balance_point",
 }

@@ -12,40 +12,70 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specagent.common.paths import check_input_file
-from specagent.simulator.parallel import MAX_WORKERS
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
-from specagent.traces.errors import Repair, SkippedRecord
-from specagent.traces.importers import IMPORTERS, ImportOptions, by_name, detect
-from specagent.traces.importers.parallel import import_file, worth_it
-from specagent.traces.io import JSONL_SUFFIXES, write_jsonl_lines, write_trajectories
-from specagent.traces.quality import DataQuality, QualityTally
-from specagent.traces.tool_tags import ToolTagger
+
+if TYPE_CHECKING:  # the importers load when the job runs: `traces stats` and the other `traces` commands import this
+    from specagent.traces.errors import Repair, SkippedRecord
+    from specagent.traces.quality import DataQuality
+
+
+#: the format names `traces import FORMAT FILE...` took before detection (kept: scripts use them)
+FORMAT_ALIASES = {"openai": "openai-chat"}
+TAGS_HELP = ("JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}): the first source of a tool's tag, "
+             "before the benchmark's own (τ²-Bench, VitaBench) and MCP annotations. A tool no source tags is held as a "
+             "WRITE and named (docs/traces.md#tool-tags).")
+
+
+def _canonical(fmt: str) -> str:
+    return FORMAT_ALIASES.get(fmt, fmt)
 
 
 @dataclass(frozen=True)
 class ImportRequest(Request):
-    """Logs to import, their format (None: found from each file's content), a tag file, a domain for logs naming
-    none, whether to leave out bad records, and how many processes may convert a big file (0: one per core)."""
+    """Logs to import (a leading format name, as `traces import FORMAT FILE...` takes it, names their format), their
+    format (None: found from each file's content), whether to leave out bad records, a tag file, a domain for logs
+    naming none, and how many processes may convert a big file (0: one per core)."""
 
-    files: tuple[str, ...] = field(default=(), metadata={"cli": False})
-    format: str | None = field(default=None, metadata={"cli": False})
-    tags: Path | None = field(default=None, metadata={"cli": False})
-    domain: str | None = field(default=None, metadata={"cli": False})
-    skip_bad: bool = field(default=False, metadata={"cli": False})
-    workers: int = field(default=0, metadata={"cli": False})
+    files: tuple[Path, ...] = field(default=(), metadata={
+        "argument": True, "required": True, "metavar": "[FORMAT] FILE...",
+        "help": "Agent logs: τ²-Bench/VitaBench results, τ-bench runs, OpenAI chat logs, BFCL multi-turn results, "
+                "MCP-Atlas CSV, … (`specagent traces formats`). The format is found from each file's content; a leading "
+                "FORMAT (or --format) names it instead."})
+    skip_bad: bool = field(default=False, metadata={
+        "help": "Leave out malformed records and report each one, instead of stopping at the first."})
+    tags: Path | None = field(default=None, metadata={"help": TAGS_HELP})
+    format: str | None = field(default=None, metadata={
+        "help": "Read every file as this format instead of detecting it (`traces formats`)."})
+    domain: str | None = field(default=None, metadata={
+        "help": "Domain for logs that name none (τ²-Bench's domains take their tool tags). Default: the log's own, else "
+                "the benchmark domain whose tools it calls."})
+    workers: int = field(default=0, metadata={"min": 0, "help": "Processes that convert a big file (0: one per core; a "
+                                                                 "file under 4 MB, or a format without shares, uses one)."})
+
+    def split(self) -> tuple[str | None, tuple[str, ...]]:
+        """The format (`format`, or a first file that names a format and no file; aliases resolved) and the logs."""
+        from specagent.traces.importers import IMPORTERS
+
+        names = {i.name for i in IMPORTERS} | set(FORMAT_ALIASES)
+        fmt, files = self.format, tuple(str(f) for f in self.files)
+        if fmt is not None and _canonical(fmt).lower().replace("_", "-") not in names:
+            raise JobError(f"expected one of {', '.join(sorted(names))}, got {fmt!r}", "format")
+        if files and files[0] in names and not Path(files[0]).exists():
+            if fmt is not None and _canonical(files[0]) != _canonical(fmt):
+                raise JobError(f"the format is given twice: '{files[0]}' and `format` {fmt}")
+            fmt, files = files[0], files[1:]
+        return (_canonical(fmt) if fmt is not None else None), files
 
     def check(self) -> None:
-        if not self.files:
-            raise JobError("give at least one agent log", "files")
-        if self.format is not None:
-            try:
-                by_name(self.format)
-            except ValueError:
-                raise JobError(f"expected one of {', '.join(i.name for i in IMPORTERS)}, got {self.format!r}", "format") from None
-        for f in self.files:  # a FIFO, folder or symlink loop named as one, before any importer opens it
+        from specagent.simulator.parallel import MAX_WORKERS
+
+        fmt, files = self.split()
+        if not files:
+            raise JobError("give at least one input file (an agent log: `specagent traces formats` lists what is read)")
+        for f in files:  # a FIFO, folder or symlink loop named as one, before any importer opens it
             check_input_file(f, JobError, "agent log")
         if not 0 <= self.workers <= MAX_WORKERS:
             raise JobError(f"expected a number of processes in [0, {MAX_WORKERS:,}] (0: one per core), got {self.workers}",
@@ -77,14 +107,20 @@ class ImportResult(Result):
 
 def run(request: ImportRequest, progress: Progress | None = None, out: str | Path = "trace.jsonl") -> ImportResult:
     """Import the request's files into `out` (.jsonl or .parquet), atomically."""
+    from specagent.traces.importers import ImportOptions, by_name, detect
+    from specagent.traces.importers.parallel import import_file, worth_it
+    from specagent.traces.io import JSONL_SUFFIXES, write_jsonl_lines, write_trajectories
+    from specagent.traces.quality import QualityTally
+    from specagent.traces.tool_tags import ToolTagger
+
     request.check()
     out = Path(out)
     options = ImportOptions(ToolTagger(user=request.tags), request.domain, request.skip_bad, [], [])
     workers = request.workers or os.cpu_count() or 1
     tally = QualityTally()
     formats: list[tuple[str, str]] = []
-    paths = [str(p) for p in request.files]
-    chosen = [by_name(request.format) if request.format else detect(p) for p in paths]
+    fmt, paths = request.split()
+    chosen = [by_name(fmt) if fmt else detect(p) for p in paths]
     parallel = out.suffix.lower() != ".parquet" and all(worth_it([p], imp.shares, workers) for p, imp in zip(paths, chosen))
 
     def lines() -> Iterator[tuple[str, int]]:

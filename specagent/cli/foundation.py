@@ -12,16 +12,16 @@ from typing import Optional
 import typer
 
 from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.cli.options import deployment_flag, deployment_options, does_not_fit
-from specagent.costmodel.balance import balance_point
-from specagent.costmodel.deployment import Deployment, DeploymentDoesNotFit
+from specagent.cli.requests import error_text, request_options
 from specagent.costmodel.model_spec import ModelSpecError, load_model_spec, shipped_models
-from specagent.costmodel.phases import PHASE_FUNCTIONS, PHASES
 from specagent.costmodel.latency import FIXED_TERMS
-from specagent.costmodel.roofline import WEIGHT_MODES, coefficients
-from specagent.hardware.profile import ENV_VAR, HardwareProfileError, list_profiles, load_hardware
-from specagent.simulator.scenario import DeploymentSpec, Scenario, ScenarioError
-from specagent.traces.schema import MAX_CONTEXT_TOKENS
+from specagent.costmodel.roofline import coefficients
+from specagent.hardware.profile import HardwareProfileError, list_profiles, load_hardware
+from specagent.simulator.jobs.balance_point import BalancePointRequest
+from specagent.simulator.jobs.balance_point import run as run_balance_point
+from specagent.simulator.jobs.base import JobError
+from specagent.simulator.jobs.roofline import HARDWARE_DIR_HELP, RooflineRequest, check_hardware_dir
+from specagent.simulator.jobs.roofline import run as run_roofline
 
 hardware_app = typer.Typer(help="GPU profiles: peak FLOP/s, memory, bandwidth, efficiencies, each with its source.", no_args_is_help=True)
 models_app = typer.Typer(help="Model specs read from Hugging Face config.json files.", no_args_is_help=True)
@@ -34,21 +34,14 @@ roofline_app = typer.Typer(
 console = SafeConsole()
 
 
-HardwareDirOpt = typer.Option(None, "--hardware-dir", help=f"Extra directory of hardware profile TOML files (also ${ENV_VAR}); serving-engine profiles in its engines/ folder.")
+HardwareDirOpt = typer.Option(None, "--hardware-dir", help=HARDWARE_DIR_HELP)
 
 
 def _hardware_dirs(hardware_dir: Optional[Path]) -> list[Path]:
-    if hardware_dir is not None and not hardware_dir.is_dir():
-        fail(f"--hardware-dir {hardware_dir}: {'not a folder' if hardware_dir.exists() else 'no such folder'} "
-             "(expected a folder of hardware profile TOML files)")
-    return [hardware_dir] if hardware_dir else []
-
-
-def build_deployment(spec: DeploymentSpec, hardware_dir: Optional[Path] = None) -> Deployment:  # type: ignore[valid-type]
     try:
-        return spec.build(_hardware_dirs(hardware_dir))
-    except ScenarioError as exc:
-        fail(f"{deployment_flag('', exc.where)}: {exc}" if exc.where else str(exc))
+        return check_hardware_dir(hardware_dir)
+    except JobError as exc:
+        fail(error_text(RooflineRequest, exc))
 
 
 # ---------------------------------------------------------------- hardware
@@ -184,23 +177,6 @@ def models_show(model: str = typer.Argument(..., help="HF id, short name, or pat
 
 
 # ---------------------------------------------------------------- roofline
-#: Sequences in one pass: a guard against a typo (vLLM's default max_num_seqs is 256-1024), not a limit of the model.
-MAX_BATCH = 1 << 20
-
-
-def _check_tokens(**counts: int) -> None:
-    """--context >= 0, --tokens >= 1, each at most the largest context window a public model has."""
-    for name, v in counts.items():
-        lo = 0 if name == "context" else 1
-        if not lo <= v <= MAX_CONTEXT_TOKENS:
-            fail(f"--{name}: expected tokens per sequence in [{lo}, {MAX_CONTEXT_TOKENS:,}] (the largest context window), got {v}")
-
-
-def _check_weight_mode(weight_mode: str) -> None:
-    if weight_mode not in WEIGHT_MODES:
-        fail(f"--weight-mode: expected one of {', '.join(WEIGHT_MODES)}, got '{weight_mode}'")
-
-
 def _fmt_bytes(x: float) -> str:
     for unit, div in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(x) >= div:
@@ -215,77 +191,24 @@ def _fmt_flops(x: float) -> str:
     return f"{x:,.0f} FLOP"
 
 
-def _pass_does_not_fit(dep: Deployment, batch: int, context: int, new: int, exc: DeploymentDoesNotFit) -> str:
-    """Name what does not fit: the batch's KV cache and state, the context's, or the weights themselves."""
-    if batch > 1 and dep.max_sequences(context + new) >= 1:
-        return f"--batch {batch}: {exc}; one sequence fits: lower --batch (or --context)"
-    if context > 0 and dep.max_sequences(new) >= 1:
-        return f"--context {context}: {exc}; lower --context"
-    return does_not_fit(str(exc), "")
-
-
 @roofline_app.callback()
-@deployment_options(Scenario.strong)
-def roofline(
-    ctx: typer.Context,
-    deployment: DeploymentSpec,  # type: ignore[valid-type]  # the deployment flags, generated (default: the Scenario's Strong)
-    phase: str = typer.Option("decode", help=f"One of {', '.join(PHASES)}."),
-    batch: int = typer.Option(1, help="Sequences in the pass."),
-    context: int = typer.Option(8192, help="Cached tokens per sequence before the pass."),
-    tokens: int = typer.Option(512, help="New tokens per sequence (prefill/verify only; decode adds 1)."),
-    weight_mode: str = typer.Option("union", help="'union': an MoE pass reads every distinct expert its tokens touch; 'active': only top-k per layer."),
-    hardware_dir: Optional[Path] = HardwareDirOpt,
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-) -> None:
+@request_options(RooflineRequest, scenario=False)
+def roofline(ctx: typer.Context, request: RooflineRequest,
+             as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
     """Break one pass down into FLOPs and bytes by component, and say which bound applies."""
     if ctx.invoked_subcommand is not None:
         return
-    if phase not in PHASES:
-        fail(f"--phase must be one of {', '.join(PHASES)}, got '{phase}'")
-    _check_tokens(context=context, tokens=tokens)
-    if not 1 <= batch <= MAX_BATCH:
-        fail(f"--batch: expected sequences in one pass in [1, {MAX_BATCH:,}], got {batch}")
-    _check_weight_mode(weight_mode)
-    dep = build_deployment(deployment, hardware_dir)
-    new = 1 if phase in ("decode", "repair") else tokens
-    try:
-        dep.check_fit(batch, context + new)
-    except DeploymentDoesNotFit as exc:
-        fail(_pass_does_not_fit(dep, batch, context, new, exc))
-    fn = PHASE_FUNCTIONS[phase]
-    cost = fn(dep, context=context, batch=batch, weight_mode=weight_mode) if phase in ("decode", "repair") else fn(dep, tokens, context, batch, weight_mode=weight_mode)
-    out = _roofline_record(dep, cost, phase, batch, context, new, weight_mode)
+    result = run_roofline(request)
     if as_json:
-        print(json_out(out, indent=2))
+        print(json_out(result.to_dict(), indent=2))
         return
-    _print_roofline(dep, cost, out, phase, batch, context, new, weight_mode)
+    _print_roofline(result.deployment, result.cost, result.record, request)
 
 
-def _roofline_record(dep, cost, phase: str, batch: int, context: int, new: int, weight_mode: str) -> dict:
-    """The pass's figures and where its efficiencies come from (what --json prints)."""
-    row = cost.to_frame().iloc[0].to_dict()
-    hw = dep.hardware
-    lt = coefficients(dep).terms
-    eng = dep.serving_engine.for_hardware(hw)
-    out = dict(
-        deployment=dep.describe(), serving_engine=dep.serving_engine.describe(), phase=phase, batch=batch, context=context,
-        new_tokens_per_sequence=new, weight_mode=weight_mode,
-        ridge_flop_per_byte=hw.ridge(dep.compute_dtype), intensity_flop_per_byte=float(cost.intensity[0]),
-        efficiencies=dict(gemm=lt.gemm_mfu, gemm_source=(eng.gemm_mfu or hw.prefill_mfu).source,
-                          attention=lt.attention_mfu if lt.attention_mfu is not None else lt.gemm_mfu,
-                          attention_source=(eng.attention_mfu or eng.gemm_mfu or hw.prefill_mfu).source,
-                          moe=lt.moe_mfu if lt.moe_mfu is not None else lt.gemm_mfu, moe_pad_tokens=lt.moe_pad_tokens,
-                          bandwidth=lt.bandwidth_efficiency, bandwidth_source=(eng.bandwidth or hw.bandwidth_efficiency).source),
-        engine_terms={name: value for name, value, _ in eng.figures()},
-        **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},
-    )
-    return out
-
-
-def _print_roofline(dep, cost, out: dict, phase: str, batch: int, context: int, new: int, weight_mode: str) -> None:
+def _print_roofline(dep, cost, out: dict, r: RooflineRequest) -> None:
     """The components' FLOPs and bytes, then the pass's time and bound."""
     from rich.table import Table  # only where a table is printed: off every other command's start-up
-    t = Table(title=f"{phase}: batch {batch}, context {context:,}, +{new:,} tokens/seq — {dep.describe()} [{weight_mode}]; "
+    t = Table(title=f"{r.phase}: batch {r.batch}, context {r.context:,}, +{r.new_tokens:,} tokens/seq — {dep.describe()} [{r.weight_mode}]; "
                     f"served by {dep.serving_engine.describe()}")
     t.add_column("component")
     t.add_column("FLOPs", justify="right")
@@ -326,28 +249,19 @@ def _print_pass_time(dep, out: dict) -> None:
 
 
 @roofline_app.command("balance")
-@deployment_options(Scenario.strong)
-def roofline_balance(
-    deployment: DeploymentSpec,  # type: ignore[valid-type]  # the deployment flags, generated (default: the Scenario's Strong)
-    context: int = typer.Option(0, help="Cached tokens per decoding sequence (0 isolates the weight traffic)."),
-    weight_mode: str = typer.Option("union", help="'union' or 'active' expert reads."),
-    hardware_dir: Optional[Path] = HardwareDirOpt,
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
+@request_options(BalancePointRequest, scenario=False)
+def roofline_balance(request: BalancePointRequest, as_json: bool = typer.Option(False, "--json")) -> None:
     """The decode batch at which the replica turns compute-bound, next to the hardware ridge.
 
     For a dense model with negligible KV reads it equals the ridge scaled by bytes per
     weight / 2; KV and recurrent-state reads push it up, and for MoE so do the experts a
     larger batch touches.
     """
-    _check_tokens(context=context)
-    _check_weight_mode(weight_mode)
-    dep = build_deployment(deployment, hardware_dir)
-    bp = balance_point(dep, context=context, weight_mode=weight_mode)
-    out = dict(deployment=dep.describe(), **bp.__dict__)
+    result = run_balance_point(request)
     if as_json:
-        print(json_out(out, indent=2))
+        print(json_out(result.to_dict(), indent=2))
         return
+    bp, dep, context, weight_mode = result.point, result.deployment, request.context, request.weight_mode
     from rich.table import Table  # only where a table is printed: off every other command's start-up
     t = Table(title=f"Balance point — {dep.describe()}, context {context:,} [{weight_mode}]", show_header=False)
     t.add_column("k")

@@ -5,14 +5,13 @@ flag per Scenario field (nested fields flattened: `--strong-gpus`, `--weak-ratio
 each defaulting to "not given", and builds the Scenario they describe: the file (or the built-in
 default), then every flag given, validated by the Scenario itself, with its Provenance (the file,
 the fields given, the files read), which a job's Request carries (specagent/cli/requests.py).
-A bad value fails as one line naming the flag. `@deployment_options(default)` does the same
-for one deployment (the roofline commands).
+A bad value fails as one line naming the flag. `Flag` is the one kind of generated flag; `deployment_flags` gives a
+Request's deployment field its flags (the roofline commands).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import os
 import typing
@@ -36,20 +35,61 @@ from specagent.simulator.jobs.base import Provenance
 
 @dataclass(frozen=True)
 class Flag:
-    """One generated flag: the scenario field it sets (dotted path) and how it looks on the command line."""
+    """One generated option (or argument): the field it sets (a Request field, a scenario field's dotted path,
+    ``deployment.gpus``) and how it looks on the command line. The one kind of flag every command's options are made of
+    (`scenario_flags` here, `requests.job_flags` for a Request's own fields)."""
 
     path: str
     param: str  # the Python parameter name typer passes it as
     names: tuple[str, ...]  # the flag and its aliases
-    type: type
+    type: Any  # str, int, float, bool, Path, or tuple for a repeatable option
     help: str
-    default: Any
+    default: Any  # dataclasses.MISSING: the field has none
+    panel: str | None = None
+    item: Any = str  # the type of a tuple's items: str, int, float, or Path for files
+    argument: bool = False  # a positional argument (metadata ``argument: True``), named by its metavar
+    bounds: tuple[Any, Any] = (None, None)  # (min, max) of a number, None: unbounded
+    must: bool = False  # metadata ``required: True``
+    metavar: str | None = None  # an argument's name in the usage line (default: the field in upper case)
+    unset: bool = False  # a scenario flag: "not given" (None) until typed, the value it would take shown in its help
     deprecated: bool = False  # an old spelling: hidden from --help, read (with a warning) as the flag of the same path
 
-    def option(self) -> Any:
-        decls = (f"{self.names[0]}/--no-{self.names[0][2:]}",) if self.type is bool else self.names
-        return typer.Option(None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False,
-                            hidden=self.deprecated, rich_help_panel=panel_of_path(self.path))
+    @property
+    def repeated(self) -> bool:
+        return self.type is tuple
+
+    @property
+    def required(self) -> bool:
+        return self.must or self.default is dataclasses.MISSING
+
+    @property
+    def shown_name(self) -> str:
+        """What an error names it by: the flag, or an argument's metavar."""
+        return (self.metavar or self.path.upper()) if self.argument else self.names[0]
+
+    def parameter(self) -> inspect.Parameter:
+        decls = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:]) if self.type is bool else self.names
+        # a list's items reach requests.values as typed (comma lists split there, numbers converted naming the flag)
+        items = Path if self.item is Path else str
+        annotation = {tuple: Optional[list[items]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[valid-type]
+        if self.unset:
+            return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=typer.Option(
+                None, *decls, help=f"{self.help} [default: {_shown(self.default)}]", show_default=False,
+                hidden=self.deprecated, rich_help_panel=self.panel))
+        default = ... if self.required else [] if self.repeated else self.default
+        lo, hi = self.bounds
+        extra: dict[str, Any] = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        shown: bool | str = not self.required and self.default not in (None, (), "")
+        if self.repeated and shown:  # a list's default as it is typed: 0.05,0.2
+            shown = ",".join(map(str, self.default))
+        if self.argument:
+            make = typer.Argument(default, metavar=self.metavar or self.path.upper(), help=self.help,
+                                  rich_help_panel=self.panel, show_default=shown, **extra)
+        else:
+            if self.repeated:  # not typer's "list[str]"
+                extra["metavar"] = "FILE" if self.item is Path else "LIST"
+            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel, show_default=shown, **extra)
+        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
 
 
 def _shown(v: Any) -> str:
@@ -82,20 +122,18 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
     out: list[Flag] = []
     for f in fields(Scenario):
         value = getattr(default, f.name)
-        if dataclasses.is_dataclass(value):
+        if f.name in ("weak", "strong"):
+            out += deployment_flags(f.name, value, role=f.name)
+        elif dataclasses.is_dataclass(value):
             sub_hints = _hints(type(value))
             for g in fields(value):
                 path = f"{f.name}.{g.name}"
                 typ = sub_hints[g.name]
                 if g.metadata.get("cli") is False or not _is_scalar(typ):
                     continue
-                if f.name in ("weak", "strong"):
-                    names: tuple[str, ...] = (deployment_flag(f.name, g.name),)
-                    help_ = f"{f.name.capitalize()}: {g.metadata.get('help', g.name)}."
-                else:
-                    names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
-                    help_ = g.metadata.get("help", g.name)
-                out.append(Flag(path, path.replace(".", "__"), names, typ, help_, getattr(value, g.name)))
+                names = (f"--{_kebab(g.metadata.get('flag', g.name))}", *g.metadata.get("aliases", ()))
+                out.append(Flag(path, path.replace(".", "__"), names, typ, g.metadata.get("help", g.name),
+                                getattr(value, g.name), panel_of_path(path), unset=True))
         elif f.metadata.get("cli") is not False:
             typ = hints[f.name]
             if f.name == "strategies":
@@ -103,10 +141,10 @@ def scenario_flags(exclude: Iterable[str] = ()) -> list[Flag]:
             if not _is_scalar(typ):
                 continue
             out.append(Flag(f.name, f.name, (f"--{_kebab(f.metadata.get('flag', f.name))}",), typ,
-                            f.metadata.get("help", f.name), value))
+                            f.metadata.get("help", f.name), value, panel_of_path(f.name), unset=True))
             for i, old in enumerate(f.metadata.get("deprecated_flags", ())):
                 out.append(Flag(f.name, f"{f.name}__old{i}", (old,), typ, f"old spelling of --{_kebab(f.name)}", value,
-                                deprecated=True))
+                                panel_of_path(f.name), unset=True, deprecated=True))
     return [fl for fl in out if not any(fl.path == s or fl.path.startswith(s + ".") for s in skip)]
 
 
@@ -146,8 +184,7 @@ def scenario_parameters(exclude: Iterable[str] = ()) -> tuple[list[inspect.Param
     flags = scenario_flags(exclude)
     both = {"weak.hardware", "strong.hardware"} <= {fl.path for fl in flags}  # --hardware sets both pools' GPU type
     with_acc = "acceptance" not in tuple(exclude)
-    gen = [inspect.Parameter(fl.param, inspect.Parameter.KEYWORD_ONLY, default=fl.option(), annotation=Optional[fl.type])
-           for fl in flags]
+    gen = [fl.parameter() for fl in flags]
     params = [_SCENARIO_FILE, _EDGE, *([_ACCEPTANCE_FILE, _ACCEPT] if with_acc else []), *([_HARDWARE] if both else []), *gen]
 
     def build(kw: dict[str, Any]) -> tuple[Scenario, Provenance]:
@@ -269,7 +306,8 @@ def scenario_failure(exc: ScenarioError, provenance: Provenance | None = None, e
     more GPUs or a smaller weight dtype; any other names the flag of its field, or the scenario file's key when no
     flag set that field (`provenance`: where the request's scenario came from)."""
     if isinstance(exc, DoesNotFit):
-        return does_not_fit(str(exc), exc.where)
+        role = exc.where
+        return f"{exc}; set {deployment_flag(role, 'gpus')} or {deployment_flag(role, 'weight_dtype')}"
     origin = (provenance.scenario_file, provenance.given) if provenance is not None and provenance.scenario_file else None
     return located_error(exc, scenario_flags(exclude), origin)
 
@@ -277,46 +315,19 @@ def scenario_failure(exc: ScenarioError, provenance: Provenance | None = None, e
 def resolve(scenario: Scenario, hardware_dirs: Iterable[Path] = (), exclude: Iterable[str] = (),
             fit_context: int | None = FIT_CONTEXT) -> Setting:
     """The scenario's deployments, loaded and checked for fit (one `fit_context`-token sequence each; None: the caller
-    checks the sequences it will serve); a failure names the flags that fix it."""
+    checks the sequences it will serve); a failure names the flags that fix it (`scenario_failure`)."""
     try:
         return scenario.setting(hardware_dirs, fit_context)
-    except DoesNotFit as exc:
-        fail(does_not_fit(str(exc), exc.where))
     except ScenarioError as exc:
-        fail(located_error(exc, scenario_flags(exclude)))
-
-
-def does_not_fit(message: str, role: str) -> str:
-    """A doesn't-fit message naming the flags this command has for more GPUs and a smaller weight dtype."""
-    return f"{message}; set {deployment_flag(role, 'gpus')} or {deployment_flag(role, 'weight_dtype')}"
+        fail(scenario_failure(exc, exclude=exclude))
 
 
 # ------------------------------------------------------------------------------------- one deployment
-def deployment_options(default: DeploymentSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # type: ignore[valid-type]
-    """Decorator: one flag per deployment field (`--model`, `--gpus`, `--weight-dtype`, ...) defaulting to `default`'s
-    values; the command is called with `deployment=` the DeploymentSpec they describe."""
+def deployment_flags(name: str, default: DeploymentSpec, role: str = "") -> list[Flag]:  # type: ignore[valid-type]
+    """The flags of a deployment field `name`, one per scalar field, defaulting to `default`'s values: a scenario's
+    role (`--strong-gpus`, "not given" until typed) or a Request's one deployment (role '': `--gpus`, `roofline`)."""
     hints = _hints(DeploymentSpec)
-    dep_fields = [f for f in fields(DeploymentSpec) if _is_scalar(hints[f.name])]
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "deployment"]
-        gen = [inspect.Parameter(f"dep__{f.name}", inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
-                                 default=typer.Option(getattr(default, f.name), deployment_flag("", f.name),
-                                                      help=f"{f.metadata.get('help', f.name)}."))
-               for f in dep_fields]
-
-        @functools.wraps(fn)
-        def command(**kw: Any) -> Any:
-            values = {f.name: kw.pop(f"dep__{f.name}") for f in dep_fields}
-            try:
-                spec = DeploymentSpec(**values)
-            except ScenarioError as exc:
-                fail(f"{deployment_flag('', exc.where)}: {exc}" if exc.where else str(exc))
-            return fn(deployment=spec, **kw)
-
-        params = [*own, *gen]
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-
-    return decorate
+    return [Flag(f"{name}.{f.name}", f"{name}__{f.name}", (deployment_flag(role, f.name),), hints[f.name],
+                 f"{role.capitalize() + ': ' if role else ''}{f.metadata.get('help', f.name)}.", getattr(default, f.name),
+                 panel_of_path(f"{name}.{f.name}") if role else None, unset=bool(role))
+            for f in fields(DeploymentSpec) if _is_scalar(hints[f.name]) and f.metadata.get("cli") is not False]

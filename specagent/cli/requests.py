@@ -12,10 +12,12 @@ Types a field may have: str, int, float, bool, Path, their ``X | None``, and ``t
 ``tuple[Path, ...]``, ``tuple[int, ...]``, ``tuple[float, ...]`` (a repeatable option; values other than files may
 also be comma lists: ``--price h20=1.8,h200=3.5 --price b200=5``, ``--rates 0.1,0.2``; a value given blank stays, as
 '', for the Request to refuse; not given, the field keeps its default). More metadata: ``argument: True``
-makes the field a positional argument (a ``tuple[Path, ...]`` one takes several files); ``min``/``max`` bound a
+makes the field a positional argument (a ``tuple[Path, ...]`` one takes several files; ``metavar`` names it in the usage
+line); ``min``/``max`` bound a
 number (typer refuses a value outside them with its usage error; the Request's own ``check`` holds Python callers to
 the same bounds); ``required: True`` — or a field without a default — makes the flag required. A JobError or a
-ScenarioError the job raises while it runs is named the same way.
+ScenarioError the job raises while it runs is named the same way. A ``DeploymentSpec`` field (one deployment:
+`roofline`) gets one flag per deployment field, ``--model``, ``--gpus``, …, its default the field's default.
 """
 
 from __future__ import annotations
@@ -25,63 +27,14 @@ import functools
 import inspect
 import re
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, NoReturn, Optional
-
-import typer
+from typing import Any, Callable, Iterable, NoReturn
 
 from specagent.cli.console import fail
-from specagent.cli.options import scenario_failure, scenario_flags, scenario_parameters
+from specagent.cli.options import Flag, deployment_flags, scenario_failure, scenario_flags, scenario_parameters
 from specagent.simulator.jobs.base import JobError, Provenance, Request
-from specagent.simulator.scenario import ScenarioError
-
-
-@dataclass(frozen=True)
-class JobFlag:
-    """One generated option (or argument) of a Request field."""
-
-    field: str
-    names: tuple[str, ...]
-    type: Any
-    default: Any  # dataclasses.MISSING: the field has none
-    help: str
-    panel: str | None
-    item: Any = str  # the type of a tuple's items: str, int, float, or Path for files
-    argument: bool = False  # a positional argument (metadata ``argument: True``), named by the field in upper case
-    bounds: tuple[Any, Any] = (None, None)  # (min, max) of a number, None: unbounded
-    must: bool = False  # metadata ``required: True``
-
-    @property
-    def repeated(self) -> bool:
-        return self.type is tuple
-
-    @property
-    def required(self) -> bool:
-        return self.must or self.default is dataclasses.MISSING
-
-    def parameter(self) -> inspect.Parameter:
-        if self.type is bool and not self.argument:
-            decls: tuple[str, ...] = (f"{self.names[0]}/--no-{self.names[0][2:]}", *self.names[1:])
-        else:
-            decls = self.names
-        # a list's items reach _values as typed (comma lists split there, numbers converted naming the flag); files as paths
-        items = Path if self.item is Path else str
-        annotation = {tuple: Optional[list[items]], Path: Optional[Path]}.get(self.type, Optional[self.type])  # type: ignore[valid-type]
-        default = ... if self.required else [] if self.repeated else self.default
-        lo, hi = self.bounds
-        extra = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
-        shown: bool | str = not self.required and self.default not in (None, (), "")
-        if self.repeated and shown:  # a list's default as it is typed: 0.05,0.2
-            shown = ",".join(map(str, self.default))
-        if self.argument:
-            make = typer.Argument(default, metavar=self.field.upper(), help=self.help, rich_help_panel=self.panel,
-                                  show_default=shown, **extra)
-        else:
-            if self.repeated:  # not typer's "list[str]"
-                extra["metavar"] = "FILE" if self.item is Path else "LIST"
-            make = typer.Option(default, *decls, help=self.help, rich_help_panel=self.panel, show_default=shown, **extra)
-        return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=make)
+from specagent.simulator.scenario import DeploymentSpec, ScenarioError
 
 
 def _base_type(t: Any) -> tuple[Any, Any]:
@@ -94,12 +47,16 @@ def _base_type(t: Any) -> tuple[Any, Any]:
     return t, str
 
 
-def job_flags(request_type: type[Request]) -> list[JobFlag]:
-    """The options of a Request's own fields (the scenario and provenance are not options)."""
+def job_flags(request_type: type[Request]) -> list[Flag]:
+    """The options of a Request's own fields (the scenario and provenance are not options); a deployment field gets one
+    flag per deployment field (`options.deployment_flags`)."""
     hints = typing.get_type_hints(request_type)
     out = []
     for f in fields(request_type):
         if f.metadata.get("cli") is False:
+            continue
+        if hints[f.name] is DeploymentSpec:
+            out += deployment_flags(f.name, f.default)
             continue
         typ, item = _base_type(hints[f.name])
         if typ not in (str, int, float, bool, Path, tuple) or item not in (str, int, float, Path):
@@ -109,9 +66,9 @@ def job_flags(request_type: type[Request]) -> list[JobFlag]:
         names = (name, *(short if isinstance(short, tuple) else (short,)))
         default = (f.default if f.default is not dataclasses.MISSING else
                    f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)  # type: ignore[misc]
-        out.append(JobFlag(f.name, names, typ, default, f.metadata.get("help", f.name), f.metadata.get("panel"), item,
-                           bool(f.metadata.get("argument")), (f.metadata.get("min"), f.metadata.get("max")),
-                           bool(f.metadata.get("required"))))
+        out.append(Flag(f.name, f.name, names, typ, f.metadata.get("help", f.name), default, f.metadata.get("panel"), item,
+                        bool(f.metadata.get("argument")), (f.metadata.get("min"), f.metadata.get("max")),
+                        bool(f.metadata.get("required")), f.metadata.get("metavar")))
     return out
 
 
@@ -126,8 +83,8 @@ def _flag_or_none(request_type: type[Request], name: str) -> str | None:
         path = name.removeprefix("scenario.")
         found = [fl for fl in scenario_flags() if not fl.deprecated and (path == fl.path or path.startswith(fl.path + "."))]
         return max(found, key=lambda fl: len(fl.path)).names[0] if found else None
-    fl = next((fl for fl in job_flags(request_type) if fl.field == name), None)
-    return None if fl is None else fl.field.upper() if fl.argument else fl.names[0]
+    fl = next((fl for fl in job_flags(request_type) if fl.path == name), None)
+    return None if fl is None else fl.shown_name
 
 
 def error_text(request_type: type[Request], exc: JobError) -> str:
@@ -141,7 +98,7 @@ def fail_job(request_type: type[Request], exc: BaseException) -> NoReturn:
     fail(error_text(request_type, exc) if isinstance(exc, JobError) else str(exc))
 
 
-def _values(fl: JobFlag, v: Any) -> Any:
+def _values(fl: Flag, v: Any) -> Any:
     """A flag's value as its field takes it: a repeated flag's items, each comma list split (names: its empty parts
     left out, an item given empty kept as '' for the job to refuse, `--price ""` is a slip, not "no prices"; numbers:
     an empty part refused, '0.5,,2' lost a number; files as given, a file name may hold a comma), each converted to
@@ -160,7 +117,7 @@ def _values(fl: JobFlag, v: Any) -> Any:
     except ValueError:
         bad = next(p for p in parts if not _converts(fl.item, p))
         kind = "whole numbers" if fl.item is int else "numbers"
-        raise JobError(f"expected {kind} (one, or a comma list), got {bad!r}", field=fl.field) from None
+        raise JobError(f"expected {kind} (one, or a comma list), got {bad!r}", field=fl.path) from None
 
 
 def _converts(kind: type, text: str) -> bool:
@@ -169,6 +126,25 @@ def _converts(kind: type, text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _fields(request_type: type[Request], flags: list[Flag], raw: dict[str, Any]) -> dict[str, Any]:
+    """The Request's field values from its flags' (a deployment field's built from its flags: a bad value is a JobError
+    on `deployment.<field>`, named by that field's flag)."""
+    values: dict[str, Any] = {}
+    for fl in flags:
+        top, _, sub = fl.path.partition(".")
+        if sub:
+            values.setdefault(top, {})[sub] = raw[fl.param]
+        else:
+            values[top] = _values(fl, raw[fl.param])
+    for top, v in values.items():
+        if isinstance(v, dict):
+            try:
+                values[top] = DeploymentSpec(**v)
+            except ScenarioError as exc:
+                raise JobError(str(exc), f"{top}.{exc.where}" if exc.where else "") from None
+    return values
 
 
 def request_options(request_type: type[Request], exclude: Iterable[str] = (),
@@ -181,7 +157,7 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = (),
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(fn).parameters.values() if p.name != "request"]
-        clash = {p.name for p in own} & {fl.field for fl in own_flags}
+        clash = {p.name for p in own} & {fl.param for fl in own_flags}
         if clash:
             raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} are also fields of {request_type.__name__}")
 
@@ -189,9 +165,9 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = (),
         def command(**kw: Any) -> Any:
             given = build(kw) if build is not None else None
             provenance = given[1] if given is not None else Provenance()
-            raw = {fl.field: kw.pop(fl.field) for fl in own_flags}
+            raw = {fl.param: kw.pop(fl.param) for fl in own_flags}
             try:
-                values = {fl.field: _values(fl, raw[fl.field]) for fl in own_flags}
+                values = _fields(request_type, own_flags, raw)
                 scenario_fields = {"scenario": given[0], "provenance": provenance} if given is not None else {}
                 request = request_type(**scenario_fields, **values)
                 request.check()

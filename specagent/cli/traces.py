@@ -13,8 +13,11 @@ from rich.table import Table
 
 from specagent.cli.console import SafeConsole, check_format, fail, json_out
 from specagent.cli.fit_table import Col, fitted
+from specagent.cli.options import guard_outputs
 from specagent.cli.progress import progress_bar
+from specagent.cli.requests import fail_job, request_options
 from specagent.reports.bottom_line import fmt_seconds
+from specagent.simulator.jobs.import_traces import ImportRequest
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
 from specagent.traces.io import load_trajectories, save_synthetic
@@ -47,8 +50,8 @@ def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = N
                   "(token_source=estimated)[/yellow]")
 
 
-OutOpt = Annotated[Optional[Path], typer.Option("-o", "--out", help="Output file: .jsonl (one trajectory per line) or .parquet (one row per "
-                                                                   "step). Without it: the first input's name with .jsonl, beside it.")]
+OUT_HELP = ("Output file: .jsonl (one trajectory per line) or .parquet (one row per step). Without it: the first input's "
+            "name with .jsonl, beside it.")
 
 
 def trace_kind(out: Path):
@@ -59,64 +62,22 @@ def trace_kind(out: Path):
     return PARQUET if out.suffix.lower() in (".parquet", ".pq") else starts_with(b'{"schema_version"', what="a specagent trace (JSONL)")
 
 
-def _guard(outputs: dict, inputs: dict, kinds: dict) -> None:
-    """The output guard (common.paths.check_outputs) before any work: one `error:` line."""
-    from specagent.common.errors import InputError
-    from specagent.common.paths import check_outputs
-
-    try:
-        check_outputs(outputs, inputs, InputError, kinds=kinds)
-    except InputError as exc:
-        fail(exc)
-
-
-def _default_out(out: Optional[Path], files: list[Path]) -> Path:
+def _default_out(out: Optional[Path], files: tuple[str, ...]) -> Path:
     """-o, or the first input's name with `.jsonl` (never the input itself)."""
     if out is not None:
         return out
-    if not files:
-        fail("give at least one input file")
-    p = files[0].with_suffix(".jsonl")
-    return p if p != files[0] else files[0].with_name(files[0].stem + ".trace.jsonl")
+    first = Path(files[0])
+    p = first.with_suffix(".jsonl")
+    return p if p != first else first.with_name(first.stem + ".trace.jsonl")
+
+
 SkipOpt = Annotated[bool, typer.Option("--skip-bad", help="Leave out malformed records and report each one, instead of stopping at the first.")]
-TagsOpt = Annotated[Optional[Path], typer.Option("--tags", help="JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}): "
-                                                                "the first source of a tool's tag, before the benchmark's own (τ²-Bench, "
-                                                                "VitaBench) and MCP annotations. A tool no source tags is held as a WRITE "
-                                                                "and named (docs/traces.md#tool-tags).")]
-#: the format names `traces import FORMAT FILE...` took before detection (kept: scripts use them)
-FORMAT_ALIASES = {"openai": "openai-chat"}
-
-
-def _split_format(args: list[str], fmt: Optional[str]) -> tuple[Optional[str], list[Path]]:
-    """`traces import [FORMAT] FILE...`: a first argument that names a format and no file is the format."""
-    from specagent.traces.importers import IMPORTERS
-
-    names = {i.name for i in IMPORTERS} | set(FORMAT_ALIASES)
-    if fmt is not None and FORMAT_ALIASES.get(fmt, fmt).lower().replace("_", "-") not in names:
-        fail(f"--format: expected one of {', '.join(sorted(names))}, got {fmt!r}")
-    if args and args[0] in names and not Path(args[0]).exists():
-        if fmt is not None and FORMAT_ALIASES.get(args[0], args[0]) != FORMAT_ALIASES.get(fmt, fmt):
-            fail(f"the format is given twice: '{args[0]}' and --format {fmt}")
-        fmt, args = args[0], args[1:]
-    if not args:
-        fail("give at least one input file (an agent log: `specagent traces formats` lists what is read)")
-    return (FORMAT_ALIASES.get(fmt, fmt) if fmt is not None else None), [Path(a) for a in args]
 
 
 @app.command("import")
-def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE...", help=(
-                   "Agent logs: τ²-Bench/VitaBench results, τ-bench runs, OpenAI chat logs, BFCL multi-turn results, "
-                   "MCP-Atlas CSV, … (`specagent traces formats`). The format is found from each file's content; "
-                   "a leading FORMAT (or --format) names it instead."))],
-               out: OutOpt = None, skip_bad: SkipOpt = False, tags: TagsOpt = None,
-               fmt: Annotated[Optional[str], typer.Option("--format", help="Read every file as this format instead of "
-                                                                           "detecting it (`traces formats`).")] = None,
-               domain: Annotated[Optional[str], typer.Option(help="Domain for logs that name none (τ²-Bench's domains "
-                                                                  "take their tool tags). Default: the log's own, else "
-                                                                  "the benchmark domain whose tools it calls.")] = None,
-               workers: Annotated[int, typer.Option(min=0, help="Processes that convert a big file (0: one per core; a "
-                                                                "file under 4 MB, or a format without shares, uses one).")] = 0,
-               as_json: Annotated[bool, typer.Option("--json", help="Print the data-quality summary as JSON.")] = False) -> None:
+@request_options(ImportRequest, scenario=False)
+def import_cmd(request: ImportRequest, out: Optional[Path] = typer.Option(None, "-o", "--out", help=OUT_HELP),
+               as_json: bool = typer.Option(False, "--json", help="Print the data-quality summary as JSON.")) -> None:
     """Import agent logs into the trace schema; say what was measured and what estimated.
 
     Missing token counts are estimated from the text (never 0) and marked `estimated`; timestamps and recorded
@@ -125,22 +86,18 @@ def import_cmd(logs: Annotated[list[str], typer.Argument(metavar="[FORMAT] FILE.
     much of the workload was measured.
     """
     from specagent.common.errors import InputError
-    from specagent.simulator.jobs.base import JobError
-    from specagent.simulator.jobs.import_traces import ImportRequest
     from specagent.simulator.jobs.import_traces import run as import_job
 
-    fmt_name, files = _split_format(logs, fmt)
+    files = request.split()[1]
     out = _default_out(out, files)
-    _guard({"-o": out}, {"FILE": files, "--tags": tags}, {"-o": trace_kind(out)})
-    request = ImportRequest(files=tuple(str(f) for f in files), format=fmt_name, tags=tags, domain=domain,
-                            skip_bad=skip_bad, workers=workers)
+    guard_outputs({"-o": out}, inputs={"FILE": files, "--tags": request.tags}, kinds={"-o": trace_kind(out)})
     try:
         with progress_bar(len(files), f"importing {len(files)} file(s)") as advance:
             result = import_job(request, lambda step: advance(1) if step.done else None, out=out)
-    except JobError as e:
-        fail(f"--{e.field.replace('_', '-')}: {e}" if e.field and e.field != "files" else e)
-    except (TraceFormatError, FileNotFoundError, InputError) as e:
+    except (TraceFormatError, FileNotFoundError) as e:
         fail(e)
+    except InputError as e:  # a JobError names its field's flag
+        fail_job(ImportRequest, e)
     _report_skips(result.skipped, result.repairs)
     if as_json:
         typer.echo(json_out({k: v for k, v in result.to_dict().items() if k not in ("skipped", "repairs")}, indent=1))
@@ -253,7 +210,7 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
         fail(f"-o {out}: a workload profile is a TOML file: expected a name ending in .toml")
     from specagent.common.paths import starts_with
 
-    _guard({"-o": out}, {"FILES": files}, {"-o": starts_with(b"name = ", what="a workload profile (TOML)")})
+    guard_outputs({"-o": out}, inputs={"FILES": files}, kinds={"-o": starts_with(b"name = ", what="a workload profile (TOML)")})
     try:
         trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
@@ -269,7 +226,8 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
           n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1, max=MAX_TRAJECTORIES)] = 1000,
           seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.", min=0, max=2**63 - 1)] = 0) -> None:
     """Generate synthetic trajectories from a workload profile."""
-    _guard({"-o": out}, {"--profile": profile if Path(profile).suffix.lower() == ".toml" else None}, {"-o": trace_kind(out)})
+    guard_outputs({"-o": out}, inputs={"--profile": profile if Path(profile).suffix.lower() == ".toml" else None},
+                  kinds={"-o": trace_kind(out)})
     try:
         prof = load_profile(profile)
         with progress_bar(n, f"generating {n:,} trajectories") as advance:
