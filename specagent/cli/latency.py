@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.cli.fit_table import Col, fitted
+from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
