@@ -66,3 +66,27 @@ def test_a_workload_of_replies_only_predicts(tmp_path):
     result = run(PredictRequest(Scenario().override({"workload.trace": str(p), "uncertainty.draws": 10})))
     metrics = set(result.intervals.table["metric"])
     assert "wall_time_s_rel" in metrics and not any(m.startswith("strong_calls_rel_vs") for m in metrics)
+
+
+def test_the_screens_python_gets_are_what_the_command_prints(small, tmp_path):
+    """Issue #50: the answer and every --details table come from reports/screens/predict.py, which reads the Result; a
+    notebook rendering them at the command's width sees the command's text, line for line (the files line aside)."""
+    import io
+
+    from specagent.cli import simulate
+    from specagent.cli.console import SafeConsole
+    from specagent.reports.screens import predict as screen
+
+    sc = Scenario().override({"workload.trace": str(small), "strategies": ("strongonly", "specagent"),
+                              "uncertainty.draws": 20})
+    result = run(PredictRequest(sc))
+    buf = io.StringIO()
+    console = SafeConsole(file=buf, width=simulate.console.width)
+    for part in (*screen.details(result, console), *screen.answer(result, console)):
+        console.print(part)
+    r = runner.invoke(app, ["predict", "--trace", str(small), "--strategies", "strongonly,specagent", "--draws", "20",
+                            "--details", "-o", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    drawn = buf.getvalue()
+    assert "Bottom line per task" in drawn and "Assumptions" in drawn and result.verdict.split(":")[0] in drawn
+    assert r.stdout.startswith(drawn) and r.stdout[len(drawn):].startswith("wrote ")  # then the files line (wrapped)

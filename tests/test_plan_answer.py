@@ -2,7 +2,7 @@
 
 The job's figures (each pool's `sized_by`, what tasks take alone on the deployment against the SLO, the signed change
 against Strong-only, the prices used) checked against the rows they come from, by hand; the answer `plan` prints from
-them (cli/plan_view.py) at 80 columns; round rates on log-spaced curves; the curve figure's title; the live lines.
+them (reports/screens/plan.py) at 80 columns; round rates on log-spaced curves; the curve figure's title; the live lines.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rich.cells import cell_len
 
 from specagent.cli import plan_view
 from specagent.cli.console import SafeConsole
+from specagent.reports.screens import plan as plan_screen
 from specagent.reports.plan_table import pool_bounds, sized_by
 from specagent.simulator.capacity.fleet_build import episodes_of
 from specagent.simulator.jobs.plan import PlanRequest, PlanStep, plan_capacity
@@ -89,7 +90,8 @@ def test_the_change_against_strongonly_is_signed_gpus_and_dollars(tight):
 
 def test_the_answer_fits_80_columns_marks_slo_pools_and_words_the_change(tight, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    plan_view.print_answer(tight, "wrote x/")
+    for part in plan_screen.answer(tight, plan_view.console, "wrote x/"):
+        plan_view.console.print(part)
     text = capsys.readouterr().out
     lines = text.splitlines()
     assert all(cell_len(line) <= 80 for line in lines), text  # (one rate on one screen: test_cli_80_columns.py)
@@ -136,7 +138,7 @@ def test_the_curve_file_carries_its_setting_and_no_report_number(tight):
     from specagent.reports.figures import capacity_plan_figure
     from specagent.reports.plan_figure import LINE_PX, plan_curve
 
-    setting = plan_view.setting_lines(tight)
+    setting = plan_screen.setting_lines(tight)
     assert setting == [f"p95-task={SLO_S:g}s · Weak qwen3.5-4b, Strong qwen3.5-397b-a17b", "$/GPU-hour: h20 $1.04"]
     report = capacity_plan_figure(tight.best)
     fig = plan_curve(tight.best, setting)
@@ -166,7 +168,7 @@ def test_a_slo_met_at_the_point_estimate_only_is_one_warning():
     rows = [{"strategy": s, "rate": r, "slo_met_at": "point estimate only", "slo_ci_high_s": hi}
             for s, r, hi in (("specagent", 0.5, 303.8), ("specagent", 1.6, 308.0), ("strongonly", 5.0, 304.3))]
     rows.append({"strategy": "strongonly", "rate": 0.5, "slo_met_at": "ci", "slo_ci_high_s": 290.0})
-    (line,) = plan_view.point_only_lines(rows, slo)
+    (line,) = plan_screen.point_only_lines(rows, slo)
     assert line == ("warning: met at the point estimate only (the 95% CI reaches up to 308.0 s, over 300 s): specagent at "
                     "0.5/s, 1.6/s; strongonly at 5/s; --size-on ci-high sizes on the CI's upper end")
-    assert plan_view.point_only_lines(rows[3:], slo) == []
+    assert plan_screen.point_only_lines(rows[3:], slo) == []

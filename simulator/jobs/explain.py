@@ -63,6 +63,11 @@ class ExplainResult(Result):
     takeaway: str = ""
     acceptance_warning: str | None = None
 
+    @property
+    def counterfactual_meanings(self) -> dict[str, str]:
+        """What each rerun changed, in words (`explain.COUNTERFACTUALS`), for the ones this run made."""
+        return {name: X.COUNTERFACTUALS[name] for name in self.explanation.counterfactuals}
+
     def to_dict(self) -> dict[str, Any]:
         r = self.explanation
         return {

@@ -63,6 +63,26 @@ class LatencyValidateResult(Result):
         return (f"held out (leave one {self.request.hold_out} out)" if self.request.holdout
                 else "in sample (shipped engine profiles)")
 
+    @property
+    def pair_tolerance(self) -> float:
+        """How far a same-source pair's predicted per-token ratio may miss the measured one (`PAIR_TOLERANCE`)."""
+        from specagent.costmodel.latency_validation import PAIR_TOLERANCE
+
+        return PAIR_TOLERANCE
+
+    @property
+    def target_classes(self) -> tuple[str, ...]:
+        """The load classes with a MAPE target (`TARGETS`), in their order."""
+        from specagent.costmodel.latency_validation import TARGETS
+
+        return tuple(TARGETS)
+
+    def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
+        """(reason, row ids) for every exclusion reason, most rows first (`latency_targets.skipped_by_reason`)."""
+        from specagent.costmodel.latency_targets import skipped_by_reason
+
+        return skipped_by_reason(self.skipped)
+
     def to_dict(self) -> dict[str, Any]:
         val = self.validation
         return {

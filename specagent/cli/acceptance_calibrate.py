@@ -15,7 +15,7 @@ import typer
 from rich.console import RenderableType
 
 from specagent.cli.console import SafeConsole, fail
-from specagent.cli.fit_table import Col, fitted
+from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import step_bar
 from specagent.cli.requests import fail_job, request_options

@@ -15,8 +15,8 @@ import typer
 
 from rich.table import Table
 
-from specagent.cli.console import SafeConsole, json_out, legend
-from specagent.cli.fit_table import Col, fitted
+from specagent.cli.console import SafeConsole, json_out
+from specagent.reports.screens.tables import Col, fitted, legend
 from specagent.cli.options import guard_outputs
 from specagent.cli.requests import fail_job, request_options
 from specagent.common.errors import InputError
@@ -62,7 +62,7 @@ _SHORT = {"profile likelihood": "profile", "Fisher information (NB2, log scale)"
           "profile likelihood; 0 tested against ½χ²₀ + ½χ²₁ (open at 0)": "profile, boundary, open at 0"}
 
 
-#: The fitted parameters and the likelihood-ratio tests, fitted to the terminal (cli/fit_table.py): the interval's method
+#: The fitted parameters and the likelihood-ratio tests, fitted to the terminal (reports/screens/tables.py): the interval's method
 #: leaves first (the caption's legend names the methods).
 PARAM_COLUMNS = (Col("parameter", "left"), Col("estimate"), Col("95% interval", "left"), Col("n"),
                  Col("interval", "left", optional=True))

@@ -14,7 +14,7 @@ import typer
 
 from specagent.cli.console import SafeConsole, error_line, fail
 from specagent.cli.console import json_out as json_doc  # `json_out` is this command's --json flag
-from specagent.cli.fit_table import Col, fitted
+from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import step_bar
 from specagent.cli.requests import fail_job, request_options

@@ -88,11 +88,6 @@ def ensure_encodable_output() -> None:
             pass
 
 
-def legend(pairs) -> str:
-    """A table caption spelling out short column headers: "head = meaning; ..." (a header's line breaks as spaces)."""
-    return "; ".join(f"{head.replace(chr(10), ' ')} = {meaning}" for head, meaning in pairs)
-
-
 def error_line(msg: object) -> None:
     from rich.console import Console
     from rich.markup import escape

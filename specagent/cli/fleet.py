@@ -21,6 +21,7 @@ from specagent.cli.options import guard_outputs
 from specagent.cli.requests import error_text, request_options
 from specagent.common import atomic
 from specagent.common.paths import HTML, JSON_DOC
+from specagent.reports.screens import plan as plan_screen
 from specagent.simulator.jobs import plan
 from specagent.simulator.jobs.base import JobError
 from specagent.simulator.jobs.plan import PlanInterrupted, PlanRequest, PlanResult
@@ -107,7 +108,7 @@ def _write_plan(out: Path, res: PlanResult) -> str:
     from specagent.reports.plan_figure import plan_curve
     from specagent.reports.static import export_images
 
-    fig = plan_curve(res.best, plan_view.setting_lines(res)) if len(res.best) else None
+    fig = plan_curve(res.best, plan_screen.setting_lines(res)) if len(res.best) else None
     try:
         res.write(out, also=None if fig is None else {
             "capacity_curve.html": lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True)})

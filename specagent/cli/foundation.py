@@ -61,7 +61,7 @@ def hardware_list(hardware_dir: Optional[Path] = HardwareDirOpt, as_json: bool =
     if as_json:
         print(json_out(rows, indent=2))
         return
-    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+    from specagent.reports.screens.tables import Col, fitted  # rich: only where a table is printed
 
     cols = (Col("id", "left"), Col("name", "left", optional=True), Col("BF16\nTFLOP/s"), Col("memory\nGB"),
             Col("HBM\nTB/s"), Col("ridge\nFLOP/B"), Col("$ per\nGPU-h"))
@@ -107,7 +107,7 @@ def hardware_show(name: str = typer.Argument(..., help="Profile id, alias or pat
 def _print_figures(title: str, path: object, items: list[tuple[str, object, str]]) -> None:
     """Each figure with its value and a numbered source, the sources (each once) below as prose, so the table fits
     80 columns and no source is cut; a list (a calibrated curve) is written out below the table too."""
-    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+    from specagent.reports.screens.tables import Col, fitted  # rich: only where a table is printed
 
     sources: dict[str, int] = {}
     cells, lists = [], []
@@ -137,7 +137,7 @@ def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
         print(json_out(rows, indent=2))
         return
     # the name is what a user types: never cut; figures never cut either (cli/fit_table.py)
-    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+    from specagent.reports.screens.tables import Col, fitted  # rich: only where a table is printed
 
     orgs = sorted({r["model"].split("/", 1)[0] for r in rows})
     cols = (Col("model", "left"), Col("type", "left", optional=True), Col("lin/\nfull"), Col("total\nB"), Col("act.\nB"),
@@ -226,7 +226,7 @@ def _print_roofline(dep, cost, out: dict, r: RooflineRequest) -> None:
 def _print_pass_time(dep, out: dict) -> None:
     """The pass's time per replica: each part in ms (a table of figures only, so it fits 80 columns), then what each
     part is made of, as lines."""
-    from specagent.cli.fit_table import Col, fitted  # rich: only where a table is printed
+    from specagent.reports.screens.tables import Col, fitted  # rich: only where a table is printed
 
     lt = coefficients(dep).terms
     eff = out["efficiencies"]

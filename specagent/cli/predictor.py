@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from specagent.cli.console import SafeConsole
-from specagent.cli.fit_table import Col, fitted
+from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs, resolve
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import spinner
@@ -64,7 +64,7 @@ def predictor_validate(
     _print(res)
 
 
-#: The validation table's columns (cli/fit_table.py): |err| = the absolute error of the share; below 80 columns the
+#: The validation table's columns (reports/screens/tables.py): |err| = the absolute error of the share; below 80 columns the
 #: per-trajectory error leaves first.
 COLUMNS = (Col("workload", "left"), Col("strategy", "left"), Col("weight\nmode", "left"), Col("predicted"), Col("accounted"),
            Col("|err|"), Col("mean |err|\nper traj", optional=True))

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.cli.fit_table import Col, fitted
+from specagent.reports.screens.tables import Col, fitted
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import HTML, check_outputs

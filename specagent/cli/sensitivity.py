@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.console import json_out, legend
-from specagent.cli.fit_table import Col, fitted
+from specagent.cli.console import json_out
+from specagent.reports.screens.tables import Col, fitted, legend
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import job_progress
 from specagent.cli.requests import request_options

@@ -11,7 +11,8 @@ from typing import Optional
 import typer
 
 from specagent.cli import sensitivity as sensitivity_cli
-from specagent.cli.console import SafeConsole, legend
+from specagent.cli.console import SafeConsole
+from specagent.reports.screens.tables import legend
 from specagent.cli.options import guard_outputs
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import job_progress

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specagent.cli.console import SafeConsole, check_format, fail, json_out
-from specagent.cli.fit_table import Col, fitted
+from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import progress_bar
 from specagent.cli.requests import fail_job, request_options

@@ -1,6 +1,6 @@
 """The publication's figures against a run, in the words the terminal and the report share.
 
-Why one module: the terminal (`specagent predict`, cli/ranges.py) and the HTML report printed the same
+Why one module: the terminal (`specagent predict`, reports/screens/ranges.py) and the HTML report printed the same
 comparison with different columns and verdicts (a report row said "yes: a calibration target" where the
 terminal said "outside (interval too)"). Both now format an interval with `fmt_interval` and judge a
 figure with `verdict`, from the same numbers: the predict job's stored `intervals` (summary.json).

@@ -1,24 +1,23 @@
-"""Tables of every ratio with its interval, and the publication's ranges beside them (`predict`).
+"""Tables of every ratio with its interval, and the publication's ranges beside them (what `predict --details` prints).
 
-The published figures are Wang et al.'s (CITATION); they are compared only where this run's setting is the one the
+The published figures are Wang et al.'s (CITATION); they are compared only where the run's setting is the one the
 acceptance was calibrated on (`simulator.applicability`), and the figures that were calibration targets say "fitted".
 
-Self-contained so `predict`'s layout (owned elsewhere) needs one call: `ranges_tables(comp, intervals, console)`.
-The intervals come from `simulator.uncertainty.ratio_intervals`; this module only formats them.
+Everything here reads the intervals the predict job stores (`summary.json`'s `intervals`: `PredictResult.to_dict()`),
+so a stored run prints the same tables as the run that wrote it; the intervals themselves come from
+`simulator.uncertainty.ratio_intervals`, inside the job. This module only formats them.
 """
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from specagent.cli.fit_table import Col, fitted
-from specagent.reports.published import STRETCHED, STRETCHED_MARK, VERDICTS, fmt_interval, published_rows
-from specagent.simulator.jobs.predict import (CITATION, SHORT_CITATION, comparable, intervals_records,
-                                              setting_note)
-from specagent.simulator.run import Comparison
-from specagent.simulator.uncertainty import Intervals, published_for
+from specagent.reports.published import STRETCHED, STRETCHED_MARK, VERDICTS, fmt_interval, interval_of, published_rows
+from specagent.reports.screens.tables import Col, fitted
+from specagent.simulator.jobs.predict import CITATION, SHORT_CITATION
 
 #: (metric, short name, meaning) in print order; a metric the run lacks (Strong bytes behind an API) is skipped.
 SHOWN = (
@@ -36,42 +35,46 @@ SHOWN = (
 COMPACT = 4
 
 
-def ranges_tables(comp: Comparison, iv: Intervals, console: Console, focus: str = "specagent") -> list[RenderableType]:
+def ranges_tables(records: Mapping[str, Any], strategies: Sequence[str], console: Console,
+                  focus: str = "specagent") -> list[RenderableType]:
     """SpecAgent's ratios with intervals and published ranges; the other strategies' intervals; the published figures
-    against this run (only where the setting matches the calibration's), fitted to `console`."""
-    pub = published_for(comp) if comparable(comp) else {}
+    against this run (only where the setting matches the calibration's), fitted to `console`. `records`: the stored
+    intervals (`PredictResult.to_dict()["intervals"]`); `strategies`: the run's, in its order."""
+    pub = {(str(p["strategy"]), str(p["metric"])): str(p["published"]) for p in records.get("published") or []}
     tables = []
-    if focus in comp.summary.index:
-        tables.append(_focus_table(comp, iv, focus, pub))
-    others = [s for s in comp.summary.index if s not in (focus, "strongonly")]
-    cols = [(m, h) for m, h, _ in SHOWN if any(iv.get(s, m) is not None for s in others)][:COMPACT]
+    if focus in strategies:
+        tables.append(focus_table(records, focus, pub))
+    others = [s for s in strategies if s not in (focus, "strongonly")]
+    cols = [(m, h) for m, h, _ in SHOWN if any(interval_of(records, s, m) is not None for s in others)][:COMPACT]
     if others and cols:
-        tables.append(_others_table(iv, others, cols))
+        tables.append(others_table(records, others, cols))
     if pub:
-        tables.append(_published_table(intervals_records(iv, comp), console))
+        tables.append(published_table(records, console))
     return tables
 
 
-def _stretched(iv: Intervals, strategies) -> str:
-    w = [f"{s} {m}" for s, m in iv.widened if s in strategies]
+def stretched_note(records: Mapping[str, Any], strategies) -> str:
+    w = [f"{r['strategy']} {r['metric']}" for r in records.get("widened") or [] if r["strategy"] in strategies]
     return (f"; {len(w)} stretched to reach the point estimate, which lies in the draws' tail "
             f"({', '.join(w[:3])}{', …' if len(w) > 3 else ''})") if w else ""
 
 
-def _focus_table(comp: Comparison, iv: Intervals, focus: str, pub: dict) -> Table:
+def focus_table(records: Mapping[str, Any], focus: str, pub: Mapping[tuple[str, str], str]) -> Table:
+    """One strategy's ratios, each with its interval and the published range (`pub`: (strategy, metric) -> its text)."""
     t = Table(title=f"{focus}: every ratio with its range", show_edge=False)
     for col in ("ratio", "predicted [interval]", f"published ({SHORT_CITATION})" if pub else "published"):
         t.add_column(col, justify="left" if col == "ratio" else "right")
     for metric, head, _ in SHOWN:
-        got = iv.get(focus, metric)
+        got = interval_of(records, focus, metric)
         if got is None:
             continue
         p = pub.get((focus, metric))
-        t.add_row(head, fmt_interval(*got), p.text() if p else "-")
-    origin = iv.source.split(":", 1)[0]
-    t.caption = (f"{iv.level:.0%} intervals: {iv.n_draws} seeded draws of {iv.includes()} (acceptance from {origin})"
-                 + _stretched(iv, {focus}) + " (see the assumptions). S share = the Strong model's share of its memory traffic")
-    note = setting_note(comp)
+        t.add_row(head, fmt_interval(*got), p if p else "-")
+    origin = str(records["source"]).split(":", 1)[0]
+    t.caption = (f"{records['level']:.0%} intervals: {records['draws']} seeded draws of {records['includes']} (acceptance "
+                 f"from {origin})" + stretched_note(records, {focus})
+                 + " (see the assumptions). S share = the Strong model's share of its memory traffic")
+    note = records.get("published_setting_note")
     if note:
         t.caption += ". " + note
     elif pub:
@@ -79,7 +82,7 @@ def _focus_table(comp: Comparison, iv: Intervals, focus: str, pub: dict) -> Tabl
     return t
 
 
-def _others_table(iv: Intervals, others: list, cols: list) -> Table:
+def others_table(records: Mapping[str, Any], others: list, cols: list) -> Table:
     t = Table(title="the other strategies' intervals (point estimates above)", show_edge=False)
     t.add_column("strategy", no_wrap=True)
     for _, h in cols:
@@ -87,10 +90,10 @@ def _others_table(iv: Intervals, others: list, cols: list) -> Table:
     for s in others:
         cells = []
         for m, _ in cols:
-            got = iv.get(s, m)
+            got = interval_of(records, s, m)
             cells.append("-" if got is None else f"{got[1]:.2f}–{got[2]:.2f}")
         t.add_row(str(s), *cells)
-    t.caption = f"{iv.level:.0%} intervals, same draws for every strategy" + _stretched(iv, set(others))
+    t.caption = f"{records['level']:.0%} intervals, same draws for every strategy" + stretched_note(records, set(others))
     return t
 
 
@@ -100,7 +103,7 @@ PUBLISHED_COLUMNS = (Col("figure", "left", optional=True), Col("strategy", "left
                      Col("published"), Col("predicted [interval]"), Col("verdict", "left"))
 
 
-def _published_table(records: dict, console: Console) -> RenderableType:
+def published_table(records: Mapping[str, Any], console: Console) -> RenderableType:
     """The rows `published_rows` gives the HTML report too, so the terminal and the report cannot disagree."""
     rows = published_rows(records, {m: head for m, head, _ in SHOWN})
     keys = ("figure", "strategy", "ratio", "published", "predicted [interval]", "verdict")

@@ -9,7 +9,9 @@ console:
 2. too wide: the optional columns leave, the last first, and the caption names them and where they still are;
 3. still too wide: a vertical form, one block per row (its first cell, then each other cell as `header: value`).
 
-The same rows print in every layout, so a test can render a command at 80 columns and hold every line to it.
+The same rows print in every layout, so a test can render a command at 80 columns and hold every line to it. Every
+screen's tables (and the command line's own) are built here; rich is imported by this module only, which a command
+loads when it draws a table.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+
+def legend(pairs) -> str:
+    """A table caption spelling out short column headers: "head = meaning; ..." (a header's line breaks as spaces)."""
+    return "; ".join(f"{head.replace(chr(10), ' ')} = {meaning}" for head, meaning in pairs)
 
 
 @dataclass(frozen=True)
