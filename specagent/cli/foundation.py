@@ -136,7 +136,7 @@ def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         print(json_out(rows, indent=2))
         return
-    # the name is what a user types: never cut; figures never cut either (cli/fit_table.py)
+    # the name is what a user types: never cut; figures never cut either (reports/screens/tables.py)
     from specagent.reports.screens.tables import Col, fitted  # rich: only where a table is printed
 
     orgs = sorted({r["model"].split("/", 1)[0] for r in rows})
