@@ -52,6 +52,7 @@ SLOW_TESTS = {
     "test_jobs_tools.py::test_a_job_error_found_while_running_names_its_flag": "imports torch",
     "test_docs_flags.py::test_shell_completion": "shell completion in subprocesses",
     "test_docs_quoted.py::test_the_edge_figures_quoted": "predict --edge with its intervals",
+    "test_docs_quoted.py::test_the_readme_pastes_plans_answer": "plan --rate 2/s: four capacity searches",
     "test_docs_quoted.py::test_the_calibration_search_figures_quoted": "acceptance calibrate -n 512 (~20 s CPU)",
     "test_honest_ranges.py::test_the_shipped_latency_error_rows_are_todays": "leave-one-source-out refits (~40 s CPU)",
     "test_provenance.py::test_a_report_of_an_old_run": "two predictions and two reports",

@@ -380,6 +380,17 @@ def test_the_readme_pastes_predicts_bottom_line(tool):
     assert len(rows) >= 18 and [row for row in rows[:-1] if row not in brief] == [] and rows[-1].startswith("wrote ")
 
 
+def test_the_readme_pastes_plans_answer(tmp_path):
+    """`plan --rate 2/s` (slow: SLOW_TESTS): every line of README's pasted capacity plan is a line plan prints at 80
+    columns, in the same order (a refit that moves the fleets must move the README with it)."""
+    block = (ROOT / "README.md").read_text(encoding="utf-8").split("```text\n", 2)[2].split("```", 1)[0]
+    rows = [ln.rstrip() for ln in block.splitlines() if ln.strip() and ln.strip() != "..."]
+    printed = [ln.rstrip() for ln in _text("plan", "--rate", "2/s", "--out", str(tmp_path / "plan")).splitlines()]
+    assert rows[0].startswith("Capacity plan for p95-task=300s at 2/s") and len(rows) >= 8, rows
+    at = [printed.index(row) if row in printed else -1 for row in rows]
+    assert -1 not in at and at == sorted(at), [row for row, i in zip(rows, at) if i < 0] or at
+
+
 def test_every_quoted_figure_is_what_the_tool_prints(tool):
     missing = []
     for page, passages in quotes(tool).items():
