@@ -441,7 +441,9 @@ def test_the_calibration_search_figures_quoted_are_what_calibrate_finds(tmp_path
               f"context) and the memory ratio by {int(c['meets_tau2_memory_ratio'].sum())}.",
               f"{summary['accepted_by_set']['h20_but_one']} candidates meet every other τ² figure",
               f"point is **candidate {summary['points']['h20_but_one']}, the shipped default**",
-              f"The best candidate overall ({best}) meets"]
+              f"The best candidate overall ({best}) meets "
+              f"{int(c.filter(like='meets_').sum(axis=1).max())} of {c.filter(like='meets_').shape[1]} figures and misses the "
+              f"wall ({c.loc[c['candidate'] == best, 'tau2_wall_ratio'].item():.3f})"]
     missing = [q for q in quoted if _norm(q) not in doc]
     assert not missing, missing
     from specagent.simulator.acceptance.model import CALIBRATED_NOTE
