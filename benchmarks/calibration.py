@@ -50,9 +50,12 @@ def main() -> None:
 
     from specagent.kernels import calibrate as cal
     from specagent.kernels import microbench as mb
-    from specagent.cli.kernels import console, print_validation
+    from specagent.cli.console import SafeConsole
+    from specagent.reports.screens.kernels import validation
     from specagent.kernels.configs import strong_spec, weak_spec
     from specagent.kernels.live_compare import print_report
+
+    console = SafeConsole()
 
     out_dir = Path(args.out_dir or tempfile.mkdtemp(prefix="specagent-calibration-"))
     # one thread on a CPU: time every pass on this thread's CPU clock (the live run does the same)
@@ -75,7 +78,9 @@ def main() -> None:
                       f"{fit.bandwidth_efficiency:.2f}, overhead {fit.pass_overhead_us:.0f} us, curve "
                       + ", ".join(f"{t:.0f}:{e:.3f}" for t, e in fit.curve) + "; decode curve (batch:eff) "
                       + ", ".join(f"{b:.0f}:{e:.3f}" for b, e in fit.decode_curve), highlight=False)
-        print_validation(rows, f"held-out passes of {spec.name} ({dtype}): roofline on the calibrated profile vs measured")
+        for part in validation(rows, f"held-out passes of {spec.name} ({dtype}): roofline on the calibrated profile vs measured",
+                               cal.mape(rows)):
+            console.print(part)
         # the same measured passes priced without the decode curve (decode on the tokens/pass curve):
         # what the decode curve changes, free of run-to-run timing noise
         no_dec = dataclasses.replace(hw, decode_efficiency_curve=())

@@ -228,6 +228,22 @@ class ModelSpec:
         per_layer = self.linear.state_elements() * state_dtype_bytes + self.linear.conv_state_elements() * conv_dtype_bytes
         return self.num_linear_layers * per_layer
 
+    def summary(self, model: str) -> dict[str, Any]:
+        """One row of `models list --json` (`model`: the id it was loaded by): the layer mix, the parameters in
+        billions, the KV cache per token (KiB, bf16) and the recurrent state per sequence (MB)."""
+        p = self.param_counts()
+        return dict(model=model, type=self.model_type, layers=self.num_layers, full=self.num_full_layers,
+                    linear=self.num_linear_layers, total_b=round(p.total / 1e9, 3), active_b=round(p.active / 1e9, 3),
+                    kv_kib_per_token=self.kv_bytes_per_token() / 1024, state_mb=round(self.state_bytes_per_sequence() / 1e6, 1))
+
+    def record(self) -> dict[str, Any]:
+        """`models show --json`: the layer mix, the parameters by component, KV bytes per token (bf16) and recurrent
+        state bytes per sequence."""
+        return dict(model=self.name, model_type=self.model_type, source=self.source, layers=self.num_layers,
+                    full_attention_layers=self.num_full_layers, linear_attention_layers=self.num_linear_layers,
+                    moe_layers=self.num_moe_layers, params=self.param_counts().as_dict(),
+                    kv_bytes_per_token_bf16=self.kv_bytes_per_token(), state_bytes_per_sequence=self.state_bytes_per_sequence())
+
 
 #: Most decoder layers a config may declare: 8x the deepest shipped or public LLM config we know of (Llama 3.1
 #: 405B, 126 layers; meta-llama/Llama-3.1-405B config.json). The spec holds one entry per layer, so an absurd

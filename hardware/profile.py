@@ -99,6 +99,34 @@ class HardwareProfile:
         """Arithmetic intensity (FLOP per byte) at which compute and bandwidth balance."""
         return self.peak_flops(dtype) / self.bandwidth_bytes_s
 
+    def summary(self) -> dict[str, Any]:
+        """One row of `hardware list --json`: BF16 peak, memory, bandwidth, BF16 ridge and price (None: unpriced)."""
+        return dict(id=self.id, name=self.name, bf16_tflops=self.peak_tflops["bf16"].value,
+                    memory_gb=self.memory_capacity_gb.value, bandwidth_tb_s=self.memory_bandwidth_tb_s.value,
+                    ridge_bf16=round(self.ridge("bf16"), 1),
+                    usd_per_gpu_hour=self.price_usd_per_gpu_hour.value if self.price_usd_per_gpu_hour else None)
+
+    def figures(self) -> list[tuple[str, Any, str]]:
+        """(name, value, source) of every figure the profile holds, then its ridge points (derived) and its calibrated
+        curves (lists), for `hardware show`'s table and its `--json` (as `EngineProfile.figures` for an engine)."""
+        items: list[tuple[str, Any, str]] = [(f"peak {k} TFLOP/s", v.value, v.source) for k, v in self.peak_tflops.items()]
+        for label, v in (("memory GB", self.memory_capacity_gb), ("bandwidth TB/s", self.memory_bandwidth_tb_s),
+                         ("memory kind", self.memory_kind), ("interconnect", self.interconnect_kind),
+                         ("interconnect GB/s", self.interconnect_gb_s),
+                         ("interconnect GB/s one way", self.interconnect_unidirectional_gb_s),
+                         ("GEMM MFU (prefill_mfu)", self.prefill_mfu), ("bandwidth efficiency", self.bandwidth_efficiency),
+                         ("pass overhead µs", self.pass_overhead_us), ("$/GPU-hour", self.price_usd_per_gpu_hour)):
+            if v is not None:
+                items.append((label, v.value, v.source))
+        items += [(f"ridge {k} FLOP/B", round(self.ridge(k), 1), "derived: peak ÷ bandwidth") for k in self.peak_tflops]
+        if self.compute_efficiency_curve:
+            items.append(("compute efficiency curve", list(self.compute_efficiency_curve),
+                          "calibration (tokens per pass → MFU)"))
+        if self.decode_efficiency_curve:
+            items.append(("decode efficiency curve", list(self.decode_efficiency_curve),
+                          "calibration (decode batch → MFU of pure-decode passes)"))
+        return items
+
 
 #: Every key a profile may hold, by section ("" = top level), so a typo is refused, not ignored.
 _TOP_KEYS = {"schema_version", "id", "name", "vendor", "aliases", "terms_key", "peak_tflops", "memory", "interconnect", "efficiency",

@@ -237,3 +237,53 @@ def test_the_import_request_reads_a_leading_format_and_its_aliases(tmp_path):
     assert e.value.field == "format"
     with pytest.raises(JobError, match="give at least one input file"):
         ImportRequest(files=("tau2",)).check()
+
+
+def test_the_roofline_screen_from_python_is_what_the_command_prints():
+    """`reports/screens/foundation.py` draws the job's Result: the same lines as `specagent roofline` at 80 columns, the
+    fixed terms and collectives read from the Result (the screen imports nothing of the cost model)."""
+    from rich.console import Console
+
+    from specagent.reports.screens import foundation as screen
+    from specagent.simulator.jobs.roofline import RooflineRequest
+    from specagent.simulator.jobs.roofline import run as run_roofline
+
+    res = run_roofline(RooflineRequest(phase="prefill", batch=4, context=2000))
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    for part in screen.roofline(res, console):
+        console.print(part)
+    cli = runner.invoke(app, ["roofline", "--phase", "prefill", "--batch", "4", "--context", "2000"], env={"COLUMNS": "80"})
+    assert cli.exit_code == 0, cli.output
+    assert console.export_text() == cli.stdout
+    from specagent.costmodel.latency import FIXED_TERMS
+
+    assert [label for label, _ in res.fixed_terms] == [t.label for t in FIXED_TERMS]  # every term, in the cost model's order
+    assert all(key in res.record for _, key in res.fixed_terms)
+    assert f"for {res.collectives[0]} all-reduces + {res.collectives[1]} all-to-alls" in " ".join(cli.stdout.split())
+
+
+def test_the_calibrate_screen_reads_each_mape_and_fixed_time_from_the_result():
+    """`reports/screens/kernels.py` measures nothing: the MAPEs and each layer kind's fixed time it prints are the ones
+    the Result stores (`to_dict()`), shown here on a stand-in Result (no torch needed)."""
+    from types import SimpleNamespace as NS
+
+    from rich.console import Console
+
+    from specagent.reports.screens import kernels as screen
+
+    row = NS(batch=4, new_tokens=16, context=512, bound="compute", predicted_s=0.0211, measured_s=0.02, error=0.055)
+    terms = NS(device_name="cpu", dtype="fp32", parts={"moe": NS(eager_s=50e-6, graph_s=None, roofline_s=2e-6, kernels=9)},
+               launch_s=0.0, launch_note="none on a CPU", pass_kernels=3, iteration_s=5e-6, collectives_note="one device",
+               collectives=None)
+    res = NS(fit=NS(peak_tflops={"fp32": 2e11}, bandwidth_tb_s=0.02, bandwidth_efficiency=0.8, curve=[(16, 0.5)],
+                    pass_overhead_us=120), hardware=NS(name="this cpu"), spec_name="tiny",
+             request=NS(output="p.toml", engine_path="e.toml", dtype="fp32"), terms=terms, engine=NS(id="calibrated-cpu"),
+             rows=[row], engine_rows=[row])
+    stored = {"mape": 0.123, "engine": {"terms": {"layer_us": {"moe": 47.5}}, "validation_mape": 0.0456}}
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    for part in screen.calibration(res, stored):  # type: ignore[arg-type]
+        console.print(part)
+    text = console.export_text()
+    assert "MAPE: 12.3% over 1 held-out points" in text and "MAPE: 4.6% over 1 held-out points" in text
+    assert " 47.5" in text and "wrote p.toml (this cpu)" in text and "wrote e.toml (serving engine 'calibrated-cpu')" in text
+    assert "200.00 GFLOP/s" in text and "+5.5%" in text

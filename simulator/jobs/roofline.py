@@ -85,12 +85,16 @@ class RooflineRequest(Request):
 
 @dataclass
 class RooflineResult(Result):
-    """The pass's cost (`cost`: per component) on the built deployment, and the figures `--json` prints (`record`)."""
+    """The pass's cost (`cost`: per component) on the built deployment, and the figures `--json` prints (`record`); for
+    the terminal's breakdown (reports/screens/foundation.py), the engine's fixed terms as (label, record key) in the
+    cost model's order and the collectives per pass (all-reduces, all-to-alls)."""
 
     request: RooflineRequest
     deployment: Any  # costmodel.Deployment
     cost: Any  # costmodel PassCost of the one pass
     record: dict[str, Any]
+    fixed_terms: tuple[tuple[str, str], ...]
+    collectives: tuple[int, int]
 
     def to_dict(self) -> dict[str, Any]:
         return self.record
@@ -125,7 +129,12 @@ def run(request: RooflineRequest, progress: Progress | None = None) -> RooflineR
     fn = PHASE_FUNCTIONS[r.phase]
     cost = (fn(dep, context=r.context, batch=r.batch, weight_mode=r.weight_mode) if r.phase in ("decode", "repair")
             else fn(dep, r.tokens, r.context, r.batch, weight_mode=r.weight_mode))
-    return RooflineResult(r, dep, cost, _record(dep, cost, r))
+    from specagent.costmodel.latency import FIXED_TERMS
+    from specagent.costmodel.roofline import coefficients
+
+    lt = coefficients(dep).terms
+    return RooflineResult(r, dep, cost, _record(dep, cost, r), tuple((t.label, f"fixed_{t.name}_s") for t in FIXED_TERMS),
+                          (lt.allreduces, lt.all_to_alls))
 
 
 def _record(dep: Any, cost: Any, r: RooflineRequest) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """`specagent bench compare PREDICTED.json MEASURED.json`: a `replay` prediction beside a measurement, figure by figure.
 
-Prints only: the reading and the arithmetic are `specagent/reports/serve_compare.py`. Under `bench` because the
-measured side is what `bench serve` (or `vllm bench serve --save-result`) wrote; the predicted side is
-`specagent replay --format json` of the same trace.
+Prints only: the reading and the arithmetic are `specagent/reports/serve_compare.py`, the lines and the JSON
+`specagent/reports/screens/bench.py`. Under `bench` because the measured side is what `bench serve` (or `vllm bench
+serve --save-result`) wrote; the predicted side is `specagent replay --format json` of the same trace.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import typer
 
 from specagent.cli.console import SafeConsole, fail, json_out
 from specagent.common.errors import InputError
-from specagent.reports.serve_compare import MAX_LEVELS, compare, format_compare, load_result
+from specagent.reports.screens import bench as screen
+from specagent.reports.serve_compare import MAX_LEVELS, compare, load_result
 
 
 def compare_command(
@@ -37,10 +38,8 @@ def compare_command(
     except InputError as exc:
         fail(str(exc))
     if as_json:
-        print(json_out({"predicted": str(predicted), "measured": str(measured), "notes": notes,
-                        "rows": [{"key": r.key, "figure": r.label, "predicted": r.predicted, "measured": r.measured,
-                                  "error": r.error} for r in rows]}, indent=1))
+        print(json_out(screen.compare_record(rows, notes, (predicted, measured)), indent=1))
         return
     out = SafeConsole(highlight=False)
-    for line in format_compare(rows, notes, (predicted, measured)):
+    for line in screen.compare_lines(rows, notes, (predicted, measured)):
         out.print(line, markup=False)

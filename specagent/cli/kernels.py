@@ -10,7 +10,6 @@ stand-alone use.
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from specagent.cli.console import SafeConsole, json_out
 from specagent.cli.options import guard_outputs
@@ -20,7 +19,7 @@ from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import JSON_DOC
 from specagent.endpoints.jobs.live import LiveRequest
-from specagent.kernels.jobs.calibrate import CLOCKS, DTYPE_NAMES, STATISTICS, CalibrateRequest, CalibrateResult  # noqa: F401
+from specagent.kernels.jobs.calibrate import CLOCKS, DTYPE_NAMES, STATISTICS, CalibrateRequest  # noqa: F401
 from specagent.kernels.jobs.live import OUTPUTS
 
 app = typer.Typer(help="Torch backend: calibrate the roofline on this machine; run the SpecAgent protocol live.",
@@ -57,62 +56,10 @@ def calibrate_cmd(
     if as_json:
         typer.echo(json_out(res.to_dict(), indent=2, default=float))
         return
-    _print_calibration(res)
+    from specagent.reports.screens import kernels as screen  # rich: only where a table is printed
 
-
-def _print_calibration(res: CalibrateResult) -> None:
-    fit = res.fit
-    console.print(f"wrote [bold]{res.request.output}[/] ({res.hardware.name})", highlight=False)
-    t = Table(title="fitted roofline figures (source: measured on this machine)")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    for d, v in fit.peak_tflops.items():
-        t.add_row(f"peak {d} (best GEMM)", f"{v / 1e9:,.2f} GFLOP/s")
-    t.add_row("copy bandwidth", f"{fit.bandwidth_tb_s * 1e3:,.2f} GB/s")
-    t.add_row("bandwidth efficiency", f"{fit.bandwidth_efficiency:.3f}")
-    for tok, e in fit.curve:
-        t.add_row(f"compute efficiency @ {tok:.0f} tokens/pass", f"{e:.3f}")
-    t.add_row("per-pass overhead", f"{fit.pass_overhead_us:,.0f} us")
-    console.print(t)
-    if res.terms is not None:
-        print_engine_terms(res.terms, res.engine, res.request.engine_path)
-    if res.rows:
-        print_validation(res.rows, f"held-out passes of {res.spec_name} ({res.request.dtype})")
-    if res.engine_rows:
-        print_validation(res.engine_rows, f"the same passes priced with the measured engine terms ({res.engine.id})")
-
-
-def print_engine_terms(terms, eng, path) -> None:
-    """The measured engine terms: per layer kind, then per pass and the collectives (or why not measured)."""
-    from specagent.kernels.engine_terms import layer_fixed_s
-
-    console.print(f"wrote [bold]{path}[/] (serving engine '{eng.id}')", highlight=False)
-    t = Table(title=f"engine terms measured on {terms.device_name} ({terms.dtype}): one layer part, batch 1, 1 token")
-    for c in ("layer kind", "eager us", "graph us", "roofline us", "kernels", "fixed us"):
-        t.add_column(c, justify="right")
-    for kind, p in terms.parts.items():
-        t.add_row(kind, f"{p.eager_s * 1e6:.1f}", "-" if p.graph_s is None else f"{p.graph_s * 1e6:.1f}", f"{p.roofline_s * 1e6:.2f}",
-                  str(p.kernels), f"{layer_fixed_s(p, terms.launch_s) * 1e6:.1f}")
-    console.print(t)
-    console.print(f"launch per kernel {terms.launch_s * 1e6:.2f} us ({terms.launch_note}); kernels per pass outside the layers "
-                  f"{terms.pass_kernels}; per-iteration host work {terms.iteration_s * 1e6:.1f} us; collectives: {terms.collectives_note}",
-                  highlight=False)
-    for op in ("all_reduce", "all_to_all"):
-        if terms.collectives and op in terms.collectives:
-            c = terms.collectives[op]
-            console.print(f"  {op}: alpha {c['alpha_us']:.2f} us, beta {c['beta_gb_s']:.1f} GB/s", highlight=False)
-
-
-def print_validation(rows, title: str) -> None:
-    from specagent.kernels.calibrate import mape
-
-    t = Table(title=title)
-    for c in ("batch", "new tokens", "context", "bound", "predicted ms", "measured ms", "error"):
-        t.add_column(c, justify="right")
-    for r in rows:
-        t.add_row(str(r.batch), str(r.new_tokens), str(r.context), r.bound, f"{r.predicted_s * 1e3:.2f}", f"{r.measured_s * 1e3:.2f}", f"{r.error:+.1%}")
-    console.print(t)
-    console.print(f"MAPE: {mape(rows):.1%} over {len(rows)} held-out points (target on this CPU: <= 10% for bf16)", highlight=False)
+    for part in screen.calibration(res):
+        console.print(part)
 
 
 @app.command("live")

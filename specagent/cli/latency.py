@@ -12,7 +12,6 @@ from typing import Optional
 import typer
 
 from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
@@ -124,9 +123,8 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
                gpu: Optional[str] = typer.Option(None, "--gpu", help="Show the values this engine uses on this GPU profile id."),
                as_json: bool = typer.Option(False, "--json")) -> None:
     """Every term of one serving-engine profile with its source (engine-wide, or resolved for one GPU)."""
-    from specagent.hardware.serving_engine import EngineProfileError, list_engines, load_engine
-
     from specagent.hardware.profile import HardwareProfileError, load_hardware
+    from specagent.hardware.serving_engine import EngineProfileError, list_engines, load_engine
 
     try:
         eng = load_engine(name)
@@ -136,14 +134,10 @@ def engine_cmd(name: str = typer.Argument("vllm", help="Engine profile id, alias
         fail(str(exc))
     except HardwareProfileError as exc:
         fail(f"--gpu: {exc}")
-    figs = eng.figures()
     if as_json:
         print(json_out({"id": eng.id, "name": eng.name, "path": eng.path, "resolved_for": eng.resolved_for or None,
                           "pair_tables": sorted(eng.overrides), "known": sorted(e.id for e in list_engines()),
-                          "figures": [dict(name=a, value=b, source=c) for a, b, c in figs]}, indent=2))
+                          "figures": [dict(name=a, value=b, source=c) for a, b, c in eng.figures()]}, indent=2))
         return
-    console.print(fitted(console, [*screen.cols_of("term", "value"), Col("source", "left")],
-                         [[a, f"{b:g}" if isinstance(b, float) else str(b), c] for a, b, c in figs],
-                         title=f"{eng.describe()} — {eng.path}" + (f" (on {gpu})" if gpu else "")))
-    if eng.overrides and not gpu:
-        console.print(f"GPU-specific values ([hardware.<id>] tables): {', '.join(sorted(eng.overrides))}; see --gpu", highlight=False)
+    for part in screen.engine(eng, gpu, console):
+        console.print(part)

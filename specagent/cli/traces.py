@@ -6,17 +6,13 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import pandas as pd
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from specagent.cli.console import SafeConsole, check_format, fail, json_out
-from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import progress_bar
 from specagent.cli.requests import fail_job, request_options
-from specagent.reports.bottom_line import fmt_seconds
+from specagent.reports.screens import traces as screen
 from specagent.simulator.jobs.import_traces import ImportRequest
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
 from specagent.traces.fit import fit_profile
@@ -31,23 +27,11 @@ app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordere
                   no_args_is_help=True)
 
 
-#: Skipped records and repairs printed one per line, each kind; the rest are counted (a 100 MB log can hold 10^4).
-SHOWN = 10
-
-
 def _report_skips(skipped: list[SkippedRecord], repairs: list[Repair] | None = None) -> None:
-    """The first SHOWN skipped records and repairs, one line each, then how many more and the counts (stderr)."""
+    """The first skipped records and repairs, one line each, then how many more and the counts (stderr)."""
     err = SafeConsole(stderr=True, highlight=False)
-    for what, items in (("skipped record", skipped), ("repair", repairs or [])):
-        for s in items[:SHOWN]:
-            err.print(f"[yellow]{escape(str(s))}[/yellow]")
-        if len(items) > SHOWN:
-            err.print(f"[yellow]... and {len(items) - SHOWN} more {what}s like these[/yellow]")
-    if skipped:
-        err.print(f"[yellow]{len(skipped)} record(s) skipped[/yellow]")
-    if repairs:
-        err.print(f"[yellow]{len(repairs)} repair(s): counts that could not be trusted keep their estimates "
-                  "(token_source=estimated)[/yellow]")
+    for line in screen.skips(skipped, repairs or []):
+        err.print(line)
 
 
 OUT_HELP = ("Output file: .jsonl (one trajectory per line) or .parquet (one row per step). Without it: the first input's "
@@ -103,19 +87,8 @@ def import_cmd(request: ImportRequest, out: Optional[Path] = typer.Option(None, 
         typer.echo(json_out({k: v for k, v in result.to_dict().items() if k not in ("skipped", "repairs")}, indent=1))
         return
     c = SafeConsole()
-    for path, name in result.formats:
-        c.print(f"{escape(path)}: read as {name}")
-    c.print(f"wrote {result.trajectories} trajectories ({result.steps} steps) to {escape(str(out))}")
-    print_quality(c, result.quality)
-
-
-def print_quality(c: SafeConsole, q) -> None:
-    """The data-quality summary: one line of shares, then each warning."""
-    c.print(f"measured: tokens on {q.measured_tokens:.0%} of agent steps, model latency on {q.model_latency:.0%}, "
-            f"waits on {q.waits_recorded:.0%} of tool results and user messages; system prompt on "
-            f"{q.system_prompt_measured:.0%} of trajectories; hidden reasoning known on {q.reasoning_known:.0%}")
-    for w in q.warnings():
-        c.print(f"[yellow]warning: {escape(w)}[/yellow]")
+    for line in screen.imported(result, out):
+        c.print(line)
 
 
 @app.command()
@@ -130,11 +103,8 @@ def formats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
         typer.echo(json_out(rows, indent=1))
         return
     c = SafeConsole()
-    for r in rows:
-        c.print(f"[bold]{r['name']}[/bold]: {escape(r['title'])}")
-        for k in ("tokens", "latency", "tags", "reasoning", "success"):
-            c.print(f"  {k}: {escape(r[k])}")
-    c.print("Where each format's runs come from, and how to export them: docs/traces.md")
+    for line in screen.formats(rows):
+        c.print(line)
 
 
 def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | None = None, show: bool = True):
@@ -142,10 +112,6 @@ def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | Non
     size = file.stat().st_size if file.is_file() else 0
     with progress_bar(size, f"reading {file.name}", show=show) as advance:
         return load_trajectories(file, skip_bad=skip_bad, skipped=skipped, progress=advance)
-
-
-def _fmt(d: dict, key: str = "mean") -> str:
-    return "—" if not d or d.get("n", 0) == 0 else f"{d[key]:,.4g}"
 
 
 @app.command()
@@ -168,37 +134,12 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
     if fmt == "json":
         typer.echo(json_out(s, indent=1))
         return
-    rows = [(label, d) for label, d in (("steps per task", s["steps_per_task"]), ("turns per task (agent+user messages)", s["turns_per_task"]),
-                                        ("system prompt tokens", s["system_prompt_tokens"]))]
-    rows += [(f"{lk} latency (s)", d) for lk, d in s["latency_s"].items()]
-    rows += [(f"{kind} {what} tokens", s["tokens"][kind].get(f"{what}_tokens", {})) for kind in s["kind_mix"]
-             for what in ("new_context", "output", "reasoning")]
     if fmt == "csv":
-        frame = pd.DataFrame([{"quantity": label, **{k: (d.get(k) if d and d.get("n", 0) else None) for k in ("mean", "median", "p10", "p90")}}
-                              for label, d in rows])
-        sys.stdout.write(frame.to_csv(index=False))
+        sys.stdout.write(screen.stats_frame(s).to_csv(index=False))
         return
     c = SafeConsole()
-    t = Table(title=f"{file.name}: {s['trajectories']} trajectories, {s['steps']} steps")
-    for col in ("quantity", "mean", "median", "p10", "p90"):
-        t.add_column(col, justify="right" if col != "quantity" else "left")
-    for label, d in rows[:3]:
-        t.add_row(label, _fmt(d), _fmt(d, "median"), _fmt(d, "p10"), _fmt(d, "p90"))
-    for lk, d in s["latency_s"].items():  # human units: 0.18 ms, 12.3 s, 4.2 min
-        t.add_row(f"{lk} latency", *(("—" if not d or d.get("n", 0) == 0 else fmt_seconds(d[k])) for k in ("mean", "median", "p10", "p90")))
-    c.print(t)
-    k = Table(title="step kinds (new_context = tokens added to the agent's context; output = tokens the agent decodes)")
-    for col in ("kind", "share of steps", "new_context mean", "output mean", "reasoning mean"):
-        k.add_column(col, justify="right" if col != "kind" else "left")
-    for kind, share in s["kind_mix"].items():
-        tk = s["tokens"][kind]
-        k.add_row(kind, f"{share:.3f}", _fmt(tk["new_context_tokens"]), _fmt(tk.get("output_tokens", {})),
-                  _fmt(tk.get("reasoning_tokens", {})))
-    c.print(k)
-    succ = "—" if s["success_rate"] is None else f"{s['success_rate']:.3f} (n={s['success_known']})"
-    c.print(f"success rate: {succ}; measured token counts: {s['measured_token_share']:.1%} of steps; "
-            f"parallel calls: {s['parallel_call_share']:.1%} of tool calls; protocol logs: {s['protocol_logs']}")
-    print_quality(c, q)
+    for part in screen.stats(s, file.name, q):
+        c.print(part)
 
 
 @app.command()
@@ -248,9 +189,5 @@ def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     if as_json:
         typer.echo(json_out(rows, indent=1))
         return
-    # the name is what a user types (--profile): never cut; a description too wide for a column prints under its name
     con = SafeConsole()
-    cols = (Col("name", "left"), Col("domain", "left"), Col("mean\nturns"), Col("description", "left"))
-    con.print(fitted(con, cols, [[r["name"], r["domain"], f"{r['turns_mean']:.1f}", r["description"]] for r in rows],
-                     title="shipped workload profiles (--profile NAME)",
-                     caption="sources: `specagent traces profiles --json`, or the TOML files in traces/data/profiles/"))
+    con.print(screen.profiles_table(rows, con))

@@ -121,20 +121,3 @@ def compare(predicted: dict[str, Any], measured: dict[str, Any], paths: tuple[Pa
         if p is not None and m is not None and p != m:
             notes.append(f"the two runs differ in {what} ({p} predicted, {m} measured): are they of the same trace?")
     return rows, notes
-
-
-def _value(v: float | None, key: str) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.0f}" if key in ("completed", "total_input_tokens", "total_output_tokens") else f"{v:.2f}"
-
-
-def format_compare(rows: list[Row], notes: list[str], paths: tuple[Path, Path]) -> list[str]:
-    """The side-by-side table, 70 columns wide, then the notes (the caller wraps them to the terminal)."""
-    out = [f"predicted: {paths[0]}", f"measured:  {paths[1]}",
-           f"{'figure':<34} {'predicted':>12} {'measured':>12} {'error':>8}"]
-    for r in rows:
-        e = "n/a" if r.error is None else f"{100 * r.error:+.1f}%"
-        out.append(f"{r.label:<34} {_value(r.predicted, r.key):>12} {_value(r.measured, r.key):>12} {e:>8}")
-    out.append("error: (predicted - measured) / measured")
-    return out + [f"note: {n}" for n in notes]

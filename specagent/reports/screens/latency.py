@@ -181,3 +181,14 @@ def own_profile(res: LatencyFitResult, output: Path, console: Console) -> list[R
                          f"{', '.join(res.gpus) or 'none'}) → {output}")
     return [table, Text(res.fit_line()), *(Text(f"not written ({why}): {', '.join(names)}") for why, names in by_reason.items()),
             Text(f"use it with --serving-engine {output} (or --strong-serving-engine / --weak-serving-engine)")]
+
+
+def engine(eng: Any, gpu: str | None, console: Console) -> list[RenderableType]:
+    """`latency engine`: every term of one serving-engine profile (`hardware.serving_engine.EngineProfile`, resolved for
+    `gpu` where one was named) with its source, then the GPUs with values of their own."""
+    table = fitted(console, [*cols_of("term", "value"), Col("source", "left")],
+                   [[a, f"{b:g}" if isinstance(b, float) else str(b), c] for a, b, c in eng.figures()],
+                   title=f"{eng.describe()} — {eng.path}" + (f" (on {gpu})" if gpu else ""))
+    if eng.overrides and not gpu:
+        return [table, Text(f"GPU-specific values ([hardware.<id>] tables): {', '.join(sorted(eng.overrides))}; see --gpu")]
+    return [table]
