@@ -145,13 +145,17 @@ class StepBars:
 
 
 @contextmanager
-def spinner(what: str) -> Iterator[Callable[[Any], None]]:
-    """A transient line on stderr whose text follows a job's steps (a bar once a step says its total): for jobs whose
-    stages are of unknown length (calibrating, a live run)."""
+def spinner(what: str, show: bool = True, err: Any = None) -> Iterator[Callable[[Any], None]]:
+    """A transient line on stderr (`err`: a rich Console; a plain one by default) whose text follows a job's steps (a
+    bar once a step says its total): for jobs whose stages are of unknown length (predicting, calibrating, a live run).
+    Nothing, and no rich, with `show` false. Off a terminal it draws nothing (a plain Console ends with one empty line)."""
+    if not show:
+        yield lambda step: None
+        return
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, SpinnerColumn
 
-    with Progress(console=Console(stderr=True), transient=True) as prog:
+    with Progress(SpinnerColumn(), *Progress.get_default_columns(), console=err or Console(stderr=True), transient=True) as prog:
         task = prog.add_task(what, total=None)
 
         def told(step: Any) -> None:
