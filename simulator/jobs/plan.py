@@ -66,6 +66,9 @@ MAX_PLAN_RATE = 1e6  # tasks per second
 MAX_PLAN_POINTS = 1000
 #: The scenario fields that, given (on the command line: --weak-hardware, --strong-hardware, --hardware), fix one pairing.
 PER_POOL = ("weak.hardware", "strong.hardware")
+#: The scenario's fields plan chooses itself (the strategies) or does not read; it takes each pool's GPU type
+#: (`weak.hardware`, `strong.hardware`) as predict does: given, they fix one pairing (one search) instead of searching.
+NOT_READ = ("strategies", "pricing_engine", "strong_api")
 #: Tasks the speed probe serves (`probe_speed`): a second or two of simulation on the project's 2-core machine.
 PROBE_TASKS = 200
 METHOD = ("steady-state windows (simulator/capacity/steady_state.py); search from the analytic bound "
@@ -308,6 +311,13 @@ def search_keys(req: PlanRequest) -> list[SearchKey]:
 
 
 # ------------------------------------------------------------------------------------------------------ the result
+#: The columns of `PlanResult.fleets()` (`plan --format csv`): the answer first, each with its unit.
+CURVE_COLUMNS = ("rate", "strategy", "weak_gpu", "weak_replicas", "weak_gpus_per_replica", "strong_gpu", "strong_replicas",
+                 "strong_gpus_per_replica", "gpus", "usd_per_hour", "usd_per_task", "slo_value_s", "slo_ci_low_s", "slo_ci_high_s",
+                 "latency_p50_s", "latency_p95_s", "weak_bound", "strong_bound", "weak_sized_by", "strong_sized_by",
+                 "uncontended_slo_value_s", "gpus_change_vs_strongonly", "usd_per_hour_change_vs_strongonly")
+
+
 @dataclass
 class PlanResult(Result):
     table: pd.DataFrame  # one row per (strategy, rate, weak GPU, strong GPU): the cheapest fleet found
@@ -358,6 +368,11 @@ class PlanResult(Result):
     def curve(self) -> pd.DataFrame:
         """$/hour and GPUs against rate per strategy (the best rows)."""
         return self.best[["strategy", "rate", "gpus", "usd_per_hour", "usd_per_task"]]
+
+    def fleets(self) -> pd.DataFrame:
+        """The cheapest fleet per rate and strategy, one row each, in CURVE_COLUMNS (what `plan --format csv` prints)."""
+        best = self.best
+        return best[[c for c in CURVE_COLUMNS if c in best.columns]] if len(best) else pd.DataFrame(columns=list(CURVE_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
         """plan.json: the request as run, the cheapest fleets, every candidate fleet and evaluation, prices, notes and

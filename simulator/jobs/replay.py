@@ -48,6 +48,12 @@ from specagent.simulator.rates_prices import parse_prices, unused_prices
 from specagent.traces.requests import RequestTrace, load_requests
 from specagent.traces.vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S
 
+#: The scenario's fields a plain-serving replay does not read: everything about the agent and the Weak model.
+NOT_READ = ("weak", "strong_api", "workload", "strategies", "k", "review", "acceptance", "verifier_prompt",
+            "verifier_system_tokens", "engine", "prefix_caching",
+            # user and tool waits, an API's verify sends, the pricing engine and the acceptance draws: agent things
+            # a request trace has none of (issue #34: replay's help listed them)
+            "environment", "api_verify_sends", "pricing_engine", "uncertainty")
 #: Per-request result columns (what the Parquet output holds), each with its unit.
 COLUMNS = ("request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "queue_s", "replica")
 

@@ -111,6 +111,8 @@ def balance_study(trajectories: Workload, hardware: Sequence[str] = ("h20", "h20
 
 
 # ------------------------------------------------------------------------------------------------ the job
+#: The scenario's fields the study chooses itself (the strategies: Strong-only and SpecAgent) or does not read.
+NOT_READ = ("strategies", "pricing_engine", "strong_api")
 #: The Strong GPU types studied when neither `gpu` nor the scenario's Strong GPU is given.
 DEFAULT_GPUS = ("h20", "h200")
 #: Guards against a typo, not limits of the method: the study simulates every task (10^6 take minutes), and each rate

@@ -1,7 +1,7 @@
 """`specagent acceptance measure`: teacher-forced shadow verification against two OpenAI-compatible endpoints.
 
 Prints only: the measurement is the job `specagent/endpoints/jobs/acceptance_measure.py` (docs/endpoints.md), its
-flags generated from its Request; this shows the estimate, asks before starting, and prints what was measured.
+flags generated from its Request; this shows the estimate, asks before starting, and prints what was measured (reports/screens/acceptance.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import typer
 
 from specagent.cli.console import SafeConsole, error_line, fail
 from specagent.cli.console import json_out as json_doc  # `json_out` is this command's --json flag
-from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import step_bar
 from specagent.cli.requests import fail_job, request_options
@@ -23,7 +22,6 @@ from specagent.common.errors import InputError
 from specagent.common.redact import Redactor
 from specagent.endpoints.client import ChatClient, EndpointError
 from specagent.endpoints.jobs.acceptance_measure import MeasureInterrupted, MeasureRequest, MeasureResult, ShadowMeasurement
-from specagent.endpoints.measure import unreported
 from specagent.traces.errors import TraceFormatError
 
 
@@ -77,7 +75,7 @@ def measure(
     with m:
         _confirm(m, yes, err)
         try:
-            with step_bar(len(m.positions), "verifying", show=not json_out, status=lambda: request_status(m.client),
+            with step_bar(len(m.positions), "verifying", show=not json_out, status=lambda: status_of(m.client),
                           plain=True) as progress:
                 result = m.run(progress)
         except EndpointError as exc:
@@ -93,7 +91,11 @@ def _show(result: MeasureResult, m: ShadowMeasurement, as_json: bool, err: SafeC
     if as_json:
         typer.echo(json_doc(result.to_dict(), indent=2, sort_keys=True, red=Redactor.of(*m.weak.secrets, *m.strong.secrets)))
     else:
-        _table(summary, result.client, result.paths)
+        from specagent.reports.screens import acceptance as screen
+
+        c = SafeConsole()
+        for part in screen.measure(result, c):
+            c.print(part)
     if summary["records"] == 0:  # nothing to fit: a run that measured nothing must not look like one that did
         err.print(f"error: 0 verdicts from {summary['positions']} positions"
                   + (f" ({', '.join(f'{k} {v}' for k, v in summary['skipped_by_reason'].items())}; why: "
@@ -101,48 +103,11 @@ def _show(result: MeasureResult, m: ShadowMeasurement, as_json: bool, err: SafeC
         raise typer.Exit(code=3)
 
 
-def request_status(client: ChatClient | None) -> str:
-    """Requests answered and retried so far: what moves while a position waits on a slow server."""
-    if client is None:
-        return ""
-    s = client.stats
-    retried = sum(s.retries.values())
-    return f"{s.answered} answered, {s.cached} from cache" + (f", {retried} retried" if retried else "")
+def status_of(client: ChatClient | None) -> str:
+    """The client's requests answered and retried so far (none before it starts)."""
+    return client.stats.status_line() if client is not None else ""
 
 
 def resume_hint(cache: Path, what: str = "rerun to resume") -> str:
     """The hint after an error, only where there is a cache to resume from."""
     return f" (answers so far are cached in {cache}; {what})" if cache.is_dir() and any(cache.iterdir()) else ""
-
-
-def _table(s: dict, stats: dict, paths: list[Path]) -> None:
-    c = SafeConsole()
-    c.print(fitted(c, (Col("measure", "left"), Col("value")), _rows(s, stats),
-                   title=f"acceptance measure: {s['records']} verdicts from {s['positions']} positions"))
-    for line in unreported(s):
-        c.print(f"note: {line}", highlight=False, markup=False)
-    for p in paths:
-        c.print(f"wrote {p}", highlight=False)
-
-
-def _rows(s: dict, stats: dict) -> list[tuple[str, str]]:
-    acc = s["step_acceptance"]
-    rows = [("drafted steps accepted", f"{s['accepted_steps']} / {s['drafted_steps']}" + (f" ({acc:.1%})" if acc is not None else "")),
-            ("segments fully accepted", f"{s['segments_fully_accepted']} / {s['records']}"),
-            ("ended by", ", ".join(f"{k} {v}" for k, v in s["ended_by"].items()) or "-"),
-            ("replacements offered / valid", f"{s['replacements_offered']} / {s['replacements_valid']}"),
-            ("repair turns", str(s["repair_turns"])),
-            ("skipped", f"{s['skipped']}" + (f" ({', '.join(f'{k} {v}' for k, v in s['skipped_by_reason'].items())})" if s["skipped"] else "")),
-            ("verdict JSON asked via", s["response_format"])]
-    for kind, v in s["acceptance_by_kind"].items():
-        rows.append((f"  {kind} steps accepted", f"{v['accepted']} / {v['drafted']} ({v['rate']:.1%})"))
-    for role, u in s["usage"].items():
-        rows.append((f"{role} calls · tokens in / out / reasoning", f"{u['calls']} · {u['prompt_tokens']:,} / "
-                     f"{u['completion_tokens']:,} / {u['reasoning_tokens']:,}"))
-    truncated = {role: u["truncated_calls"] for role, u in s["usage"].items() if u.get("truncated_calls")}
-    if truncated:
-        rows.append(("answers cut at max_tokens", ", ".join(f"{role} {n}" for role, n in truncated.items())))
-    rows.append(("requests sent / answers from cache", f"{stats['requests_sent']} / {stats['answers_from_cache']}"))
-    if stats["retries"]:
-        rows.append(("retries", ", ".join(f"{k} {v}" for k, v in stats["retries"].items())))
-    return rows

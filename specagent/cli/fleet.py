@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 
 from specagent.cli import plan_view
@@ -21,18 +20,14 @@ from specagent.cli.options import guard_outputs
 from specagent.cli.requests import error_text, request_options
 from specagent.common import atomic
 from specagent.common.paths import HTML, JSON_DOC
-from specagent.reports.screens import plan as plan_screen
 from specagent.simulator.jobs import plan
 from specagent.simulator.jobs.base import JobError
-from specagent.simulator.jobs.plan import PlanInterrupted, PlanRequest, PlanResult
+from specagent.simulator.jobs.plan import NOT_READ, PlanInterrupted, PlanRequest, PlanResult
 
 console = SafeConsole()
-#: Scenario fields plan chooses itself (the strategies) or does not use; it takes each pool's GPU type (--weak-hardware,
-#: --strong-hardware, --hardware) as predict does: given, they fix one pairing (one search) instead of searching --gpu.
-POOL_EXCLUDES = ("strategies", "pricing_engine", "strong_api")
 
 
-@request_options(PlanRequest, exclude=POOL_EXCLUDES)
+@request_options(PlanRequest, exclude=NOT_READ)
 def plan_command(
     request: PlanRequest,
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for plan.json (what --json prints; `specagent report` draws its capacity figure) and the "
@@ -67,21 +62,9 @@ def plan_command(
     if fmt == "json":
         print(res.json_text())
     elif fmt == "csv":
-        sys.stdout.write(_curve_frame(res).to_csv(index=False))
+        sys.stdout.write(res.fleets().to_csv(index=False))
     elif not quiet:
         plan_view.show(res, details=details, out=out, images=images)
-
-
-#: The columns of `plan --format csv` (and of the report's plan table): the answer first, each with its unit.
-CURVE_COLUMNS = ("rate", "strategy", "weak_gpu", "weak_replicas", "weak_gpus_per_replica", "strong_gpu", "strong_replicas",
-                 "strong_gpus_per_replica", "gpus", "usd_per_hour", "usd_per_task", "slo_value_s", "slo_ci_low_s", "slo_ci_high_s",
-                 "latency_p50_s", "latency_p95_s", "weak_bound", "strong_bound", "weak_sized_by", "strong_sized_by",
-                 "uncontended_slo_value_s", "gpus_change_vs_strongonly", "usd_per_hour_change_vs_strongonly")
-
-
-def _curve_frame(res: PlanResult) -> pd.DataFrame:
-    best = res.best
-    return best[[c for c in CURVE_COLUMNS if c in best.columns]] if len(best) else pd.DataFrame(columns=list(CURVE_COLUMNS))
 
 
 def _run_plan(request: PlanRequest, out: Optional[Path], quiet: bool) -> PlanResult:
@@ -103,22 +86,13 @@ def _run_plan(request: PlanRequest, out: Optional[Path], quiet: bool) -> PlanRes
 
 
 def _write_plan(out: Path, res: PlanResult) -> str:
-    """plan.json and the curve's HTML together (both or neither); the optional PNG/SVG copies after (what became of them,
-    in words: a failure is a note, not an error)."""
-    from specagent.reports.plan_figure import plan_curve
-    from specagent.reports.static import export_images
+    """plan.json, the curve and its copies (reports/plan_figure.py); what became of the copies, in words."""
+    from specagent.reports.plan_figure import write_plan
 
-    fig = plan_curve(res.best, plan_screen.setting_lines(res)) if len(res.best) else None
     try:
-        res.write(out, also=None if fig is None else {
-            "capacity_curve.html": lambda tmp: fig.write_html(tmp, include_plotlyjs=True, full_html=True)})
-        if fig is None:
-            return ""
-        img = export_images({"capacity_curve": fig}, out)
+        return write_plan(res, out)
     except OSError as exc:
         fail(f"--out {out}: cannot write: {exc}")
-    names = "".join(f", {Path(p).suffix}" for p in img.written)  # the copies' suffixes: capacity_curve.png, .svg
-    return names + (f"; {', '.join(img.failed)} not rendered by kaleido" if img.failed else "") if img.written else f"; {img.message}"
 
 
 app = typer.Typer(help="Fleet planning.", no_args_is_help=True)

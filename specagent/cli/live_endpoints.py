@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specagent.cli.acceptance_measure import request_status, resume_hint
+from specagent.cli.acceptance_measure import resume_hint, status_of
 from specagent.cli.console import error_line, fail, json_out
 from specagent.cli.progress import step_bar
 from specagent.cli.requests import fail_job
@@ -35,7 +35,7 @@ def live_on_endpoints(request: LiveRequest, as_json: bool, console: Console) -> 
     cache = request.out / "cache"
     with live:
         try:
-            with step_bar(request.trajectories, "live tasks", show=not as_json, status=lambda: request_status(live.client),
+            with step_bar(request.trajectories, "live tasks", show=not as_json, status=lambda: status_of(live.client),
                           plain=True) as progress:
                 res = live.run(progress)
         except (EndpointError, LiveError) as exc:

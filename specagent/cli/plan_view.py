@@ -86,17 +86,8 @@ class PlanLines:
             self.err.print(line, highlight=False, markup=False)
 
 
-def files_line(out: Path | None, images: str, details: bool) -> str:
-    """Where the rest is: the files written, and the blocks --details prints."""
-    more = "" if details else "every search: --details"
-    if out is None:
-        return f"plan.json and the curve: --out FOLDER; {more}" if more else "plan.json and the curve: --out FOLDER"
-    wrote = f"wrote {out}/ (plan.json, capacity_curve.html{images})"
-    return f"{wrote}; {more}" if more else wrote
-
-
 def show(res: PlanResult, *, details: bool, out: Path | None, images: str) -> None:
     """The plan for people: with `details` every search's block first, then the answer."""
-    for part in (*(screen.details(res) if details else ()), *screen.answer(res, console, files_line(out, images, details))):
+    for part in (*(screen.details(res) if details else ()), *screen.answer(res, console, screen.files_line(out, images, details))):
         console.print(part)
 

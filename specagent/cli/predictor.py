@@ -12,7 +12,6 @@ from typing import Optional
 import typer
 
 from specagent.cli.console import SafeConsole
-from specagent.reports.screens.tables import Col, fitted
 from specagent.cli.options import guard_outputs, resolve
 from specagent.cli.panels import PanelCommand
 from specagent.cli.progress import spinner
@@ -20,7 +19,7 @@ from specagent.cli.requests import fail_job, request_options
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import JSON_DOC
-from specagent.simulator.jobs.predictor_validate import NOT_READ, PredictorValidateRequest, PredictorValidateResult
+from specagent.simulator.jobs.predictor_validate import NOT_READ, PredictorValidateRequest
 
 console = SafeConsole()
 
@@ -61,21 +60,7 @@ def predictor_validate(
     if as_json:
         print(res.table.to_json(orient="records", indent=2))
         return
-    _print(res)
+    from specagent.reports.screens.predictor import validation
 
-
-#: The validation table's columns (reports/screens/tables.py): |err| = the absolute error of the share; below 80 columns the
-#: per-trajectory error leaves first.
-COLUMNS = (Col("workload", "left"), Col("strategy", "left"), Col("weight\nmode", "left"), Col("predicted"), Col("accounted"),
-           Col("|err|"), Col("mean |err|\nper traj", optional=True))
-
-
-def _print(res: PredictorValidateResult) -> None:
-    rows = []
-    for _, r in res.table.iterrows():
-        name = f"{r['workload']} (protocol log)" if r["source"].startswith("protocol log") else r["workload"]
-        rows.append([name, r["strategy"], r["weight_mode"], f"{r['predicted_strong_share']:.4f}", f"{r['accounted_strong_share']:.4f}",
-                     f"{r['abs_error']:.4f}", f"{r['mean_abs_error_per_trajectory']:.4f}"])
-    console.print(fitted(console, COLUMNS, rows, title="Verdict-token predictor: Strong share of memory reads (both models)",
-                         caption="|err| = |predicted - accounted|", left_out="--json has them"))
-    console.print("largest absolute error of the share: " + ", ".join(f"{m} {v:.4f}" for m, v in res.worst().items()))
+    for part in validation(res, console):
+        console.print(part)

@@ -48,7 +48,7 @@ def progress_bar(total: int, what: str, show: bool = True, status: Callable[[], 
 
     err = Console(stderr=True)
     if plain and not err.is_terminal:
-        with _lines(total, what, status, heartbeat_s) as advance:
+        with PlainLines(total, what, status, heartbeat_s) as advance:
             yield advance
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -61,38 +61,43 @@ def progress_bar(total: int, what: str, show: bool = True, status: Callable[[], 
         yield lambda k: p.advance(task, k)
 
 
-@contextmanager
-def _lines(total: int, what: str, status: Callable[[], str] | None, heartbeat_s: float) -> Iterator[Callable[[int], None]]:
-    t0 = time.monotonic()
-    done = [0]
-    last = [-MIN_GAP_S]
-    lock = threading.Lock()
-    stop = threading.Event()
+class PlainLines:
+    """Progress off a terminal: a line per step done (at most one per `MIN_GAP_S`; the last always), and one every
+    `heartbeat_s` while none is (from a thread of its own), each with the time so far and `status()`."""
 
-    def line() -> None:
-        last[0] = time.monotonic()
-        s = int(last[0] - t0)
-        extra = f" · {status()}" if status is not None else ""
-        print(f"{what} {done[0]}/{total} · {s // 60}m{s % 60:02d}s{extra}", file=sys.stderr, flush=True)
+    def __init__(self, total: int, what: str, status: Callable[[], str] | None, heartbeat_s: float) -> None:
+        self.total, self.what, self.status, self.heartbeat_s = total, what, status, heartbeat_s
+        self.t0 = time.monotonic()
+        self.done = 0
+        self.last = -MIN_GAP_S  # when the last line was printed
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.beat, daemon=True, name="progress-heartbeat")
 
-    def beat() -> None:
-        while not stop.wait(heartbeat_s):
-            with lock:
-                line()
+    def __enter__(self) -> Callable[[int], None]:
+        self.thread.start()
+        return self.advance
 
-    def advance(k: int) -> None:
-        with lock:
-            done[0] += k
-            if done[0] >= total or time.monotonic() - last[0] >= MIN_GAP_S:
-                line()
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=1.0)
 
-    t = threading.Thread(target=beat, daemon=True, name="progress-heartbeat")
-    t.start()
-    try:
-        yield advance
-    finally:
-        stop.set()
-        t.join(timeout=1.0)
+    def line(self) -> None:
+        self.last = time.monotonic()
+        s = int(self.last - self.t0)
+        extra = f" · {self.status()}" if self.status is not None else ""
+        print(f"{self.what} {self.done}/{self.total} · {s // 60}m{s % 60:02d}s{extra}", file=sys.stderr, flush=True)
+
+    def beat(self) -> None:
+        while not self.stop.wait(self.heartbeat_s):
+            with self.lock:
+                self.line()
+
+    def advance(self, k: int) -> None:
+        with self.lock:
+            self.done += k
+            if self.done >= self.total or time.monotonic() - self.last >= MIN_GAP_S:
+                self.line()
 
 
 @contextmanager
@@ -101,12 +106,13 @@ def step_bar(total: int, what: str, show: bool = True, status: Callable[[], str]
     """`progress_bar` driven by a job's progress steps (`simulator.jobs.base.Step`: each says how much is done so
     far): yields the callback a job's `run(request, progress=...)` takes."""
     with progress_bar(total, what, show, status, plain) as advance:
-        seen = [0]
+        seen = 0
 
         def told(step: Any) -> None:
+            nonlocal seen
             done = int(step.done)
-            advance(done - seen[0])
-            seen[0] = done
+            advance(done - seen)
+            seen = done
 
         yield told
 
@@ -145,13 +151,17 @@ class StepBars:
 
 
 @contextmanager
-def spinner(what: str) -> Iterator[Callable[[Any], None]]:
-    """A transient line on stderr whose text follows a job's steps (a bar once a step says its total): for jobs whose
-    stages are of unknown length (calibrating, a live run)."""
+def spinner(what: str, show: bool = True, err: Any = None) -> Iterator[Callable[[Any], None]]:
+    """A transient line on stderr (`err`: a rich Console; a plain one by default) whose text follows a job's steps (a
+    bar once a step says its total): for jobs whose stages are of unknown length (predicting, calibrating, a live run).
+    Nothing, and no rich, with `show` false. Off a terminal it draws nothing (a plain Console ends with one empty line)."""
+    if not show:
+        yield lambda step: None
+        return
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, SpinnerColumn
 
-    with Progress(console=Console(stderr=True), transient=True) as prog:
+    with Progress(SpinnerColumn(), *Progress.get_default_columns(), console=err or Console(stderr=True), transient=True) as prog:
         task = prog.add_task(what, total=None)
 
         def told(step: Any) -> None:

@@ -9,15 +9,14 @@ printed by `bench serve`'s printer, and its result keys in --format json (`bench
 beside a measurement); per-request
 results streamed to Parquet (`-o`), so memory stays bounded at any trace length. No Weak pool
 is built or priced. The job is `simulator/jobs/replay.py` (its flags are its Request's fields);
-this module prints its result.
+this module prints its result (reports/screens/replay.py).
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -26,63 +25,25 @@ from specagent.cli.options import guard_outputs
 from specagent.cli.progress import job_progress
 from specagent.cli.requests import request_options
 from specagent.common.paths import PARQUET
-from specagent.common.redact import Redactor
 from specagent.common.signals import exit_code, sigterm_as_interrupt
-from specagent.common.vllm_result import format_block
-from specagent.simulator.jobs.replay import ReplayRequest, ReplayResult, run
-
-#: Scenario fields a plain-serving replay does not use: everything about the agent and the Weak model.
-REPLAY_EXCLUDES = ("weak", "strong_api", "workload", "strategies", "k", "review", "acceptance", "verifier_prompt",
-                   "verifier_system_tokens", "engine", "prefix_caching",
-                   # user and tool waits, an API's verify sends, the pricing engine and the acceptance draws: agent things
-                   # a request trace has none of (issue #34: replay's help listed them)
-                   "environment", "api_verify_sends", "pricing_engine", "uncertainty")
-
-
-def _arrivals(res: ReplayResult) -> str:
-    """How the requests were sent: the trace's timestamps, or drawn at --request-rate (vLLM's block prints a finite rate
-    only)."""
-    if math.isinf(res.request_rate):
-        return "the trace's own timestamps"
-    return (f"Poisson at {res.request_rate:g} RPS" if res.burstiness == 1.0 else
-            f"gamma gaps at {res.request_rate:g} RPS, burstiness {res.burstiness:g}") + " (seeded)"
-
-
-def _print_extras(res: ReplayResult, s: dict, c: Any) -> None:
-    """What vLLM's block has no line for, below it: the deployment, its scheduler, the arrivals, the price."""
-    sched = res.scheduler
-    c.print(f"Deployment: {res.replicas} x {res.deployment}", markup=False)
-    if sched is not None:
-        c.print(f"Scheduler limits: {sched.max_num_seqs} seqs, {sched.max_batched_tokens or 'unlimited'} tokens/iteration")
-    c.print(f"Arrivals: {_arrivals(res)}")
-    if res.estimated:  # a dataset's text, no tokenizer (traces/datasets.py): the notes below say which lengths
-        c.print("Token counts: estimated from text (see the notes)")
-    usd = "unpriced (pass --price GPU=USD)" if math.isnan(s["usd_per_hour"]) else f"${s['usd_per_hour']:,.2f}/hour"
-    c.print(f"GPUs / price: {s['gpus']:,} GPUs, {usd}" + ("" if math.isnan(s["usd_per_1k_requests"]) else
-                                                         f"; ${s['usd_per_1k_requests']:,.4f} per 1k requests"))
-
+from specagent.simulator.jobs.replay import NOT_READ, ReplayRequest, ReplayResult, run
 
 def _print(res: ReplayResult, out: Optional[Path]) -> None:
-    """`vllm bench serve`'s result block, as `bench serve` prints it (one printer: common/vllm_result.py), then what
-    it has no line for and the notes."""
-    from rich.console import Console  # only for the notes: --format json draws nothing
+    """`vllm bench serve`'s result block, as `bench serve` prints it, then what it has no line for and the notes
+    (reports/screens/replay.py)."""
+    from rich.console import Console  # only here: --format json draws nothing
+
+    from specagent.reports.screens import replay as screen
 
     s = res.figures()
     c = Console(highlight=False)
-    c.print("Predicted by specagent replay (simulated, no server run):", markup=False)
-    print(format_block(s, res.percentile_metrics, res.metric_percentiles), flush=True)
-    _print_extras(res, s, c)
-    if res.chunks > 1:
-        c.print(f"served in {res.chunks} chunks; overlap agreement at the boundaries: within {100 * res.boundary_gap:.2f}% "
-                "(mean and p90 end-to-end)")
-    red = Redactor.of()  # the notes quote the user's files (names, records): no key in them is printed
-    for n in s["notes"]:
-        c.print(red.line(f"note: {n}"), markup=False)
-    if out is not None:
-        c.print(f"wrote {out} (one row per request)", markup=False)
+    c.print(screen.HEADLINE, markup=False)
+    print(screen.block(res, s), flush=True)
+    for line in screen.extras(res, s, out):
+        c.print(line)
 
 
-@request_options(ReplayRequest, exclude=REPLAY_EXCLUDES)
+@request_options(ReplayRequest, exclude=NOT_READ)
 def replay_command(
     request: ReplayRequest,
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Per-request results as Parquet (request, arrival_s, tokens, "

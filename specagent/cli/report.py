@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 
 from specagent.cli.console import SafeConsole, fail, json_out
-from specagent.reports.screens.tables import Col, fitted
 from specagent.common import atomic
 from specagent.common.errors import InputError
 from specagent.common.paths import HTML, check_outputs
@@ -78,15 +77,10 @@ def report(
     for line in data.input_changes:  # the report itself prices from the run's copies and stays as it was
         Console(stderr=True, soft_wrap=True).print(f"note: {line}", highlight=False)
     if as_json:
-        typer.echo(json_out({
-            "html": str(res.path), "figures": res.included, "omitted": res.omitted,
-            "images": [str(p) for p in (res.images.written if res.images else [])],
-            "images_message": res.images.message if res.images else "not requested",
-        }, indent=2))
+        typer.echo(json_out(res.to_dict(), indent=2))
         return
-    con = SafeConsole()
-    rows = [[f.key, "included" if f.figure is not None else f"not shown: {f.reason}"] for f in res.figures]
-    con.print(fitted(con, (Col("figure", "left"), Col("status", "left")), rows, title=f"report written: {res.path}"))
-    if res.images is not None:
-        con.print(res.images.message, highlight=False)
+    from specagent.reports.screens.report import written
 
+    con = SafeConsole()
+    for part in written(res, con):
+        con.print(part)

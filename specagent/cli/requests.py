@@ -189,19 +189,16 @@ def request_options(request_type: type[Request], exclude: Iterable[str] = (),
 
 
 def run_job(run: Callable[..., Any], request: Request, exclude: Iterable[str] = (), show: bool = True, **kw: Any) -> Any:
-    """`run(request, progress, **kw)` with a progress line on stderr (`show`), every error of the request turned into
-    one line naming what to change: a JobError its field's flag, a ScenarioError its scenario flag (or the scenario
-    file's key when the value came from the file), a deployment that does not fit the flags that fix it."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn
+    """`run(request, progress, **kw)` under a spinner on stderr (`show`; cli/progress.py), every error of the request
+    turned into one line naming what to change: a JobError its field's flag, a ScenarioError its scenario flag (or the
+    scenario file's key when the value came from the file), a deployment that does not fit the flags that fix it."""
+    from specagent.cli.progress import spinner
+    from specagent.cli.safe_console import SafeConsole
 
-    from specagent.cli.console import SafeConsole
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=SafeConsole(stderr=True), transient=True,
-                  disable=not show) as bar:
-        task = bar.add_task("starting", total=None)
-        try:
-            return run(request, lambda step: bar.update(task, description=step.what), **kw)
-        except JobError as exc:
-            fail_job(type(request), exc)
-        except ScenarioError as exc:
-            fail(scenario_failure(exc, request.provenance, exclude))
+    try:
+        with spinner("starting", show, SafeConsole(stderr=True) if show else None) as progress:
+            return run(request, progress, **kw)
+    except JobError as exc:
+        fail_job(type(request), exc)
+    except ScenarioError as exc:
+        fail(scenario_failure(exc, request.provenance, exclude))

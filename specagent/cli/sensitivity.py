@@ -1,69 +1,27 @@
 """`specagent study sensitivity`: a tornado of SpecAgent's ratios over each assumption's range, and the break-even map.
 
-The study is the job `simulator/jobs/sensitivity.py` (its flags: the scenario's); this prints its terminal tables and
-writes sensitivity.json (the result's `to_dict()`, what `specagent report` reads) and an HTML page with both figures.
+The study is the job `simulator/jobs/sensitivity.py` (its flags: the scenario's); this prints its terminal tables
+(reports/screens/sensitivity.py) and writes sensitivity.json (the result's `to_dict()`, what `specagent report` reads)
+and an HTML page with both figures.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from specagent.cli.console import json_out
-from specagent.reports.screens.tables import Col, fitted, legend
 from specagent.cli.options import guard_outputs
 from specagent.cli.progress import job_progress
 from specagent.cli.requests import request_options
 from specagent.common import atomic
 from specagent.common.paths import HTML, JSON_DOC
 from specagent.reports.sensitivity_page import write_sensitivity_page
-from specagent.simulator.jobs.sensitivity import METRICS, SensitivityRequest, SensitivityResult, run
+from specagent.simulator.jobs.sensitivity import SensitivityRequest, run
 
 console = Console()
-
-
-def _num(v: float) -> str:
-    return f"{float(v):.3f}" if math.isfinite(float(v)) else "-"
-
-
-def _print_tornado(study: SensitivityResult) -> None:
-    tor = study.tornado
-    base = tor.groupby("metric", sort=False)["base"].first()
-    rows = [["(the scenario)", "", *[_num(base[m]) for m, _ in METRICS]]]
-    for a, g in tor.groupby("assumption", sort=False):
-        g = g.set_index("metric")
-        rows.append([str(a), str(g["low_value"].iloc[0]), *[_num(g.loc[m, "at_low"]) for m, _ in METRICS]])
-        rows.append(["", str(g["high_value"].iloc[0]), *[_num(g.loc[m, "at_high"]) for m, _ in METRICS]])
-    api = study.scenario.strong_api is not None
-    cost = "API charges" if api else "GPU-seconds (busy time × GPUs: the $ ratio at one price per GPU-hour)"
-    caption = ("sorted by the swing of wall time; at = the assumption's value; " + legend([("wall", "wall time, waits included"),
-               ("model time", "without tool and user waits"), ("memory", "HBM bytes read by both models"),
-               ("FLOPs", "both models"), ("$", cost)]))
-    cols = [Col("assumption", "left"), Col("at"), *(Col(label) for _, label in METRICS)]
-    console.print(fitted(console, cols, rows, caption=caption,
-                         title=f"Sensitivity: SpecAgent ÷ Strong-only at each end of each assumption's range · {study.workload}"))
-
-
-def _print_break_even(study: SensitivityResult) -> None:
-    be = study.break_even
-    b = Table(title="Break-even: Weak/Strong time per token at which SpecAgent's time equals Strong-only's", show_edge=False)
-    for col in ("semantic acceptance", "wall", "model time"):
-        b.add_column(col, justify="right")
-    for r in be.line.to_dict("records"):
-        b.add_row(f"{r['acceptance']:.2f}", *[f"{r[c]:.3f}" if math.isfinite(r[c]) else "never" for c in ("wall_break_even", "model_break_even")])
-    b.caption = (f"this scenario: Weak/Strong decode time per token {be.r0:.3f}, mean semantic acceptance {be.base_acceptance:.2f} "
-                 "(decay and correlation kept); SpecAgent pays where the deployments' time ratio is below the line")
-    console.print(b)
-    kb = study.kind_break_even
-    if not kb.empty:
-        console.print("Where SpecAgent stops paying, per step kind (that kind's semantic acceptance over [0, 1], the rest "
-                      "at the scenario's values, at this Weak speed):", highlight=False)
-        for text in kb["text"]:
-            console.print(f"  {text}", highlight=False, markup=False)
 
 
 @request_options(SensitivityRequest, exclude=("strategies",))
@@ -92,6 +50,8 @@ def sensitivity(
     if as_json:
         print(json_out(doc, indent=2, default=str))
         return
-    _print_tornado(study)
-    _print_break_even(study)
+    from specagent.reports.screens import sensitivity as screen
+
+    for part in (screen.tornado(study, console), *screen.break_even(study)):
+        console.print(part)
     console.print(f"wrote {out / 'sensitivity.json'} and {out / 'sensitivity.html'} (`specagent report` takes the JSON too)")

@@ -283,6 +283,11 @@ class ClientStats:
         return {"requests_sent": self.sent, "answers_received": self.answered, "answers_from_cache": self.cached,
                 "retries": dict(sorted(self.retries.items())), "requests_failed": self.failed}
 
+    def status_line(self) -> str:
+        """Requests answered and retried so far: what a progress bar shows moving while a position waits on a slow server."""
+        retried = sum(self.retries.values())
+        return f"{self.answered} answered, {self.cached} from cache" + (f", {retried} retried" if retried else "")
+
     def served_models(self, role: str) -> list[str]:
         return sorted(self.served.get(role, ()))
 

@@ -49,6 +49,12 @@ class ReportResult:
     def omitted(self) -> dict[str, str]:
         return {f.key: f.reason for f in self.figures if f.figure is None}
 
+    def to_dict(self) -> dict[str, Any]:
+        """What `specagent report --json` prints: the page, the figures it holds and leaves out, the copies written."""
+        return {"html": str(self.path), "figures": self.included, "omitted": self.omitted,
+                "images": [str(p) for p in (self.images.written if self.images else [])],
+                "images_message": self.images.message if self.images else "not requested"}
+
 
 # ------------------------------------------------------------------------------ HTML pieces
 CSS = """

@@ -12,6 +12,7 @@ lines are the command's (cli/plan_view.py).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -297,3 +298,13 @@ def utilisation_text(r: dict, name: str) -> str:
     bound = (f", load {share:.0%} of its throughput bound (rate / (replicas x bound per replica))"
              if isinstance(share, float) and not math.isnan(share) else "")
     return f"busy {r[f'{name}_utilisation']:.0%} of the time (a replica running any sequence is busy){bound}"
+
+
+def files_line(out: Path | None, images: str, details: bool) -> str:
+    """Where the rest is: the files written (`images`: what became of the PNG/SVG copies, reports/plan_figure.py), and
+    the blocks --details prints."""
+    more = "" if details else "every search: --details"
+    if out is None:
+        return f"plan.json and the curve: --out FOLDER; {more}" if more else "plan.json and the curve: --out FOLDER"
+    wrote = f"wrote {out}/ (plan.json, capacity_curve.html{images})"
+    return f"{wrote}; {more}" if more else wrote
