@@ -125,6 +125,14 @@ def test_every_module_has_a_layer():
     assert not unplaced, f"give these modules a layer in tests/test_import_layers.py: {unplaced}"
 
 
+def test_every_folder_of_modules_is_an_installed_package():
+    """A subpackage missing from pyproject.toml's `packages` imports from the checkout and is absent from a wheel
+    (reports/screens/ was, until the base-install test in the slow tier caught it)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {m for m, f in modules().items() if f.name == "__init__.py"}
+    assert sorted(found - listed) == []
+
+
 def test_no_import_points_up():
     mods = {m: p.read_text(encoding="utf-8") for m, p in modules().items()}
     assert upward(mods) == []
