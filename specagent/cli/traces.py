@@ -15,12 +15,7 @@ from specagent.cli.requests import fail_job, request_options
 from specagent.reports.screens import traces as screen
 from specagent.simulator.jobs.import_traces import ImportRequest
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
-from specagent.traces.fit import fit_profile
-from specagent.traces.io import load_trajectories, save_synthetic
-from specagent.traces.profile import list_profiles, load_profile, save_profile
-from specagent.traces.quality import data_quality
-from specagent.traces.stats import trace_stats
-from specagent.traces.synth import MAX_TRAJECTORIES
+from specagent.traces.vocabulary import MAX_TRAJECTORIES
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
                        "READ/WRITE/GENERIC, replies, user messages, tool results) with token counts and latencies.",
@@ -111,6 +106,8 @@ def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | Non
     """load_trajectories with a progress bar (stderr, terminals only)."""
     size = file.stat().st_size if file.is_file() else 0
     with progress_bar(size, f"reading {file.name}", show=show) as advance:
+        from specagent.traces.io import load_trajectories
+
         return load_trajectories(file, skip_bad=skip_bad, skipped=skipped, progress=advance)
 
 
@@ -121,6 +118,9 @@ def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parq
                                                             "mean, median, p10, p90).")] = "table",
           skip_bad: SkipOpt = False) -> None:
     """Steps per task, read/write/reply mix, tokens per kind, latencies and success of a trace file."""
+    from specagent.traces.quality import data_quality
+    from specagent.traces.stats import trace_stats
+
     fmt = check_format(fmt, as_json)
     skipped: list[SkippedRecord] = []
     try:
@@ -152,6 +152,9 @@ def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.p
     from specagent.common.paths import starts_with
 
     guard_outputs({"-o": out}, inputs={"FILES": files}, kinds={"-o": starts_with(b"name = ", what="a workload profile (TOML)")})
+    from specagent.traces.fit import fit_profile
+    from specagent.traces.profile import save_profile
+
     try:
         trajs = [t for f in files for t in _load(f)]
         prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
@@ -169,6 +172,9 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
     """Generate synthetic trajectories from a workload profile."""
     guard_outputs({"-o": out}, inputs={"--profile": profile if Path(profile).suffix.lower() == ".toml" else None},
                   kinds={"-o": trace_kind(out)})
+    from specagent.traces.io import save_synthetic
+    from specagent.traces.profile import load_profile
+
     try:
         prof = load_profile(profile)
         with progress_bar(n, f"generating {n:,} trajectories") as advance:
@@ -181,6 +187,8 @@ def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profil
 @app.command()
 def profiles(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List the shipped workload profiles and where their numbers come from."""
+    from specagent.traces.profile import list_profiles, load_profile
+
     rows = []
     for name in list_profiles():
         p = load_profile(name)
