@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import html
 import json
+import os
 import re
 from pathlib import Path
 
@@ -135,8 +136,10 @@ def test_concurrent_reports_each_whole_with_no_temp_files(result, tmp_path, monk
     import plotly.io as pio
     monkeypatch.setattr(static, "find_browser", lambda: "/bin/true")
     monkeypatch.setattr(pio, "write_images", _fake_kaleido(drop="fig2.svg"))
+    before = os.environ.get("BROWSER_PATH")
     with ThreadPoolExecutor(4) as ex:  # four reports into the same folder at once, twice each
         results = list(ex.map(lambda i: H.write_report(result, tmp_path / f"r{i % 4}.html", images=True), range(8)))
+    assert os.environ.get("BROWSER_PATH") == before  # each export's browser path restored, not another thread's left
     assert all(r.images.failed == ["fig2.svg"] for r in results)
     for i in range(4):
         assert (tmp_path / f"r{i}.html").read_text(encoding="utf-8").rstrip().endswith("</html>")

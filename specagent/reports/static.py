@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -19,6 +20,10 @@ from specagent.common import atomic
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 FORMATS = ("png", "svg")
+#: kaleido finds its browser through the process's $BROWSER_PATH, which an export sets for its render and restores:
+#: two exports on two threads interleaving the set and the restore left a stale path behind for the whole process
+#: (every later export and browser check then launched it), so the set-render-restore runs one thread at a time.
+_BROWSER_ENV = threading.Lock()
 
 
 def find_browser() -> str | None:
@@ -61,7 +66,6 @@ def export_images(figures: Mapping[str, go.Figure], out_dir: str | Path, formats
         import kaleido  # noqa: F401
     except ImportError:
         return ImageExport(message="static images not written: the `kaleido` package is not installed (pip install kaleido)")
-    import plotly.io as pio
 
     out = Path(out_dir)
     figs, tmp_paths, final = [], [], []
@@ -76,6 +80,15 @@ def export_images(figures: Mapping[str, go.Figure], out_dir: str | Path, formats
     except OSError as exc:  # the images are optional: the HTML is still written
         _remove(tmp_paths)
         return ImageExport(message=f"static images not written: {atomic.output_error(out, exc)}")
+    with _BROWSER_ENV:
+        return _render(figs, tmp_paths, final, out, browser, width, scale)
+
+
+def _render(figs: list, tmp_paths: list[Path], final: list[Path], out: Path, browser: str, width: int,
+            scale: float) -> ImageExport:
+    """kaleido's render with $BROWSER_PATH set to `browser` for its duration (the caller holds _BROWSER_ENV)."""
+    import plotly.io as pio
+
     old = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = browser
     try:
