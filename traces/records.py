@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic import TypeAdapter
 
 from .schema import Step, Trajectory
 from .vocabulary import (
@@ -59,9 +59,13 @@ def _str(s: Any) -> str | None:
     return None if _SURROGATE.search(s) else json.dumps(s, ensure_ascii=False)
 
 
+#: the model's own float serialiser (pydantic's), for the exponent forms it writes its own way
+_FLOAT_JSON = TypeAdapter(float)
+
+
 def _float(x: float) -> str:
     r = repr(x)
-    return r if "e" not in r else to_json(x).decode()  # the model's serialiser writes exponents its own way
+    return r if "e" not in r else _FLOAT_JSON.dump_json(x).decode()
 
 
 def _count(x: Any) -> bool:
@@ -105,8 +109,7 @@ def _step(s: dict, i: int) -> tuple[str, Any] | None:
         if x is None:
             lats.append("null")
         elif type(x) is float and 0.0 <= x <= MAX_STEP_LATENCY_S:  # NaN fails the comparison
-            r = repr(x)
-            lats.append(r if "e" not in r else to_json(x).decode())  # the model's serialiser writes exponents its way
+            lats.append(_float(x))
         else:
             return None
     return (f'{{"index":{i},"actor":{_ACTOR_J[actor]},"kind":{_KIND_J[kind]},"tool_name":{name_j},'
