@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from specagent.cli import app
-from specagent.cli.console import ASCII_FALLBACK, SafeConsole, _ascii_fallback
+from specagent.cli.console import SafeConsole
+from specagent.common.encodable import ASCII_FALLBACK, ascii_fallback
 from specagent.common.guard import ResultDefect, check_output, problems
 from specagent.common.paths import input_file_problem
 from specagent.costmodel.deployment import Deployment, tp_problem, valid_gpu_counts
@@ -171,7 +172,7 @@ def test_the_ascii_fallback_maps_the_characters_the_commands_print():
 def _register() -> bool:
     import codecs
 
-    codecs.register_error("specagent-ascii", _ascii_fallback)
+    codecs.register_error("specagent-ascii", ascii_fallback)
     return True
 
 

@@ -135,6 +135,29 @@ def test_a_jobs_steps_draw_one_bar_per_stage(monkeypatch):
                      ("open", "c", 5), ("advance", "c", 3), ("close", "c")]
 
 
+def test_a_python_caller_gets_plain_progress_lines_and_a_heartbeat():
+    """`jobs.progress.printed()`: a line per stage step done (the last always), none for a stage without a total, and a
+    heartbeat while a step is slow, each with `status` (#50: heartbeats belong to the job, not to the CLI)."""
+    import io
+    import time
+
+    from specagent.simulator.jobs.progress import printed
+
+    out = io.StringIO()
+    with printed(status=lambda: "3 answered", heartbeat_s=0.05, stream=out) as on_step:
+        on_step(Step("reading t.jsonl", 0, 2))
+        on_step(Step("reading t.jsonl", 2, 2))
+        on_step(Step("pricing", 0, None))
+        on_step(Step("serving", 0, 4))
+        time.sleep(0.2)
+        on_step(Step("serving", 4, 4))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "reading t.jsonl 2/2 · 0m00s · 3 answered"
+    assert not any(line.startswith("pricing") for line in lines)
+    beats = [line for line in lines if line.startswith("serving 0/4")]
+    assert len(beats) >= 2 and lines[-1] == "serving 4/4 · 0m00s · 3 answered"
+
+
 def test_sensitivity_from_python_is_what_the_command_writes(tmp_path):
     """`study sensitivity`'s sensitivity.json is `run(SensitivityRequest(scenario)).to_dict()`."""
     from specagent.simulator.jobs.sensitivity import SensitivityRequest, run

@@ -17,6 +17,7 @@ A job module (one per command: predict, explain, plan, …) provides
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,31 @@ def report(progress: Progress | None, what: str, done: float = 0.0, total: float
         progress(Step(what, done, total))
 
 
+def input_files(scenario: Scenario, provenance: Provenance | None = None) -> dict[str, tuple[str, ...]]:
+    """Every file the scenario was read from or names, by the flag that gave it (--scenario, --acceptance, --trace; a GPU,
+    engine, model or ranges file under 'the scenario's'): what no output of the command may replace
+    (`common.paths.check_outputs`). A name that is not a file (`h20`, `Qwen/Qwen3-32B`) is not one."""
+    given = {k: v[0] for k, v in (provenance.inputs if provenance is not None else {}).items()}
+    found: list[str] = []
+
+    def walk(obj: Any) -> None:
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                if not f.name.startswith("_"):
+                    walk(getattr(obj, f.name))
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+        elif isinstance(obj, (str, os.PathLike)) and str(obj) and os.path.isfile(obj):
+            found.append(str(obj))
+
+    walk(scenario)
+    trace = str(scenario.workload.trace) if scenario.workload.trace is not None else None
+    return {**{flag: (str(p),) for flag, p in given.items()},
+            **({"--trace": (trace,)} if trace in found else {}),
+            "a file the scenario names": tuple(p for p in dict.fromkeys(found) if p != trace)}
+
+
 class Result:
     """What a job returns: a subclass holds everything any view shows (the terminal, the report, a notebook)."""
 
@@ -99,13 +125,19 @@ def read_workload(scenario: Scenario, progress: Progress | None = None) -> tuple
     w = scenario.workload
     path = Path(w.trace) if w.trace is not None else default_workload_path()
     size = path.stat().st_size if w.synthetic is None and path.is_file() else 0
+    return scenario.load_workload(progress=_bytes_read(progress, path.name, size))
+
+
+def _bytes_read(progress: Progress | None, name: str, size: int) -> Callable[[int], None] | None:
+    """A reader's `progress(k)` (k more bytes read) told to a job's `progress` as "reading NAME", done of `size`; None
+    for a file of unknown size (nothing to count against)."""
     done = [0]
 
     def advance(n: int) -> None:
         done[0] += n
-        report(progress, f"reading {path.name}", done[0], size)
+        report(progress, f"reading {name}", done[0], size)
 
-    return scenario.load_workload(progress=advance if size else None)
+    return advance if size else None
 
 
 def chosen_backend(backend: str | None, address: str | None, address_field: str = "address") -> str:
@@ -131,3 +163,12 @@ def records(frame: Any) -> list[dict[str, Any]]:
     rate), as None (JSON's null: missing, never a number)."""
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
             for row in frame.to_dict(orient="records")]
+
+
+def read_trace(path: Path, progress: Progress | None = None, skip_bad: bool = False,
+               skipped: list[Any] | None = None) -> list[Any]:
+    """A trace file's trajectories (`traces.io.load_trajectories`), its bytes read told to `progress` ("reading NAME")."""
+    from specagent.traces.io import load_trajectories
+
+    size = path.stat().st_size if path.is_file() else 0
+    return load_trajectories(path, skip_bad=skip_bad, skipped=skipped, progress=_bytes_read(progress, path.name, size))

@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from specagent.common.errors import InputError
+from specagent.common.encodable import ensure_encodable_output
 from specagent.common.guard import check_output
 from specagent.common.redact import Redactor, clean
 
@@ -38,54 +39,6 @@ def __getattr__(name: str) -> Any:
 
         return SafeConsole
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-#: ASCII stand-ins for the non-ASCII characters the commands print, for a terminal that cannot encode them
-#: (PYTHONIOENCODING=ascii, a latin-1 locale): the output stays readable instead of ending in UnicodeEncodeError.
-ASCII_FALLBACK = {"—": "-", "–": "-", "…": "...", "×": "x", "≤": "<=", "≥": ">=", "≈": "~", "→": "->", "←": "<-", "²": "2",
-                  "³": "3", "τ": "tau", "µ": "u", "μ": "u", "±": "+/-", "·": "*", "÷": "/", "−": "-", "‘": "'", "’": "'",
-                  "“": '"', "”": '"', "•": "*", "✓": "ok", "✗": "x", "∞": "inf", "√": "sqrt", "Δ": "d", "α": "alpha",
-                  "β": "beta", "σ": "sigma", "λ": "lambda", "ρ": "rho", "≠": "!=", "°": "deg", "€": "EUR", "\u00a0": " "}
-
-
-def _ascii_fallback(err: UnicodeError) -> tuple[str, int]:
-    """A codec error handler: each character the stream cannot encode becomes its ASCII stand-in ('?' if none)."""
-    import unicodedata
-
-    if not isinstance(err, UnicodeEncodeError):
-        raise err
-    out = []
-    for ch in err.object[err.start:err.end]:
-        if ch in ASCII_FALLBACK:
-            out.append(ASCII_FALLBACK[ch])
-            continue
-        name = unicodedata.name(ch, "")
-        if name.startswith(("BOX DRAWINGS", "HEAVY", "LIGHT")):
-            out.append("-" if "HORIZONTAL" in name and "VERTICAL" not in name else "|" if "VERTICAL" in name and
-                       "HORIZONTAL" not in name else "+")
-        else:
-            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            out.append(plain or "?")
-    return "".join(out), err.end
-
-
-def ensure_encodable_output() -> None:
-    """Let stdout and stderr print every character in any locale: what the encoding lacks becomes ASCII (`ASCII_FALLBACK`)."""
-    import codecs
-    import sys
-
-    try:
-        codecs.lookup_error("specagent-ascii")
-    except LookupError:
-        codecs.register_error("specagent-ascii", _ascii_fallback)
-    for stream in (sys.stdout, sys.stderr):
-        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-        if enc in ("utf8", "utf16", "utf32", "utf8sig") or not hasattr(stream, "reconfigure"):
-            continue
-        try:
-            stream.reconfigure(errors="specagent-ascii")
-        except (AttributeError, ValueError, OSError):  # a stream that cannot be reconfigured: leave it as it is
-            pass
 
 
 def error_line(msg: object) -> None:

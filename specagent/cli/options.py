@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -227,31 +226,6 @@ def scenario_and_provenance(values: dict[str, Any], scenario_file: Path | None, 
     return out, Provenance(str(scenario_file) if scenario_file is not None else None, given, inputs)
 
 
-def input_files(scenario: Scenario, provenance: Provenance | None = None) -> dict[str, tuple[str, ...]]:
-    """Every file the scenario was read from or names, by the flag that gave it (--scenario, --acceptance, --trace; a GPU,
-    engine, model or ranges file under 'the scenario's'): what no output of the command may replace
-    (`common.paths.check_outputs`). A name that is not a file (`h20`, `Qwen/Qwen3-32B`) is not one."""
-    given = {k: v[0] for k, v in (provenance.inputs if provenance is not None else {}).items()}
-    found: list[str] = []
-
-    def walk(obj: Any) -> None:
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            for f in dataclasses.fields(obj):
-                if not f.name.startswith("_"):
-                    walk(getattr(obj, f.name))
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v)
-        elif isinstance(obj, (str, os.PathLike)) and str(obj) and os.path.isfile(obj):
-            found.append(str(obj))
-
-    walk(scenario)
-    trace = str(scenario.workload.trace) if scenario.workload.trace is not None else None
-    return {**{flag: (str(p),) for flag, p in given.items()},
-            **({"--trace": (trace,)} if trace in found else {}),
-            "a file the scenario names": tuple(p for p in dict.fromkeys(found) if p != trace)}
-
-
 def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any = (), kinds: Any = None,
                   provenance: Provenance | None = None, writable: bool = False) -> None:
     """`common.paths.check_outputs` at a command's boundary, with the scenario's files among the inputs: one `error:`
@@ -260,6 +234,7 @@ def guard_outputs(outputs: Any, *, scenario: Scenario | None = None, inputs: Any
     run, not after it)."""
     from specagent.common import atomic
     from specagent.common.paths import check_outputs
+    from specagent.simulator.jobs.base import input_files
 
     ins = [*(inputs.items() if isinstance(inputs, dict) else inputs),
            *(input_files(scenario, provenance).items() if scenario is not None else ())]

@@ -10,12 +10,14 @@ import typer
 
 from specagent.cli.console import SafeConsole, check_format, fail, json_out
 from specagent.cli.options import guard_outputs
-from specagent.cli.progress import progress_bar
+from specagent.cli.progress import job_progress, progress_bar
 from specagent.cli.requests import request_options
 from specagent.reports.screens import traces as screen
 from specagent.simulator.jobs.import_traces import ImportRequest
+from specagent.simulator.jobs.trace_fit import FitProfileRequest
+from specagent.simulator.jobs.trace_stats import StatsRequest
+from specagent.simulator.jobs.trace_synth import SynthRequest
 from specagent.traces.errors import Repair, SkippedRecord, TraceFormatError
-from specagent.traces.vocabulary import MAX_TRAJECTORIES
 
 app = typer.Typer(help="Agent traces: a *trajectory* is one task's run as ordered *steps* (agent tool calls "
                        "READ/WRITE/GENERIC, replies, user messages, tool results) with token counts and latencies.",
@@ -48,9 +50,6 @@ def _default_out(out: Optional[Path], files: tuple[str, ...]) -> Path:
     first = Path(files[0])
     p = first.with_suffix(".jsonl")
     return p if p != first else first.with_name(first.stem + ".trace.jsonl")
-
-
-SkipOpt = Annotated[bool, typer.Option("--skip-bad", help="Leave out malformed records and report each one, instead of stopping at the first.")]
 
 
 @app.command("import")
@@ -99,86 +98,61 @@ def formats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
         c.print(line)
 
 
-def _load(file: Path, skip_bad: bool = False, skipped: list[SkippedRecord] | None = None, show: bool = True):
-    """load_trajectories with a progress bar (stderr, terminals only)."""
-    size = file.stat().st_size if file.is_file() else 0
-    with progress_bar(size, f"reading {file.name}", show=show) as advance:
-        from specagent.traces.io import load_trajectories
-
-        return load_trajectories(file, skip_bad=skip_bad, skipped=skipped, progress=advance)
-
-
 @app.command()
-def stats(file: Annotated[Path, typer.Argument(help="Trace file (.jsonl or .parquet).")],
-          as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
-          fmt: Annotated[str, typer.Option("--format", help="table, json (every statistic) or csv (one row per quantity: "
-                                                            "mean, median, p10, p90).")] = "table",
-          skip_bad: SkipOpt = False) -> None:
+@request_options(StatsRequest, scenario=False)
+def stats(request: StatsRequest, as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+          fmt: str = typer.Option("table", "--format", help="table, json (every statistic) or csv (one row per quantity: "
+                                                              "mean, median, p10, p90).")) -> None:
     """Steps per task, read/write/reply mix, tokens per kind, latencies and success of a trace file."""
-    from specagent.traces.quality import data_quality
-    from specagent.traces.stats import trace_stats
+    from specagent.simulator.jobs.trace_stats import run as stats_job
 
     fmt = check_format(fmt, as_json)
-    skipped: list[SkippedRecord] = []
-    try:
-        trajs = _load(file, skip_bad, skipped, show=fmt == "table")
-        s = trace_stats(trajs)
-        q = data_quality(trajs)
-    except (TraceFormatError, FileNotFoundError, ValueError) as e:
-        fail(e)
-    _report_skips(skipped)
-    s["data_quality"] = q.to_dict()
+    result = _run(stats_job, request, show=fmt == "table")
+    _report_skips(result.skipped)
     if fmt == "json":
-        typer.echo(json_out(s, indent=1))
-        return
-    if fmt == "csv":
-        sys.stdout.write(screen.stats_frame(s).to_csv(index=False))
-        return
-    c = SafeConsole()
-    for part in screen.stats(s, file.name, q):
-        c.print(part)
+        typer.echo(json_out(result.to_dict(), indent=1))
+    elif fmt == "csv":
+        sys.stdout.write(screen.stats_frame(result.stats).to_csv(index=False))
+    else:
+        c = SafeConsole()
+        for part in screen.stats(result.stats, Path(request.file).name, result.quality):  # type: ignore[arg-type]
+            c.print(part)
 
 
-@app.command()
-def fit(files: Annotated[list[Path], typer.Argument(help="Trace files (.jsonl/.parquet) to fit.")],
-        out: Annotated[Path, typer.Option("-o", "--out", help="Output profile (.toml).")],
-        name: Annotated[str, typer.Option(help="Profile name.")] = "fitted") -> None:
-    """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
-    if out.suffix.lower() != ".toml":
-        fail(f"-o {out}: a workload profile is a TOML file: expected a name ending in .toml")
-    from specagent.common.paths import starts_with
-
-    guard_outputs({"-o": out}, inputs={"FILES": files}, kinds={"-o": starts_with(b"name = ", what="a workload profile (TOML)")})
-    from specagent.traces.fit import fit_profile
-    from specagent.traces.profile import save_profile
-
+def _run(job, request, show: bool = True):
+    """A traces job under its progress bars; a malformed or missing trace is its one error line."""
     try:
-        trajs = [t for f in files for t in _load(f)]
-        prof = fit_profile(trajs, name=name, source=f"fit to {', '.join(f.name for f in files)} ({len(trajs)} trajectories)")
-        save_profile(prof, out)
+        with job_progress(show=show) as progress:
+            return job(request, progress)
     except (TraceFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
-    SafeConsole().print(f"wrote profile {name!r} fitted to {len(trajs)} trajectories to {out}")
 
 
 @app.command()
-def synth(profile: Annotated[str, typer.Option("--profile", help="Shipped profile name (see `profiles`) or a .toml path.")],
-          out: Annotated[Path, typer.Option("-o", "--out", help="Output file (.jsonl or .parquet).")],
-          n: Annotated[int, typer.Option("-n", help="Number of trajectories.", min=1, max=MAX_TRAJECTORIES)] = 1000,
-          seed: Annotated[int, typer.Option(help="Random seed; same seed, byte-identical output.", min=0, max=2**63 - 1)] = 0) -> None:
+@request_options(FitProfileRequest, scenario=False)
+def fit(request: FitProfileRequest) -> None:
+    """Fit a workload profile (turns, kind transitions, tokens, latencies, success) to real traces."""
+    from specagent.common.paths import starts_with
+    from specagent.simulator.jobs.trace_fit import run as fit_job
+
+    guard_outputs({"-o": request.out}, inputs={"FILES": request.files},
+                  kinds={"-o": starts_with(b"name = ", what="a workload profile (TOML)")})
+    result = _run(fit_job, request)
+    SafeConsole().print(f"wrote profile {request.name!r} fitted to {result.trajectories} trajectories to {request.out}")
+
+
+@app.command()
+@request_options(SynthRequest, scenario=False)
+def synth(request: SynthRequest) -> None:
     """Generate synthetic trajectories from a workload profile."""
+    from specagent.simulator.jobs.trace_synth import run as synth_job
+
+    profile, out = request.profile, Path(request.out)  # type: ignore[arg-type]
     guard_outputs({"-o": out}, inputs={"--profile": profile if Path(profile).suffix.lower() == ".toml" else None},
                   kinds={"-o": trace_kind(out)})
-    from specagent.traces.io import save_synthetic
-    from specagent.traces.profile import load_profile
-
-    try:
-        prof = load_profile(profile)
-        with progress_bar(n, f"generating {n:,} trajectories") as advance:
-            steps = save_synthetic(prof, n, seed, out, progress=advance)
-    except (TraceFormatError, FileNotFoundError, ValueError) as e:
-        fail(e)
-    SafeConsole().print(f"wrote {n} synthetic trajectories ({steps} steps) from profile {prof.name!r}, seed {seed}, to {out}")
+    result = _run(synth_job, request)
+    SafeConsole().print(f"wrote {request.trajectories} synthetic trajectories ({result.steps} steps) from profile "
+                        f"{result.profile_name!r}, seed {request.seed}, to {out}")
 
 
 @app.command()
