@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.jobs.checks import check_bounds
 from specagent.traces.vocabulary import MAX_TRAJECTORIES
 
-MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class SynthRequest(Request):
                                                      "help": "Output file (.jsonl or .parquet)."})
     trajectories: int = field(default=1000, metadata={"short": "-n", "min": 1, "max": MAX_TRAJECTORIES,
                                                       "help": "Number of trajectories."})
-    seed: int = field(default=0, metadata={"min": 0, "max": MAX_SEED,
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**63 - 1,
                                            "help": "Random seed; same seed, byte-identical output."})
 
     def check(self) -> None:
@@ -31,9 +31,7 @@ class SynthRequest(Request):
             raise JobError("a workload profile (a shipped name or a .toml file) is required", "profile")
         if self.out is None:
             raise JobError("an output trace file (.jsonl or .parquet) is required", "out")
-        for name, lo, hi in (("trajectories", 1, MAX_TRAJECTORIES), ("seed", 0, MAX_SEED)):
-            if not lo <= getattr(self, name) <= hi:
-                raise JobError(f"expected a whole number in [{lo}, {hi:,}], got {getattr(self, name)}", name)
+        check_bounds(self)
 
 
 @dataclass
