@@ -180,7 +180,8 @@ def test_a_malformed_answer_is_a_counted_skip_not_a_traceback(tmp_path, role, mo
     summary = json.loads((out / "summary.json").read_text())
     assert summary["skipped"] == 2 and summary["records"] == 0, summary
     skips = [json.loads(line) for line in (out / "skips.jsonl").read_text().splitlines()]
-    assert all("not a chat completion" in sk["detail"] and "endpoint http://127.0.0.1" in sk["detail"] for sk in skips), skips
+    assert all("not a chat completion" in sk["detail"] and "endpoint http://127.0.0.1" in sk["detail"] for sk in skips), \
+        [sk["detail"] for sk in skips]
 
 
 @pytest.mark.parametrize("role,mode", [("weak", "tool_calls_int"), ("weak", "deep_json"), ("verify", "deep_json"),

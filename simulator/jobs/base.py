@@ -128,6 +128,15 @@ def read_workload(scenario: Scenario, progress: Progress | None = None) -> tuple
     return scenario.load_workload(progress=_bytes_read(progress, path.name, size))
 
 
+def read_trace(path: Path, progress: Progress | None = None, skip_bad: bool = False,
+               skipped: list[Any] | None = None) -> list[Any]:
+    """A trace file's trajectories (`traces.io.load_trajectories`), its bytes read told to `progress` ("reading NAME")."""
+    from specagent.traces.io import load_trajectories
+
+    size = path.stat().st_size if path.is_file() else 0
+    return load_trajectories(path, skip_bad=skip_bad, skipped=skipped, progress=_bytes_read(progress, path.name, size))
+
+
 def _bytes_read(progress: Progress | None, name: str, size: int) -> Callable[[int], None] | None:
     """A reader's `progress(k)` (k more bytes read) told to a job's `progress` as "reading NAME", done of `size`; None
     for a file of unknown size (nothing to count against)."""
@@ -163,12 +172,3 @@ def records(frame: Any) -> list[dict[str, Any]]:
     rate), as None (JSON's null: missing, never a number)."""
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
             for row in frame.to_dict(orient="records")]
-
-
-def read_trace(path: Path, progress: Progress | None = None, skip_bad: bool = False,
-               skipped: list[Any] | None = None) -> list[Any]:
-    """A trace file's trajectories (`traces.io.load_trajectories`), its bytes read told to `progress` ("reading NAME")."""
-    from specagent.traces.io import load_trajectories
-
-    size = path.stat().st_size if path.is_file() else 0
-    return load_trajectories(path, skip_bad=skip_bad, skipped=skipped, progress=_bytes_read(progress, path.name, size))

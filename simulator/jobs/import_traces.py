@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the importers load when the job runs: `traces stats` and th
 
 #: the format names `traces import FORMAT FILE...` took before detection (kept: scripts use them)
 FORMAT_ALIASES = {"openai": "openai-chat"}
+SKIP_HELP = "Leave out malformed records and report each one, instead of stopping at the first."
 TAGS_HELP = ("JSON tool-tag map ({tool: READ|WRITE|GENERIC|THINK} or {domain: {...}}): the first source of a tool's tag, "
              "before the benchmark's own (τ²-Bench, VitaBench) and MCP annotations. A tool no source tags is held as a "
              "WRITE and named (docs/traces.md#tool-tags).")
@@ -44,8 +45,7 @@ class ImportRequest(Request):
         "help": "Agent logs: τ²-Bench/VitaBench results, τ-bench runs, OpenAI chat logs, BFCL multi-turn results, "
                 "MCP-Atlas CSV, … (`specagent traces formats`). The format is found from each file's content; a leading "
                 "FORMAT (or --format) names it instead."})
-    skip_bad: bool = field(default=False, metadata={
-        "help": "Leave out malformed records and report each one, instead of stopping at the first."})
+    skip_bad: bool = field(default=False, metadata={"help": SKIP_HELP})
     tags: Path | None = field(default=None, metadata={"help": TAGS_HELP})
     format: str | None = field(default=None, metadata={
         "help": "Read every file as this format instead of detecting it (`traces formats`)."})

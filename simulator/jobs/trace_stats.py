@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specagent.simulator.jobs.base import JobError, Progress, Request, Result, read_trace
+from specagent.simulator.jobs.import_traces import SKIP_HELP
 
 if TYPE_CHECKING:
     from specagent.traces.errors import SkippedRecord
     from specagent.traces.quality import DataQuality
-
-SKIP_HELP = "Leave out malformed records and report each one, instead of stopping at the first."
-
 
 @dataclass(frozen=True)
 class StatsRequest(Request):
