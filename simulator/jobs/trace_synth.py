@@ -12,7 +12,6 @@ from specagent.simulator.jobs.checks import check_bounds
 from specagent.traces.vocabulary import MAX_TRAJECTORIES
 
 
-
 @dataclass(frozen=True)
 class SynthRequest(Request):
     """The profile to draw from, the trace file to write, how many trajectories and the seed."""
