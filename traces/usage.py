@@ -133,10 +133,10 @@ def split_completion(u: Usage, visible_estimate: int, reasoning_text: str = "") 
     (its estimate); the excess of the count over the visible text's estimate (inferred; 0 below the threshold). Kept
     text that falls short of that excess by more than the threshold is a summary of the reasoning (Gemini's thought
     summaries, OpenAI's reasoning summaries), not all of it: the excess stands."""
-    excess = u.completion - visible_estimate
-    beyond = max(REASONING_MIN_EXCESS, REASONING_MIN_FRACTION * visible_estimate)
     if u.reasoning is not None:
         return Decoded(u.completion - u.reasoning, u.reasoning, "measured")
+    excess = u.completion - visible_estimate
+    beyond = max(REASONING_MIN_EXCESS, REASONING_MIN_FRACTION * visible_estimate)
     if reasoning_text:
         from .tokens import estimate_text_tokens
 

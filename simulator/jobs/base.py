@@ -124,8 +124,7 @@ def read_workload(scenario: Scenario, progress: Progress | None = None) -> tuple
 
     w = scenario.workload
     path = Path(w.trace) if w.trace is not None else default_workload_path()
-    size = path.stat().st_size if w.synthetic is None and path.is_file() else 0
-    return scenario.load_workload(progress=_bytes_read(progress, path.name, size))
+    return scenario.load_workload(progress=_bytes_read(progress, path) if w.synthetic is None else None)
 
 
 def read_trace(path: Path, progress: Progress | None = None, skip_bad: bool = False,
@@ -133,18 +132,18 @@ def read_trace(path: Path, progress: Progress | None = None, skip_bad: bool = Fa
     """A trace file's trajectories (`traces.io.load_trajectories`), its bytes read told to `progress` ("reading NAME")."""
     from specagent.traces.io import load_trajectories
 
+    return load_trajectories(path, skip_bad=skip_bad, skipped=skipped, progress=_bytes_read(progress, path))
+
+
+def _bytes_read(progress: Progress | None, path: Path) -> Callable[[int], None] | None:
+    """A reader's `progress(k)` (k more bytes read) told to a job's `progress` as "reading NAME", done of the file's
+    size; None for what is not a file of known size (nothing to count against)."""
     size = path.stat().st_size if path.is_file() else 0
-    return load_trajectories(path, skip_bad=skip_bad, skipped=skipped, progress=_bytes_read(progress, path.name, size))
-
-
-def _bytes_read(progress: Progress | None, name: str, size: int) -> Callable[[int], None] | None:
-    """A reader's `progress(k)` (k more bytes read) told to a job's `progress` as "reading NAME", done of `size`; None
-    for a file of unknown size (nothing to count against)."""
     done = [0]
 
     def advance(n: int) -> None:
         done[0] += n
-        report(progress, f"reading {name}", done[0], size)
+        report(progress, f"reading {path.name}", done[0], size)
 
     return advance if size else None
 

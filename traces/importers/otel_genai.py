@@ -207,8 +207,8 @@ def from_ai_sdk(attrs: dict[str, Any]) -> dict[str, Any]:
     if op != "chat":
         return out
     for new, olds in _AI_USAGE.items():
-        if new not in out and _get(attrs, *olds) is not None:
-            out[new] = _get(attrs, *olds)
+        if new not in out and (v := _get(attrs, *olds)) is not None:
+            out[new] = v
     if "gen_ai.request.model" not in out and isinstance(attrs.get("ai.model.id"), str):
         out["gen_ai.request.model"] = attrs["ai.model.id"]
     prompt = _json_attr(attrs.get("ai.prompt.messages"))
@@ -351,8 +351,8 @@ def _any_value(v: Any) -> Any:
     return None
 
 
-def _attributes(raw: Any, err, field_name: str, keep: re.Pattern | None = _KEEP) -> dict[str, Any]:
-    """The kept attributes (``keep``; None: all) of an OTLP key-value list."""
+def _attributes(raw: Any, err, field_name: str, keep: re.Pattern = _KEEP) -> dict[str, Any]:
+    """The kept attributes (those `keep` matches) of an OTLP key-value list."""
     if raw is None:
         return {}
     if not isinstance(raw, list):
@@ -361,7 +361,7 @@ def _attributes(raw: Any, err, field_name: str, keep: re.Pattern | None = _KEEP)
     for kv in raw:
         if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
             raise err(field_name, "attributes as {key, value} objects", kv)
-        if keep is None or keep.match(kv["key"]):
+        if keep.match(kv["key"]):
             out[kv["key"]] = _any_value(kv.get("value"))
     return out
 
