@@ -154,6 +154,18 @@ class Deployment:
         hp = p.embedding + p.lm_head + p.norms + p.router
         return (p.total - hp) * self.weight_bytes_per_param + hp * self.high_precision_bytes
 
+    def dense_weight_bytes(self) -> float:
+        """The weights every pass reads once whatever its tokens: all but the embedding table, the LM head and the
+        routed experts (norms and router in 16 bits)."""
+        p = self.model.param_counts()
+        hp_params = p.norms + p.router
+        dense = p.total - p.embedding - p.lm_head - p.routed_experts
+        return float((dense - hp_params) * self.weight_bytes_per_param + hp_params * self.high_precision_bytes)
+
+    def lm_head_bytes(self) -> float:
+        """The LM head, read once per pass that computes logits, in 16 bits (as the roofline prices it)."""
+        return float(self.model.vocab * self.model.hidden * self.high_precision_bytes)
+
     def kv_bytes_per_token(self) -> float:
         return self.model.kv_bytes_per_token(dtype_bytes(self.kv_dtype))
 

@@ -28,7 +28,9 @@ deployment's serving-engine profile (`hardware/engines/*.toml`, with its source 
   to a throughput ceiling (fitted to published kernel times, `moe_kernel_fit.fit_moe_kernels`);
 * attention-kernel efficiency apart from GEMM efficiency (``attention_mfu``);
 * the achieved-bandwidth curve of weight-streaming kernels, e(b) = e∞·b/(b + b½) for a
-  kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel.
+  kernel of b bytes per GPU, which adds b½/(BW·e∞) of memory time per such kernel;
+* the dense weight stream's own rate (``weight_stream``, a factor on ``bandwidth``): the weights
+  every pass reads once are priced at it instead of the shared fraction (`weight_stream_s`).
 
 `FIXED_TERMS` below is the one list of the per-pass fixed costs (name, the engine-profile
 field that is each coefficient's one home, how it enters the pass time); every consumer
@@ -67,10 +69,10 @@ WEIGHT_KERNELS = {"full_attention": 2, "linear_attention": 3, "dense_mlp": 2, "m
 SHARED_EXPERT_KERNELS = 3
 
 
-def weight_kernel_params(model: ModelSpec) -> dict[str, tuple[tuple[float, bool], ...]]:
+def weight_kernel_params(model: ModelSpec) -> dict[str, tuple[tuple[float, bool, bool], ...]]:
     """Per layer kind, the weights each weight-streaming kernel of `WEIGHT_KERNELS` reads in a one-token decode step.
 
-    Each entry is (parameters, high precision): the fused QKV(+output gate) and output GEMMs of attention; Gated
+    Each entry is (parameters, high precision, routed experts): the fused QKV(+output gate) and output GEMMs of attention; Gated
     DeltaNet's fused qkvz, fused ba and output; a dense MLP's gate/up and down; an MoE layer's router (kept in high
     precision, as the roofline counts it), grouped w13 and w2 over the top-k experts a single token routes to (the
     union of experts a one-token pass touches), then the shared expert's gate/up, down and its scalar gate. The kernel
@@ -78,30 +80,31 @@ def weight_kernel_params(model: ModelSpec) -> dict[str, tuple[tuple[float, bool]
     """
     h = model.hidden
     a = model.attention.matmul_shapes(h)
-    out: dict[str, tuple[tuple[float, bool], ...]] = {
-        "full_attention": ((float(sum(i * o for i, o in a[:3])), False), (float(a[3][0] * a[3][1]), False)),
-        "dense_mlp": ((2.0 * h * model.dense_intermediate, False), (float(h * model.dense_intermediate), False)),
+    out: dict[str, tuple[tuple[float, bool, bool], ...]] = {
+        "full_attention": ((float(sum(i * o for i, o in a[:3])), False, False), (float(a[3][0] * a[3][1]), False, False)),
+        "dense_mlp": ((2.0 * h * model.dense_intermediate, False, False), (float(h * model.dense_intermediate), False, False)),
     }
     if model.linear:
         la = model.linear.matmul_shapes(h)
-        out["linear_attention"] = ((float(sum(i * o for i, o in la[:2])), False), (float(la[2][0] * la[2][1]), False),
-                                   (float(la[3][0] * la[3][1]), False))
+        out["linear_attention"] = ((float(sum(i * o for i, o in la[:2])), False, False),
+                                   (float(la[2][0] * la[2][1]), False, False), (float(la[3][0] * la[3][1]), False, False))
     else:
         out["linear_attention"] = ()
     if model.moe:
         m = model.moe
-        moe = [(float(h * m.num_experts), True), (2.0 * h * m.expert_intermediate * m.top_k, False),
-               (float(h * m.expert_intermediate * m.top_k), False)]
+        moe = [(float(h * m.num_experts), True, False), (2.0 * h * m.expert_intermediate * m.top_k, False, True),
+               (float(h * m.expert_intermediate * m.top_k), False, True)]
         if m.shared_intermediate:
-            moe += [(2.0 * h * m.shared_intermediate, False), (float(h * m.shared_intermediate), False),
-                    (float(h if m.shared_gate else 0), False)]
+            moe += [(2.0 * h * m.shared_intermediate, False, False), (float(h * m.shared_intermediate), False, False),
+                    (float(h if m.shared_gate else 0), False, False)]
         out["moe"] = tuple(moe)
     else:
         out["moe"] = ()
     return out
 
 
-def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: float, half_bytes: float) -> float:
+def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: float, half_bytes: float,
+                   stream_efficiency: float | None = None) -> float:
     """Per-layer fixed time that weight-streaming kernels hide behind their own weight reads (seconds per pass).
 
     A kernel takes max(its floor, its bytes ÷ achieved bandwidth, its FLOPs ÷ achieved peak), not their sum: the
@@ -115,10 +118,12 @@ def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: fl
     hidden part is at least this one (FLOP-bound GEMMs take longer still): the subtraction never exceeds what a pass
     hides. Kernels without weights (norms, RoPE, the attention and recurrent kernels, activations) keep their floor.
     Applied where the engine profile says its floors overlap reads (`floor_overlaps_reads`: the GPU engines); a CPU's
-    eager per-op dispatch runs before its op, serially, and adds.
+    eager per-op dispatch runs before its op, serially, and adds. A routed-expert kernel reads at `bandwidth_efficiency`,
+    every other weight kernel at `stream_efficiency` (the dense weight stream's, `weight_stream_s`; None: the same).
     """
     counts = layer_counts(dep)
     rate = dep.hardware.bandwidth_bytes_s * bandwidth_efficiency
+    stream = rate if stream_efficiency is None else dep.hardware.bandwidth_bytes_s * stream_efficiency
     wb, hp, g = dep.weight_bytes_per_param, dep.high_precision_bytes, dep.gpus
     total = 0.0
     for kind, kernels in weight_kernel_params(dep.model).items():
@@ -128,7 +133,8 @@ def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: fl
         floor = float(eng.layer_us[kind].value) * 1e-6 / n_kern
         if floor <= 0.0:
             continue
-        per_layer = sum(min(floor, (params * (hp if high else wb) / g + half_bytes) / rate) for params, high in kernels)
+        per_layer = sum(min(floor, (params * (hp if high else wb) / g + half_bytes) / (rate if routed else stream))
+                        for params, high, routed in kernels)
         total += counts[kind] * min(per_layer, floor * n_kern)
     return total
 
@@ -160,6 +166,15 @@ class LatencyTerms:
     #: The part of the per-layer floors that weight-streaming kernels hide behind their own reads (`hidden_floor_s`):
     #: layers_s is the floors' sum less this, so a kernel pays max(floor, bytes time), not both.
     layers_hidden_s: float = 0.0
+    #: Memory time the dense weight stream saves (< 0) by reading at its own rate (`weight_stream_s`): per pass, as its bytes are.
+    weight_stream_s: float = 0.0
+    #: The dense weight stream's fraction of the datasheet bandwidth (`bandwidth_efficiency` where the engine sets none).
+    stream_efficiency: float | None = None
+
+    @property
+    def memory_fixed_s(self) -> float:
+        """Memory time a pass pays beyond its bytes ÷ the shared achieved bandwidth: the ramp and the weight stream's own rate."""
+        return self.bandwidth_ramp_s + self.weight_stream_s
 
 
 @dataclass(frozen=True)
@@ -230,6 +245,31 @@ def collective_counts(dep: Deployment) -> tuple[int, int]:
     return 2 * m.num_layers - moe_ep, 2 * moe_ep
 
 
+def stream_efficiency(eng: EngineProfile, bandwidth_efficiency: float) -> float | None:
+    """The dense weight stream's fraction of the datasheet bandwidth: `bandwidth` × the engine's `weight_stream` factor,
+    at most the datasheet (or the shared fraction, where a calibrated one exceeds it); None where the engine sets none."""
+    if eng.weight_stream is None:
+        return None
+    return min(bandwidth_efficiency * float(eng.weight_stream.value), max(1.0, bandwidth_efficiency))
+
+
+def weight_stream_s(dep: Deployment, bandwidth_efficiency: float, stream: float | None) -> float:
+    """Memory time per pass the dense weight stream adds (< 0: saves) by reading at `stream` instead of the shared rate.
+
+    The roofline prices every byte at the shared `bandwidth` fraction. The weights every pass reads once whatever its
+    tokens (`Deployment.dense_weight_bytes`, and the LM head) are long sequential GEMV reads, which run nearer the
+    device's copy rate than the paged KV reads, the scattered routed-expert reads and the activations that share that
+    fraction (issue 49: Qwen3-8B's measured BF16 − FP8 TPOT gap on an H100 reads its weights at 0.94 of the datasheet,
+    the shared fit says 0.70). Those bytes are the same in every pass, so the difference is a constant per deployment,
+    and the pass time stays affine in its aggregates (the fleet's probe reads it as such).
+    """
+    if stream is None:
+        return 0.0
+    per_gpu = (dep.dense_weight_bytes() + dep.lm_head_bytes()) / dep.gpus
+    bw = dep.hardware.bandwidth_bytes_s
+    return per_gpu / (bw * stream) - per_gpu / (bw * bandwidth_efficiency)
+
+
 def latency_terms(dep: Deployment) -> LatencyTerms:
     eng = dep.serving_engine.for_hardware(dep.hardware)
     hw = dep.hardware
@@ -243,9 +283,14 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
     if dep.model.moe and dep.model.moe.shared_intermediate:
         weight_kernels += counts["moe"] * SHARED_EXPERT_KERNELS
     half_bytes = float(eng.bandwidth_half_mb.value) * 1e6
+    stream = stream_efficiency(eng, bw_eff)
+    ramp = weight_kernels * half_bytes / (hw.bandwidth_bytes_s * bw_eff)
+    if stream is not None and half_bytes:  # the routed experts' two grouped GEMMs per MoE layer ramp at the shared rate
+        routed = 2 * counts["moe"]
+        ramp = half_bytes / hw.bandwidth_bytes_s * ((weight_kernels - routed) / stream + routed / bw_eff)
     moe = moe_efficiency(eng, hw.peak_flops(dep.compute_dtype))
     overlaps = eng.floor_overlaps_reads is not None and bool(eng.floor_overlaps_reads.value)
-    hidden = hidden_floor_s(dep, eng, bw_eff, half_bytes) if overlaps else 0.0
+    hidden = hidden_floor_s(dep, eng, bw_eff, half_bytes, stream) if overlaps else 0.0
     layers_s = floors_s - hidden if hidden > 0.0 else floors_s
     return LatencyTerms(
         iteration_s=float((eng.iteration_us or hw.pass_overhead_us).value) * us,
@@ -256,7 +301,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         all_to_alls=a2a,
         collective_latency_s=(ar * float(eng.allreduce_alpha_us.value) + a2a * float(eng.all_to_all_alpha_us.value)) * us,
         moe_pad_tokens=float(eng.moe_pad_tokens.value),
-        bandwidth_ramp_s=weight_kernels * half_bytes / (hw.bandwidth_bytes_s * bw_eff),
+        bandwidth_ramp_s=ramp,
         gemm_mfu=float((eng.gemm_mfu or hw.prefill_mfu).value),
         attention_mfu=float(eng.attention_mfu.value) if eng.attention_mfu is not None else None,
         moe_mfu=moe,
@@ -266,6 +311,8 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
         layers_hidden_s=hidden,
         request_s=float(eng.request_us.value) * us,
+        weight_stream_s=weight_stream_s(dep, bw_eff, stream),
+        stream_efficiency=stream,
     )
 
 

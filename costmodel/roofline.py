@@ -80,7 +80,6 @@ def coefficients(dep: Deployment) -> Coefficients:
     wb = dep.weight_bytes_per_param
     hp = dep.high_precision_bytes
     ab = dtype_bytes(dep.activation_dtype)
-    p = m.param_counts()
 
     attn_gemm = sum(i * o for i, o in m.attention.matmul_shapes(h))
     gemm = m.num_full_layers * attn_gemm
@@ -108,9 +107,6 @@ def coefficients(dep: Deployment) -> Coefficients:
         shared_act = (h + 3 * mo.shared_intermediate + h) if mo.shared_intermediate else 0
         act += n * (mo.top_k * per_expert_act + shared_act + h + mo.num_experts)
 
-    hp_params = p.norms + p.router
-    dense_weight_params = p.total - p.embedding - p.lm_head - p.routed_experts
-    dense_weight_bytes = (dense_weight_params - hp_params) * wb + hp_params * hp
     moe = m.moe if (m.moe and m.num_moe_layers) else None
     g = dep.gpus
     if g > 1:
@@ -124,10 +120,10 @@ def coefficients(dep: Deployment) -> Coefficients:
         moe_layers=m.num_moe_layers if moe else 0,
         num_experts=moe.num_experts if moe else 0,
         top_k=moe.top_k if moe else 0,
-        dense_weight_bytes=float(dense_weight_bytes),
+        dense_weight_bytes=dep.dense_weight_bytes(),
         expert_bytes=expert_params * wb,
         embedding_row_bytes=h * hp,
-        lm_head_bytes=m.vocab * h * hp,
+        lm_head_bytes=dep.lm_head_bytes(),
         lm_head_flops_per_logit=2.0 * m.vocab * h,
         attn_flops_per_pair=4.0 * m.attention.num_heads * m.attention.head_dim * m.num_full_layers,
         gdn_flops_decode=float(gdn_dec),
@@ -355,7 +351,7 @@ def estimate(dep: Deployment, passes: Passes, weight_mode: str = "union", coef: 
                      "experts": flops["experts"] / peak_c / (g * eff_m), "expert_padding": pad_flops / peak_c / (g * eff_m),
                      "attention": attn_flops / peak_a / (g * eff_a)}
     total_bytes = sum(read.values()) + sum(written.values())
-    memory_s = total_bytes / (g * hw.bandwidth_bytes_s * lt.bandwidth_efficiency) + lt.bandwidth_ramp_s
+    memory_s = total_bytes / (g * hw.bandwidth_bytes_s * lt.bandwidth_efficiency) + lt.memory_fixed_s
     collective_latency = np.full_like(t, lt.collective_latency_s)
     comm_s = comm / hw.link_bytes_s + collective_latency if g > 1 else np.zeros_like(t)
     launch = lt.launch_s * eager_launch(lt, t, pure)

@@ -81,7 +81,7 @@ def _shipped_fingerprint(f: Path) -> tuple | None:
 
 
 # name -> (section, key, kind, required). Kinds: us (>= 0 float), count (int >= 0),
-# batch (int >= 1), bool, fraction (0, 1.5], tokens (>= 0 float), mb (>= 0 float), tflops (> 0 float).
+# batch (int >= 1), bool, fraction (0, 1.5], factor (0, 4], tokens (>= 0 float), mb (>= 0 float), tflops (> 0 float).
 _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "cuda_graphs": ("cuda_graphs", "decode", "bool", True),
     "cuda_graph_max_batch": ("cuda_graphs", "max_batch", "batch", True),
@@ -100,6 +100,7 @@ _SCALARS: dict[str, tuple[str, str, str, bool]] = {
     "moe_tflops": ("kernels", "moe_tflops", "tflops", False),
     "gemm_mfu": ("kernels", "gemm_mfu", "fraction", False),
     "bandwidth": ("kernels", "bandwidth", "fraction", False),
+    "weight_stream": ("kernels", "weight_stream", "factor", False),
     "floor_overlaps_reads": ("kernels", "floor_overlaps_reads", "bool", False),
 }
 _PER_KIND = {"layer_us": ("per_layer_us", "us"), "layer_kernels": ("kernels_per_layer", "count")}
@@ -172,6 +173,10 @@ class EngineProfile:
     moe_tflops: Sourced | None = None
     gemm_mfu: Sourced | None = None
     bandwidth: Sourced | None = None
+    #: factor on `bandwidth` for the dense weight stream (every weight but the routed experts, and the LM head): one GEMV
+    #: reading tens of MB in order runs nearer the copy rate than the paged KV reads and the scattered expert reads the
+    #: shared term also prices (`costmodel.latency.weight_stream_s`; capped at the datasheet); None: 1, one rate for all
+    weight_stream: Sourced | None = None
     #: bool: a weight-streaming kernel's per-layer floor overlaps its own weight reads (it takes max(floor, bytes time),
     #: `costmodel.latency.hidden_floor_s`), as a GPU kernel's fixed latency and its memory traffic do; None or false: they
     #: add, as a CPU's eager per-op dispatch does before the op runs (the `calibrate` profiles of a CPU), and as every
@@ -284,7 +289,7 @@ def toml_location(name: str) -> tuple[str, list[str]]:
 #: Typo guards per kind: far beyond any engine's figure (the slowest fixed cost fitted is a few ms; vLLM's largest
 #: CUDA graph is 8,192 tokens), so a value past them is a slip of units or digits, not a measurement.
 _UPPER: dict[str, tuple[float, str]] = {"us": (10_000_000.0, "us (10 s)"), "count": (1_000_000, "kernels"),
-                                        "batch": (10_000_000, ""), "fraction": (1.5, ""), "tokens": (1_000_000.0, "tokens"),
+                                        "batch": (10_000_000, ""), "fraction": (1.5, ""), "factor": (4.0, ""), "tokens": (1_000_000.0, "tokens"),
                                         "mb": (1_000_000.0, "MB"), "tflops": (1_000_000.0, "TFLOP/s")}
 
 
@@ -308,6 +313,8 @@ def _check(value: Any, kind: str, where: str, path: str) -> Any:
         raise EngineProfileError(f"{path}: field '{where}' must be a throughput > 0 TFLOP/s, got {value!r}")
     if kind == "fraction" and not 0 < value <= 1.5:
         raise EngineProfileError(f"{path}: field '{where}' must be in (0, 1.5], got {value!r}")
+    if kind == "factor" and not value > 0:
+        raise EngineProfileError(f"{path}: field '{where}' must be a factor > 0, got {value!r}")
     if value < 0:
         raise EngineProfileError(f"{path}: field '{where}' must be non-negative, got {value!r}")
     return float(value)

@@ -248,6 +248,21 @@ def test_achieved_bandwidth_ramp_adds_half_size_per_weight_kernel():
     assert b / (b / (4.0e12 * 0.8) + 2e6 / (4.0e12 * 0.8)) / 4.0e12 == pytest.approx(0.8 * b / (b + 2e6), rel=1e-12)
 
 
+def test_the_dense_weight_stream_reads_at_its_own_rate_capped_at_the_datasheet():
+    """`weight_stream` prices the weights every pass reads once (all but the embedding table and routed experts, and the
+    LM head) at bandwidth x factor; KV, activations and routed experts keep the shared rate (issue 49)."""
+    for dep, g in ((Deployment(Q35_4B, H20), 1), (Deployment(Q397, H20, gpus=8, weight_dtype="fp8"), 8)):
+        one = decode(dataclasses.replace(dep, serving_engine=_engine(bandwidth=0.6, weight_stream=1.0)), context=500, batch=3)
+        fast = decode(dataclasses.replace(dep, serving_engine=_engine(bandwidth=0.6, weight_stream=1.5)), context=500, batch=3)
+        capped = decode(dataclasses.replace(dep, serving_engine=_engine(bandwidth=0.8, weight_stream=2.0)), context=500, batch=3)
+        stream = (fast.bytes_read["dense_weights"][0] + fast.bytes_read["lm_head"][0]) / g
+        rest = fast.total_bytes[0] / g - stream
+        assert one.memory_s[0] == pytest.approx((stream + rest) / (4.0e12 * 0.6), rel=1e-12)  # factor 1: one rate, as before
+        assert fast.memory_s[0] == pytest.approx(stream / (4.0e12 * 0.9) + rest / (4.0e12 * 0.6), rel=1e-12)
+        assert capped.memory_s[0] == pytest.approx(stream / 4.0e12 + rest / (4.0e12 * 0.8), rel=1e-12)  # 1.6 capped at 1
+        assert rest > 0 and stream > 0
+
+
 # ------------------------------------------------------------------------- ideal = the roofline before engine terms
 def test_ideal_engine_is_the_bare_roofline():
     dep = Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=IDEAL)

@@ -19,9 +19,9 @@ from specagent.hardware.profile import Sourced, load_hardware
 
 H20 = load_hardware("h20")
 RTX = load_hardware("rtx5090")
-#: every engine term switched on (attention-kernel MFU, achieved-bandwidth ramp, grouped-GEMM padding)
+#: every engine term switched on (attention-kernel MFU, achieved-bandwidth ramp, the weight stream's own rate, grouped-GEMM padding)
 FULL = dataclasses.replace(load_engine("vllm"), attention_mfu=Sourced(0.3, "test"), bandwidth_half_mb=Sourced(4.0, "test"), moe_mfu=Sourced(0.25, "test"),
-                           moe_pad_tokens=Sourced(20.0, "test"), per_sequence_us=Sourced(30.0, "test"))
+                           moe_pad_tokens=Sourced(20.0, "test"), per_sequence_us=Sourced(30.0, "test"), weight_stream=Sourced(1.3, "test"))
 DEPLOYMENTS = [
     Deployment(load_model_spec("qwen3-30b-a3b"), H20, gpus=4, parallelism="tp+ep", serving_engine=FULL),
     Deployment(load_model_spec("qwen3.5-397b-a17b"), H20, gpus=8, weight_dtype="fp8", serving_engine=load_engine("sglang:eager")),

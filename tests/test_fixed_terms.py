@@ -48,6 +48,7 @@ def every_term(tmp_path_factory):
             if isinstance(item.get("value"), float):
                 item["value"] = max(item["value"], 3.0)
     data["kernels"]["bandwidth_half_mb"]["value"] = 2.5  # the achieved-bandwidth ramp (vLLM's fit has none)
+    data["kernels"]["weight_stream"] = {"value": 1.2, "source": "test"}  # the dense weight stream at its own rate
     data["per_pass"]["launch_us"]["value"] = 10.0  # launch-bound at batch 1, hidden under large prefills
     path = tmp_path_factory.mktemp("engines") / "every-term.toml"
     path.write_text(tomli_w.dumps(data))
@@ -63,7 +64,7 @@ def test_the_profile_really_sets_every_term(every_term):
     lt = latency_terms(_dep(eng))
     for term in FIXED_TERMS:
         assert getattr(lt, term.attr) > 0, term.name
-    assert lt.collective_latency_s > 0 and lt.moe_pad_tokens > 0 and lt.bandwidth_ramp_s > 0
+    assert lt.collective_latency_s > 0 and lt.moe_pad_tokens > 0 and lt.bandwidth_ramp_s > 0 and lt.weight_stream_s < 0
     assert lt.attention_mfu is not None and lt.moe_mfu is not None and not lt.cuda_graphs
     big = estimate(_dep(eng), Passes.uniform(16384, [0.0], 1))
     small = estimate(_dep(eng), Passes.uniform(1, [0.0], 1))

@@ -137,7 +137,7 @@ class IterationCost:
         self._extra_cache: dict[float, tuple[float, float]] = {}
         self._decode_cache: dict[int, tuple] = {}
         self.launch_s = terms.launch_s  # eager launches overlap the GPU-busy time (costmodel.latency.exposed_launch)
-        self.mem_fixed = terms.bandwidth_ramp_s
+        self.mem_fixed = terms.memory_fixed_s
 
         nf = len(FEATURES)
         x = np.ones((nf + 1, nf))
