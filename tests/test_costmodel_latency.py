@@ -131,13 +131,15 @@ def test_per_layer_fixed_time_by_kind_and_per_iteration_and_sequence_terms():
     eng = _engine(iteration_us=100.0, per_sequence_us=3.0)
     eng = dataclasses.replace(eng, layer_us={"full_attention": Sourced(11.0, "t"), "linear_attention": Sourced(7.0, "t"),
                                              "dense_mlp": Sourced(5.0, "t"), "moe": Sourced(13.0, "t")})
-    rate = 4.0e12 * float(eng.for_hardware("h20").bandwidth.value)  # achieved bytes/s of weight streaming on one H20
+    h20 = eng.for_hardware("h20")
+    shared = 4.0e12 * float(h20.bandwidth.value)  # achieved bytes/s of routed-expert reads on one H20
+    rate = 4.0e12 * min(1.0, float(h20.bandwidth.value) * float(h20.weight_stream.value))  # of the dense weight stream
     dense = decode(Deployment(Q35_4B, H20, serving_engine=eng), context=50, batch=7)
     # each weight kernel pays max(floor, bytes time): its floor is hidden up to its bytes time (hidden_floor_s). Qwen3.5-4B,
     # BF16 on one GPU, by hand from SPEC §3: attention QKV+gate 2560 x (8192 + 2 x 1024), output 4096 x 2560; Gated
     # DeltaNet qkvz 2560 x (8192 + 4096), ba 2560 x 64, output 4096 x 2560; MLP gate/up 2 x 2560 x 9216, down 9216 x 2560
-    def hidden(floor_us: float, params: list[float], bytes_per: float, gpus: int = 1) -> float:
-        return sum(min(floor_us * 1e-6, n * bytes_per / gpus / rate) for n in params)
+    def hidden(floor_us: float, params: list[float], bytes_per: float, gpus: int = 1, at: float = rate) -> float:
+        return sum(min(floor_us * 1e-6, n * bytes_per / gpus / at) for n in params)
 
     want = (8 * 11e-6 - 8 * hidden(11 / 9, [2560 * 10240, 4096 * 2560], 2)
             + 24 * 7e-6 - 24 * hidden(7 / 11, [2560 * 12288, 2560 * 64, 4096 * 2560], 2)
@@ -152,11 +154,12 @@ def test_per_layer_fixed_time_by_kind_and_per_iteration_and_sequence_terms():
     moe = decode(Deployment(Q397, H20, gpus=8, weight_dtype="fp8", serving_engine=eng), context=50)
     # Qwen3.5-397B-A17B FP8 over 8 GPUs: attention QKV+gate 4096 x (16384 + 2 x 512), output 8192 x 4096; Gated DeltaNet
     # qkvz 4096 x (12288 + 8192), ba 4096 x 128, output 8192 x 4096; MoE router 4096 x 512 (BF16), top-10 w13 and w2,
-    # shared expert gate/up, down and its scalar gate; bytes per GPU
-    moe_fp8 = [2 * 4096 * 1024 * 10, 1024 * 4096 * 10, 2 * 4096 * 1024, 1024 * 4096, 4096]
+    # shared expert gate/up, down and its scalar gate; bytes per GPU; the routed experts' two at the shared rate
+    routed, shared_expert = [2 * 4096 * 1024 * 10, 1024 * 4096 * 10], [2 * 4096 * 1024, 1024 * 4096, 4096]
     want = (15 * 11e-6 - 15 * hidden(11 / 9, [4096 * 17408, 8192 * 4096], 1, 8)
             + 45 * 7e-6 - 45 * hidden(7 / 11, [4096 * 20480, 4096 * 128, 8192 * 4096], 1, 8)
-            + 60 * 13e-6 - 60 * (hidden(13 / 14, [4096 * 512], 2, 8) + hidden(13 / 14, moe_fp8, 1, 8)))
+            + 60 * 13e-6 - 60 * (hidden(13 / 14, [4096 * 512], 2, 8) + hidden(13 / 14, routed, 1, 8, shared)
+                                 + hidden(13 / 14, shared_expert, 1, 8)))
     assert moe.fixed["layers"][0] == pytest.approx(want, rel=1e-12)
     assert moe.overhead_s[0] == pytest.approx(sum(v[0] for v in moe.fixed.values()), rel=1e-12)
 
@@ -168,7 +171,7 @@ def test_a_weight_kernel_pays_its_floor_or_its_bytes_whichever_binds():
     dep = Deployment(Q35_4B, H20, serving_engine=VLLM)
     huge = dataclasses.replace(VLLM, overrides={}, layer_us={k: Sourced(1e5 * float(VLLM.layer_kernels[k].value), "t") for k in LAYER_KINDS})
     tiny = dataclasses.replace(VLLM, overrides={}, layer_us={k: Sourced(1e-6 * float(VLLM.layer_kernels[k].value), "t") for k in LAYER_KINDS})
-    rate = 4.0e12 * float(VLLM.bandwidth.value)
+    rate = 4.0e12 * min(1.0, float(VLLM.bandwidth.value) * float(VLLM.weight_stream.value))  # the dense weight stream's
     weights = 8 * (2560 * 10240 + 4096 * 2560) + 24 * (2560 * 12288 + 2560 * 64 + 4096 * 2560) + 32 * 3 * 2560 * 9216
     floors = sum(n * 1e5 * float(VLLM.layer_kernels[k].value) for k, n in
                  (("full_attention", 8), ("linear_attention", 24), ("dense_mlp", 32))) * 1e-6
@@ -236,7 +239,7 @@ def test_a_decode_pass_uses_the_gemm_efficiency_for_its_token_count_not_a_decode
 
 
 def test_achieved_bandwidth_ramp_adds_half_size_per_weight_kernel():
-    eng = _engine(bandwidth_half_mb=2.0, bandwidth=0.8)
+    eng = _engine(bandwidth_half_mb=2.0, bandwidth=0.8, weight_stream=1.0)  # one rate for all bytes
     dep = Deployment(Q35_4B, H20, serving_engine=eng)
     cost = decode(dep, context=500)
     # weight kernels: 8 x (QKV, output) + 24 x (qkvz, ba, output) + 32 x (gate/up, down) + the LM head

@@ -293,7 +293,7 @@ def test_dense_balance_is_ridge_times_bytes_per_weight_over_two():
     # a serving engine's fitted GEMM and bandwidth efficiencies move the effective balance batch,
     # its fixed costs (added to both sides of the bound) do not; here the engine has no attention_mfu
     base = load_engine("vllm")  # its fields replaced on every GPU: the profile's [hardware.h20] bandwidth would otherwise win
-    fields = dict(gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None)
+    fields = dict(gemm_mfu=Sourced(0.5, "t"), bandwidth=Sourced(0.9, "t"), attention_mfu=None, weight_stream=None)
     eng = dataclasses.replace(base, overrides={g: {k: v for k, v in o.items() if k not in fields} for g, o in base.overrides.items()},
                               **fields)
     served = balance_point(Deployment(Q4, H20, serving_engine=eng))
@@ -378,7 +378,7 @@ def test_decode_run_crossover_memory_then_compute():
     of attention, so past some context the step turns compute-bound.
     """
     hw = _profile(bf16=2.4 * 4.0, bw=4.0)  # 9.6 TFLOP/s x 0.6 / (4 TB/s x 0.72) = 2 FLOP/B
-    dep = Deployment(Q4, hw)
+    dep = Deployment(Q4, hw, serving_engine=IDEAL)  # the ridge above is the bare roofline's
     _, bound = _sum_individual(dep, 0, 60_000)
     flip = int(np.argmax(bound))
     assert not bound[0] and bound[-1] and 1000 < flip < 59_000 and bound[flip:].all()

@@ -221,7 +221,8 @@ def quotes(t: dict) -> dict[str, list[str]]:
             f"tool and user waits are {waits_s:.1f} s of Strong-only's {so['wall_s_per_task']['point']:.1f} s per task "
             f"({100 * env:.1f}%)",
             f"(`{f3(r['wall'])} = {100 * r['wall']:.1f}% of Strong-only`",
-            f"(`wall {iv(walls[''])}`: the time saving is not established",
+            f"(`wall {iv(walls[''])}`: "
+            + ("the time saving is not established" if "not established" in t["brief"] else "both savings are established"),
             f"not acceptance (every kind's at 0: wall {f3(zero['wall'])} instead of {f3(r['wall'])}) but the recorded "
             f"waits ({f3(env)} of Strong-only's wall, a floor), the Weak/Strong time per token ({f3(wr)} on H20) and the "
             f"verdicts' reasoning (thinking off: wall {f3(off['wall'])})",
@@ -329,7 +330,7 @@ def quotes(t: dict) -> dict[str, list[str]]:
             f"The shipped point misses both in the default scenario: **wall {f3(r['wall'])}, FLOPs {f3(r['flops'])}** (`specagent predict`",
             f"recorded user and tool waits are {f3(env)} of Strong-only's wall time, and the model part "
             f"({f3(1 - env)}) would have to fall to {f3((0.54 - env) / (1 - env))} of Strong-only's model time.",
-            f"{f3(r['wall'])} after the fixed-cost refit, #49) |",
+            f"{f3(r['wall'])} with the weight stream's own rate, #49) |",
             f"τ² wall {iv(walls[''])} (model time {f3(r['model'])};",
             f"hold replies / every chunk {f3(hold['specagent_hold_replies']['wall_time_s_rel'])} / "
             f"{f3(hold['specagent_every_chunk']['wall_time_s_rel'])} (`specagent predict`,",
@@ -413,7 +414,7 @@ def test_the_edge_figures_quoted_are_what_predict_edge_prints(tmp_path):
                                 f"| 0.59–0.81 | {f3(published(e, 'mcp_api_cost')['point'])} [",
                                 f"| ≥ 0.95 | {f3(wall['point'])} ["],
         "docs/protocol-calibration.md": [f"edge wall {iv(wall)}, hold replies",
-                                         f"{f3(wall['point'])} after the fixed-cost refit, #49) |"],
+                                         f"{f3(wall['point'])} with the weight stream's own rate, #49) |"],
     }
     missing = [f"{page}: {q}" for page, qs in pages.items() for q in qs
                if _norm(q) not in _norm((ROOT / page).read_text(encoding="utf-8"))]
