@@ -161,6 +161,14 @@ def test_roofline_decode_json_matches_estimate():
     assert d["intensity_flop_per_byte"] == pytest.approx(c.total_flops[0] / c.total_bytes[0], rel=1e-12)
     assert d["experts_touched"] == pytest.approx(10.0)
     assert d["efficiencies"]["bandwidth_source"].strip()
+    # the dense weight stream's own rate (issue 49): the engine's factor on its H20 bandwidth, capped at the datasheet
+    eng = dep.serving_engine.for_hardware(dep.hardware)
+    eff = d["efficiencies"]
+    assert eff["weight_stream"] == pytest.approx(min(1.0, eff["bandwidth"] * float(eng.weight_stream.value)), rel=1e-12)
+    assert eff["weight_stream"] > eff["bandwidth"] and eff["weight_stream_source"] == eng.weight_stream.source
+    r = _run("roofline", "--model", "qwen3.5-397b-a17b", "--hardware", "h20", "--gpus", "8", "--context", "8192",
+             env={"COLUMNS": "100"})
+    assert r.exit_code == 0 and f"memory: bandwidth efficiency {eff['bandwidth']:.3g}, dense weight stream {eff['weight_stream']:.3g}" in r.output
 
 
 def test_roofline_verify_json_matches_estimate():

@@ -124,7 +124,9 @@ def pass_time(res: RooflineResult, console: Console) -> list[RenderableType]:
     terms = ", ".join(f"{label} {out[key] * 1e3:.3f}" for label, key in res.fixed_terms)
     lines = (f"compute: GEMM MFU {eff['gemm']:.3g}, attention {eff['attention']:.3g}; MoE padding "
              f"{out['compute_expert_padding_s'] * 1e3:.3f} ms",
-             f"memory: bandwidth efficiency {eff['bandwidth']:.3g}",
+             f"memory: bandwidth efficiency {eff['bandwidth']:.3g}"
+             + (f", dense weight stream {eff['weight_stream']:.3g}"
+                if eff["weight_stream"] != eff["bandwidth"] else ""),
              f"communication: {fmt_bytes(out['comm_bytes'])} per GPU; latency {out['collective_latency_s'] * 1e3:.3f} "
              f"ms for {allreduces} all-reduces + {all_to_alls} all-to-alls",
              f"engine fixed costs (ms): {terms}")
