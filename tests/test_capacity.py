@@ -275,7 +275,9 @@ def test_the_analytic_bound_is_optimistic_by_little(episodes, strongonly):
     assert scap.tasks_per_s > 2 * cap.tasks_per_s  # 2.8x with the fitted vLLM profile (verification is prefill-bound)
     sbuild = lambda c: build_fleet(wdep, dep, c[0], c[1], weight_mode=SC.weight_mode)  # noqa: E731
     sref = float(uncontended(sa, sbuild((None, None))).tasks["latency_s"].quantile(0.95))
-    r = measure_steady(sa, sbuild, (None, 1), 1.05 * scap.tasks_per_s, Metric(95, "task"), sref, min_tasks=500)
+    # 1.10 x: at 1.05 x this pool falls behind by about 5% of the arrivals since issue 49's third pass (the weight stream
+    # at its own rate), within the stability test's noise as Strong-only's is at 1.05 x; at 1.10 x by 11%
+    r = measure_steady(sa, sbuild, (None, 1), 1.10 * scap.tasks_per_s, Metric(95, "task"), sref, min_tasks=500)
     assert not r.stable
 
 
@@ -387,8 +389,9 @@ def test_fleets_sharing_a_slice_each_name_their_own(episodes):
                     "acceptance.p_valid_replacement": 0.5,
                     "acceptance.accept": {"read": 0.90, "write": 0.75, "generic": 0.80, "think": 0.95, "reply": 0.85},
                     "acceptance.exact": {"read": 0.55, "write": 0.45, "generic": 0.50, "think": 0.40, "reply": 0.10}}
-    # at 17 tasks/s (18 until the fixed-cost refit of issue 49, after which the search at 18/s no longer visits (9, 3))
-    req = PlanRequest(rate=(17.0,), slo=SLO.parse("p95-task=400s"), strategy=("specagent",), gpu=("h200",),
+    # at 15 tasks/s (18 until the fixed-cost refit of issue 49, after which the search at 18/s no longer visits (9, 3); 17
+    # until its third pass, the weight stream's own rate, after which 16-20/s no longer visit both (9, 3) and (10, 3))
+    req = PlanRequest(rate=(15.0,), slo=SLO.parse("p95-task=400s"), strategy=("specagent",), gpu=("h200",),
                       slice_tasks=300, scenario=SC.override(illustrative), search_gpus=GPU_COUNTS)
     ev = plan_capacity(episodes, req).evaluations
     named = 0

@@ -270,7 +270,7 @@ def test_the_mixed_deployment_plan_keeps_its_fleets():
     stopped = res.evaluations[res.evaluations["stopped_at_s"].notna()]
     assert len(stopped) and not stopped["meets_slo"].any()  # the sequential stop ran, on misses only
     assert (int(t.loc["strongonly", "weak_replicas"]), int(t.loc["strongonly", "strong_replicas"])) == (0, 4)
-    assert (int(t.loc["specagent", "weak_replicas"]), int(t.loc["specagent", "strong_replicas"])) == (12, 1)
+    assert (int(t.loc["specagent", "weak_replicas"]), int(t.loc["specagent", "strong_replicas"])) == (13, 1)
     # recorded: strongonly 230.2 s, specagent 234.1 s (the chosen fleets run the whole window); re-recorded 229.2 s and
     # 229.3 s when the H20 term was fitted apart for SGLang 0.4 (issue 32: the shared terms moved with the refit, per-kernel
     # layer time 3.325 -> 3.358 us, shared bandwidth 0.7337 -> 0.737; same fleets); re-recorded when a weight kernel's floor
@@ -278,6 +278,9 @@ def test_the_mixed_deployment_plan_keeps_its_fleets():
     # 3.358 -> 3.777 us): Qwen3-4B on L40S decodes slower, SpecAgent's Weak pool 13 -> 14 replicas, Strong-only's 4 as before;
     # re-recorded after issue 49's second refit (SGLang's Gated DeltaNet count; shared per-kernel floor 3.777 -> 3.968 us:
     # the Weak's pass at batch 8 +0.4%, the Strong's a little slower): the search's path at the SLO's edge changed, SpecAgent's
-    # Weak pool 14 -> 12 replicas at p95 236.1 s (was 238.1 s), Strong-only's 4 as before at 230.4 s (was 226.5 s)
-    assert t.loc["strongonly", "slo_value_s"] == pytest.approx(230.432060, abs=1e-4)
-    assert t.loc["specagent", "slo_value_s"] == pytest.approx(236.102483, abs=1e-4)
+    # Weak pool 14 -> 12 replicas at p95 236.1 s (was 238.1 s), Strong-only's 4 as before at 230.4 s (was 226.5 s);
+    # re-recorded after issue 49's third pass (the dense weight stream at its own rate, shared bandwidth 0.698 -> 0.635:
+    # weights read faster, KV slower): 12 Weak replicas now miss the SLO (243.5 s), SpecAgent's Weak pool 12 -> 13 at
+    # 229.5 s, Strong-only's 4 as before at 231.5 s
+    assert t.loc["strongonly", "slo_value_s"] == pytest.approx(231.525952, abs=1e-4)
+    assert t.loc["specagent", "slo_value_s"] == pytest.approx(229.492516, abs=1e-4)
