@@ -304,7 +304,7 @@ def _check(value: Any, kind: str, where: str, path: str) -> Any:
         raise EngineProfileError(f"{path}: field '{where}' must be a finite number, got {value!r}")
     hi, unit = _UPPER[kind]
     if value > hi:
-        raise EngineProfileError(f"{path}: field '{where}' must be at most {hi:,g} {unit} (a guard against typos), got {value!r}")
+        raise EngineProfileError(f"{path}: field '{where}' must be at most {hi:,g}{' ' + unit if unit else ''} (a guard against typos), got {value!r}")
     if kind in ("count", "batch"):
         if int(value) != value or value < (1 if kind == "batch" else 0):
             raise EngineProfileError(f"{path}: field '{where}' must be an integer >= {1 if kind == 'batch' else 0}, got {value!r}")

@@ -421,7 +421,8 @@ def test_fuzz_hardware_profile_numbers(where, value):
 
 ENGINE_FIELDS = [("per_pass", "launch_us"), ("per_pass", "per_sequence_us"), ("per_request", "request_us"),
                  ("collectives", "allreduce_alpha_us"), ("kernels", "bandwidth_half_mb"), ("kernels", "moe_pad_tokens"),
-                 ("per_layer_us", "moe"), ("kernels_per_layer", "dense_mlp"), ("cuda_graphs", "max_batch"), ("per_pass", "kernels")]
+                 ("per_layer_us", "moe"), ("kernels_per_layer", "dense_mlp"), ("cuda_graphs", "max_batch"), ("per_pass", "kernels"),
+                 ("kernels", "weight_stream")]
 
 
 @settings(FUZZ, max_examples=150)
