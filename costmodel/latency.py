@@ -104,7 +104,7 @@ def weight_kernel_params(model: ModelSpec) -> dict[str, tuple[tuple[float, bool,
 
 
 def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: float, half_bytes: float,
-                   stream_efficiency: float | None = None) -> float:
+                   stream_efficiency: float) -> float:
     """Per-layer fixed time that weight-streaming kernels hide behind their own weight reads (seconds per pass).
 
     A kernel takes max(its floor, its bytes ÷ achieved bandwidth, its FLOPs ÷ achieved peak), not their sum: the
@@ -119,11 +119,11 @@ def hidden_floor_s(dep: Deployment, eng: EngineProfile, bandwidth_efficiency: fl
     hides. Kernels without weights (norms, RoPE, the attention and recurrent kernels, activations) keep their floor.
     Applied where the engine profile says its floors overlap reads (`floor_overlaps_reads`: the GPU engines); a CPU's
     eager per-op dispatch runs before its op, serially, and adds. A routed-expert kernel reads at `bandwidth_efficiency`,
-    every other weight kernel at `stream_efficiency` (the dense weight stream's, `weight_stream_s`; None: the same).
+    every other weight kernel at `stream_efficiency` (the dense weight stream's, `weight_stream_s`).
     """
     counts = layer_counts(dep)
     rate = dep.hardware.bandwidth_bytes_s * bandwidth_efficiency
-    stream = rate if stream_efficiency is None else dep.hardware.bandwidth_bytes_s * stream_efficiency
+    stream = dep.hardware.bandwidth_bytes_s * stream_efficiency
     wb, hp, g = dep.weight_bytes_per_param, dep.high_precision_bytes, dep.gpus
     total = 0.0
     for kind, kernels in weight_kernel_params(dep.model).items():
@@ -156,6 +156,8 @@ class LatencyTerms:
     attention_mfu: float | None  # None: attention at the GEMM efficiency
     moe_mfu: float | None  # None: routed-expert GEMMs at the GEMM efficiency
     bandwidth_efficiency: float
+    #: The dense weight stream's fraction of the datasheet bandwidth (`bandwidth_efficiency` where the engine sets none).
+    stream_efficiency: float
     cuda_graphs: bool
     cuda_graph_max_batch: int
     cuda_graphs_mixed: bool
@@ -168,8 +170,6 @@ class LatencyTerms:
     layers_hidden_s: float = 0.0
     #: Memory time the dense weight stream saves (< 0) by reading at its own rate (`weight_stream_s`): per pass, as its bytes are.
     weight_stream_s: float = 0.0
-    #: The dense weight stream's fraction of the datasheet bandwidth (`bandwidth_efficiency` where the engine sets none).
-    stream_efficiency: float | None = None
 
     @property
     def memory_fixed_s(self) -> float:
@@ -245,15 +245,16 @@ def collective_counts(dep: Deployment) -> tuple[int, int]:
     return 2 * m.num_layers - moe_ep, 2 * moe_ep
 
 
-def stream_efficiency(eng: EngineProfile, bandwidth_efficiency: float) -> float | None:
+def stream_efficiency(eng: EngineProfile, bandwidth_efficiency: float) -> float:
     """The dense weight stream's fraction of the datasheet bandwidth: `bandwidth` × the engine's `weight_stream` factor,
-    at most the datasheet (or the shared fraction, where a calibrated one exceeds it); None where the engine sets none."""
+    at most the datasheet (or the shared fraction, where a calibrated one exceeds it); the shared fraction itself where
+    the engine sets none."""
     if eng.weight_stream is None:
-        return None
+        return bandwidth_efficiency
     return min(bandwidth_efficiency * float(eng.weight_stream.value), max(1.0, bandwidth_efficiency))
 
 
-def weight_stream_s(dep: Deployment, bandwidth_efficiency: float, stream: float | None) -> float:
+def weight_stream_s(dep: Deployment, bandwidth_efficiency: float, stream: float) -> float:
     """Memory time per pass the dense weight stream adds (< 0: saves) by reading at `stream` instead of the shared rate.
 
     The roofline prices every byte at the shared `bandwidth` fraction. The weights every pass reads once whatever its
@@ -263,7 +264,7 @@ def weight_stream_s(dep: Deployment, bandwidth_efficiency: float, stream: float 
     the shared fit says 0.70). Those bytes are the same in every pass, so the difference is a constant per deployment,
     and the pass time stays affine in its aggregates (the fleet's probe reads it as such).
     """
-    if stream is None:
+    if stream == bandwidth_efficiency:
         return 0.0
     per_gpu = (dep.dense_weight_bytes() + dep.lm_head_bytes()) / dep.gpus
     bw = dep.hardware.bandwidth_bytes_s
@@ -285,7 +286,7 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
     half_bytes = float(eng.bandwidth_half_mb.value) * 1e6
     stream = stream_efficiency(eng, bw_eff)
     ramp = weight_kernels * half_bytes / (hw.bandwidth_bytes_s * bw_eff)
-    if stream is not None and half_bytes:  # the routed experts' two grouped GEMMs per MoE layer ramp at the shared rate
+    if stream != bw_eff and half_bytes:  # the routed experts' two grouped GEMMs per MoE layer ramp at the shared rate
         routed = 2 * counts["moe"]
         ramp = half_bytes / hw.bandwidth_bytes_s * ((weight_kernels - routed) / stream + routed / bw_eff)
     moe = moe_efficiency(eng, hw.peak_flops(dep.compute_dtype))
@@ -306,13 +307,13 @@ def latency_terms(dep: Deployment) -> LatencyTerms:
         attention_mfu=float(eng.attention_mfu.value) if eng.attention_mfu is not None else None,
         moe_mfu=moe,
         bandwidth_efficiency=bw_eff,
+        stream_efficiency=stream,
         cuda_graphs=bool(eng.cuda_graphs.value),
         cuda_graph_max_batch=int(eng.cuda_graph_max_batch.value),
         cuda_graphs_mixed=bool(eng.cuda_graphs_mixed.value),
         layers_hidden_s=hidden,
         request_s=float(eng.request_us.value) * us,
         weight_stream_s=weight_stream_s(dep, bw_eff, stream),
-        stream_efficiency=stream,
     )
 
 

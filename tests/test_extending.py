@@ -122,8 +122,8 @@ def test_recipe_c_a_fixed_cost_latency_term(stage):
 ''', '''    cuda_graphs_mixed: bool
     constant_s: float = 0.0
 ''')
-    _edit(lat, '''        stream_efficiency=stream,
-    )''', '''        stream_efficiency=stream,
+    _edit(lat, '''        weight_stream_s=weight_stream_s(dep, bw_eff, stream),
+    )''', '''        weight_stream_s=weight_stream_s(dep, bw_eff, stream),
         constant_s=float(eng.constant_us.value) * us if eng.constant_us is not None else 0.0,
     )''')
     _edit(lat, '''    FixedTerm("layers",''', '''    FixedTerm("constant", "constant_us ([per_pass])", "constant_s", "pass", "cpu", "constant"),

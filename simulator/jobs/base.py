@@ -135,17 +135,23 @@ def read_trace(path: Path, progress: Progress | None = None, skip_bad: bool = Fa
     return load_trajectories(path, skip_bad=skip_bad, skipped=skipped, progress=_bytes_read(progress, path))
 
 
+def counted(progress: Progress | None, what: str, total: float) -> Callable[[int], None]:
+    """A worker's `advance(k)` (k more done) told to a job's `progress` as `what`, the running count of `total`."""
+    done = 0
+
+    def advance(k: int) -> None:
+        nonlocal done
+        done += k
+        report(progress, what, done, total)
+
+    return advance
+
+
 def _bytes_read(progress: Progress | None, path: Path) -> Callable[[int], None] | None:
     """A reader's `progress(k)` (k more bytes read) told to a job's `progress` as "reading NAME", done of the file's
     size; None for what is not a file of known size (nothing to count against)."""
     size = path.stat().st_size if path.is_file() else 0
-    done = [0]
-
-    def advance(n: int) -> None:
-        done[0] += n
-        report(progress, f"reading {path.name}", done[0], size)
-
-    return advance if size else None
+    return counted(progress, f"reading {path.name}", size) if size else None
 
 
 def chosen_backend(backend: str | None, address: str | None, address_field: str = "address") -> str:

@@ -43,7 +43,7 @@ from specagent.common.vllm_result import (DEFAULT_METRICS, DEFAULT_PERCENTILES, 
                                           parse_percentiles, percentile_word, stats_ms)
 from specagent.simulator.capacity.fleet_build import build_fleet, check_requests_fit, request_tasks
 from specagent.simulator.fleet.config import Scheduler, engine_scheduler
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, counted, report
 from specagent.simulator.rates_prices import parse_prices, unused_prices
 from specagent.traces.requests import RequestTrace, load_requests
 from specagent.traces.vocabulary import LIMIT_REASONS, MAX_ARRIVAL_S
@@ -561,13 +561,9 @@ def run(request: ReplayRequest, progress: Progress | None = None, rows: str | Pa
     strong = sc.deployment("strong", fit_context=None)  # the Weak pool's files are not read: replay serves no Weak model
     sched = scheduler_limits(strong, request.max_seqs, request.max_tokens)
     price = prices(request)
-    n, done = len(trace), [0]
+    n = len(trace)
     what = f"replaying {n:,} requests"
-
-    def advance(k: int) -> None:
-        done[0] += k
-        report(progress, what, done[0], n)
-
+    advance = counted(progress, what, n)
     report(progress, what, 0, n)
     with parquet_rows(out) as sink:
         kw: dict[str, Any] = dict(chunk=request.chunk, overlap=request.overlap, sink=sink, progress=advance)

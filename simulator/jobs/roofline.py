@@ -154,7 +154,7 @@ def _record(dep: Any, cost: Any, r: RooflineRequest) -> dict[str, Any]:
                           attention_source=(eng.attention_mfu or eng.gemm_mfu or hw.prefill_mfu).source,
                           moe=lt.moe_mfu if lt.moe_mfu is not None else lt.gemm_mfu, moe_pad_tokens=lt.moe_pad_tokens,
                           bandwidth=lt.bandwidth_efficiency, bandwidth_source=(eng.bandwidth or hw.bandwidth_efficiency).source,
-                          weight_stream=lt.stream_efficiency if lt.stream_efficiency is not None else lt.bandwidth_efficiency,
+                          weight_stream=lt.stream_efficiency,
                           weight_stream_source=eng.weight_stream.source if eng.weight_stream is not None else "as bandwidth"),
         engine_terms={name: value for name, value, _ in eng.figures()},
         **{k: (v if isinstance(v, str) else float(v)) for k, v in row.items()},

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specagent.common import atomic
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, read_workload, report
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, counted, read_workload, report
 from specagent.simulator.run import simulate
 from specagent.simulator.scenario import ScenarioError
 from specagent.simulator.strategies.catalog import STRATEGY_NAMES
@@ -69,12 +69,7 @@ def run(request: SimulateRequest, progress: Progress | None = None, workload: An
         if w.synthetic is not None:
             prof = sc.synthetic_profile()
             name = sc.synthetic_name(prof)
-            done = [0]
-
-            def advance(n: int) -> None:
-                done[0] += n
-                report(progress, f"simulating {w.trajectories:,} synthetic trajectories", done[0], w.trajectories)
-
+            advance = counted(progress, f"simulating {w.trajectories:,} synthetic trajectories", w.trajectories)
             res = simulate_synthetic(prof, w.trajectories, sc.seed, request.strategy, setting, sc.acceptance, sc.pricing_engine,
                                      sc.k, sc.review, out=out, progress=advance, environment=sc.environment)
             return SimulateResult(request, res.label, res.n_traj, res.totals, name, name, setting)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, counted, report
 from specagent.simulator.jobs.checks import check_bounds
 from specagent.traces.vocabulary import MAX_TRAJECTORIES
 
@@ -57,13 +57,8 @@ def run(request: SynthRequest, progress: Progress | None = None) -> SynthResult:
 
     request.check()
     prof = load_profile(request.profile)
-    n, done = request.trajectories, [0]
+    n = request.trajectories
     what = f"generating {n:,} trajectories"
     report(progress, what, 0, n)
-
-    def advance(k: int) -> None:
-        done[0] += k
-        report(progress, what, done[0], n)
-
-    steps = save_synthetic(prof, n, request.seed, request.out, progress=advance)  # type: ignore[arg-type]
+    steps = save_synthetic(prof, n, request.seed, request.out, progress=counted(progress, what, n))  # type: ignore[arg-type]
     return SynthResult(request, prof.name, steps)

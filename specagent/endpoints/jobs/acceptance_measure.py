@@ -21,7 +21,7 @@ from specagent.endpoints.measure import Estimate, estimate, select_positions, su
 from specagent.endpoints.recorded import RecordedTask, load_tools, read_recorded, unique_stems
 from specagent.endpoints.shadow import RESPONSE_FORMATS, MeasureConfig, ShadowRun
 from specagent.endpoints.transport import Cancelled
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, counted, report
 from specagent.simulator.jobs.checks import check_bounds, check_finite
 from specagent.simulator.scenario import Scenario
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
@@ -228,12 +228,7 @@ class ShadowMeasurement:
         client, total = self.client, len(self.positions)
         assert client is not None, "open the measurement with `with` first"
         run = self.shadow()
-        done = [0]
-
-        def advance(k: int) -> None:
-            done[0] += k
-            report(progress, "verifying", done[0], total)
-
+        advance = counted(progress, "verifying", total)
         report(progress, "verifying", 0, total)  # the stage and its size, before the first answer
         try:
             results = run.run(self.positions, advance)

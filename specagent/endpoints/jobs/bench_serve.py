@@ -31,7 +31,7 @@ from specagent.endpoints.client import Endpoint, parse_extra_body, same_model
 from specagent.endpoints.jobs.acceptance_measure import MAX_TIMEOUT_S
 from specagent.endpoints.transport import Transport
 from specagent.measurements import SERVING_COLUMNS, MeasurementError, load_serving
-from specagent.simulator.jobs.base import JobError, Progress, Request, Result, report
+from specagent.simulator.jobs.base import JobError, Progress, Request, Result, counted, report
 from specagent.simulator.jobs.checks import check_bounds, check_finite
 from specagent.traces.schema import MAX_CONTEXT_TOKENS
 
@@ -289,12 +289,8 @@ class ServeBenchmark:
         r, runs, interrupted = self.request, [], None
         when = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
         for level in self.levels:
-            what, total, done = f"c={level or '∞'}", len(self.requests), [0]
-
-            def advance(k: int) -> None:
-                done[0] += k
-                report(progress, what, done[0], total)
-
+            what, total = f"c={level or '∞'}", len(self.requests)
+            advance = counted(progress, what, total)
             report(progress, what, 0, total)
             try:
                 with sigterm_as_interrupt():
